@@ -1,0 +1,182 @@
+// Command bir-proxy sits between an MCP host and an MCP server, relays every message
+// unchanged, and records every tools/call. See README.md and docs/ARCHITECTURE.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/bir-dev/bir-proxy/relay"
+	"github.com/bir-dev/bir-proxy/upstream"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+const usage = `bir-proxy — a transparent MCP proxy that records every tool call.
+
+Usage:
+  bir-proxy [--server NAME] [flags] -- COMMAND [ARGS...]   run COMMAND as the MCP server, relaying stdio
+  bir-proxy wrap   [--config PATH] [--scope project|local|user] [--dry-run] [NAME...]
+  bir-proxy unwrap [--config PATH] [--scope project|local|user] [--dry-run] [NAME...]
+  bir-proxy status [--config PATH] [--scope project|local|user]
+  bir-proxy log    [--server NAME] [--follow] [--json] [-n N]
+  bir-proxy --version
+
+Examples:
+  # In .mcp.json, in place of the server's own command:
+  bir-proxy --server github -- npx -y @modelcontextprotocol/server-github
+  # Put every server of this project's .mcp.json behind bir-proxy, and take it away:
+  bir-proxy wrap
+  bir-proxy unwrap
+  # See what was recorded (the journal, when no recorder is running):
+  bir-proxy log --follow
+
+Proxy flags:
+`
+
+// run is the whole program; it returns the exit status.
+func run(args []string) int {
+	return runProxy(args)
+}
+
+type proxyFlags struct {
+	server         string
+	correlationKey string
+	recorderURL    string
+	allowRemote    bool
+	journal        string
+	maxMessage     int
+	logLevel       string
+	command        []string
+}
+
+func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
+	f := &proxyFlags{}
+	fs := newFlagSet("bir-proxy", usage)
+	fs.StringVar(&f.server, "server", "", "the server's name in reports and logs (default: the command's base name)")
+	fs.StringVar(&f.correlationKey, "correlation-key", envOr("BIR_CORRELATION_KEY", "_bir_call_id"), "argument key the host hook adds to each tools/call (env BIR_CORRELATION_KEY)")
+	fs.StringVar(&f.recorderURL, "recorder", "", "recorder URL (default: BIR_RECORDER_URL, then .bir/recorder.json)")
+	fs.BoolVar(&f.allowRemote, "allow-remote-recorder", false, "allow a recorder that is not on a loopback address")
+	fs.StringVar(&f.journal, "journal", "", "journal file used when no recorder is configured (default: $XDG_STATE_HOME/bir-proxy/journal/SERVER.jsonl)")
+	fs.IntVar(&f.maxMessage, "max-message", 0, "largest message accepted, in bytes (default 256 MiB)")
+	fs.StringVar(&f.logLevel, "log-level", envOr("BIR_LOG_LEVEL", "info"), "debug, info, warn or error (env BIR_LOG_LEVEL)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if code, ok := parseFlags(fs, args); !ok {
+		return nil, code, false
+	}
+	if *showVersion {
+		fmt.Fprintf(os.Stdout, "bir-proxy %s\n", version)
+		return nil, 0, false
+	}
+	f.command = fs.Args()
+	if len(f.command) == 0 {
+		fmt.Fprintln(stderr, "bir-proxy: no server command: put it after --, e.g. bir-proxy -- npx -y @modelcontextprotocol/server-everything")
+		return nil, 2, false
+	}
+	if f.server == "" {
+		f.server = strings.TrimSuffix(filepath.Base(f.command[0]), ".exe")
+	}
+	return f, 0, true
+}
+
+func runProxy(args []string) int {
+	f, code, ok := parseProxyFlags(args, os.Stderr)
+	if !ok {
+		return code
+	}
+	logger := newLogger(os.Stderr, f.logLevel, f.server)
+
+	// The host's end of the session. Nothing but relayed messages may ever be written
+	// to stdout; the logger above writes to stderr.
+	hostIn, hostOut, restore := hostStdio(logger)
+	defer restore()
+
+	proc, err := upstream.Start(upstream.Command{
+		Path:       f.command[0],
+		Args:       f.command[1:],
+		Env:        upstream.ChildEnv(os.Environ()),
+		Name:       f.server,
+		MaxMessage: f.maxMessage,
+		Logger:     logger,
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bir-proxy: cannot start the server: %v\n", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return 127
+		}
+		return 126
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go stopOnSignal(ctx, proc, logger)
+
+	r := relay.New(relay.Options{
+		HostIn:     hostIn,
+		HostOut:    hostOut,
+		Upstream:   proc,
+		MaxMessage: f.maxMessage,
+		Logger:     logger,
+	})
+	err = r.Run(ctx)
+	switch {
+	case err == nil, errors.Is(err, relay.ErrUpstreamEnded):
+	default:
+		logger.Warn("session ended", "err", err)
+	}
+	// Whatever ended the session, the server is stopped and waited for: the proxy
+	// never exits leaving it behind.
+	proc.Close()
+	return proc.ExitCode()
+}
+
+// stopOnSignal turns SIGINT/SIGTERM/SIGHUP into the immediate stop sequence (SPEC §6).
+// SIGPIPE is caught, not ignored: an ignored signal would be inherited by the server,
+// and an uncaught one would kill the proxy when the host closes stdout; caught, a write
+// to a closed host just fails and the session ends normally.
+func stopOnSignal(ctx context.Context, proc *upstream.Process, logger *slog.Logger) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-sigs:
+			if s == syscall.SIGPIPE {
+				continue
+			}
+			logger.Info("stopping the server", "signal", s.String())
+			go proc.Terminate()
+		}
+	}
+}
+
+func newLogger(w io.Writer, level, server string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})).With("proxy", "bir-proxy", "server", server)
+}
+
+func envOr(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok && v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,216 @@
+// Package framing turns a byte stream into whole newline-delimited JSON messages and
+// back (the MCP stdio transport). It knows nothing about what the messages mean.
+package framing
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// DefaultMaxMessage is the default cap on one line. MCP has no limit of its own and tools
+// return tens of MB (file contents, screenshots); the cap only exists so a peer that
+// never sends a newline cannot make the proxy allocate without bound.
+const DefaultMaxMessage = 256 << 20
+
+// readSize is the size of the reusable read buffer. Almost every MCP message fits, so
+// the common case is one read syscall and one copy into an exactly-sized message.
+const readSize = 64 << 10
+
+// TooLongError reports a line longer than the reader's cap. The line has been consumed
+// and dropped; the next Read continues with the line after it.
+type TooLongError struct {
+	Size int64 // bytes in the dropped line, without its terminator
+	Max  int
+}
+
+func (e *TooLongError) Error() string {
+	return fmt.Sprintf("framing: dropped a %d-byte line, over the %d-byte cap", e.Size, e.Max)
+}
+
+// Reader reads newline-delimited messages. It is not safe for concurrent use: a stream
+// has one reader.
+type Reader struct {
+	r   io.Reader
+	max int
+
+	buf        []byte // reusable read buffer; buf[start:end] is unconsumed input
+	start, end int
+	err        error // sticky error from r, reported once buffered lines are drained
+
+	// frags holds the pieces of a line longer than buf, in order. Pieces are handed
+	// over, never copied, until the line is complete and assembled exactly once.
+	frags     [][]byte
+	fragBytes int64
+	fragLast  byte // last byte stashed, kept even while skipping (it may be a "\r")
+	skipping  bool // dropping the rest of an over-cap line
+}
+
+// Option configures a Reader.
+type Option func(*Reader)
+
+// WithMaxMessage sets the cap on one line's length in bytes (<= 0 means the default).
+func WithMaxMessage(n int) Option {
+	return func(r *Reader) {
+		if n > 0 {
+			r.max = n
+		}
+	}
+}
+
+// NewReader returns a Reader over r.
+func NewReader(r io.Reader, opts ...Option) *Reader {
+	fr := &Reader{r: r, max: DefaultMaxMessage, buf: make([]byte, readSize)}
+	for _, o := range opts {
+		o(fr)
+	}
+	return fr
+}
+
+// Read returns the next message: a line without its "\n" or "\r\n", never blank. The
+// caller owns the returned slice (the Reader never touches it again), so it can be
+// forwarded and then handed to bookkeeping on another goroutine without a copy.
+//
+// A line over the cap yields a *TooLongError and is skipped; the stream goes on. At the
+// end of the stream a last line without a newline is still returned, then io.EOF.
+func (r *Reader) Read() ([]byte, error) {
+	for {
+		if i := bytes.IndexByte(r.buf[r.start:r.end], '\n'); i >= 0 {
+			line := r.buf[r.start : r.start+i]
+			r.start += i + 1
+			if msg, err, ok := r.finish(line); ok {
+				return msg, err
+			}
+			continue
+		}
+		if r.err != nil {
+			// The stream ended inside a line: a writer that exits without a final
+			// newline still meant that line as a message.
+			line := r.buf[r.start:r.end]
+			r.start = r.end
+			if len(line) > 0 || len(r.frags) > 0 || r.skipping {
+				if msg, err, ok := r.finish(line); ok {
+					return msg, err
+				}
+			}
+			return nil, r.err
+		}
+		r.fill()
+	}
+}
+
+// fill reads more input, first making room: unconsumed bytes move to the front, and a
+// buffer that is full without a newline becomes a fragment of a long line.
+func (r *Reader) fill() {
+	if r.start > 0 {
+		n := copy(r.buf, r.buf[r.start:r.end])
+		r.start, r.end = 0, n
+	}
+	if r.end == len(r.buf) {
+		r.stash(r.buf)
+		// Grow the next buffer with the line so a 64 MB message is a few dozen
+		// fragments (and reads), not a thousand; cap it so a later run of small
+		// messages doesn't keep a huge buffer alive.
+		size := len(r.buf) * 2
+		if size > 8<<20 {
+			size = 8 << 20
+		}
+		r.buf = make([]byte, size)
+		r.start, r.end = 0, 0
+	}
+	n, err := r.r.Read(r.buf[r.end:])
+	r.end += n
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.EOF
+		}
+		r.err = err
+	}
+}
+
+// stash keeps p as the next piece of a long line, or drops it when the line is already
+// over the cap (so a stream without newlines costs bounded memory).
+func (r *Reader) stash(p []byte) {
+	r.fragBytes += int64(len(p))
+	r.fragLast = p[len(p)-1]
+	if r.skipping {
+		return
+	}
+	// One byte of slack: the line's trailing "\r" may be in this piece and isn't counted.
+	if r.fragBytes > int64(r.max)+1 {
+		r.frags = nil
+		r.skipping = true
+		return
+	}
+	r.frags = append(r.frags, p)
+}
+
+// finish completes a line whose last piece is tail. ok is false for a blank line, which
+// is not a message.
+func (r *Reader) finish(tail []byte) (msg []byte, err error, ok bool) {
+	total := r.fragBytes + int64(len(tail))
+	if total > 0 && r.lastByte(tail) == '\r' {
+		total--
+	}
+	if r.skipping || total > int64(r.max) {
+		r.resetLong()
+		return nil, &TooLongError{Size: total, Max: r.max}, true
+	}
+	if len(r.frags) == 0 {
+		tail = tail[:total]
+		if isBlank(tail) {
+			return nil, nil, false
+		}
+		msg = make([]byte, total)
+		copy(msg, tail)
+		return msg, nil, true
+	}
+	msg = make([]byte, total)
+	n := 0
+	for _, f := range r.frags {
+		n += copy(msg[n:], f)
+	}
+	copy(msg[n:], tail)
+	r.resetLong()
+	if isBlank(msg) {
+		return nil, nil, false
+	}
+	return msg, nil, true
+}
+
+// lastByte is the last byte of the line being finished; when the line ended exactly at
+// a buffer boundary it is in the last fragment.
+func (r *Reader) lastByte(tail []byte) byte {
+	if len(tail) > 0 {
+		return tail[len(tail)-1]
+	}
+	return r.fragLast
+}
+
+func (r *Reader) resetLong() {
+	r.frags = nil
+	r.fragBytes = 0
+	r.skipping = false
+	if len(r.buf) > readSize {
+		// The grown buffer was sized for the long line; after it, go back to a small
+		// one so an idle proxy doesn't hold megabytes.
+		rest := r.buf[r.start:r.end]
+		r.buf = make([]byte, max(readSize, len(rest)))
+		r.end = copy(r.buf, rest)
+		r.start = 0
+	}
+}
+
+// isBlank reports whether a line holds only JSON whitespace: such a line carries no
+// message, and forwarding it would only make a peer report a parse error.
+func isBlank(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r':
+		default:
+			return false
+		}
+	}
+	return true
+}

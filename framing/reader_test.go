@@ -1,0 +1,232 @@
+package framing
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+)
+
+// withBufSize shrinks the read buffer so tests reach the long-line paths with small
+// inputs.
+func withBufSize(n int) Option {
+	return func(r *Reader) { r.buf = make([]byte, n) }
+}
+
+type result struct {
+	msg     string
+	tooLong int64 // size reported by a TooLongError, or -1
+}
+
+func readAll(t testing.TB, r *Reader) []result {
+	t.Helper()
+	var out []result
+	for {
+		msg, err := r.Read()
+		var tl *TooLongError
+		switch {
+		case errors.As(err, &tl):
+			out = append(out, result{tooLong: tl.Size})
+		case err == io.EOF:
+			return out
+		case err != nil:
+			t.Fatalf("Read: %v", err)
+		default:
+			if len(msg) == 0 {
+				t.Fatalf("Read returned an empty message")
+			}
+			out = append(out, result{msg: string(msg), tooLong: -1})
+		}
+	}
+}
+
+// expected is the reference framing: split on "\n", drop one trailing "\r", skip
+// whitespace-only lines, report lines over max by size.
+func expected(input string, max int) []result {
+	var out []result
+	lines := strings.Split(input, "\n")
+	for i, l := range lines {
+		if i == len(lines)-1 && l == "" {
+			break
+		}
+		l = strings.TrimSuffix(l, "\r")
+		if len(l) > max {
+			out = append(out, result{tooLong: int64(len(l))})
+			continue
+		}
+		if strings.Trim(l, " \t\r") == "" {
+			continue
+		}
+		out = append(out, result{msg: l, tooLong: -1})
+	}
+	return out
+}
+
+func check(t testing.TB, input string, max, bufSize int, chunked bool) {
+	t.Helper()
+	var src io.Reader = strings.NewReader(input)
+	if chunked {
+		src = iotest.OneByteReader(src)
+	}
+	got := readAll(t, NewReader(src, WithMaxMessage(max), withBufSize(bufSize)))
+	want := expected(input, max)
+	if len(got) != len(want) {
+		t.Fatalf("input %q (max %d, buf %d): got %d messages %+v, want %d %+v", input, max, bufSize, len(got), got, len(want), want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("input %q (max %d, buf %d): message %d = %+v, want %+v", input, max, bufSize, i, got[i], want[i])
+		}
+	}
+}
+
+func TestReaderFraming(t *testing.T) {
+	cases := map[string]string{
+		"simple":          "{\"a\":1}\n{\"b\":2}\n",
+		"crlf":            "{\"a\":1}\r\n{\"b\":2}\r\n",
+		"blank lines":     "\n\r\n  \n{\"a\":1}\n\t\n\n{\"b\":2}\n",
+		"no final nl":     "{\"a\":1}\n{\"b\":2}",
+		"final cr no nl":  "{\"a\":1}\r",
+		"only blank":      "\n\n\r\n",
+		"empty":           "",
+		"inner cr kept":   "{\"a\":\"x\ry\"}\n",
+		"malformed kept":  "not json at all\n{\"a\":\n",
+		"spaces inside":   "  { \"a\" : [ 1 , 2 ] }  \n",
+		"long lines":      strings.Repeat("x", 100) + "\n" + strings.Repeat("y", 37) + "\n" + strings.Repeat("z", 64),
+		"too long middle": "{}\n" + strings.Repeat("q", 300) + "\n[]\n",
+		"too long last":   "{}\n" + strings.Repeat("q", 300),
+		"too long crlf":   strings.Repeat("q", 201) + "\r\n{}\n",
+		"exactly max":     strings.Repeat("m", 200) + "\n" + strings.Repeat("m", 200) + "\r\n",
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			for _, buf := range []int{1, 2, 7, 64, 4096} {
+				check(t, in, 200, buf, false)
+				check(t, in, 200, buf, true)
+			}
+		})
+	}
+}
+
+func TestReaderOwnership(t *testing.T) {
+	r := NewReader(strings.NewReader("{\"a\":1}\n{\"b\":2}\n"))
+	first, _ := r.Read()
+	second, _ := r.Read()
+	if string(first) != `{"a":1}` || string(second) != `{"b":2}` {
+		t.Fatalf("a later Read changed an earlier message: %q %q", first, second)
+	}
+}
+
+func TestReaderLargeMessage(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3<<20) // 48 MiB
+	in := append(append([]byte("{\"x\":1}\n"), big...), "\r\n{\"y\":2}\n"...)
+	r := NewReader(bytes.NewReader(in))
+	var msgs [][]byte
+	for {
+		m, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) != 3 || !bytes.Equal(msgs[1], big) || string(msgs[2]) != `{"y":2}` {
+		t.Fatalf("got %d messages; big intact: %v", len(msgs), len(msgs) > 1 && bytes.Equal(msgs[1], big))
+	}
+	if cap(msgs[1]) != len(big) {
+		t.Errorf("big message has capacity %d for %d bytes: the reader should assemble it exactly once", cap(msgs[1]), len(big))
+	}
+}
+
+func TestReaderReadError(t *testing.T) {
+	boom := errors.New("boom")
+	r := NewReader(io.MultiReader(strings.NewReader("{\"a\":1}\n{\"b\""), iotest.ErrReader(boom)))
+	if m, err := r.Read(); err != nil || string(m) != `{"a":1}` {
+		t.Fatalf("first Read = %q, %v", m, err)
+	}
+	// The partial line before the error is still delivered: it is all the peer sent.
+	if m, err := r.Read(); err != nil || string(m) != `{"b"` {
+		t.Fatalf("second Read = %q, %v", m, err)
+	}
+	if _, err := r.Read(); !errors.Is(err, boom) {
+		t.Fatalf("third Read err = %v, want boom", err)
+	}
+}
+
+func TestWriterWholeLines(t *testing.T) {
+	var out lockedBuffer
+	w := NewWriter(&out)
+	msgs := []string{`{"id":1}`, strings.Repeat("a", coalesceMax+10), `[]`}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				if err := w.Write([]byte(msgs[i%len(msgs)])); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	got := readAll(t, NewReader(strings.NewReader(out.String())))
+	if len(got) != 400 {
+		t.Fatalf("got %d lines, want 400", len(got))
+	}
+	for _, g := range got {
+		ok := false
+		for _, m := range msgs {
+			ok = ok || g.msg == m
+		}
+		if !ok {
+			t.Fatalf("interleaved or damaged line of %d bytes", len(g.msg))
+		}
+	}
+}
+
+// lockedBuffer records writes the way a pipe would: each Write call lands whole, so
+// any interleaving seen is the Writer's fault.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func FuzzReader(f *testing.F) {
+	f.Add([]byte("{\"a\":1}\n\r\n{\"b\":2}"), uint8(16), uint8(3))
+	f.Add([]byte(strings.Repeat("x", 70)+"\r\n\n y\n"), uint8(8), uint8(1))
+	f.Fuzz(func(t *testing.T, in []byte, max, buf uint8) {
+		check(t, string(in), int(max)+1, int(buf%32)+1, buf&32 != 0)
+	})
+}
+
+func BenchmarkReaderSmall(b *testing.B) {
+	line := []byte(`{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}` + "\n")
+	in := bytes.Repeat(line, 1000)
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		r := NewReader(bytes.NewReader(in))
+		for {
+			if _, err := r.Read(); err != nil {
+				break
+			}
+		}
+	}
+}

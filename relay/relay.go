@@ -1,0 +1,290 @@
+// Package relay moves messages between the host and the upstream: two pumps, one per
+// direction, each forwarding a message the moment it is read, as the exact bytes it
+// arrived as. It also gives the proxy a way to send requests of its own to the upstream
+// (replay dispatches, re-handshakes) in an id namespace no host uses, and routes their
+// answers back to the proxy instead of the host.
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/upstream"
+)
+
+// Interceptor sees every message that passes. FromHost runs on the host's path, so it
+// may edit but must never wait; the other methods run after the message was forwarded
+// and must only hand work to another goroutine.
+type Interceptor interface {
+	// FromHost returns the bytes to forward for msg, read from the host at readAt.
+	FromHost(msg []byte, readAt time.Time) []byte
+	// Forwarded says the bytes FromHost last returned reached the upstream at sentAt.
+	// It is called on the same goroutine as FromHost, right after it.
+	Forwarded(sentAt time.Time)
+	// FromUpstream gets each message the upstream sent to the host, after it was
+	// forwarded; readAt is when it was read.
+	FromUpstream(msg []byte, readAt time.Time)
+	// UpstreamLost says the upstream went away while the host was still connected.
+	UpstreamLost(at time.Time)
+}
+
+// Options configure a Relay.
+type Options struct {
+	HostIn   io.Reader
+	HostOut  io.Writer
+	Upstream upstream.Conn
+	// Intercept, when set, sees and may edit traffic (see Interceptor).
+	Intercept Interceptor
+	// IDPrefix starts the id of every request the proxy sends on its own; it must be
+	// a string no host would use (e.g. "bir:<proxyId>:").
+	IDPrefix   string
+	MaxMessage int
+	Logger     *slog.Logger
+}
+
+// Relay is one host session relayed to one upstream.
+type Relay struct {
+	hostIn  *framing.Reader
+	hostOut *framing.Writer
+	up      upstream.Conn
+	ic      Interceptor
+	log     *slog.Logger
+
+	idPrefix string
+	nextID   atomic.Uint64
+	// ownPending counts the proxy's own requests awaiting an answer. While it is zero,
+	// which is almost always, the upstream pump forwards without looking inside a
+	// message at all.
+	ownPending atomic.Int64
+	mu         sync.Mutex
+	waiters    map[string]chan []byte
+
+	hostDone chan struct{} // closed when the host has closed its side
+	hostErr  error
+}
+
+// New returns a Relay; Run starts it.
+func New(o Options) *Relay {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	prefix := o.IDPrefix
+	if prefix == "" {
+		prefix = "bir:"
+	}
+	return &Relay{
+		hostIn:   framing.NewReader(o.HostIn, framing.WithMaxMessage(o.MaxMessage)),
+		hostOut:  framing.NewWriter(o.HostOut),
+		up:       o.Upstream,
+		ic:       o.Intercept,
+		log:      log,
+		idPrefix: prefix,
+		waiters:  make(map[string]chan []byte),
+		hostDone: make(chan struct{}),
+	}
+}
+
+// ErrUpstreamEnded is returned by Run when the upstream went away while the host was
+// still connected.
+var ErrUpstreamEnded = errors.New("the upstream server ended the session")
+
+// Run relays until the session is over and returns how it ended:
+//   - the host closed its input: the upstream is closed gently, every message it still
+//     sends is delivered, and Run returns nil;
+//   - the upstream went away first: every message it sent is delivered and Run returns
+//     ErrUpstreamEnded;
+//   - ctx is done: the upstream is closed and Run returns ctx.Err().
+func (r *Relay) Run(ctx context.Context) error {
+	upDone := make(chan error, 1)
+	go func() { upDone <- r.upstreamPump() }()
+	go r.hostPump()
+
+	select {
+	case err := <-upDone:
+		select {
+		case <-r.hostDone:
+			// Both sides finished; the host's end came first if it caused this.
+			return r.hostErr
+		default:
+		}
+		if err != nil {
+			return err
+		}
+		if r.ic != nil {
+			r.ic.UpstreamLost(time.Now())
+		}
+		return ErrUpstreamEnded
+	case <-r.hostDone:
+		if r.hostErr != nil {
+			r.log.Warn("host connection failed; closing the server", "err", r.hostErr)
+		}
+		r.up.Close()
+		err := <-upDone
+		if r.hostErr != nil {
+			return r.hostErr
+		}
+		return err
+	case <-ctx.Done():
+		r.up.Close()
+		<-upDone
+		return ctx.Err()
+	}
+}
+
+func (r *Relay) hostPump() {
+	defer close(r.hostDone)
+	for {
+		msg, err := r.hostIn.Read()
+		if err != nil {
+			var tooLong *framing.TooLongError
+			if errors.As(err, &tooLong) {
+				r.log.Warn("dropped a message from the host: over the size cap", "bytes", tooLong.Size, "cap", tooLong.Max)
+				continue
+			}
+			if !errors.Is(err, io.EOF) {
+				r.hostErr = fmt.Errorf("reading from the host: %w", err)
+			}
+			return
+		}
+		readAt := time.Now()
+		if r.ic != nil {
+			msg = r.ic.FromHost(msg, readAt)
+		}
+		if err := r.up.Write(msg); err != nil {
+			// The upstream is gone; the upstream pump sees it too and ends the
+			// session. Keep reading so the host isn't blocked meanwhile.
+			r.log.Debug("could not forward a host message", "err", err)
+		}
+		if r.ic != nil {
+			r.ic.Forwarded(time.Now())
+		}
+	}
+}
+
+func (r *Relay) upstreamPump() error {
+	for {
+		msg, err := r.up.Read()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("reading from the upstream: %w", err)
+		}
+		readAt := time.Now()
+		if r.ownPending.Load() > 0 && r.deliverOwn(msg) {
+			continue
+		}
+		if err := r.hostOut.Write(msg); err != nil {
+			return fmt.Errorf("writing to the host: %w", err)
+		}
+		if r.ic != nil {
+			r.ic.FromUpstream(msg, readAt)
+		}
+	}
+}
+
+// deliverOwn hands msg to the proxy's own waiting request when it answers one.
+func (r *Relay) deliverOwn(msg []byte) bool {
+	res := gjson.GetManyBytes(msg, "id", "method")
+	id, method := res[0], res[1]
+	if id.Type != gjson.String || method.Exists() || len(id.Str) <= len(r.idPrefix) || id.Str[:len(r.idPrefix)] != r.idPrefix {
+		return false
+	}
+	r.mu.Lock()
+	ch, ok := r.waiters[id.Str]
+	delete(r.waiters, id.Str)
+	r.mu.Unlock()
+	if !ok {
+		// An answer to a request we gave up on: still ours, never the host's.
+		return true
+	}
+	ch <- msg
+	return true
+}
+
+// Call sends a request of the proxy's own to the upstream and returns the raw response.
+// params is the raw JSON of the params member (nil for none). When ctx ends first, the
+// upstream is told with notifications/cancelled and the answer, if it comes, is dropped.
+func (r *Relay) Call(ctx context.Context, method string, params []byte) ([]byte, error) {
+	id := r.idPrefix + strconv.FormatUint(r.nextID.Add(1), 10)
+	idJSON := quote(id)
+	ch := make(chan []byte, 1)
+	r.mu.Lock()
+	r.waiters[id] = ch
+	r.mu.Unlock()
+	r.ownPending.Add(1)
+	defer r.ownPending.Add(-1)
+
+	msg := request(idJSON, method, params)
+	if err := r.up.Write(msg); err != nil {
+		r.forget(id)
+		return nil, fmt.Errorf("sending %s to the upstream: %w", method, err)
+	}
+	select {
+	case resp := <-ch:
+		return resp, nil
+	case <-ctx.Done():
+		r.forget(id)
+		cancel := request("", "notifications/cancelled", []byte(`{"requestId":`+idJSON+`,"reason":"cancelled by bir-proxy"}`))
+		if err := r.up.Write(cancel); err != nil {
+			r.log.Debug("could not cancel an own request", "id", id, "err", err)
+		}
+		return nil, fmt.Errorf("waiting for the answer to %s: %w", method, ctx.Err())
+	}
+}
+
+// Notify sends a notification of the proxy's own to the upstream.
+func (r *Relay) Notify(method string, params []byte) error {
+	if err := r.up.Write(request("", method, params)); err != nil {
+		return fmt.Errorf("sending %s to the upstream: %w", method, err)
+	}
+	return nil
+}
+
+func (r *Relay) forget(id string) {
+	r.mu.Lock()
+	delete(r.waiters, id)
+	r.mu.Unlock()
+}
+
+// request builds a JSON-RPC request (a notification when idJSON is empty).
+func request(idJSON, method string, params []byte) []byte {
+	b := make([]byte, 0, 64+len(method)+len(params))
+	b = append(b, `{"jsonrpc":"2.0"`...)
+	if idJSON != "" {
+		b = append(b, `,"id":`...)
+		b = append(b, idJSON...)
+	}
+	b = append(b, `,"method":`...)
+	b = append(b, quote(method)...)
+	if params != nil {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return append(b, '}')
+}
+
+// quote is a JSON string literal for s. strconv.Quote is not one: it writes \x escapes
+// that JSON parsers reject.
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// WriteHost sends a message of the proxy's own to the host (an error answer for a
+// request the upstream can no longer answer). It never interleaves with relayed ones.
+func (r *Relay) WriteHost(msg []byte) error {
+	return r.hostOut.Write(msg)
+}

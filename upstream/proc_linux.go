@@ -1,0 +1,37 @@
+package upstream
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+func setProcAttr(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Its own group, so a Ctrl-C meant for the host's terminal group is not also
+		// delivered straight to the server, and so the stop sequence reaches the
+		// server's own children.
+		Setpgid: true,
+		// The kernel kills the server when the proxy dies, even by SIGKILL, when no
+		// code of ours runs. SIGKILL, not SIGTERM: a server that ignores SIGTERM would
+		// otherwise outlive us.
+		Pdeathsig: syscall.SIGKILL,
+	}
+}
+
+// enlargePipe raises a pipe's buffer from 64 KiB towards 1 MiB, so a multi-megabyte
+// message crosses in a sixteenth of the wakeups. It is best-effort: the kernel caps
+// pipe sizes per user, and the default still works.
+func enlargePipe(f *os.File) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	// SyscallConn, not Fd: Fd would put the pipe back in blocking mode and take it
+	// off the runtime poller.
+	_ = rc.Control(func(fd uintptr) {
+		_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20)
+	})
+}

@@ -1,0 +1,296 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/framing"
+)
+
+// Grace periods of the stop sequence (SPEC §6). A server gets time to finish writing
+// and exit on its own before it is asked, then told.
+const (
+	DefaultInputGrace = 2 * time.Second // stdin closed → SIGTERM
+	DefaultTermGrace  = 3 * time.Second // SIGTERM → SIGKILL
+	// orphanGrace bounds how long a read may wait after the server exited. Only a
+	// process the server left behind can still hold its stdout open; without this
+	// bound such a grandchild would keep a dead session open forever.
+	orphanGrace = 500 * time.Millisecond
+)
+
+// Command says how to start a stdio server.
+type Command struct {
+	Path string   // program; looked up in PATH when it has no separator
+	Args []string // arguments after the program
+	Env  []string // the child's whole environment (see ChildEnv)
+	Dir  string
+
+	// Name prefixes lines the server prints to stdout that are not messages.
+	Name string
+	// Stderr receives the server's stderr unchanged and its non-message stdout lines;
+	// nil means os.Stderr.
+	Stderr io.Writer
+	// MaxMessage caps one message from the server (0: framing's default).
+	MaxMessage int
+	Logger     *slog.Logger
+
+	InputGrace, TermGrace time.Duration // 0: the defaults
+}
+
+// Process is a running stdio server.
+type Process struct {
+	cmd    *exec.Cmd
+	name   string
+	stderr io.Writer
+	log    *slog.Logger
+
+	in     *framing.Writer
+	inFile *os.File
+	out    *framing.Reader
+	outF   *os.File
+
+	inputGrace, termGrace time.Duration
+
+	exited   chan struct{} // closed once the process has been waited for
+	exitCode int
+
+	closeIn  sync.Once
+	stopOnce sync.Once
+}
+
+// ChildEnv returns env without any BIR_* variable: those configure the proxy and carry
+// the recorder's token, which the server must never learn (SPEC §5).
+func ChildEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "BIR_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// Start starts the server. It fails only when the program cannot be started at all; a
+// program that starts and exits at once is seen as an early EOF from Read and an exit
+// code.
+func Start(c Command) (*Process, error) {
+	p := &Process{
+		name:       c.Name,
+		stderr:     c.Stderr,
+		log:        c.Logger,
+		inputGrace: c.InputGrace,
+		termGrace:  c.TermGrace,
+		exited:     make(chan struct{}),
+	}
+	if p.stderr == nil {
+		p.stderr = os.Stderr
+	}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	if p.inputGrace <= 0 {
+		p.inputGrace = DefaultInputGrace
+	}
+	if p.termGrace <= 0 {
+		p.termGrace = DefaultTermGrace
+	}
+
+	// Pipes made here rather than with Cmd.StdoutPipe: Cmd.Wait closes its own pipes as
+	// soon as the process exits, which would throw away the last lines a crashing
+	// server wrote — exactly the ones that explain the crash.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating the server's stdin pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("creating the server's stdout pipe: %w", err)
+	}
+	enlargePipe(outW)
+	enlargePipe(inW)
+
+	cmd := exec.Command(c.Path, c.Args...)
+	cmd.Env = c.Env
+	cmd.Dir = c.Dir
+	cmd.Stdin = inR
+	cmd.Stdout = outW
+	cmd.Stderr = p.stderr
+	setProcAttr(cmd)
+	if err := cmd.Start(); err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("starting %s: %w", c.Path, err)
+	}
+	// The child has its copies; ours must go, or we would never see EOF on its stdout
+	// and it would never see EOF on its stdin.
+	inR.Close()
+	outW.Close()
+
+	p.cmd = cmd
+	p.inFile = inW
+	p.in = framing.NewWriter(inW)
+	p.outF = outR
+	p.out = framing.NewReader(outR, framing.WithMaxMessage(c.MaxMessage))
+	go p.wait()
+	return p, nil
+}
+
+func (p *Process) wait() {
+	err := p.cmd.Wait()
+	p.exitCode = exitCode(p.cmd.ProcessState, err)
+	// The server is gone; whatever it left in its process group goes with it, and
+	// reads stop waiting for a writer that may never close (orphanGrace).
+	signalGroup(p.cmd, sigTerm)
+	close(p.exited)
+}
+
+// Read returns the next message from the server. Lines that are not JSON-RPC messages
+// are written to Stderr as "[name] line" and skipped.
+func (p *Process) Read() ([]byte, error) {
+	for {
+		if p.Exited() {
+			_ = p.outF.SetReadDeadline(time.Now().Add(orphanGrace))
+		}
+		msg, err := p.out.Read()
+		var tooLong *framing.TooLongError
+		switch {
+		case errors.As(err, &tooLong):
+			p.log.Warn("dropped a message from the server: over the size cap", "server", p.name, "bytes", tooLong.Size, "cap", tooLong.Max)
+			continue
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			p.log.Warn("server exited but a process it started still holds its stdout; ending the session", "server", p.name)
+			return nil, io.EOF
+		case errors.Is(err, os.ErrClosed):
+			return nil, io.EOF
+		case err != nil:
+			return nil, err
+		}
+		if !IsMessage(msg) {
+			fmt.Fprintf(p.stderr, "[%s] %s\n", p.name, msg)
+			continue
+		}
+		return msg, nil
+	}
+}
+
+// Write sends one message to the server.
+func (p *Process) Write(msg []byte) error {
+	if err := p.in.Write(msg); err != nil {
+		return fmt.Errorf("writing to %s: %w", p.name, err)
+	}
+	return nil
+}
+
+// Exited reports whether the server process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Done is closed when the server process has exited.
+func (p *Process) Done() <-chan struct{} { return p.exited }
+
+// ExitCode is the server's exit status once Done is closed: its code, or 128+signal
+// when a signal ended it (as a shell reports it).
+func (p *Process) ExitCode() int {
+	<-p.exited
+	return p.exitCode
+}
+
+// CloseInput closes the server's stdin: the MCP stdio way of saying the session is over.
+func (p *Process) CloseInput() {
+	p.closeIn.Do(func() { p.inFile.Close() })
+}
+
+// Close stops the server gently (SPEC §6): stdin closed, InputGrace to exit on its own,
+// then SIGTERM to its process group, TermGrace, then SIGKILL. It returns once the
+// process has exited.
+func (p *Process) Close() error {
+	p.stop(p.inputGrace)
+	return nil
+}
+
+// Terminate stops the server at once: stdin closed and SIGTERM together, then SIGKILL
+// after TermGrace. It is the answer to the proxy itself being told to stop.
+func (p *Process) Terminate() {
+	p.stop(0)
+}
+
+func (p *Process) stop(inputGrace time.Duration) {
+	p.stopOnce.Do(func() {
+		p.CloseInput()
+		if !p.waitExit(inputGrace) {
+			p.log.Debug("server still running after stdin closed; sending SIGTERM", "server", p.name)
+			signalGroup(p.cmd, sigTerm)
+			if !p.waitExit(p.termGrace) {
+				p.log.Warn("server ignored SIGTERM; killing it", "server", p.name)
+				signalGroup(p.cmd, sigKill)
+				<-p.exited
+			}
+		}
+		// Anything the server left behind in its group goes too: every process
+		// started is ended.
+		signalGroup(p.cmd, sigKill)
+	})
+	<-p.exited
+}
+
+func (p *Process) waitExit(d time.Duration) bool {
+	if d <= 0 {
+		return p.Exited()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// Wait blocks until the server exits or ctx is done.
+func (p *Process) Wait(ctx context.Context) error {
+	select {
+	case <-p.exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Pid is the server's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+func exitCode(st *os.ProcessState, err error) int {
+	if st == nil {
+		if err != nil {
+			return 1
+		}
+		return 0
+	}
+	if code := st.ExitCode(); code >= 0 {
+		return code
+	}
+	if sig, ok := signalOf(st); ok {
+		return 128 + sig
+	}
+	return 1
+}
