@@ -1,0 +1,480 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/internal/testbin"
+)
+
+// session is a test host: the built proxy as a real child process, talked to over
+// real pipes.
+type session struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *framing.Reader
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+	// changed is signalled after every write, so a test can wait for a line to
+	// appear instead of sleeping.
+	changed chan struct{}
+}
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{changed: make(chan struct{}, 1)} }
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.b.Write(p)
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor waits until the buffer contains sub or ctx ends.
+func (s *syncBuffer) waitFor(ctx context.Context, sub string) error {
+	for {
+		if strings.Contains(s.String(), sub) {
+			return nil
+		}
+		select {
+		case <-s.changed:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %q in %q: %w", sub, s.String(), ctx.Err())
+		}
+	}
+}
+
+// startProxy starts the built proxy with args, env added to the test's environment
+// (with BIR_OFF=1 unless env sets BIR_OFF, so relay tests record nothing).
+func startProxy(t *testing.T, env []string, args ...string) *session {
+	t.Helper()
+	bin := testbin.Build(t, "./cmd/bir-proxy")
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
+	if !hasKey(env, "BIR_OFF") {
+		cmd.Env = append(cmd.Env, "BIR_OFF=1")
+	}
+	cmd.Env = append(cmd.Env, env...)
+	s := &session{t: t, cmd: cmd, stderr: newSyncBuffer(), done: make(chan struct{})}
+	cmd.Stderr = s.stderr
+	// Pipes of our own, not StdinPipe/StdoutPipe: exec closes those in Wait, and the
+	// test must be able to read every byte the proxy wrote after it exited.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	s.in = inW
+	s.out = framing.NewReader(outR)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	t.Cleanup(func() { inW.Close(); outR.Close() })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-s.done
+		if t.Failed() {
+			t.Logf("proxy stderr:\n%s", s.stderr.String())
+		}
+	})
+	go func() {
+		s.err = cmd.Wait()
+		close(s.done)
+	}()
+	return s
+}
+
+func hasKey(env []string, key string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *session) send(lines ...string) {
+	s.t.Helper()
+	for _, l := range lines {
+		if _, err := io.WriteString(s.in, l+"\n"); err != nil {
+			s.t.Fatalf("writing to the proxy: %v", err)
+		}
+	}
+}
+
+func (s *session) recv() string {
+	s.t.Helper()
+	msg, err := s.out.Read()
+	if err != nil {
+		s.t.Fatalf("reading from the proxy: %v (stderr: %s)", err, s.stderr.String())
+	}
+	return string(msg)
+}
+
+// exitCode closes the host's side and returns the proxy's exit status.
+func (s *session) wait() int {
+	s.t.Helper()
+	<-s.done
+	var ee *exec.ExitError
+	if errors.As(s.err, &ee) {
+		return ee.ExitCode()
+	}
+	if s.err != nil {
+		s.t.Fatalf("proxy: %v", s.err)
+	}
+	return 0
+}
+
+func ctxTimeout(t *testing.T) context.Context {
+	// A generous bound so a hung test fails with a message instead of the test
+	// binary's global timeout; it is not a performance assertion.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// fidelityLines are messages whose bytes a re-encoding relay would change.
+func fidelityLines() []string {
+	return []string{
+		`{"jsonrpc":"2.0","id":"abc","method":"ping"}`,
+		`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":-1,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":1.0,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":1e3,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":null,"method":"ping"}`,
+		`{"method":"tools/list","params":{"x-unknown":{"deep":[1,{"z":true}]}},"jsonrpc":"2.0","id":7,"extra":"kept"}`,
+		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"text":"\u00e9\u4e2d\ud83d\ude00 é中😀 \"q\" \\ \/"}}}`,
+		`  { "jsonrpc" : "2.0" , "id" : 9 ,	"method" : "ping" }  `,
+		`[{"jsonrpc":"2.0","id":10,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":0.5}}]`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9007199254740993,"reason":"x"}}`,
+		`{"jsonrpc":"2.0","id":"srv-1","result":{"model":"m","role":"assistant","content":{"type":"text","text":"sampled"}}}`,
+		`{"jsonrpc":"2.0","id":11,"method":"x","params":{"n":123456789012345678901234567890,"f":1.50,"e":-0,"big":1E+400}}`,
+	}
+}
+
+func TestFidelityEcho(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	record := filepath.Join(t.TempDir(), "received")
+	s := startProxy(t, nil, "--server", "raw", "--", raw, "--echo", "--record", record)
+
+	lines := fidelityLines()
+	for _, l := range lines {
+		s.send(l)
+		if got := s.recv(); got != l {
+			t.Fatalf("round trip changed a message:\n sent %s\n  got %s", l, got)
+		}
+	}
+	// A malformed host line still reaches the server (it answers the parse error);
+	// the echo of it is not a message, so it goes to stderr, never to the host.
+	garbage := "not json {"
+	s.send(garbage)
+	lines = append(lines, garbage)
+	if err := s.stderr.waitFor(ctxTimeout(t), "[raw] "+garbage+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	s.in.Close()
+	if code := s.wait(); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+	got, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Join(lines, "\n") + "\n"; string(got) != want {
+		t.Fatalf("the server received different bytes:\n got %q\nwant %q", got, want)
+	}
+	if _, err := s.out.Read(); err != io.EOF {
+		t.Fatalf("the host got a line that is not a message: %v", err)
+	}
+}
+
+// TestFidelityLarge sends a 50 MB message each way.
+func TestFidelityLarge(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	s := startProxy(t, nil, "--", raw, "--echo")
+	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` +
+		strings.Repeat("0123456789", 5<<20) + `"}}}`
+	go s.send(big)
+	if got := s.recv(); got != big {
+		t.Fatalf("50 MB message changed: got %d bytes, want %d", len(got), len(big))
+	}
+	s.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if got := s.recv(); got != `{"jsonrpc":"2.0","id":2,"method":"ping"}` {
+		t.Fatalf("after the large message: %s", got)
+	}
+}
+
+// TestFidelityServerSide covers what only the server originates: notifications,
+// server→client requests, responses out of order, and stdout lines that are not
+// messages.
+func TestFidelityServerSide(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	dir := t.TempDir()
+	fromServer := []string{
+		`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"k":9007199254740993}}}`,
+		`{"id":"srv-1","jsonrpc":"2.0","method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}`,
+		`{"jsonrpc":"2.0","id":3,"result":{"b":1,"a":2}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}}`,
+		`{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"nope","data":null}}`,
+		`[{"jsonrpc":"2.0","id":4,"result":{}},{"jsonrpc":"2.0","id":5,"result":{}}]`,
+	}
+	var script strings.Builder
+	script.WriteString("Server starting... (a banner hosts choke on)\n")
+	for i, l := range fromServer {
+		script.WriteString(l + "\n")
+		if i == 2 {
+			script.WriteString("[INFO] not a message either\n\n")
+		}
+	}
+	emit := filepath.Join(dir, "emit")
+	if err := os.WriteFile(emit, []byte(script.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	record := filepath.Join(dir, "received")
+	s := startProxy(t, nil, "--server", "scripted", "--", raw, "--emit", emit, "--record", record)
+	for _, want := range fromServer {
+		if got := s.recv(); got != want {
+			t.Fatalf("server message changed or out of order:\n want %s\n  got %s", want, got)
+		}
+	}
+	// The host answers the server's sampling request; the answer must reach the server.
+	answer := `{"jsonrpc":"2.0","id":"srv-1","result":{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}}`
+	s.send(answer)
+	s.in.Close()
+	if code := s.wait(); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+	got, _ := os.ReadFile(record)
+	if string(got) != answer+"\n" {
+		t.Fatalf("server received %q, want the host's answer", got)
+	}
+	for _, want := range []string{"[scripted] Server starting... (a banner hosts choke on)\n", "[scripted] [INFO] not a message either\n"} {
+		if !strings.Contains(s.stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, s.stderr.String())
+		}
+	}
+	if _, err := s.out.Read(); err != io.EOF {
+		t.Fatalf("host got more than the server's messages: %v", err)
+	}
+}
+
+func TestMissingOrBadCommand(t *testing.T) {
+	t.Parallel()
+	bin := testbin.Build(t, "./cmd/bir-proxy")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"no command", []string{"--server", "x"}, 2, "no server command"},
+		{"unknown flag", []string{"--nope", "--", "true"}, 2, "flag provided but not defined: -nope"},
+		{"not found", []string{"--", "/no/such/server"}, 127, "cannot start the server"},
+	} {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != tc.code {
+			t.Errorf("%s: err %v, want exit %d", tc.name, err, tc.code)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("%s: wrote %q to stdout", tc.name, stdout.String())
+		}
+		if lines := strings.Count(strings.TrimSpace(stderr.String()), "\n") + 1; !strings.Contains(stderr.String(), tc.msg) || lines != 1 {
+			t.Errorf("%s: stderr %q, want one line with %q", tc.name, stderr.String(), tc.msg)
+		}
+	}
+}
+
+func TestChildExitsAtOnce(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	s := startProxy(t, nil, "--", raw, "--exit-now", "--exit-code", "3", "--stderr", "usage: rawserver [flags]\n")
+	if code := s.wait(); code != 3 {
+		t.Fatalf("exit status %d, want the server's 3", code)
+	}
+	if !strings.Contains(s.stderr.String(), "usage: rawserver [flags]") {
+		t.Fatalf("server's stderr not shown: %q", s.stderr.String())
+	}
+}
+
+func TestChildExitsMidSession(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	s := startProxy(t, nil, "--", raw, "--echo", "--exit-after", "2", "--exit-code", "5")
+	s.send(`{"id":1}`, `{"id":2}`)
+	// Every line the server wrote before it died reaches the host.
+	if a, b := s.recv(), s.recv(); a != `{"id":1}` || b != `{"id":2}` {
+		t.Fatalf("got %s %s", a, b)
+	}
+	if code := s.wait(); code != 5 {
+		t.Fatalf("exit status %d, want 5", code)
+	}
+}
+
+func TestStdinEOFStopsChild(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	s := startProxy(t, nil, "--", raw, "--echo", "--pidfile", pidfile, "--exit-code", "4")
+	s.send(`{"id":1}`)
+	s.recv()
+	pid := testbin.ReadPidfile(t, pidfile)
+	s.in.Close()
+	if code := s.wait(); code != 4 {
+		t.Fatalf("exit status %d, want the server's 4", code)
+	}
+	if testbin.Alive(pid) {
+		t.Fatalf("server %d still running after the proxy exited", pid)
+	}
+}
+
+func TestSigtermStopsChildAndGroup(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	s := startProxy(t, nil, "--", raw, "--echo", "--pidfile", pidfile, "--grandchild")
+	s.send(`{"id":1}`)
+	s.recv()
+	pid := testbin.ReadPidfile(t, pidfile)
+	grand := testbin.ReadPidfile(t, pidfile+".grandchild")
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := s.wait(); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit status %d, want %d (the server, killed by SIGTERM)", code, 128+int(syscall.SIGTERM))
+	}
+	ctx := ctxTimeout(t)
+	for _, p := range []int{pid, grand} {
+		if err := testbin.WaitExit(ctx, p); err != nil {
+			t.Fatalf("process %d outlived the proxy: %v", p, err)
+		}
+	}
+}
+
+func TestChildIgnoringSigtermIsKilled(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	s := startProxy(t, nil, "--", raw, "--echo", "--pidfile", pidfile, "--ignore-sigterm", "--ignore-eof")
+	s.send(`{"id":1}`)
+	s.recv()
+	pid := testbin.ReadPidfile(t, pidfile)
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := s.wait(); code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("exit status %d, want %d (the server, SIGKILLed)", code, 128+int(syscall.SIGKILL))
+	}
+	if testbin.Alive(pid) {
+		t.Fatalf("server %d still running", pid)
+	}
+}
+
+func TestProxySIGKILLLeavesNoOrphan(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	// --ignore-sigterm: only the kernel's parent-death SIGKILL can end it.
+	s := startProxy(t, nil, "--", raw, "--echo", "--pidfile", pidfile, "--ignore-sigterm")
+	s.send(`{"id":1}`)
+	s.recv()
+	pid := testbin.ReadPidfile(t, pidfile)
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	s.wait()
+	if err := testbin.WaitExit(ctxTimeout(t), pid); err != nil {
+		t.Fatalf("server outlived a SIGKILLed proxy: %v", err)
+	}
+}
+
+func TestNoBIRVariablesReachTheServer(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	s := startProxy(t, []string{"BIR_RECORDER_TOKEN=secret-token", "BIR_RECORDER_URL=http://127.0.0.1:1", "NOT_BIR=kept"}, "--", raw, "--reply", "--env")
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","arguments":{}}}`)
+	got := s.recv()
+	if strings.Contains(got, "BIR_") || strings.Contains(got, "secret-token") {
+		t.Fatalf("server saw a BIR_ variable: %s", got)
+	}
+	if !strings.Contains(got, "NOT_BIR=kept") {
+		t.Fatalf("server lost an ordinary variable: %s", got)
+	}
+}
+
+// TestMCPGoClientSameResults runs a real host library (mcp-go's client, in the demo
+// host) against the mcp-go fixture server, directly and through the proxy, in both
+// protocol eras: tools/list, calls, progress, sampling and elicitation must give the
+// same transcript.
+func TestMCPGoClientSameResults(t *testing.T) {
+	t.Parallel()
+	host := testbin.Build(t, "./testdata/demohost")
+	server := testbin.Build(t, "./testdata/mcpserver")
+	proxy := testbin.Build(t, "./cmd/bir-proxy")
+	for _, era := range []string{"session", "stateless"} {
+		t.Run(era, func(t *testing.T) {
+			t.Parallel()
+			run := func(args ...string) string {
+				cmd := exec.Command(host, append([]string{"--era", era, "--"}, args...)...)
+				cmd.Env = append(os.Environ(), "BIR_OFF=1")
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				out, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("%v: %v\n%s", args, err, stderr.String())
+				}
+				return string(out)
+			}
+			direct := run(server)
+			proxied := run(proxy, "--server", "demo", "--", server)
+			if direct != proxied {
+				t.Fatalf("transcripts differ\n--- direct\n%s\n--- through bir-proxy\n%s", direct, proxied)
+			}
+			for _, step := range []string{"tools/list", "notifications/progress 3/3", "sampling/createMessage", "elicitation/create", "demo passed"} {
+				if !strings.Contains(proxied, step) {
+					t.Errorf("transcript lacks %q:\n%s", step, proxied)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+)
+
+// replier builds answers by splicing raw bytes: the id and the arguments it
+// echoes are copied from the request exactly as received. Answers are
+// assembled in one reused buffer, since rawserver is also the "direct"
+// baseline the proxy's overhead is measured against.
+type replier struct {
+	env       bool
+	toolsList []byte // the whole tools/list result
+	bigResult []byte // the tools/call result for --reply-size, built once
+	buf       []byte
+}
+
+func newReplier(cfg config) (*replier, error) {
+	names := []string{"echo"}
+	if cfg.toolsFile != "" {
+		var err error
+		if names, err = readToolsFile(cfg.toolsFile); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.env {
+		names = append(names, "env")
+	}
+	list := []byte(`{"tools":[`)
+	for i, name := range names {
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = append(list, `{"name":`...)
+		list = gjson.AppendJSONString(list, name)
+		list = append(list, `,"description":"rawserver fixture tool","inputSchema":{"type":"object"}}`...)
+	}
+	list = append(list, "]}"...)
+
+	r := &replier{env: cfg.env, toolsList: list}
+	if cfg.replySize > 0 {
+		big := make([]byte, 0, cfg.replySize+64)
+		big = append(big, `{"content":[{"type":"text","text":"`...)
+		big = append(big, bytes.Repeat([]byte{'x'}, cfg.replySize)...)
+		big = append(big, `"}],"isError":false}`...)
+		r.bigResult = big
+	}
+	return r, nil
+}
+
+// request holds the members of one message that rawserver looks at, found
+// in a single pass over each object: with a gjson Get per member, lookups
+// were most of the time of a --reply run.
+type request struct {
+	id, method, params gjson.Result
+	name, arguments    gjson.Result // members of params
+	protocolVersion    gjson.Result
+	inputResponses     gjson.Result
+}
+
+func parseRequest(msg gjson.Result) request {
+	var req request
+	first := func(dst *gjson.Result, v gjson.Result) {
+		if !dst.Exists() { // the first of duplicate keys, as gjson.Get picks
+			*dst = v
+		}
+	}
+	msg.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "id":
+			first(&req.id, v)
+		case "method":
+			first(&req.method, v)
+		case "params":
+			first(&req.params, v)
+		}
+		return true
+	})
+	if req.params.IsObject() {
+		req.params.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "name":
+				first(&req.name, v)
+			case "arguments":
+				first(&req.arguments, v)
+			case "protocolVersion":
+				first(&req.protocolVersion, v)
+			case "inputResponses":
+				first(&req.inputResponses, v)
+			}
+			return true
+		})
+	}
+	return req
+}
+
+// answered reports whether req is a request rawserver answers.
+func (req request) answered() bool {
+	if !req.id.Exists() || req.method.Type != gjson.String {
+		return false
+	}
+	return req.method.Str != "tools/call" || req.name.Str != "hang"
+}
+
+// answer writes the response(s) line owes: one for a request, an array for a
+// batch holding requests, a parse error for a line that is not JSON, nothing
+// for notifications, responses or blank lines.
+func (r *replier) answer(out *bufio.Writer, line []byte) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return
+	}
+	msg := gjson.ParseBytes(line)
+	buf := r.buf[:0]
+	switch {
+	case !gjson.ValidBytes(line):
+		// What a JSON-RPC server owes a line it cannot parse.
+		buf = append(buf, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`+"\n"...)
+	case msg.IsObject():
+		if req := parseRequest(msg); req.answered() {
+			buf = append(r.appendResponse(buf, req), '\n')
+		}
+	case msg.IsArray():
+		msg.ForEach(func(_, elem gjson.Result) bool {
+			if !elem.IsObject() {
+				return true
+			}
+			if req := parseRequest(elem); req.answered() {
+				if len(buf) == 0 {
+					buf = append(buf, '[')
+				} else {
+					buf = append(buf, ',')
+				}
+				buf = r.appendResponse(buf, req)
+			}
+			return true
+		})
+		if len(buf) > 0 {
+			buf = append(buf, ']', '\n')
+		}
+	}
+	out.Write(buf)
+	// A 64 MiB answer's buffer is not worth keeping for the small ones.
+	if cap(buf) <= 1<<20 {
+		r.buf = buf
+	}
+}
+
+func (r *replier) appendResponse(buf []byte, req request) []byte {
+	id := req.id.Raw
+	switch req.method.Str {
+	case "initialize":
+		buf = appendResultStart(buf, id)
+		buf = append(buf, `{"protocolVersion":`...)
+		if req.protocolVersion.Type == gjson.String {
+			buf = append(buf, req.protocolVersion.Raw...)
+		} else {
+			buf = append(buf, `"2025-06-18"`...)
+		}
+		buf = append(buf, `,"capabilities":{"tools":{"listChanged":true},"logging":{}},`+
+			`"serverInfo":{"name":"rawserver","version":"0.0.1"}}`...)
+	case "tools/list":
+		buf = append(appendResultStart(buf, id), r.toolsList...)
+	case "tools/call":
+		switch name := req.name.Str; {
+		case name == "rpc_error":
+			return appendError(buf, id, -32000, "rpc_error tool failed as asked")
+		case name == "fail":
+			buf = appendTextResult(appendResultStart(buf, id), "fail tool failed as asked", true)
+		case name == "need_input":
+			buf = appendNeedInput(appendResultStart(buf, id), req.inputResponses.Exists())
+		case name == "env" && r.env:
+			buf = appendTextResult(appendResultStart(buf, id), environJSON(), false)
+		case r.bigResult != nil:
+			buf = append(appendResultStart(buf, id), r.bigResult...)
+		default:
+			buf = appendTextResult(appendResultStart(buf, id), req.arguments.Raw, false)
+		}
+	case "server/discover":
+		return appendError(buf, id, -32601, "Method not found")
+	default:
+		buf = append(appendResultStart(buf, id), `{}`...)
+	}
+	return append(buf, '}')
+}
+
+func appendResultStart(buf []byte, id string) []byte {
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	buf = append(buf, id...)
+	return append(buf, `,"result":`...)
+}
+
+// appendTextResult appends a tools/call result with one text content.
+func appendTextResult(buf []byte, text string, isError bool) []byte {
+	buf = append(buf, `{"content":[{"type":"text","text":`...)
+	buf = gjson.AppendJSONString(buf, text)
+	if isError {
+		return append(buf, `}],"isError":true}`...)
+	}
+	return append(buf, `}],"isError":false}`...)
+}
+
+// appendNeedInput mimics a stateless-era tool that asks for a confirmation
+// before it completes (a multi round-trip request).
+func appendNeedInput(buf []byte, retried bool) []byte {
+	if retried {
+		return append(buf, `{"content":[{"type":"text","text":"got input"}],"isError":false,"resultType":"complete"}`...)
+	}
+	return append(buf, `{"resultType":"input_required","inputRequests":{"confirm":{"method":"elicitation/create",`+
+		`"params":{"mode":"form","message":"Proceed?","requestedSchema":{"type":"object",`+
+		`"properties":{"ok":{"type":"boolean"}}}}}},"requestState":"rawserver-state-1"}`...)
+}
+
+// appendError appends a whole error response (no closing brace owed).
+func appendError(buf []byte, id string, code int, message string) []byte {
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	buf = append(buf, id...)
+	buf = append(buf, `,"error":{"code":`...)
+	buf = strconv.AppendInt(buf, int64(code), 10)
+	buf = append(buf, `,"message":`...)
+	buf = gjson.AppendJSONString(buf, message)
+	return append(buf, "}}"...)
+}
+
+// environJSON is the process environment as a JSON array of "K=V" strings.
+func environJSON() string {
+	arr := []byte{'['}
+	for i, kv := range os.Environ() {
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		arr = gjson.AppendJSONString(arr, kv)
+	}
+	return string(append(arr, ']'))
+}
