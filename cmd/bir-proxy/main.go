@@ -50,6 +50,18 @@ Proxy flags:
 
 // run is the whole program; it returns the exit status.
 func run(args []string) int {
+	if len(args) > 0 {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		switch args[0] {
+		case "wrap":
+			return runWrap(ctx, args[1:], os.Stdout, os.Stderr)
+		case "unwrap":
+			return runUnwrap(ctx, args[1:], os.Stdout, os.Stderr)
+		case "status":
+			return runStatus(ctx, args[1:], os.Stdout, os.Stderr, recorderStatus)
+		}
+	}
 	return runProxy(args)
 }
 

@@ -1,0 +1,392 @@
+// Command bench measures what bir-proxy costs a host, as ratios against the same
+// workload in the same run: talking to the fixture server directly, and through a
+// minimal byte-copy relay (the floor for any wrapper process, which must wake a third
+// process on every message). Wall-clock figures on a shared 2-core machine are noise;
+// the ratios are the result.
+//
+//	go run ./bench                      # all workloads, default sizes
+//	taskset -c 0 go run ./bench         # pinned to one CPU
+//	go run ./bench -only seq -n 20000   # one workload, more samples
+//
+// It builds bir-proxy and the fixture servers itself (go build), so run it from the
+// module root.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/framing"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "copy-relay" {
+		os.Exit(copyRelay(os.Args[2:]))
+	}
+	var (
+		n        = flag.Int("n", 5000, "sequential round trips per variant")
+		pipeN    = flag.Int("pipe-n", 50000, "messages in the pipelined workload")
+		bigMB    = flag.Int("big-mb", 64, "size of the large message, MiB")
+		starts   = flag.Int("starts", 30, "process starts per variant for the startup workload")
+		only     = flag.String("only", "", "comma-separated workloads: seq,pipe,big,start,idle (default all)")
+		blocking = flag.Bool("blocking", false, "also measure the proxy with blocking stdio (BIR_BLOCKING_STDIO=1)")
+		rec      = flag.Bool("recording", false, "also measure the proxy recording to a reference recorder (and its faults)")
+	)
+	flag.Parse()
+	log.SetFlags(0)
+
+	dir, err := os.MkdirTemp("", "bir-bench-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	bins := build(dir)
+
+	want := func(w string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), w) }
+	server := []string{bins["rawserver"], "--reply"}
+
+	variants := []variant{
+		{name: "direct", argv: server},
+		{name: "copy-relay", argv: append([]string{bins["bench"], "copy-relay", "--"}, server...)},
+		{name: "bir-proxy", argv: append([]string{bins["bir-proxy"], "--server", "bench", "--"}, server...), env: []string{"BIR_OFF=1"}},
+	}
+	if *blocking {
+		variants = append(variants, variant{name: "bir-proxy/blocking", argv: variants[2].argv, env: []string{"BIR_OFF=1", "BIR_BLOCKING_STDIO=1"}})
+	}
+	_ = rec
+	fmt.Printf("bir-proxy bench: GOMAXPROCS-visible CPUs %d, %s\n\n", cpus(), time.Now().Format(time.RFC3339))
+
+	if want("seq") {
+		fmt.Printf("Sequential tools/call round trips (%d each):\n", *n)
+		res := map[string][2]time.Duration{}
+		for _, v := range variants {
+			p50, p99 := sequential(v, *n)
+			res[v.name] = [2]time.Duration{p50, p99}
+			fmt.Printf("  %-24s p50 %8s  p99 %8s\n", v.name, p50, p99)
+		}
+		base := res["copy-relay"]
+		for _, v := range variants[2:] {
+			r := res[v.name]
+			fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the copy relay   (p50 %.2fx direct)\n", v.name, ratio(r[0], base[0]), ratio(r[1], base[1]), ratio(r[0], res["direct"][0]))
+		}
+		if _, ok := res["bir-proxy/recording"]; ok {
+			fmt.Printf("  %-24s p50 %.2fx  BIR_OFF=1\n", "bir-proxy/recording", ratio(res["bir-proxy/recording"][0], res["bir-proxy"][0]))
+		}
+		fmt.Println()
+	}
+	if want("pipe") {
+		fmt.Printf("Pipelined tools/call, 32 in flight (%d messages):\n", *pipeN)
+		res := map[string]float64{}
+		for _, v := range variants {
+			res[v.name] = pipelined(v, *pipeN, 32)
+			fmt.Printf("  %-24s %10.0f msg/s\n", v.name, res[v.name])
+		}
+		for _, v := range variants[2:] {
+			fmt.Printf("  %-24s %.2fx the copy relay's throughput\n", v.name, res[v.name]/res["copy-relay"])
+		}
+		fmt.Println()
+	}
+	if want("big") {
+		fmt.Printf("One %d MiB tools/call echoed back (server --echo):\n", *bigMB)
+		res := map[string]time.Duration{}
+		for _, v := range variants {
+			ev := v
+			ev.argv = slices.Clone(v.argv)
+			// The echo server, not --reply: the message crosses the proxy both ways.
+			ev.argv[len(ev.argv)-1] = "--echo"
+			d, hwm := big(ev, *bigMB<<20)
+			res[v.name] = d
+			extra := ""
+			if hwm > 0 {
+				extra = fmt.Sprintf("  peak RSS %d MiB (%.2fx the message)", hwm>>20, float64(hwm)/float64(*bigMB<<20))
+			}
+			fmt.Printf("  %-24s %8s%s\n", v.name, d.Round(time.Millisecond), extra)
+		}
+		for _, v := range variants[1:] {
+			fmt.Printf("  %-24s %.2fx direct\n", v.name, ratio(res[v.name], res["direct"]))
+		}
+		fmt.Println()
+	}
+	if want("start") {
+		fmt.Printf("Startup to the initialize answer (median of %d):\n", *starts)
+		res := map[string]time.Duration{}
+		for _, v := range variants {
+			res[v.name] = startup(v, *starts)
+			fmt.Printf("  %-24s %8s\n", v.name, res[v.name].Round(10*time.Microsecond))
+		}
+		for _, v := range variants[2:] {
+			fmt.Printf("  %-24s +%s over the copy relay\n", v.name, (res[v.name] - res["copy-relay"]).Round(10*time.Microsecond))
+		}
+		fmt.Println()
+	}
+	if want("idle") {
+		fmt.Println("Idle for 3 s after one call:")
+		for _, v := range variants[2:] {
+			cpu, rss := idle(v, 3*time.Second)
+			fmt.Printf("  %-24s CPU %s  RSS %.1f MiB\n", v.name, cpu, float64(rss)/(1<<20))
+		}
+	}
+}
+
+type variant struct {
+	name string
+	argv []string
+	env  []string
+}
+
+// proc is one running variant: the host's ends of its pipes.
+type proc struct {
+	cmd *exec.Cmd
+	in  *framing.Writer
+	inF *os.File
+	out *framing.Reader
+}
+
+func start(v variant) *proc {
+	cmd := exec.Command(v.argv[0], v.argv[1:]...)
+	cmd.Env = append(os.Environ(), v.env...)
+	cmd.Stderr = os.Stderr
+	inR, inW, err := os.Pipe()
+	check(err)
+	outR, outW, err := os.Pipe()
+	check(err)
+	cmd.Stdin, cmd.Stdout = inR, outW
+	check(cmd.Start())
+	inR.Close()
+	outW.Close()
+	return &proc{cmd: cmd, in: framing.NewWriter(inW), inF: inW, out: framing.NewReader(outR)}
+}
+
+func (p *proc) stop() {
+	p.inF.Close()
+	_ = p.cmd.Wait()
+}
+
+func (p *proc) roundTrip(msg []byte) []byte {
+	check(p.in.Write(msg))
+	resp, err := p.out.Read()
+	check(err)
+	return resp
+}
+
+func call(id int) []byte {
+	return []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-` + strconv.Itoa(id) + `"}}}`)
+}
+
+func initialize(p *proc) {
+	p.roundTrip([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`))
+	check(p.in.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)))
+}
+
+func sequential(v variant, n int) (p50, p99 time.Duration) {
+	p := start(v)
+	defer p.stop()
+	initialize(p)
+	for i := 0; i < n/10; i++ { // warm up: page faults, first GC, branch predictors
+		p.roundTrip(call(i))
+	}
+	lat := make([]time.Duration, n)
+	for i := range lat {
+		msg := call(i)
+		t0 := time.Now()
+		p.roundTrip(msg)
+		lat[i] = time.Since(t0)
+	}
+	slices.Sort(lat)
+	return lat[n/2], lat[n*99/100]
+}
+
+func pipelined(v variant, n, window int) float64 {
+	p := start(v)
+	defer p.stop()
+	initialize(p)
+	msgs := make([][]byte, n)
+	for i := range msgs {
+		msgs[i] = call(i + 1)
+	}
+	sem := make(chan struct{}, window)
+	done := make(chan struct{})
+	t0 := time.Now()
+	go func() {
+		defer close(done)
+		for range n {
+			_, err := p.out.Read()
+			check(err)
+			<-sem
+		}
+	}()
+	for _, m := range msgs {
+		sem <- struct{}{}
+		check(p.in.Write(m))
+	}
+	<-done
+	return float64(n) / time.Since(t0).Seconds()
+}
+
+func big(v variant, size int) (time.Duration, int64) {
+	p := start(v)
+	defer p.stop()
+	var b bytes.Buffer
+	b.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`)
+	b.Write(bytes.Repeat([]byte("0123456789abcdef"), size/16))
+	b.WriteString(`"}}}`)
+	msg := b.Bytes()
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	wg.Go(func() { check(p.in.Write(msg)) })
+	resp, err := p.out.Read()
+	check(err)
+	d := time.Since(t0)
+	wg.Wait()
+	if !bytes.Equal(resp, msg) {
+		log.Fatalf("%s: the large message came back changed (%d bytes, want %d)", v.name, len(resp), len(msg))
+	}
+	var hwm int64
+	if v.name != "direct" {
+		hwm = procStatus(p.cmd.Process.Pid, "VmHWM")
+	}
+	return d, hwm
+}
+
+func startup(v variant, n int) time.Duration {
+	var ds []time.Duration
+	for range n {
+		t0 := time.Now()
+		p := start(v)
+		initialize(p)
+		ds = append(ds, time.Since(t0))
+		p.stop()
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+func idle(v variant, d time.Duration) (time.Duration, int64) {
+	p := start(v)
+	defer p.stop()
+	initialize(p)
+	p.roundTrip(call(1))
+	pid := p.cmd.Process.Pid
+	time.Sleep(500 * time.Millisecond) // let startup work (GC, spool setup) finish
+	before := cpuTime(pid)
+	time.Sleep(d)
+	return cpuTime(pid) - before, procStatus(pid, "VmRSS")
+}
+
+// copyRelay is the floor: a wrapper process that starts the server and copies bytes
+// both ways, understanding nothing.
+func copyRelay(args []string) int {
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	check(err)
+	out, err := cmd.StdoutPipe()
+	check(err)
+	check(cmd.Start())
+	go func() {
+		_, _ = io.Copy(in, os.Stdin)
+		in.Close()
+	}()
+	_, _ = io.Copy(os.Stdout, out)
+	if err := cmd.Wait(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		return 1
+	}
+	return 0
+}
+
+func build(dir string) map[string]string {
+	bins := map[string]string{}
+	for name, pkg := range map[string]string{
+		"bir-proxy": "./cmd/bir-proxy",
+		"rawserver": "./testdata/rawserver",
+		"bench":     "./bench",
+	} {
+		out := filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			log.Fatalf("building %s: %v (run bench from the module root)", pkg, err)
+		}
+		bins[name] = out
+	}
+	return bins
+}
+
+func procStatus(pid int, field string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// cpuTime is the user+system time a process has used, from /proc/PID/stat.
+func cpuTime(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) start after ") ".
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	const clkTck = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / clkTck
+}
+
+func cpus() int {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			n := 0
+			for _, part := range strings.Split(strings.TrimSpace(rest), ",") {
+				lo, hi, found := strings.Cut(part, "-")
+				a, _ := strconv.Atoi(lo)
+				b := a
+				if found {
+					b, _ = strconv.Atoi(hi)
+				}
+				n += b - a + 1
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
+
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,409 @@
+// Package mcpconfig reads MCP host config files (Claude Code's .mcp.json
+// and ~/.claude.json, Claude Desktop, Cursor: all use the same mcpServers
+// shape) and wraps or unwraps their server entries so that the host starts
+// the server through bir-proxy.
+//
+// Edits are splices: only the text of the entries that change is
+// rewritten, and unwrap restores a wrapped entry byte for byte, so every
+// other key, the key order, the indentation and the trailing newline stay
+// as the user (or the host, which rewrites ~/.claude.json itself) left them.
+package mcpconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// Scope is where Claude Code keeps a server entry.
+type Scope string
+
+const (
+	// ScopeProject is .mcp.json in the project directory.
+	ScopeProject Scope = "project"
+	// ScopeLocal is the project's entry in ~/.claude.json:
+	// projects["/abs/dir"].mcpServers.
+	ScopeLocal Scope = "local"
+	// ScopeUser is the top-level mcpServers of ~/.claude.json.
+	ScopeUser Scope = "user"
+)
+
+// ParseScope checks a --scope value.
+func ParseScope(s string) (Scope, error) {
+	switch sc := Scope(s); sc {
+	case ScopeProject, ScopeLocal, ScopeUser:
+		return sc, nil
+	}
+	return "", fmt.Errorf("unknown scope %q: want project, local or user", s)
+}
+
+// Location is a config file and which mcpServers object inside it.
+type Location struct {
+	File string
+	// Project, when set, means the servers are those of this project
+	// directory in a Claude Code user file (projects[Project].mcpServers)
+	// rather than the file's top-level mcpServers.
+	Project string
+}
+
+func (l Location) String() string {
+	if l.Project != "" {
+		return fmt.Sprintf("%s (project %s)", l.File, l.Project)
+	}
+	return l.File
+}
+
+// ClaudeJSON is the path of Claude Code's user file: .claude.json in
+// $CLAUDE_CONFIG_DIR when that is set (configDir), else in home.
+func ClaudeJSON(configDir, home string) string {
+	if configDir != "" {
+		return filepath.Join(configDir, ".claude.json")
+	}
+	return filepath.Join(home, ".claude.json")
+}
+
+// Locate is where scope keeps the servers of the project in dir;
+// claudeJSON is Claude Code's user file (see ClaudeJSON).
+func Locate(scope Scope, dir, claudeJSON string) Location {
+	switch scope {
+	case ScopeLocal:
+		return Location{File: claudeJSON, Project: dir}
+	case ScopeUser:
+		return Location{File: claudeJSON}
+	default:
+		return Location{File: filepath.Join(dir, ".mcp.json")}
+	}
+}
+
+// ErrNoServers is returned (wrapped) when the file has no mcpServers object
+// where the Location points.
+var ErrNoServers = errors.New("no mcpServers")
+
+// SyntaxError is invalid JSON, located for a person with an editor.
+type SyntaxError struct {
+	File         string
+	Line, Column int // 1-based; Column counts characters, not bytes
+	Msg          string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("%s:%d:%d: invalid JSON: %s", e.File, e.Line, e.Column, e.Msg)
+}
+
+// Document is a config file as read.
+type Document struct {
+	loc  Location
+	data []byte
+	// bom is the UTF-8 byte-order mark some Windows editors put first; it is
+	// kept on write but hidden from the JSON parsers, which reject it.
+	bom     []byte
+	body    []byte
+	servers []string // keys leading to the mcpServers object
+}
+
+// Load reads and parses the file at loc.
+func Load(loc Location) (*Document, error) {
+	data, err := os.ReadFile(loc.File)
+	if err != nil {
+		return nil, fmt.Errorf("reading MCP config: %w", err)
+	}
+	return Parse(loc, data)
+}
+
+// Parse parses data as the file at loc.
+func Parse(loc Location, data []byte) (*Document, error) {
+	d := &Document{loc: loc, data: data, body: data}
+	if bom := []byte("\xef\xbb\xbf"); bytes.HasPrefix(data, bom) {
+		d.bom, d.body = bom, data[len(bom):]
+	}
+	var raw json.RawMessage
+	if err := json.Unmarshal(d.body, &raw); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			at := se.Offset - 1 // the byte read last is the one that was wrong
+			if strings.HasPrefix(se.Error(), "unexpected end") {
+				at = int64(len(d.body))
+			}
+			line, col := position(d.body, at)
+			return nil, &SyntaxError{File: loc.File, Line: line, Column: col, Msg: se.Error()}
+		}
+		return nil, fmt.Errorf("%s: invalid JSON: %w", loc.File, err)
+	}
+	root := gjson.ParseBytes(d.body)
+	if !root.IsObject() {
+		return nil, fmt.Errorf("%s: the top level is not a JSON object", loc.File)
+	}
+
+	d.servers = []string{"mcpServers"}
+	where := "at the top level"
+	if loc.Project != "" {
+		key, ok := projectKey(root.Get("projects"), loc.Project)
+		if !ok {
+			return nil, fmt.Errorf("%s has no entry for the project %s (Claude Code adds one the first time it runs there): %w",
+				loc.File, loc.Project, ErrNoServers)
+		}
+		d.servers = []string{"projects", key, "mcpServers"}
+		where = fmt.Sprintf("for the project %s", key)
+	}
+	switch s := root.Get(pathOf(d.servers...)); {
+	case !s.Exists():
+		hint := ""
+		if loc.Project == "" && root.Get("servers").IsObject() {
+			hint = ` (it has "servers", which is VS Code's format, not the mcpServers one this command edits)`
+		}
+		return nil, fmt.Errorf("%s has no mcpServers object %s%s: %w", loc.File, where, hint, ErrNoServers)
+	case !s.IsObject():
+		return nil, fmt.Errorf("%s: mcpServers %s is not a JSON object", loc.File, where)
+	}
+	return d, nil
+}
+
+// position is the line and column of data[offset].
+func position(data []byte, offset int64) (line, col int) {
+	before := data[:min(max(int(offset), 0), len(data))]
+	line = bytes.Count(before, []byte("\n")) + 1
+	start := bytes.LastIndexByte(before, '\n') + 1
+	return line, utf8.RuneCount(before[start:]) + 1
+}
+
+// projectKey finds dir among the keys of Claude Code's projects object. An
+// exact match wins; otherwise the paths are compared cleaned (Claude Code
+// writes Windows paths with forward slashes), and without case on Windows.
+func projectKey(projects gjson.Result, dir string) (string, bool) {
+	if !projects.IsObject() {
+		return "", false
+	}
+	norm := func(p string) string {
+		p = filepath.Clean(filepath.FromSlash(p))
+		if runtime.GOOS == "windows" {
+			p = strings.ToLower(p)
+		}
+		return p
+	}
+	var found string
+	exact := false
+	projects.ForEach(func(k, _ gjson.Result) bool {
+		if k.Str == dir {
+			found, exact = k.Str, true
+			return false
+		}
+		if found == "" && norm(k.Str) == norm(dir) {
+			found = k.Str
+		}
+		return true
+	})
+	return found, exact || found != ""
+}
+
+// entries lists the server entries in file order. A name that appears
+// more than once comes back as KindUnknown each time: the host uses the
+// last, sjson would edit the first.
+func (d *Document) entries() []entry {
+	srv := gjson.GetBytes(d.body, pathOf(d.servers...))
+	count := map[string]int{}
+	srv.ForEach(func(k, _ gjson.Result) bool {
+		count[k.Str]++
+		return true
+	})
+	var es []entry
+	srv.ForEach(func(k, v gjson.Result) bool {
+		e := parseEntry(k.Str, v.Raw)
+		switch {
+		case count[k.Str] > 1:
+			e = e.unknown("the name appears more than once in mcpServers")
+		case k.Str == "":
+			e = e.unknown("the name is empty")
+		}
+		es = append(es, e)
+		return true
+	})
+	return es
+}
+
+// Server describes one entry for a person.
+type Server struct {
+	Name string
+	Kind Kind
+	// Command is what the server runs: for a wrapped entry, what follows
+	// "--". Empty for remote and unknown entries.
+	Command []string
+	URL     string // remote entries
+	// ProxyName is the --server name of a wrapped entry; it differs from
+	// Name when an entry was renamed after it was wrapped.
+	ProxyName string
+	Problem   string // why a KindUnknown entry is not understood
+}
+
+// Servers lists the entries in file order.
+func (d *Document) Servers() []Server {
+	var out []Server
+	for _, e := range d.entries() {
+		out = append(out, Server{
+			Name: e.name, Kind: e.kind, Command: e.upstream(), URL: e.url,
+			ProxyName: e.proxyName, Problem: e.problem,
+		})
+	}
+	return out
+}
+
+// Outcome is what Wrap or Unwrap did with one entry.
+type Outcome struct {
+	Name    string
+	Changed bool
+	// Note says why an entry was left alone.
+	Note string
+	// Warn marks an entry left alone because it is not understood, as
+	// opposed to one that needed nothing.
+	Warn bool
+}
+
+// Change is the result of Wrap or Unwrap, not yet written.
+type Change struct {
+	Location Location
+	Old, New []byte
+	Outcomes []Outcome
+}
+
+// Changed reports whether the file would change.
+func (c *Change) Changed() bool { return !bytes.Equal(c.Old, c.New) }
+
+// Diff is the change as a unified diff.
+func (c *Change) Diff() string {
+	return unifiedDiff(c.Location.File, c.Old, c.New)
+}
+
+// Save writes the change atomically, keeping the previous version beside
+// the file; it returns the backup's path. It refuses when the file was
+// changed by someone else since it was read.
+func (c *Change) Save() (backup string, err error) {
+	return replacer{rename: os.Rename}.replace(c.Location.File, c.Old, c.New)
+}
+
+// Wrap rewrites the named entries, or all when names is empty, to start
+// through the bir-proxy at proxyPath. Entries that are wrapped already,
+// remote, not understood, or named RecorderName are left alone, each with
+// an Outcome saying so. A name not in the file is an error.
+func (d *Document) Wrap(names []string, proxyPath string) (*Change, error) {
+	if !IsProxyCommand(proxyPath) {
+		return nil, fmt.Errorf("proxy path %q: its file name must be bir-proxy (bir-proxy.exe on Windows), which is how wrapped entries are recognised", proxyPath)
+	}
+	return d.apply(names, func(e entry) (string, Outcome, error) {
+		o := Outcome{Name: e.name}
+		switch {
+		case e.kind == KindUnknown:
+			o.Note, o.Warn = "not understood ("+e.problem+"); left alone", true
+		case e.kind == KindWrapped || e.kind == KindWrappedRemote:
+			o.Note = "already wrapped"
+		case e.name == RecorderName:
+			o.Note = "the recorder's own server is never wrapped"
+		case e.kind == KindRemote:
+			o.Note = errRemote.Error()
+		default:
+			text, err := e.wrap(proxyPath)
+			if err != nil {
+				return "", o, err
+			}
+			// Refuse to write what could not be undone exactly.
+			if back, err := parseEntry(e.name, text).unwrap(); err != nil || back != e.raw {
+				return "", o, fmt.Errorf("server %q: wrapping would not round-trip; left the file alone (please report this)", e.name)
+			}
+			o.Changed = true
+			return text, o, nil
+		}
+		return e.raw, o, nil
+	})
+}
+
+// Unwrap restores the named entries, or all when names is empty, to start
+// the server directly: the exact inverse of Wrap.
+func (d *Document) Unwrap(names []string) (*Change, error) {
+	return d.apply(names, func(e entry) (string, Outcome, error) {
+		o := Outcome{Name: e.name}
+		switch e.kind {
+		case KindUnknown:
+			o.Note, o.Warn = "not understood ("+e.problem+"); left alone", true
+		case KindStdio, KindRemote:
+			o.Note = "not wrapped"
+		case KindWrappedRemote:
+			o.Note, o.Warn = errRemoteUnwrap.Error(), true
+		default:
+			text, err := e.unwrap()
+			if err != nil {
+				return "", o, err
+			}
+			if k := parseEntry(e.name, text).kind; k != KindStdio {
+				return "", o, fmt.Errorf("server %q: unwrapping gives a %s entry; left the file alone (please report this)", e.name, k)
+			}
+			o.Changed = true
+			return text, o, nil
+		}
+		return e.raw, o, nil
+	})
+}
+
+// apply runs fn over the selected entries and splices each changed entry
+// into the document at its path.
+func (d *Document) apply(names []string, fn func(entry) (string, Outcome, error)) (*Change, error) {
+	es := d.entries()
+	selected := map[string]bool{}
+	for _, n := range names {
+		selected[n] = true
+	}
+	for _, n := range names {
+		found := false
+		for _, e := range es {
+			found = found || e.name == n
+		}
+		if !found {
+			return nil, fmt.Errorf("%s has no server named %q", d.loc, n)
+		}
+	}
+
+	body := d.body
+	c := &Change{Location: d.loc, Old: d.data}
+	done := map[string]bool{}
+	for _, e := range es {
+		if (len(names) > 0 && !selected[e.name]) || done[e.name] {
+			continue
+		}
+		done[e.name] = true
+		text, o, err := fn(e)
+		if err != nil {
+			return nil, err
+		}
+		c.Outcomes = append(c.Outcomes, o)
+		if text == e.raw {
+			continue
+		}
+		path := pathOf(slices.Concat(d.servers, []string{e.name})...)
+		old := gjson.GetBytes(body, path)
+		next, err := sjson.SetRawBytes(body, path, []byte(text))
+		if err != nil {
+			return nil, fmt.Errorf("editing server %q: %w", e.name, err)
+		}
+		// The edit must be a splice of this entry and nothing else.
+		want := string(body[:old.Index]) + text + string(body[old.Index+len(old.Raw):])
+		if old.Index == 0 || string(next) != want {
+			return nil, fmt.Errorf("editing server %q: the edit did not stay inside the entry; left the file alone (please report this)", e.name)
+		}
+		body = next
+	}
+	if !json.Valid(body) {
+		return nil, errors.New("the edited file is not valid JSON; left the file alone (please report this)")
+	}
+	c.New = append(append([]byte(nil), d.bom...), body...)
+	if !c.Changed() {
+		c.New = c.Old
+	}
+	return c, nil
+}

@@ -1,0 +1,194 @@
+package mcpconfig
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+const (
+	oldText = "{\"mcpServers\": {\"a\": {\"command\": \"x\"}}}\n"
+	newText = "{\"mcpServers\": {\"a\": {\"command\": \"/b/bir-proxy\", \"args\": [\"--server=a\", \"--\", \"x\"]}}}\n"
+)
+
+func writeConfig(t *testing.T, mode os.FileMode) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), ".mcp.json")
+	if err := os.WriteFile(path, []byte(oldText), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil { // umask
+		t.Fatal(err)
+	}
+	return path
+}
+
+func assertFile(t *testing.T, path string, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s holds %q, want %q", path, got, want)
+	}
+}
+
+// tempFiles lists what a writer left in dir besides the config and backup.
+func tempFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var left []string
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if n := e.Name(); n != ".mcp.json" && n != ".mcp.json"+BackupSuffix {
+			left = append(left, n)
+		}
+	}
+	return left
+}
+
+func TestReplaceKeepsModeAndBackup(t *testing.T) {
+	path := writeConfig(t, 0o640)
+	backup, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, path, []byte(newText))
+	assertFile(t, backup, []byte(oldText))
+	if backup != path+BackupSuffix {
+		t.Errorf("backup at %s", backup)
+	}
+	if runtime.GOOS != "windows" {
+		for _, p := range []string{path, backup} {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != 0o640 {
+				t.Errorf("%s has mode %v, want 0640", p, fi.Mode().Perm())
+			}
+		}
+	}
+	if left := tempFiles(t, filepath.Dir(path)); len(left) > 0 {
+		t.Errorf("left behind: %q", left)
+	}
+}
+
+func TestReplaceFailingRename(t *testing.T) {
+	path := writeConfig(t, 0o600)
+	failing := replacer{rename: func(from, to string) error {
+		if to == path {
+			return errors.New("injected rename failure")
+		}
+		return os.Rename(from, to)
+	}}
+	if _, err := failing.replace(path, []byte(oldText), []byte(newText)); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("error %v", err)
+	}
+	assertFile(t, path, []byte(oldText))
+	if left := tempFiles(t, filepath.Dir(path)); len(left) > 0 {
+		t.Errorf("a failed write left %q behind", left)
+	}
+}
+
+func TestReplaceRefuses(t *testing.T) {
+	t.Run("read-only file", func(t *testing.T) {
+		path := writeConfig(t, 0o444)
+		_, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText))
+		if err == nil || !strings.Contains(err.Error(), "read-only") {
+			t.Fatalf("error %v", err)
+		}
+		assertFile(t, path, []byte(oldText))
+		if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+			t.Errorf("wrote something beside a read-only file: %v", ents)
+		}
+	})
+	t.Run("changed since read", func(t *testing.T) {
+		path := writeConfig(t, 0o600)
+		theirs := []byte(`{"mcpServers": {}, "numStartups": 43}`)
+		if err := os.WriteFile(path, theirs, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText))
+		if err == nil || !strings.Contains(err.Error(), "changed since it was read") {
+			t.Fatalf("error %v", err)
+		}
+		assertFile(t, path, theirs)
+	})
+}
+
+func TestReplaceThroughSymlink(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("symlinks need privileges on Windows")
+	}
+	target := writeConfig(t, 0o600)
+	link := filepath.Join(t.TempDir(), ".mcp.json")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (replacer{rename: os.Rename}).replace(link, []byte(oldText), []byte(newText)); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced by a file: %v %v", fi.Mode(), err)
+	}
+	assertFile(t, target, []byte(newText))
+}
+
+// TestReplaceKilledBeforeRename kills a real writer process after its
+// temporary file is complete and before the rename that would publish it:
+// the config must still hold the old bytes.
+func TestReplaceKilledBeforeRename(t *testing.T) {
+	if path := os.Getenv("MCPCONFIG_KILLED_WRITER"); path != "" {
+		stopping := replacer{rename: func(from, to string) error {
+			if to == path {
+				os.Stdout.WriteString("renaming " + from + "\n")
+				select {} // until killed
+			}
+			return os.Rename(from, to)
+		}}
+		_, err := stopping.replace(path, []byte(oldText), []byte(newText))
+		t.Fatalf("the writer was not killed: %v", err)
+	}
+
+	path := writeConfig(t, 0o600)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReplaceKilledBeforeRename$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "MCPCONFIG_KILLED_WRITER="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("writer said %q: %v", line, err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	assertFile(t, path, []byte(oldText))
+	// The kill came after the new version was fully on disk, so it is
+	// the rename, not luck, that kept the old one.
+	tmp := strings.TrimSpace(strings.TrimPrefix(line, "renaming "))
+	assertFile(t, tmp, []byte(newText))
+
+	// A later run is not disturbed by what the killed one left.
+	if _, err := (replacer{rename: os.Rename}).replace(path, []byte(oldText), []byte(newText)); err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, path, []byte(newText))
+}
