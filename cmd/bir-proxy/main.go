@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
@@ -60,6 +61,8 @@ func run(args []string) int {
 			return runUnwrap(ctx, args[1:], os.Stdout, os.Stderr)
 		case "status":
 			return runStatus(ctx, args[1:], os.Stdout, os.Stderr, recorderStatus)
+		case "log":
+			return runLog(ctx, args[1:])
 		}
 	}
 	return runProxy(args)
@@ -137,10 +140,19 @@ func runProxy(args []string) int {
 	defer stop()
 	go stopOnSignal(ctx, proc, logger)
 
+	reporter := openReporter(ctx, f, logger)
+	ic := intercept.New(intercept.Options{
+		CorrelationKey: f.correlationKey,
+		Sink:           reporter.sink(),
+		Logger:         logger,
+	})
+
 	r := relay.New(relay.Options{
 		HostIn:     hostIn,
 		HostOut:    hostOut,
 		Upstream:   proc,
+		Intercept:  ic,
+		IDPrefix:   "bir:" + reporter.proxyID() + ":",
 		MaxMessage: f.maxMessage,
 		Logger:     logger,
 	})
@@ -153,6 +165,8 @@ func runProxy(args []string) int {
 	// Whatever ended the session, the server is stopped and waited for: the proxy
 	// never exits leaving it behind.
 	proc.Close()
+	ic.Close()
+	reporter.close()
 	return proc.ExitCode()
 }
 

@@ -1,8 +1,128 @@
 package main
 
-import "context"
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/recorder"
+)
+
+// closeGrace is how long the proxy, at exit, lets reports still in flight reach the
+// recorder. What doesn't make it stays in the spool for the next run; a host waiting
+// for its server to exit should not wait on the recorder.
+const closeGrace = time.Second
+
+// reporting wraps the recorder's Reporter, which is absent under BIR_OFF=1 or when it
+// could not be opened; the session goes on either way.
+type reporting struct {
+	r  *recorder.Reporter
+	id string
+}
+
+// openReporter finds where reports go (SPEC §5): a recorder, or else the journal.
+func openReporter(ctx context.Context, f *proxyFlags, log *slog.Logger) *reporting {
+	if off() {
+		return &reporting{id: randomID()}
+	}
+	cwd, _ := os.Getwd()
+	ep, err := recorder.Discover(recorder.DiscoverOptions{Flag: f.recorderURL, Env: os.Getenv, Dir: cwd, AllowRemote: f.allowRemote})
+	if err != nil {
+		// A recorder we may not talk to (not loopback, unreadable discovery file):
+		// reports go to the journal rather than nowhere.
+		log.Warn("not using the configured recorder; reports go to the journal", "err", err)
+		ep = nil
+	}
+	r, err := recorder.Open(ctx, recorder.Config{
+		Endpoint:    ep,
+		Server:      f.server,
+		Version:     version,
+		Upstream:    recorder.Upstream{Transport: "stdio", Command: f.command},
+		JournalPath: f.journal,
+		Logger:      log,
+	})
+	if err != nil {
+		log.Warn("recording is off for this session", "err", err)
+		return &reporting{id: randomID()}
+	}
+	return &reporting{r: r, id: r.ProxyID()}
+}
+
+// off reports BIR_OFF: a pure pipe, with no request to a recorder, no spool, no journal.
+func off() bool {
+	v, _ := strconv.ParseBool(os.Getenv("BIR_OFF"))
+	return v
+}
+
+func (p *reporting) sink() recorder.Sink {
+	if p.r == nil {
+		return nil // an untyped nil: intercept then only removes the key
+	}
+	return p.r
+}
+
+func (p *reporting) proxyID() string { return p.id }
+
+func (p *reporting) close() {
+	if p.r == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	_ = p.r.Close(ctx)
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // recorderStatus describes, in one line, where this directory's reports would go.
 func recorderStatus(ctx context.Context) string {
-	return "recorder status: not yet known"
+	if off() {
+		return "BIR_OFF is set: nothing is recorded"
+	}
+	cwd, _ := os.Getwd()
+	ep, err := recorder.Discover(recorder.DiscoverOptions{Env: os.Getenv, Dir: cwd})
+	if err != nil {
+		return "recorder misconfigured: " + err.Error()
+	}
+	if ep == nil {
+		state, err := recorder.DefaultStateDir()
+		if err != nil {
+			return "no recorder configured, and no state directory: " + err.Error()
+		}
+		return "no recorder configured: reports go to the journal " + recorder.JournalDir(state)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := recorder.Ping(ctx, ep); err != nil {
+		return fmt.Sprintf("recorder at %s (from %s) is not reachable: %v; reports wait in the spool", ep.URL, ep.Source, err)
+	}
+	return fmt.Sprintf("recorder reachable at %s (from %s)", ep.URL, ep.Source)
+}
+
+func runLog(ctx context.Context, args []string) int {
+	const header = "Usage: bir-proxy log [--server NAME] [--journal PATH] [--follow] [--json] [-n N]\n\nPrints the journal: what was recorded when no recorder was running.\n\n"
+	fs := newFlagSet("bir-proxy log", header)
+	var o recorder.LogOptions
+	fs.StringVar(&o.Server, "server", "", "only this server's calls")
+	fs.StringVar(&o.Path, "journal", "", "one journal file (default: every journal in $XDG_STATE_HOME/bir-proxy/journal)")
+	fs.BoolVar(&o.Follow, "follow", false, "keep printing calls as they are recorded")
+	fs.BoolVar(&o.JSON, "json", false, "print the reports as JSON lines")
+	fs.IntVar(&o.Limit, "n", 0, "only the last N calls (0: all)")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if err := recorder.PrintLog(ctx, os.Stdout, o); err != nil && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "bir-proxy log: %v\n", err)
+		return 1
+	}
+	return 0
 }

@@ -1,0 +1,214 @@
+// Package intercept watches tools/call as it passes: on the host's path it removes the
+// correlation key the host hook added (the only edit the proxy ever makes to a
+// message); after forwarding, off that path, it pairs each call with its end,
+// fingerprints and redacts it, and hands one step report per call to a sink.
+package intercept
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/recorder"
+)
+
+// Options configure an Interceptor.
+type Options struct {
+	// CorrelationKey is the argument removed from every tools/call (default
+	// DefaultCorrelationKey).
+	CorrelationKey string
+	// Sink receives reports. Nil means a pure pipe (BIR_OFF): the key is still
+	// removed, and nothing else is done.
+	Sink recorder.Sink
+	// ReportCap bounds one report's JSON size (default 64 KiB).
+	ReportCap int
+	// QueueBytes bounds the message bytes waiting for bookkeeping (default 256 MiB).
+	// Past it, events are still queued — no call goes unreported — but without their
+	// bytes, and their reports say so.
+	QueueBytes int64
+	Logger     *slog.Logger
+}
+
+// Interceptor implements relay.Interceptor.
+type Interceptor struct {
+	key string
+	log *slog.Logger
+
+	// Host-path state. FromHost and Forwarded are called by the one host pump, in
+	// turn, so these need no lock.
+	held     []byte
+	heldScan hostScan
+	heldAt   time.Time
+
+	// interested counts host requests whose answers bookkeeping wants (calls in
+	// flight, handshake requests). While it is zero the upstream path queues nothing.
+	interested atomic.Int64
+
+	q       *queue
+	tracker *tracker
+	done    chan struct{}
+}
+
+// New returns an Interceptor; with a Sink it starts its bookkeeping goroutine, which
+// Close ends.
+func New(o Options) *Interceptor {
+	if o.CorrelationKey == "" {
+		o.CorrelationKey = DefaultCorrelationKey
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	ic := &Interceptor{key: o.CorrelationKey, log: o.Logger}
+	if o.Sink == nil {
+		return ic
+	}
+	if o.ReportCap <= 0 {
+		o.ReportCap = DefaultReportCap
+	}
+	if o.QueueBytes <= 0 {
+		o.QueueBytes = 256 << 20
+	}
+	ic.q = newQueue(o.QueueBytes)
+	ic.tracker = newTracker(o.Sink, o.ReportCap, &ic.interested, o.Logger)
+	ic.done = make(chan struct{})
+	go ic.run()
+	return ic
+}
+
+// FromHost removes the correlation key from tools/call requests and returns the bytes
+// to forward. It only scans and splices; nothing here waits.
+func (ic *Interceptor) FromHost(msg []byte, readAt time.Time) []byte {
+	out, sc := strip(msg, ic.key)
+	if ic.q != nil && sc.want != 0 {
+		ic.interested.Add(sc.awaiting)
+		ic.held, ic.heldScan, ic.heldAt = out, sc, readAt
+	}
+	return out
+}
+
+// Forwarded queues the message FromHost returned, now that it reached the upstream.
+func (ic *Interceptor) Forwarded(sentAt time.Time) {
+	if ic.held == nil {
+		return
+	}
+	ic.q.push(event{kind: evHost, msg: ic.held, scan: ic.heldScan, at: ic.heldAt, sentAt: sentAt})
+	ic.held = nil
+}
+
+// FromUpstream queues a message the upstream sent, when bookkeeping may want it.
+func (ic *Interceptor) FromUpstream(msg []byte, readAt time.Time) {
+	if ic.q == nil || ic.interested.Load() == 0 {
+		return
+	}
+	ic.q.push(event{kind: evUpstream, msg: msg, at: readAt})
+}
+
+// UpstreamLost ends every call in flight with outcome upstream_lost.
+func (ic *Interceptor) UpstreamLost(at time.Time) {
+	if ic.q == nil {
+		return
+	}
+	ic.q.push(event{kind: evLost, at: at})
+}
+
+// Close ends bookkeeping after every queued event has been reported; calls still in
+// flight are reported as upstream_lost at the moment of Close (the upstream is gone
+// or going when the proxy closes). It does not close the sink.
+func (ic *Interceptor) Close() {
+	if ic.q == nil {
+		return
+	}
+	ic.q.push(event{kind: evLost, at: time.Now()})
+	ic.q.close()
+	<-ic.done
+}
+
+func (ic *Interceptor) run() {
+	defer close(ic.done)
+	for {
+		batch, ok := ic.q.pop()
+		for _, ev := range batch {
+			ic.tracker.handle(ev)
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+type eventKind uint8
+
+const (
+	evHost eventKind = iota
+	evUpstream
+	evLost
+)
+
+// event is one thing bookkeeping must look at. msg is nil when the queue was over its
+// byte budget (shed says so).
+type event struct {
+	kind   eventKind
+	msg    []byte
+	shed   bool
+	scan   hostScan
+	at     time.Time
+	sentAt time.Time
+}
+
+// queue hands events from the pumps to bookkeeping. push never waits: it appends
+// under a lock held only for the append, and past the byte budget it keeps the event
+// but drops its bytes, so memory stays bounded while the backlog still yields one
+// report per call.
+type queue struct {
+	mu       sync.Mutex
+	events   []event
+	bytes    int64
+	budget   int64
+	closed   bool
+	wake     chan struct{}
+}
+
+func newQueue(budget int64) *queue {
+	return &queue{budget: budget, wake: make(chan struct{}, 1)}
+}
+
+func (q *queue) push(ev event) {
+	q.mu.Lock()
+	if q.bytes+int64(len(ev.msg)) > q.budget && ev.msg != nil {
+		ev.msg, ev.shed = nil, true
+	}
+	q.bytes += int64(len(ev.msg))
+	q.events = append(q.events, ev)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns everything queued, waiting for something if empty; ok is false once the
+// queue is closed and drained.
+func (q *queue) pop() (batch []event, ok bool) {
+	for {
+		q.mu.Lock()
+		if len(q.events) > 0 || q.closed {
+			batch, q.events, q.bytes = q.events, nil, 0
+			closed := q.closed
+			q.mu.Unlock()
+			return batch, !closed
+		}
+		q.mu.Unlock()
+		<-q.wake
+	}
+}
+
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,1097 @@
+package intercept
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Canonicalize writes the RFC 8785 form of the JSON value raw to w.
+//
+// The value is read the way JavaScript's JSON.parse reads it (numbers are
+// IEEE doubles, of duplicate keys the last wins, invalid UTF-8 decodes to
+// U+FFFD as a WHATWG UTF-8 decoder does) and written the way the npm
+// canonicalize package writes it, because the host computes its fingerprint
+// with exactly those two. Input with no canonical form is an error, and then
+// nothing has been written to w: the whole input is checked before the first
+// byte goes out. No canonical form means not JSON, or a number JSON.parse
+// makes ±Infinity of, or a lone surrogate (canonicalize rejects both, as RFC
+// 8785 asks) in a part of the value that survives duplicate-key removal: in
+// a member a later duplicate replaces, the host never sees them.
+//
+// Nesting depth is not limited and no recursion is used, so hostile depth
+// costs heap proportional to the input, never the goroutine stack (whose
+// overflow would kill the process, not fail the call).
+func Canonicalize(w io.Writer, raw []byte) error {
+	ws := new(jcsWorkspace)
+	ix, err := jcsScan(raw, ws)
+	if err != nil {
+		return err
+	}
+	if ix.suspect >= 0 {
+		// Whether a lone surrogate or an infinite number survives depends on
+		// which duplicates win, which only the writing pass works out; a dry
+		// run finds out before anything reaches w. Rare, so it may cost a
+		// second walk.
+		dry := newJCSEmitter(raw, ix, ws, bufio.NewWriterSize(io.Discard, 512))
+		dry.run()
+		if dry.bad != nil {
+			return dry.bad
+		}
+	}
+	bw := bufio.NewWriterSize(w, jcsBufferSize(len(raw)))
+	e := newJCSEmitter(raw, ix, ws, bw)
+	// bufio.Writer keeps the first write error, so the writing pass need
+	// not check each write; Flush reports it.
+	e.run()
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write canonical JSON: %w", err)
+	}
+	return nil
+}
+
+// jcsBufferSize keeps the per-call buffer small for the common small arguments
+// while letting big payloads reach the writer in large chunks.
+func jcsBufferSize(n int) int {
+	return min(max(n+16, 512), 64<<10)
+}
+
+// jcsWorkspace backs the slices of both passes with arrays sized for typical
+// tool arguments, so a small call costs one allocation instead of a dozen
+// slice regrowths; bigger inputs simply outgrow them.
+type jcsWorkspace struct {
+	objects [8]jcsObject
+	members [32]jcsMember
+	pending [32]jcsMember
+	open    [8]jcsOpenObject
+	frames  [8]jcsFrame
+	kinds   [2]uint64 // reused by each pass in turn
+	num     [32]byte
+}
+
+// A jcsError says why raw has no canonical form and where.
+type jcsError struct {
+	offset int
+	reason string
+}
+
+func (e *jcsError) Error() string {
+	return fmt.Sprintf("no canonical JSON form: %s at byte %d", e.reason, e.offset)
+}
+
+// jcsIndex is what the validating pass learns and the writing pass needs: the
+// members of every object, so they can be sorted. Arrays, strings and
+// numbers are not recorded (the writing pass walks them again in the raw
+// bytes), which keeps the extra memory for big strings and long arrays near
+// zero.
+type jcsIndex struct {
+	objects []jcsObject // in order of their '{' offset
+	members []jcsMember
+	suspect int // offset of the first lone surrogate or infinite number, or -1
+}
+
+// Offsets are uint32 to halve the index, with the top bit free for a flag;
+// scan refuses input past 2 GiB.
+type jcsObject struct {
+	start, end uint32 // offset of '{', offset just past '}'
+	first, n   uint32 // members[first : first+n]; n has orderedObject set once sorted
+}
+
+const jcsOrdered = 1 << 31
+
+type jcsMember struct {
+	key    uint32 // offset of the key's content, past its opening quote
+	keyLen uint32 // content length; plainKey bit set when no escapes and ASCII only
+	value  uint32 // offset of the value's first byte
+}
+
+const jcsPlainKey = 1 << 31
+
+func (m jcsMember) keyEnd() uint32 { return m.key + m.keyLen&^jcsPlainKey }
+
+func (m jcsMember) keyBytes(raw []byte) []byte { return raw[m.key:m.keyEnd()] }
+
+// jcsKinds records, per nesting level, whether the container is an object,
+// at one bit a level so that even absurd depth stays cheap.
+type jcsKinds struct {
+	bits  []uint64
+	depth int
+}
+
+func (s *jcsKinds) push(isObject bool) {
+	w, b := s.depth/64, uint(s.depth%64)
+	if w == len(s.bits) {
+		s.bits = append(s.bits, 0)
+	}
+	if isObject {
+		s.bits[w] |= 1 << b
+	} else {
+		s.bits[w] &^= 1 << b
+	}
+	s.depth++
+}
+
+func (s *jcsKinds) pop() { s.depth-- }
+
+func (s *jcsKinds) topIsObject() bool {
+	d := s.depth - 1
+	return s.bits[d/64]&(1<<uint(d%64)) != 0
+}
+
+// jcsOpenObject is an object the scanner is inside of: its slot in
+// jcsIndex.objects and where its members start on the pending stack.
+type jcsOpenObject struct {
+	obj, base uint32
+}
+
+// jcsScanner is the validating pass. It accepts exactly the grammar of
+// JSON.parse (RFC 8259) and records object members in the index.
+type jcsScanner struct {
+	raw     []byte
+	pos     int
+	kinds   jcsKinds
+	open    []jcsOpenObject
+	pending []jcsMember // members of the objects still open, innermost last
+	ix      jcsIndex
+}
+
+func jcsScan(raw []byte, ws *jcsWorkspace) (*jcsIndex, error) {
+	if uint64(len(raw)) > math.MaxInt32 {
+		return nil, &jcsError{offset: 0, reason: "input larger than 2 GiB"}
+	}
+	s := jcsScanner{
+		raw:     raw,
+		kinds:   jcsKinds{bits: ws.kinds[:0]},
+		open:    ws.open[:0],
+		pending: ws.pending[:0],
+		ix:      jcsIndex{objects: ws.objects[:0], members: ws.members[:0], suspect: -1},
+	}
+	if err := s.run(); err != nil {
+		return nil, err
+	}
+	return &s.ix, nil
+}
+
+func (s *jcsScanner) fail(reason string) error {
+	return &jcsError{offset: s.pos, reason: reason}
+}
+
+func (s *jcsScanner) suspect(at int) {
+	if s.ix.suspect < 0 {
+		s.ix.suspect = at
+	}
+}
+
+func (s *jcsScanner) skipSpace() {
+	for s.pos < len(s.raw) {
+		switch s.raw[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (s *jcsScanner) run() error {
+	s.skipSpace()
+	for {
+		opened, err := s.value()
+		if err != nil {
+			return err
+		}
+		if opened {
+			continue
+		}
+		// A value is complete: close containers until one wants another value.
+		for {
+			s.skipSpace()
+			if s.kinds.depth == 0 {
+				if s.pos != len(s.raw) {
+					return s.fail("data after the top-level value")
+				}
+				return nil
+			}
+			if s.pos == len(s.raw) {
+				return s.fail("unexpected end of input")
+			}
+			c := s.raw[s.pos]
+			inObject := s.kinds.topIsObject()
+			if c == ',' {
+				s.pos++
+				s.skipSpace()
+				if inObject {
+					if err := s.memberKey(); err != nil {
+						return err
+					}
+				}
+				break
+			}
+			if inObject && c == '}' {
+				s.closeObject()
+				continue
+			}
+			if !inObject && c == ']' {
+				s.pos++
+				s.kinds.pop()
+				continue
+			}
+			return s.fail("expected ',' or the end of the container")
+		}
+	}
+}
+
+// value consumes one value at s.pos. For a non-empty container it consumes
+// only the opening (and, for an object, the first key) and reports opened,
+// so the caller scans the first child next.
+func (s *jcsScanner) value() (opened bool, err error) {
+	if s.pos == len(s.raw) {
+		return false, s.fail("unexpected end of input")
+	}
+	switch c := s.raw[s.pos]; {
+	case c == '{':
+		s.open = append(s.open, jcsOpenObject{obj: uint32(len(s.ix.objects)), base: uint32(len(s.pending))})
+		s.ix.objects = append(s.ix.objects, jcsObject{start: uint32(s.pos)})
+		s.kinds.push(true)
+		s.pos++
+		s.skipSpace()
+		if s.pos < len(s.raw) && s.raw[s.pos] == '}' {
+			s.closeObject()
+			return false, nil
+		}
+		return true, s.memberKey()
+	case c == '[':
+		s.kinds.push(false)
+		s.pos++
+		s.skipSpace()
+		if s.pos < len(s.raw) && s.raw[s.pos] == ']' {
+			s.pos++
+			s.kinds.pop()
+			return false, nil
+		}
+		return true, nil
+	case c == '"':
+		_, err := s.str()
+		return false, err
+	case c == '-' || ('0' <= c && c <= '9'):
+		return false, s.number()
+	case c == 't':
+		return false, s.literal("true")
+	case c == 'f':
+		return false, s.literal("false")
+	case c == 'n':
+		return false, s.literal("null")
+	default:
+		return false, s.fail("expected a value")
+	}
+}
+
+// memberKey consumes `"key" :` and records the member whose value follows.
+func (s *jcsScanner) memberKey() error {
+	if s.pos == len(s.raw) || s.raw[s.pos] != '"' {
+		return s.fail("expected a string key")
+	}
+	start := s.pos + 1
+	escaped, err := s.str()
+	if err != nil {
+		return err
+	}
+	key := s.raw[start : s.pos-1]
+	n := uint32(len(key))
+	if !escaped && jcsIsASCII(key) {
+		n |= jcsPlainKey
+	}
+	s.skipSpace()
+	if s.pos == len(s.raw) || s.raw[s.pos] != ':' {
+		return s.fail("expected ':' after an object key")
+	}
+	s.pos++
+	s.skipSpace()
+	s.pending = append(s.pending, jcsMember{key: uint32(start), keyLen: n, value: uint32(s.pos)})
+	return nil
+}
+
+func (s *jcsScanner) closeObject() {
+	top := s.open[len(s.open)-1]
+	s.open = s.open[:len(s.open)-1]
+	o := &s.ix.objects[top.obj]
+	o.first = uint32(len(s.ix.members))
+	o.n = uint32(len(s.pending)) - top.base
+	s.ix.members = append(s.ix.members, s.pending[top.base:]...)
+	s.pending = s.pending[:top.base]
+	s.pos++
+	o.end = uint32(s.pos)
+	s.kinds.pop()
+}
+
+func (s *jcsScanner) literal(word string) error {
+	if !bytes.HasPrefix(s.raw[s.pos:], []byte(word)) {
+		return s.fail("expected a value")
+	}
+	s.pos += len(word)
+	return nil
+}
+
+const (
+	swarOnes  = 0x0101010101010101
+	swarHighs = 0x8080808080808080
+)
+
+// jcsStringStop reports whether any of the 8 bytes in x is a control character,
+// '"' or '\\', the only bytes that end the fast path through a string.
+func jcsStringStop(x uint64) bool {
+	ctl := (x - 0x20*swarOnes) &^ x & swarHighs
+	q := x ^ ('"' * swarOnes)
+	q = (q - swarOnes) &^ q & swarHighs
+	b := x ^ ('\\' * swarOnes)
+	b = (b - swarOnes) &^ b & swarHighs
+	return ctl|q|b != 0
+}
+
+// str consumes a string starting at its opening quote and reports whether
+// it holds escapes. Invalid UTF-8 is not an error (it decodes to U+FFFD), and
+// neither is a lone surrogate escape yet (see Canonicalize).
+func (s *jcsScanner) str() (escaped bool, err error) {
+	raw := s.raw
+	i := s.pos + 1
+	for {
+		for i+8 <= len(raw) && !jcsStringStop(binary.LittleEndian.Uint64(raw[i:])) {
+			i += 8
+		}
+		if i == len(raw) {
+			s.pos = i
+			return escaped, s.fail("unterminated string")
+		}
+		switch c := raw[i]; {
+		case c == '"':
+			s.pos = i + 1
+			return escaped, nil
+		case c == '\\':
+			escaped = true
+			s.pos = i
+			n, err := s.escape()
+			if err != nil {
+				return escaped, err
+			}
+			i += n
+		case c < 0x20:
+			s.pos = i
+			return escaped, s.fail("control character in string")
+		default:
+			i++
+		}
+	}
+}
+
+// escape validates the escape at s.pos and returns its length in bytes.
+func (s *jcsScanner) escape() (int, error) {
+	rest := s.raw[s.pos:]
+	if len(rest) < 2 {
+		return 0, s.fail("unterminated string")
+	}
+	switch rest[1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2, nil
+	case 'u':
+	default:
+		return 0, s.fail("invalid escape")
+	}
+	cu, ok := jcsHex4(rest[2:])
+	if !ok {
+		return 0, s.fail("invalid \\u escape")
+	}
+	if utf16.IsSurrogate(rune(cu)) {
+		if _, ok := jcsSurrogatePair(rest); !ok {
+			s.suspect(s.pos)
+			return 6, nil
+		}
+		return 12, nil
+	}
+	return 6, nil
+}
+
+// jcsSurrogatePair decodes s when it starts with the escapes of a well-formed
+// surrogate pair. The first \u escape must already be known to be valid.
+func jcsSurrogatePair(s []byte) (rune, bool) {
+	hi, _ := jcsHex4(s[2:])
+	if hi < 0xD800 || hi > 0xDBFF || len(s) < 12 || s[6] != '\\' || s[7] != 'u' {
+		return 0, false
+	}
+	lo, ok := jcsHex4(s[8:])
+	if !ok || lo < 0xDC00 || lo > 0xDFFF {
+		return 0, false
+	}
+	return utf16.DecodeRune(rune(hi), rune(lo)), true
+}
+
+func jcsHex4(b []byte) (uint16, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var v uint16
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint16(c)
+	}
+	return v, true
+}
+
+func jcsIsASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// number consumes -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and notes
+// values JSON.parse turns into ±Infinity, which canonicalize rejects.
+func (s *jcsScanner) number() error {
+	raw := s.raw
+	start, i := s.pos, s.pos
+	if raw[i] == '-' {
+		i++
+	}
+	intStart := i
+	if i < len(raw) && raw[i] == '0' {
+		i++
+	} else if j := jcsSkipDigits(raw, i); j > i {
+		i = j
+	} else {
+		s.pos = i
+		return s.fail("invalid number")
+	}
+	intDigits := i - intStart
+	exp := false
+	if i < len(raw) && raw[i] == '.' {
+		j := jcsSkipDigits(raw, i+1)
+		if j == i+1 {
+			s.pos = j
+			return s.fail("invalid number")
+		}
+		i = j
+	}
+	if i < len(raw) && (raw[i] == 'e' || raw[i] == 'E') {
+		exp = true
+		i++
+		if i < len(raw) && (raw[i] == '+' || raw[i] == '-') {
+			i++
+		}
+		j := jcsSkipDigits(raw, i)
+		if j == i {
+			s.pos = j
+			return s.fail("invalid number")
+		}
+		i = j
+	}
+	// Below 10^308 nothing overflows; only look closer when it might.
+	if exp || intDigits > 308 {
+		if f, _ := strconv.ParseFloat(string(raw[start:i]), 64); math.IsInf(f, 0) {
+			s.suspect(start)
+		}
+	}
+	s.pos = i
+	return nil
+}
+
+func jcsSkipDigits(raw []byte, i int) int {
+	for i < len(raw) && '0' <= raw[i] && raw[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// jcsEmitter is the writing pass. It walks the validated input again, streaming
+// arrays and scalars in order and visiting object members in canonical order
+// through the index. Only objects move the read position out of order, so
+// only objects need a frame; arrays ride on one shared position.
+type jcsEmitter struct {
+	raw   []byte
+	ix    *jcsIndex
+	w     *bufio.Writer
+	pos   int
+	kinds jcsKinds
+	objs  []jcsFrame
+	num   []byte
+	bad   *jcsError // first value written that has no canonical form
+}
+
+func newJCSEmitter(raw []byte, ix *jcsIndex, ws *jcsWorkspace, w *bufio.Writer) *jcsEmitter {
+	return &jcsEmitter{
+		raw:   raw,
+		ix:    ix,
+		w:     w,
+		kinds: jcsKinds{bits: ws.kinds[:0]},
+		objs:  ws.frames[:0],
+		num:   ws.num[:0],
+	}
+}
+
+func (e *jcsEmitter) fail(at int, reason string) {
+	if e.bad == nil {
+		e.bad = &jcsError{offset: at, reason: reason}
+	}
+}
+
+type jcsFrame struct {
+	next, stop uint32 // jcsIndex.members cursor and end
+	first      uint32
+	end        uint32 // where the parent continues once this object is done
+}
+
+func (e *jcsEmitter) skipSpace() {
+	for e.pos < len(e.raw) {
+		switch e.raw[e.pos] {
+		case ' ', '\t', '\n', '\r':
+			e.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (e *jcsEmitter) run() {
+	e.skipSpace()
+	for {
+		if e.value() {
+			continue
+		}
+		for {
+			if e.kinds.depth == 0 {
+				return
+			}
+			if e.kinds.topIsObject() {
+				f := &e.objs[len(e.objs)-1]
+				if f.next < f.stop {
+					if f.next != f.first {
+						e.w.WriteByte(',')
+					}
+					m := e.ix.members[f.next]
+					f.next++
+					e.writeString(int(m.key), int(m.keyEnd()))
+					e.w.WriteByte(':')
+					e.pos = int(m.value)
+					break
+				}
+				e.w.WriteByte('}')
+				e.pos = int(f.end)
+				e.objs = e.objs[:len(e.objs)-1]
+				e.kinds.pop()
+				continue
+			}
+			e.skipSpace()
+			if e.raw[e.pos] == ',' {
+				e.w.WriteByte(',')
+				e.pos++
+				e.skipSpace()
+				break
+			}
+			e.w.WriteByte(']')
+			e.pos++
+			e.kinds.pop()
+		}
+	}
+}
+
+// value writes the value at e.pos. For an array it writes only '[' and
+// reports opened when the first element should be written next; an object
+// gets a frame whose members the run loop writes.
+func (e *jcsEmitter) value() (opened bool) {
+	switch c := e.raw[e.pos]; {
+	case c == '[':
+		e.w.WriteByte('[')
+		e.pos++
+		e.skipSpace()
+		if e.raw[e.pos] == ']' {
+			e.w.WriteByte(']')
+			e.pos++
+			return false
+		}
+		e.kinds.push(false)
+		return true
+	case c == '{':
+		e.w.WriteByte('{')
+		o := e.lookup(e.pos)
+		if o.n&jcsOrdered == 0 {
+			ms := jcsMemberOrder(e.raw, e.ix.members[o.first:o.first+o.n])
+			o.n = uint32(len(ms)) | jcsOrdered
+		}
+		n := o.n &^ jcsOrdered
+		e.objs = append(e.objs, jcsFrame{next: o.first, stop: o.first + n, first: o.first, end: o.end})
+		e.kinds.push(true)
+		return false
+	case c == '"':
+		end := jcsStringEnd(e.raw, e.pos+1)
+		e.writeString(e.pos+1, end)
+		e.pos = end + 1
+	case c == 't':
+		e.w.WriteString("true")
+		e.pos += 4
+	case c == 'f':
+		e.w.WriteString("false")
+		e.pos += 5
+	case c == 'n':
+		e.w.WriteString("null")
+		e.pos += 4
+	default:
+		e.writeNumber()
+	}
+	return false
+}
+
+func (e *jcsEmitter) lookup(pos int) *jcsObject {
+	i, _ := slices.BinarySearchFunc(e.ix.objects, uint32(pos), func(o jcsObject, p uint32) int {
+		return int(o.start) - int(p)
+	})
+	return &e.ix.objects[i]
+}
+
+// jcsMemberOrder sorts ms by key in UTF-16 code unit order and drops all
+// but the last of each run of equal keys (JSON.parse keeps the last), in
+// place, returning the kept prefix.
+func jcsMemberOrder(raw []byte, ms []jcsMember) []jcsMember {
+	if len(ms) < 2 {
+		return ms
+	}
+	// Source order breaks ties so the last duplicate sorts last; value
+	// offsets grow with source order.
+	slices.SortFunc(ms, func(a, b jcsMember) int {
+		if c := compareJCSKeys(raw, a, b); c != 0 {
+			return c
+		}
+		return int(a.value) - int(b.value)
+	})
+	out := ms[:0]
+	for i := range ms {
+		if i+1 < len(ms) && compareJCSKeys(raw, ms[i], ms[i+1]) == 0 {
+			continue
+		}
+		out = append(out, ms[i])
+	}
+	return out
+}
+
+func compareJCSKeys(raw []byte, a, b jcsMember) int {
+	ka, kb := a.keyBytes(raw), b.keyBytes(raw)
+	if a.keyLen&b.keyLen&jcsPlainKey != 0 {
+		return bytes.Compare(ka, kb)
+	}
+	ua, ub := utf16Units{s: ka}, utf16Units{s: kb}
+	for {
+		x, okx := ua.next()
+		y, oky := ub.next()
+		switch {
+		case !okx && !oky:
+			return 0
+		case !okx:
+			return -1
+		case !oky:
+			return 1
+		case x != y:
+			return int(x) - int(y)
+		}
+	}
+}
+
+// utf16Units yields the UTF-16 code units of validated string content, decoding
+// escapes and UTF-8 (invalid UTF-8 as U+FFFD) on the fly, so comparing keys
+// needs no decoded copies.
+type utf16Units struct {
+	s   []byte
+	i   int
+	low uint16 // second half of a surrogate pair still to yield; never 0 when pending
+}
+
+func (u *utf16Units) next() (uint16, bool) {
+	if u.low != 0 {
+		c := u.low
+		u.low = 0
+		return c, true
+	}
+	if u.i >= len(u.s) {
+		return 0, false
+	}
+	c := u.s[u.i]
+	if c == '\\' {
+		e := u.s[u.i+1]
+		if e == 'u' {
+			cu, _ := jcsHex4(u.s[u.i+2:])
+			u.i += 6
+			return cu, true
+		}
+		u.i += 2
+		return uint16(jcsUnescape(e)), true
+	}
+	if c < utf8.RuneSelf {
+		u.i++
+		return uint16(c), true
+	}
+	r, n := decodeRuneWHATWG(u.s[u.i:])
+	u.i += n
+	if r >= 0x10000 {
+		hi, lo := utf16.EncodeRune(r)
+		u.low = uint16(lo)
+		return uint16(hi), true
+	}
+	return uint16(r), true
+}
+
+// jcsUnescape maps the letter of a two-byte escape to its character.
+func jcsUnescape(e byte) byte {
+	switch e {
+	case 'b':
+		return '\b'
+	case 'f':
+		return '\f'
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	}
+	return e // '"', '\\', '/'
+}
+
+// decodeRuneWHATWG decodes one UTF-8 sequence from non-empty b as the WHATWG
+// decoder does, which is how the host turned bytes into text: an invalid
+// sequence yields one U+FFFD for its maximal valid prefix (at least one
+// byte). utf8.DecodeRune differs: it yields one U+FFFD per byte of a
+// truncated sequence, which would change the hash.
+func decodeRuneWHATWG(b []byte) (rune, int) {
+	c := b[0]
+	if c < utf8.RuneSelf {
+		return rune(c), 1
+	}
+	lo, hi := byte(0x80), byte(0xBF)
+	var need int
+	var r rune
+	switch {
+	case 0xC2 <= c && c <= 0xDF:
+		need, r = 1, rune(c&0x1F)
+	case c == 0xE0:
+		need, r, lo = 2, rune(c&0x0F), 0xA0
+	case c == 0xED:
+		need, r, hi = 2, rune(c&0x0F), 0x9F
+	case 0xE1 <= c && c <= 0xEF:
+		need, r = 2, rune(c&0x0F)
+	case c == 0xF0:
+		need, r, lo = 3, rune(c&0x07), 0x90
+	case c == 0xF4:
+		need, r, hi = 3, rune(c&0x07), 0x8F
+	case 0xF1 <= c && c <= 0xF3:
+		need, r = 3, rune(c&0x07)
+	default:
+		return utf8.RuneError, 1
+	}
+	i := 1
+	for ; need > 0; need-- {
+		if i == len(b) || b[i] < lo || b[i] > hi {
+			return utf8.RuneError, i
+		}
+		r = r<<6 | rune(b[i]&0x3F)
+		lo, hi = 0x80, 0xBF
+		i++
+	}
+	return r, i
+}
+
+// jcsStringEnd returns the offset of the closing quote of the validated string
+// whose content starts at start. A quote is closing when an even number of
+// backslashes precede it; each backslash run is counted once, so this stays
+// linear.
+func jcsStringEnd(raw []byte, start int) int {
+	i := start
+	for {
+		j := i + bytes.IndexByte(raw[i:], '"')
+		k := j
+		for k > start && raw[k-1] == '\\' {
+			k--
+		}
+		if (j-k)%2 == 0 {
+			return j
+		}
+		i = j + 1
+	}
+}
+
+// writeString writes the validated string content raw[start:end] as
+// JSON.stringify would: only '"', '\\' and controls escaped, everything else
+// as raw UTF-8.
+func (e *jcsEmitter) writeString(start, end int) {
+	s := e.raw[start:end]
+	w := e.w
+	w.WriteByte('"')
+	for len(s) > 0 {
+		i := bytes.IndexByte(s, '\\')
+		if i < 0 {
+			e.writeText(s)
+			break
+		}
+		e.writeText(s[:i])
+		s = s[i:]
+		if s[1] != 'u' {
+			jcsWriteChar(w, rune(jcsUnescape(s[1])))
+			s = s[2:]
+			continue
+		}
+		cu, _ := jcsHex4(s[2:])
+		r := rune(cu)
+		if utf16.IsSurrogate(r) {
+			pair, ok := jcsSurrogatePair(s)
+			if !ok {
+				e.fail(end-len(s), "lone surrogate")
+				s = s[6:]
+				continue
+			}
+			r = pair
+			s = s[6:]
+		}
+		s = s[6:]
+		jcsWriteChar(w, r)
+	}
+	w.WriteByte('"')
+}
+
+// writeText writes unescaped string bytes, which the scanner guarantees
+// hold no quote, backslash or control character; only invalid UTF-8 needs
+// rewriting.
+func (e *jcsEmitter) writeText(s []byte) {
+	if utf8.Valid(s) {
+		e.w.Write(s)
+		return
+	}
+	for len(s) > 0 {
+		i := 0
+		for i < len(s) {
+			r, n := utf8.DecodeRune(s[i:])
+			if r == utf8.RuneError && n == 1 {
+				break
+			}
+			i += n
+		}
+		e.w.Write(s[:i])
+		if i == len(s) {
+			return
+		}
+		_, n := decodeRuneWHATWG(s[i:])
+		e.w.WriteString("\uFFFD")
+		s = s[i+n:]
+	}
+}
+
+func jcsWriteChar(w *bufio.Writer, r rune) {
+	switch {
+	case r == '"':
+		w.WriteString(`\"`)
+	case r == '\\':
+		w.WriteString(`\\`)
+	case r >= 0x20:
+		w.WriteRune(r)
+	case r == '\b':
+		w.WriteString(`\b`)
+	case r == '\t':
+		w.WriteString(`\t`)
+	case r == '\n':
+		w.WriteString(`\n`)
+	case r == '\f':
+		w.WriteString(`\f`)
+	case r == '\r':
+		w.WriteString(`\r`)
+	default:
+		const hex = "0123456789abcdef"
+		w.WriteString(`\u00`)
+		w.WriteByte(hex[r>>4])
+		w.WriteByte(hex[r&0xF])
+	}
+}
+
+// writeNumber writes the validated number at e.pos as ECMAScript's
+// Number.prototype.toString prints the double JSON.parse makes of it.
+func (e *jcsEmitter) writeNumber() {
+	raw := e.raw
+	start, i := e.pos, e.pos
+	for i < len(raw) {
+		c := raw[i]
+		if ('0' <= c && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
+			i++
+			continue
+		}
+		break
+	}
+	e.pos = i
+	var ok bool
+	e.num, ok = appendESNumber(e.num[:0], raw[start:i])
+	if !ok {
+		e.fail(start, "number overflows a double")
+	}
+	e.w.Write(e.num)
+}
+
+// appendESNumber appends the ECMAScript form of the JSON number literal lit,
+// or reports false when its double is infinite.
+func appendESNumber(dst, lit []byte) ([]byte, bool) {
+	var buf [32]byte
+	neg := lit[0] == '-'
+	digits, point, ok := shortDecimal(buf[:0], lit)
+	if !ok {
+		f, _ := strconv.ParseFloat(string(lit), 64)
+		if math.IsInf(f, 0) {
+			return dst, false
+		}
+		digits, point = shortestDigits(buf[:0], math.Abs(f))
+	}
+	if len(digits) == 0 {
+		return append(dst, '0'), true // -0 prints as "0" too
+	}
+	if neg {
+		dst = append(dst, '-')
+	}
+	return appendES(dst, digits, point), true
+}
+
+// shortDecimal appends to dst the significant digits of a literal that has
+// at most 15 of them and lies well inside the normal range, and returns the
+// decimal exponent point such that the value is 0.digits × 10^point. Such a
+// decimal is the only one of at most 15 digits that rounds to its double
+// (15 digits always survive the trip through binary64), so its digits are
+// exactly the shortest round-trip digits ECMAScript prints, found without
+// a float conversion. digits is empty for zero; ok is false when the
+// literal needs the general path.
+func shortDecimal(dst, lit []byte) (digits []byte, point int, ok bool) {
+	e, dot := 0, -1
+	for e < len(lit) && lit[e] != 'e' && lit[e] != 'E' {
+		if lit[e] == '.' {
+			dot = e
+		}
+		e++
+	}
+	if dot < 0 {
+		dot = e
+	}
+	first, last := 0, e-1
+	for first < e && (lit[first] == '0' || lit[first] == '-' || lit[first] == '.') {
+		first++
+	}
+	if first == e {
+		return dst, 0, true
+	}
+	for lit[last] == '0' || lit[last] == '.' {
+		last--
+	}
+	if n := last - first + 1; n > 16 || (n == 16 && (dot < first || dot > last)) {
+		return nil, 0, false
+	}
+	for _, c := range lit[first : last+1] {
+		if c != '.' {
+			dst = append(dst, c)
+		}
+	}
+	if first < dot {
+		point = dot - first
+	} else {
+		point = dot + 1 - first
+	}
+	if e < len(lit) {
+		exp, ok := jcsExponent(lit[e+1:])
+		if !ok {
+			return nil, 0, false
+		}
+		point += exp
+	}
+	if point < -290 || point > 290 {
+		return nil, 0, false
+	}
+	return dst, point, true
+}
+
+// jcsExponent parses an exponent, refusing magnitudes that could not keep a
+// value in the range shortDecimal handles anyway.
+func jcsExponent(b []byte) (int, bool) {
+	neg := false
+	if b[0] == '+' || b[0] == '-' {
+		neg = b[0] == '-'
+		b = b[1:]
+	}
+	n := 0
+	for _, c := range b {
+		n = n*10 + int(c-'0')
+		if n > 10000 {
+			return 0, false
+		}
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// shortestDigits appends the shortest round-trip decimal digits of f > 0
+// (strconv's shortest formatting, which like V8 picks the closest of the
+// shortest candidates) and returns them with their exponent in the same
+// 0.digits × 10^point form as shortDecimal. Zero yields no digits.
+func shortestDigits(dst []byte, f float64) ([]byte, int) {
+	if f == 0 {
+		return dst, 0
+	}
+	b := strconv.AppendFloat(dst, f, 'e', -1, 64) // d[.ddd]e±XX
+	e := bytes.IndexByte(b, 'e')
+	exp, _ := strconv.Atoi(string(b[e+1:]))
+	digits := b[:1]
+	if e > 1 {
+		digits = append(digits, b[2:e]...) // in place: drops the '.'
+	}
+	return digits, exp + 1
+}
+
+// appendES lays out digits (k of them, no leading or trailing zeros) with
+// value 0.digits × 10^n as Number::toString does (ECMA-262, 6.1.6.1.20).
+func appendES(dst, digits []byte, n int) []byte {
+	k := len(digits)
+	switch {
+	case k <= n && n <= 21:
+		dst = append(dst, digits...)
+		for range n - k {
+			dst = append(dst, '0')
+		}
+	case 0 < n && n <= 21:
+		dst = append(dst, digits[:n]...)
+		dst = append(dst, '.')
+		dst = append(dst, digits[n:]...)
+	case -6 < n && n <= 0:
+		dst = append(dst, '0', '.')
+		for range -n {
+			dst = append(dst, '0')
+		}
+		dst = append(dst, digits...)
+	default:
+		dst = append(dst, digits[0])
+		if k > 1 {
+			dst = append(dst, '.')
+			dst = append(dst, digits[1:]...)
+		}
+		dst = append(dst, 'e')
+		if n-1 >= 0 {
+			dst = append(dst, '+')
+		}
+		dst = strconv.AppendInt(dst, int64(n-1), 10)
+	}
+	return dst
+}

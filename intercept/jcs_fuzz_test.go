@@ -1,0 +1,251 @@
+package intercept
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// FuzzFingerprint checks, for any input: no panic; success exactly when the
+// input is JSON (bar the documented refusals); canonical output that is
+// JSON, valid UTF-8, a fixed point, and the bytes Fingerprint hashes; and,
+// where encoding/json reads the input the way JSON.parse does, the same
+// result as the reference below.
+func FuzzFingerprint(f *testing.F) {
+	for _, v := range loadFingerprintVectors(f).Vectors {
+		f.Add([]byte(v.Arguments))
+	}
+	for _, c := range esNumbers {
+		f.Add([]byte(c[0]))
+	}
+	for _, s := range []string{
+		`{"a":1,"a":2}`, `{"\ud83d\ude00":1,"\ue000":2}`, `"\ud800"`, `{"a":"\ud800","a":0}`, `1e400`,
+		"\"\xe2\x82A\"", `[[[[{}]]]]`, `{"a":[1,{"b":null}],"c":"\u0000"}`, `[1,]`, ` null `,
+	} {
+		f.Add([]byte(s))
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 50 {
+		var b bytes.Buffer
+		randomJSON(r, &b, 0)
+		f.Add(b.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := jcsOutput(data)
+		fp, fpErr := Fingerprint(data)
+		valid := json.Valid(data)
+
+		if err != nil {
+			var ie *jcsError
+			if !errors.As(err, &ie) {
+				t.Fatalf("Canonicalize(%q): error %v is not an input error", data, err)
+			}
+			if len(got) != 0 {
+				t.Fatalf("Canonicalize(%q) failed (%v) but wrote %q", data, err, got)
+			}
+			refusal := ie.reason == "lone surrogate" || ie.reason == "number overflows a double"
+			if valid != refusal {
+				t.Fatalf("Canonicalize(%q): %v, but json.Valid says %v", data, err, valid)
+			}
+			if fpErr == nil && !argumentsAbsent(data) {
+				t.Fatalf("Fingerprint(%q) succeeded where Canonicalize failed", data)
+			}
+			return
+		}
+		if !valid && nestingDepth(data) <= 10000 { // encoding/json stops at depth 10000
+			t.Fatalf("Canonicalize(%q) = %q, but the input is not JSON", data, got)
+		}
+		if !json.Valid(got) || !utf8.Valid(got) {
+			t.Fatalf("Canonicalize(%q) = %q: not JSON or not UTF-8", data, got)
+		}
+		again, err := jcsOutput(got)
+		if err != nil || !bytes.Equal(again, got) {
+			t.Fatalf("canonical form %q is not a fixed point: %q, %v", got, again, err)
+		}
+		if !argumentsAbsent(data) && (fpErr != nil || fp != sha256Of(got)) {
+			t.Fatalf("Fingerprint(%q) = %s, %v; want the hash of %q", data, fp, fpErr, got)
+		}
+		if want, ok := referenceCanonical(data); ok && !bytes.Equal(got, want) {
+			t.Fatalf("Canonicalize(%q)\n      got %q\nreference %q", data, got, want)
+		}
+	})
+}
+
+// referenceCanonical is RFC 8785 on top of encoding/json, written for
+// clarity over speed. It answers only where encoding/json and JSON.parse
+// agree on the input: valid UTF-8 (encoding/json replaces invalid bytes
+// one by one, the WHATWG decoder by maximal subpart) and no lone surrogate
+// escapes (encoding/json turns them into U+FFFD). Duplicate keys need no
+// exclusion: decoding into a map keeps the last, as JSON.parse does.
+func referenceCanonical(data []byte) ([]byte, bool) {
+	if !utf8.Valid(data) || !json.Valid(data) || hasLoneSurrogateEscape(data) {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	var b bytes.Buffer
+	if !referenceValue(&b, v) {
+		return nil, false
+	}
+	return b.Bytes(), true
+}
+
+func referenceValue(b *bytes.Buffer, v any) bool {
+	switch v := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		b.WriteString(strconv.FormatBool(v))
+	case json.Number:
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil && math.IsInf(f, 0) {
+			return false
+		}
+		b.WriteString(referenceNumber(f))
+	case string:
+		referenceString(b, v)
+	case []any:
+		b.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if !referenceValue(b, e) {
+				return false
+			}
+		}
+		b.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b string) int {
+			return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
+		})
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			referenceString(b, k)
+			b.WriteByte(':')
+			if !referenceValue(b, v[k]) {
+				return false
+			}
+		}
+		b.WriteByte('}')
+	}
+	return true
+}
+
+// referenceNumber follows ECMA-262 Number::toString by cases: plain decimal
+// notation exactly for 1e-6 <= |f| < 1e21, exponent notation with no
+// exponent padding elsewhere.
+func referenceNumber(f float64) string {
+	if f == 0 {
+		return "0"
+	}
+	if a := math.Abs(f); a >= 1e-6 && a < 1e21 {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	s := strconv.FormatFloat(f, 'e', -1, 64) // e.g. 1.5e-07, 1e+21
+	mant, exp, _ := strings.Cut(s, "e")
+	sign, digits := exp[:1], strings.TrimLeft(exp[1:], "0")
+	return mant + "e" + sign + digits
+}
+
+func referenceString(b *bytes.Buffer, s string) {
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\b':
+			b.WriteString(`\b`)
+		case r == '\f':
+			b.WriteString(`\f`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20:
+			b.WriteString(`\u00`)
+			b.WriteByte("0123456789abcdef"[r>>4])
+			b.WriteByte("0123456789abcdef"[r&0xF])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+}
+
+// hasLoneSurrogateEscape walks the escapes of JSON text (a backslash only
+// occurs in strings, and always starts an escape) looking for a \uD800-\uDFFF
+// escape that is not half of a well-formed pair.
+func hasLoneSurrogateEscape(data []byte) bool {
+	unit := func(i int) int {
+		if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+			return -1
+		}
+		v, err := strconv.ParseUint(string(data[i+2:i+6]), 16, 16)
+		if err != nil {
+			return -1
+		}
+		return int(v)
+	}
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' {
+			continue
+		}
+		u := unit(i)
+		switch {
+		case u >= 0xD800 && u <= 0xDBFF:
+			if lo := unit(i + 6); lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 11
+		case u >= 0xDC00 && u <= 0xDFFF:
+			return true
+		default:
+			i++ // skip the escaped character, which may be a backslash
+		}
+	}
+	return false
+}
+
+// nestingDepth over-approximates nesting depth (brackets inside strings count
+// too), which is enough to recognise the deep inputs encoding/json refuses.
+func nestingDepth(data []byte) int {
+	d, m := 0, 0
+	for _, c := range data {
+		switch c {
+		case '[', '{':
+			d++
+			m = max(m, d)
+		case ']', '}':
+			d--
+		}
+	}
+	return m
+}

@@ -1,0 +1,173 @@
+package intercept
+
+// DefaultCorrelationKey is the argument a host hook adds to each tools/call (SPEC §3.1).
+const DefaultCorrelationKey = "_bir_call_id"
+
+// interest says what bookkeeping wants to know about a host message.
+type interest uint8
+
+const (
+	wantCall      interest = 1 << iota // a tools/call request: becomes a report
+	wantCancel                         // notifications/cancelled: may end a call
+	wantHandshake                      // initialize, tools/list, server/discover: facts for register
+)
+
+// hostScan is what the host path learned about one message.
+type hostScan struct {
+	want interest
+	// awaiting counts the requests in the message whose answers bookkeeping wants:
+	// each tools/call and each handshake request.
+	awaiting int64
+	// callIDs holds, per tools/call request in message order (one, or several in a
+	// batch), the removed correlation value: the string, or the JSON text of a
+	// non-string value; nil when the call carried none.
+	callIDs []*string
+}
+
+// strip removes every top-level member of params.arguments named key from each
+// tools/call request in msg (a single message or a batch), in place, and says what
+// the message holds. Every other byte stays as it was. A message it cannot follow is
+// returned unchanged: the upstream answers it with a parse error, which is the
+// host's business.
+func strip(msg []byte, key string) ([]byte, hostScan) {
+	var sc hostScan
+	i := skipSpace(msg, 0)
+	if i >= len(msg) {
+		return msg, sc
+	}
+	var dels []span
+	switch msg[i] {
+	case '{':
+		dels = scanRequest(msg, i, key, &sc, nil)
+	case '[':
+		elems, ok := elements(msg, i)
+		if !ok {
+			return msg, sc
+		}
+		for _, e := range elems {
+			if msg[e.start] == '{' {
+				dels = scanRequest(msg, e.start, key, &sc, dels)
+			}
+		}
+	}
+	return splice(msg, dels), sc
+}
+
+// scanRequest looks at the object at msg[i] and appends the spans to delete.
+func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []span) []span {
+	ms, _, ok := members(msg, i)
+	if !ok {
+		return dels
+	}
+	// The method the upstream acts on is the last "method" member (JSON parsers keep
+	// the last duplicate); but the key is removed from every params.arguments of a
+	// tools/call, so no parser, whatever it does with duplicates, can see it.
+	isCall := false
+	for _, m := range ms {
+		if keyIs(msg[m.key.start:m.key.end], "method") {
+			v := msg[m.value.start:m.value.end]
+			switch {
+			case keyIs(v, "tools/call"):
+				isCall = true
+			case keyIs(v, "notifications/cancelled"):
+				sc.want |= wantCancel
+			case keyIs(v, "initialize"), keyIs(v, "tools/list"), keyIs(v, "server/discover"):
+				sc.want |= wantHandshake
+				sc.awaiting++
+			}
+		}
+	}
+	if !isCall {
+		return dels
+	}
+	sc.want |= wantCall
+	sc.awaiting++
+	var callID *string
+	for _, p := range ms {
+		if !keyIs(msg[p.key.start:p.key.end], "params") || msg[p.value.start] != '{' {
+			continue
+		}
+		pms, _, ok := members(msg, p.value.start)
+		if !ok {
+			continue
+		}
+		for _, a := range pms {
+			if !keyIs(msg[a.key.start:a.key.end], "arguments") || msg[a.value.start] != '{' {
+				continue
+			}
+			ams, _, ok := members(msg, a.value.start)
+			if !ok {
+				continue
+			}
+			var id *string
+			dels, id = deleteKey(msg, ams, key, dels)
+			if id != nil {
+				callID = id // the last occurrence wins, as in the host's JSON.parse
+			}
+		}
+	}
+	sc.callIDs = append(sc.callIDs, callID)
+	return dels
+}
+
+// deleteKey appends the spans that remove every member of ams named key, together
+// with the separators that would otherwise be left dangling, and returns the value of
+// the last such member.
+func deleteKey(msg []byte, ams []member, key string, dels []span) ([]span, *string) {
+	var callID *string
+	n := len(ams)
+	for a := 0; a < n; {
+		if !keyIs(msg[ams[a].key.start:ams[a].key.end], key) {
+			a++
+			continue
+		}
+		// A run of removed members a..b-1.
+		b := a
+		for b < n && keyIs(msg[ams[b].key.start:ams[b].key.end], key) {
+			callID = valueText(msg, ams[b].value)
+			b++
+		}
+		switch {
+		case b < n:
+			// A kept member follows: remove up to its key, taking our commas.
+			dels = append(dels, span{ams[a].key.start, ams[b].key.start})
+		case a > 0:
+			// The run ends the object: remove from the end of the kept member before
+			// it, taking the comma that separated them.
+			dels = append(dels, span{ams[a-1].value.end, ams[n-1].value.end})
+		default:
+			// Every member goes: "{ ... }" keeps only its braces and outer spacing.
+			dels = append(dels, span{ams[0].key.start, ams[n-1].value.end})
+		}
+		a = b
+	}
+	return dels, callID
+}
+
+// valueText is the correlation value: a string decoded, anything else as its JSON text.
+func valueText(msg []byte, v span) *string {
+	lit := msg[v.start:v.end]
+	if lit[0] == '"' {
+		if s, ok := decodeString(lit); ok {
+			return &s
+		}
+	}
+	s := string(lit)
+	return &s
+}
+
+// splice deletes the sorted, disjoint spans from msg in place.
+func splice(msg []byte, dels []span) []byte {
+	if len(dels) == 0 {
+		return msg
+	}
+	w := dels[0].start
+	for i, d := range dels {
+		next := len(msg)
+		if i+1 < len(dels) {
+			next = dels[i+1].start
+		}
+		w += copy(msg[w:], msg[d.end:next])
+	}
+	return msg[:w]
+}

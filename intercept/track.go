@@ -1,0 +1,312 @@
+package intercept
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"math/big"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/bir-dev/bir-proxy/recorder"
+)
+
+// tracker pairs each tools/call with its end and reports it. It runs on the
+// bookkeeping goroutine only.
+type tracker struct {
+	sink       recorder.Sink
+	cap        int
+	interested *atomic.Int64
+	log        *slog.Logger
+
+	calls map[string]*call // by idKey
+	// handshake requests awaiting their answer, by idKey → method
+	handshake map[string]string
+	facts     recorder.ServerFacts
+	sawInit   bool
+	sawTools  bool
+	warnedShd bool
+}
+
+// call is a tools/call in flight.
+type call struct {
+	id         []byte // raw id, as the host sent it
+	msg        []byte // the request as forwarded (key removed); nil when shed
+	args       []byte // params.arguments within msg
+	tool       string
+	callID     *string
+	receivedAt time.Time
+	startedAt  time.Time
+}
+
+func newTracker(sink recorder.Sink, cap int, interested *atomic.Int64, log *slog.Logger) *tracker {
+	return &tracker{
+		sink:       sink,
+		cap:        cap,
+		interested: interested,
+		log:        log,
+		calls:      make(map[string]*call),
+		handshake:  make(map[string]string),
+	}
+}
+
+func (t *tracker) handle(ev event) {
+	if ev.shed && !t.warnedShd {
+		t.warnedShd = true
+		t.log.Warn("bookkeeping fell behind; some reports carry no arguments or result")
+	}
+	switch ev.kind {
+	case evHost:
+		t.host(ev)
+	case evUpstream:
+		forEachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at) })
+	case evLost:
+		for k, c := range t.calls {
+			t.finish(c, ev.at, recorder.OutcomeUpstreamLost, nil, nil)
+			delete(t.calls, k)
+		}
+	}
+}
+
+// forEachMessage calls f for msg, or for each object in a batch.
+func forEachMessage(msg []byte, f func([]byte)) {
+	i := skipSpace(msg, 0)
+	if i >= len(msg) {
+		return
+	}
+	switch msg[i] {
+	case '{':
+		f(msg[i:])
+	case '[':
+		elems, _ := elements(msg, i)
+		for _, e := range elems {
+			if msg[e.start] == '{' {
+				f(msg[e.start:e.end])
+			}
+		}
+	}
+}
+
+// fields are the top-level members bookkeeping reads, as subslices of the message
+// (nil when absent). Slicing, not gjson: gjson copies what it returns, and a result can
+// be 100 MB.
+type fields struct {
+	method, id, params, result, err []byte
+}
+
+func topFields(m []byte) (f fields, ok bool) {
+	ms, _, ok := members(m, 0)
+	if !ok {
+		return f, false
+	}
+	get := func(name string) []byte {
+		if v, ok := last(m, ms, name); ok {
+			return m[v.start:v.end]
+		}
+		return nil
+	}
+	return fields{method: get("method"), id: get("id"), params: get("params"), result: get("result"), err: get("error")}, true
+}
+
+// member returns the value of obj's last member named name, or nil.
+func memberOf(obj []byte, name string) []byte {
+	ms, _, ok := members(obj, 0)
+	if !ok {
+		return nil
+	}
+	if v, ok := last(obj, ms, name); ok {
+		return obj[v.start:v.end]
+	}
+	return nil
+}
+
+func stringOf(lit []byte) string {
+	if len(lit) == 0 || lit[0] != '"' {
+		return ""
+	}
+	s, _ := decodeString(lit)
+	return s
+}
+
+func (t *tracker) host(ev event) {
+	if ev.msg == nil {
+		// Shed: the bytes are gone, but the call still gets its report.
+		for _, id := range ev.scan.callIDs {
+			t.finish(&call{callID: id, receivedAt: ev.at, startedAt: ev.sentAt}, ev.sentAt, recorder.OutcomeRPCError, nil,
+				json.RawMessage(`{"code":-32603,"message":"not recorded: the proxy's bookkeeping fell behind"}`))
+		}
+		t.interested.Add(-ev.scan.awaiting + int64(len(ev.scan.callIDs)))
+		return
+	}
+	n := 0 // index into ev.scan.callIDs
+	forEachMessage(ev.msg, func(m []byte) {
+		f, ok := topFields(m)
+		if !ok {
+			return
+		}
+		switch method := stringOf(f.method); method {
+		case "tools/call":
+			var callID *string
+			if n < len(ev.scan.callIDs) {
+				callID = ev.scan.callIDs[n]
+			}
+			n++
+			c := &call{
+				msg:        m,
+				callID:     callID,
+				receivedAt: ev.at,
+				startedAt:  ev.sentAt,
+			}
+			if f.params != nil && f.params[0] == '{' {
+				c.tool = stringOf(memberOf(f.params, "name"))
+				c.args = memberOf(f.params, "arguments")
+			}
+			if f.id == nil {
+				// A tools/call without an id is a notification: no answer will ever
+				// come. It is still reported (never dropped), as the invalid request
+				// it is.
+				t.finish(c, ev.sentAt, recorder.OutcomeRPCError, nil,
+					json.RawMessage(`{"code":-32600,"message":"tools/call without an id: a notification, which gets no answer"}`))
+				return
+			}
+			c.id = f.id
+			k := idKey(f.id)
+			if old, dup := t.calls[k]; dup {
+				// The host reused an id still in flight; the two can no longer be told
+				// apart, so the older one ends here.
+				t.finish(old, ev.at, recorder.OutcomeRPCError, nil, json.RawMessage(`{"code":-32600,"message":"the host reused this request id before it was answered"}`))
+			}
+			t.calls[k] = c
+		case "notifications/cancelled":
+			if f.params == nil || f.params[0] != '{' {
+				return
+			}
+			k := idKey(memberOf(f.params, "requestId"))
+			if c, ok := t.calls[k]; ok {
+				delete(t.calls, k)
+				t.finish(c, ev.at, recorder.OutcomeCancelled, nil, nil)
+			}
+		case "initialize", "tools/list", "server/discover":
+			if f.id != nil {
+				t.handshake[idKey(f.id)] = method
+			} else {
+				t.interested.Add(-1)
+			}
+		}
+	})
+}
+
+func (t *tracker) upstream(m []byte, at time.Time) {
+	f, ok := topFields(m)
+	if !ok || f.method != nil || f.id == nil {
+		return // a request or notification of the server's own
+	}
+	k := idKey(f.id)
+	if c, ok := t.calls[k]; ok {
+		delete(t.calls, k)
+		switch {
+		case f.err != nil:
+			t.finish(c, at, recorder.OutcomeRPCError, nil, f.err)
+		case f.result != nil && f.result[0] == '{' && stringOf(memberOf(f.result, "resultType")) == "input_required":
+			t.finish(c, at, recorder.OutcomeInputRequired, f.result, nil)
+		case f.result != nil && f.result[0] == '{' && string(memberOf(f.result, "isError")) == "true":
+			t.finish(c, at, recorder.OutcomeToolError, f.result, nil)
+		default:
+			t.finish(c, at, recorder.OutcomeOK, f.result, nil)
+		}
+		return
+	}
+	if method, ok := t.handshake[k]; ok {
+		delete(t.handshake, k)
+		t.interested.Add(-1)
+		if f.result != nil {
+			t.learn(method, gjson.ParseBytes(f.result))
+		}
+	}
+}
+
+// learn collects what register wants from the handshake answers passing by.
+func (t *tracker) learn(method string, result gjson.Result) {
+	if !result.Exists() {
+		return
+	}
+	changed := false
+	switch method {
+	case "initialize":
+		if !t.sawInit {
+			t.sawInit, changed = true, true
+			t.facts.ServerInfo = json.RawMessage(result.Get("serverInfo").Raw)
+			t.facts.ProtocolVersion = result.Get("protocolVersion").String()
+		}
+	case "server/discover":
+		if !t.sawInit {
+			t.sawInit, changed = true, true
+			t.facts.ServerInfo = json.RawMessage(result.Get(`_meta.io\.modelcontextprotocol/serverInfo`).Raw)
+			if v := result.Get("supportedVersions"); v.IsArray() {
+				vs := v.Array()
+				t.facts.ProtocolVersion = vs[len(vs)-1].String()
+			}
+		}
+	case "tools/list":
+		if !t.sawTools {
+			t.sawTools, changed = true, true
+			t.facts.Tools = []string{}
+			result.Get("tools.#.name").ForEach(func(_, v gjson.Result) bool {
+				t.facts.Tools = append(t.facts.Tools, v.String())
+				return true
+			})
+		}
+	}
+	if len(t.facts.ServerInfo) == 0 {
+		t.facts.ServerInfo = nil
+	}
+	if changed {
+		t.sink.Learned(t.facts)
+	}
+}
+
+func (t *tracker) finish(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage) {
+	t.interested.Add(-1)
+	t.report(c, endedAt, outcome, result, rpcErr)
+}
+
+func (t *tracker) report(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage) {
+	t.sink.Submit(buildStep(c, endedAt, outcome, result, rpcErr, t.cap))
+}
+
+// idKey identifies a JSON-RPC id the way JSON-RPC matches them: by type and value.
+// The string "1" is not the number 1, but a number the server re-printed (1.0 for 1,
+// 1e3 for 1000) is the same id, exactly: ids past 2^53 must not collide by rounding.
+func idKey(raw []byte) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		s, _ := decodeString(raw)
+		return "s" + s
+	case c == '-' || (c >= '0' && c <= '9'):
+		// big.Rat reads exponents by repeated multiplication; bound them so a hostile
+		// 1e999999999 costs nothing.
+		if len(raw) <= 64 && !hugeExponent(raw) {
+			if r, ok := new(big.Rat).SetString(string(raw)); ok {
+				return "n" + r.RatString()
+			}
+		}
+		return "n" + string(raw)
+	default:
+		return "r" + string(raw)
+	}
+}
+
+func hugeExponent(raw []byte) bool {
+	i := bytes.IndexAny(raw, "eE")
+	if i < 0 {
+		return false
+	}
+	exp := strings.TrimLeft(string(raw[i+1:]), "+-0")
+	return len(exp) > 4
+}
