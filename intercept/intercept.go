@@ -161,12 +161,12 @@ type event struct {
 // but drops its bytes, so memory stays bounded while the backlog still yields one
 // report per call.
 type queue struct {
-	mu       sync.Mutex
-	events   []event
-	bytes    int64
-	budget   int64
-	closed   bool
-	wake     chan struct{}
+	mu     sync.Mutex
+	events []event
+	bytes  int64
+	budget int64
+	closed bool
+	wake   chan struct{}
 }
 
 func newQueue(budget int64) *queue {
