@@ -1,0 +1,53 @@
+package redact
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// FuzzReport: whatever the bytes and whatever the budget (from 256 up), Report must not
+// panic, must return valid JSON, and must stay within the budget.
+func FuzzReport(f *testing.F) {
+	seeds := []string{
+		`{"a":1}`, `[1,2,3]`, `"text"`, `null`, ``, `{"password":"x","url":"https://u:p@h/?key=k"}`,
+		`{"content":[{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}]}`,
+		`"{\"token\":\"t\",\"a\":[1,2]}"`, `["--password","x"]`, `[{"name":"API_KEY","value":"v"}]`,
+		`{"a":"\ud83d\ude00\u0000"}`, "{\"a\":\"\xff\"}", `-0.5e-10`, `{"a":[[[[{}]]]]}`,
+		"-----BEGIN RSA PRIVATE KEY-----\nabc", `{"a":1}x`, `[1,]`,
+		`"` + strings.Repeat("b", 3000) + `"`, `[` + strings.Repeat(`1,`, 200) + `1]`,
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s), uint16(0))
+		f.Add([]byte(s), uint16(40))
+	}
+	f.Fuzz(func(t *testing.T, in []byte, extra uint16) {
+		budget := 256 + int(extra)
+		out, _ := Report(in, budget)
+		if !json.Valid(out) {
+			t.Fatalf("Report(%q, %d) = %q: not valid JSON", in, budget, out)
+		}
+		if len(out) > budget {
+			t.Fatalf("Report(%q, %d): %d bytes, over the budget", in, budget, len(out))
+		}
+	})
+}
+
+// FuzzText: Text never panics, and is idempotent (a redacted text has nothing left to
+// redact, so reports of reports don't drift).
+func FuzzText(f *testing.F) {
+	for _, s := range []string{
+		"postgres://app:pw@db/x", "Authorization: Bearer abc.def-123", "export GITHUB_TOKEN=x && y",
+		`{"password": "a\"b", "n": 1}`, "--token v --x", "-----BEGIN RSA PRIVATE KEY-----\nabc",
+		"https://h/?key=v&sig=s#access_token=t", "u:p@tcp(h)/d", "aws " + fake("", 40),
+		fake("ghp_", 36), fake("eyJ", 12) + "." + fake("", 8) + "." + fake("", 8),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		once := Text(s)
+		if twice := Text(once); twice != once {
+			t.Fatalf("Text(%q) = %q, then %q", s, once, twice)
+		}
+	})
+}
