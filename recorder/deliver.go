@@ -1,0 +1,554 @@
+package recorder
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// A lane is the delivery state of one proxyId: this run's, or one adopted from an
+// earlier run's spool file.
+type lane struct {
+	proxyID string
+	file    *spoolFile // nil: its entries carry their bytes
+	adopted bool
+
+	queued   []entry // waiting to be posted, by seq
+	inflight int
+
+	// known: the recorder has accepted a register of this proxyId since it last
+	// forgot it. regDue: a register is owed (never sent, forgotten, or new facts).
+	known       bool
+	regDue      bool
+	registering bool
+	regSent     int // factsVersion of the last register sent or succeeded
+	gen         int // counts successful registers
+	refusals    int // unknown_proxy answers in a row right after registering
+}
+
+type jobKind int
+
+const (
+	jobRegister jobKind = iota
+	jobStep
+)
+
+func (k jobKind) path() string {
+	if k == jobStep {
+		return "/proxy/step"
+	}
+	return "/proxy/register"
+}
+
+type job struct {
+	kind         jobKind
+	lane         *lane
+	entry        entry
+	gen          int // lane.gen when the step was sent
+	factsVersion int
+	payload      []byte // the register body
+	ep           *Endpoint
+}
+
+// readError is a report that could not be read back from its spool file.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+type result struct {
+	job
+	response
+	stopped bool // cancelled by Close, not an answer from the recorder
+}
+
+// dispatcher owns delivery: one goroutine (run) decides what to send, and each
+// request runs in its own goroutine, at most maxInFlight at once. It holds no timer or
+// goroutine while there is nothing to send, so an idle proxy costs no CPU.
+type dispatcher struct {
+	log     *slog.Logger
+	tune    tuning
+	client  *client
+	regBase registration
+
+	mu           sync.Mutex
+	inbox        []entry // committed reports of this run, not yet taken by run
+	facts        ServerFacts
+	factsVersion int
+	ep           *Endpoint
+
+	wake     chan struct{}
+	results  chan result
+	draining chan struct{} // Close began: finish what can be finished quickly
+	done     chan struct{} // run has ended and every request with it
+
+	reqCtx     context.Context
+	cancelReqs context.CancelFunc
+
+	// Owned by run.
+	lanes    []*lane
+	current  *lane
+	next     int // round robin over lanes
+	inflight int
+	window   int // requests allowed at once: 1 after a failure, then maxInFlight
+	paused   bool
+	timer    *time.Timer
+	timerC   <-chan time.Time
+	failures int
+	refresh  bool // read the discovery file again before the next attempt
+	outage   bool // said on stderr that the recorder is unreachable or failing
+	refused  bool // said on stderr that it refused the token
+}
+
+type registration struct {
+	ProxyID         string          `json:"proxyId"`
+	Server          string          `json:"server"`
+	PID             int             `json:"pid"`
+	Version         string          `json:"version"`
+	Upstream        Upstream        `json:"upstream"`
+	ServerInfo      json.RawMessage `json:"serverInfo,omitempty"`
+	ProtocolVersion string          `json:"protocolVersion,omitempty"`
+	Tools           []string        `json:"tools,omitempty"`
+}
+
+func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoption, log *slog.Logger) *dispatcher {
+	tune := cfg.tuning.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &dispatcher{
+		log:    log,
+		tune:   tune,
+		client: newClient(tune, log),
+		regBase: registration{
+			Server: cfg.Server, PID: cfg.PID, Version: cfg.Version, Upstream: cfg.Upstream,
+		},
+		ep:         cfg.Endpoint,
+		wake:       make(chan struct{}, 1),
+		results:    make(chan result, tune.maxInFlight),
+		draining:   make(chan struct{}),
+		done:       make(chan struct{}),
+		reqCtx:     ctx,
+		cancelReqs: cancel,
+		window:     tune.maxInFlight,
+	}
+	d.current = &lane{proxyID: proxyID, file: own, regDue: true}
+	d.lanes = append(d.lanes, d.current)
+	for _, a := range adopted {
+		d.lanes = append(d.lanes, &lane{proxyID: a.proxyID, file: a.file, adopted: true, queued: a.entries, regDue: true})
+	}
+	return d
+}
+
+// add hands over reports of this run that are now on disk.
+func (d *dispatcher) add(entries []entry) {
+	d.mu.Lock()
+	d.inbox = append(d.inbox, entries...)
+	d.mu.Unlock()
+	d.poke()
+}
+
+// learn merges new facts and has this run registered again with them.
+func (d *dispatcher) learn(f ServerFacts) {
+	d.mu.Lock()
+	if len(f.ServerInfo) > 0 {
+		if json.Valid(f.ServerInfo) {
+			d.facts.ServerInfo = slices.Clone(f.ServerInfo)
+		} else {
+			d.log.Debug("serverInfo is not valid JSON; not sent")
+		}
+	}
+	if f.ProtocolVersion != "" {
+		d.facts.ProtocolVersion = f.ProtocolVersion
+	}
+	if f.Tools != nil {
+		d.facts.Tools = slices.Clone(f.Tools)
+	}
+	d.factsVersion++
+	d.mu.Unlock()
+	d.poke()
+}
+
+func (d *dispatcher) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *dispatcher) endpoint() *Endpoint {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ep
+}
+
+func (d *dispatcher) run() {
+	defer close(d.done)
+	draining, stopped := d.draining, d.reqCtx.Done()
+	isDraining, isStopped := false, false
+	for {
+		d.takeInbox()
+		if !isStopped {
+			d.pump()
+		}
+		if d.inflight == 0 && (isStopped || isDraining && (d.paused || !d.hasWork())) {
+			if d.timer != nil {
+				d.timer.Stop()
+			}
+			return
+		}
+		select {
+		case <-d.wake:
+		case res := <-d.results:
+			d.inflight--
+			res.lane.inflight--
+			d.handle(res)
+		case <-d.timerC:
+			d.timerC = nil
+			d.resume()
+		case <-draining:
+			draining, isDraining = nil, true
+		case <-stopped:
+			stopped, isStopped = nil, true
+		}
+	}
+}
+
+func (d *dispatcher) takeInbox() {
+	d.mu.Lock()
+	in := d.inbox
+	d.inbox = nil
+	version := d.factsVersion
+	d.mu.Unlock()
+	d.current.queued = append(d.current.queued, in...)
+	if version != d.current.regSent && !d.current.registering {
+		d.current.regDue = true
+	}
+}
+
+func (d *dispatcher) hasWork() bool {
+	for _, l := range d.lanes {
+		if len(l.queued) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// pump starts requests while the window allows: a register first where one is owed,
+// then reports, taking lanes in turn so adopted backlogs and the live session share.
+func (d *dispatcher) pump() {
+	if d.paused {
+		return
+	}
+	for d.inflight < d.window {
+		j, ok := d.nextJob()
+		if !ok {
+			return
+		}
+		d.inflight++
+		j.lane.inflight++
+		go func() { d.results <- d.do(j) }()
+	}
+}
+
+func (d *dispatcher) nextJob() (job, bool) {
+	ep := d.endpoint()
+	for i := range d.lanes {
+		l := d.lanes[(d.next+i)%len(d.lanes)]
+		if l.regDue && !l.registering {
+			d.next = (d.next + i + 1) % len(d.lanes)
+			return d.registerJob(l, ep), true
+		}
+	}
+	for i := range d.lanes {
+		l := d.lanes[(d.next+i)%len(d.lanes)]
+		if l.known && len(l.queued) > 0 {
+			d.next = (d.next + i + 1) % len(d.lanes)
+			e := l.queued[0]
+			l.queued = l.queued[1:]
+			return job{kind: jobStep, lane: l, entry: e, gen: l.gen, ep: ep}, true
+		}
+	}
+	return job{}, false
+}
+
+func (d *dispatcher) registerJob(l *lane, ep *Endpoint) job {
+	reg := d.regBase
+	reg.ProxyID = l.proxyID
+	version := 0
+	if l == d.current {
+		d.mu.Lock()
+		reg.ServerInfo, reg.ProtocolVersion, reg.Tools = d.facts.ServerInfo, d.facts.ProtocolVersion, d.facts.Tools
+		version = d.factsVersion
+		d.mu.Unlock()
+	}
+	body, err := json.Marshal(reg)
+	if err != nil {
+		// Only the raw serverInfo could fail, and learn checked it.
+		reg.ServerInfo = nil
+		body, _ = json.Marshal(reg)
+	}
+	l.registering, l.regDue = true, false
+	return job{kind: jobRegister, lane: l, factsVersion: version, payload: body, ep: ep}
+}
+
+// do runs one request, in its own goroutine.
+func (d *dispatcher) do(j job) result {
+	ctx, cancel := context.WithTimeout(d.reqCtx, d.tune.requestTimeout)
+	defer cancel()
+	body := j.payload
+	if j.kind == jobStep {
+		body = j.entry.body
+		if body == nil {
+			b, err := j.lane.file.read(j.entry)
+			if err != nil {
+				return result{job: j, response: response{err: &readError{err}}}
+			}
+			body = b
+		}
+	}
+	resp := d.client.post(ctx, j.ep, j.kind.path(), body)
+	return result{job: j, response: resp, stopped: resp.err != nil && d.reqCtx.Err() != nil}
+}
+
+func (d *dispatcher) handle(res result) {
+	if h := d.tune.hooks.attempt; h != nil {
+		defer h(res.kind.path(), res.status, res.err)
+	}
+	l := res.lane
+	if res.kind == jobRegister {
+		l.registering = false
+	}
+	if res.stopped {
+		d.requeue(res)
+		return
+	}
+	if res.err != nil {
+		var readErr *readError
+		if errors.As(res.err, &readErr) {
+			d.log.Error("cannot read a report back from the spool file; it is lost", "proxyId", l.proxyID, "seq", res.entry.seq, "err", res.err)
+			d.done1(res)
+			return
+		}
+		d.requeue(res)
+		// A recorder that comes back may be a new process that knows no proxy.
+		for _, l := range d.lanes {
+			l.known = false
+			l.regDue = true
+		}
+		if !d.outage {
+			d.outage = true
+			d.log.Warn("recorder unreachable; reports stay in the spool and are sent when it is back",
+				"url", res.ep.URL, "err", res.err)
+		}
+		d.refresh = true
+		d.fail(0)
+		return
+	}
+
+	switch status := res.status; {
+	case status == http.StatusOK:
+		d.ok()
+		if res.kind == jobRegister {
+			l.known = true
+			l.gen++
+			l.regSent = res.factsVersion
+			if l == d.current {
+				d.mu.Lock()
+				stale := d.factsVersion != res.factsVersion
+				d.mu.Unlock()
+				l.regDue = l.regDue || stale
+			}
+			return
+		}
+		l.refusals = 0
+		d.done1(res)
+
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		d.requeue(res)
+		if !d.refused {
+			d.refused = true
+			d.log.Warn("the recorder refused the token: it is wrong or stale; reports stay in the spool and are retried",
+				"status", status, "url", res.ep.URL, "source", res.ep.Source)
+		}
+		d.refresh = true
+		d.fail(res.retryAfter)
+
+	case status == http.StatusNotFound && res.kind == jobStep:
+		// unknown_proxy: the recorder forgot us (it restarted). Register, then resend.
+		d.requeue(res)
+		if res.gen == l.gen {
+			l.known, l.regDue = false, true
+			l.refusals++
+		}
+		if l.refusals > 1 {
+			d.fail(0) // refused again right after registering: do not spin
+		}
+
+	case status == http.StatusTooManyRequests || status == http.StatusRequestTimeout || status >= 500 || status == http.StatusNotFound:
+		d.requeue(res)
+		if res.kind == jobRegister {
+			l.regDue = true
+		}
+		if !d.outage {
+			d.outage = true
+			d.log.Warn("the recorder is failing requests; reports stay in the spool and are retried",
+				"status", status, "body", string(res.body))
+		}
+		d.fail(res.retryAfter)
+
+	default:
+		if res.kind == jobRegister {
+			d.log.Error("the recorder rejected the register call", "status", status, "body", string(res.body))
+			l.regDue = true
+			d.fail(res.retryAfter)
+			return
+		}
+		// The recorder says this report can never be accepted; sending it again would
+		// only repeat the refusal forever.
+		d.log.Error("the recorder rejected a report; it is not sent again",
+			"proxyId", l.proxyID, "seq", res.entry.seq, "status", status, "body", string(res.body))
+		d.done1(res)
+	}
+}
+
+// requeue puts a report that was not accepted back in its place, or owes the register.
+func (d *dispatcher) requeue(res result) {
+	l := res.lane
+	if res.kind == jobRegister {
+		l.regDue = true
+		return
+	}
+	i, _ := slices.BinarySearchFunc(l.queued, res.entry.seq, func(e entry, seq uint64) int { return cmp.Compare(e.seq, seq) })
+	l.queued = slices.Insert(l.queued, i, res.entry)
+}
+
+// done1 records that a report needs no more delivery, and lets an adopted file go
+// once all of its reports are done.
+func (d *dispatcher) done1(res result) {
+	l := res.lane
+	if l.file != nil && res.entry.body == nil {
+		if err := l.file.markDone(res.entry.seq); err != nil {
+			d.log.Debug("cannot mark a report done", "err", err)
+		}
+	}
+	if l.adopted && len(l.queued) == 0 && l.inflight == 0 {
+		if err := l.file.remove(); err != nil {
+			d.log.Warn("cannot remove a delivered spool file", "path", l.file.path, "err", err)
+		}
+		d.lanes = slices.DeleteFunc(d.lanes, func(x *lane) bool { return x == l })
+		d.next = 0
+		d.log.Info("delivered the reports left by an earlier run", "proxyId", l.proxyID)
+	}
+}
+
+func (d *dispatcher) ok() {
+	d.failures = 0
+	d.window = d.tune.maxInFlight
+	d.refused = false
+	if d.outage {
+		d.outage = false
+		d.log.Info("the recorder is back; delivering spooled reports")
+	}
+}
+
+// fail pauses all delivery for a backoff that doubles with each failure up to the cap,
+// or as long as the recorder asked (clamped to the same cap). After it, one request
+// probes before the window opens again.
+func (d *dispatcher) fail(retryAfter time.Duration) {
+	d.window = 1
+	if d.paused {
+		return // requests that were already in flight failed too: one failure, one wait
+	}
+	wait := backoffWait(d.tune, d.failures, retryAfter)
+	d.failures++
+	d.paused = true
+	if d.timer == nil {
+		d.timer = time.NewTimer(wait)
+	} else {
+		d.timer.Reset(wait)
+	}
+	d.timerC = d.timer.C
+}
+
+// backoffWait is the pause after the failures-th failure in a row: doubling from the
+// base with jitter up to the cap, or what the recorder asked for, clamped to the cap.
+func backoffWait(t tuning, failures int, retryAfter time.Duration) time.Duration {
+	wait := jitter(t.backoffBase, t.backoffCap, failures)
+	if retryAfter > wait {
+		wait = min(retryAfter, t.backoffCap)
+	}
+	return wait
+}
+
+func (d *dispatcher) resume() {
+	d.paused = false
+	if !d.refresh {
+		return
+	}
+	d.refresh = false
+	old := d.endpoint()
+	ep, err := old.reload()
+	if err != nil {
+		d.log.Debug("cannot read the recorder discovery file again", "err", err)
+		return
+	}
+	if ep.URL == old.URL && ep.Token == old.Token {
+		return
+	}
+	d.log.Info("recorder endpoint changed", "url", ep.URL, "source", ep.Source)
+	d.mu.Lock()
+	d.ep = ep
+	d.mu.Unlock()
+	if ep.URL != old.URL {
+		for _, l := range d.lanes {
+			l.known, l.regDue = false, true
+		}
+	}
+}
+
+// close lets delivery finish what it quickly can, stops it, and settles the spool
+// files: deleted when everything in them is done, else left for the next run.
+func (d *dispatcher) close(ctx context.Context) error {
+	close(d.draining)
+	grace, cancel := context.WithTimeout(ctx, d.tune.closeGrace)
+	select {
+	case <-d.done:
+	case <-grace.Done():
+	}
+	cancel()
+	d.cancelReqs()
+	<-d.done
+	d.client.closeIdle()
+
+	var errs []error
+	for _, l := range d.lanes {
+		left := len(l.queued)
+		if left > 0 {
+			inMemory := 0
+			for _, e := range l.queued {
+				if e.body != nil {
+					inMemory++
+				}
+			}
+			if inMemory > 0 {
+				d.log.Warn("reports that never reached the spool file are lost", "proxyId", l.proxyID, "reports", inMemory)
+			}
+			d.log.Info("reports left in the spool for the next run", "proxyId", l.proxyID, "reports", left)
+		}
+		if l.file == nil {
+			continue
+		}
+		if left == 0 {
+			errs = append(errs, l.file.remove())
+		} else {
+			errs = append(errs, l.file.close())
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,454 @@
+package recorder
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
+)
+
+// A backlog built while the recorder is down arrives complete once it is up: every seq
+// once, and in seq order when one report is in flight at a time.
+func TestBacklogDeliveredAfterRecorderComesBack(t *testing.T) {
+	for _, inFlight := range []int{1, 4} {
+		t.Run(map[int]string{1: "one in flight", 4: "four in flight"}[inFlight], func(t *testing.T) {
+			const n = 1000
+			ctx := waitCtx(t)
+			rec := recordertest.Start(t)
+			rec.Down()
+			state := t.TempDir()
+			committed, failed := newCounter(), newCounter()
+			cfg := recorderConfig(t, rec, state)
+			cfg.tuning.maxInFlight = inFlight
+			cfg.tuning.hooks.committed = committed.add
+			cfg.tuning.hooks.attempt = func(_ string, _ int, err error) {
+				if err != nil {
+					failed.add(1)
+				}
+			}
+			r := open(t, cfg)
+			for i := 1; i <= n; i++ {
+				r.Submit(testStep("create_issue", i))
+			}
+			if err := committed.wait(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+			if err := failed.wait(ctx, 1); err != nil { // it did try, and failed
+				t.Fatal(err)
+			}
+			if reports, _ := spoolLines(t, spoolFiles(t, state)[0]); reports != n {
+				t.Fatalf("spool holds %d reports before delivery, want %d", reports, n)
+			}
+
+			if err := rec.Up(); err != nil {
+				t.Fatal(err)
+			}
+			steps, err := rec.WaitSteps(ctx, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs := seqsOf(steps, r.ProxyID())
+			assertSeqSet(t, seqs, n)
+			if d := rec.Duplicates(); d != 0 {
+				t.Errorf("%d reports were sent again after being acknowledged", d)
+			}
+			if inFlight == 1 && !slices.IsSorted(seqs) {
+				t.Errorf("with one report in flight, reports arrived out of seq order")
+			}
+			if st := steps[0]; st.Server != "github" || st.Tool != "create_issue" || st.Get("callId").String() == "" {
+				t.Errorf("report fields: %s", st.Body)
+			}
+
+			if err := r.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if left := spoolFiles(t, state); len(left) != 0 {
+				t.Errorf("spool files left after everything was delivered: %v", left)
+			}
+			assertNoGoroutines(t)
+		})
+	}
+}
+
+// A recorder that forgets the proxy (it restarted) answers 404 unknown_proxy; the proxy
+// registers again and resends. A restart mid-stream, which also cuts connections, loses
+// nothing either.
+func TestRegistersAgainAfterRecorderRestart(t *testing.T) {
+	ctx := waitCtx(t)
+	rec := recordertest.Start(t)
+	acked := newCounter()
+	cfg := recorderConfig(t, rec, t.TempDir())
+	cfg.tuning.hooks.attempt = func(path string, status int, _ error) {
+		if path == "/proxy/step" && status == http.StatusOK {
+			acked.add(1)
+		}
+	}
+	r := open(t, cfg)
+
+	// Everything delivered and acknowledged, then the recorder forgets us: the next
+	// report meets 404 unknown_proxy.
+	for i := 1; i <= 50; i++ {
+		r.Submit(testStep("t", i))
+	}
+	if err := acked.wait(ctx, 50); err != nil {
+		t.Fatal(err)
+	}
+	rec.Forget()
+	r.Submit(testStep("t", 51))
+	if _, err := rec.WaitSteps(ctx, 51); err != nil {
+		t.Fatal(err)
+	}
+
+	// A restart mid-stream.
+	for i := 52; i <= 300; i++ {
+		r.Submit(testStep("t", i))
+	}
+	if _, err := rec.WaitSteps(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 301; i <= 600; i++ {
+		r.Submit(testStep("t", i))
+	}
+	steps, err := rec.WaitSteps(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSeqSet(t, seqsOf(steps, r.ProxyID()), 600)
+
+	unknown := 0
+	for _, req := range rec.Requests() {
+		if req.Path == "/proxy/step" && req.Status == http.StatusNotFound && strings.Contains(string(req.Body), r.ProxyID()) {
+			unknown++
+		}
+	}
+	if unknown == 0 {
+		t.Error("no step was refused with unknown_proxy; that path was not exercised")
+	}
+	regs := 0
+	for _, reg := range rec.Registrations() {
+		if reg.ProxyID == r.ProxyID() {
+			regs++
+		}
+	}
+	if regs < 3 {
+		t.Errorf("registered %d times, want at least 3 (start, after Forget, after Restart)", regs)
+	}
+}
+
+// A 500ing or slow recorder delays reports but loses none.
+func TestFailingAndSlowRecorder(t *testing.T) {
+	ctx := waitCtx(t)
+	rec := recordertest.Start(t)
+	r := open(t, recorderConfig(t, rec, t.TempDir()))
+	if _, err := rec.WaitRegistrations(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	rec.Fail(http.StatusInternalServerError)
+	for i := 1; i <= 20; i++ {
+		r.Submit(testStep("t", i))
+	}
+	_, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
+		failed := 0
+		for _, req := range s.Requests {
+			if req.Path == "/proxy/step" && req.Status == http.StatusInternalServerError {
+				failed++
+			}
+		}
+		return failed >= 5 // retried through several backoffs
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Fail(0)
+	if _, err := rec.WaitSteps(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+
+	rec.Slow(20 * time.Millisecond)
+	for i := 21; i <= 40; i++ {
+		r.Submit(testStep("t", i))
+	}
+	steps, err := rec.WaitSteps(ctx, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSeqSet(t, seqsOf(steps, r.ProxyID()), 40)
+}
+
+// A 401 is said once on stderr; reports stay in the spool; they arrive once the token
+// is right again.
+func TestUnauthorizedSaidOnceAndKept(t *testing.T) {
+	ctx := waitCtx(t)
+	rec := recordertest.Start(t)
+	rec.WrongToken(true)
+	state := t.TempDir()
+	var logs syncBuffer
+	committed := newCounter()
+	cfg := recorderConfig(t, rec, state)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	cfg.tuning.hooks.committed = committed.add
+	r := open(t, cfg)
+	for i := 1; i <= 10; i++ {
+		r.Submit(testStep("t", i))
+	}
+	if err := committed.wait(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	_, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
+		refused := 0
+		for _, req := range s.Requests {
+			if req.Status == http.StatusUnauthorized {
+				refused++
+			}
+		}
+		return refused >= 5
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "refused the token"); n != 1 || !strings.Contains(logs.String(), "status=401") {
+		t.Errorf("the 401 was said %d times on stderr, want once:\n%s", n, logs.String())
+	}
+	if reports, acks := spoolLines(t, spoolFiles(t, state)[0]); reports != 10 || acks != 0 {
+		t.Errorf("spool holds %d reports and %d done marks, want 10 and 0", reports, acks)
+	}
+
+	rec.WrongToken(false)
+	steps, err := rec.WaitSteps(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSeqSet(t, seqsOf(steps, r.ProxyID()), 10)
+}
+
+// A recorder that restarts with a new token writes it to .bir/recorder.json; a proxy
+// that found the recorder there reads it again after a 401.
+func TestStaleTokenReadAgainFromDiscoveryFile(t *testing.T) {
+	ctx := waitCtx(t)
+	rec := recordertest.Start(t)
+	project := t.TempDir()
+	if _, err := rec.WriteDiscoveryFile(project); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := Discover(DiscoverOptions{Env: func(string) string { return "" }, Dir: project})
+	if err != nil || ep == nil {
+		t.Fatalf("Discover: %v, %v", ep, err)
+	}
+	rec.SetToken("fresh-token") // the proxy still holds the old one
+	cfg := recorderConfig(t, rec, t.TempDir())
+	cfg.Endpoint = ep
+	r := open(t, cfg)
+	r.Submit(testStep("t", 1))
+	_, err = rec.Wait(ctx, func(s recordertest.Snapshot) bool {
+		return len(s.Requests) > 0 && s.Requests[len(s.Requests)-1].Status == http.StatusUnauthorized
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rec.WriteDiscoveryFile(project); err != nil {
+		t.Fatal(err)
+	}
+	steps, err := rec.WaitSteps(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if steps[0].ProxyID != r.ProxyID() {
+		t.Errorf("step from %s, want %s", steps[0].ProxyID, r.ProxyID())
+	}
+	reqs := rec.Requests()
+	if got := reqs[len(reqs)-1].Header.Get("Authorization"); got != "Bearer fresh-token" {
+		t.Errorf("last request carried %q", got)
+	}
+}
+
+// Learned facts reach the recorder in a fresh register call, with everything a
+// register carries.
+func TestLearnedFactsRegisterAgain(t *testing.T) {
+	ctx := waitCtx(t)
+	rec := recordertest.Start(t)
+	r := open(t, recorderConfig(t, rec, t.TempDir()))
+	r.Learned(ServerFacts{ServerInfo: []byte(`{"name":"github-mcp","version":"1.2.3"}`), ProtocolVersion: "2025-06-18"})
+	r.Learned(ServerFacts{Tools: []string{"create_issue", "search"}})
+	_, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
+		for _, reg := range s.Registrations {
+			if reg.Get("tools.#").Int() == 2 && reg.Get("serverInfo.name").String() == "github-mcp" {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs := rec.Registrations()
+	last := regs[len(regs)-1]
+	for path, want := range map[string]string{
+		"proxyId": r.ProxyID(), "server": "github", "version": "0.0.0-test",
+		"protocolVersion": "2025-06-18", "upstream.transport": "stdio",
+		"upstream.command.0": "fake-server", "tools.1": "search", "serverInfo.version": "1.2.3",
+	} {
+		if got := last.Get(path).String(); got != want {
+			t.Errorf("register %s = %q, want %q (body %s)", path, got, want, last.Body)
+		}
+	}
+	if last.PID != os.Getpid() {
+		t.Errorf("register pid %d, want %d", last.PID, os.Getpid())
+	}
+	if h := rec.Requests()[0].Header.Get("Authorization"); h != "Bearer "+rec.Token() {
+		t.Errorf("Authorization header %q", h)
+	}
+}
+
+// Close with the recorder down returns without waiting out the backoff, leaves the
+// spool file, and the next run of the same server delivers it under the old proxyId.
+func TestCloseLeavesSpoolForNextRun(t *testing.T) {
+	ctx := waitCtx(t)
+	rec := recordertest.Start(t)
+	rec.Down()
+	state := t.TempDir()
+	cfg := recorderConfig(t, rec, state)
+	cfg.tuning.backoffBase, cfg.tuning.backoffCap = time.Hour, time.Hour // Close must not wait for it
+	cfg.tuning.closeGrace = time.Hour
+	first, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		first.Submit(testStep("t", i))
+	}
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first.Submit(testStep("t", 4)) // after Close: dropped, no panic
+	assertNoGoroutines(t)
+	files := spoolFiles(t, state)
+	if len(files) != 1 {
+		t.Fatalf("spool files after Close: %v", files)
+	}
+	if reports, acks := spoolLines(t, files[0]); reports != 3 || acks != 0 {
+		t.Fatalf("spool holds %d reports, %d done marks; want 3, 0", reports, acks)
+	}
+
+	if err := rec.Up(); err != nil {
+		t.Fatal(err)
+	}
+	second := open(t, recorderConfig(t, rec, state))
+	steps, err := rec.WaitSteps(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSeqSet(t, seqsOf(steps, first.ProxyID()), 3)
+	if err := second.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := spoolFiles(t, state); len(left) != 0 {
+		t.Errorf("spool files left: %v", left)
+	}
+}
+
+func TestBackoffWait(t *testing.T) {
+	tune := tuning{}.withDefaults()
+	for failures := range 40 {
+		w := backoffWait(tune, failures, 0)
+		if w <= 0 || w > tune.backoffCap {
+			t.Fatalf("wait after %d failures = %v, outside (0, %v]", failures, w, tune.backoffCap)
+		}
+	}
+	if w := backoffWait(tune, 0, 10*time.Minute); w != tune.backoffCap {
+		t.Errorf("Retry-After of 10 min gave %v, want it clamped to %v", w, tune.backoffCap)
+	}
+	if w := backoffWait(tune, 0, 7*time.Second); w != 7*time.Second {
+		t.Errorf("Retry-After of 7s gave %v", w)
+	}
+	// Jitter: waits at the cap are spread, not all equal.
+	seen := map[time.Duration]bool{}
+	for range 20 {
+		seen[backoffWait(tune, 30, 0)] = true
+	}
+	if len(seen) < 2 {
+		t.Error("backoff has no jitter")
+	}
+}
+
+// BenchmarkSubmitSlowRecorder measures Submit while the recorder takes 50 ms per request
+// (and another with it failing): Submit only queues, so it costs the same as with no
+// recorder at all. It also reports the slowest single Submit. Every report goes to the
+// spool on disk, so run it with a bounded count, e.g. -benchtime=20000x.
+func BenchmarkSubmitSlowRecorder(b *testing.B) {
+	rec := recordertest.Start(b)
+	rec.Slow(50 * time.Millisecond)
+	cfg := recorderConfig(b, rec, b.TempDir())
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	r := open(b, cfg)
+	s := testStep("create_issue", 1)
+	var took []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		r.Submit(s)
+		took = append(took, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns")
+	b.ReportMetric(float64(took[len(took)*999/1000].Nanoseconds()), "p999-ns")
+	b.ReportMetric(float64(took[len(took)-1].Nanoseconds()), "max-ns")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	r.Close(ctx)
+}
+
+// A recorder that was unreachable and comes back may be a new process: the proxy
+// registers before it sends anything else, instead of collecting a 404 per report.
+func TestRegistersFirstWhenRecorderReturns(t *testing.T) {
+	ctx := waitCtx(t)
+	rec := recordertest.Start(t)
+	failed := newCounter()
+	cfg := recorderConfig(t, rec, t.TempDir())
+	// One request at a time: a request launched before the failure was known could
+	// otherwise still be in its quick retries when the recorder returns, and reach it
+	// ahead of the register (harmless: it gets 404 and the proxy registers then).
+	cfg.tuning.maxInFlight = 1
+	cfg.tuning.hooks.attempt = func(_ string, _ int, err error) {
+		if err != nil {
+			failed.add(1)
+		}
+	}
+	r := open(t, cfg)
+	r.Submit(testStep("t", 1))
+	if _, err := rec.WaitSteps(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	rec.Down()
+	r.Submit(testStep("t", 2))
+	if err := failed.wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	before := len(rec.Requests())
+	if err := rec.Restart(); err != nil { // comes back knowing no proxy
+		t.Fatal(err)
+	}
+	if _, err := rec.WaitSteps(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	after := rec.Requests()[before:]
+	if after[0].Path != "/proxy/register" {
+		t.Errorf("first request after the recorder came back: %s", after[0].Path)
+	}
+	for _, req := range after {
+		if req.Status != http.StatusOK {
+			t.Errorf("%s answered %d", req.Path, req.Status)
+		}
+	}
+}

@@ -1,0 +1,219 @@
+package recorder
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
+)
+
+// hangGuard bounds a wait so a broken test fails with a message instead of hanging until
+// go test's own timeout; it is far above anything a passing run needs, even under load.
+const hangGuard = 2 * time.Minute
+
+func waitCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// fastTuning makes every failure path run in milliseconds.
+func fastTuning() tuning {
+	return tuning{
+		retries:      1,
+		retryWaitMin: time.Millisecond,
+		retryWaitMax: 5 * time.Millisecond,
+		backoffBase:  5 * time.Millisecond,
+		backoffCap:   50 * time.Millisecond,
+	}
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+func recorderConfig(t testing.TB, rec *recordertest.Server, stateDir string) Config {
+	return Config{
+		Endpoint: &Endpoint{URL: rec.URL(), Token: rec.Token(), Source: "test"},
+		Server:   "github",
+		Version:  "0.0.0-test",
+		PID:      os.Getpid(),
+		Upstream: Upstream{Transport: "stdio", Command: []string{"fake-server", "--flag"}},
+		StateDir: stateDir,
+		Logger:   testLogger(t),
+		tuning:   fastTuning(),
+	}
+}
+
+// open opens a Reporter that is closed at the end of the test if the test did not.
+func open(t testing.TB, cfg Config) *Reporter {
+	t.Helper()
+	r, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	return r
+}
+
+var baseTime = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func testStep(tool string, i int) Step {
+	callID := fmt.Sprintf("c-%d", i)
+	started := baseTime.Add(time.Duration(i) * time.Millisecond)
+	return Step{
+		CallID:          &callID,
+		Tool:            tool,
+		Args:            json.RawMessage(fmt.Sprintf(`{"i":%d,"title":"issue <%d>"}`, i, i)),
+		ArgsFingerprint: "sha256:0000",
+		ReceivedAt:      started.Add(-time.Millisecond),
+		StartedAt:       started,
+		EndedAt:         started.Add(183 * time.Millisecond),
+		DurationMs:      183.4,
+		Outcome:         OutcomeOK,
+		Result:          json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`),
+	}
+}
+
+// counter is a count that tests can wait on.
+type counter struct {
+	mu      sync.Mutex
+	n       int
+	changed chan struct{}
+}
+
+func newCounter() *counter { return &counter{changed: make(chan struct{})} }
+
+func (c *counter) add(n int) {
+	c.mu.Lock()
+	c.n += n
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+func (c *counter) wait(ctx context.Context, n int) error {
+	for {
+		c.mu.Lock()
+		have, changed := c.n, c.changed
+		c.mu.Unlock()
+		if have >= n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d, have %d: %w", n, have, ctx.Err())
+		}
+	}
+}
+
+// syncBuffer is a log sink several goroutines write.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// spoolLines returns the report lines and done marks of a spool file.
+func spoolLines(t testing.TB, path string) (reports, acks int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read spool: %v", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), `{"ack":`) {
+			acks++
+		} else {
+			reports++
+		}
+	}
+	return reports, acks
+}
+
+func spoolFiles(t testing.TB, stateDir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(spoolDir(stateDir), "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// assertNoGoroutines fails if any goroutine of the package's machinery is still alive.
+// A goroutine that has signalled its end may still be on its last instructions, so a
+// leftover is looked for again a few times before it counts as a leak (goleak does the
+// same); a leaked one would be blocked for good.
+func assertNoGoroutines(t testing.TB) {
+	t.Helper()
+	var left []string
+	for try := range 50 {
+		left = left[:0]
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			for _, fn := range []string{"recorder.(*dispatcher)", "recorder.(*Reporter).commitLoop"} {
+				if strings.Contains(g, fn) {
+					left = append(left, g)
+				}
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		time.Sleep(time.Duration(try) * time.Millisecond)
+	}
+	t.Errorf("goroutines outlived Close:\n%s", strings.Join(left, "\n\n"))
+}
+
+// seqsOf returns the seqs of the steps of one proxyId, in arrival order.
+func seqsOf(steps []recordertest.Step, proxyID string) []uint64 {
+	var out []uint64
+	for _, s := range steps {
+		if s.ProxyID == proxyID {
+			out = append(out, s.Seq)
+		}
+	}
+	return out
+}
+
+func assertSeqSet(t testing.TB, seqs []uint64, n int) {
+	t.Helper()
+	seen := make(map[uint64]int, n)
+	for _, s := range seqs {
+		seen[s]++
+	}
+	for i := uint64(1); i <= uint64(n); i++ {
+		if seen[i] != 1 {
+			t.Errorf("seq %d arrived %d times", i, seen[i])
+		}
+	}
+	if len(seqs) != n {
+		t.Errorf("got %d reports, want %d", len(seqs), n)
+	}
+}

@@ -1,0 +1,559 @@
+// Package recordertest is a reference recorder for tests: a real HTTP server on
+// 127.0.0.1 that speaks the recorder side of SPEC §5, records everything it receives,
+// and has fault switches (Down, Slow, Fail, Restart, WrongToken) a test can flip at any
+// moment.
+//
+// It deliberately does not import package recorder: it decodes what arrives on the wire
+// on its own, so a field the proxy names wrongly shows up as a missing field here.
+package recordertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// maxBody bounds what one request may carry; a report is capped far below this.
+const maxBody = 32 << 20
+
+// maxPollWait bounds how long a poll is held whatever waitMs asks for.
+const maxPollWait = time.Minute
+
+// Request is one HTTP request the recorder received, as it arrived, with the status it
+// was answered with.
+type Request struct {
+	Method string
+	Path   string
+	Header http.Header
+	Body   []byte
+	Status int
+	At     time.Time
+}
+
+// Step is a step report the recorder accepted the first time its (proxyId, seq)
+// arrived; repeats are counted by Duplicates and not listed again.
+type Step struct {
+	ProxyID string
+	Server  string
+	Seq     uint64
+	Tool    string
+	Body    []byte // the request body, byte for byte
+	At      time.Time
+}
+
+// Get reads one field of the report with a gjson path, e.g. "args.title" or "callId".
+func (s Step) Get(path string) gjson.Result { return gjson.GetBytes(s.Body, path) }
+
+// Decode unmarshals the report into v.
+func (s Step) Decode(v any) error { return json.Unmarshal(s.Body, v) }
+
+// Registration is one accepted POST /proxy/register.
+type Registration struct {
+	ProxyID string
+	Server  string
+	PID     int
+	Body    []byte
+	At      time.Time
+}
+
+// Get reads one field of the registration with a gjson path, e.g. "tools" or "upstream.command".
+func (r Registration) Get(path string) gjson.Result { return gjson.GetBytes(r.Body, path) }
+
+// Result is one accepted POST /proxy/result.
+type Result struct {
+	ProxyID    string
+	DispatchID string
+	Body       []byte
+	At         time.Time
+}
+
+// Snapshot is what the recorder has received so far. Wait hands one to its condition;
+// the slices must be read only.
+type Snapshot struct {
+	Requests      []Request
+	Steps         []Step
+	Registrations []Registration
+	Results       []Result
+	Duplicates    int
+	Polling       int // polls being held right now
+}
+
+// Server is a running reference recorder.
+type Server struct {
+	addr string // host:port, kept across Down/Up so the proxy finds it again
+
+	mu         sync.Mutex
+	srv        *http.Server
+	gone       chan struct{} // closed when the current listener goes down; ends held polls
+	closed     bool
+	token      string
+	wrongToken bool
+	slow       time.Duration
+	failStatus int
+	known      map[string]bool // proxyIds registered since the last Restart
+	seen       map[stepKey]bool
+	requests   []Request
+	steps      []Step
+	regs       []Registration
+	results    []Result
+	duplicates int
+	polling    int
+	changed    chan struct{} // closed and replaced whenever anything is recorded
+}
+
+type stepKey struct {
+	proxyID string
+	seq     uint64
+}
+
+// Start starts a recorder on a free port of 127.0.0.1 with a random token. It is closed
+// when the test ends.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := Listen()
+	if err != nil {
+		tb.Fatalf("recordertest: %v", err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Listen starts a recorder like Start, for callers without a testing.TB; the caller
+// must Close it.
+func Listen() (*Server, error) {
+	var tok [16]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return nil, fmt.Errorf("make token: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	s := &Server{
+		addr:    ln.Addr().String(),
+		token:   hex.EncodeToString(tok[:]),
+		known:   map[string]bool{},
+		seen:    map[stepKey]bool{},
+		changed: make(chan struct{}),
+	}
+	s.serve(ln)
+	return s, nil
+}
+
+// URL is the recorder's base URL, e.g. http://127.0.0.1:41234.
+func (s *Server) URL() string { return "http://" + s.addr }
+
+// Token is the bearer token the recorder expects (unless WrongToken is on).
+func (s *Server) Token() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.token
+}
+
+// Env is the environment that points a proxy at this recorder.
+func (s *Server) Env() []string {
+	return []string{"BIR_RECORDER_URL=" + s.URL(), "BIR_RECORDER_TOKEN=" + s.Token()}
+}
+
+// WriteDiscoveryFile writes dir/.bir/recorder.json naming this recorder, as a real
+// recorder does at start, and returns its path. The file is replaced atomically, so a
+// proxy reading it meanwhile sees the old or the new one, never half of it.
+func (s *Server) WriteDiscoveryFile(dir string) (string, error) {
+	body, err := json.Marshal(map[string]any{"url": s.URL(), "token": s.Token(), "pid": os.Getpid()})
+	if err != nil {
+		return "", err
+	}
+	bir := filepath.Join(dir, ".bir")
+	if err := os.MkdirAll(bir, 0o700); err != nil {
+		return "", fmt.Errorf("write discovery file: %w", err)
+	}
+	path := filepath.Join(bir, "recorder.json")
+	tmp, err := os.CreateTemp(bir, "recorder-*.json")
+	if err != nil {
+		return "", fmt.Errorf("write discovery file: %w", err)
+	}
+	_, werr := tmp.Write(append(body, '\n'))
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("write discovery file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("write discovery file: %w", err)
+	}
+	return path, nil
+}
+
+// Close stops the recorder for good.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.Down()
+}
+
+// Down stops listening: new connections are refused and open ones are cut, as when the
+// recorder process is gone.
+func (s *Server) Down() {
+	s.mu.Lock()
+	srv, gone := s.srv, s.gone
+	s.srv, s.gone = nil, nil
+	s.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	close(gone)
+	srv.Close()
+}
+
+// Up listens again on the same port after Down.
+func (s *Server) Up() error {
+	s.mu.Lock()
+	up, closed := s.srv != nil, s.closed
+	s.mu.Unlock()
+	if up {
+		return nil
+	}
+	if closed {
+		return errors.New("recordertest: Up after Close")
+	}
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("recordertest: listen again on %s: %w", s.addr, err)
+	}
+	s.serve(ln)
+	return nil
+}
+
+// Restart behaves like a recorder process that restarted on the same port: connections
+// are cut and every registered proxy is forgotten (steps and polls from them get
+// 404 unknown_proxy until they register again). What it has stored — the reports and
+// which (proxyId, seq) it has seen — survives, as a real recorder's database would.
+func (s *Server) Restart() error {
+	s.Down()
+	s.mu.Lock()
+	s.known = map[string]bool{}
+	s.mu.Unlock()
+	return s.Up()
+}
+
+// Forget makes the recorder forget every registered proxy without cutting connections,
+// so the next step or poll of each gets 404 unknown_proxy (Restart does the same and
+// also drops connections, which a proxy may see as the recorder being unreachable).
+func (s *Server) Forget() {
+	s.mu.Lock()
+	s.known = map[string]bool{}
+	s.mu.Unlock()
+}
+
+// Slow makes every request take d before it is answered (0 turns it off).
+func (s *Server) Slow(d time.Duration) {
+	s.mu.Lock()
+	s.slow = d
+	s.mu.Unlock()
+}
+
+// Fail makes every /proxy/ request answer status (e.g. 500) without acting on it;
+// 0 turns it off.
+func (s *Server) Fail(status int) {
+	s.mu.Lock()
+	s.failStatus = status
+	s.mu.Unlock()
+}
+
+// WrongToken makes the recorder expect a different token than the one it advertises,
+// so every /proxy/ request gets 401, as when a proxy holds a stale token.
+func (s *Server) WrongToken(on bool) {
+	s.mu.Lock()
+	s.wrongToken = on
+	s.mu.Unlock()
+}
+
+// SetToken changes the token the recorder expects and advertises (a recorder that
+// restarted with a new token; call WriteDiscoveryFile to publish it).
+func (s *Server) SetToken(token string) {
+	s.mu.Lock()
+	s.token = token
+	s.mu.Unlock()
+}
+
+// Requests is every request received so far, in arrival order (answered ones only).
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.requests))
+	for i, r := range s.requests {
+		r.Header = r.Header.Clone()
+		r.Body = slices.Clone(r.Body)
+		out[i] = r
+	}
+	return out
+}
+
+// Steps is every accepted step report, once per (proxyId, seq), in arrival order.
+func (s *Server) Steps() []Step {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cloneSteps(s.steps)
+}
+
+// Registrations is every accepted register call, in arrival order.
+func (s *Server) Registrations() []Registration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.regs)
+	for i := range out {
+		out[i].Body = slices.Clone(out[i].Body)
+	}
+	return out
+}
+
+// Results is every accepted dispatch result, in arrival order.
+func (s *Server) Results() []Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.results)
+	for i := range out {
+		out[i].Body = slices.Clone(out[i].Body)
+	}
+	return out
+}
+
+// Duplicates counts step reports whose (proxyId, seq) had already been accepted.
+func (s *Server) Duplicates() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.duplicates
+}
+
+// Wait blocks until cond holds for what has been received, or ctx is done. cond is
+// called again after every request and whenever a poll starts or stops being held; it
+// must not keep or modify the snapshot.
+func (s *Server) Wait(ctx context.Context, cond func(Snapshot) bool) (Snapshot, error) {
+	for {
+		s.mu.Lock()
+		snap := Snapshot{
+			Requests:      s.requests[:len(s.requests):len(s.requests)],
+			Steps:         s.steps[:len(s.steps):len(s.steps)],
+			Registrations: s.regs[:len(s.regs):len(s.regs)],
+			Results:       s.results[:len(s.results):len(s.results)],
+			Duplicates:    s.duplicates,
+			Polling:       s.polling,
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		if cond(snap) {
+			return snap, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return snap, fmt.Errorf("recordertest: waiting: %w (have %d steps, %d registrations, %d requests)",
+				ctx.Err(), len(snap.Steps), len(snap.Registrations), len(snap.Requests))
+		}
+	}
+}
+
+// WaitSteps waits until at least n distinct step reports have been accepted and
+// returns them all.
+func (s *Server) WaitSteps(ctx context.Context, n int) ([]Step, error) {
+	snap, err := s.Wait(ctx, func(v Snapshot) bool { return len(v.Steps) >= n })
+	return cloneSteps(snap.Steps), err
+}
+
+// WaitRegistrations waits until at least n register calls have been accepted and
+// returns them all.
+func (s *Server) WaitRegistrations(ctx context.Context, n int) ([]Registration, error) {
+	if _, err := s.Wait(ctx, func(v Snapshot) bool { return len(v.Registrations) >= n }); err != nil {
+		return s.Registrations(), err
+	}
+	return s.Registrations(), nil
+}
+
+func cloneSteps(in []Step) []Step {
+	out := slices.Clone(in)
+	for i := range out {
+		out[i].Body = slices.Clone(out[i].Body)
+	}
+	return out
+}
+
+func (s *Server) serve(ln net.Listener) {
+	srv := &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 10 * time.Second}
+	s.mu.Lock()
+	s.srv, s.gone = srv, make(chan struct{})
+	s.mu.Unlock()
+	go srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed at Down
+}
+
+func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		return // the connection is gone; nothing was received
+	}
+	s.mu.Lock()
+	slow, gone := s.slow, s.gone
+	s.mu.Unlock()
+	if slow > 0 {
+		t := time.NewTimer(slow)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+
+	status, answer := s.route(r, body, gone)
+
+	s.mu.Lock()
+	s.requests = append(s.requests, Request{
+		Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body,
+		Status: status, At: time.Now(),
+	})
+	s.notifyLocked()
+	s.mu.Unlock()
+
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(answer) //nolint:errcheck // the proxy going away is its business
+}
+
+// route answers one request. gone is closed when the listener the request came in on
+// goes down, which ends a held poll early.
+func (s *Server) route(r *http.Request, body []byte, gone chan struct{}) (int, []byte) {
+	if r.URL.Path == "/health" {
+		if r.Method != http.MethodGet {
+			return http.StatusMethodNotAllowed, errorBody("method_not_allowed")
+		}
+		return http.StatusOK, []byte(`{"ok":true}`)
+	}
+	if r.Method != http.MethodPost {
+		return http.StatusMethodNotAllowed, errorBody("method_not_allowed")
+	}
+	s.mu.Lock()
+	want := s.token
+	if s.wrongToken {
+		want = "not-" + s.token
+	}
+	fail := s.failStatus
+	s.mu.Unlock()
+	if r.Header.Get("Authorization") != "Bearer "+want {
+		return http.StatusUnauthorized, errorBody("unauthorized")
+	}
+	if fail != 0 {
+		return fail, errorBody("injected_failure")
+	}
+	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+		return http.StatusBadRequest, errorBody("body is not a JSON object")
+	}
+	proxyID := gjson.GetBytes(body, "proxyId").String()
+	if proxyID == "" {
+		return http.StatusBadRequest, errorBody("proxyId missing")
+	}
+
+	switch r.URL.Path {
+	case "/proxy/register":
+		server := gjson.GetBytes(body, "server")
+		if server.Type != gjson.String || server.String() == "" {
+			return http.StatusBadRequest, errorBody("server missing")
+		}
+		s.mu.Lock()
+		s.known[proxyID] = true
+		s.regs = append(s.regs, Registration{
+			ProxyID: proxyID, Server: server.String(),
+			PID: int(gjson.GetBytes(body, "pid").Int()), Body: body, At: time.Now(),
+		})
+		s.mu.Unlock()
+		return http.StatusOK, []byte(`{"ok":true}`)
+
+	case "/proxy/step":
+		seq := gjson.GetBytes(body, "seq")
+		if seq.Type != gjson.Number || seq.Uint() == 0 || strconv.FormatUint(seq.Uint(), 10) != seq.Raw {
+			return http.StatusBadRequest, errorBody("seq must be a positive integer")
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.known[proxyID] {
+			return http.StatusNotFound, errorBody("unknown_proxy")
+		}
+		key := stepKey{proxyID, seq.Uint()}
+		if s.seen[key] {
+			s.duplicates++
+			return http.StatusOK, []byte(`{"ok":true}`)
+		}
+		s.seen[key] = true
+		s.steps = append(s.steps, Step{
+			ProxyID: proxyID, Server: gjson.GetBytes(body, "server").String(), Seq: seq.Uint(),
+			Tool: gjson.GetBytes(body, "tool").String(), Body: body, At: time.Now(),
+		})
+		return http.StatusOK, []byte(`{"ok":true}`)
+
+	case "/proxy/poll":
+		s.mu.Lock()
+		known := s.known[proxyID]
+		s.mu.Unlock()
+		if !known {
+			return http.StatusNotFound, errorBody("unknown_proxy")
+		}
+		wait := time.Duration(gjson.GetBytes(body, "waitMs").Int()) * time.Millisecond
+		if wait > maxPollWait {
+			wait = maxPollWait
+		}
+		if wait > 0 {
+			s.countPoll(+1)
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-gone:
+				t.Stop()
+			case <-r.Context().Done():
+				t.Stop()
+			}
+			s.countPoll(-1)
+		}
+		return http.StatusOK, []byte(`{"dispatches":[],"cancel":[]}`)
+
+	case "/proxy/result":
+		s.mu.Lock()
+		s.results = append(s.results, Result{
+			ProxyID: proxyID, DispatchID: gjson.GetBytes(body, "dispatchId").String(), Body: body, At: time.Now(),
+		})
+		s.mu.Unlock()
+		return http.StatusOK, []byte(`{"ok":true}`)
+	}
+	return http.StatusNotFound, errorBody("no_such_route")
+}
+
+func (s *Server) countPoll(delta int) {
+	s.mu.Lock()
+	s.polling += delta
+	s.notifyLocked()
+	s.mu.Unlock()
+}
+
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func errorBody(msg string) []byte {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	return b
+}

@@ -1,0 +1,354 @@
+package recorder
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// maxQueued bounds the reports waiting for the disk (by estimated size). Past it, new
+// reports are dropped with a warning rather than letting a stuck disk grow the proxy
+// until the host's session dies with it.
+const maxQueued = 64 << 20
+
+// closeGrace bounds how long Close waits for delivery to finish, whatever its ctx.
+const closeGrace = 2 * time.Second
+
+// Upstream says how the proxy reaches its server, for the register call.
+type Upstream struct {
+	Transport string   `json:"transport"` // "stdio", "http" or "sse"
+	Command   []string `json:"command,omitempty"`
+	URL       string   `json:"url,omitempty"`
+}
+
+// Config configures Open.
+type Config struct {
+	// Endpoint is the recorder (from Discover); nil writes the journal instead.
+	Endpoint *Endpoint
+	Server   string // the --server name
+	Version  string // bir-proxy's version
+	PID      int    // 0 is os.Getpid()
+	Upstream Upstream
+	// StateDir holds the spool and the default journal; "" is DefaultStateDir().
+	StateDir string
+	// JournalPath is the journal file; "" is <StateDir>/journal/<server>.jsonl.
+	JournalPath string
+	// Logger gets the package's diagnostics (stderr); nil is slog.Default().
+	Logger *slog.Logger
+
+	tuning tuning // zero fields take their defaults; tests shorten them
+}
+
+// Reporter is an open Sink: it spools and delivers reports to the recorder, or
+// appends them to the journal when there is no recorder.
+type Reporter struct {
+	proxyID string
+	server  string
+	log     *slog.Logger
+	hooks   hooks
+
+	mu          sync.Mutex
+	seq         uint64
+	queue       []Step
+	queuedBytes int
+	closed      bool
+	dropping    bool
+
+	wake      chan struct{} // a report was queued
+	stop      chan struct{} // Close: commit what is queued, then end
+	committed chan struct{} // closed when the commit loop has ended
+	closeOnce sync.Once
+	closeErr  error
+
+	journal *os.File // journal mode
+	spool   *spoolFile
+	d       *dispatcher // recorder mode
+	adopted []string    // proxyIds of the earlier runs whose spool files this run took over
+}
+
+var _ Sink = (*Reporter)(nil)
+
+// Open starts a Reporter. With an Endpoint it creates this run's spool file, adopts
+// the spool files of earlier runs of the same server whose proxy is gone, and starts
+// delivery (registering in the background: a recorder that is down does not fail
+// Open). Without one it opens the journal. Close must be called.
+func Open(ctx context.Context, cfg Config) (*Reporter, error) {
+	if cfg.Server == "" {
+		return nil, errors.New("open recorder: no server name")
+	}
+	id, err := newProxyID()
+	if err != nil {
+		return nil, fmt.Errorf("open recorder: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("component", "recorder", "server", cfg.Server)
+	if cfg.PID == 0 {
+		cfg.PID = os.Getpid()
+	}
+	stateDir := cfg.StateDir
+	if stateDir == "" && (cfg.Endpoint != nil || cfg.JournalPath == "") {
+		if stateDir, err = DefaultStateDir(); err != nil {
+			return nil, fmt.Errorf("open recorder: %w", err)
+		}
+	}
+	r := &Reporter{
+		proxyID:   id,
+		server:    cfg.Server,
+		log:       log,
+		hooks:     cfg.tuning.hooks,
+		wake:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		committed: make(chan struct{}),
+	}
+
+	if cfg.Endpoint == nil {
+		path := cfg.JournalPath
+		if path == "" {
+			path = JournalPath(stateDir, cfg.Server)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("open journal: %w", err)
+		}
+		// O_APPEND and one write per batch: several proxies of one server share the file
+		// and their lines must not cut into each other.
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("open journal: %w", err)
+		}
+		r.journal = f
+		go r.commitLoop()
+		return r, nil
+	}
+
+	dir := spoolDir(stateDir)
+	var adopted []adoption
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		log.Warn("cannot create the spool directory; reports are kept in memory only", "err", err)
+	} else {
+		if r.spool, err = createSpool(dir, cfg.Server, id); err != nil {
+			log.Warn("cannot create the spool file; reports are kept in memory only", "err", err)
+		}
+		adopted = adoptSpools(ctx, dir, cfg.Server, id, log)
+		for _, a := range adopted {
+			r.adopted = append(r.adopted, a.proxyID)
+			log.Info("delivering reports left by an earlier run", "proxyId", a.proxyID, "reports", len(a.entries))
+		}
+	}
+	r.d = newDispatcher(cfg, id, r.spool, adopted, log)
+	go r.d.run()
+	go r.commitLoop()
+	return r, nil
+}
+
+// ProxyID is this run's proxyId.
+func (r *Reporter) ProxyID() string { return r.proxyID }
+
+// Submit numbers the report, stamps it with the proxyId and server, and queues it. It
+// returns at once; the report reaches the spool or journal within milliseconds. The
+// raw fields of s must not be modified afterwards.
+func (r *Reporter) Submit(s Step) {
+	size := len(s.Args) + len(s.Result) + len(s.Error) + 512
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.log.Debug("report submitted after close; dropped", "tool", s.Tool)
+		return
+	}
+	if r.queuedBytes+size > maxQueued {
+		warn := !r.dropping
+		r.dropping = true
+		r.mu.Unlock()
+		if warn {
+			r.log.Warn("reports are not reaching the disk fast enough; dropping new ones until they do")
+		}
+		return
+	}
+	r.dropping = false
+	r.seq++
+	s.ProxyID, s.Server, s.Seq = r.proxyID, r.server, r.seq
+	// Only the report that finds the queue empty wakes the writer: the others join a
+	// batch it has not taken yet, and skip waking a goroutine (a syscall when it sleeps).
+	first := len(r.queue) == 0
+	r.queue = append(r.queue, s)
+	r.queuedBytes += size
+	r.mu.Unlock()
+	if first {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Learned passes what the proxy learned about its upstream on to the recorder in a
+// fresh register call. It does nothing in journal mode.
+func (r *Reporter) Learned(f ServerFacts) {
+	if r.d != nil {
+		r.d.learn(f)
+	}
+}
+
+// Close stops accepting reports, commits every queued one to disk, gives delivery a
+// short grace (bounded by ctx and by two seconds, and cut short when the recorder is
+// failing), and returns. What is not delivered stays in the spool for the next run.
+// Nothing the Reporter started outlives Close.
+func (r *Reporter) Close(ctx context.Context) error {
+	r.closeOnce.Do(func() { r.closeErr = r.close(ctx) })
+	return r.closeErr
+}
+
+func (r *Reporter) close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	close(r.stop)
+	<-r.committed
+
+	if r.journal != nil {
+		err := r.journal.Close()
+		if err != nil {
+			return fmt.Errorf("close journal: %w", err)
+		}
+		return nil
+	}
+	return r.d.close(ctx)
+}
+
+// commitLoop moves queued reports to disk, as many as have queued at each turn (a group
+// commit: one write and one fsync per batch), and hands them to delivery.
+func (r *Reporter) commitLoop() {
+	defer close(r.committed)
+	for {
+		stopping := false
+		select {
+		case <-r.wake:
+		case <-r.stop:
+			stopping = true // Submit no longer queues: this batch is the last
+		}
+		r.mu.Lock()
+		batch := r.queue
+		r.queue, r.queuedBytes = nil, 0
+		r.mu.Unlock()
+		if len(batch) > 0 {
+			r.commit(batch)
+		}
+		if stopping {
+			return
+		}
+	}
+}
+
+func (r *Reporter) commit(batch []Step) {
+	lines := make([][]byte, 0, len(batch))
+	seqs := make([]uint64, 0, len(batch))
+	for _, s := range batch {
+		line, err := marshalStep(s)
+		if err != nil {
+			// Cannot happen with valid raw fields; marshalStep already replaced invalid ones.
+			r.log.Error("cannot encode a report; it is lost", "seq", s.Seq, "tool", s.Tool, "err", err)
+			continue
+		}
+		lines = append(lines, line)
+		seqs = append(seqs, s.Seq)
+	}
+	if r.journal != nil {
+		if err := r.appendJournal(lines); err != nil {
+			r.log.Error("cannot write the journal; reports are lost", "reports", len(lines), "err", err)
+		}
+	} else {
+		r.spoolAndHandOver(lines, seqs)
+	}
+	if r.hooks.committed != nil {
+		r.hooks.committed(len(batch))
+	}
+}
+
+// appendJournal writes whole lines only: each write is a run of complete lines, so a
+// reader or a second proxy appending to the same file never sees a line cut in two.
+func (r *Reporter) appendJournal(lines [][]byte) error {
+	const chunk = 1 << 20
+	var buf []byte
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		_, err := r.journal.Write(buf)
+		buf = buf[:0]
+		return err
+	}
+	for _, l := range lines {
+		if len(buf) > 0 && len(buf)+len(l) > chunk {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		buf = append(buf, l...)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	return r.journal.Sync()
+}
+
+func (r *Reporter) spoolAndHandOver(lines [][]byte, seqs []uint64) {
+	entries := make([]entry, len(lines))
+	var offs []int64
+	var err error
+	if r.spool != nil {
+		if offs, err = r.spool.appendReports(lines); err != nil {
+			r.log.Warn("spool write failed; these reports are kept in memory until delivered", "reports", len(lines), "err", err)
+		}
+	}
+	for i, l := range lines {
+		body := l[:len(l)-1]
+		if offs != nil {
+			entries[i] = entry{seq: seqs[i], off: offs[i], n: len(body)}
+		} else {
+			entries[i] = entry{seq: seqs[i], body: body}
+		}
+	}
+	r.d.add(entries)
+}
+
+// marshalStep encodes a report as one JSON line (ending in '\n') with UTC timestamps.
+// HTML escaping is off: the line is for the recorder and for jq, not for a browser.
+func marshalStep(s Step) ([]byte, error) {
+	s.ReceivedAt, s.StartedAt, s.EndedAt = s.ReceivedAt.UTC(), s.StartedAt.UTC(), s.EndedAt.UTC()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err == nil {
+		return buf.Bytes(), nil
+	}
+	// A raw field that is not JSON would cost the whole report and leave a gap in seq.
+	for _, raw := range []*json.RawMessage{&s.Args, &s.Result, &s.Error} {
+		if len(*raw) > 0 && !json.Valid(*raw) {
+			*raw = json.RawMessage(`"[not valid JSON; omitted]"`)
+		}
+	}
+	buf.Reset()
+	if err := enc.Encode(s); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func newProxyID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("make proxyId: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,273 @@
+package recorder
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/tidwall/gjson"
+)
+
+// A spool file holds the reports of one run, one JSON line each, followed by done marks
+// ({"ack":17}) for the ones the recorder answered 200 for. Only the run that holds the
+// file's lock writes it; a later run adopts the file once that lock is free.
+
+var errLocked = errors.New("locked by another process")
+
+// compactAt is the size past which a spool file whose reports are all done is emptied,
+// so a long session with a healthy recorder does not grow a file of delivered reports.
+const compactAt = 1 << 20
+
+// entry is a report waiting for delivery: where its line is in the spool file, or its
+// bytes when it could not be written there.
+type entry struct {
+	seq  uint64
+	off  int64
+	n    int
+	body []byte
+}
+
+type spoolFile struct {
+	path string
+	own  bool // the current run's file (compacted when done) rather than an adopted one
+
+	mu   sync.Mutex
+	f    *os.File
+	size int64 // where the next line goes; everything before it is whole lines
+	live int   // report lines written and not yet marked done
+}
+
+func spoolName(server, proxyID string) string {
+	return fileSafe(server) + "." + proxyID + ".jsonl"
+}
+
+// createSpool creates the current run's spool file, locked.
+func createSpool(dir, server, proxyID string) (*spoolFile, error) {
+	final := filepath.Join(dir, spoolName(server, proxyID))
+	tmp := final + ".new"
+	f, err := openLocked(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return nil, fmt.Errorf("create spool file: %w", err)
+	}
+	// Named only once locked: a run adopting abandoned files must never find this one
+	// unlocked and empty and delete it under us.
+	if err := os.Rename(tmp, final); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("create spool file: %w", err)
+	}
+	syncDir(dir)
+	return &spoolFile{path: final, own: true, f: f}, nil
+}
+
+// appendReports writes lines (each ending in '\n') in one write and syncs them, and
+// returns where each line starts.
+func (s *spoolFile) appendReports(lines [][]byte) ([]int64, error) {
+	size := 0
+	for _, l := range lines {
+		size += len(l)
+	}
+	buf := make([]byte, 0, size)
+	offs := make([]int64, len(lines))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, l := range lines {
+		offs[i] = s.size + int64(len(buf))
+		buf = append(buf, l...)
+	}
+	if _, err := s.f.WriteAt(buf, s.size); err != nil {
+		// A partial line would glue itself to the next one.
+		s.f.Truncate(s.size)
+		return nil, fmt.Errorf("write spool file: %w", err)
+	}
+	if err := s.f.Sync(); err != nil {
+		// The lines may or may not be on disk; keep them (the recorder ignores a repeat)
+		// but say it.
+		s.size += int64(len(buf))
+		s.live += len(lines)
+		return offs, fmt.Errorf("sync spool file: %w", err)
+	}
+	s.size += int64(len(buf))
+	s.live += len(lines)
+	return offs, nil
+}
+
+// markDone appends the done mark for seq. It is not synced: a mark lost to a machine
+// crash only means the report is sent once more, and the recorder ignores repeats.
+func (s *spoolFile) markDone(seq uint64) error {
+	line := strconv.AppendUint([]byte(`{"ack":`), seq, 10)
+	line = append(line, "}\n"...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.f.WriteAt(line, s.size); err != nil {
+		s.f.Truncate(s.size)
+		return fmt.Errorf("mark report %d done in spool file: %w", seq, err)
+	}
+	s.size += int64(len(line))
+	s.live--
+	if s.own && s.live == 0 && s.size > compactAt {
+		// Everything in the file is done: nothing is lost if we crash right after this.
+		if err := s.f.Truncate(0); err == nil {
+			s.size = 0
+		}
+	}
+	return nil
+}
+
+// read returns the report line of e, without its newline.
+func (s *spoolFile) read(e entry) ([]byte, error) {
+	buf := make([]byte, e.n)
+	if _, err := s.f.ReadAt(buf, e.off); err != nil {
+		return nil, fmt.Errorf("read report %d from spool file: %w", e.seq, err)
+	}
+	return buf, nil
+}
+
+// remove deletes the file while still holding its lock, then closes it.
+func (s *spoolFile) remove() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := os.Remove(s.path)
+	return errors.Join(err, s.f.Close())
+}
+
+// close syncs the done marks and releases the file for a later run to adopt.
+func (s *spoolFile) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return errors.Join(s.f.Sync(), s.f.Close())
+}
+
+// adoption is a spool file left by a run that is gone, with its reports not yet done.
+type adoption struct {
+	proxyID string
+	file    *spoolFile
+	entries []entry // by seq
+}
+
+// adoptSpools takes over every spool file of server in dir whose lock is free, except
+// the current run's own. Files with nothing left to deliver are deleted.
+func adoptSpools(ctx context.Context, dir, server, ownID string, log *slog.Logger) []adoption {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		log.Warn("cannot list the spool directory; reports of earlier runs stay there", "dir", dir, "err", err)
+		return nil
+	}
+	prefix := fileSafe(server) + "."
+	var out []adoption
+	for _, de := range des {
+		if ctx.Err() != nil {
+			break
+		}
+		name := de.Name()
+		id, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		if id, ok = strings.CutSuffix(id, ".jsonl"); !ok || !validProxyID(id) || id == ownID {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		f, err := openLocked(path, os.O_RDWR)
+		if err != nil {
+			// Locked: its proxy is still running and delivers it itself. Gone: another
+			// run adopted it and has just finished with it.
+			if !errors.Is(err, errLocked) && !errors.Is(err, fs.ErrNotExist) {
+				log.Warn("cannot open a spool file of an earlier run", "path", path, "err", err)
+			}
+			continue
+		}
+		sf := &spoolFile{path: path, f: f}
+		entries, size, err := scanSpool(f, server, id, log)
+		if err != nil {
+			log.Warn("cannot read a spool file of an earlier run", "path", path, "err", err)
+			f.Close()
+			continue
+		}
+		if st, err := f.Stat(); err == nil && st.Size() > size {
+			// A torn last line from a writer killed mid-write; the marks we append
+			// must not be glued to it.
+			if err := f.Truncate(size); err != nil {
+				log.Warn("cannot trim a torn line off a spool file", "path", path, "err", err)
+				f.Close()
+				continue
+			}
+		}
+		sf.size, sf.live = size, len(entries)
+		if len(entries) == 0 {
+			if err := sf.remove(); err != nil {
+				log.Debug("remove delivered spool file", "path", path, "err", err)
+			}
+			continue
+		}
+		out = append(out, adoption{proxyID: id, file: sf, entries: entries})
+	}
+	return out
+}
+
+// scanSpool reads a spool file and returns its reports without a done mark, by seq, and
+// the length of its whole lines.
+func scanSpool(f *os.File, server, proxyID string, log *slog.Logger) ([]entry, int64, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, 1<<62), 64<<10)
+	reports := map[uint64]entry{}
+	done := map[uint64]bool{}
+	var off int64
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			if err == io.EOF {
+				break // line, if any, is a torn tail
+			}
+			return nil, 0, err
+		}
+		start := off
+		off += int64(len(line))
+		body := line[:len(line)-1]
+		if !gjson.ValidBytes(body) {
+			log.Warn("skipping a malformed line in a spool file", "path", f.Name(), "offset", start)
+			continue
+		}
+		if ack := gjson.GetBytes(body, "ack"); ack.Exists() {
+			done[ack.Uint()] = true
+			continue
+		}
+		seq := gjson.GetBytes(body, "seq").Uint()
+		if seq == 0 || gjson.GetBytes(body, "proxyId").String() != proxyID || gjson.GetBytes(body, "server").String() != server {
+			log.Warn("skipping a line of another proxy in a spool file", "path", f.Name(), "offset", start)
+			continue
+		}
+		reports[seq] = entry{seq: seq, off: start, n: len(body)}
+	}
+	out := make([]entry, 0, len(reports))
+	for seq, e := range reports {
+		if !done[seq] {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
+	return out, off, nil
+}
+
+func validProxyID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

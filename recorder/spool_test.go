@@ -1,0 +1,174 @@
+package recorder
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+const testID = "0123456789abcdef0123456789abcdef"
+
+func TestScanSpool(t *testing.T) {
+	report := func(seq int) string {
+		return fmt.Sprintf(`{"proxyId":%q,"server":"github","seq":%d,"tool":"t"}`+"\n", testID, seq)
+	}
+	content := report(1) + report(2) + `{"ack":2}` + "\n" + report(3) +
+		"not json at all\n" +
+		`{"proxyId":"ffffffffffffffffffffffffffffffff","server":"github","seq":9}` + "\n" +
+		report(4) + `{"ack":1}` + "\n"
+	whole := int64(len(content))
+	content += `{"proxyId":"` + testID + `","server":"github","seq":5,"to` // torn
+
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	entries, size, err := scanSpool(f, "github", testID, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size != whole {
+		t.Errorf("whole lines end at %d, want %d", size, whole)
+	}
+	var seqs []uint64
+	for _, e := range entries {
+		seqs = append(seqs, e.seq)
+		line := content[e.off : e.off+int64(e.n)]
+		if gjson.Get(line, "seq").Uint() != e.seq {
+			t.Errorf("entry %d points at %q", e.seq, line)
+		}
+	}
+	if fmt.Sprint(seqs) != "[3 4]" {
+		t.Errorf("undelivered seqs %v, want [3 4]", seqs)
+	}
+}
+
+// An adopted file is trimmed of its torn tail before anything is appended to it, and
+// its done marks are appended as whole lines.
+func TestAdoptTrimsTornTail(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, spoolName("github", testID))
+	whole := fmt.Sprintf(`{"proxyId":%q,"server":"github","seq":1}`+"\n", testID)
+	if err := os.WriteFile(path, []byte(whole+`{"proxyId":"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := adoptSpools(t.Context(), dir, "github", "ffffffffffffffffffffffffffffffff", testLogger(t))
+	if len(got) != 1 || got[0].proxyID != testID || len(got[0].entries) != 1 {
+		t.Fatalf("adopted %+v", got)
+	}
+	if err := got[0].file.markDone(1); err != nil {
+		t.Fatal(err)
+	}
+	got[0].file.close()
+	b, _ := os.ReadFile(path)
+	if string(b) != whole+`{"ack":1}`+"\n" {
+		t.Errorf("file after adoption and a done mark:\n%s", b)
+	}
+}
+
+func TestAdoptSkipsOtherServersAndDeletesDelivered(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	done := write(spoolName("github", testID), fmt.Sprintf(`{"proxyId":%q,"server":"github","seq":1}`+"\n"+`{"ack":1}`+"\n", testID))
+	other := write(spoolName("github.enterprise", testID), fmt.Sprintf(`{"proxyId":%q,"server":"github.enterprise","seq":1}`+"\n", testID))
+	stray := write("github.notanid.jsonl", "")
+	if got := adoptSpools(t.Context(), dir, "github", "ffffffffffffffffffffffffffffffff", testLogger(t)); len(got) != 0 {
+		t.Errorf("adopted %+v", got)
+	}
+	if _, err := os.Stat(done); !os.IsNotExist(err) {
+		t.Error("a fully delivered spool file was not deleted")
+	}
+	for _, p := range []string{other, stray} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s was touched: %v", p, err)
+		}
+	}
+}
+
+// The current run's file shrinks to nothing once everything in it is done and it has
+// grown large, so a long healthy session does not fill the disk.
+func TestSpoolCompactsWhenAllDone(t *testing.T) {
+	s, err := createSpool(t.TempDir(), "github", testID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	line := []byte(strings.Repeat("x", 100_000) + "\n")
+	var seq uint64
+	for s.size <= compactAt {
+		if _, err := s.appendReports([][]byte{line}); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		if seq > 1 {
+			s.markDone(seq - 1)
+		}
+	}
+	if s.size == 0 {
+		t.Fatal("compacted while a report was not done")
+	}
+	s.markDone(seq)
+	if st, _ := os.Stat(s.path); s.size != 0 || st.Size() != 0 {
+		t.Errorf("size %d (file %d) after all done, want 0", s.size, st.Size())
+	}
+}
+
+func TestFileSafe(t *testing.T) {
+	for in, want := range map[string]string{
+		"github":      "github",
+		"my-server_2": "my-server_2",
+		"a.b":         "a.b",
+		"../etc":      "%2E.%2Fetc",
+		"a/b":         "a%2Fb",
+		"a_2Fb":       "a_2Fb",
+		"":            "%",
+		"naïve":       "na%C3%AFve",
+		`c:\x`:        "c%3A%5Cx",
+		".hidden":     "%2Ehidden",
+		"with space":  "with%20space",
+	} {
+		if got := fileSafe(in); got != want {
+			t.Errorf("fileSafe(%q) = %q, want %q", in, got, want)
+		}
+	}
+	long := fileSafe(strings.Repeat("s", 300))
+	if len(long) > 100 || long == fileSafe(strings.Repeat("s", 299)) {
+		t.Errorf("long names: %q", long)
+	}
+}
+
+func TestMarshalStep(t *testing.T) {
+	s := testStep("t", 1)
+	s.Seq = 9
+	s.Error = json.RawMessage(`{"code": -32602, "message": "bad <arg> & more"}`)
+	s.Result = json.RawMessage(`{"unterminated`)
+	line, err := marshalStep(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line[len(line)-1] != '\n' || strings.Count(string(line), "\n") != 1 || !json.Valid(line) {
+		t.Fatalf("not one JSON line: %q", line)
+	}
+	if !strings.Contains(string(line), `"message":"bad <arg> & more"`) {
+		t.Errorf("error escaped or reshaped: %s", line)
+	}
+	if gjson.GetBytes(line, "seq").Int() != 9 || !gjson.GetBytes(line, "result").Exists() {
+		t.Errorf("line: %s", line)
+	}
+}
