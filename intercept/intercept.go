@@ -35,11 +35,9 @@ type Interceptor struct {
 	key string
 	log *slog.Logger
 
-	// Host-path state. FromHost and Forwarded are called by the one host pump, in
-	// turn, so these need no lock.
-	held     []byte
-	heldScan hostScan
-	heldAt   time.Time
+	// sentPending is set by FromHost when it queued a message, for Forwarded. Both
+	// run on the one host pump, in turn, so it needs no lock.
+	sentPending bool
 
 	// interested counts host requests whose answers bookkeeping wants (calls in
 	// flight, handshake requests). While it is zero the upstream path queues nothing.
@@ -78,22 +76,28 @@ func New(o Options) *Interceptor {
 
 // FromHost removes the correlation key from tools/call requests and returns the bytes
 // to forward. It only scans and splices; nothing here waits.
+//
+// The message is queued for bookkeeping now, before it is forwarded: its answer can
+// be read (and queued by the upstream pump) before the write to the upstream even
+// returns, and a call must be known before its answer. Forwarded then supplies the
+// time it was sent.
 func (ic *Interceptor) FromHost(msg []byte, readAt time.Time) []byte {
 	out, sc := strip(msg, ic.key)
 	if ic.q != nil && sc.want != 0 {
 		ic.interested.Add(sc.awaiting)
-		ic.held, ic.heldScan, ic.heldAt = out, sc, readAt
+		ic.q.push(event{kind: evHost, msg: out, scan: sc, at: readAt})
+		ic.sentPending = true
 	}
 	return out
 }
 
-// Forwarded queues the message FromHost returned, now that it reached the upstream.
+// Forwarded records when the bytes FromHost last returned reached the upstream.
 func (ic *Interceptor) Forwarded(sentAt time.Time) {
-	if ic.held == nil {
+	if !ic.sentPending {
 		return
 	}
-	ic.q.push(event{kind: evHost, msg: ic.held, scan: ic.heldScan, at: ic.heldAt, sentAt: sentAt})
-	ic.held = nil
+	ic.q.push(event{kind: evSent, at: sentAt})
+	ic.sentPending = false
 }
 
 // FromUpstream queues a message the upstream sent, when bookkeeping may want it.
@@ -141,6 +145,7 @@ type eventKind uint8
 
 const (
 	evHost eventKind = iota
+	evSent // the last evHost's message reached the upstream at the event's time
 	evUpstream
 	evLost
 )
@@ -148,12 +153,11 @@ const (
 // event is one thing bookkeeping must look at. msg is nil when the queue was over its
 // byte budget (shed says so).
 type event struct {
-	kind   eventKind
-	msg    []byte
-	shed   bool
-	scan   hostScan
-	at     time.Time
-	sentAt time.Time
+	kind eventKind
+	msg  []byte
+	shed bool
+	scan hostScan
+	at   time.Time
 }
 
 // queue hands events from the pumps to bookkeeping. push never waits: it appends

@@ -193,3 +193,20 @@ func TestOffStillStrips(t *testing.T) {
 		t.Fatalf("got %s", out)
 	}
 }
+
+// TestAnswerBeforeSendReturns: the upstream can answer before the write that sent the
+// request has returned to the host pump; the call must still be matched.
+func TestAnswerBeforeSendReturns(t *testing.T) {
+	s := newSession(t)
+	s.ic.FromHost([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fast","arguments":{}}}`), s.tick())
+	s.up(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
+	sent := s.tick()
+	s.ic.Forwarded(sent)
+	steps := s.close()
+	if len(steps) != 1 || steps[0].Outcome != "ok" {
+		t.Fatalf("reports: %+v", steps)
+	}
+	if !steps[0].StartedAt.Equal(sent) || steps[0].DurationMs < 0 {
+		t.Fatalf("startedAt %v (want %v), duration %v", steps[0].StartedAt, sent, steps[0].DurationMs)
+	}
+}

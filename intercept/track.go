@@ -25,6 +25,9 @@ type tracker struct {
 	calls map[string]*call // by idKey
 	// handshake requests awaiting their answer, by idKey → method
 	handshake map[string]string
+	// unsent are the calls of the last host message, until its evSent gives them
+	// their startedAt; one that ends before that waits here for it.
+	unsent    []*call
 	facts     recorder.ServerFacts
 	sawInit   bool
 	sawTools  bool
@@ -39,7 +42,14 @@ type call struct {
 	tool       string
 	callID     *string
 	receivedAt time.Time
-	startedAt  time.Time
+	startedAt  time.Time // zero until the message is known to have been sent
+
+	// A call that ended before its send time was known keeps its end here.
+	ended   bool
+	endedAt time.Time
+	outcome string
+	result  json.RawMessage
+	rpcErr  json.RawMessage
 }
 
 func newTracker(sink recorder.Sink, cap int, interested *atomic.Int64, log *slog.Logger) *tracker {
@@ -60,7 +70,10 @@ func (t *tracker) handle(ev event) {
 	}
 	switch ev.kind {
 	case evHost:
+		t.flushUnsent(ev.at) // never happens in a relay: Forwarded always follows
 		t.host(ev)
+	case evSent:
+		t.flushUnsent(ev.at)
 	case evUpstream:
 		forEachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at) })
 	case evLost:
@@ -68,7 +81,23 @@ func (t *tracker) handle(ev event) {
 			t.finish(c, ev.at, recorder.OutcomeUpstreamLost, nil, nil)
 			delete(t.calls, k)
 		}
+		t.flushUnsent(ev.at)
 	}
+}
+
+// flushUnsent gives the last host message's calls their send time and reports those
+// that already ended.
+func (t *tracker) flushUnsent(sentAt time.Time) {
+	for _, c := range t.unsent {
+		c.startedAt = sentAt
+		if c.ended && c.endedAt.Before(sentAt) {
+			c.endedAt = sentAt // an end the proxy decided itself (no id, backlog)
+		}
+		if c.ended {
+			t.report(c, c.endedAt, c.outcome, c.result, c.rpcErr)
+		}
+	}
+	t.unsent = t.unsent[:0]
 }
 
 // forEachMessage calls f for msg, or for each object in a batch.
@@ -135,7 +164,9 @@ func (t *tracker) host(ev event) {
 	if ev.msg == nil {
 		// Shed: the bytes are gone, but the call still gets its report.
 		for _, id := range ev.scan.callIDs {
-			t.finish(&call{callID: id, receivedAt: ev.at, startedAt: ev.sentAt}, ev.sentAt, recorder.OutcomeRPCError, nil,
+			c := &call{callID: id, receivedAt: ev.at}
+			t.unsent = append(t.unsent, c)
+			t.finish(c, ev.at, recorder.OutcomeRPCError, nil,
 				json.RawMessage(`{"code":-32603,"message":"not recorded: the proxy's bookkeeping fell behind"}`))
 		}
 		t.interested.Add(-ev.scan.awaiting + int64(len(ev.scan.callIDs)))
@@ -158,8 +189,8 @@ func (t *tracker) host(ev event) {
 				msg:        m,
 				callID:     callID,
 				receivedAt: ev.at,
-				startedAt:  ev.sentAt,
 			}
+			t.unsent = append(t.unsent, c)
 			if f.params != nil && f.params[0] == '{' {
 				c.tool = stringOf(memberOf(f.params, "name"))
 				c.args = memberOf(f.params, "arguments")
@@ -168,7 +199,7 @@ func (t *tracker) host(ev event) {
 				// A tools/call without an id is a notification: no answer will ever
 				// come. It is still reported (never dropped), as the invalid request
 				// it is.
-				t.finish(c, ev.sentAt, recorder.OutcomeRPCError, nil,
+				t.finish(c, ev.at, recorder.OutcomeRPCError, nil,
 					json.RawMessage(`{"code":-32600,"message":"tools/call without an id: a notification, which gets no answer"}`))
 				return
 			}
@@ -270,6 +301,10 @@ func (t *tracker) learn(method string, result gjson.Result) {
 
 func (t *tracker) finish(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage) {
 	t.interested.Add(-1)
+	if c.startedAt.IsZero() {
+		c.ended, c.endedAt, c.outcome, c.result, c.rpcErr = true, endedAt, outcome, result, rpcErr
+		return
+	}
 	t.report(c, endedAt, outcome, result, rpcErr)
 }
 

@@ -29,7 +29,8 @@ import (
 type Interceptor interface {
 	// FromHost returns the bytes to forward for msg, read from the host at readAt.
 	FromHost(msg []byte, readAt time.Time) []byte
-	// Forwarded says the bytes FromHost last returned reached the upstream at sentAt.
+	// Forwarded says the bytes FromHost last returned were written to the upstream,
+	// starting at sentAt.
 	// It is called on the same goroutine as FromHost, right after it.
 	Forwarded(sentAt time.Time)
 	// FromUpstream gets each message the upstream sent to the host, after it was
@@ -162,13 +163,16 @@ func (r *Relay) hostPump() {
 		if r.ic != nil {
 			msg = r.ic.FromHost(msg, readAt)
 		}
+		// The send time is taken as the write starts: an answer can be read before a
+		// large write returns, and a call must not end before it started.
+		sentAt := time.Now()
 		if err := r.up.Write(msg); err != nil {
 			// The upstream is gone; the upstream pump sees it too and ends the
 			// session. Keep reading so the host isn't blocked meanwhile.
 			r.log.Debug("could not forward a host message", "err", err)
 		}
 		if r.ic != nil {
-			r.ic.Forwarded(time.Now())
+			r.ic.Forwarded(sentAt)
 		}
 	}
 }

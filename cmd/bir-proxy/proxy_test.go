@@ -76,8 +76,15 @@ func (s *syncBuffer) waitFor(ctx context.Context, sub string) error {
 // (with BIR_OFF=1 unless env sets BIR_OFF, so relay tests record nothing).
 func startProxy(t *testing.T, env []string, args ...string) *session {
 	t.Helper()
+	return startProxyIn(t, "", env, args...)
+}
+
+// startProxyIn is startProxy with the proxy's working directory set to dir.
+func startProxyIn(t *testing.T, dir string, env []string, args ...string) *session {
+	t.Helper()
 	bin := testbin.Build(t, "./cmd/bir-proxy")
 	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
 	if !hasKey(env, "BIR_OFF") {
 		cmd.Env = append(cmd.Env, "BIR_OFF=1")
@@ -158,6 +165,9 @@ func (s *session) wait() int {
 	}
 	return 0
 }
+
+// tick paces a wait on something only visible by looking (a file filling up).
+func tick() <-chan time.Time { return time.After(20 * time.Millisecond) }
 
 func ctxTimeout(t *testing.T) context.Context {
 	// A generous bound so a hung test fails with a message instead of the test

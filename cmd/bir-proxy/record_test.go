@@ -1,0 +1,400 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/bir-dev/bir-proxy/intercept"
+	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
+)
+
+// recording returns the environment that points a proxy at rec, with recording on.
+func recording(rec *recordertest.Server, state string) []string {
+	return append(rec.Env(), "BIR_OFF=0", "XDG_STATE_HOME="+state)
+}
+
+func toolCall(id int, args string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":%s}}`, id, args)
+}
+
+// randomArgs is an arguments object with the correlation key placed, repeated and
+// spelled at random, and a nested copy that belongs to the tool.
+func randomArgs(r *rand.Rand, callID string) string {
+	spellings := []string{`"_bir_call_id"`, `"\u005fbir_call_id"`, `"_bir\u005fcall_id"`}
+	var ms []string
+	for i := range r.IntN(5) {
+		ms = append(ms, fmt.Sprintf(`"k%d":%s`, i, []string{`1`, `"v"`, `9007199254740993`, `{"_bir_call_id":"nested"}`, `[1.0,null]`, `"\u00e9"`}[r.IntN(6)]))
+	}
+	for range 1 + r.IntN(2) {
+		pos := r.IntN(len(ms) + 1)
+		ms = append(ms[:pos], append([]string{spellings[r.IntN(len(spellings))] + `:"` + callID + `"`}, ms[pos:]...)...)
+	}
+	return "{" + strings.Join(ms, []string{",", ", ", " ,\t "}[r.IntN(3)]) + "}"
+}
+
+// topLevelKeys lists the decoded top-level keys of a JSON object, duplicates kept.
+func topLevelKeys(t *testing.T, obj string) []string {
+	d := json.NewDecoder(strings.NewReader(obj))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("not an object: %s", obj)
+	}
+	var keys []string
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			t.Fatalf("%v in %s", err, obj)
+		}
+		keys = append(keys, k.(string))
+		var skip json.RawMessage
+		if err := d.Decode(&skip); err != nil {
+			t.Fatalf("%v in %s", err, obj)
+		}
+	}
+	return keys
+}
+
+// TestKeyNeverReachesUpstream checks the bytes the upstream received for random calls,
+// with recording on and off.
+func TestKeyNeverReachesUpstream(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	for _, mode := range []string{"off", "on"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			record := filepath.Join(t.TempDir(), "received")
+			env := []string{"BIR_OFF=1"}
+			var rec *recordertest.Server
+			if mode == "on" {
+				rec = recordertest.Start(t)
+				env = recording(rec, t.TempDir())
+			}
+			s := startProxy(t, env, "--server", "prop", "--", raw, "--reply", "--record", record)
+			r := rand.New(rand.NewPCG(7, uint64(len(mode))))
+			const n = 300
+			sent := make([]string, n)
+			for i := range n {
+				sent[i] = randomArgs(r, fmt.Sprintf("c-%d", i))
+				s.send(toolCall(i, sent[i]))
+				s.recv()
+			}
+			s.in.Close()
+			if code := s.wait(); code != 0 {
+				t.Fatalf("exit %d", code)
+			}
+			f, err := os.Open(record)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			sc := bufio.NewScanner(f)
+			sc.Buffer(nil, 1<<20)
+			i := 0
+			for ; sc.Scan(); i++ {
+				args := gjson.Get(sc.Text(), "params.arguments").Raw
+				for _, k := range topLevelKeys(t, args) {
+					if k == intercept.DefaultCorrelationKey {
+						t.Fatalf("the upstream received the correlation key:\nsent %s\n got %s", sent[i], sc.Text())
+					}
+				}
+				if want := strings.Count(sent[i], `"k`); strings.Count(args, `"k`) != want {
+					t.Fatalf("other arguments lost:\nsent %s\n got %s", sent[i], args)
+				}
+			}
+			if i != n {
+				t.Fatalf("upstream received %d lines, want %d", i, n)
+			}
+			if rec == nil {
+				return
+			}
+			steps, err := rec.WaitSteps(ctxTimeout(t), n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range steps {
+				id := st.Get("callId").String()
+				var k int
+				fmt.Sscanf(id, "c-%d", &k)
+				// The fingerprint is over what the host meant: its arguments minus the key.
+				stripped, _ := intercept.Fingerprint([]byte(gjson.Get(readLine(t, record, k), "params.arguments").Raw))
+				if st.Get("argsFingerprint").String() != stripped {
+					t.Errorf("%s: fingerprint %s, want %s", id, st.Get("argsFingerprint"), stripped)
+				}
+			}
+		})
+	}
+}
+
+func readLine(t *testing.T, path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(string(data), "\n")[n]
+}
+
+// TestRecorderDownThenUp: a whole session of calls with the recorder down, then up:
+// every report arrives once, with seq 1..n in call order.
+func TestRecorderDownThenUp(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	rec := recordertest.Start(t)
+	rec.Down()
+	s := startProxy(t, recording(rec, t.TempDir()), "--server", "down", "--", raw, "--reply")
+	const n = 1000
+	for i := 1; i <= n; i++ {
+		s.send(toolCall(i, fmt.Sprintf(`{"_bir_call_id":"c-%d","i":%d}`, i, i)))
+		s.recv()
+	}
+	if err := rec.Up(); err != nil {
+		t.Fatal(err)
+	}
+	steps, err := rec.WaitSteps(ctxTimeout(t), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]string{}
+	for _, st := range steps {
+		if _, dup := seen[st.Seq]; dup {
+			t.Fatalf("seq %d delivered twice", st.Seq)
+		}
+		seen[st.Seq] = st.Get("callId").String()
+	}
+	for i := uint64(1); i <= n; i++ {
+		if seen[i] != fmt.Sprintf("c-%d", i) {
+			t.Fatalf("seq %d is %q, want c-%d: reports lost or out of order", i, seen[i], i)
+		}
+	}
+	if d := rec.Duplicates(); d != 0 {
+		// Allowed by the protocol, but a proxy that resends acknowledged reports wastes
+		// the recorder's time; this one should not.
+		t.Logf("%d duplicate deliveries", d)
+	}
+	s.in.Close()
+	s.wait()
+}
+
+func TestRecorderRestartMidSession(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	rec := recordertest.Start(t)
+	s := startProxy(t, recording(rec, t.TempDir()), "--server", "restart", "--", raw, "--reply")
+	for i := 1; i <= 10; i++ {
+		s.send(toolCall(i, `{}`))
+		s.recv()
+	}
+	ctx := ctxTimeout(t)
+	if _, err := rec.WaitSteps(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 11; i <= 20; i++ {
+		s.send(toolCall(i, `{}`))
+		s.recv()
+	}
+	steps, err := rec.WaitSteps(ctx, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 20 {
+		t.Fatalf("%d steps", len(steps))
+	}
+	regs := rec.Registrations()
+	if len(regs) < 2 {
+		t.Fatalf("the proxy did not register again after the restart: %d registrations", len(regs))
+	}
+	s.in.Close()
+	s.wait()
+}
+
+// TestSIGKILLedProxyReportsDeliveredByNextRun: reports spooled by a proxy that was
+// SIGKILLed arrive through the next run for the same server, under the old proxyId.
+func TestSIGKILLedProxyReportsDeliveredByNextRun(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	rec := recordertest.Start(t)
+	rec.Down()
+	state := t.TempDir()
+	s := startProxy(t, recording(rec, state), "--server", "killed", "--", raw, "--reply")
+	const n = 50
+	for i := 1; i <= n; i++ {
+		s.send(toolCall(i, fmt.Sprintf(`{"_bir_call_id":"old-%d"}`, i)))
+		s.recv()
+	}
+	// Reports reach the spool within ~100 ms of their call; wait for them there.
+	ctx := ctxTimeout(t)
+	spool := filepath.Join(state, "bir-proxy", "spool")
+	for {
+		if countSpooled(spool) >= n {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("only %d reports spooled", countSpooled(spool))
+		case <-s.stderr.changed:
+		case <-tick():
+		}
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s.wait()
+	if err := rec.Up(); err != nil {
+		t.Fatal(err)
+	}
+	next := startProxy(t, recording(rec, state), "--server", "killed", "--", raw, "--reply")
+	steps, err := rec.WaitSteps(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := steps[0].ProxyID
+	for _, st := range steps {
+		if st.ProxyID != old || !strings.HasPrefix(st.Get("callId").String(), "old-") {
+			t.Fatalf("unexpected step %s", st.Body)
+		}
+	}
+	next.in.Close()
+	next.wait()
+}
+
+func countSpooled(dir string) int {
+	n := 0
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		n += bytes.Count(data, []byte(`"seq"`))
+	}
+	return n
+}
+
+func TestWrongTokenIsSaidOnceAndSpooled(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	rec := recordertest.Start(t)
+	rec.WrongToken(true)
+	s := startProxy(t, recording(rec, t.TempDir()), "--server", "tok", "--", raw, "--reply")
+	for i := 1; i <= 20; i++ {
+		s.send(toolCall(i, `{}`))
+		s.recv()
+	}
+	ctx := ctxTimeout(t)
+	if err := s.stderr.waitFor(ctx, "401"); err != nil {
+		t.Fatal(err)
+	}
+	rec.WrongToken(false)
+	if _, err := rec.WaitSteps(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	if c := strings.Count(s.stderr.String(), "401"); c != 1 {
+		t.Errorf("the 401 was said %d times, want once:\n%s", c, s.stderr.String())
+	}
+	s.in.Close()
+	s.wait()
+}
+
+// TestMalformedCallsForwardedAndReported: calls the proxy can only partly understand
+// reach the server unchanged and are each reported.
+func TestMalformedCallsForwardedAndReported(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	rec := recordertest.Start(t)
+	record := filepath.Join(t.TempDir(), "received")
+	s := startProxy(t, recording(rec, t.TempDir()), "--server", "bad", "--", raw, "--reply", "--record", record)
+	lines := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":"not an object"}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"arguments":{"x":1}}}`,
+		`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"no-id","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call"}`,
+	}
+	for _, l := range lines {
+		s.send(l)
+	}
+	for range 3 { // the one without an id gets no answer
+		s.recv()
+	}
+	steps, err := rec.WaitSteps(ctxTimeout(t), len(lines))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != len(lines) {
+		t.Fatalf("%d reports for %d calls", len(steps), len(lines))
+	}
+	s.in.Close()
+	s.wait()
+	got, _ := os.ReadFile(record)
+	if string(got) != strings.Join(lines, "\n")+"\n" {
+		t.Fatalf("malformed calls changed on the way:\n%s", got)
+	}
+}
+
+// TestHugeResultUnchangedAndReportCapped: a 100 MB tool result reaches the host
+// unchanged while its report stays under the cap.
+func TestHugeResultUnchangedAndReportCapped(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	rec := recordertest.Start(t)
+	const size = 100 << 20
+	call := toolCall(1, `{"_bir_call_id":"huge"}`)
+
+	direct := exec.Command(raw, "--reply", "--reply-size", fmt.Sprint(size))
+	direct.Stdin = strings.NewReader(call + "\n")
+	want, err := direct.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s := startProxy(t, recording(rec, t.TempDir()), "--server", "huge", "--", raw, "--reply", "--reply-size", fmt.Sprint(size))
+	s.send(call)
+	got := s.recv()
+	if len(got) < size || sha256.Sum256([]byte(got+"\n")) != sha256.Sum256(want) {
+		t.Fatalf("the host got %d bytes, not the server's %d-byte answer", len(got), len(want)-1)
+	}
+	steps, err := rec.WaitSteps(ctxTimeout(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(steps[0].Body); n > intercept.DefaultReportCap {
+		t.Fatalf("report is %d bytes, over the cap", n)
+	}
+	if !steps[0].Get("resultClipped").Bool() || steps[0].Get("outcome").String() != "ok" {
+		t.Fatalf("report: %.300s", steps[0].Body)
+	}
+	s.in.Close()
+	s.wait()
+}
+
+// TestJournalByDefault: with no recorder configured, reports go to the journal.
+func TestJournalByDefault(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	state := t.TempDir()
+	// Run from an empty directory so no .bir/recorder.json above the checkout is found.
+	s := startProxyIn(t, t.TempDir(), []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL="}, "--server", "journal", "--", raw, "--reply")
+	s.send(toolCall(1, `{"_bir_call_id":"j-1","password":"hunter2"}`))
+	s.recv()
+	s.in.Close()
+	if code := s.wait(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	data, err := os.ReadFile(filepath.Join(state, "bir-proxy", "journal", "journal.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"callId":"j-1"`) || strings.Contains(string(data), "hunter2") {
+		t.Fatalf("journal: %s", data)
+	}
+}
