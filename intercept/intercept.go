@@ -145,7 +145,7 @@ type eventKind uint8
 
 const (
 	evHost eventKind = iota
-	evSent // the last evHost's message reached the upstream at the event's time
+	evSent           // the last evHost's message reached the upstream at the event's time
 	evUpstream
 	evLost
 )
