@@ -51,10 +51,6 @@ func skipString(b []byte, i int) int {
 	}
 }
 
-// maxDepth bounds nesting so hostile input costs no more than a bounded amount of
-// work per byte; JSON parsers in MCP SDKs reject far shallower input anyway.
-const maxDepth = 10000
-
 // skipValue returns the index just past the JSON value starting at b[i] (no leading
 // space), or -1 when the structure is broken.
 func skipValue(b []byte, i int) int {
@@ -75,10 +71,9 @@ func skipValue(b []byte, i int) int {
 				}
 				continue
 			case '{', '[':
+				// No depth limit: the skip is a loop, not recursion, so depth costs
+				// nothing; and a limit would forward a deep call with its key in it.
 				depth++
-				if depth > maxDepth {
-					return -1
-				}
 			case '}', ']':
 				depth--
 				if depth == 0 {

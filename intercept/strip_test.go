@@ -343,3 +343,13 @@ func BenchmarkStrip64MB(b *testing.B) {
 		strip(buf[:len(line)], DefaultCorrelationKey)
 	}
 }
+
+// TestStripDeepArguments: nesting depth must not let a call through unstripped.
+func TestStripDeepArguments(t *testing.T) {
+	deep := strings.Repeat("[", 200000) + strings.Repeat("]", 200000)
+	in := `{"method":"tools/call","params":{"arguments":{"d":` + deep + `,"_bir_call_id":"c"}}}`
+	out, sc := strip([]byte(in), DefaultCorrelationKey)
+	if string(out) != `{"method":"tools/call","params":{"arguments":{"d":`+deep+`}}}` || sc.callIDs[0] == nil {
+		t.Fatalf("deep call not stripped (%d bytes out)", len(out))
+	}
+}
