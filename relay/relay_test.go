@@ -1,0 +1,134 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/relay"
+	"github.com/bir-dev/bir-proxy/upstream"
+)
+
+// wired is a relay between real pipes (the host's side) and a real rawserver child.
+type wired struct {
+	r      *relay.Relay
+	hostW  *framing.Writer
+	hostWF *os.File
+	hostR  *framing.Reader
+	done   chan error
+	record string
+}
+
+func wire(t *testing.T, args ...string) *wired {
+	t.Helper()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	record := filepath.Join(t.TempDir(), "received")
+	proc, err := upstream.Start(upstream.Command{Path: raw, Args: append([]string{"--record", record}, args...), Name: "raw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	w := &wired{
+		r: relay.New(relay.Options{HostIn: inR, HostOut: outW, Upstream: proc, IDPrefix: "bir:test:"}),
+		hostW: framing.NewWriter(inW), hostWF: inW, hostR: framing.NewReader(outR),
+		done: make(chan error, 1), record: record,
+	}
+	go func() { w.done <- w.r.Run(context.Background()); outW.Close() }()
+	t.Cleanup(func() {
+		inW.Close()
+		<-w.done
+		inR.Close()
+		outR.Close()
+	})
+	return w
+}
+
+func (w *wired) received(t *testing.T) string {
+	data, err := os.ReadFile(w.record)
+	if err != nil && !errors.Is(err, os.ErrNotExist) { // created with the first line
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// TestOwnRequestsNeverReachTheHost: the proxy's own requests get their answers, the
+// host's traffic around them is untouched, and the host never sees the proxy's.
+func TestOwnRequestsNeverReachTheHost(t *testing.T) {
+	w := wire(t, "--reply")
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	const n = 50
+	// The host pipelines its own requests while the proxy sends its own.
+	wg.Go(func() {
+		for i := range n {
+			if err := w.hostW.Write([]byte(`{"jsonrpc":"2.0","id":` + itoa(i) + `,"method":"tools/list"}`)); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	for i := range n {
+		resp, err := w.r.Call(ctx, "tools/call", []byte(`{"name":"echo","arguments":{"n":`+itoa(i)+`}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(resp), `"id":"bir:test:`) || !strings.Contains(string(resp), `{\"n\":`+itoa(i)+`}`) {
+			t.Fatalf("answer %d: %s", i, resp)
+		}
+	}
+	wg.Wait()
+	for i := range n {
+		msg, err := w.hostR.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(msg), "bir:test:") {
+			t.Fatalf("the host saw the proxy's answer: %s", msg)
+		}
+		if !strings.Contains(string(msg), `"id":`+itoa(i)+`,`) {
+			t.Fatalf("host answer %d out of order: %s", i, msg)
+		}
+	}
+	// Every line the server got is whole: no interleaving of the two senders.
+	for _, l := range strings.Split(strings.TrimSuffix(w.received(t), "\n"), "\n") {
+		if strings.Count(l, `"jsonrpc"`) != 1 || !strings.HasSuffix(l, "}") {
+			t.Fatalf("interleaved line: %s", l)
+		}
+	}
+}
+
+// TestOwnRequestCancelled: a call the proxy gives up on is cancelled upstream, and
+// its late answer (were it to come) is not the host's.
+func TestOwnRequestCancelled(t *testing.T) {
+	w := wire(t, "--reply")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := w.r.Call(ctx, "tools/call", []byte(`{"name":"hang","arguments":{}}`))
+		errc <- err
+	}()
+	// Wait until the server has the request, then give up on it.
+	for !strings.Contains(w.received(t), `"hang"`) {
+		<-time.After(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Call returned %v, want context.Canceled", err)
+	}
+	for !strings.Contains(w.received(t), "notifications/cancelled") {
+		<-time.After(5 * time.Millisecond)
+	}
+	if got := w.received(t); !strings.Contains(got, `"requestId":"bir:test:1"`) {
+		t.Fatalf("cancel does not name the request:\n%s", got)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
