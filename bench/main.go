@@ -41,8 +41,9 @@ func main() {
 		bigMB    = flag.Int("big-mb", 64, "size of the large message, MiB")
 		starts   = flag.Int("starts", 30, "process starts per variant for the startup workload")
 		only     = flag.String("only", "", "comma-separated workloads: seq,pipe,big,start,idle (default all)")
-		blocking = flag.Bool("blocking", false, "also measure the proxy with blocking stdio (BIR_BLOCKING_STDIO=1)")
+		blocking = flag.Bool("blocking", false, "also measure the proxy with host stdio forced blocking and forced non-blocking (BIR_BLOCKING_STDIO=1, =0)")
 		rec      = flag.Bool("recording", false, "also measure the proxy recording to a reference recorder (and its faults)")
+		extraEnv = flag.String("variant-env", "", "also measure the proxy with these extra environment variables (comma-separated K=V)")
 	)
 	flag.Parse()
 	log.SetFlags(0)
@@ -63,18 +64,21 @@ func main() {
 		{name: "bir-proxy", argv: append([]string{bins["bir-proxy"], "--server", "bench", "--"}, server...), env: []string{"BIR_OFF=1"}},
 	}
 	if *blocking {
-		variants = append(variants, variant{name: "bir-proxy/blocking", argv: variants[2].argv, env: []string{"BIR_OFF=1", "BIR_BLOCKING_STDIO=1"}})
+		variants = append(variants,
+			variant{name: "bir-proxy/blocking", argv: variants[2].argv, env: []string{"BIR_OFF=1", "BIR_BLOCKING_STDIO=1"}},
+			variant{name: "bir-proxy/poller", argv: variants[2].argv, env: []string{"BIR_OFF=1", "BIR_BLOCKING_STDIO=0"}})
 	}
 	_ = rec
+	if *extraEnv != "" {
+		variants = append(variants, variant{name: "bir-proxy/" + *extraEnv, argv: variants[2].argv, env: append([]string{"BIR_OFF=1"}, strings.Split(*extraEnv, ",")...)})
+	}
 	fmt.Printf("bir-proxy bench: GOMAXPROCS-visible CPUs %d, %s\n\n", cpus(), time.Now().Format(time.RFC3339))
 
 	if want("seq") {
-		fmt.Printf("Sequential tools/call round trips (%d each):\n", *n)
-		res := map[string][2]time.Duration{}
+		fmt.Printf("Sequential tools/call round trips (%d each, interleaved in rounds):\n", *n)
+		res := sequentialRounds(variants, *n, 10)
 		for _, v := range variants {
-			p50, p99 := sequential(v, *n)
-			res[v.name] = [2]time.Duration{p50, p99}
-			fmt.Printf("  %-24s p50 %8s  p99 %8s\n", v.name, p50, p99)
+			fmt.Printf("  %-24s p50 %8s  p99 %8s\n", v.name, res[v.name][0], res[v.name][1])
 		}
 		base := res["copy-relay"]
 		for _, v := range variants[2:] {
@@ -87,10 +91,15 @@ func main() {
 		fmt.Println()
 	}
 	if want("pipe") {
-		fmt.Printf("Pipelined tools/call, 32 in flight (%d messages):\n", *pipeN)
+		fmt.Printf("Pipelined tools/call, 32 in flight (%d messages, interleaved in rounds):\n", *pipeN)
 		res := map[string]float64{}
+		const rounds = 5
+		for range rounds {
+			for _, v := range variants {
+				res[v.name] += pipelined(v, *pipeN/rounds, 32) / rounds
+			}
+		}
 		for _, v := range variants {
-			res[v.name] = pipelined(v, *pipeN, 32)
 			fmt.Printf("  %-24s %10.0f msg/s\n", v.name, res[v.name])
 		}
 		for _, v := range variants[2:] {
@@ -190,22 +199,36 @@ func initialize(p *proc) {
 	check(p.in.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)))
 }
 
-func sequential(v variant, n int) (p50, p99 time.Duration) {
-	p := start(v)
-	defer p.stop()
-	initialize(p)
-	for i := 0; i < n/10; i++ { // warm up: page faults, first GC, branch predictors
-		p.roundTrip(call(i))
+// sequentialRounds measures every variant in turn, rounds times, so that the machine's
+// noise (other tenants, frequency changes) falls on all of them alike.
+func sequentialRounds(vs []variant, n, rounds int) map[string][2]time.Duration {
+	procs := make([]*proc, len(vs))
+	for i, v := range vs {
+		procs[i] = start(v)
+		initialize(procs[i])
+		for j := 0; j < n/10; j++ { // warm up: page faults, first GC, branch predictors
+			procs[i].roundTrip(call(j))
+		}
 	}
-	lat := make([]time.Duration, n)
-	for i := range lat {
-		msg := call(i)
-		t0 := time.Now()
-		p.roundTrip(msg)
-		lat[i] = time.Since(t0)
+	lat := make([][]time.Duration, len(vs))
+	for r := range rounds {
+		for i, p := range procs {
+			for j := range n / rounds {
+				msg := call(r*n + j)
+				t0 := time.Now()
+				p.roundTrip(msg)
+				lat[i] = append(lat[i], time.Since(t0))
+			}
+		}
 	}
-	slices.Sort(lat)
-	return lat[n/2], lat[n*99/100]
+	res := map[string][2]time.Duration{}
+	for i, v := range vs {
+		procs[i].stop()
+		l := lat[i]
+		slices.Sort(l)
+		res[v.name] = [2]time.Duration{l[len(l)/2], l[len(l)*99/100]}
+	}
+	return res
 }
 
 func pipelined(v variant, n, window int) float64 {

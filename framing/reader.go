@@ -100,6 +100,30 @@ func (r *Reader) Read() ([]byte, error) {
 	}
 }
 
+// Buffered reports whether the next Read will return a message without waiting for
+// input: a complete, non-blank line is already in the buffer. Blank lines at the head
+// are consumed on the way. A relay uses it to decide whether to hold a message back
+// for the next one (see Writer.Hold).
+func (r *Reader) Buffered() bool {
+	if len(r.frags) > 0 || r.skipping {
+		return false
+	}
+	for {
+		i := bytes.IndexByte(r.buf[r.start:r.end], '\n')
+		if i < 0 {
+			return false
+		}
+		line := r.buf[r.start : r.start+i]
+		if !isBlank(line) && i <= r.max {
+			return true
+		}
+		if !isBlank(line) {
+			return false // over the cap: Read reports it
+		}
+		r.start += i + 1
+	}
+}
+
 // fill reads more input, first making room: unconsumed bytes move to the front, and a
 // buffer that is full without a newline becomes a fragment of a long line.
 func (r *Reader) fill() {
@@ -110,12 +134,9 @@ func (r *Reader) fill() {
 	if r.end == len(r.buf) {
 		r.stash(r.buf)
 		// Grow the next buffer with the line so a 64 MB message is a few dozen
-		// fragments (and reads), not a thousand; cap it so a later run of small
-		// messages doesn't keep a huge buffer alive.
-		size := len(r.buf) * 2
-		if size > 8<<20 {
-			size = 8 << 20
-		}
+		// fragments (and reads), not a thousand; cap it because the buffer being
+		// filled is memory on top of the line itself.
+		size := min(len(r.buf)*2, 1<<20)
 		r.buf = make([]byte, size)
 		r.start, r.end = 0, 0
 	}

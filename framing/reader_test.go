@@ -230,3 +230,57 @@ func BenchmarkReaderSmall(b *testing.B) {
 		}
 	}
 }
+
+// countingWriter counts write calls: held messages must leave together.
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.writes++
+	return c.Buffer.Write(p)
+}
+
+func TestWriterHold(t *testing.T) {
+	var out countingWriter
+	w := NewWriter(&out)
+	for _, m := range []string{`{"a":1}`, `{"b":2}`, `{"c":3}`} {
+		if err := w.Hold([]byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out.writes != 0 {
+		t.Fatalf("held messages were written early (%d writes)", out.writes)
+	}
+	if err := w.Write([]byte(`{"d":4}`)); err != nil {
+		t.Fatal(err)
+	}
+	if out.writes != 1 || out.String() != "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n{\"d\":4}\n" {
+		t.Fatalf("%d writes of %q, want one write of all four in order", out.writes, out.String())
+	}
+	big := strings.Repeat("x", coalesceMax+1)
+	w.Hold([]byte(`{"e":5}`))
+	w.Hold([]byte(big))
+	w.Flush()
+	if !strings.HasSuffix(out.String(), "{\"e\":5}\n"+big+"\n") {
+		t.Fatalf("a large held message lost its order or newline")
+	}
+}
+
+func TestReaderBuffered(t *testing.T) {
+	r := NewReader(strings.NewReader("{\"a\":1}\n\n  \n{\"b\":2}\n{\"c\""), withBufSize(64))
+	if r.Buffered() {
+		t.Fatal("Buffered before any read")
+	}
+	r.Read()
+	if !r.Buffered() {
+		t.Fatal("a complete line after blank ones is buffered")
+	}
+	if m, _ := r.Read(); string(m) != `{"b":2}` {
+		t.Fatalf("got %s", m)
+	}
+	if r.Buffered() {
+		t.Fatal("a partial line is not a buffered message")
+	}
+}

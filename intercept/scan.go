@@ -103,49 +103,65 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
-// members lists the members of the object whose '{' is at b[i]; ok is false when the
-// object's structure is broken.
-func members(b []byte, i int) (ms []member, end int, ok bool) {
+// eachMember calls f for each member of the object whose '{' is at b[i], in order,
+// until f returns false; ok is false when the object's structure is broken (members
+// already passed to f were real). It allocates nothing: it runs on every host message.
+func eachMember(b []byte, i int, f func(m member) bool) (end int, ok bool) {
 	if i >= len(b) || b[i] != '{' {
-		return nil, 0, false
+		return 0, false
 	}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return nil, i + 1, true
+		return i + 1, true
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return nil, 0, false
+			return 0, false
 		}
 		k := skipString(b, i)
 		if k < 0 {
-			return nil, 0, false
+			return 0, false
 		}
 		m := member{key: span{i, k}}
 		i = skipSpace(b, k)
 		if i >= len(b) || b[i] != ':' {
-			return nil, 0, false
+			return 0, false
 		}
 		i = skipSpace(b, i+1)
 		v := skipValue(b, i)
 		if v < 0 {
-			return nil, 0, false
+			return 0, false
 		}
 		m.value = span{i, v}
-		ms = append(ms, m)
+		if !f(m) {
+			return v, true
+		}
 		i = skipSpace(b, v)
 		if i >= len(b) {
-			return nil, 0, false
+			return 0, false
 		}
 		switch b[i] {
 		case ',':
 			i = skipSpace(b, i+1)
 		case '}':
-			return ms, i + 1, true
+			return i + 1, true
 		default:
-			return nil, 0, false
+			return 0, false
 		}
 	}
+}
+
+// members lists the members of the object whose '{' is at b[i]; ok is false when the
+// object's structure is broken.
+func members(b []byte, i int) (ms []member, end int, ok bool) {
+	end, ok = eachMember(b, i, func(m member) bool {
+		ms = append(ms, m)
+		return true
+	})
+	if !ok {
+		return nil, 0, false
+	}
+	return ms, end, true
 }
 
 // elements lists the values of the array whose '[' is at b[i].

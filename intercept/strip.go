@@ -55,16 +55,20 @@ func strip(msg []byte, key string) ([]byte, hostScan) {
 
 // scanRequest looks at the object at msg[i] and appends the spans to delete.
 func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []span) []span {
-	ms, _, ok := members(msg, i)
-	if !ok {
-		return dels
-	}
 	// The method the upstream acts on is the last "method" member (JSON parsers keep
 	// the last duplicate); but the key is removed from every params.arguments of a
 	// tools/call, so no parser, whatever it does with duplicates, can see it.
 	isCall := false
-	for _, m := range ms {
-		if keyIs(msg[m.key.start:m.key.end], "method") {
+	var paramsBuf [2]span
+	params := paramsBuf[:0]
+	_, ok := eachMember(msg, i, func(m member) bool {
+		k := msg[m.key.start:m.key.end]
+		switch {
+		case keyIs(k, "params"):
+			if msg[m.value.start] == '{' {
+				params = append(params, m.value)
+			}
+		case keyIs(k, "method"):
 			v := msg[m.value.start:m.value.end]
 			switch {
 			case keyIs(v, "tools/call"):
@@ -76,35 +80,34 @@ func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []span) []spa
 				sc.awaiting++
 			}
 		}
-	}
-	if !isCall {
+		return true
+	})
+	if !ok || !isCall {
 		return dels
 	}
 	sc.want |= wantCall
 	sc.awaiting++
 	var callID *string
-	for _, p := range ms {
-		if !keyIs(msg[p.key.start:p.key.end], "params") || msg[p.value.start] != '{' {
-			continue
-		}
-		pms, _, ok := members(msg, p.value.start)
-		if !ok {
-			continue
-		}
-		for _, a := range pms {
+	var argsBuf [16]member
+	for _, p := range params {
+		eachMember(msg, p.start, func(a member) bool {
 			if !keyIs(msg[a.key.start:a.key.end], "arguments") || msg[a.value.start] != '{' {
-				continue
+				return true
 			}
-			ams, _, ok := members(msg, a.value.start)
-			if !ok {
-				continue
+			ams := argsBuf[:0]
+			if _, ok := eachMember(msg, a.value.start, func(m member) bool {
+				ams = append(ams, m)
+				return true
+			}); !ok {
+				return true
 			}
 			var id *string
 			dels, id = deleteKey(msg, ams, key, dels)
 			if id != nil {
 				callID = id // the last occurrence wins, as in the host's JSON.parse
 			}
-		}
+			return true
+		})
 	}
 	sc.callIDs = append(sc.callIDs, callID)
 	return dels

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -97,6 +98,12 @@ func New(o Options) *Relay {
 	}
 }
 
+// collectAfter is the message size after which a pump asks for a garbage collection
+// once the message is forwarded. A large message exists twice while it is assembled
+// (its pieces and the whole); left to the pacer, that garbage is still held when the
+// next large message arrives, and the proxy's peak memory doubles again.
+const collectAfter = 8 << 20
+
 // ErrUpstreamEnded is returned by Run when the upstream went away while the host was
 // still connected.
 var ErrUpstreamEnded = errors.New("the upstream server ended the session")
@@ -166,13 +173,23 @@ func (r *Relay) hostPump() {
 		// The send time is taken as the write starts: an answer can be read before a
 		// large write returns, and a call must not end before it started.
 		sentAt := time.Now()
-		if err := r.up.Write(msg); err != nil {
+		// Under load, messages leave together: a message is held only when the next
+		// one is already buffered, so the next Read cannot wait and a Write follows;
+		// a lone message always goes out at once.
+		write := r.up.Write
+		if r.hostIn.Buffered() {
+			write = r.up.Hold
+		}
+		if err := write(msg); err != nil {
 			// The upstream is gone; the upstream pump sees it too and ends the
 			// session. Keep reading so the host isn't blocked meanwhile.
 			r.log.Debug("could not forward a host message", "err", err)
 		}
 		if r.ic != nil {
 			r.ic.Forwarded(sentAt)
+		}
+		if len(msg) >= collectAfter {
+			runtime.GC()
 		}
 	}
 }
@@ -188,13 +205,23 @@ func (r *Relay) upstreamPump() error {
 		}
 		readAt := time.Now()
 		if r.ownPending.Load() > 0 && r.deliverOwn(msg) {
+			if err := r.hostOut.Flush(); err != nil {
+				return fmt.Errorf("writing to the host: %w", err)
+			}
 			continue
 		}
-		if err := r.hostOut.Write(msg); err != nil {
+		write := r.hostOut.Write
+		if r.up.Buffered() {
+			write = r.hostOut.Hold // as in hostPump
+		}
+		if err := write(msg); err != nil {
 			return fmt.Errorf("writing to the host: %w", err)
 		}
 		if r.ic != nil {
 			r.ic.FromUpstream(msg, readAt)
+		}
+		if len(msg) >= collectAfter {
+			runtime.GC()
 		}
 	}
 }

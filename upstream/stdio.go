@@ -56,6 +56,7 @@ type Process struct {
 	inFile *os.File
 	out    *framing.Reader
 	outF   *os.File
+	next   []byte // a message Buffered already read and validated
 
 	inputGrace, termGrace time.Duration
 
@@ -160,6 +161,10 @@ func (p *Process) wait() {
 // Read returns the next message from the server. Lines that are not JSON-RPC messages
 // are written to Stderr as "[name] line" and skipped.
 func (p *Process) Read() ([]byte, error) {
+	if msg := p.next; msg != nil {
+		p.next = nil
+		return msg, nil
+	}
 	for {
 		if p.Exited() {
 			_ = p.outF.SetReadDeadline(time.Now().Add(orphanGrace))
@@ -179,11 +184,43 @@ func (p *Process) Read() ([]byte, error) {
 			return nil, err
 		}
 		if !IsMessage(msg) {
-			fmt.Fprintf(p.stderr, "[%s] %s\n", p.name, msg)
+			p.notMessage(msg)
 			continue
 		}
 		return msg, nil
 	}
+}
+
+func (p *Process) notMessage(line []byte) {
+	fmt.Fprintf(p.stderr, "[%s] %s\n", p.name, line)
+}
+
+// Buffered reports whether Read will return a message without waiting. A buffered line
+// that is not a message would make Read wait after all, so it is dealt with here.
+func (p *Process) Buffered() bool {
+	for p.next == nil {
+		if !p.out.Buffered() {
+			return false
+		}
+		msg, err := p.out.Read()
+		if err != nil {
+			return false // not reached: a buffered line is returned without reading
+		}
+		if IsMessage(msg) {
+			p.next = msg
+		} else {
+			p.notMessage(msg)
+		}
+	}
+	return true
+}
+
+// Hold sends one message to the server, possibly held until the next Write.
+func (p *Process) Hold(msg []byte) error {
+	if err := p.in.Hold(msg); err != nil {
+		return fmt.Errorf("writing to %s: %w", p.name, err)
+	}
+	return nil
 }
 
 // Write sends one message to the server.

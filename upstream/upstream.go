@@ -18,8 +18,13 @@ type Conn interface {
 	// Read returns the next message from the server, or io.EOF once the server has
 	// gone and every message it sent has been returned.
 	Read() ([]byte, error)
-	// Write sends one message to the server.
+	// Write sends one message to the server, after any held ones.
 	Write(msg []byte) error
+	// Hold is Write, except that the message may wait until the next Write. The relay
+	// holds a message only when Buffered says the next one is already in hand.
+	Hold(msg []byte) error
+	// Buffered reports whether Read will return a message without waiting.
+	Buffered() bool
 	// Close ends the session the gentle way for the transport and releases everything
 	// it holds; after Close returns, nothing it started is still running.
 	Close() error

@@ -114,6 +114,7 @@ func runProxy(args []string) int {
 		return code
 	}
 	logger := newLogger(os.Stderr, f.logLevel, f.server)
+	defer startProfile()()
 
 	// The host's end of the session. Nothing but relayed messages may ever be written
 	// to stdout; the logger above writes to stderr.
