@@ -14,6 +14,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
 func main() {
@@ -43,6 +45,8 @@ func main() {
 		only     = flag.String("only", "", "comma-separated workloads: seq,pipe,big,start,idle (default all)")
 		blocking = flag.Bool("blocking", false, "also measure the proxy with host stdio forced blocking and forced non-blocking (BIR_BLOCKING_STDIO=1, =0)")
 		rec      = flag.Bool("recording", false, "also measure the proxy recording to a reference recorder (and its faults)")
+		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof")
+		gap      = flag.Duration("gap", 0, "pause between sequential round trips (a host that is not saturating the machine)")
 		extraEnv = flag.String("variant-env", "", "also measure the proxy with these extra environment variables (comma-separated K=V)")
 	)
 	flag.Parse()
@@ -68,15 +72,25 @@ func main() {
 			variant{name: "bir-proxy/blocking", argv: variants[2].argv, env: []string{"BIR_OFF=1", "BIR_BLOCKING_STDIO=1"}},
 			variant{name: "bir-proxy/poller", argv: variants[2].argv, env: []string{"BIR_OFF=1", "BIR_BLOCKING_STDIO=0"}})
 	}
-	_ = rec
+	if *rec {
+		for _, v := range recordingVariants(dir) {
+			v.argv = variants[2].argv
+			variants = append(variants, v)
+		}
+	}
 	if *extraEnv != "" {
 		variants = append(variants, variant{name: "bir-proxy/" + *extraEnv, argv: variants[2].argv, env: append([]string{"BIR_OFF=1"}, strings.Split(*extraEnv, ",")...)})
+	}
+	for i, v := range variants {
+		if v.name == *profile {
+			variants[i].env = append(slices.Clone(v.env), "BIR_CPUPROFILE="+filepath.Join(must(os.Getwd()), "bench-"+strings.ReplaceAll(v.name, "/", "_")+".prof"))
+		}
 	}
 	fmt.Printf("bir-proxy bench: GOMAXPROCS-visible CPUs %d, %s\n\n", cpus(), time.Now().Format(time.RFC3339))
 
 	if want("seq") {
 		fmt.Printf("Sequential tools/call round trips (%d each, interleaved in rounds):\n", *n)
-		res := sequentialRounds(variants, *n, 10)
+		res := sequentialRounds(variants, *n, 10, *gap)
 		for _, v := range variants {
 			fmt.Printf("  %-24s p50 %8s  p99 %8s\n", v.name, res[v.name][0], res[v.name][1])
 		}
@@ -85,8 +99,15 @@ func main() {
 			r := res[v.name]
 			fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the copy relay   (p50 %.2fx direct)\n", v.name, ratio(r[0], base[0]), ratio(r[1], base[1]), ratio(r[0], res["direct"][0]))
 		}
-		if _, ok := res["bir-proxy/recording"]; ok {
-			fmt.Printf("  %-24s p50 %.2fx  BIR_OFF=1\n", "bir-proxy/recording", ratio(res["bir-proxy/recording"][0], res["bir-proxy"][0]))
+		for _, v := range variants {
+			if v.rec != nil {
+				fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the proxy with BIR_OFF=1\n", v.name, ratio(res[v.name][0], res["bir-proxy"][0]), ratio(res[v.name][1], res["bir-proxy"][1]))
+			}
+		}
+		for _, v := range variants {
+			if v.rec != nil && v.fault == "" {
+				fmt.Printf("  %-24s report at the recorder %s after the host had the answer (p50; p99 %s)\n", v.name, v.reportLag[0], v.reportLag[1])
+			}
 		}
 		fmt.Println()
 	}
@@ -153,6 +174,14 @@ type variant struct {
 	name string
 	argv []string
 	env  []string
+
+	// rec is the reference recorder a recording variant reports to; fault is what
+	// it is made to do wrong ("" for nothing).
+	rec   *recordertest.Server
+	fault string
+	// reportLag is filled by the sequential workload: how long after the host read an
+	// answer the recorder had the call's report (p50, p99).
+	reportLag *[2]time.Duration
 }
 
 // proc is one running variant: the host's ends of its pipes.
@@ -201,7 +230,7 @@ func initialize(p *proc) {
 
 // sequentialRounds measures every variant in turn, rounds times, so that the machine's
 // noise (other tenants, frequency changes) falls on all of them alike.
-func sequentialRounds(vs []variant, n, rounds int) map[string][2]time.Duration {
+func sequentialRounds(vs []variant, n, rounds int, gap time.Duration) map[string][2]time.Duration {
 	procs := make([]*proc, len(vs))
 	for i, v := range vs {
 		procs[i] = start(v)
@@ -211,14 +240,31 @@ func sequentialRounds(vs []variant, n, rounds int) map[string][2]time.Duration {
 		}
 	}
 	lat := make([][]time.Duration, len(vs))
+	answered := make([]map[string]time.Time, len(vs)) // callId → when the host had the answer
 	for r := range rounds {
 		for i, p := range procs {
 			for j := range n / rounds {
-				msg := call(r*n + j)
+				id := n + r*n + j // past the warm-up's ids
+				msg := call(id)
 				t0 := time.Now()
 				p.roundTrip(msg)
-				lat[i] = append(lat[i], time.Since(t0))
+				t1 := time.Now()
+				lat[i] = append(lat[i], t1.Sub(t0))
+				if gap > 0 {
+					time.Sleep(gap)
+				}
+				if vs[i].rec != nil {
+					if answered[i] == nil {
+						answered[i] = map[string]time.Time{}
+					}
+					answered[i]["c-"+strconv.Itoa(id)] = t1
+				}
 			}
+		}
+	}
+	for i, v := range vs {
+		if v.rec != nil && v.fault == "" {
+			*v.reportLag = reportLag(v.rec, answered[i])
 		}
 	}
 	res := map[string][2]time.Duration{}
@@ -229,6 +275,63 @@ func sequentialRounds(vs []variant, n, rounds int) map[string][2]time.Duration {
 		res[v.name] = [2]time.Duration{l[len(l)/2], l[len(l)*99/100]}
 	}
 	return res
+}
+
+// reportLag waits for every call's report and returns how long after the host had
+// the answer the recorder had the report: p50 and p99.
+func reportLag(rec *recordertest.Server, answered map[string]time.Time) [2]time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	snap, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
+		n := 0
+		for _, st := range s.Steps {
+			if _, ok := answered[st.Get("callId").String()]; ok {
+				n++
+			}
+		}
+		return n == len(answered)
+	})
+	if err != nil {
+		log.Fatalf("reports did not all arrive: %v", err)
+	}
+	var lags []time.Duration
+	for _, st := range snap.Steps {
+		if t, ok := answered[st.Get("callId").String()]; ok {
+			lags = append(lags, st.At.Sub(t))
+		}
+	}
+	slices.Sort(lags)
+	return [2]time.Duration{lags[len(lags)/2], lags[len(lags)*99/100]}
+}
+
+// recordingVariants are the proxy recording to a reference recorder on loopback:
+// healthy, answering 500 to everything, and taking a second per request.
+func recordingVariants(dir string) []variant {
+	var vs []variant
+	for _, fault := range []string{"", "500", "slow"} {
+		rec, err := recordertest.Listen()
+		check(err)
+		switch fault {
+		case "500":
+			rec.Fail(500)
+		case "slow":
+			rec.Slow(time.Second)
+		}
+		name := "bir-proxy/recording"
+		if fault != "" {
+			name += "/recorder-" + fault
+		}
+		state, err := os.MkdirTemp(dir, "state-")
+		check(err)
+		vs = append(vs, variant{
+			name:      name,
+			env:       append(rec.Env(), "BIR_OFF=0", "XDG_STATE_HOME="+state),
+			rec:       rec,
+			fault:     fault,
+			reportLag: new([2]time.Duration),
+		})
+	}
+	return vs
 }
 
 func pipelined(v variant, n, window int) float64 {
@@ -407,6 +510,11 @@ func cpus() int {
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
+
+func must[T any](v T, err error) T {
+	check(err)
+	return v
+}
 
 func check(err error) {
 	if err != nil {

@@ -170,6 +170,7 @@ type queue struct {
 	bytes  int64
 	budget int64
 	closed bool
+	armed  bool // a wake-up timer is pending
 	wake   chan struct{}
 }
 
@@ -185,6 +186,31 @@ func (q *queue) push(ev event) {
 	q.bytes += int64(len(ev.msg))
 	q.events = append(q.events, ev)
 	q.mu.Unlock()
+	// Only an event that may end a call wakes bookkeeping. Waking it for a request
+	// just forwarded would put its work on the CPUs exactly while the server is
+	// answering, the one moment the host is waiting on; the request waits in the
+	// queue for its answer instead.
+	if ev.kind == evHost || ev.kind == evSent {
+		return
+	}
+	q.mu.Lock()
+	armed := q.armed
+	q.armed = true
+	q.mu.Unlock()
+	if !armed {
+		time.AfterFunc(wakeDelay, func() {
+			q.mu.Lock()
+			q.armed = false
+			q.mu.Unlock()
+			q.signal()
+		})
+	}
+}
+
+// wakeDelay is how long an ended call waits before bookkeeping starts on it.
+const wakeDelay = time.Millisecond
+
+func (q *queue) signal() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
@@ -211,8 +237,5 @@ func (q *queue) close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	q.signal()
 }

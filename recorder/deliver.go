@@ -68,6 +68,10 @@ type result struct {
 	stopped bool // cancelled by Close, not an answer from the recorder
 }
 
+// keepInMemory is how many waiting reports of this run may keep their bytes in memory;
+// past it, those already in the spool file are read back from there when sent.
+const keepInMemory = 256
+
 // dispatcher owns delivery: one goroutine (run) decides what to send, and each
 // request runs in its own goroutine, at most maxInFlight at once. It holds no timer or
 // goroutine while there is nothing to send, so an idle proxy costs no CPU.
@@ -78,7 +82,8 @@ type dispatcher struct {
 	regBase registration
 
 	mu           sync.Mutex
-	inbox        []entry // committed reports of this run, not yet taken by run
+	inbox        []entry // reports of this run, not yet taken by run
+	onDisk       []entry // where reports of this run now are in the spool file
 	facts        ServerFacts
 	factsVersion int
 	ep           *Endpoint
@@ -144,12 +149,21 @@ func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoptio
 	return d
 }
 
-// add hands over reports of this run that are now on disk.
+// add hands over reports of this run, with their bytes.
 func (d *dispatcher) add(entries []entry) {
 	d.mu.Lock()
 	d.inbox = append(d.inbox, entries...)
 	d.mu.Unlock()
 	d.poke()
+}
+
+// spooled says where reports handed over by add now are in the spool file, so those
+// still waiting can drop their bytes (a long outage would otherwise hold every report of
+// the session in memory).
+func (d *dispatcher) spooled(entries []entry) {
+	d.mu.Lock()
+	d.onDisk = append(d.onDisk, entries...)
+	d.mu.Unlock()
 }
 
 // learn merges new facts and has this run registered again with them.
@@ -220,11 +234,18 @@ func (d *dispatcher) run() {
 
 func (d *dispatcher) takeInbox() {
 	d.mu.Lock()
-	in := d.inbox
-	d.inbox = nil
+	in, onDisk := d.inbox, d.onDisk
+	d.inbox, d.onDisk = nil, nil
 	version := d.factsVersion
 	d.mu.Unlock()
 	d.current.queued = append(d.current.queued, in...)
+	if q := d.current.queued; len(q) > keepInMemory {
+		for _, f := range onDisk { // queued is ordered by seq
+			if i, ok := slices.BinarySearchFunc(q, f.seq, func(e entry, seq uint64) int { return cmp.Compare(e.seq, seq) }); ok && q[i].body != nil {
+				q[i] = f
+			}
+		}
+	}
 	if version != d.current.regSent && !d.current.registering {
 		d.current.regDue = true
 	}
@@ -432,7 +453,7 @@ func (d *dispatcher) requeue(res result) {
 // once all of its reports are done.
 func (d *dispatcher) done1(res result) {
 	l := res.lane
-	if l.file != nil && res.entry.body == nil {
+	if l.file != nil {
 		if err := l.file.markDone(res.entry.seq); err != nil {
 			d.log.Debug("cannot mark a report done", "err", err)
 		}

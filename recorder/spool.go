@@ -46,6 +46,9 @@ type spoolFile struct {
 	f    *os.File
 	size int64 // where the next line goes; everything before it is whole lines
 	live int   // report lines written and not yet marked done
+
+	spooledTo uint64   // the highest seq whose line is in the file (own file only)
+	early     []uint64 // done marks waiting for their report's line
 }
 
 func spoolName(server, proxyID string) string {
@@ -73,7 +76,7 @@ func createSpool(dir, server, proxyID string) (*spoolFile, error) {
 
 // appendReports writes lines (each ending in '\n') in one write and syncs them, and
 // returns where each line starts.
-func (s *spoolFile) appendReports(lines [][]byte) ([]int64, error) {
+func (s *spoolFile) appendReports(lines [][]byte, seqs []uint64) ([]int64, error) {
 	size := 0
 	for _, l := range lines {
 		size += len(l)
@@ -91,32 +94,63 @@ func (s *spoolFile) appendReports(lines [][]byte) ([]int64, error) {
 		s.f.Truncate(s.size)
 		return nil, fmt.Errorf("write spool file: %w", err)
 	}
-	if err := s.f.Sync(); err != nil {
-		// The lines may or may not be on disk; keep them (the recorder ignores a repeat)
-		// but say it.
-		s.size += int64(len(buf))
-		s.live += len(lines)
-		return offs, fmt.Errorf("sync spool file: %w", err)
-	}
+	// fsynced by the Reporter's commit loop within syncWindow.
 	s.size += int64(len(buf))
 	s.live += len(lines)
+	if n := len(seqs); n > 0 && seqs[n-1] > s.spooledTo {
+		s.spooledTo = seqs[n-1]
+	}
+	s.writeEarlyAcks()
 	return offs, nil
 }
 
-// markDone appends the done mark for seq. It is not synced: a mark lost to a machine
-// crash only means the report is sent once more, and the recorder ignores repeats.
-func (s *spoolFile) markDone(seq uint64) error {
-	line := strconv.AppendUint([]byte(`{"ack":`), seq, 10)
-	line = append(line, "}\n"...)
+// sync flushes the file to disk.
+func (s *spoolFile) sync() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("sync spool file: %w", err)
+	}
+	return nil
+}
+
+// markDone appends the done mark for seq. It is not synced: a mark lost to a machine
+// crash only means the report is sent once more, and the recorder ignores repeats. A
+// report is handed to delivery before its line is written, so its mark can come first;
+// it then waits for the line, or a compaction could empty the file between the mark and
+// the line and leave the line looking undelivered.
+func (s *spoolFile) markDone(seq uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own && seq > s.spooledTo {
+		s.early = append(s.early, seq)
+		return nil
+	}
+	return s.writeAck(seq)
+}
+
+func (s *spoolFile) writeEarlyAcks() {
+	kept := s.early[:0]
+	for _, seq := range s.early {
+		if seq > s.spooledTo {
+			kept = append(kept, seq)
+			continue
+		}
+		_ = s.writeAck(seq) // as markDone: a lost mark only means a harmless resend
+	}
+	s.early = kept
+}
+
+func (s *spoolFile) writeAck(seq uint64) error {
+	line := strconv.AppendUint([]byte(`{"ack":`), seq, 10)
+	line = append(line, "}\n"...)
 	if _, err := s.f.WriteAt(line, s.size); err != nil {
 		s.f.Truncate(s.size)
 		return fmt.Errorf("mark report %d done in spool file: %w", seq, err)
 	}
 	s.size += int64(len(line))
 	s.live--
-	if s.own && s.live == 0 && s.size > compactAt {
+	if s.own && s.live == 0 && len(s.early) == 0 && s.size > compactAt {
 		// Everything in the file is done: nothing is lost if we crash right after this.
 		if err := s.f.Truncate(0); err == nil {
 			s.size = 0

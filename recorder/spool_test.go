@@ -112,10 +112,10 @@ func TestSpoolCompactsWhenAllDone(t *testing.T) {
 	line := []byte(strings.Repeat("x", 100_000) + "\n")
 	var seq uint64
 	for s.size <= compactAt {
-		if _, err := s.appendReports([][]byte{line}); err != nil {
+		seq++
+		if _, err := s.appendReports([][]byte{line}, []uint64{seq}); err != nil {
 			t.Fatal(err)
 		}
-		seq++
 		if seq > 1 {
 			s.markDone(seq - 1)
 		}
@@ -170,5 +170,32 @@ func TestMarshalStep(t *testing.T) {
 	}
 	if gjson.GetBytes(line, "seq").Int() != 9 || !gjson.GetBytes(line, "result").Exists() {
 		t.Errorf("line: %s", line)
+	}
+}
+
+// A report can be acknowledged before its line is written (delivery starts first); its
+// mark must not come before the line, or a compaction could lose the line's done state.
+func TestSpoolEarlyAckWaitsForItsLine(t *testing.T) {
+	s, err := createSpool(t.TempDir(), "github", testID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	if err := s.markDone(1); err != nil {
+		t.Fatal(err)
+	}
+	if s.size != 0 {
+		t.Fatalf("the mark was written before the report's line (%d bytes)", s.size)
+	}
+	line := []byte(`{"proxyId":"` + testID + `","server":"github","seq":1}` + "\n")
+	if _, err := s.appendReports([][]byte{line}, []uint64{1}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(s.path)
+	if string(data) != string(line)+`{"ack":1}`+"\n" {
+		t.Fatalf("spool holds %q", data)
+	}
+	if s.live != 0 {
+		t.Fatalf("%d reports left live", s.live)
 	}
 }
