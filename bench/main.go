@@ -177,8 +177,9 @@ type variant struct {
 
 	// rec is the reference recorder a recording variant reports to; fault is what
 	// it is made to do wrong ("" for nothing).
-	rec   *recordertest.Server
-	fault string
+	rec       *recordertest.Server
+	fault     string
+	stateRoot string
 	// reportLag is filled by the sequential workload: how long after the host read an
 	// answer the recorder had the call's report (p50, p99).
 	reportLag *[2]time.Duration
@@ -195,6 +196,11 @@ type proc struct {
 func start(v variant) *proc {
 	cmd := exec.Command(v.argv[0], v.argv[1:]...)
 	cmd.Env = append(os.Environ(), v.env...)
+	if v.rec != nil {
+		// A fresh state directory per run: a later run would otherwise spend its
+		// time adopting the reports an earlier run left for a failing recorder.
+		cmd.Env = append(cmd.Env, "XDG_STATE_HOME="+must(os.MkdirTemp(v.stateRoot, "state-")))
+	}
 	cmd.Stderr = os.Stderr
 	inR, inW, err := os.Pipe()
 	check(err)
@@ -321,11 +327,10 @@ func recordingVariants(dir string) []variant {
 		if fault != "" {
 			name += "/recorder-" + fault
 		}
-		state, err := os.MkdirTemp(dir, "state-")
-		check(err)
 		vs = append(vs, variant{
 			name:      name,
-			env:       append(rec.Env(), "BIR_OFF=0", "XDG_STATE_HOME="+state),
+			env:       append(rec.Env(), "BIR_OFF=0"),
+			stateRoot: dir,
 			rec:       rec,
 			fault:     fault,
 			reportLag: new([2]time.Duration),

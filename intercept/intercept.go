@@ -190,7 +190,11 @@ func (q *queue) push(ev event) {
 	// just forwarded would put its work on the CPUs exactly while the server is
 	// answering, the one moment the host is waiting on; the request waits in the
 	// queue for its answer instead.
-	if ev.kind == evHost || ev.kind == evSent {
+	switch {
+	case ev.kind == evSent, ev.kind == evHost && len(ev.msg) < holdMax:
+		return
+	case ev.kind == evHost:
+		q.signal()
 		return
 	}
 	q.mu.Lock()
@@ -206,6 +210,10 @@ func (q *queue) push(ev event) {
 		})
 	}
 }
+
+// holdMax is the largest request left waiting in the queue for its answer; a larger
+// one is looked at at once, so its bytes can go while the tool runs.
+const holdMax = 64 << 10
 
 // wakeDelay is how long an ended call waits before bookkeeping starts on it.
 const wakeDelay = time.Millisecond

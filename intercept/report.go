@@ -20,46 +20,47 @@ const (
 	maxCallID = 1024
 )
 
-// buildStep makes the report for a finished call: fingerprint over the raw arguments
-// (key already removed, nothing redacted), then arguments, result and error redacted
-// and clipped so the whole report stays within capBytes.
-func buildStep(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage, capBytes int) recorder.Step {
-	st := recorder.Step{
-		CallID:     clipID(c.callID),
-		Tool:       clipString(c.tool, maxTool),
-		ReceivedAt: c.receivedAt.UTC(),
-		StartedAt:  c.startedAt.UTC(),
-		EndedAt:    endedAt.UTC(),
-		DurationMs: float64(endedAt.Sub(c.startedAt).Microseconds()) / 1000,
-		Outcome:    outcome,
-	}
+// describeArgs fills in what a report says about a call's arguments, as soon as the
+// call is seen: the fingerprint over the raw arguments (key already removed, nothing
+// redacted), then the arguments redacted and clipped to half a report. Doing it then,
+// rather than when the call ends, lets the message's bytes go: a 50 MB call would
+// otherwise be held for as long as the tool runs.
+func describeArgs(c *call, capBytes int) {
 	if c.msg != nil {
 		// Fingerprint errors mean arguments that are not JSON; the report still goes,
 		// with an empty fingerprint the recorder cannot match (it joins by callId).
-		st.ArgsFingerprint, _ = Fingerprint(c.args)
+		c.fingerprint, _ = Fingerprint(c.args)
 	}
 	args := c.args
 	if args == nil {
 		args = json.RawMessage(`{}`)
 	}
+	c.argsOut, c.argsClipped = redact.Report(args, max((capBytes-fixedSize(c))/2, minPart))
+	c.msg, c.args = nil, nil
+}
 
-	// What the fixed fields take, with room for the three members' names and flags.
-	fixed, _ := json.Marshal(st)
-	avail := capBytes - len(fixed) - 64
+// buildStep makes the report for a finished call: its arguments as describeArgs left
+// them, the result and error redacted and clipped into the rest of capBytes.
+func buildStep(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage, capBytes int) recorder.Step {
+	st := recorder.Step{
+		CallID:          clipID(c.callID),
+		Tool:            clipString(c.tool, maxTool),
+		Args:            c.argsOut,
+		ArgsFingerprint: c.fingerprint,
+		ArgsClipped:     c.argsClipped,
+		ReceivedAt:      c.receivedAt.UTC(),
+		StartedAt:       c.startedAt.UTC(),
+		EndedAt:         endedAt.UTC(),
+		DurationMs:      float64(endedAt.Sub(c.startedAt).Microseconds()) / 1000,
+		Outcome:         outcome,
+	}
+	avail := capBytes - fixedSize(c) - len(st.Args)
 	if rpcErr != nil {
 		st.Error, _ = redact.Report(rpcErr, max(avail/4, minPart))
 		avail -= len(st.Error)
 	}
-	if result == nil {
-		st.Args, st.ArgsClipped = redact.Report(args, max(avail, minPart))
-		return st
-	}
-	// Arguments may take half when both are large; whatever either leaves unused, the
-	// other gets.
-	st.Args, st.ArgsClipped = redact.Report(args, max(avail/2, minPart))
-	st.Result, st.ResultClipped = redact.Report(result, max(avail-len(st.Args), minPart))
-	if st.ArgsClipped && len(st.Args)+len(st.Result) < avail {
-		st.Args, st.ArgsClipped = redact.Report(args, max(avail-len(st.Result), minPart))
+	if result != nil {
+		st.Result, st.ResultClipped = redact.Report(result, max(avail, minPart))
 	}
 	return st
 }
@@ -82,4 +83,18 @@ func clipString(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// fixedSize bounds what a report takes besides its args, result and error: the
+// members' names, the timestamps and ids at their longest, and the host-chosen strings
+// with every byte escaped.
+func fixedSize(c *call) int {
+	return 1024 + 6*min(len(c.tool), maxTool) + 6*min(len(deref(c.callID)), maxCallID)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

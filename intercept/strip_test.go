@@ -215,12 +215,12 @@ func TestStripProperty(t *testing.T) {
 			t.Fatalf("not seen as one tools/call: %s", in)
 		}
 		if (wantID == nil) != (sc.callIDs[0] == nil) || (wantID != nil && *wantID != *sc.callIDs[0]) {
-			t.Fatalf("callId = %v, want %v in %s", deref(sc.callIDs[0]), deref(wantID), in)
+			t.Fatalf("callId = %v, want %v in %s", show(sc.callIDs[0]), show(wantID), in)
 		}
 	}
 }
 
-func deref(s *string) string {
+func show(s *string) string {
 	if s == nil {
 		return "<nil>"
 	}

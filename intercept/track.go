@@ -44,6 +44,12 @@ type call struct {
 	receivedAt time.Time
 	startedAt  time.Time // zero until the message is known to have been sent
 
+	// What the report says of the arguments, worked out when the call is seen
+	// (describeArgs), after which msg and args are dropped.
+	fingerprint string
+	argsOut     json.RawMessage
+	argsClipped bool
+
 	// A call that ended before its send time was known keeps its end here.
 	ended   bool
 	endedAt time.Time
@@ -165,6 +171,7 @@ func (t *tracker) host(ev event) {
 		// Shed: the bytes are gone, but the call still gets its report.
 		for _, id := range ev.scan.callIDs {
 			c := &call{callID: id, receivedAt: ev.at}
+			describeArgs(c, t.cap)
 			t.unsent = append(t.unsent, c)
 			t.finish(c, ev.at, recorder.OutcomeRPCError, nil,
 				json.RawMessage(`{"code":-32603,"message":"not recorded: the proxy's bookkeeping fell behind"}`))
@@ -195,6 +202,7 @@ func (t *tracker) host(ev event) {
 				c.tool = stringOf(memberOf(f.params, "name"))
 				c.args = memberOf(f.params, "arguments")
 			}
+			describeArgs(c, t.cap)
 			if f.id == nil {
 				// A tools/call without an id is a notification: no answer will ever
 				// come. It is still reported (never dropped), as the invalid request
@@ -324,6 +332,9 @@ func idKey(raw []byte) string {
 		s, _ := decodeString(raw)
 		return "s" + s
 	case c == '-' || (c >= '0' && c <= '9'):
+		if plainInteger(raw) {
+			return "n" + string(raw) // the common case, already in normal form
+		}
 		// big.Rat reads exponents by repeated multiplication; bound them so a hostile
 		// 1e999999999 costs nothing.
 		if len(raw) <= 64 && !hugeExponent(raw) {
@@ -335,6 +346,24 @@ func idKey(raw []byte) string {
 	default:
 		return "r" + string(raw)
 	}
+}
+
+// plainInteger reports whether raw is an integer already written the one way big.Rat
+// would write it: no fraction, exponent or leading zero, and not -0.
+func plainInteger(raw []byte) bool {
+	digits := raw
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || (digits[0] == '0' && (len(digits) > 1 || len(raw) > 1)) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func hugeExponent(raw []byte) bool {

@@ -145,6 +145,7 @@ func TestSpoolOfKilledProxyIsAdopted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	<-bystander.adoptDone
 	if len(bystander.adopted) != 0 {
 		t.Errorf("adopted %v while their proxy still runs", bystander.adopted)
 	}
@@ -171,6 +172,7 @@ func TestSpoolOfKilledProxyIsAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := open(t, recorderConfig(t, rec, state))
+	<-next.adoptDone
 	if len(next.adopted) != 1 || next.adopted[0] != oldID {
 		t.Fatalf("adopted %v, want [%s]", next.adopted, oldID)
 	}

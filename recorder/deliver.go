@@ -84,6 +84,7 @@ type dispatcher struct {
 	mu           sync.Mutex
 	inbox        []entry // reports of this run, not yet taken by run
 	onDisk       []entry // where reports of this run now are in the spool file
+	adoptedIn    []adoption
 	facts        ServerFacts
 	factsVersion int
 	ep           *Endpoint
@@ -153,6 +154,17 @@ func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoptio
 func (d *dispatcher) add(entries []entry) {
 	d.mu.Lock()
 	d.inbox = append(d.inbox, entries...)
+	d.mu.Unlock()
+	d.poke()
+}
+
+// adopt takes over the reports of earlier runs.
+func (d *dispatcher) adopt(as []adoption) {
+	if len(as) == 0 {
+		return
+	}
+	d.mu.Lock()
+	d.adoptedIn = append(d.adoptedIn, as...)
 	d.mu.Unlock()
 	d.poke()
 }
@@ -234,10 +246,13 @@ func (d *dispatcher) run() {
 
 func (d *dispatcher) takeInbox() {
 	d.mu.Lock()
-	in, onDisk := d.inbox, d.onDisk
-	d.inbox, d.onDisk = nil, nil
+	in, onDisk, adopted := d.inbox, d.onDisk, d.adoptedIn
+	d.inbox, d.onDisk, d.adoptedIn = nil, nil, nil
 	version := d.factsVersion
 	d.mu.Unlock()
+	for _, a := range adopted {
+		d.lanes = append(d.lanes, &lane{proxyID: a.proxyID, file: a.file, adopted: true, queued: a.entries, regDue: true})
+	}
 	d.current.queued = append(d.current.queued, in...)
 	if q := d.current.queued; len(q) > keepInMemory {
 		for _, f := range onDisk { // queued is ordered by seq

