@@ -38,7 +38,7 @@ func wire(t *testing.T, args ...string) *wired {
 	inR, inW, _ := os.Pipe()
 	outR, outW, _ := os.Pipe()
 	w := &wired{
-		r: relay.New(relay.Options{HostIn: inR, HostOut: outW, Upstream: proc, IDPrefix: "bir:test:"}),
+		r:     relay.New(relay.Options{HostIn: inR, HostOut: outW, Upstream: proc, IDPrefix: "bir:test:"}),
 		hostW: framing.NewWriter(inW), hostWF: inW, hostR: framing.NewReader(outR),
 		done: make(chan error, 1), record: record,
 	}
