@@ -33,7 +33,6 @@ type Options struct {
 // Interceptor implements relay.Interceptor.
 type Interceptor struct {
 	key string
-	log *slog.Logger
 
 	// sentPending is set by FromHost when it queued a message, for Forwarded. Both
 	// run on the one host pump, in turn, so it needs no lock.
@@ -57,7 +56,7 @@ func New(o Options) *Interceptor {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	ic := &Interceptor{key: o.CorrelationKey, log: o.Logger}
+	ic := &Interceptor{key: o.CorrelationKey}
 	if o.Sink == nil {
 		return ic
 	}
@@ -85,7 +84,7 @@ func (ic *Interceptor) FromHost(msg []byte, readAt time.Time) []byte {
 	out, sc := strip(msg, ic.key)
 	if ic.q != nil && sc.want != 0 {
 		ic.interested.Add(sc.awaiting)
-		ic.q.push(event{kind: evHost, msg: out, scan: sc, at: readAt})
+		ic.q.push(event{kind: evHost, msg: out, scan: sc, at: readAt}, sc.ends)
 		ic.sentPending = true
 	}
 	return out
@@ -96,7 +95,7 @@ func (ic *Interceptor) Forwarded(sentAt time.Time) {
 	if !ic.sentPending {
 		return
 	}
-	ic.q.push(event{kind: evSent, at: sentAt})
+	ic.q.push(event{kind: evSent, at: sentAt}, false)
 	ic.sentPending = false
 }
 
@@ -105,7 +104,7 @@ func (ic *Interceptor) FromUpstream(msg []byte, readAt time.Time) {
 	if ic.q == nil || ic.interested.Load() == 0 {
 		return
 	}
-	ic.q.push(event{kind: evUpstream, msg: msg, at: readAt})
+	ic.q.push(event{kind: evUpstream, msg: msg, at: readAt}, true)
 }
 
 // UpstreamLost ends every call in flight with outcome upstream_lost.
@@ -113,7 +112,7 @@ func (ic *Interceptor) UpstreamLost(at time.Time) {
 	if ic.q == nil {
 		return
 	}
-	ic.q.push(event{kind: evLost, at: at})
+	ic.q.push(event{kind: evLost, at: at}, true)
 }
 
 // Close ends bookkeeping after every queued event has been reported; calls still in
@@ -123,7 +122,7 @@ func (ic *Interceptor) Close() {
 	if ic.q == nil {
 		return
 	}
-	ic.q.push(event{kind: evLost, at: time.Now()})
+	ic.q.push(event{kind: evLost, at: time.Now()}, false)
 	ic.q.close()
 	<-ic.done
 }
@@ -178,30 +177,29 @@ func newQueue(budget int64) *queue {
 	return &queue{budget: budget, wake: make(chan struct{}, 1)}
 }
 
-func (q *queue) push(ev event) {
+// push queues ev. ends says ev may end a call, so bookkeeping should run soon; other
+// events (a request just forwarded) wait for the answer that will end them. Waking
+// bookkeeping for a request would put its work on the CPUs exactly while the server
+// is answering, the one moment the host is waiting on.
+func (q *queue) push(ev event, ends bool) {
 	q.mu.Lock()
-	if q.bytes+int64(len(ev.msg)) > q.budget && ev.msg != nil {
-		ev.msg, ev.shed = nil, true
+	if ev.msg != nil && q.bytes+int64(len(ev.msg)) > q.budget {
+		// Over budget: rare, and only then is the message read here, outside the lock.
+		q.mu.Unlock()
+		ev.msg, ev.shed = shed(ev), true
+		q.mu.Lock()
 	}
 	q.bytes += int64(len(ev.msg))
 	q.events = append(q.events, ev)
-	q.mu.Unlock()
-	// Only an event that may end a call wakes bookkeeping. Waking it for a request
-	// just forwarded would put its work on the CPUs exactly while the server is
-	// answering, the one moment the host is waiting on; the request waits in the
-	// queue for its answer instead.
-	switch {
-	case ev.kind == evSent, ev.kind == evHost && len(ev.msg) < holdMax:
-		return
-	case ev.kind == evHost:
-		q.signal()
-		return
+	arm := false
+	if ends && !q.armed {
+		q.armed, arm = true, true
 	}
-	q.mu.Lock()
-	armed := q.armed
-	q.armed = true
 	q.mu.Unlock()
-	if !armed {
+	switch {
+	case ev.kind == evHost && len(ev.msg) >= holdMax:
+		q.signal() // a large request is looked at now, so its bytes can go
+	case arm:
 		time.AfterFunc(wakeDelay, func() {
 			q.mu.Lock()
 			q.armed = false
@@ -211,11 +209,44 @@ func (q *queue) push(ev event) {
 	}
 }
 
+// shed is what is kept of an event whose bytes do not fit the queue's budget: nothing
+// of a request (its report says it was not recorded), and of an answer only its id and
+// how it ended, so the call it answers still ends.
+func shed(ev event) []byte {
+	if ev.kind != evUpstream {
+		return nil
+	}
+	var out []byte
+	forEachMessage(ev.msg, func(m []byte) {
+		f, ok := topFields(m)
+		if !ok || f.id == nil || f.method != nil {
+			return
+		}
+		if out == nil {
+			out = []byte{'['}
+		} else {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, `{"id":`...), f.id...), ',')
+		if f.err != nil {
+			out = append(out, `"error":{"code":-32603,"message":"not recorded: the proxy's bookkeeping fell behind"}}`...)
+		} else {
+			out = append(out, `"result":{"_bir":"not recorded: the proxy's bookkeeping fell behind"}}`...)
+		}
+	})
+	if out == nil {
+		return nil
+	}
+	return append(out, ']')
+}
+
 // holdMax is the largest request left waiting in the queue for its answer; a larger
 // one is looked at at once, so its bytes can go while the tool runs.
 const holdMax = 64 << 10
 
-// wakeDelay is how long an ended call waits before bookkeeping starts on it.
+// wakeDelay is how long an ended call waits before bookkeeping starts on it: long
+// enough for the host to have its answer and send the next request, short enough for
+// the recorder to have the report within a few milliseconds.
 const wakeDelay = time.Millisecond
 
 func (q *queue) signal() {

@@ -12,15 +12,40 @@ import (
 
 // memSink records what bookkeeping submits.
 type memSink struct {
-	mu    sync.Mutex
-	steps []recorder.Step
-	facts []recorder.ServerFacts
+	mu      sync.Mutex
+	steps   []recorder.Step
+	facts   []recorder.ServerFacts
+	changed chan struct{} // signalled on every Submit
 }
 
 func (m *memSink) Submit(s recorder.Step) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.steps = append(m.steps, s)
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+// wait returns the reports once there are n, without Close: bookkeeping must get to
+// them by itself.
+func (m *memSink) wait(t *testing.T, n int) []recorder.Step {
+	t.Helper()
+	timeout := time.After(time.Minute) // a hung test fails; not a performance bound
+	for {
+		m.mu.Lock()
+		steps := append([]recorder.Step(nil), m.steps...)
+		m.mu.Unlock()
+		if len(steps) >= n {
+			return steps
+		}
+		select {
+		case <-m.changed:
+		case <-timeout:
+			t.Fatalf("%d reports, want %d: bookkeeping never got to them", len(steps), n)
+		}
+	}
 }
 
 func (m *memSink) Learned(f recorder.ServerFacts) {
@@ -39,8 +64,13 @@ type session struct {
 }
 
 func newSession(t *testing.T) *session {
-	sink := &memSink{}
-	return &session{t: t, sink: sink, ic: New(Options{Sink: sink}), now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	return newSessionWith(t, Options{})
+}
+
+func newSessionWith(t *testing.T, o Options) *session {
+	sink := &memSink{changed: make(chan struct{}, 1)}
+	o.Sink = sink
+	return &session{t: t, sink: sink, ic: New(o), now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 }
 
 func (s *session) tick() time.Time {
@@ -208,5 +238,58 @@ func TestAnswerBeforeSendReturns(t *testing.T) {
 	}
 	if !steps[0].StartedAt.Equal(sent) || steps[0].DurationMs < 0 {
 		t.Fatalf("startedAt %v (want %v), duration %v", steps[0].StartedAt, sent, steps[0].DurationMs)
+	}
+}
+
+// TestCallEndsWithoutAnAnswerAreReportedSoon: a cancel or a tools/call notification
+// ends a call with nothing more coming from the server; the report must not wait for
+// the session to end.
+func TestCallEndsWithoutAnAnswerAreReportedSoon(t *testing.T) {
+	s := newSession(t)
+	defer s.close()
+	s.host(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	s.host(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	if st := s.sink.wait(t, 1); st[0].Outcome != "cancelled" {
+		t.Fatalf("outcome %s", st[0].Outcome)
+	}
+	s.host(`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"no-id","arguments":{}}}`)
+	if st := s.sink.wait(t, 2); st[1].Tool != "no-id" {
+		t.Fatalf("reports %+v", st)
+	}
+}
+
+// TestInterestSettles: requests whose answers bookkeeping awaited, however they end,
+// leave no interest behind (else every later upstream message is queued for nothing).
+func TestInterestSettles(t *testing.T) {
+	s := newSession(t)
+	s.host(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)
+	s.host(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	s.host(`{"jsonrpc":"2.0","id":2,"method":"initialize","method":"ping"}`)
+	s.up(`{"jsonrpc":"2.0","id":2,"result":{}}`)
+	s.host(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+	s.ic.UpstreamLost(s.tick())
+	s.close()
+	if n := s.ic.interested.Load(); n != 0 {
+		t.Fatalf("interest left at %d", n)
+	}
+}
+
+// TestShedAnswerStillEndsItsCall: over the queue's byte budget an answer loses its
+// bytes but still ends its call, as the outcome it was.
+func TestShedAnswerStillEndsItsCall(t *testing.T) {
+	s := newSessionWith(t, Options{QueueBytes: 300})
+	defer s.close()
+	s.host(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{}}}`)
+	s.host(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b","arguments":{}}}`)
+	big := strings.Repeat("x", 1000)
+	s.up(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + big + `"}]}}`)
+	s.up(`{"jsonrpc":"2.0","id":2,"error":{"code":1,"message":"` + big + `"}}`)
+	steps := s.sink.wait(t, 2)
+	got := map[string]string{}
+	for _, st := range steps {
+		got[st.Tool] = st.Outcome
+	}
+	if got["a"] != "ok" || got["b"] != "rpc_error" {
+		t.Fatalf("outcomes %v", got)
 	}
 }

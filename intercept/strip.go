@@ -16,8 +16,11 @@ const (
 type hostScan struct {
 	want interest
 	// awaiting counts the requests in the message whose answers bookkeeping wants:
-	// each tools/call and each handshake request.
+	// each tools/call and each handshake request with an id.
 	awaiting int64
+	// ends says the message may end a call by itself (a cancel, a tools/call that is a
+	// notification), so bookkeeping should look soon even with no answer to follow.
+	ends bool
 	// callIDs holds, per tools/call request in message order (one, or several in a
 	// batch), the removed correlation value: the string, or the JSON text of a
 	// non-string value; nil when the call carried none.
@@ -31,24 +34,29 @@ type hostScan struct {
 // host's business.
 func strip(msg []byte, key string) ([]byte, hostScan) {
 	var sc hostScan
-	i := skipSpace(msg, 0)
-	if i >= len(msg) {
-		return msg, sc
-	}
 	var dels []span
-	switch msg[i] {
-	case '{':
-		dels = scanRequest(msg, i, key, &sc, nil)
-	case '[':
-		elems, ok := elements(msg, i)
-		if !ok {
-			return msg, sc
+	// A line should hold one value, but a server reading stdin with a streaming
+	// decoder would act on a second one too, so every value on the line is looked at.
+	for i := skipSpace(msg, 0); i < len(msg); {
+		end := skipValue(msg, i)
+		if end < 0 {
+			break
 		}
-		for _, e := range elems {
-			if msg[e.start] == '{' {
-				dels = scanRequest(msg, e.start, key, &sc, dels)
+		switch msg[i] {
+		case '{':
+			dels = scanRequest(msg, i, key, &sc, dels)
+		case '[':
+			elems, ok := elements(msg, i)
+			if !ok {
+				break
+			}
+			for _, e := range elems {
+				if msg[e.start] == '{' {
+					dels = scanRequest(msg, e.start, key, &sc, dels)
+				}
 			}
 		}
+		i = skipSpace(msg, end)
 	}
 	return splice(msg, dels), sc
 }
@@ -56,9 +64,11 @@ func strip(msg []byte, key string) ([]byte, hostScan) {
 // scanRequest looks at the object at msg[i] and appends the spans to delete.
 func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []span) []span {
 	// The method the upstream acts on is the last "method" member (JSON parsers keep
-	// the last duplicate); but the key is removed from every params.arguments of a
-	// tools/call, so no parser, whatever it does with duplicates, can see it.
-	isCall := false
+	// the last duplicate), and bookkeeping follows it; but the key is removed if any
+	// "method" member says tools/call, so no parser, whatever it does with
+	// duplicates, can see it.
+	anyCall, hasID := false, false
+	var method []byte
 	var paramsBuf [2]span
 	params := paramsBuf[:0]
 	_, ok := eachMember(msg, i, func(m member) bool {
@@ -69,24 +79,36 @@ func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []span) []spa
 				params = append(params, m.value)
 			}
 		case keyIs(k, "method"):
-			v := msg[m.value.start:m.value.end]
-			switch {
-			case keyIs(v, "tools/call"):
-				isCall = true
-			case keyIs(v, "notifications/cancelled"):
-				sc.want |= wantCancel
-			case keyIs(v, "initialize"), keyIs(v, "tools/list"), keyIs(v, "server/discover"):
-				sc.want |= wantHandshake
-				sc.awaiting++
-			}
+			method = msg[m.value.start:m.value.end]
+			anyCall = anyCall || keyIs(method, "tools/call")
+		case keyIs(k, "id"):
+			hasID = true
 		}
 		return true
 	})
-	if !ok || !isCall {
+	if !ok {
 		return dels
 	}
-	sc.want |= wantCall
-	sc.awaiting++
+	switch {
+	case method == nil:
+	case keyIs(method, "tools/call"):
+		sc.want |= wantCall
+		sc.awaiting++
+		if !hasID {
+			sc.ends = true // a notification: no answer will come to end it
+		}
+	case keyIs(method, "notifications/cancelled"):
+		sc.want |= wantCancel
+		sc.ends = true
+	case keyIs(method, "initialize"), keyIs(method, "tools/list"), keyIs(method, "server/discover"):
+		sc.want |= wantHandshake
+		if hasID {
+			sc.awaiting++
+		}
+	}
+	if !anyCall {
+		return dels
+	}
 	var callID *string
 	var argsBuf [16]member
 	for _, p := range params {
@@ -109,7 +131,9 @@ func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []span) []spa
 			return true
 		})
 	}
-	sc.callIDs = append(sc.callIDs, callID)
+	if keyIs(method, "tools/call") {
+		sc.callIDs = append(sc.callIDs, callID)
+	}
 	return dels
 }
 

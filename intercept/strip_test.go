@@ -246,6 +246,8 @@ func TestStripCases(t *testing.T) {
 		{`{"method":"tools/call","params":{"arguments":{"_bir_call_id":"x",}}}`, `{"method":"tools/call","params":{"arguments":{"_bir_call_id":"x",}}}`, ""},
 		{`{"method":"tools/call","params":{"arguments":"_bir_call_id"}}`, `{"method":"tools/call","params":{"arguments":"_bir_call_id"}}`, ""},
 		{`not json`, `not json`, ""},
+		// Two values on one line: a streaming decoder on the server would run both.
+		{`{"method":"ping"} {"method":"tools/call","params":{"arguments":{"_bir_call_id":"x","k":1}}}`, `{"method":"ping"} {"method":"tools/call","params":{"arguments":{"k":1}}}`, "x"},
 	} {
 		out, sc := strip([]byte(tc.in), DefaultCorrelationKey)
 		if string(out) != tc.out {

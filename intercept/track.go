@@ -76,7 +76,9 @@ func (t *tracker) handle(ev event) {
 	}
 	switch ev.kind {
 	case evHost:
-		t.flushUnsent(ev.at) // never happens in a relay: Forwarded always follows
+		// The relay pairs every FromHost with a Forwarded; an unpaired call (a caller
+		// that does not) must still not wait forever for its send time.
+		t.flushUnsent(ev.at)
 		t.host(ev)
 	case evSent:
 		t.flushUnsent(ev.at)
@@ -87,7 +89,19 @@ func (t *tracker) handle(ev event) {
 			t.finish(c, ev.at, recorder.OutcomeUpstreamLost, nil, nil)
 			delete(t.calls, k)
 		}
+		for k := range t.handshake {
+			t.forgetHandshake(k)
+		}
 		t.flushUnsent(ev.at)
+	}
+}
+
+// forgetHandshake stops waiting for the answer to a handshake request that will not
+// get one, so the upstream path stops queueing messages for it.
+func (t *tracker) forgetHandshake(k string) {
+	if _, ok := t.handshake[k]; ok {
+		delete(t.handshake, k)
+		t.interested.Add(-1)
 	}
 }
 
@@ -106,22 +120,26 @@ func (t *tracker) flushUnsent(sentAt time.Time) {
 	t.unsent = t.unsent[:0]
 }
 
-// forEachMessage calls f for msg, or for each object in a batch.
+// forEachMessage calls f for each object in msg: the message, each element of a batch,
+// and so on for every value on the line (as strip looks at them).
 func forEachMessage(msg []byte, f func([]byte)) {
-	i := skipSpace(msg, 0)
-	if i >= len(msg) {
-		return
-	}
-	switch msg[i] {
-	case '{':
-		f(msg[i:])
-	case '[':
-		elems, _ := elements(msg, i)
-		for _, e := range elems {
-			if msg[e.start] == '{' {
-				f(msg[e.start:e.end])
+	for i := skipSpace(msg, 0); i < len(msg); {
+		end := skipValue(msg, i)
+		if end < 0 {
+			return
+		}
+		switch msg[i] {
+		case '{':
+			f(msg[i:end])
+		case '[':
+			elems, _ := elements(msg, i)
+			for _, e := range elems {
+				if msg[e.start] == '{' {
+					f(msg[e.start:e.end])
+				}
 			}
 		}
+		i = skipSpace(msg, end)
 	}
 }
 
@@ -228,11 +246,10 @@ func (t *tracker) host(ev event) {
 				delete(t.calls, k)
 				t.finish(c, ev.at, recorder.OutcomeCancelled, nil, nil)
 			}
+			t.forgetHandshake(k)
 		case "initialize", "tools/list", "server/discover":
 			if f.id != nil {
 				t.handshake[idKey(f.id)] = method
-			} else {
-				t.interested.Add(-1)
 			}
 		}
 	})
@@ -259,8 +276,7 @@ func (t *tracker) upstream(m []byte, at time.Time) {
 		return
 	}
 	if method, ok := t.handshake[k]; ok {
-		delete(t.handshake, k)
-		t.interested.Add(-1)
+		t.forgetHandshake(k)
 		if f.result != nil {
 			t.learn(method, gjson.ParseBytes(f.result))
 		}

@@ -568,7 +568,7 @@ func (d *dispatcher) close(ctx context.Context) error {
 		if left > 0 {
 			inMemory := 0
 			for _, e := range l.queued {
-				if e.body != nil {
+				if e.body != nil && (l.file == nil || !l.file.holds(e.seq)) {
 					inMemory++
 				}
 			}

@@ -353,8 +353,9 @@ func (r *Reporter) appendJournal(lines [][]byte) error {
 // spoolAndHandOver starts delivery of the batch and then writes it to the spool. The
 // order matters for the recorder's view: a report reaches it without waiting for the
 // fsync (which costs a millisecond or more on a busy disk). Safety does not suffer: a
-// report the recorder acknowledged before its line was on disk is delivered, and one it
-// did not is on disk within this call, as SPEC §5 asks.
+// report the recorder acknowledged before its line was written is delivered, and one it
+// did not is written within this call (surviving a SIGKILL of the proxy) and fsynced
+// within syncWindow (surviving a machine crash), as SPEC §5 asks.
 func (r *Reporter) spoolAndHandOver(lines [][]byte, seqs []uint64) {
 	entries := make([]entry, len(lines))
 	for i, l := range lines {

@@ -49,6 +49,7 @@ type spoolFile struct {
 
 	spooledTo uint64   // the highest seq whose line is in the file (own file only)
 	early     []uint64 // done marks waiting for their report's line
+	noCompact bool     // a write failed: live no longer counts the lines in the file
 }
 
 func spoolName(server, proxyID string) string {
@@ -74,8 +75,8 @@ func createSpool(dir, server, proxyID string) (*spoolFile, error) {
 	return &spoolFile{path: final, own: true, f: f}, nil
 }
 
-// appendReports writes lines (each ending in '\n') in one write and syncs them, and
-// returns where each line starts.
+// appendReports writes lines (each ending in '\n', reports seqs, in order) in one write
+// and returns where each line starts. The Reporter fsyncs within syncWindow.
 func (s *spoolFile) appendReports(lines [][]byte, seqs []uint64) ([]int64, error) {
 	size := 0
 	for _, l := range lines {
@@ -92,6 +93,10 @@ func (s *spoolFile) appendReports(lines [][]byte, seqs []uint64) ([]int64, error
 	if _, err := s.f.WriteAt(buf, s.size); err != nil {
 		// A partial line would glue itself to the next one.
 		s.f.Truncate(s.size)
+		// These reports are delivered from memory; their done marks, written later,
+		// would count against lines that are not here, so the count that allows
+		// compaction can no longer be trusted.
+		s.noCompact = true
 		return nil, fmt.Errorf("write spool file: %w", err)
 	}
 	// fsynced by the Reporter's commit loop within syncWindow.
@@ -102,6 +107,14 @@ func (s *spoolFile) appendReports(lines [][]byte, seqs []uint64) ([]int64, error
 	}
 	s.writeEarlyAcks()
 	return offs, nil
+}
+
+// holds reports whether the report seq was written to the file (own file: in seq order;
+// an adopted file holds all its reports).
+func (s *spoolFile) holds(seq uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.own || (seq <= s.spooledTo && !s.noCompact)
 }
 
 // sync flushes the file to disk.
@@ -150,7 +163,7 @@ func (s *spoolFile) writeAck(seq uint64) error {
 	}
 	s.size += int64(len(line))
 	s.live--
-	if s.own && s.live == 0 && len(s.early) == 0 && s.size > compactAt {
+	if s.own && !s.noCompact && s.live == 0 && len(s.early) == 0 && s.size > compactAt {
 		// Everything in the file is done: nothing is lost if we crash right after this.
 		if err := s.f.Truncate(0); err == nil {
 			s.size = 0

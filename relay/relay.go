@@ -30,8 +30,8 @@ import (
 type Interceptor interface {
 	// FromHost returns the bytes to forward for msg, read from the host at readAt.
 	FromHost(msg []byte, readAt time.Time) []byte
-	// Forwarded says the bytes FromHost last returned were written to the upstream,
-	// starting at sentAt.
+	// Forwarded says the bytes FromHost last returned were handed to the upstream at
+	// sentAt (written, or held for the next message already in hand: see Conn.Hold).
 	// It is called on the same goroutine as FromHost, right after it.
 	Forwarded(sentAt time.Time)
 	// FromUpstream gets each message the upstream sent to the host, after it was
@@ -65,12 +65,15 @@ type Relay struct {
 
 	idPrefix string
 	nextID   atomic.Uint64
-	// ownPending counts the proxy's own requests awaiting an answer. While it is zero,
+	// ownPending counts the proxy's own requests whose answer has not come, waited
+	// for or abandoned (len(waiters), readable without the lock). While it is zero,
 	// which is almost always, the upstream pump forwards without looking inside a
 	// message at all.
 	ownPending atomic.Int64
 	mu         sync.Mutex
 	waiters    map[string]chan []byte
+
+	collecting atomic.Bool
 
 	hostDone chan struct{} // closed when the host has closed its side
 	hostErr  error
@@ -189,7 +192,7 @@ func (r *Relay) hostPump() {
 			r.ic.Forwarded(sentAt)
 		}
 		if len(msg) >= collectAfter {
-			runtime.GC()
+			r.collect()
 		}
 	}
 }
@@ -221,7 +224,7 @@ func (r *Relay) upstreamPump() error {
 			r.ic.FromUpstream(msg, readAt)
 		}
 		if len(msg) >= collectAfter {
-			runtime.GC()
+			r.collect()
 		}
 	}
 }
@@ -235,39 +238,47 @@ func (r *Relay) deliverOwn(msg []byte) bool {
 	}
 	r.mu.Lock()
 	ch, ok := r.waiters[id.Str]
-	delete(r.waiters, id.Str)
-	r.mu.Unlock()
-	if !ok {
-		// An answer to a request we gave up on: still ours, never the host's.
-		return true
+	if ok {
+		delete(r.waiters, id.Str)
+		r.ownPending.Add(-1)
 	}
-	ch <- msg
+	r.mu.Unlock()
+	if ch != nil {
+		ch <- msg // buffered: never blocks the pump
+	}
+	// Ours either way: an answer nobody waits for any more (ch nil), or to an id of
+	// our namespace we never sent, is still never the host's.
 	return true
 }
 
 // Call sends a request of the proxy's own to the upstream and returns the raw response.
 // params is the raw JSON of the params member (nil for none). When ctx ends first, the
-// upstream is told with notifications/cancelled and the answer, if it comes, is dropped.
+// upstream is told with notifications/cancelled, and the answer, if it ever comes, is
+// dropped: the id stays registered (with no one waiting) until then, so the upstream
+// pump keeps looking for it and it cannot reach the host.
 func (r *Relay) Call(ctx context.Context, method string, params []byte) ([]byte, error) {
 	id := r.idPrefix + strconv.FormatUint(r.nextID.Add(1), 10)
 	idJSON := quote(id)
 	ch := make(chan []byte, 1)
 	r.mu.Lock()
 	r.waiters[id] = ch
-	r.mu.Unlock()
 	r.ownPending.Add(1)
-	defer r.ownPending.Add(-1)
+	r.mu.Unlock()
 
 	msg := request(idJSON, method, params)
 	if err := r.up.Write(msg); err != nil {
-		r.forget(id)
+		r.forget(id) // never sent: no answer can come
 		return nil, fmt.Errorf("sending %s to the upstream: %w", method, err)
 	}
 	select {
 	case resp := <-ch:
 		return resp, nil
 	case <-ctx.Done():
-		r.forget(id)
+		r.mu.Lock()
+		if _, ok := r.waiters[id]; ok {
+			r.waiters[id] = nil // abandoned, still routed to us
+		}
+		r.mu.Unlock()
 		cancel := request("", "notifications/cancelled", []byte(`{"requestId":`+idJSON+`,"reason":"cancelled by bir-proxy"}`))
 		if err := r.up.Write(cancel); err != nil {
 			r.log.Debug("could not cancel an own request", "id", id, "err", err)
@@ -286,7 +297,10 @@ func (r *Relay) Notify(method string, params []byte) error {
 
 func (r *Relay) forget(id string) {
 	r.mu.Lock()
-	delete(r.waiters, id)
+	if _, ok := r.waiters[id]; ok {
+		delete(r.waiters, id)
+		r.ownPending.Add(-1)
+	}
 	r.mu.Unlock()
 }
 
@@ -305,6 +319,18 @@ func request(idJSON, method string, params []byte) []byte {
 		b = append(b, params...)
 	}
 	return append(b, '}')
+}
+
+// collect starts a garbage collection unless one started by collect is still running.
+// It runs beside the pumps: a pump that waited for it would hold the next message (and,
+// after a held write, the newline ending this one) for a whole GC cycle.
+func (r *Relay) collect() {
+	if r.collecting.CompareAndSwap(false, true) {
+		go func() {
+			runtime.GC()
+			r.collecting.Store(false)
+		}()
+	}
 }
 
 // quote is a JSON string literal for s. strconv.Quote is not one: it writes \x escapes

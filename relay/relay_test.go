@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -132,3 +133,67 @@ func TestOwnRequestCancelled(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// scriptedConn is an upstream whose answers the test sends when it chooses; it is
+// for ordering that a real server cannot be made to produce on cue.
+type scriptedConn struct {
+	from    chan []byte   // what the "server" sends
+	written chan []byte   // what the relay wrote to it
+	closed  chan struct{} // closed by Close
+	once    sync.Once
+}
+
+func newScriptedConn() *scriptedConn {
+	return &scriptedConn{from: make(chan []byte, 16), written: make(chan []byte, 16), closed: make(chan struct{})}
+}
+
+func (c *scriptedConn) Read() ([]byte, error) {
+	select {
+	case m := <-c.from:
+		return m, nil
+	case <-c.closed:
+		return nil, io.EOF
+	}
+}
+func (c *scriptedConn) Write(m []byte) error { c.written <- append([]byte(nil), m...); return nil }
+func (c *scriptedConn) Hold(m []byte) error  { return c.Write(m) }
+func (c *scriptedConn) Buffered() bool       { return len(c.from) > 0 }
+func (c *scriptedConn) Close() error         { c.once.Do(func() { close(c.closed) }); return nil }
+
+// TestLateOwnAnswerNeverReachesTheHost: an answer to an own request the proxy gave
+// up on, arriving when no other own request is pending, is still not the host's.
+func TestLateOwnAnswerNeverReachesTheHost(t *testing.T) {
+	up := newScriptedConn()
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	r := relay.New(relay.Options{HostIn: inR, HostOut: outW, Upstream: up, IDPrefix: "bir:test:"})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()); outW.Close() }()
+	defer func() { inW.Close(); <-done }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.Call(ctx, "tools/call", []byte(`{"name":"slow","arguments":{}}`))
+		errc <- err
+	}()
+	<-up.written // the request reached the server
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Call: %v", err)
+	}
+	<-up.written // the notifications/cancelled
+	// Now the server answers after all, and then says something for the host.
+	up.from <- []byte(`{"jsonrpc":"2.0","id":"bir:test:1","result":{"late":true}}`)
+	up.from <- []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"for the host"}}`)
+	msg, err := framing.NewReader(outR).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(msg), "bir:test:") {
+		t.Fatalf("the host got the proxy's late answer: %s", msg)
+	}
+	if !strings.Contains(string(msg), "for the host") {
+		t.Fatalf("host got %s", msg)
+	}
+}

@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -63,8 +62,10 @@ type Process struct {
 	exited   chan struct{} // closed once the process has been waited for
 	exitCode int
 
-	closeIn  sync.Once
-	stopOnce sync.Once
+	closeIn   sync.Once
+	stopOnce  sync.Once
+	hurry     chan struct{} // closed by Terminate: cut the gentle stop's grace short
+	hurryOnce sync.Once
 }
 
 // ChildEnv returns env without any BIR_* variable: those configure the proxy and carry
@@ -91,6 +92,7 @@ func Start(c Command) (*Process, error) {
 		inputGrace: c.InputGrace,
 		termGrace:  c.TermGrace,
 		exited:     make(chan struct{}),
+		hurry:      make(chan struct{}),
 	}
 	if p.stderr == nil {
 		p.stderr = os.Stderr
@@ -241,9 +243,6 @@ func (p *Process) Exited() bool {
 	}
 }
 
-// Done is closed when the server process has exited.
-func (p *Process) Done() <-chan struct{} { return p.exited }
-
 // ExitCode is the server's exit status once Done is closed: its code, or 128+signal
 // when a signal ended it (as a shell reports it).
 func (p *Process) ExitCode() int {
@@ -265,18 +264,21 @@ func (p *Process) Close() error {
 }
 
 // Terminate stops the server at once: stdin closed and SIGTERM together, then SIGKILL
-// after TermGrace. It is the answer to the proxy itself being told to stop.
+// after TermGrace. It is the answer to the proxy itself being told to stop, and it cuts
+// short a gentle stop already under way (a host that closed stdin and then, impatient,
+// sends SIGTERM must not wait out the stdin grace).
 func (p *Process) Terminate() {
+	p.hurryOnce.Do(func() { close(p.hurry) })
 	p.stop(0)
 }
 
 func (p *Process) stop(inputGrace time.Duration) {
 	p.stopOnce.Do(func() {
 		p.CloseInput()
-		if !p.waitExit(inputGrace) {
+		if !p.waitExit(inputGrace, p.hurry) {
 			p.log.Debug("server still running after stdin closed; sending SIGTERM", "server", p.name)
 			signalGroup(p.cmd, sigTerm)
-			if !p.waitExit(p.termGrace) {
+			if !p.waitExit(p.termGrace, nil) {
 				p.log.Warn("server ignored SIGTERM; killing it", "server", p.name)
 				signalGroup(p.cmd, sigKill)
 				<-p.exited
@@ -289,7 +291,8 @@ func (p *Process) stop(inputGrace time.Duration) {
 	<-p.exited
 }
 
-func (p *Process) waitExit(d time.Duration) bool {
+// waitExit waits up to d for the server to exit, or until cut is closed.
+func (p *Process) waitExit(d time.Duration, cut <-chan struct{}) bool {
 	if d <= 0 {
 		return p.Exited()
 	}
@@ -298,18 +301,10 @@ func (p *Process) waitExit(d time.Duration) bool {
 	select {
 	case <-p.exited:
 		return true
+	case <-cut:
+		return p.Exited()
 	case <-t.C:
 		return false
-	}
-}
-
-// Wait blocks until the server exits or ctx is done.
-func (p *Process) Wait(ctx context.Context) error {
-	select {
-	case <-p.exited:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/relay"
@@ -75,6 +76,7 @@ type proxyFlags struct {
 	allowRemote    bool
 	journal        string
 	maxMessage     int
+	stopGrace      time.Duration
 	logLevel       string
 	command        []string
 }
@@ -88,6 +90,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
 	fs.BoolVar(&f.allowRemote, "allow-remote-recorder", false, "allow a recorder that is not on a loopback address")
 	fs.StringVar(&f.journal, "journal", "", "journal file used when no recorder is configured (default: $XDG_STATE_HOME/bir-proxy/journal/SERVER.jsonl)")
 	fs.IntVar(&f.maxMessage, "max-message", 0, "largest message accepted, in bytes (default 256 MiB)")
+	fs.DurationVar(&f.stopGrace, "stop-grace", upstream.DefaultInputGrace, "how long the server has to exit after its stdin closes, before SIGTERM")
 	fs.StringVar(&f.logLevel, "log-level", envOr("BIR_LOG_LEVEL", "info"), "debug, info, warn or error (env BIR_LOG_LEVEL)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -128,6 +131,7 @@ func runProxy(args []string) int {
 		Name:       f.server,
 		MaxMessage: f.maxMessage,
 		Logger:     logger,
+		InputGrace: f.stopGrace,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bir-proxy: cannot start the server: %v\n", err)

@@ -488,3 +488,26 @@ func TestMCPGoClientSameResults(t *testing.T) {
 		})
 	}
 }
+
+// TestSigtermCutsAGentleStopShort: the host closed stdin (the gentle stop waits for the
+// server to exit on its own) and then sends SIGTERM: the proxy stops the server at once
+// rather than waiting out the stdin grace, here an hour.
+func TestSigtermCutsAGentleStopShort(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	s := startProxy(t, nil, "--stop-grace", "1h", "--", raw, "--echo", "--ignore-eof")
+	s.send(`{"id":1}`)
+	s.recv()
+	s.in.Close()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-ctxTimeout(t).Done():
+		t.Fatal("the proxy waited out the stdin grace instead of acting on SIGTERM")
+	}
+	if code := s.wait(); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit %d, want the server killed by SIGTERM", code)
+	}
+}

@@ -61,5 +61,8 @@ func pollable(fd int, name string, log *slog.Logger) (*os.File, func()) {
 		if flags&unix.O_NONBLOCK == 0 {
 			_ = unix.SetNonblock(fd, false)
 		}
+		// The *os.File closes fd 0/1 when it is collected; until the proxy is done
+		// with them it must stay reachable, whoever else still holds it.
+		runtime.KeepAlive(f)
 	}
 }
