@@ -1,12 +1,12 @@
-// Command bench measures what bir-proxy costs a host, as ratios against the same
+// Command bir-bench measures what bir-proxy costs a host, as ratios against the same
 // workload in the same run: talking to the fixture server directly, and through a
 // minimal byte-copy relay (the floor for any wrapper process, which must wake a third
 // process on every message). Wall-clock figures on a shared 2-core machine are noise;
 // the ratios are the result.
 //
-//	go run ./bench                      # all workloads, default sizes
-//	taskset -c 0 go run ./bench         # pinned to one CPU
-//	go run ./bench -only seq -n 20000   # one workload, more samples
+//	go run ./cmd/bir-bench                      # all workloads, default sizes
+//	taskset -c 0 go run ./cmd/bir-bench         # pinned to one CPU
+//	go run ./cmd/bir-bench -only seq -n 20000   # one workload, more samples
 //
 // It builds bir-proxy and the fixture servers itself (go build), so run it from the
 // module root.
@@ -449,7 +449,7 @@ func build(dir string) map[string]string {
 	for name, pkg := range map[string]string{
 		"bir-proxy": "./cmd/bir-proxy",
 		"rawserver": "./testdata/rawserver",
-		"bench":     "./bench",
+		"bench":     "./cmd/bir-bench",
 	} {
 		out := filepath.Join(dir, name)
 		cmd := exec.Command("go", "build", "-o", out, pkg)
