@@ -390,8 +390,10 @@ func TestSigtermStopsChildAndGroup(t *testing.T) {
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := s.wait(); code != 128+int(syscall.SIGTERM) {
-		t.Fatalf("exit status %d, want %d (the server, killed by SIGTERM)", code, 128+int(syscall.SIGTERM))
+	// The stop closes the server's stdin and sends SIGTERM together: the server may
+	// exit on the EOF (0) or die of the signal (143); either is its status to pass on.
+	if code := s.wait(); code != 0 && code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit status %d, want the server's: 0 or %d", code, 128+int(syscall.SIGTERM))
 	}
 	ctx := ctxTimeout(t)
 	for _, p := range []int{pid, grand} {
