@@ -239,6 +239,11 @@ func TestAnswerBeforeSendReturns(t *testing.T) {
 	if !steps[0].StartedAt.Equal(sent) || steps[0].DurationMs < 0 {
 		t.Fatalf("startedAt %v (want %v), duration %v", steps[0].StartedAt, sent, steps[0].DurationMs)
 	}
+	// The answer was read before the send time was known; the call did not end before
+	// it started.
+	if steps[0].EndedAt.Before(steps[0].StartedAt) {
+		t.Fatalf("endedAt %v before startedAt %v", steps[0].EndedAt, steps[0].StartedAt)
+	}
 }
 
 // TestCallEndsWithoutAnAnswerAreReportedSoon: a cancel or a tools/call notification

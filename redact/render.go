@@ -365,21 +365,35 @@ func (r *renderer) object(d *doc, start, depth int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if err := r.check(); err != nil {
+		more, err := r.separator(src, &p, '}')
+		if err != nil {
 			return 0, err
 		}
-		p = skipWS(src, p)
-		if p < len(src) && src[p] == ',' {
-			r.out = append(r.out, ',')
-			p = skipWS(src, p+1)
-			continue
+		if !more {
+			return p, nil
 		}
-		if p < len(src) && src[p] == '}' {
-			r.out = append(r.out, '}')
-			return p + 1, r.check()
-		}
-		return 0, errSyntax
 	}
+}
+
+// separator copies what follows a member or item of a container closed by closer: a
+// comma (more is true, *p is at the next one) or the closer (more is false, *p is past
+// it). It checks the budget first, as after every value.
+func (r *renderer) separator(src []byte, p *int, closer byte) (more bool, err error) {
+	if err := r.check(); err != nil {
+		return false, err
+	}
+	q := skipWS(src, *p)
+	switch {
+	case q < len(src) && src[q] == ',':
+		r.out = append(r.out, ',')
+		*p = skipWS(src, q+1)
+		return true, nil
+	case q < len(src) && src[q] == closer:
+		r.out = append(r.out, closer)
+		*p = q + 1
+		return false, r.check()
+	}
+	return false, errSyntax
 }
 
 // shortString returns the raw body of the string value at p if it is one and short:
@@ -608,20 +622,13 @@ func (r *renderer) array(d *doc, start, depth int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if err := r.check(); err != nil {
+		more, err := r.separator(src, &p, ']')
+		if err != nil {
 			return 0, err
 		}
-		p = skipWS(src, p)
-		if p < len(src) && src[p] == ',' {
-			r.out = append(r.out, ',')
-			p = skipWS(src, p+1)
-			continue
+		if !more {
+			return p, nil
 		}
-		if p < len(src) && src[p] == ']' {
-			r.out = append(r.out, ']')
-			return p + 1, r.check()
-		}
-		return 0, errSyntax
 	}
 }
 
