@@ -41,6 +41,9 @@ type Interceptor struct {
 	// interested counts host requests whose answers bookkeeping wants (calls in
 	// flight, handshake requests). While it is zero the upstream path queues nothing.
 	interested atomic.Int64
+	// parked is set by bookkeeping while a call that already ended waits for its send
+	// time (an answer that came before Forwarded).
+	parked atomic.Bool
 
 	q       *queue
 	tracker *tracker
@@ -68,6 +71,8 @@ func New(o Options) *Interceptor {
 	}
 	ic.q = newQueue(o.QueueBytes)
 	ic.tracker = newTracker(o.Sink, o.ReportCap, &ic.interested, o.Logger)
+	ic.tracker.later = ic.q.wakeSoon
+	ic.tracker.parked = &ic.parked
 	ic.done = make(chan struct{})
 	go ic.run()
 	return ic
@@ -96,6 +101,11 @@ func (ic *Interceptor) Forwarded(sentAt time.Time) {
 		return
 	}
 	ic.q.push(event{kind: evSent, at: sentAt}, false)
+	// A call of this message may already have ended (its answer beat this send
+	// time); its report waits for the event just queued, so have it looked at.
+	if ic.parked.Load() {
+		ic.q.wakeSoon()
+	}
 	ic.sentPending = false
 }
 
@@ -191,15 +201,22 @@ func (q *queue) push(ev event, ends bool) {
 	}
 	q.bytes += int64(len(ev.msg))
 	q.events = append(q.events, ev)
-	arm := false
-	if ends && !q.armed {
-		q.armed, arm = true, true
-	}
 	q.mu.Unlock()
 	switch {
 	case ev.kind == evHost && len(ev.msg) >= holdMax:
 		q.signal() // a large request is looked at now, so its bytes can go
-	case arm:
+	case ends:
+		q.wakeSoon()
+	}
+}
+
+// wakeSoon wakes bookkeeping wakeDelay from now, unless a wake-up is already due.
+func (q *queue) wakeSoon() {
+	q.mu.Lock()
+	arm := !q.armed
+	q.armed = true
+	q.mu.Unlock()
+	if arm {
 		time.AfterFunc(wakeDelay, func() {
 			q.mu.Lock()
 			q.armed = false

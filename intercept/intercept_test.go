@@ -298,3 +298,21 @@ func TestShedAnswerStillEndsItsCall(t *testing.T) {
 		t.Fatalf("outcomes %v", got)
 	}
 }
+
+// TestAnswerBeforeSendTimeIsReportedWithoutClose: bookkeeping saw the answer before
+// the send time (evSent) was queued; evSent wakes nobody, so the report must not wait
+// for a later event or the session's end.
+func TestAnswerBeforeSendTimeIsReportedWithoutClose(t *testing.T) {
+	s := newSession(t)
+	defer s.close()
+	s.ic.FromHost([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fast","arguments":{}}}`), s.tick())
+	s.up(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
+	// Let bookkeeping take both events before the send time exists.
+	for s.ic.interested.Load() != 0 {
+		<-time.After(time.Millisecond)
+	}
+	s.ic.Forwarded(s.tick())
+	if st := s.sink.wait(t, 1); st[0].Outcome != "ok" {
+		t.Fatalf("outcome %s", st[0].Outcome)
+	}
+}

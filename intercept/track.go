@@ -21,6 +21,11 @@ type tracker struct {
 	cap        int
 	interested *atomic.Int64
 	log        *slog.Logger
+	// A call that ended before its send time was queued waits for evSent. parked says
+	// so to Forwarded, which then wakes bookkeeping; later covers the case where evSent
+	// was queued before parked was set.
+	later  func()
+	parked *atomic.Bool
 
 	calls map[string]*call // by idKey
 	// handshake requests awaiting their answer, by idKey → method
@@ -118,6 +123,9 @@ func (t *tracker) flushUnsent(sentAt time.Time) {
 		}
 	}
 	t.unsent = t.unsent[:0]
+	if t.parked != nil {
+		t.parked.Store(false)
+	}
 }
 
 // forEachMessage calls f for each object in msg: the message, each element of a batch,
@@ -327,6 +335,10 @@ func (t *tracker) finish(c *call, endedAt time.Time, outcome string, result, rpc
 	t.interested.Add(-1)
 	if c.startedAt.IsZero() {
 		c.ended, c.endedAt, c.outcome, c.result, c.rpcErr = true, endedAt, outcome, result, rpcErr
+		if t.parked != nil {
+			t.parked.Store(true)
+			t.later()
+		}
 		return
 	}
 	t.report(c, endedAt, outcome, result, rpcErr)
