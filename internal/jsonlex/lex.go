@@ -1,0 +1,381 @@
+// Package jsonlex is the project's one JSON lexer. It finds the members of objects by
+// their decoded keys and returns byte spans, without decoding values, so a 50 MB message
+// costs a memchr-speed skip rather than a parse. It checks structure (strings, nesting,
+// separators), not the spelling of numbers and literals: enough to read a field or splice
+// one out safely, and a message it cannot follow is reported as such (the caller then
+// leaves it untouched).
+//
+// The duplicate-key rule is the one the host's JSON.parse applies, and most parsers
+// with it: of members with the same decoded key, the LAST wins (Get, Last). Every reader
+// of a message in the proxy uses this rule, so the proxy never reads a field from a
+// different member than the peer that acts on it.
+package jsonlex
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/big"
+	"strings"
+)
+
+// Span is a half-open byte range [Start, End) of a message.
+type Span struct{ Start, End int }
+
+// Member is one "key": value pair of an object.
+type Member struct {
+	Key   Span // the key's string literal, quotes included
+	Value Span
+}
+
+// IsSpace reports whether c is JSON whitespace.
+func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// SkipSpace returns the index of the first non-space byte at or after i.
+func SkipSpace(b []byte, i int) int {
+	for i < len(b) && IsSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// SkipString returns the index just past the string literal starting at b[i] == '"',
+// or -1 when it is unterminated.
+func SkipString(b []byte, i int) int {
+	i++
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		// The quote is escaped when an odd number of backslashes precede it.
+		n := 0
+		for k := i - 1; k >= 0 && b[k] == '\\'; k-- {
+			n++
+		}
+		i++
+		if n%2 == 0 {
+			return i
+		}
+	}
+}
+
+// SkipValue returns the index just past the JSON value starting at b[i] (no leading
+// space), or -1 when the structure is broken.
+func SkipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return SkipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch c := b[i]; c {
+			case '"':
+				i = SkipString(b, i)
+				if i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				// No depth limit: the skip is a loop, not recursion, so depth costs
+				// nothing; and a limit would forward a deep call with its key in it.
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	default:
+		// A number or literal: it runs to the next delimiter.
+		start := i
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r', '"', '{', '[', ':':
+				if i == start {
+					return -1
+				}
+				return i
+			}
+			i++
+		}
+		if i == start {
+			return -1
+		}
+		return i
+	}
+}
+
+// EachMember calls f for each member of the object whose '{' is at b[i], in order,
+// until f returns false; ok is false when the object's structure is broken (members
+// already passed to f were real). It allocates nothing: it runs on every host message.
+func EachMember(b []byte, i int, f func(m Member) bool) (end int, ok bool) {
+	if i >= len(b) || b[i] != '{' {
+		return 0, false
+	}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return 0, false
+		}
+		k := SkipString(b, i)
+		if k < 0 {
+			return 0, false
+		}
+		m := Member{Key: Span{i, k}}
+		i = SkipSpace(b, k)
+		if i >= len(b) || b[i] != ':' {
+			return 0, false
+		}
+		i = SkipSpace(b, i+1)
+		v := SkipValue(b, i)
+		if v < 0 {
+			return 0, false
+		}
+		m.Value = Span{i, v}
+		if !f(m) {
+			return v, true
+		}
+		i = SkipSpace(b, v)
+		if i >= len(b) {
+			return 0, false
+		}
+		switch b[i] {
+		case ',':
+			i = SkipSpace(b, i+1)
+		case '}':
+			return i + 1, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// Members lists the members of the object whose '{' is at b[i]; ok is false when the
+// object's structure is broken.
+func Members(b []byte, i int) (ms []Member, end int, ok bool) {
+	end, ok = EachMember(b, i, func(m Member) bool {
+		ms = append(ms, m)
+		return true
+	})
+	if !ok {
+		return nil, 0, false
+	}
+	return ms, end, true
+}
+
+// Elements lists the values of the array whose '[' is at b[i].
+func Elements(b []byte, i int) (vs []Span, ok bool) {
+	if i >= len(b) || b[i] != '[' {
+		return nil, false
+	}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return nil, true
+	}
+	for {
+		v := SkipValue(b, i)
+		if v < 0 {
+			return nil, false
+		}
+		vs = append(vs, Span{i, v})
+		i = SkipSpace(b, v)
+		if i >= len(b) {
+			return nil, false
+		}
+		switch b[i] {
+		case ',':
+			i = SkipSpace(b, i+1)
+		case ']':
+			return vs, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// KeyIs reports whether the string literal lit decodes to name. Keys are compared
+// decoded because "\u006dethod" is "method" to every JSON parser a peer might use.
+func KeyIs(lit []byte, name string) bool {
+	if bytes.IndexByte(lit, '\\') < 0 {
+		return len(lit) == len(name)+2 && string(lit[1:len(lit)-1]) == name
+	}
+	s, ok := DecodeString(lit)
+	return ok && s == name
+}
+
+// DecodeString decodes a JSON string literal (quotes included).
+func DecodeString(lit []byte) (string, bool) {
+	if len(lit) < 2 || lit[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(lit, '\\') < 0 {
+		return string(lit[1 : len(lit)-1]), true
+	}
+	var s string
+	if err := json.Unmarshal(lit, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// StringOf is the decoded string lit holds, or "" when lit is not a string literal.
+func StringOf(lit []byte) string {
+	s, _ := DecodeString(lit)
+	return s
+}
+
+// Last returns the value of the last member of ms named name — the duplicate-key rule
+// of this package — and whether there was one.
+func Last(b []byte, ms []Member, name string) (Span, bool) {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if KeyIs(b[ms[i].Key.Start:ms[i].Key.End], name) {
+			return ms[i].Value, true
+		}
+	}
+	return Span{}, false
+}
+
+// Get returns the raw value of obj's member named name (the last of duplicates), or
+// nil when obj is not an object or has no such member. It allocates nothing.
+func Get(obj []byte, name string) []byte {
+	i := SkipSpace(obj, 0)
+	var v []byte
+	_, ok := EachMember(obj, i, func(m Member) bool {
+		if KeyIs(obj[m.Key.Start:m.Key.End], name) {
+			v = obj[m.Value.Start:m.Value.End]
+		}
+		return true
+	})
+	if !ok {
+		return nil
+	}
+	return v
+}
+
+// Fields are the top-level members of a JSON-RPC message, as subslices of it (nil
+// when absent), each by the duplicate-key rule.
+type Fields struct {
+	Method, ID, Params, Result, Error []byte
+}
+
+// IsRequest says the message has a method and an id: it expects an answer.
+func (f *Fields) IsRequest() bool { return f.Method != nil && f.ID != nil }
+
+// IsResponse says the message is an answer: an id and no method.
+func (f *Fields) IsResponse() bool { return f.Method == nil && f.ID != nil }
+
+// TopFields reads the JSON-RPC members of the object m in one pass; ok is false when m
+// is not an object this lexer can follow.
+func TopFields(m []byte) (f Fields, ok bool) {
+	i := SkipSpace(m, 0)
+	_, ok = EachMember(m, i, func(mb Member) bool {
+		k := m[mb.Key.Start:mb.Key.End]
+		v := m[mb.Value.Start:mb.Value.End]
+		switch {
+		case KeyIs(k, "id"):
+			f.ID = v
+		case KeyIs(k, "method"):
+			f.Method = v
+		case KeyIs(k, "params"):
+			f.Params = v
+		case KeyIs(k, "result"):
+			f.Result = v
+		case KeyIs(k, "error"):
+			f.Error = v
+		}
+		return true
+	})
+	if !ok {
+		return Fields{}, false
+	}
+	return f, true
+}
+
+// EachMessage calls f for each object on a line: the message, each object element of
+// a batch, and so for every value on the line (a line should hold one value, but a
+// peer reading with a streaming decoder acts on a second one too).
+func EachMessage(line []byte, f func(obj []byte)) {
+	for i := SkipSpace(line, 0); i < len(line); {
+		end := SkipValue(line, i)
+		if end < 0 {
+			return
+		}
+		switch line[i] {
+		case '{':
+			f(line[i:end])
+		case '[':
+			elems, _ := Elements(line, i)
+			for _, e := range elems {
+				if line[e.Start] == '{' {
+					f(line[e.Start:e.End])
+				}
+			}
+		}
+		i = SkipSpace(line, end)
+	}
+}
+
+// IDKey identifies a JSON-RPC id the way JSON-RPC matches them: by type and value.
+// The string "1" is not the number 1, but a number a peer re-printed (1.0 for 1, 1e3
+// for 1000) is the same id, exactly: ids past 2^53 must not collide by rounding.
+func IDKey(raw []byte) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		s, _ := DecodeString(raw)
+		return "s" + s
+	case c == '-' || (c >= '0' && c <= '9'):
+		if plainInteger(raw) {
+			return "n" + string(raw) // the common case, already in normal form
+		}
+		// big.Rat reads exponents by repeated multiplication; bound them so a hostile
+		// 1e999999999 costs nothing.
+		if len(raw) <= 64 && !hugeExponent(raw) {
+			if r, ok := new(big.Rat).SetString(string(raw)); ok {
+				return "n" + r.RatString()
+			}
+		}
+		return "n" + string(raw)
+	default:
+		return "r" + string(raw)
+	}
+}
+
+// plainInteger reports whether raw is an integer already written the one way big.Rat
+// would write it: no fraction, exponent or leading zero, and not -0.
+func plainInteger(raw []byte) bool {
+	digits := raw
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || (digits[0] == '0' && (len(digits) > 1 || len(raw) > 1)) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func hugeExponent(raw []byte) bool {
+	i := bytes.IndexAny(raw, "eE")
+	if i < 0 {
+		return false
+	}
+	exp := strings.TrimLeft(string(raw[i+1:]), "+-0")
+	return len(exp) > 4
+}
