@@ -117,6 +117,29 @@ func (ic *Interceptor) FromUpstream(msg []byte, readAt time.Time) {
 	ic.q.push(event{kind: evUpstream, msg: msg, at: readAt}, true)
 }
 
+// FromProxy removes the correlation key from a request of the proxy's own (a replay
+// dispatch may carry one: the upstream never sees it) and queues it for bookkeeping
+// with its origin, which its report carries as dispatchId. Its send time is sentAt:
+// the relay calls this just before the write, under the lock the host pump's
+// FromHost/Forwarded pair also runs under, so the two never race on the queue order.
+func (ic *Interceptor) FromProxy(msg []byte, origin string, sentAt time.Time) []byte {
+	out, sc := strip(msg, ic.key)
+	if ic.q != nil && sc.want != 0 {
+		ic.interested.Add(sc.awaiting)
+		ic.q.push(event{kind: evProxy, msg: out, scan: sc, at: sentAt, origin: origin}, sc.ends)
+	}
+	return out
+}
+
+// ToProxy queues an answer to a request of the proxy's own, when bookkeeping may want
+// it.
+func (ic *Interceptor) ToProxy(msg []byte, readAt time.Time) {
+	if ic.q == nil || ic.interested.Load() == 0 {
+		return
+	}
+	ic.q.push(event{kind: evToProxy, msg: msg, at: readAt}, true)
+}
+
 // UpstreamLost ends every call in flight with outcome upstream_lost.
 func (ic *Interceptor) UpstreamLost(at time.Time) {
 	if ic.q == nil {
@@ -157,6 +180,8 @@ const (
 	evSent           // the last evHost's message reached the upstream at the event's time
 	evUpstream
 	evLost
+	evProxy   // a request of the proxy's own, sent at the event's time
+	evToProxy // an answer to one
 )
 
 // event is one thing bookkeeping must look at. msg is nil when the queue was over its
@@ -167,6 +192,8 @@ type event struct {
 	shed bool
 	scan hostScan
 	at   time.Time
+	// origin is who asked for an evProxy request (a dispatch id, or "").
+	origin string
 }
 
 // queue hands events from the pumps to bookkeeping. push never waits: it appends
@@ -203,7 +230,7 @@ func (q *queue) push(ev event, ends bool) {
 	q.events = append(q.events, ev)
 	q.mu.Unlock()
 	switch {
-	case ev.kind == evHost && len(ev.msg) >= holdMax:
+	case (ev.kind == evHost || ev.kind == evProxy) && len(ev.msg) >= holdMax:
 		q.signal() // a large request is looked at now, so its bytes can go
 	case ends:
 		q.wakeSoon()
@@ -230,7 +257,7 @@ func (q *queue) wakeSoon() {
 // of a request (its report says it was not recorded), and of an answer only its id and
 // how it ended, so the call it answers still ends.
 func shed(ev event) []byte {
-	if ev.kind != evUpstream {
+	if ev.kind != evUpstream && ev.kind != evToProxy {
 		return nil
 	}
 	var out []byte

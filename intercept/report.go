@@ -53,6 +53,7 @@ func buildStep(c *call, endedAt time.Time, outcome string, result, rpcErr json.R
 		EndedAt:         endedAt.UTC(),
 		DurationMs:      float64(endedAt.Sub(c.startedAt).Microseconds()) / 1000,
 		Outcome:         outcome,
+		DispatchID:      c.dispatchID,
 	}
 	avail := capBytes - fixedSize(c) - len(st.Args)
 	if rpcErr != nil {

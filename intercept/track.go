@@ -46,6 +46,7 @@ type call struct {
 	args       []byte // params.arguments within msg
 	tool       string
 	callID     *string
+	dispatchID *string // the origin of a request of the proxy's own; nil for the host's
 	receivedAt time.Time
 	startedAt  time.Time // zero until the message is known to have been sent
 
@@ -87,8 +88,12 @@ func (t *tracker) handle(ev event) {
 		t.host(ev)
 	case evSent:
 		t.flushUnsent(ev.at)
+	case evProxy:
+		t.host(ev)
 	case evUpstream:
-		forEachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at) })
+		forEachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at, "") })
+	case evToProxy:
+		forEachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at, ownKey) })
 	case evLost:
 		for k, c := range t.calls {
 			t.finish(c, ev.at, recorder.OutcomeUpstreamLost, nil, nil)
@@ -192,13 +197,40 @@ func stringOf(lit []byte) string {
 	return s
 }
 
+// ownKey starts the tracker's key of an id of the proxy's own requests, so that
+// however the host chose its ids, the two namespaces never meet here.
+const ownKey = "p"
+
+// host handles the requests in a host message (evHost) or in one of the proxy's own
+// (evProxy).
 func (t *tracker) host(ev event) {
+	own := ev.kind == evProxy
+	keyPrefix := ""
+	var origin *string
+	if own {
+		keyPrefix = ownKey
+		if ev.origin != "" {
+			origin = &ev.origin
+		}
+	}
+	// pend waits for the host message's send time; the proxy's own were sent at ev.at.
+	pend := func(c *call) {
+		c.dispatchID = origin
+		if own {
+			c.startedAt = ev.at
+			return
+		}
+		t.unsent = append(t.unsent, c)
+	}
 	if ev.msg == nil {
 		// Shed: the bytes are gone, but the call still gets its report.
 		for _, id := range ev.scan.callIDs {
+			if own {
+				id = nil
+			}
 			c := &call{callID: id, receivedAt: ev.at}
 			describeArgs(c, t.cap)
-			t.unsent = append(t.unsent, c)
+			pend(c)
 			t.finish(c, ev.at, recorder.OutcomeRPCError, nil,
 				json.RawMessage(`{"code":-32603,"message":"not recorded: the proxy's bookkeeping fell behind"}`))
 		}
@@ -214,7 +246,9 @@ func (t *tracker) host(ev event) {
 		switch method := stringOf(f.method); method {
 		case "tools/call":
 			var callID *string
-			if n < len(ev.scan.callIDs) {
+			// A dispatch's report has no callId (SPEC §5): the key a recorder may
+			// have left in its arguments is removed, and is not the host's call.
+			if n < len(ev.scan.callIDs) && !own {
 				callID = ev.scan.callIDs[n]
 			}
 			n++
@@ -223,7 +257,7 @@ func (t *tracker) host(ev event) {
 				callID:     callID,
 				receivedAt: ev.at,
 			}
-			t.unsent = append(t.unsent, c)
+			pend(c)
 			if f.params != nil && f.params[0] == '{' {
 				c.tool = stringOf(memberOf(f.params, "name"))
 				c.args = memberOf(f.params, "arguments")
@@ -238,7 +272,7 @@ func (t *tracker) host(ev event) {
 				return
 			}
 			c.id = f.id
-			k := idKey(f.id)
+			k := keyPrefix + idKey(f.id)
 			if old, dup := t.calls[k]; dup {
 				// The host reused an id still in flight; the two can no longer be told
 				// apart, so the older one ends here.
@@ -249,7 +283,7 @@ func (t *tracker) host(ev event) {
 			if f.params == nil || f.params[0] != '{' {
 				return
 			}
-			k := idKey(memberOf(f.params, "requestId"))
+			k := keyPrefix + idKey(memberOf(f.params, "requestId"))
 			if c, ok := t.calls[k]; ok {
 				delete(t.calls, k)
 				t.finish(c, ev.at, recorder.OutcomeCancelled, nil, nil)
@@ -257,18 +291,20 @@ func (t *tracker) host(ev event) {
 			t.forgetHandshake(k)
 		case "initialize", "tools/list", "server/discover":
 			if f.id != nil {
-				t.handshake[idKey(f.id)] = method
+				t.handshake[keyPrefix+idKey(f.id)] = method
 			}
 		}
 	})
 }
 
-func (t *tracker) upstream(m []byte, at time.Time) {
+// upstream handles a message from the upstream: one for the host (keyPrefix ""), or an
+// answer to the proxy's own request (ownKey).
+func (t *tracker) upstream(m []byte, at time.Time, keyPrefix string) {
 	f, ok := topFields(m)
 	if !ok || f.method != nil || f.id == nil {
 		return // a request or notification of the server's own
 	}
-	k := idKey(f.id)
+	k := keyPrefix + idKey(f.id)
 	if c, ok := t.calls[k]; ok {
 		delete(t.calls, k)
 		switch {

@@ -3,41 +3,55 @@
 // arrived as. It also gives the proxy a way to send requests of its own to the upstream
 // (replay dispatches, re-handshakes) in an id namespace no host uses, and routes their
 // answers back to the proxy instead of the host.
+//
+// The relay owns the state of the session that outlives any one server: which host
+// requests are in flight (answered with an error, never left hanging, when the server
+// behind the upstream is replaced or cannot take a message), the proxy's own requests
+// (retired the moment the upstream is lost, as x/tools' jsonrpc2_v2 does), and which
+// ids belong to a server that is gone.
 package relay
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
-// Interceptor sees every message that passes. FromHost runs on the host's path, so it
-// may edit but must never wait; the other methods run after the message was forwarded
-// and must only hand work to another goroutine.
+// Interceptor sees every message that passes. FromHost and FromProxy run on a sender's
+// path, so they may edit but must never wait; the other methods run after the message
+// was forwarded and must only hand work to another goroutine.
 type Interceptor interface {
 	// FromHost returns the bytes to forward for msg, read from the host at readAt.
 	FromHost(msg []byte, readAt time.Time) []byte
 	// Forwarded says the bytes FromHost last returned were handed to the upstream at
-	// sentAt (written, or held for the next message already in hand: see Conn.Hold).
-	// It is called on the same goroutine as FromHost, right after it.
+	// sentAt (written, or held for the next message already in hand: see
+	// upstream.Batcher). It is called on the same goroutine as FromHost, right after it.
 	Forwarded(sentAt time.Time)
+	// FromProxy returns the bytes to send for a request of the proxy's own, about to
+	// be written to the upstream at sentAt. origin names who asked for it (a replay
+	// dispatch's id; "" for the proxy's own housekeeping). It may be called from any
+	// goroutine, but never concurrently with FromHost or another FromProxy.
+	FromProxy(msg []byte, origin string, sentAt time.Time) []byte
 	// FromUpstream gets each message the upstream sent to the host, after it was
 	// forwarded; readAt is when it was read.
 	FromUpstream(msg []byte, readAt time.Time)
-	// UpstreamLost says the upstream went away while the host was still connected.
+	// ToProxy gets each answer to a request of the proxy's own, after its caller has it.
+	ToProxy(msg []byte, readAt time.Time)
+	// UpstreamLost says the server went away while the host was still connected: for
+	// good, or replaced by another (the session then goes on).
 	UpstreamLost(at time.Time)
 }
 
@@ -58,26 +72,54 @@ type Options struct {
 // Relay is one host session relayed to one upstream.
 type Relay struct {
 	hostIn  *framing.Reader
+	hostSrc io.Reader // what hostIn reads, for stop to interrupt it
 	hostOut *framing.Writer
 	up      upstream.Conn
+	batch   upstream.Batcher // up, when it can coalesce writes; else nil
 	ic      Interceptor
 	log     *slog.Logger
 
 	idPrefix string
 	nextID   atomic.Uint64
 	// ownPending counts the proxy's own requests whose answer has not come, waited
-	// for or abandoned (len(waiters), readable without the lock). While it is zero,
-	// which is almost always, the upstream pump forwards without looking inside a
-	// message at all.
+	// for or abandoned (len(waiters), readable without the lock).
 	ownPending atomic.Int64
 	mu         sync.Mutex
-	waiters    map[string]chan []byte
+	waiters    map[string]*waiter // by the own id, decoded
+
+	// sendMu is held while a message is intercepted and written to the upstream, by
+	// the host pump and by Call. It orders those writes against the upstream pump's
+	// handling of a replaced server (every request registered before it was written
+	// to the old server, or failed and was answered), and against the end of Run
+	// (after which the host pump touches nothing).
+	sendMu  sync.Mutex
+	stopped bool // under sendMu: Run has returned or is returning
+
+	// hostReqs are the host's requests the upstream has not answered; serverReqs the
+	// upstream's requests the host has not answered.
+	hostReqs, serverReqs *pending
+	stale                stale
+	staleCount           atomic.Int64 // ids in stale; 0 almost always, then nothing is looked up
 
 	collecting atomic.Bool
 
-	hostDone chan struct{} // closed when the host has closed its side
+	hostDone chan struct{} // closed when the host pump has returned
 	hostErr  error
 }
+
+// waiter is one of the proxy's own requests awaiting its answer. ch is nil once its
+// caller gave up: the answer, if it comes, is still the proxy's, never the host's.
+type waiter struct {
+	ch chan callResult
+}
+
+type callResult struct {
+	msg []byte
+	err error
+}
+
+// ErrUpstreamLost is returned by Call when the server went away before answering.
+var ErrUpstreamLost = errors.New("the upstream server went away before answering")
 
 // New returns a Relay; Run starts it.
 func New(o Options) *Relay {
@@ -89,15 +131,20 @@ func New(o Options) *Relay {
 	if prefix == "" {
 		prefix = "bir:"
 	}
+	batch, _ := o.Upstream.(upstream.Batcher)
 	return &Relay{
-		hostIn:   framing.NewReader(o.HostIn, framing.WithMaxMessage(o.MaxMessage)),
-		hostOut:  framing.NewWriter(o.HostOut),
-		up:       o.Upstream,
-		ic:       o.Intercept,
-		log:      log,
-		idPrefix: prefix,
-		waiters:  make(map[string]chan []byte),
-		hostDone: make(chan struct{}),
+		hostIn:     framing.NewReader(o.HostIn, framing.WithMaxMessage(o.MaxMessage)),
+		hostSrc:    o.HostIn,
+		hostOut:    framing.NewWriter(o.HostOut),
+		up:         o.Upstream,
+		batch:      batch,
+		ic:         o.Intercept,
+		log:        log,
+		idPrefix:   prefix,
+		waiters:    make(map[string]*waiter),
+		hostReqs:   newPending(),
+		serverReqs: newPending(),
+		hostDone:   make(chan struct{}),
 	}
 }
 
@@ -114,13 +161,19 @@ var ErrUpstreamEnded = errors.New("the upstream server ended the session")
 // Run relays until the session is over and returns how it ended:
 //   - the host closed its input: the upstream is closed gently, every message it still
 //     sends is delivered, and Run returns nil;
-//   - the upstream went away first: every message it sent is delivered and Run returns
-//     ErrUpstreamEnded;
+//   - the upstream went away first (for good, not replaced): every message it sent is
+//     delivered and Run returns ErrUpstreamEnded;
 //   - ctx is done: the upstream is closed and Run returns ctx.Err().
+//
+// When Run returns, neither pump will touch the upstream or the interceptor again, so
+// the caller may close both. The host pump itself has returned too, unless it is
+// blocked in a read of a host input that cannot be interrupted (a blocking file): what
+// that read brings is then discarded.
 func (r *Relay) Run(ctx context.Context) error {
 	upDone := make(chan error, 1)
 	go func() { upDone <- r.upstreamPump() }()
 	go r.hostPump()
+	defer r.stop()
 
 	select {
 	case err := <-upDone:
@@ -154,6 +207,17 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
+// stop ends the host pump's part in the session and joins it where its read can be
+// interrupted.
+func (r *Relay) stop() {
+	r.sendMu.Lock()
+	r.stopped = true
+	r.sendMu.Unlock()
+	if d, ok := r.hostSrc.(interface{ SetReadDeadline(time.Time) error }); ok && d.SetReadDeadline(time.Now()) == nil {
+		<-r.hostDone
+	}
+}
+
 func (r *Relay) hostPump() {
 	defer close(r.hostDone)
 	for {
@@ -164,57 +228,148 @@ func (r *Relay) hostPump() {
 				r.log.Warn("dropped a message from the host: over the size cap", "bytes", tooLong.Size, "cap", tooLong.Max)
 				continue
 			}
-			if !errors.Is(err, io.EOF) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
 				r.hostErr = fmt.Errorf("reading from the host: %w", err)
 			}
 			return
 		}
 		readAt := time.Now()
-		if r.ic != nil {
-			msg = r.ic.FromHost(msg, readAt)
+		// msg is not used after forward: interception may replace it (a copy with the
+		// key spliced out), and a 64 MB original kept alive here would be a third
+		// copy of the message in memory.
+		n := len(msg)
+		if !r.forward(msg, readAt) {
+			return
 		}
-		// The send time is taken as the write starts: an answer can be read before a
-		// large write returns, and a call must not end before it started.
-		sentAt := time.Now()
-		// Under load, messages leave together: a message is held only when the next
-		// one is already buffered, so the next Read cannot wait and a Write follows;
-		// a lone message always goes out at once.
-		write := r.up.Write
-		if r.hostIn.Buffered() {
-			write = r.up.Hold
-		}
-		if err := write(msg); err != nil {
-			// The upstream is gone; the upstream pump sees it too and ends the
-			// session. Keep reading so the host isn't blocked meanwhile.
-			r.log.Debug("could not forward a host message", "err", err)
-		}
-		if r.ic != nil {
-			r.ic.Forwarded(sentAt)
-		}
-		if len(msg) >= collectAfter {
+		if n >= collectAfter {
 			r.collect()
 		}
 	}
+}
+
+// forward sends one host message upstream; it returns false once Run has ended.
+func (r *Relay) forward(msg []byte, readAt time.Time) bool {
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	if r.stopped {
+		return false
+	}
+	if r.ic != nil {
+		msg = r.ic.FromHost(msg, readAt)
+	}
+	if r.staleCount.Load() > 0 && r.belongsToOldServer(msg) {
+		if r.ic != nil {
+			r.ic.Forwarded(time.Now())
+		}
+		return true
+	}
+	r.noteHost(msg)
+	// The send time is taken as the write starts: an answer can be read before a
+	// large write returns, and a call must not end before it started.
+	sentAt := time.Now()
+	// Under load, messages leave together: a message is held only when the next one
+	// is already buffered, so the next Read cannot wait and a Write follows; a lone
+	// message always goes out at once.
+	var werr error
+	if r.batch != nil && r.hostIn.Buffered() {
+		werr = r.batch.Hold(msg)
+	} else {
+		werr = r.up.Write(msg)
+	}
+	if r.ic != nil {
+		r.ic.Forwarded(sentAt)
+	}
+	if werr != nil {
+		// The upstream could not take it (the server is gone, or being replaced): a
+		// request that reached no server is answered here, or the host would wait
+		// for it forever.
+		r.log.Debug("could not forward a host message", "err", werr)
+		r.answerUndelivered(msg, "could not deliver the request to the server: "+werr.Error())
+	}
+	return true
+}
+
+// noteHost registers the host's requests in msg as in flight, and retires the
+// upstream's requests it answers.
+func (r *Relay) noteHost(msg []byte) {
+	jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
+		switch {
+		case f.IsRequest():
+			r.hostReqs.add(f.ID)
+		case f.IsResponse():
+			r.serverReqs.remove(f.ID)
+		case f.Method != nil && jsonlex.KeyIs(f.Method, "notifications/cancelled"):
+			// A cancelled request may never be answered (the server SHOULD NOT); it is
+			// no longer the host's to wait for.
+			if id := jsonlex.Get(f.Params, "requestId"); id != nil {
+				r.hostReqs.remove(id)
+			}
+		}
+	})
+}
+
+// answerUndelivered answers each request in msg, which reached no server, with an
+// error carrying its id.
+func (r *Relay) answerUndelivered(msg []byte, reason string) {
+	var ids [][]byte
+	jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
+		if f.IsRequest() {
+			r.hostReqs.remove(f.ID)
+			ids = append(ids, f.ID)
+		}
+	})
+	r.answerHost(ids, reason)
+}
+
+// belongsToOldServer reports whether msg, a single message from the host, is meant
+// for a server that was replaced: an answer to one of its requests, or a cancel of a
+// request the relay already answered. Such a message is dropped.
+func (r *Relay) belongsToOldServer(msg []byte) bool {
+	f, ok := jsonlex.TopFields(msg)
+	if !ok {
+		return false
+	}
+	r.stale.mu.Lock()
+	defer r.stale.mu.Unlock()
+	drop := false
+	switch {
+	case f.IsResponse():
+		drop = r.stale.take(r.stale.server, f.ID)
+	case f.Method != nil && jsonlex.KeyIs(f.Method, "notifications/cancelled"):
+		if id := jsonlex.Get(f.Params, "requestId"); id != nil {
+			drop = r.stale.take(r.stale.host, id)
+		}
+	}
+	if drop {
+		r.staleCount.Add(-1)
+		r.log.Debug("dropped a host message meant for the server that was replaced")
+	}
+	return drop
 }
 
 func (r *Relay) upstreamPump() error {
 	for {
 		msg, err := r.up.Read()
 		if err != nil {
+			if re, ok := upstream.IsReplaced(err); ok {
+				r.replaced(re)
+				continue
+			}
+			r.retireOwn(ErrUpstreamLost)
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return fmt.Errorf("reading from the upstream: %w", err)
 		}
 		readAt := time.Now()
-		if r.ownPending.Load() > 0 && r.deliverOwn(msg) {
+		if r.noteUpstream(msg, readAt) {
 			if err := r.hostOut.Flush(); err != nil {
 				return fmt.Errorf("writing to the host: %w", err)
 			}
 			continue
 		}
 		write := r.hostOut.Write
-		if r.up.Buffered() {
+		if r.batch != nil && r.batch.Buffered() {
 			write = r.hostOut.Hold // as in hostPump
 		}
 		if err := write(msg); err != nil {
@@ -229,67 +384,212 @@ func (r *Relay) upstreamPump() error {
 	}
 }
 
-// deliverOwn hands msg to the proxy's own waiting request when it answers one.
-func (r *Relay) deliverOwn(msg []byte) bool {
-	res := gjson.GetManyBytes(msg, "id", "method")
-	id, method := res[0], res[1]
-	if id.Type != gjson.String || method.Exists() || len(id.Str) <= len(r.idPrefix) || id.Str[:len(r.idPrefix)] != r.idPrefix {
+// noteUpstream reads msg once: it retires the host requests msg answers, registers
+// the server's requests, and hands an answer to one of the proxy's own requests to its
+// caller, returning true (the host never sees it). The proxy never batches its own
+// requests, so only a message that is one object can answer one.
+func (r *Relay) noteUpstream(msg []byte, readAt time.Time) (own bool) {
+	single := len(msg) > 0 && msg[0] == '{'
+	jsonlex.EachRPC(msg, func(obj []byte, f jsonlex.Fields) {
+		switch {
+		case f.IsResponse():
+			if single && r.deliverOwn(obj, f.ID, readAt) {
+				own = true
+				return
+			}
+			r.hostReqs.remove(f.ID)
+		case f.IsRequest():
+			r.serverReqs.add(f.ID)
+		}
+	})
+	return own
+}
+
+// deliverOwn hands an answer with id to the proxy's own request it answers; it
+// reports whether the answer was the proxy's.
+func (r *Relay) deliverOwn(msg, id []byte, readAt time.Time) bool {
+	// Most ids are numbers, or strings of the host's: both fail here without an
+	// allocation.
+	if len(id) < 2 || id[0] != '"' {
 		return false
 	}
+	var s string
+	if body := id[1 : len(id)-1]; bytes.IndexByte(body, '\\') < 0 {
+		if len(body) <= len(r.idPrefix) || string(body[:len(r.idPrefix)]) != r.idPrefix {
+			return false
+		}
+		s = string(body)
+	} else {
+		var ok bool
+		if s, ok = jsonlex.DecodeString(id); !ok || len(s) <= len(r.idPrefix) || s[:len(r.idPrefix)] != r.idPrefix {
+			return false
+		}
+	}
 	r.mu.Lock()
-	ch, ok := r.waiters[id.Str]
+	w, ok := r.waiters[s]
 	if ok {
-		delete(r.waiters, id.Str)
+		delete(r.waiters, s)
 		r.ownPending.Add(-1)
 	}
 	r.mu.Unlock()
-	if ch != nil {
-		ch <- msg // buffered: never blocks the pump
+	if !ok {
+		// An id of our namespace that no own request waits for: a host request of
+		// that id (no host would choose one, but nothing forbids it) gets its answer;
+		// otherwise it answers a request retired when its server was replaced, and is
+		// still not the host's.
+		return !r.hostReqs.hasKey(jsonlex.IDKey(id))
 	}
-	// Ours either way: an answer nobody waits for any more (ch nil), or to an id of
-	// our namespace we never sent, is still never the host's.
+	if w.ch != nil {
+		w.ch <- callResult{msg: msg} // buffered: never blocks the pump
+	}
+	if r.ic != nil {
+		r.ic.ToProxy(msg, readAt)
+	}
 	return true
 }
 
-// Call sends a request of the proxy's own to the upstream and returns the raw response.
-// params is the raw JSON of the params member (nil for none). When ctx ends first, the
-// upstream is told with notifications/cancelled, and the answer, if it ever comes, is
-// dropped: the id stays registered (with no one waiting) until then, so the upstream
-// pump keeps looking for it and it cannot reach the host.
-func (r *Relay) Call(ctx context.Context, method string, params []byte) ([]byte, error) {
-	id := r.idPrefix + strconv.FormatUint(r.nextID.Add(1), 10)
-	idJSON := quote(id)
-	ch := make(chan []byte, 1)
+// replaced settles what the server that went away leaves behind, before the session
+// goes on with the one that replaced it (see upstream.ReplacedError): the host's
+// requests it owed an answer get an error each, the proxy's own are retired, its
+// requests to the host become stale, and interception ends its calls.
+func (r *Relay) replaced(re *upstream.ReplacedError) {
+	r.sendMu.Lock()
+	lost := r.hostReqs.drain()
+	orphans := r.serverReqs.drain()
+	r.retireOwn(fmt.Errorf("%w: %s", ErrUpstreamLost, re.Reason))
+	if r.ic != nil {
+		r.ic.UpstreamLost(time.Now())
+	}
+	r.stale.addHost(lost)
+	r.stale.addServer(orphans)
+	r.staleCount.Store(int64(r.stale.len()))
+	r.sendMu.Unlock()
+	r.log.Info("the server was replaced; the session goes on", "reason", re.Reason, "answered", len(lost))
+	// Written after the lock: a host that is slow to read must not hold up its own
+	// requests' way to the new server.
+	r.answerHost(lost, re.Reason)
+}
+
+func (s *stale) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.server) + len(s.host)
+}
+
+// answerHost sends the host a JSON-RPC error for each request id.
+func (r *Relay) answerHost(ids [][]byte, reason string) {
+	for _, id := range ids {
+		if err := r.hostOut.Write(ErrorResponse(id, ServerErrorCode, reason)); err != nil {
+			r.log.Debug("could not answer the host", "err", err)
+			return
+		}
+	}
+}
+
+// ServerErrorCode is the JSON-RPC error code of answers the proxy makes itself for a
+// server that could not answer: in the range JSON-RPC leaves to implementations, and
+// the one MCP SDKs use for a closed connection.
+const ServerErrorCode = -32000
+
+// ErrorResponse is a JSON-RPC error answer to the request with the raw id.
+func ErrorResponse(id []byte, code int, message string) []byte {
+	b := make([]byte, 0, 64+len(id)+len(message))
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"error":{"code":`...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, `,"message":`...)
+	b = jsonlex.AppendString(b, message)
+	return append(b, `}}`...)
+}
+
+// retireOwn ends every own request still waiting, with err.
+func (r *Relay) retireOwn(err error) {
+	if r.ownPending.Load() == 0 {
+		return
+	}
 	r.mu.Lock()
-	r.waiters[id] = ch
+	ws := r.waiters
+	r.waiters = make(map[string]*waiter)
+	r.ownPending.Store(0)
+	r.mu.Unlock()
+	for _, w := range ws {
+		if w.ch != nil {
+			w.ch <- callResult{err: err}
+		}
+	}
+}
+
+// Request is a request of the proxy's own.
+type Request struct {
+	Method string
+	Params []byte // the raw JSON of the params member; nil for none
+	// Origin names who asked: a replay dispatch's id, which interception puts in the
+	// step report of a tools/call; "" for the proxy's own housekeeping.
+	Origin string
+}
+
+// Call sends a request of the proxy's own to the upstream and returns the raw
+// response. It passes interception like a host request, with its origin. It returns
+// an error wrapping ErrUpstreamLost the moment the server goes away. When ctx ends
+// first, the upstream is told with notifications/cancelled, and the answer, if it
+// ever comes, is dropped: the id stays registered (with no one waiting) until then,
+// so the upstream pump keeps looking for it and it cannot reach the host.
+func (r *Relay) Call(ctx context.Context, req Request) ([]byte, error) {
+	id := r.ownID()
+	idJSON := jsonlex.AppendString(nil, id)
+	w := &waiter{ch: make(chan callResult, 1)}
+	r.mu.Lock()
+	r.waiters[id] = w
 	r.ownPending.Add(1)
 	r.mu.Unlock()
 
-	msg := request(idJSON, method, params)
-	if err := r.up.Write(msg); err != nil {
+	if err := r.send(request(idJSON, req.Method, req.Params), req.Origin); err != nil {
 		r.forget(id) // never sent: no answer can come
-		return nil, fmt.Errorf("sending %s to the upstream: %w", method, err)
+		return nil, fmt.Errorf("sending %s to the upstream: %w", req.Method, err)
 	}
 	select {
-	case resp := <-ch:
-		return resp, nil
+	case res := <-w.ch:
+		return res.msg, res.err
 	case <-ctx.Done():
 		r.mu.Lock()
-		if _, ok := r.waiters[id]; ok {
-			r.waiters[id] = nil // abandoned, still routed to us
+		if cur, ok := r.waiters[id]; ok && cur == w {
+			r.waiters[id] = &waiter{} // abandoned, still routed to us
 		}
 		r.mu.Unlock()
-		cancel := request("", "notifications/cancelled", []byte(`{"requestId":`+idJSON+`,"reason":"cancelled by bir-proxy"}`))
-		if err := r.up.Write(cancel); err != nil {
+		cancel := request(nil, "notifications/cancelled", []byte(`{"requestId":`+string(idJSON)+`,"reason":"cancelled by bir-proxy"}`))
+		if err := r.send(cancel, req.Origin); err != nil {
 			r.log.Debug("could not cancel an own request", "id", id, "err", err)
 		}
-		return nil, fmt.Errorf("waiting for the answer to %s: %w", method, ctx.Err())
+		return nil, fmt.Errorf("waiting for the answer to %s: %w", req.Method, ctx.Err())
 	}
+}
+
+// ownID is the next id of the proxy's namespace that no host request in flight uses
+// (a host may send any string, "bir:" ones included).
+func (r *Relay) ownID() string {
+	for {
+		id := r.idPrefix + strconv.FormatUint(r.nextID.Add(1), 10)
+		if !r.hostReqs.hasKey(`"` + id) { // the IDKey of the string id
+
+			return id
+		}
+	}
+}
+
+// send writes a message of the proxy's own to the upstream, through interception.
+func (r *Relay) send(msg []byte, origin string) error {
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	if r.ic != nil {
+		msg = r.ic.FromProxy(msg, origin, time.Now())
+	}
+	return r.up.Write(msg)
 }
 
 // Notify sends a notification of the proxy's own to the upstream.
 func (r *Relay) Notify(method string, params []byte) error {
-	if err := r.up.Write(request("", method, params)); err != nil {
+	if err := r.send(request(nil, method, params), ""); err != nil {
 		return fmt.Errorf("sending %s to the upstream: %w", method, err)
 	}
 	return nil
@@ -304,16 +604,16 @@ func (r *Relay) forget(id string) {
 	r.mu.Unlock()
 }
 
-// request builds a JSON-RPC request (a notification when idJSON is empty).
-func request(idJSON, method string, params []byte) []byte {
+// request builds a JSON-RPC request (a notification when idJSON is nil).
+func request(idJSON []byte, method string, params []byte) []byte {
 	b := make([]byte, 0, 64+len(method)+len(params))
 	b = append(b, `{"jsonrpc":"2.0"`...)
-	if idJSON != "" {
+	if idJSON != nil {
 		b = append(b, `,"id":`...)
 		b = append(b, idJSON...)
 	}
 	b = append(b, `,"method":`...)
-	b = append(b, quote(method)...)
+	b = jsonlex.AppendString(b, method)
 	if params != nil {
 		b = append(b, `,"params":`...)
 		b = append(b, params...)
@@ -331,13 +631,6 @@ func (r *Relay) collect() {
 			r.collecting.Store(false)
 		}()
 	}
-}
-
-// quote is a JSON string literal for s. strconv.Quote is not one: it writes \x escapes
-// that JSON parsers reject.
-func quote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }
 
 // WriteHost sends a message of the proxy's own to the host (an error answer for a

@@ -77,7 +77,7 @@ func TestOwnRequestsNeverReachTheHost(t *testing.T) {
 		}
 	})
 	for i := range n {
-		resp, err := w.r.Call(ctx, "tools/call", []byte(`{"name":"echo","arguments":{"n":`+itoa(i)+`}}`))
+		resp, err := w.r.Call(ctx, relay.Request{Method: "tools/call", Params: []byte(`{"name":"echo","arguments":{"n":`+itoa(i)+`}}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestOwnRequestCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := w.r.Call(ctx, "tools/call", []byte(`{"name":"hang","arguments":{}}`))
+		_, err := w.r.Call(ctx, relay.Request{Method: "tools/call", Params: []byte(`{"name":"hang","arguments":{}}`)})
 		errc <- err
 	}()
 	// Wait until the server has the request, then give up on it.
@@ -174,7 +174,7 @@ func TestLateOwnAnswerNeverReachesTheHost(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := r.Call(ctx, "tools/call", []byte(`{"name":"slow","arguments":{}}`))
+		_, err := r.Call(ctx, relay.Request{Method: "tools/call", Params: []byte(`{"name":"slow","arguments":{}}`)})
 		errc <- err
 	}()
 	<-up.written // the request reached the server

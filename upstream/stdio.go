@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -44,7 +45,18 @@ type Command struct {
 	InputGrace, TermGrace time.Duration // 0: the defaults
 }
 
-// Process is a running stdio server.
+// Dial starts the server: a Command is the Dialer of a stdio upstream, and each Dial
+// is a fresh process (revive dials again after a crash).
+func (c Command) Dial(context.Context) (Conn, error) {
+	p, err := Start(c)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Process is a running stdio server. It is a Conn, a Batcher, a Terminator and an
+// Exiter.
 type Process struct {
 	cmd    *exec.Cmd
 	name   string
@@ -155,9 +167,13 @@ func (p *Process) wait() {
 	err := p.cmd.Wait()
 	p.exitCode = exitCode(p.cmd.ProcessState, err)
 	// The server is gone; whatever it left in its process group goes with it, and
-	// reads stop waiting for a writer that may never close (orphanGrace).
+	// reads stop waiting for a writer that may never close (orphanGrace). The deadline
+	// is set here too, not only before each Read: a Read already blocked when the
+	// server exited would otherwise wait for as long as a process that left the group
+	// (setsid, a detached spawn) keeps the pipe open.
 	signalGroup(p.cmd, sigTerm)
 	close(p.exited)
+	_ = p.outF.SetReadDeadline(time.Now().Add(orphanGrace))
 }
 
 // Read returns the next message from the server. Lines that are not JSON-RPC messages
@@ -243,8 +259,8 @@ func (p *Process) Exited() bool {
 	}
 }
 
-// ExitCode is the server's exit status once Done is closed: its code, or 128+signal
-// when a signal ended it (as a shell reports it).
+// ExitCode waits for the server to have exited and returns its status: its code, or
+// 128+signal when a signal ended it (as a shell reports it).
 func (p *Process) ExitCode() int {
 	<-p.exited
 	return p.exitCode
@@ -257,7 +273,9 @@ func (p *Process) CloseInput() {
 
 // Close stops the server gently (SPEC §6): stdin closed, InputGrace to exit on its own,
 // then SIGTERM to its process group, TermGrace, then SIGKILL. It returns once the
-// process has exited.
+// process has exited; a Read then returns what the server wrote and io.EOF (within
+// orphanGrace, whoever still holds the pipe), a Write fails. Calling it again waits
+// for the same stop.
 func (p *Process) Close() error {
 	p.stop(p.inputGrace)
 	return nil

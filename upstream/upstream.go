@@ -6,28 +6,90 @@ package upstream
 
 import (
 	"bytes"
+	"context"
+	"errors"
 
 	"github.com/tidwall/gjson"
 )
 
 // Conn is a message pipe to one MCP server: whole messages in, whole messages out, as
-// raw bytes never re-encoded. Read is called from one goroutine; Write may be called
-// from several (the relay's host pump and the proxy's own requests) and must keep each
-// message whole.
+// raw bytes never re-encoded. Every transport (a stdio child, a revived child, an HTTP
+// session) is one of these, so the relay never learns which it has.
+//
+// The concurrency contract, which every implementation keeps and the relay relies on:
+//   - Read is called from one goroutine at a time. Write may be called from several at
+//     once (the host pump and the proxy's own requests) and keeps each message whole:
+//     messages from different writers never interleave.
+//   - Write never waits for the server's answer. It returns once the message is on its
+//     way (in a pipe, or handed to a request already under way); a transport whose
+//     requests answer only when the tool finishes (an HTTP POST) must write
+//     asynchronously, or every host request queues behind the slowest tool.
+//   - Close may be called at any time, from any goroutine, more than once. It unblocks
+//     a Read or Write in progress (they return errors, or io.EOF from Read), ends the
+//     session the gentle way for the transport, and releases everything it holds:
+//     after it returns nothing it started is still running.
+//   - Read returns io.EOF once the server has gone for good and every message it sent
+//     has been returned; it returns a *ReplacedError when the server went away but was
+//     replaced and the session goes on (see ReplacedError).
+//
+// Capabilities a transport may have beyond these are optional interfaces (Batcher,
+// Terminator, Exiter), asked for with a type assertion, as the Go MCP SDK does.
 type Conn interface {
-	// Read returns the next message from the server, or io.EOF once the server has
-	// gone and every message it sent has been returned.
 	Read() ([]byte, error)
-	// Write sends one message to the server, after any held ones.
 	Write(msg []byte) error
+	Close() error
+}
+
+// Batcher is a Conn that can coalesce writes under load and say when a read will not
+// wait: a stdio pipe, where many small messages leaving in one syscall matter.
+type Batcher interface {
 	// Hold is Write, except that the message may wait until the next Write. The relay
-	// holds a message only when Buffered says the next one is already in hand.
+	// holds a message only when it already has the next one in hand.
 	Hold(msg []byte) error
 	// Buffered reports whether Read will return a message without waiting.
 	Buffered() bool
-	// Close ends the session the gentle way for the transport and releases everything
-	// it holds; after Close returns, nothing it started is still running.
-	Close() error
+}
+
+// Terminator is a Conn that can be stopped at once rather than gently: the proxy's
+// answer to being told to stop (SIGINT, SIGTERM). It may cut a Close under way short.
+type Terminator interface {
+	Terminate()
+}
+
+// Exiter is a Conn to a process, which ends with a status the proxy passes on.
+type Exiter interface {
+	// ExitCode waits for the process to have exited and returns its status: its code,
+	// or 128+signal when a signal ended it.
+	ExitCode() int
+}
+
+// Dialer makes a Conn: the first one at start, and the next one whenever the server
+// behind a Conn must be replaced (a revived child, a re-initialized HTTP session).
+type Dialer interface {
+	Dial(ctx context.Context) (Conn, error)
+}
+
+// ReplacedError is what Read returns when the server behind the Conn went away and
+// was (or is being) replaced, while the session goes on. Every message the old server
+// sent has been returned before it. Requests written to the old server will never be
+// answered by it: the reader answers them itself (the relay does, with an error for
+// each id). From the moment Read returns it until Read is called again, Write fails
+// (a message written then reaches no server, and its writer answers it); writes after
+// that reach the new server. So the reader decides when the new session begins: after
+// it has settled what was lost.
+type ReplacedError struct {
+	// Reason says why the old server went away, for the host's error answers and the
+	// log: "server github exited with status 1", with the last lines it printed.
+	Reason string
+}
+
+func (e *ReplacedError) Error() string { return "the server was replaced: " + e.Reason }
+
+// IsReplaced reports whether err says the server was replaced, returning the detail.
+func IsReplaced(err error) (*ReplacedError, bool) {
+	var re *ReplacedError
+	ok := errors.As(err, &re)
+	return re, ok
 }
 
 // smallLine is the size below which a line from the server is fully validated before

@@ -124,7 +124,10 @@ func runProxy(args []string) int {
 	hostIn, hostOut, restore := hostStdio(logger)
 	defer restore()
 
-	proc, err := upstream.Start(upstream.Command{
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+
+	var dialer upstream.Dialer = upstream.Command{
 		Path:       f.command[0],
 		Args:       f.command[1:],
 		Env:        upstream.ChildEnv(os.Environ()),
@@ -132,7 +135,8 @@ func runProxy(args []string) int {
 		MaxMessage: f.maxMessage,
 		Logger:     logger,
 		InputGrace: f.stopGrace,
-	})
+	}
+	conn, err := dialer.Dial(ctx)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bir-proxy: cannot start the server: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -141,9 +145,7 @@ func runProxy(args []string) int {
 		return 126
 	}
 
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	go stopOnSignal(ctx, proc, logger)
+	go stopOnSignal(ctx, conn, logger)
 
 	reporter := openReporter(ctx, f, logger)
 	ic := intercept.New(intercept.Options{
@@ -155,7 +157,7 @@ func runProxy(args []string) int {
 	r := relay.New(relay.Options{
 		HostIn:     hostIn,
 		HostOut:    hostOut,
-		Upstream:   proc,
+		Upstream:   conn,
 		Intercept:  ic,
 		IDPrefix:   "bir:" + reporter.proxyID() + ":",
 		MaxMessage: f.maxMessage,
@@ -169,17 +171,26 @@ func runProxy(args []string) int {
 	}
 	// Whatever ended the session, the server is stopped and waited for: the proxy
 	// never exits leaving it behind.
-	proc.Close()
+	conn.Close()
 	ic.Close()
 	reporter.close()
-	return proc.ExitCode()
+	return exitStatus(conn)
+}
+
+// exitStatus is the proxy's exit status once the session is over: the server
+// process's own (SPEC §6), or 0 for an upstream that is not a process.
+func exitStatus(conn upstream.Conn) int {
+	if e, ok := conn.(upstream.Exiter); ok {
+		return e.ExitCode()
+	}
+	return 0
 }
 
 // stopOnSignal turns SIGINT/SIGTERM/SIGHUP into the immediate stop sequence (SPEC §6).
 // SIGPIPE is caught, not ignored: an ignored signal would be inherited by the server,
 // and an uncaught one would kill the proxy when the host closes stdout; caught, a write
 // to a closed host just fails and the session ends normally.
-func stopOnSignal(ctx context.Context, proc *upstream.Process, logger *slog.Logger) {
+func stopOnSignal(ctx context.Context, conn upstream.Conn, logger *slog.Logger) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	defer signal.Stop(sigs)
@@ -192,7 +203,11 @@ func stopOnSignal(ctx context.Context, proc *upstream.Process, logger *slog.Logg
 				continue
 			}
 			logger.Info("stopping the server", "signal", s.String())
-			go proc.Terminate()
+			if t, ok := conn.(upstream.Terminator); ok {
+				go t.Terminate()
+			} else {
+				go conn.Close()
+			}
 		}
 	}
 }

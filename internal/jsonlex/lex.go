@@ -328,29 +328,52 @@ func EachMessage(line []byte, f func(obj []byte)) {
 // IDKey identifies a JSON-RPC id the way JSON-RPC matches them: by type and value.
 // The string "1" is not the number 1, but a number a peer re-printed (1.0 for 1, 1e3
 // for 1000) is the same id, exactly: ids past 2^53 must not collide by rounding.
+//
+// Keys of the usual ids are spelled as the id itself (see IDKeyBytes), so a map keyed
+// by them is read and deleted from without an allocation: a plain integer is its own
+// key, a string without escapes is its literal less the closing quote. Every other
+// key starts with a byte those cannot: '"' + decoded text for escaped strings, the
+// exact rational for other numbers, 'n' or 'r' for the rest.
 func IDKey(raw []byte) string {
-	if len(raw) == 0 {
-		return ""
+	if kb, ok := IDKeyBytes(raw); ok {
+		return string(kb)
 	}
 	switch c := raw[0]; {
 	case c == '"':
 		s, _ := DecodeString(raw)
-		return "s" + s
+		return `"` + s
 	case c == '-' || (c >= '0' && c <= '9'):
-		if plainInteger(raw) {
-			return "n" + string(raw) // the common case, already in normal form
-		}
 		// big.Rat reads exponents by repeated multiplication; bound them so a hostile
 		// 1e999999999 costs nothing.
 		if len(raw) <= 64 && !hugeExponent(raw) {
 			if r, ok := new(big.Rat).SetString(string(raw)); ok {
-				return "n" + r.RatString()
+				return r.RatString()
 			}
 		}
 		return "n" + string(raw)
 	default:
 		return "r" + string(raw)
 	}
+}
+
+// IDKeyBytes returns the part of raw that is its IDKey, for the usual ids (a plain
+// integer, a string with no escape); ok is false for the others, whose key IDKey
+// builds.
+func IDKeyBytes(raw []byte) (key []byte, ok bool) {
+	if len(raw) == 0 {
+		return raw, true // the key of nothing is ""
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		if len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+			return raw[:len(raw)-1], true
+		}
+	case c == '-' || (c >= '0' && c <= '9'):
+		if plainInteger(raw) {
+			return raw, true
+		}
+	}
+	return nil, false
 }
 
 // plainInteger reports whether raw is an integer already written the one way big.Rat

@@ -114,3 +114,25 @@ func FuzzTopFields(f *testing.F) {
 		}
 	})
 }
+
+func TestEachRPCAgreesWithTopFields(t *testing.T) {
+	line := []byte(`{"jsonrpc":"2.0","id":1,"method":"a","params":{"x":1}} [{"id":"s","result":{}},{"error":{"code":1},"id":null}] 7 {"\u0069d":9,"id":10}`)
+	var got []Fields
+	EachRPC(line, func(obj []byte, f Fields) {
+		want, ok := TopFields(obj)
+		if !ok {
+			t.Fatalf("EachRPC passed %s, which TopFields cannot read", obj)
+		}
+		if string(want.ID) != string(f.ID) || string(want.Method) != string(f.Method) || string(want.Params) != string(f.Params) ||
+			string(want.Result) != string(f.Result) || string(want.Error) != string(f.Error) {
+			t.Fatalf("EachRPC and TopFields disagree on %s", obj)
+		}
+		got = append(got, f)
+	})
+	if len(got) != 4 {
+		t.Fatalf("EachRPC saw %d objects, want 4", len(got))
+	}
+	if string(got[0].Method) != `"a"` || string(got[1].ID) != `"s"` || string(got[2].ID) != `null` || string(got[3].ID) != `10` {
+		t.Fatalf("wrong fields: %q", got)
+	}
+}

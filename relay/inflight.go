@@ -1,0 +1,130 @@
+package relay
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+)
+
+// pending is a set of requests in flight in one direction, keyed the way JSON-RPC
+// matches ids (jsonlex.IDKey: by type and exact value), holding each request's raw id
+// so that it can be answered byte for byte. It is the one place that knows which host
+// requests the upstream still owes an answer — recording or not — so that when the
+// server behind the upstream is replaced every one of them gets an error instead of a
+// hang.
+type pending struct {
+	mu  sync.Mutex
+	ids map[string][]byte
+}
+
+func newPending() *pending { return &pending{ids: make(map[string][]byte)} }
+
+func (p *pending) add(id []byte) {
+	// The id is a slice of its message: kept as it is, it would pin a 64 MB request
+	// in memory until its answer. The usual ids are spelled out by their key, so only
+	// the rare others are copied.
+	var k string
+	var raw []byte
+	if kb, ok := jsonlex.IDKeyBytes(id); ok {
+		k = string(kb)
+	} else {
+		k, raw = jsonlex.IDKey(id), bytes.Clone(id)
+	}
+	p.mu.Lock()
+	p.ids[k] = raw
+	p.mu.Unlock()
+}
+
+// rawOf is the raw id of an entry: kept, or spelled out by its key (IDKeyBytes).
+func rawOf(k string, raw []byte) []byte {
+	switch {
+	case raw != nil:
+		return raw
+	case k != "" && k[0] == '"':
+		return []byte(k + `"`)
+	default:
+		return []byte(k)
+	}
+}
+
+func (p *pending) remove(id []byte) {
+	p.mu.Lock()
+	if len(p.ids) > 0 {
+		if kb, ok := jsonlex.IDKeyBytes(id); ok {
+			delete(p.ids, string(kb)) // no allocation: the compiler reads kb in place
+		} else {
+			delete(p.ids, jsonlex.IDKey(id))
+		}
+	}
+	p.mu.Unlock()
+}
+
+// hasKey reports whether an id with IDKey k is in flight.
+func (p *pending) hasKey(k string) bool {
+	p.mu.Lock()
+	_, ok := p.ids[k]
+	p.mu.Unlock()
+	return ok
+}
+
+func (p *pending) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ids)
+}
+
+// drain empties the set and returns the raw ids it held.
+func (p *pending) drain() [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([][]byte, 0, len(p.ids))
+	for k, raw := range p.ids {
+		out = append(out, rawOf(k, raw))
+		delete(p.ids, k)
+	}
+	return out
+}
+
+// staleMax bounds the ids remembered as belonging to a replaced server. Past it the
+// oldest generation is forgotten: a host that answers a request thousands of requests
+// later is vanishingly rare, and memory must stay flat through any number of revivals.
+const staleMax = 4096
+
+// stale remembers ids that belonged to a server that was replaced: requests of the old
+// server the host may still answer, and host requests the relay already answered with
+// an error, which the host may still cancel. Such messages are meant for a server that
+// is gone, and must not reach the new one (an answer to a request it never sent, a
+// cancel for an id it may reuse).
+type stale struct {
+	mu     sync.Mutex
+	server map[string]struct{}
+	host   map[string]struct{}
+}
+
+func (s *stale) addServer(ids [][]byte) { s.add(&s.server, ids) }
+func (s *stale) addHost(ids [][]byte)   { s.add(&s.host, ids) }
+
+func (s *stale) add(set *map[string]struct{}, ids [][]byte) {
+	if len(ids) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if *set == nil || len(*set)+len(ids) > staleMax {
+		*set = make(map[string]struct{}, len(ids))
+	}
+	for _, id := range ids {
+		(*set)[jsonlex.IDKey(id)] = struct{}{}
+	}
+}
+
+// take reports whether id is in the set, and forgets it: each stale id is dropped once.
+func (s *stale) take(set map[string]struct{}, id []byte) bool {
+	k := jsonlex.IDKey(id)
+	if _, ok := set[k]; ok {
+		delete(set, k)
+		return true
+	}
+	return false
+}
