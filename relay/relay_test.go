@@ -77,7 +77,7 @@ func TestOwnRequestsNeverReachTheHost(t *testing.T) {
 		}
 	})
 	for i := range n {
-		resp, err := w.r.Call(ctx, relay.Request{Method: "tools/call", Params: []byte(`{"name":"echo","arguments":{"n":`+itoa(i)+`}}`)})
+		resp, err := w.r.Call(ctx, relay.Request{Method: "tools/call", Params: []byte(`{"name":"echo","arguments":{"n":` + itoa(i) + `}}`)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -320,7 +320,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // stepSink collects the reports interception makes.
 type stepSink struct{ steps chan recorder.Step }
 
-func (s *stepSink) Submit(st recorder.Step)       { s.steps <- st }
+func (s *stepSink) Submit(st recorder.Step)      { s.steps <- st }
 func (s *stepSink) Learned(recorder.ServerFacts) {}
 
 // TestOwnRequestIsReportedWithItsOrigin: a tools/call of the proxy's own passes
