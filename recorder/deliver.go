@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // A lane is the delivery state of one proxyId: this run's, or one adopted from an
@@ -85,7 +87,7 @@ type dispatcher struct {
 	inbox        []entry // reports of this run, not yet taken by run
 	onDisk       []entry // where reports of this run now are in the spool file
 	adoptedIn    []adoption
-	facts        ServerFacts
+	facts        report.ServerFacts
 	factsVersion int
 	ep           *Endpoint
 
@@ -179,7 +181,7 @@ func (d *dispatcher) spooled(entries []entry) {
 }
 
 // learn merges new facts and has this run registered again with them.
-func (d *dispatcher) learn(f ServerFacts) {
+func (d *dispatcher) learn(f report.ServerFacts) {
 	d.mu.Lock()
 	if len(f.ServerInfo) > 0 {
 		if json.Valid(f.ServerInfo) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // hangGuard bounds a wait so a broken test fails with a message instead of hanging until
@@ -69,10 +70,10 @@ func open(t testing.TB, cfg Config) *Reporter {
 
 var baseTime = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func testStep(tool string, i int) Step {
+func testStep(tool string, i int) report.Step {
 	callID := fmt.Sprintf("c-%d", i)
 	started := baseTime.Add(time.Duration(i) * time.Millisecond)
-	return Step{
+	return report.Step{
 		CallID:          &callID,
 		Tool:            tool,
 		Args:            json.RawMessage(fmt.Sprintf(`{"i":%d,"title":"issue <%d>"}`, i, i)),
@@ -81,7 +82,7 @@ func testStep(tool string, i int) Step {
 		StartedAt:       started,
 		EndedAt:         started.Add(183 * time.Millisecond),
 		DurationMs:      183.4,
-		Outcome:         OutcomeOK,
+		Outcome:         report.OutcomeOK,
 		Result:          json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`),
 	}
 }

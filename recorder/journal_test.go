@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 func journalConfig(t testing.TB, path string) Config {
@@ -140,7 +142,7 @@ func TestJournalSharedByTwoProxies(t *testing.T) {
 }
 
 // writeJournal writes reports of the given tools to a journal through a Reporter.
-func writeJournal(t *testing.T, path, server string, steps ...Step) {
+func writeJournal(t *testing.T, path, server string, steps ...report.Step) {
 	t.Helper()
 	cfg := journalConfig(t, path)
 	cfg.Server = server
@@ -159,7 +161,7 @@ func TestPrintLogTable(t *testing.T) {
 	long := testStep("search_code", 2)
 	long.Args = json.RawMessage(`{"query": "a very long query that goes on and on and on well past sixty characters", "n": 1}`)
 	slow := testStep("create_issue", 3)
-	slow.DurationMs, slow.Outcome = 2500, OutcomeToolError
+	slow.DurationMs, slow.Outcome = 2500, report.OutcomeToolError
 	writeJournal(t, path, "github", testStep("create_issue", 1), long, slow)
 
 	var out bytes.Buffer

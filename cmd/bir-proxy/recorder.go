@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/recorder"
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // closeGrace is how long the proxy, at exit, lets reports still in flight reach the
@@ -59,7 +60,7 @@ func off() bool {
 	return v
 }
 
-func (p *reporting) sink() recorder.Sink {
+func (p *reporting) sink() report.Sink {
 	if p.r == nil {
 		return nil // an untyped nil: intercept then only removes the key
 	}
