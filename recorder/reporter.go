@@ -309,13 +309,7 @@ func (r *Reporter) commit(batch []report.Step) {
 	lines := make([][]byte, 0, len(batch))
 	seqs := make([]uint64, 0, len(batch))
 	for _, s := range batch {
-		line, err := marshalStep(s)
-		if err != nil {
-			// Cannot happen with valid raw fields; marshalStep already replaced invalid ones.
-			r.log.Error("cannot encode a report; it is lost", "seq", s.Seq, "tool", s.Tool, "err", err)
-			continue
-		}
-		lines = append(lines, line)
+		lines = append(lines, marshalStep(s))
 		seqs = append(seqs, s.Seq)
 	}
 	if r.journal != nil {
@@ -384,9 +378,10 @@ func (r *Reporter) spoolAndHandOver(lines [][]byte, seqs []uint64) {
 }
 
 // marshalStep encodes a report as one JSON line (ending in '\n') with UTC timestamps.
-// HTML escaping is off: the line is for the recorder and for jq, not for a browser.
-func marshalStep(s report.Step) ([]byte, error) {
-	return append(s.AppendJSON(make([]byte, 0, 512+len(s.Args)+len(s.Result)+len(s.Error))), '\n'), nil
+// HTML escaping is off: the line is for the recorder and for jq, not for a browser. It
+// cannot fail: AppendJSON replaces a raw field that is not JSON instead of refusing it.
+func marshalStep(s report.Step) []byte {
+	return append(s.AppendJSON(make([]byte, 0, 512+len(s.Args)+len(s.Result)+len(s.Error))), '\n')
 }
 
 func newProxyID() (string, error) {
