@@ -131,7 +131,7 @@ func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoptio
 	d := &dispatcher{
 		log:    log,
 		tune:   tune,
-		client: newClient(tune, log),
+		client: newClient(tune),
 		regBase: registration{
 			Server: cfg.Server, PID: cfg.PID, Version: cfg.Version, Upstream: cfg.Upstream,
 		},
@@ -365,6 +365,10 @@ func (d *dispatcher) handle(res result) {
 	if res.stopped {
 		d.requeue(res)
 		return
+	}
+	if res.err != nil || res.status != http.StatusOK {
+		// Stderr says an outage once; each failed attempt is here, for a debug run.
+		d.log.Debug("recorder request failed", "path", res.kind.path(), "status", res.status, "err", res.err)
 	}
 	if res.err != nil {
 		var readErr *readError

@@ -418,8 +418,8 @@ func TestRegistersFirstWhenRecorderReturns(t *testing.T) {
 	failed := newCounter()
 	cfg := recorderConfig(t, rec, t.TempDir())
 	// One request at a time: a request launched before the failure was known could
-	// otherwise still be in its quick retries when the recorder returns, and reach it
-	// ahead of the register (harmless: it gets 404 and the proxy registers then).
+	// otherwise still be on its way when the recorder returns, and reach it ahead of
+	// the register (harmless: it gets 404 and the proxy registers then).
 	cfg.tuning.maxInFlight = 1
 	cfg.tuning.hooks.attempt = func(_ string, _ int, err error) {
 		if err != nil {

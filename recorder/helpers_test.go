@@ -32,11 +32,8 @@ func waitCtx(t testing.TB) context.Context {
 // fastTuning makes every failure path run in milliseconds.
 func fastTuning() tuning {
 	return tuning{
-		retries:      1,
-		retryWaitMin: time.Millisecond,
-		retryWaitMax: 5 * time.Millisecond,
-		backoffBase:  5 * time.Millisecond,
-		backoffCap:   50 * time.Millisecond,
+		backoffBase: 5 * time.Millisecond,
+		backoffCap:  50 * time.Millisecond,
 	}
 }
 
