@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bir-dev/bir-proxy/recorder"
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // Options configure an Interceptor.
@@ -20,7 +20,7 @@ type Options struct {
 	CorrelationKey string
 	// Sink receives reports. Nil means a pure pipe (BIR_OFF): the key is still
 	// removed, and nothing else is done.
-	Sink recorder.Sink
+	Sink report.Sink
 	// ReportCap bounds one report's JSON size (default 64 KiB).
 	ReportCap int
 	// QueueBytes bounds the message bytes waiting for bookkeeping (default 256 MiB).

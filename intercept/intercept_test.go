@@ -7,18 +7,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bir-dev/bir-proxy/recorder"
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // memSink records what bookkeeping submits.
 type memSink struct {
 	mu      sync.Mutex
-	steps   []recorder.Step
-	facts   []recorder.ServerFacts
+	steps   []report.Step
+	facts   []report.ServerFacts
 	changed chan struct{} // signalled on every Submit
 }
 
-func (m *memSink) Submit(s recorder.Step) {
+func (m *memSink) Submit(s report.Step) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.steps = append(m.steps, s)
@@ -30,12 +30,12 @@ func (m *memSink) Submit(s recorder.Step) {
 
 // wait returns the reports once there are n, without Close: bookkeeping must get to
 // them by itself.
-func (m *memSink) wait(t *testing.T, n int) []recorder.Step {
+func (m *memSink) wait(t *testing.T, n int) []report.Step {
 	t.Helper()
 	timeout := time.After(time.Minute) // a hung test fails; not a performance bound
 	for {
 		m.mu.Lock()
-		steps := append([]recorder.Step(nil), m.steps...)
+		steps := append([]report.Step(nil), m.steps...)
 		m.mu.Unlock()
 		if len(steps) >= n {
 			return steps
@@ -48,7 +48,7 @@ func (m *memSink) wait(t *testing.T, n int) []recorder.Step {
 	}
 }
 
-func (m *memSink) Learned(f recorder.ServerFacts) {
+func (m *memSink) Learned(f report.ServerFacts) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.facts = append(m.facts, f)
@@ -86,7 +86,7 @@ func (s *session) host(msg string) string {
 
 func (s *session) up(msg string) { s.ic.FromUpstream([]byte(msg), s.tick()) }
 
-func (s *session) close() []recorder.Step {
+func (s *session) close() []report.Step {
 	s.ic.Close()
 	return s.sink.steps
 }

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/redact"
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // DefaultReportCap bounds one step report's JSON size (SPEC §3.3).
@@ -41,8 +41,8 @@ func describeArgs(c *call, capBytes int) {
 
 // buildStep makes the report for a finished call: its arguments as describeArgs left
 // them, the result and error redacted and clipped into the rest of capBytes.
-func buildStep(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage, capBytes int) recorder.Step {
-	st := recorder.Step{
+func buildStep(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage, capBytes int) report.Step {
+	st := report.Step{
 		CallID:          clipID(c.callID),
 		Tool:            clipString(c.tool, maxTool),
 		Args:            c.argsOut,

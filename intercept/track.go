@@ -11,13 +11,13 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/bir-dev/bir-proxy/recorder"
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // tracker pairs each tools/call with its end and reports it. It runs on the
 // bookkeeping goroutine only.
 type tracker struct {
-	sink       recorder.Sink
+	sink       report.Sink
 	cap        int
 	interested *atomic.Int64
 	log        *slog.Logger
@@ -33,7 +33,7 @@ type tracker struct {
 	// unsent are the calls of the last host message, until its evSent gives them
 	// their startedAt; one that ends before that waits here for it.
 	unsent    []*call
-	facts     recorder.ServerFacts
+	facts     report.ServerFacts
 	sawInit   bool
 	sawTools  bool
 	warnedShd bool
@@ -64,7 +64,7 @@ type call struct {
 	rpcErr  json.RawMessage
 }
 
-func newTracker(sink recorder.Sink, cap int, interested *atomic.Int64, log *slog.Logger) *tracker {
+func newTracker(sink report.Sink, cap int, interested *atomic.Int64, log *slog.Logger) *tracker {
 	return &tracker{
 		sink:       sink,
 		cap:        cap,
@@ -96,7 +96,7 @@ func (t *tracker) handle(ev event) {
 		forEachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at, ownKey) })
 	case evLost:
 		for k, c := range t.calls {
-			t.finish(c, ev.at, recorder.OutcomeUpstreamLost, nil, nil)
+			t.finish(c, ev.at, report.OutcomeUpstreamLost, nil, nil)
 			delete(t.calls, k)
 		}
 		for k := range t.handshake {
@@ -231,7 +231,7 @@ func (t *tracker) host(ev event) {
 			c := &call{callID: id, receivedAt: ev.at}
 			describeArgs(c, t.cap)
 			pend(c)
-			t.finish(c, ev.at, recorder.OutcomeRPCError, nil,
+			t.finish(c, ev.at, report.OutcomeRPCError, nil,
 				json.RawMessage(`{"code":-32603,"message":"not recorded: the proxy's bookkeeping fell behind"}`))
 		}
 		t.interested.Add(-ev.scan.awaiting + int64(len(ev.scan.callIDs)))
@@ -267,7 +267,7 @@ func (t *tracker) host(ev event) {
 				// A tools/call without an id is a notification: no answer will ever
 				// come. It is still reported (never dropped), as the invalid request
 				// it is.
-				t.finish(c, ev.at, recorder.OutcomeRPCError, nil,
+				t.finish(c, ev.at, report.OutcomeRPCError, nil,
 					json.RawMessage(`{"code":-32600,"message":"tools/call without an id: a notification, which gets no answer"}`))
 				return
 			}
@@ -276,7 +276,7 @@ func (t *tracker) host(ev event) {
 			if old, dup := t.calls[k]; dup {
 				// The host reused an id still in flight; the two can no longer be told
 				// apart, so the older one ends here.
-				t.finish(old, ev.at, recorder.OutcomeRPCError, nil, json.RawMessage(`{"code":-32600,"message":"the host reused this request id before it was answered"}`))
+				t.finish(old, ev.at, report.OutcomeRPCError, nil, json.RawMessage(`{"code":-32600,"message":"the host reused this request id before it was answered"}`))
 			}
 			t.calls[k] = c
 		case "notifications/cancelled":
@@ -286,7 +286,7 @@ func (t *tracker) host(ev event) {
 			k := keyPrefix + idKey(memberOf(f.params, "requestId"))
 			if c, ok := t.calls[k]; ok {
 				delete(t.calls, k)
-				t.finish(c, ev.at, recorder.OutcomeCancelled, nil, nil)
+				t.finish(c, ev.at, report.OutcomeCancelled, nil, nil)
 			}
 			t.forgetHandshake(k)
 		case "initialize", "tools/list", "server/discover":
@@ -309,13 +309,13 @@ func (t *tracker) upstream(m []byte, at time.Time, keyPrefix string) {
 		delete(t.calls, k)
 		switch {
 		case f.err != nil:
-			t.finish(c, at, recorder.OutcomeRPCError, nil, f.err)
+			t.finish(c, at, report.OutcomeRPCError, nil, f.err)
 		case f.result != nil && f.result[0] == '{' && stringOf(memberOf(f.result, "resultType")) == "input_required":
-			t.finish(c, at, recorder.OutcomeInputRequired, f.result, nil)
+			t.finish(c, at, report.OutcomeInputRequired, f.result, nil)
 		case f.result != nil && f.result[0] == '{' && string(memberOf(f.result, "isError")) == "true":
-			t.finish(c, at, recorder.OutcomeToolError, f.result, nil)
+			t.finish(c, at, report.OutcomeToolError, f.result, nil)
 		default:
-			t.finish(c, at, recorder.OutcomeOK, f.result, nil)
+			t.finish(c, at, report.OutcomeOK, f.result, nil)
 		}
 		return
 	}

@@ -1,3 +1,19 @@
+// One retry policy per request. Every request this package sends to the recorder —
+// register and step alike — goes through the dispatcher (deliver.go), whose backoff
+// (doubling with jitter, capped at 30 s, Retry-After honoured, one probe before the
+// window opens again) is the only retry layer. The client below makes exactly one
+// attempt per call. go-retryablehttp used to retry inside each of those attempts: two
+// layers on one request, so a failing recorder got (1+RetryMax) POSTs per pause, a
+// worker sat sleeping in its quick retries while delivery was meant to be paused, and a
+// request could outlive the failure that paused everything and reach a recorder that
+// came back ahead of the register it needed. No request here lacks the outer loop, so
+// go-retryablehttp has no place left; plain net/http is the client.
+//
+// The one resend left is net/http's own, on a kept-alive connection that turns out to
+// be dead (the recorder closed it while idle): see post. That is not a retry policy —
+// no answer came, nothing waits — and without it every such race would look like an
+// outage: a warning on stderr, a pause, and every proxyId registered again.
+
 package recorder
 
 import (
@@ -5,26 +21,20 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/hashicorp/go-retryablehttp"
 )
 
 // tuning holds the timings of delivery. Zero fields take the defaults below; tests
 // shorten them so that failure paths run in milliseconds.
 type tuning struct {
 	maxInFlight    int           // reports posted at once
-	retries        int           // quick retries inside one attempt (connection errors, 5xx)
-	retryWaitMin   time.Duration // between those quick retries
-	retryWaitMax   time.Duration
 	backoffBase    time.Duration // between attempts, doubling with jitter...
 	backoffCap     time.Duration // ...up to this (SPEC §5: 30 s); also clamps Retry-After
-	requestTimeout time.Duration // one attempt, retries included
+	requestTimeout time.Duration // one attempt
 	closeGrace     time.Duration
 
 	hooks hooks
@@ -45,11 +55,6 @@ func (t tuning) withDefaults() tuning {
 	if t.maxInFlight <= 0 {
 		t.maxInFlight = 4
 	}
-	if t.retries <= 0 {
-		t.retries = 2
-	}
-	def(&t.retryWaitMin, 100*time.Millisecond)
-	def(&t.retryWaitMax, time.Second)
 	def(&t.backoffBase, 500*time.Millisecond)
 	def(&t.backoffCap, 30*time.Second)
 	def(&t.requestTimeout, 60*time.Second)
@@ -60,10 +65,10 @@ func (t tuning) withDefaults() tuning {
 // client posts JSON to the recorder. It knows nothing of reports, so a poll loop can
 // use it beside delivery.
 type client struct {
-	rc *retryablehttp.Client
+	hc *http.Client
 }
 
-// response is what came back from one attempt (after its quick retries).
+// response is what came back from one attempt.
 type response struct {
 	status     int           // 0 when no answer came (err is set)
 	body       []byte        // the start of the answer, for messages
@@ -71,7 +76,7 @@ type response struct {
 	err        error
 }
 
-func newClient(t tuning, log *slog.Logger) *client {
+func newClient(t tuning) *client {
 	transport := &http.Transport{
 		// Never through an HTTP proxy from the environment: the bearer token is for the
 		// recorder alone.
@@ -81,38 +86,11 @@ func newClient(t tuning, log *slog.Logger) *client {
 		MaxIdleConnsPerHost: t.maxInFlight * 2,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	hc := &http.Client{
+	return &client{hc: &http.Client{
 		Transport: transport,
 		// A redirect would carry the token to wherever it points.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	return &client{rc: &retryablehttp.Client{
-		HTTPClient:   hc,
-		Logger:       debugLogger{log},
-		RetryWaitMin: t.retryWaitMin,
-		RetryWaitMax: t.retryWaitMax,
-		RetryMax:     t.retries,
-		CheckRetry:   checkRetry,
-		Backoff:      jitterBackoff,
-		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}}
-}
-
-// checkRetry is retryablehttp's default policy, except that an answer asking us to wait
-// (Retry-After) ends the attempt: delivery as a whole then waits, instead of each
-// request in flight sleeping on its own.
-func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if err == nil && resp != nil && resp.Header.Get("Retry-After") != "" &&
-		(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		return false, nil
-	}
-	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
-}
-
-// jitterBackoff doubles from min up to max and spreads each wait over [d/2, d], so
-// proxies that lost the recorder together do not come back in lockstep.
-func jitterBackoff(min, max time.Duration, attempt int, _ *http.Response) time.Duration {
-	return jitter(min, max, attempt)
 }
 
 func jitter(base, max time.Duration, attempt int) time.Duration {
@@ -123,16 +101,22 @@ func jitter(base, max time.Duration, attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// post sends body to path under ep. It retries quickly a few times on connection errors
-// and 5xx; anything left is the caller's to back off from.
+// post sends body to path under ep, once. Whatever fails is the caller's to back off
+// from.
 func (c *client) post(ctx context.Context, ep *Endpoint, path string, body []byte) response {
-	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, ep.URL+path, body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL+path, bytes.NewReader(body))
 	if err != nil {
 		return response{err: fmt.Errorf("post %s: %w", path, err)}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+ep.Token)
-	resp, err := c.rc.Do(req)
+	// Every route we post to is idempotent (a repeated (proxyId, seq) is ignored, a
+	// register may repeat), and saying so lets net/http resend the request on a fresh
+	// connection when a kept-alive one was closed by the recorder under it; for a POST
+	// it would otherwise return the error. A nil value marks the request without
+	// sending the header.
+	req.Header["Idempotency-Key"] = nil
+	resp, err := c.hc.Do(req)
 	if err != nil {
 		return response{err: fmt.Errorf("post %s: %w", path, err)}
 	}
@@ -156,7 +140,7 @@ func retryAfter(resp *http.Response) time.Duration {
 	return 0
 }
 
-func (c *client) closeIdle() { c.rc.HTTPClient.CloseIdleConnections() }
+func (c *client) closeIdle() { c.hc.CloseIdleConnections() }
 
 // Ping asks the recorder at ep whether it is up (GET /health), for `bir-proxy status`.
 func Ping(ctx context.Context, ep *Endpoint) error {
@@ -179,12 +163,3 @@ func Ping(ctx context.Context, ep *Endpoint) error {
 	}
 	return nil
 }
-
-// debugLogger sends retryablehttp's chatter to slog at debug level: its "request
-// failed" lines at error level would otherwise flood stderr while the recorder is down.
-type debugLogger struct{ log *slog.Logger }
-
-func (l debugLogger) Error(msg string, kv ...any) { l.log.Debug(msg, kv...) }
-func (l debugLogger) Info(msg string, kv ...any)  { l.log.Debug(msg, kv...) }
-func (l debugLogger) Debug(msg string, kv ...any) { l.log.Debug(msg, kv...) }
-func (l debugLogger) Warn(msg string, kv ...any)  { l.log.Debug(msg, kv...) }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // A lane is the delivery state of one proxyId: this run's, or one adopted from an
@@ -85,7 +87,7 @@ type dispatcher struct {
 	inbox        []entry // reports of this run, not yet taken by run
 	onDisk       []entry // where reports of this run now are in the spool file
 	adoptedIn    []adoption
-	facts        ServerFacts
+	facts        report.ServerFacts
 	factsVersion int
 	ep           *Endpoint
 
@@ -129,7 +131,7 @@ func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoptio
 	d := &dispatcher{
 		log:    log,
 		tune:   tune,
-		client: newClient(tune, log),
+		client: newClient(tune),
 		regBase: registration{
 			Server: cfg.Server, PID: cfg.PID, Version: cfg.Version, Upstream: cfg.Upstream,
 		},
@@ -179,7 +181,7 @@ func (d *dispatcher) spooled(entries []entry) {
 }
 
 // learn merges new facts and has this run registered again with them.
-func (d *dispatcher) learn(f ServerFacts) {
+func (d *dispatcher) learn(f report.ServerFacts) {
 	d.mu.Lock()
 	if len(f.ServerInfo) > 0 {
 		if json.Valid(f.ServerInfo) {
@@ -363,6 +365,10 @@ func (d *dispatcher) handle(res result) {
 	if res.stopped {
 		d.requeue(res)
 		return
+	}
+	if res.err != nil || res.status != http.StatusOK {
+		// Stderr says an outage once; each failed attempt is here, for a debug run.
+		d.log.Debug("recorder request failed", "path", res.kind.path(), "status", res.status, "err", res.err)
 	}
 	if res.err != nil {
 		var readErr *readError

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // A backlog built while the recorder is down arrives complete once it is up: every seq
@@ -277,8 +278,8 @@ func TestLearnedFactsRegisterAgain(t *testing.T) {
 	ctx := waitCtx(t)
 	rec := recordertest.Start(t)
 	r := open(t, recorderConfig(t, rec, t.TempDir()))
-	r.Learned(ServerFacts{ServerInfo: []byte(`{"name":"github-mcp","version":"1.2.3"}`), ProtocolVersion: "2025-06-18"})
-	r.Learned(ServerFacts{Tools: []string{"create_issue", "search"}})
+	r.Learned(report.ServerFacts{ServerInfo: []byte(`{"name":"github-mcp","version":"1.2.3"}`), ProtocolVersion: "2025-06-18"})
+	r.Learned(report.ServerFacts{Tools: []string{"create_issue", "search"}})
 	_, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
 		for _, reg := range s.Registrations {
 			if reg.Get("tools.#").Int() == 2 && reg.Get("serverInfo.name").String() == "github-mcp" {
@@ -417,8 +418,8 @@ func TestRegistersFirstWhenRecorderReturns(t *testing.T) {
 	failed := newCounter()
 	cfg := recorderConfig(t, rec, t.TempDir())
 	// One request at a time: a request launched before the failure was known could
-	// otherwise still be in its quick retries when the recorder returns, and reach it
-	// ahead of the register (harmless: it gets 404 and the proxy registers then).
+	// otherwise still be on its way when the recorder returns, and reach it ahead of
+	// the register (harmless: it gets 404 and the proxy registers then).
 	cfg.tuning.maxInFlight = 1
 	cfg.tuning.hooks.attempt = func(_ string, _ int, err error) {
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // hangGuard bounds a wait so a broken test fails with a message instead of hanging until
@@ -31,11 +32,8 @@ func waitCtx(t testing.TB) context.Context {
 // fastTuning makes every failure path run in milliseconds.
 func fastTuning() tuning {
 	return tuning{
-		retries:      1,
-		retryWaitMin: time.Millisecond,
-		retryWaitMax: 5 * time.Millisecond,
-		backoffBase:  5 * time.Millisecond,
-		backoffCap:   50 * time.Millisecond,
+		backoffBase: 5 * time.Millisecond,
+		backoffCap:  50 * time.Millisecond,
 	}
 }
 
@@ -69,10 +67,10 @@ func open(t testing.TB, cfg Config) *Reporter {
 
 var baseTime = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func testStep(tool string, i int) Step {
+func testStep(tool string, i int) report.Step {
 	callID := fmt.Sprintf("c-%d", i)
 	started := baseTime.Add(time.Duration(i) * time.Millisecond)
-	return Step{
+	return report.Step{
 		CallID:          &callID,
 		Tool:            tool,
 		Args:            json.RawMessage(fmt.Sprintf(`{"i":%d,"title":"issue <%d>"}`, i, i)),
@@ -81,7 +79,7 @@ func testStep(tool string, i int) Step {
 		StartedAt:       started,
 		EndedAt:         started.Add(183 * time.Millisecond),
 		DurationMs:      183.4,
-		Outcome:         OutcomeOK,
+		Outcome:         report.OutcomeOK,
 		Result:          json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`),
 	}
 }

@@ -1,3 +1,5 @@
+// Package recorder delivers step reports to the local recorder (SPEC §5): discovery,
+// registration, posting, and the on-disk spool that makes sure nothing is lost.
 package recorder
 
 import (
@@ -11,6 +13,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // maxQueued bounds the reports waiting for the disk (by estimated size). Past it, new
@@ -56,7 +60,7 @@ type Reporter struct {
 
 	mu          sync.Mutex
 	seq         uint64
-	queue       []Step
+	queue       []report.Step
 	queuedBytes int
 	closed      bool
 	dropping    bool
@@ -76,7 +80,7 @@ type Reporter struct {
 	stopAdopting context.CancelFunc
 }
 
-var _ Sink = (*Reporter)(nil)
+var _ report.Sink = (*Reporter)(nil)
 
 // Open starts a Reporter. With an Endpoint it creates this run's spool file, adopts
 // the spool files of earlier runs of the same server whose proxy is gone, and starts
@@ -174,7 +178,7 @@ func (r *Reporter) ProxyID() string { return r.proxyID }
 // Submit numbers the report, stamps it with the proxyId and server, and queues it. It
 // returns at once; the report reaches the spool or journal within milliseconds. The
 // raw fields of s must not be modified afterwards.
-func (r *Reporter) Submit(s Step) {
+func (r *Reporter) Submit(s report.Step) {
 	size := len(s.Args) + len(s.Result) + len(s.Error) + 512
 	r.mu.Lock()
 	if r.closed {
@@ -210,7 +214,7 @@ func (r *Reporter) Submit(s Step) {
 
 // Learned passes what the proxy learned about its upstream on to the recorder in a
 // fresh register call. It does nothing in journal mode.
-func (r *Reporter) Learned(f ServerFacts) {
+func (r *Reporter) Learned(f report.ServerFacts) {
 	if r.d != nil {
 		r.d.learn(f)
 	}
@@ -301,17 +305,11 @@ func (r *Reporter) sync() {
 	}
 }
 
-func (r *Reporter) commit(batch []Step) {
+func (r *Reporter) commit(batch []report.Step) {
 	lines := make([][]byte, 0, len(batch))
 	seqs := make([]uint64, 0, len(batch))
 	for _, s := range batch {
-		line, err := marshalStep(s)
-		if err != nil {
-			// Cannot happen with valid raw fields; marshalStep already replaced invalid ones.
-			r.log.Error("cannot encode a report; it is lost", "seq", s.Seq, "tool", s.Tool, "err", err)
-			continue
-		}
-		lines = append(lines, line)
+		lines = append(lines, marshalStep(s))
 		seqs = append(seqs, s.Seq)
 	}
 	if r.journal != nil {
@@ -380,9 +378,10 @@ func (r *Reporter) spoolAndHandOver(lines [][]byte, seqs []uint64) {
 }
 
 // marshalStep encodes a report as one JSON line (ending in '\n') with UTC timestamps.
-// HTML escaping is off: the line is for the recorder and for jq, not for a browser.
-func marshalStep(s Step) ([]byte, error) {
-	return append(s.AppendJSON(make([]byte, 0, 512+len(s.Args)+len(s.Result)+len(s.Error))), '\n'), nil
+// HTML escaping is off: the line is for the recorder and for jq, not for a browser. It
+// cannot fail: AppendJSON replaces a raw field that is not JSON instead of refusing it.
+func marshalStep(s report.Step) []byte {
+	return append(s.AppendJSON(make([]byte, 0, 512+len(s.Args)+len(s.Result)+len(s.Error))), '\n')
 }
 
 func newProxyID() (string, error) {

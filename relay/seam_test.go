@@ -15,7 +15,7 @@ import (
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/internal/testbin"
-	"github.com/bir-dev/bir-proxy/recorder"
+	"github.com/bir-dev/bir-proxy/report"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
@@ -318,10 +318,10 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 }
 
 // stepSink collects the reports interception makes.
-type stepSink struct{ steps chan recorder.Step }
+type stepSink struct{ steps chan report.Step }
 
-func (s *stepSink) Submit(st recorder.Step)      { s.steps <- st }
-func (s *stepSink) Learned(recorder.ServerFacts) {}
+func (s *stepSink) Submit(st report.Step)      { s.steps <- st }
+func (s *stepSink) Learned(report.ServerFacts) {}
 
 // TestOwnRequestIsReportedWithItsOrigin: a tools/call of the proxy's own passes
 // interception — the correlation key removed, a step report made — and the report
@@ -333,7 +333,7 @@ func TestOwnRequestIsReportedWithItsOrigin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink := &stepSink{steps: make(chan recorder.Step, 4)}
+	sink := &stepSink{steps: make(chan report.Step, 4)}
 	ic := intercept.New(intercept.Options{Sink: sink})
 	r, host := wireConn(t, proc, ic)
 	t.Cleanup(ic.Close) // after the relay's cleanup: Cleanup runs last-registered first
@@ -357,7 +357,7 @@ func TestOwnRequestIsReportedWithItsOrigin(t *testing.T) {
 		if st.CallID != nil {
 			t.Fatalf("callId = %q, want null for a dispatch", *st.CallID)
 		}
-		if st.Tool != "echo" || st.Outcome != recorder.OutcomeOK || string(st.Args) != `{"q":1}` {
+		if st.Tool != "echo" || st.Outcome != report.OutcomeOK || string(st.Args) != `{"q":1}` {
 			t.Fatalf("report: tool %q outcome %q args %s", st.Tool, st.Outcome, st.Args)
 		}
 		if st.StartedAt.IsZero() || st.EndedAt.Before(st.StartedAt) {

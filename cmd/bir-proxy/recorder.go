@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/recorder"
+	"github.com/bir-dev/bir-proxy/recorder/logview"
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // closeGrace is how long the proxy, at exit, lets reports still in flight reach the
@@ -59,7 +61,7 @@ func off() bool {
 	return v
 }
 
-func (p *reporting) sink() recorder.Sink {
+func (p *reporting) sink() report.Sink {
 	if p.r == nil {
 		return nil // an untyped nil: intercept then only removes the key
 	}
@@ -111,7 +113,7 @@ func recorderStatus(ctx context.Context) string {
 func runLog(ctx context.Context, args []string) int {
 	const header = "Usage: bir-proxy log [--server NAME] [--journal PATH] [--follow] [--json] [-n N]\n\nPrints the journal: what was recorded when no recorder was running.\n\n"
 	fs := newFlagSet("bir-proxy log", header)
-	var o recorder.LogOptions
+	var o logview.LogOptions
 	fs.StringVar(&o.Server, "server", "", "only this server's calls")
 	fs.StringVar(&o.Path, "journal", "", "one journal file (default: every journal in $XDG_STATE_HOME/bir-proxy/journal)")
 	fs.BoolVar(&o.Follow, "follow", false, "keep printing calls as they are recorded")
@@ -120,7 +122,7 @@ func runLog(ctx context.Context, args []string) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if err := recorder.PrintLog(ctx, os.Stdout, o); err != nil && ctx.Err() == nil {
+	if err := logview.PrintLog(ctx, os.Stdout, o); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(os.Stderr, "bir-proxy log: %v\n", err)
 		return 1
 	}

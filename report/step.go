@@ -1,6 +1,8 @@
-// Package recorder delivers step reports to the local recorder (SPEC §5): discovery,
-// registration, posting, and the on-disk spool that makes sure nothing is lost.
-package recorder
+// Package report is the step report (SPEC §5) and the interface that takes it: what
+// intercept builds and recorder delivers. It is a leaf on purpose: intercept sits on
+// the proxy's hot path and needs only these types, not the HTTP delivery stack that
+// package recorder brings with it.
+package report
 
 import (
 	"bytes"
@@ -10,17 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
-)
-
-// Outcomes of a call, as the recorder names them (SPEC §5).
-const (
-	OutcomeOK            = "ok"
-	OutcomeToolError     = "tool_error"
-	OutcomeRPCError      = "rpc_error"
-	OutcomeCancelled     = "cancelled"
-	OutcomeUpstreamLost  = "upstream_lost"
-	OutcomeInputRequired = "input_required"
-	OutcomeTimeout       = "timeout"
 )
 
 // Step is one step report: one tools/call, from the host's line being read to its end.
@@ -51,24 +42,6 @@ type Step struct {
 	Error         json.RawMessage `json:"error,omitempty"`
 
 	DispatchID *string `json:"dispatchId"`
-}
-
-// ServerFacts is what the proxy learns about its upstream from messages passing by on
-// their way to the host (it never asks for them itself); the recorder gets them in a
-// fresh register call.
-type ServerFacts struct {
-	ServerInfo      json.RawMessage // initialize result's serverInfo, raw
-	ProtocolVersion string
-	Tools           []string // names from the first tools/list result
-}
-
-// Sink receives finished reports. Submit must never block on the network or the disk:
-// it is called from the proxy's bookkeeping goroutine, which the host path feeds.
-type Sink interface {
-	Submit(Step)
-	// Learned is called when the upstream's initialize result or first tools/list
-	// result has passed by; a recorder-backed sink registers again with them.
-	Learned(ServerFacts)
 }
 
 // AppendJSON appends the report as one JSON object on one line, the document

@@ -1,4 +1,8 @@
-package recorder
+// Package logview prints the journal for `bir-proxy log`: the reports written when no
+// recorder was running, as a table or as their JSON lines. It only reads files, so it
+// lives apart from package recorder's HTTP delivery and spool; all it takes from there
+// is where the journals are (DefaultStateDir, JournalDir).
+package logview
 
 import (
 	"bufio"
@@ -18,6 +22,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/bir-dev/bir-proxy/recorder"
 )
 
 // followEvery is how often PrintLog looks for new lines with Follow. Polling is fine
@@ -41,11 +47,11 @@ type LogOptions struct {
 func PrintLog(ctx context.Context, w io.Writer, opts LogOptions) error {
 	dir := opts.Dir
 	if opts.Path == "" && dir == "" {
-		state, err := DefaultStateDir()
+		state, err := recorder.DefaultStateDir()
 		if err != nil {
 			return err
 		}
-		dir = JournalDir(state)
+		dir = recorder.JournalDir(state)
 	}
 	files, err := journalFiles(opts.Path, dir)
 	if err != nil {

@@ -1,0 +1,123 @@
+package recorder
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
+)
+
+// A step POST the recorder keeps failing reaches it exactly once per pause of the
+// dispatcher's backoff: one retry layer, not an HTTP client's quick retries multiplied
+// inside each of the dispatcher's attempts (which hammered a failing recorder and kept
+// a worker sleeping while delivery was meant to be paused).
+func TestOneAttemptPerBackoffStep(t *testing.T) {
+	const outer = 4
+	ctx := waitCtx(t)
+	rec := recordertest.Start(t)
+	cfg := recorderConfig(t, rec, t.TempDir())
+
+	var mu sync.Mutex
+	var served []int // failed step POSTs the recorder had answered when the k-th attempt ended
+	attempts := newCounter()
+	cfg.tuning.hooks.attempt = func(path string, status int, _ error) {
+		if path != "/proxy/step" || status != http.StatusInternalServerError {
+			return
+		}
+		// The hook runs on the dispatcher's goroutine before it can start the next
+		// attempt, and the recorder logs a request before answering it, so this count
+		// is exact: every POST of this attempt, and none of the next.
+		n := 0
+		for _, req := range rec.Requests() {
+			if req.Path == "/proxy/step" {
+				n++
+			}
+		}
+		mu.Lock()
+		served = append(served, n)
+		mu.Unlock()
+		attempts.add(1)
+	}
+	r := open(t, cfg)
+	if _, err := rec.WaitRegistrations(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	rec.Fail(http.StatusInternalServerError)
+	r.Submit(testStep("t", 1))
+	if err := attempts.wait(ctx, outer); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := append([]int(nil), served[:outer]...)
+	mu.Unlock()
+	for k, n := range got {
+		if n != k+1 {
+			t.Fatalf("after outer attempt %d the recorder had seen %d step POSTs, want %d (all: %v)", k+1, n, k+1, got)
+		}
+	}
+
+	rec.Fail(0)
+	if _, err := rec.WaitSteps(ctx, 1); err != nil { // and it still arrives
+		t.Fatal(err)
+	}
+}
+
+// A recorder that closes a kept-alive connection just as a POST goes out on it (its
+// idle timeout) does not make that POST fail: it is sent again on a new connection,
+// at once. Without this the race would read as an outage — a warning, a pause, every
+// proxyId registered again. The server here reads the second request on the old
+// connection and closes it unanswered, which is the race made certain.
+func TestPostResentWhenKeptAliveConnectionDies(t *testing.T) {
+	ctx := waitCtx(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan string, 4) // "conn N: path" for every request answered
+	go func() {
+		for conn := 1; ; conn++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(hangGuard))
+				br := bufio.NewReader(c)
+				for n := 1; ; n++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if conn == 1 && n == 2 {
+						return // closed under the second request, unanswered
+					}
+					served <- fmt.Sprintf("conn %d: %s", conn, req.URL.Path)
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+				}
+			}()
+		}
+	}()
+
+	c := newClient(tuning{}.withDefaults())
+	defer c.closeIdle()
+	ep := &Endpoint{URL: "http://" + ln.Addr().String(), Token: "t"}
+	for _, path := range []string{"/proxy/register", "/proxy/step"} {
+		if res := c.post(ctx, ep, path, []byte(`{}`)); res.err != nil || res.status != http.StatusOK {
+			t.Fatalf("post %s: status %d, err %v", path, res.status, res.err)
+		}
+	}
+	got := []string{<-served, <-served}
+	if want := []string{"conn 1: /proxy/register", "conn 2: /proxy/step"}; !slices.Equal(got, want) {
+		t.Errorf("served %v, want %v", got, want)
+	}
+}
