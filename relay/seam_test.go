@@ -15,8 +15,8 @@ import (
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/internal/testbin"
-	"github.com/bir-dev/bir-proxy/report"
 	"github.com/bir-dev/bir-proxy/relay"
+	"github.com/bir-dev/bir-proxy/report"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
