@@ -132,4 +132,3 @@ func appendRaw(b, raw []byte, nullIfEmpty bool) []byte {
 
 // appendString is the one quoter: the bytes encoding/json writes, HTML escaping off.
 func appendString(b []byte, s string) []byte { return jsonlex.AppendString(b, s) }
-
