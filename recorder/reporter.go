@@ -98,7 +98,9 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("component", "recorder", "server", cfg.Server)
+	// The proxy's logger already names the server; naming it again here printed
+	// server= twice on every line.
+	log = log.With("component", "recorder")
 	if cfg.PID == 0 {
 		cfg.PID = os.Getpid()
 	}

@@ -35,9 +35,12 @@ type Command struct {
 
 	// Name prefixes lines the server prints to stdout that are not messages.
 	Name string
-	// Stderr receives the server's stderr unchanged and its non-message stdout lines;
-	// nil means os.Stderr.
+	// Stderr receives the server's stderr unchanged; nil means os.Stderr.
 	Stderr io.Writer
+	// Notes receives the server's stdout lines that are not messages, as
+	// "[name] line"; nil means Stderr. They are written from the upstream's reading
+	// goroutine, so a Notes that can block (a stderr nobody reads) stops the relay.
+	Notes io.Writer
 	// MaxMessage caps one message from the server (0: framing's default).
 	MaxMessage int
 	Logger     *slog.Logger
@@ -61,6 +64,7 @@ type Process struct {
 	cmd    *exec.Cmd
 	name   string
 	stderr io.Writer
+	notes  io.Writer
 	log    *slog.Logger
 
 	in     *framing.Writer
@@ -108,6 +112,10 @@ func Start(c Command) (*Process, error) {
 	}
 	if p.stderr == nil {
 		p.stderr = os.Stderr
+	}
+	p.notes = c.Notes
+	if p.notes == nil {
+		p.notes = p.stderr
 	}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -191,10 +199,10 @@ func (p *Process) Read() ([]byte, error) {
 		var tooLong *framing.TooLongError
 		switch {
 		case errors.As(err, &tooLong):
-			p.log.Warn("dropped a message from the server: over the size cap", "server", p.name, "bytes", tooLong.Size, "cap", tooLong.Max)
+			p.log.Warn("dropped a message from the server: over the size cap", "bytes", tooLong.Size, "cap", tooLong.Max)
 			continue
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			p.log.Warn("server exited but a process it started still holds its stdout; ending the session", "server", p.name)
+			p.log.Warn("server exited but a process it started still holds its stdout; ending the session")
 			return nil, io.EOF
 		case errors.Is(err, os.ErrClosed):
 			return nil, io.EOF
@@ -210,7 +218,10 @@ func (p *Process) Read() ([]byte, error) {
 }
 
 func (p *Process) notMessage(line []byte) {
-	fmt.Fprintf(p.stderr, "[%s] %s\n", p.name, line)
+	// One Write per line: a Notes writer takes each whole.
+	b := make([]byte, 0, len(p.name)+len(line)+4)
+	b = append(append(append(append(b, '['), p.name...), "] "...), line...)
+	_, _ = p.notes.Write(append(b, '\n'))
 }
 
 // Buffered reports whether Read will return a message without waiting. A buffered line
@@ -294,10 +305,10 @@ func (p *Process) stop(inputGrace time.Duration) {
 	p.stopOnce.Do(func() {
 		p.CloseInput()
 		if !p.waitExit(inputGrace, p.hurry) {
-			p.log.Debug("server still running after stdin closed; sending SIGTERM", "server", p.name)
+			p.log.Debug("server still running after stdin closed; sending SIGTERM")
 			signalGroup(p.cmd, sigTerm)
 			if !p.waitExit(p.termGrace, nil) {
-				p.log.Warn("server ignored SIGTERM; killing it", "server", p.name)
+				p.log.Warn("server ignored SIGTERM; killing it")
 				signalGroup(p.cmd, sigKill)
 				<-p.exited
 			}

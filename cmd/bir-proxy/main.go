@@ -112,11 +112,18 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
 }
 
 func runProxy(args []string) int {
+	sigs := catchSignals()
 	f, code, ok := parseProxyFlags(args, os.Stderr)
 	if !ok {
 		return code
 	}
-	logger := newLogger(os.Stderr, f.logLevel, f.server)
+	if _, err := parseSwitch("BIR_OFF", os.Getenv("BIR_OFF")); err != nil {
+		fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
+		return 2
+	}
+	diag := newDiagWriter(os.Stderr)
+	defer diag.Close(diagGrace)
+	logger := newLogger(diag, f.logLevel, f.server)
 	defer startProfile()()
 
 	// The host's end of the session. Nothing but relayed messages may ever be written
@@ -132,6 +139,7 @@ func runProxy(args []string) int {
 		Args:       f.command[1:],
 		Env:        upstream.ChildEnv(os.Environ()),
 		Name:       f.server,
+		Notes:      diag,
 		MaxMessage: f.maxMessage,
 		Logger:     logger,
 		InputGrace: f.stopGrace,
@@ -145,7 +153,7 @@ func runProxy(args []string) int {
 		return 126
 	}
 
-	go stopOnSignal(ctx, conn, logger)
+	go stopOnSignal(ctx, sigs, conn, logger)
 
 	reporter := openReporter(ctx, f, logger)
 	ic := intercept.New(intercept.Options{
@@ -177,6 +185,10 @@ func runProxy(args []string) int {
 	return exitStatus(conn)
 }
 
+// diagGrace bounds how long the proxy, at exit, waits for its last diagnostics to
+// reach stderr.
+const diagGrace = 200 * time.Millisecond
+
 // exitStatus is the proxy's exit status once the session is over: the server
 // process's own (SPEC §6), or 0 for an upstream that is not a process.
 func exitStatus(conn upstream.Conn) int {
@@ -184,32 +196,6 @@ func exitStatus(conn upstream.Conn) int {
 		return e.ExitCode()
 	}
 	return 0
-}
-
-// stopOnSignal turns SIGINT/SIGTERM/SIGHUP into the immediate stop sequence (SPEC §6).
-// SIGPIPE is caught, not ignored: an ignored signal would be inherited by the server,
-// and an uncaught one would kill the proxy when the host closes stdout; caught, a write
-// to a closed host just fails and the session ends normally.
-func stopOnSignal(ctx context.Context, conn upstream.Conn, logger *slog.Logger) {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
-	defer signal.Stop(sigs)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case s := <-sigs:
-			if s == syscall.SIGPIPE {
-				continue
-			}
-			logger.Info("stopping the server", "signal", s.String())
-			if t, ok := conn.(upstream.Terminator); ok {
-				go t.Terminate()
-			} else {
-				go conn.Close()
-			}
-		}
-	}
 }
 
 func newLogger(w io.Writer, level, server string) *slog.Logger {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/recorder"
@@ -53,12 +52,6 @@ func openReporter(ctx context.Context, f *proxyFlags, log *slog.Logger) *reporti
 		return &reporting{id: randomID()}
 	}
 	return &reporting{r: r, id: r.ProxyID()}
-}
-
-// off reports BIR_OFF: a pure pipe, with no request to a recorder, no spool, no journal.
-func off() bool {
-	v, _ := strconv.ParseBool(os.Getenv("BIR_OFF"))
-	return v
 }
 
 func (p *reporting) sink() report.Sink {

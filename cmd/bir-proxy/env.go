@@ -1,0 +1,27 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// parseSwitch reads an on/off environment variable the way people write them. An
+// unrecognised value is an error, never a silent default: BIR_OFF=yes once left
+// recording on because strconv.ParseBool does not know "yes".
+func parseSwitch(name, v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "0", "false", "f", "no", "n", "off":
+		return false, nil
+	case "1", "true", "t", "yes", "y", "on":
+		return true, nil
+	}
+	return false, fmt.Errorf("%s=%q is not understood: use 1, true, yes or on (or 0, false, no, off)", name, v)
+}
+
+// off reports BIR_OFF: a pure pipe, with no request to a recorder, no spool, no
+// journal. runProxy has already refused a value parseSwitch does not know.
+func off() bool {
+	v, _ := parseSwitch("BIR_OFF", os.Getenv("BIR_OFF"))
+	return v
+}

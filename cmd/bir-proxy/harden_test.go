@@ -1,0 +1,191 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/internal/testbin"
+)
+
+// rawProxy starts the built proxy in front of rawserver with stderr going to the
+// given file (a pipe end the test controls), and returns the host's ends.
+func rawProxy(t *testing.T, stderr *os.File, env []string, proxyArgs []string, serverArgs ...string) (cmd *exec.Cmd, in *os.File, out *framing.Reader, done chan error) {
+	t.Helper()
+	bin := testbin.Build(t, "./cmd/bir-proxy")
+	raw := testbin.Build(t, "./testdata/rawserver")
+	args := append(append(append([]string{}, proxyArgs...), "--", raw), serverArgs...)
+	cmd = exec.Command(bin, args...)
+	cmd.Env = append(append(os.Environ(), "XDG_STATE_HOME="+t.TempDir()), env...)
+	if stderr != nil { // a nil *os.File in an io.Writer is not nil
+		cmd.Stderr = stderr
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	done = make(chan error, 1)
+	go func() { done <- cmd.Wait(); close(done) }() // a second receive returns at once
+	t.Cleanup(func() {
+		inW.Close()
+		_ = cmd.Process.Kill()
+		<-done
+		outR.Close()
+	})
+	return cmd, inW, framing.NewReader(outR), done
+}
+
+// readWithin reads one message from the proxy, failing the test after a generous
+// deadline instead of hanging it.
+func readWithin(t *testing.T, r *framing.Reader) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		m, err := r.Read()
+		if err != nil {
+			got <- "read error: " + err.Error()
+			return
+		}
+		got <- string(m)
+	}()
+	select {
+	case m := <-got:
+		return m
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer from the proxy")
+		return ""
+	}
+}
+
+// TestSIGPIPEAtStartDoesNotKillTheProxy: a host whose stderr has no reader, and a
+// proxy that logs a warning at start (a recorder it may not use), must still relay.
+func TestSIGPIPEAtStartDoesNotKillTheProxy(t *testing.T) {
+	for i := range 10 {
+		errR, errW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		errR.Close() // nobody will ever read the proxy's stderr
+		_, in, out, _ := rawProxy(t, errW, []string{"BIR_OFF=0", "BIR_RECORDER_URL=", "BIR_RECORDER_TOKEN="},
+			[]string{"--server", "pipe", "--recorder", "http://192.0.2.1:9/", "--log-level", "debug"}, "--reply")
+		errW.Close()
+		if _, err := in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n"); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if got := readWithin(t, out); !strings.Contains(got, `"id":1`) {
+			t.Fatalf("run %d: the proxy died of SIGPIPE instead of answering: %s", i, got)
+		}
+	}
+}
+
+// TestBIROffSpellings: the usual spellings of true turn recording off; anything
+// unrecognised is refused with one clear line and exit status 2.
+func TestBIROffSpellings(t *testing.T) {
+	for _, v := range []string{"yes", "on", "TRUE", "1"} {
+		journal := filepath.Join(t.TempDir(), "j.jsonl")
+		_, in, out, done := rawProxy(t, nil, []string{"BIR_OFF=" + v}, []string{"--server", "off", "--journal", journal}, "--reply")
+		in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}` + "\n")
+		readWithin(t, out)
+		in.Close()
+		<-done
+		if _, err := os.Stat(journal); !os.IsNotExist(err) {
+			t.Fatalf("BIR_OFF=%s: a journal was written (err %v)", v, err)
+		}
+	}
+	errR, errW, _ := os.Pipe()
+	cmd, _, _, done := rawProxy(t, errW, []string{"BIR_OFF=maybe"}, []string{"--server", "off"}, "--reply")
+	errW.Close()
+	err := <-done
+	msg, _ := readAll(errR)
+	if cmd.ProcessState.ExitCode() != 2 {
+		t.Fatalf("BIR_OFF=maybe: exit %v, want 2 (err %v)", cmd.ProcessState.ExitCode(), err)
+	}
+	if strings.Count(msg, "\n") != 1 || !strings.Contains(msg, `BIR_OFF="maybe"`) {
+		t.Fatalf("BIR_OFF=maybe: stderr %q, want one line naming the value", msg)
+	}
+}
+
+func readAll(f *os.File) (string, error) {
+	defer f.Close()
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := f.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			return b.String(), nil
+		}
+	}
+}
+
+// TestLogLinesNameTheServerOnce: every line of the proxy's log says server= once.
+func TestLogLinesNameTheServerOnce(t *testing.T) {
+	errR, errW, _ := os.Pipe()
+	journal := filepath.Join(t.TempDir(), "j.jsonl")
+	_, in, out, done := rawProxy(t, errW, []string{"BIR_OFF=0", "BIR_RECORDER_URL="}, []string{"--server", "once", "--journal", journal, "--log-level", "debug"}, "--reply", "--ignore-eof")
+	errW.Close()
+	in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}` + "\n")
+	readWithin(t, out)
+	in.Close() // the server ignores EOF: the stop sequence logs as it goes
+	<-done
+	log, _ := readAll(errR)
+	lines := 0
+	for _, l := range strings.Split(log, "\n") {
+		if !strings.Contains(l, "level=") {
+			continue
+		}
+		lines++
+		if n := strings.Count(l, "server="); n != 1 {
+			t.Errorf("%d server= in %q", n, l)
+		}
+	}
+	if lines == 0 {
+		t.Fatalf("no log lines to check in %q", log)
+	}
+}
+
+// TestUnreadStderrDoesNotBlockTheRelay: a host that never reads the proxy's stderr,
+// and a server that prints thousands of non-message lines to stdout (each becomes a
+// diagnostic line): calls are still answered, and the proxy still exits.
+func TestUnreadStderrDoesNotBlockTheRelay(t *testing.T) {
+	junk := filepath.Join(t.TempDir(), "junk")
+	var b strings.Builder
+	for i := range 20000 {
+		b.WriteString("server log line, not a message, number ")
+		b.WriteString(strings.Repeat("x", i%50))
+		b.WriteString("\n")
+	}
+	if err := os.WriteFile(junk, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errR, errW, _ := os.Pipe()
+	defer errR.Close() // open but never read: the pipe fills at 64 KiB
+	_, in, out, done := rawProxy(t, errW, nil, []string{"--server", "noisy"}, "--reply", "--emit", junk)
+	errW.Close()
+	for i := range 5 {
+		in.WriteString(`{"jsonrpc":"2.0","id":` + string(rune('1'+i)) + `,"method":"ping"}` + "\n")
+		if got := readWithin(t, out); !strings.Contains(got, `"id":`+string(rune('1'+i))) {
+			t.Fatalf("call %d got %s", i, got)
+		}
+	}
+	in.Close()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the proxy did not exit: blocked on a stderr nobody reads")
+	}
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/bir-dev/bir-proxy/upstream"
+)
+
+// catchSignals starts catching the signals the proxy answers. It runs first thing in
+// proxy mode, before anything can write: SIGPIPE is caught, not ignored (an ignored
+// signal would be inherited by the server), and until it is caught, the first log line
+// to a host's stderr that has no reader kills the proxy — which it did, at start, in
+// 29 runs of 30 while the handler was installed by a goroutine started after the
+// server.
+func catchSignals() chan os.Signal {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	return sigs
+}
+
+// stopOnSignal turns SIGINT/SIGTERM/SIGHUP into the immediate stop sequence (SPEC §6).
+// A caught SIGPIPE needs nothing: a write to a closed host just fails and the session
+// ends normally.
+func stopOnSignal(ctx context.Context, sigs chan os.Signal, conn upstream.Conn, logger *slog.Logger) {
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-sigs:
+			if s == syscall.SIGPIPE {
+				continue
+			}
+			logger.Info("stopping the server", "signal", s.String())
+			if t, ok := conn.(upstream.Terminator); ok {
+				go t.Terminate()
+			} else {
+				go conn.Close()
+			}
+		}
+	}
+}
