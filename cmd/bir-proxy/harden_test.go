@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,5 +188,36 @@ func TestUnreadStderrDoesNotBlockTheRelay(t *testing.T) {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the proxy did not exit: blocked on a stderr nobody reads")
+	}
+}
+
+// TestDetachedGrandchildDoesNotHangTheSession: a process that left the server's
+// process group (setsid, a detached spawn) and keeps the server's stdout open must not
+// keep a session whose server exited alive: the host sees the end instead of waiting
+// forever, and stdin EOF still ends the proxy.
+func TestDetachedGrandchildDoesNotHangTheSession(t *testing.T) {
+	for _, how := range []string{"server exits", "host closes stdin"} {
+		t.Run(how, func(t *testing.T) {
+			pidfile := filepath.Join(t.TempDir(), "pid")
+			serverArgs := []string{"--reply", "--pidfile", pidfile, "--grandchild", "--detach"}
+			if how == "server exits" {
+				serverArgs = append(serverArgs, "--exit-after", "1")
+			}
+			_, in, out, done := rawProxy(t, nil, nil, []string{"--server", "detach"}, serverArgs...)
+			in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")
+			if got := readWithin(t, out); !strings.Contains(got, `"id":1`) {
+				t.Fatalf("got %s", got)
+			}
+			grand := testbin.ReadPidfile(t, pidfile+".grandchild")
+			t.Cleanup(func() { _ = syscall.Kill(grand, syscall.SIGKILL) })
+			if how == "host closes stdin" {
+				in.Close()
+			}
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s: the proxy is still running while a detached grandchild holds the server's stdout", how)
+			}
+		})
 	}
 }

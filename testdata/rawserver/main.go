@@ -42,6 +42,9 @@
 //	                  once anything has been answered, the file exists)
 //	--grandchild      start a copy of ourselves that blocks until a signal kills
 //	                  it; its pid goes to FILE.grandchild (needs --pidfile)
+//	--detach          with --grandchild: the copy leaves our process group and
+//	                  session (setsid, as Node's spawn({detached:true}) does),
+//	                  keeping our stdout open
 //
 // On stdin EOF it flushes and exits with --exit-code. Lines have no length
 // limit. Nothing but the protocol bytes described above reaches stdout.
@@ -77,6 +80,7 @@ type config struct {
 	ignoreSigterm bool
 	pidfile       string
 	grandchild    bool
+	detach        bool
 	blockForever  bool
 	ignoreEOF     bool
 }
@@ -98,6 +102,7 @@ func main() {
 	fs.BoolVar(&cfg.ignoreSigterm, "ignore-sigterm", false, "ignore SIGTERM")
 	fs.StringVar(&cfg.pidfile, "pidfile", "", "write the pid to `FILE`")
 	fs.BoolVar(&cfg.grandchild, "grandchild", false, "start a blocking copy of ourselves")
+	fs.BoolVar(&cfg.detach, "detach", false, "with --grandchild: the copy calls setsid")
 	fs.BoolVar(&cfg.ignoreEOF, "ignore-eof", false, "keep running after stdin ends, until a signal")
 	// Internal: the mode a --grandchild copy runs in.
 	fs.BoolVar(&cfg.blockForever, "block-forever", false, "")
@@ -124,7 +129,7 @@ func run(cfg config) error {
 		if cfg.pidfile == "" {
 			return errors.New("--grandchild needs --pidfile")
 		}
-		if err := startGrandchild(cfg.pidfile + ".grandchild"); err != nil {
+		if err := startGrandchild(cfg.pidfile+".grandchild", cfg.detach); err != nil {
 			return err
 		}
 	}
@@ -266,7 +271,7 @@ func writePidfile(path string, pid int) error {
 // stays in our process group and shares our stdout and stderr, as the node
 // process under an `npx` wrapper does, so it is what a proxy that signals
 // only its direct child, or waits for its pipes to close, would leak.
-func startGrandchild(pidfile string) error {
+func startGrandchild(pidfile string, detach bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding own executable: %w", err)
@@ -284,6 +289,9 @@ func startGrandchild(pidfile string) error {
 	cmd.Stdout = os.Stdout
 	cmd.Stderr = os.Stderr
 	cmd.ExtraFiles = []*os.File{pw}
+	if detach {
+		setsid(cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting grandchild: %w", err)
 	}
