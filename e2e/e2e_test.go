@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
@@ -91,7 +91,7 @@ func TestE2E(t *testing.T) {
 	s := newSuite(t)
 	// Built with the race detector: a race in the proxy under real traffic exits it
 	// with status 66, which the transcript's last step shows.
-	proxy := testbin.BuildRace(t, "./cmd/bir-proxy")
+	proxy := testutil.BuildRace(t, "./cmd/bir-proxy")
 
 	t.Run("host fingerprints match the shared vectors", func(t *testing.T) {
 		t.Parallel()

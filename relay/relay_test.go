@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/framing"
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
@@ -30,7 +30,7 @@ type wired struct {
 
 func wire(t *testing.T, args ...string) *wired {
 	t.Helper()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	record := filepath.Join(t.TempDir(), "received")
 	proc, err := upstream.Start(upstream.Command{Path: raw, Args: append([]string{"--record", record}, args...), Name: "raw"})
 	if err != nil {

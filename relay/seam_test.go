@@ -14,7 +14,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/intercept"
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/report"
 	"github.com/bir-dev/bir-proxy/upstream"
@@ -28,7 +28,7 @@ const deadline = 20 * time.Second
 // SIGKILLed returns an error at once, rather than waiting on a context that may never
 // end (context.Background()).
 func TestOwnCallRetiredWhenUpstreamKilled(t *testing.T) {
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	record := filepath.Join(t.TempDir(), "received")
 	proc, err := upstream.Start(upstream.Command{Path: raw, Args: []string{"--record", record, "--reply"}, Name: "raw"})
 	if err != nil {
@@ -327,7 +327,7 @@ func (s *stepSink) Learned(report.ServerFacts) {}
 // interception — the correlation key removed, a step report made — and the report
 // carries the origin as dispatchId and no callId; the host sees none of it.
 func TestOwnRequestIsReportedWithItsOrigin(t *testing.T) {
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	record := filepath.Join(t.TempDir(), "received")
 	proc, err := upstream.Start(upstream.Command{Path: raw, Args: []string{"--record", record, "--reply"}, Name: "raw"})
 	if err != nil {

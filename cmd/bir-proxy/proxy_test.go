@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/framing"
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // session is a test host: the built proxy as a real child process, talked to over
@@ -82,7 +82,7 @@ func startProxy(t *testing.T, env []string, args ...string) *session {
 // startProxyIn is startProxy with the proxy's working directory set to dir.
 func startProxyIn(t *testing.T, dir string, env []string, args ...string) *session {
 	t.Helper()
-	bin := testbin.Build(t, "./cmd/bir-proxy")
+	bin := testutil.Build(t, "./cmd/bir-proxy")
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
@@ -198,7 +198,7 @@ func fidelityLines() []string {
 
 func TestFidelityEcho(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	record := filepath.Join(t.TempDir(), "received")
 	s := startProxy(t, nil, "--server", "raw", "--", raw, "--echo", "--record", record)
 
@@ -236,7 +236,7 @@ func TestFidelityEcho(t *testing.T) {
 // TestFidelityLarge sends a 50 MB message each way.
 func TestFidelityLarge(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	s := startProxy(t, nil, "--", raw, "--echo")
 	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` +
 		strings.Repeat("0123456789", 5<<20) + `"}}}`
@@ -255,7 +255,7 @@ func TestFidelityLarge(t *testing.T) {
 // messages.
 func TestFidelityServerSide(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	dir := t.TempDir()
 	fromServer := []string{
 		`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"k":9007199254740993}}}`,
@@ -307,7 +307,7 @@ func TestFidelityServerSide(t *testing.T) {
 
 func TestMissingOrBadCommand(t *testing.T) {
 	t.Parallel()
-	bin := testbin.Build(t, "./cmd/bir-proxy")
+	bin := testutil.Build(t, "./cmd/bir-proxy")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -337,7 +337,7 @@ func TestMissingOrBadCommand(t *testing.T) {
 
 func TestChildExitsAtOnce(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	s := startProxy(t, nil, "--", raw, "--exit-now", "--exit-code", "3", "--stderr", "usage: rawserver [flags]\n")
 	if code := s.wait(); code != 3 {
 		t.Fatalf("exit status %d, want the server's 3", code)
@@ -349,7 +349,7 @@ func TestChildExitsAtOnce(t *testing.T) {
 
 func TestChildExitsMidSession(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	s := startProxy(t, nil, "--", raw, "--echo", "--exit-after", "2", "--exit-code", "5")
 	s.send(`{"id":1}`, `{"id":2}`)
 	// Every line the server wrote before it died reaches the host.
@@ -363,30 +363,30 @@ func TestChildExitsMidSession(t *testing.T) {
 
 func TestStdinEOFStopsChild(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	s := startProxy(t, nil, "--", raw, "--echo", "--pidfile", pidfile, "--exit-code", "4")
 	s.send(`{"id":1}`)
 	s.recv()
-	pid := testbin.ReadPidfile(t, pidfile)
+	pid := testutil.ReadPidfile(t, pidfile)
 	s.in.Close()
 	if code := s.wait(); code != 4 {
 		t.Fatalf("exit status %d, want the server's 4", code)
 	}
-	if testbin.Alive(pid) {
+	if testutil.Alive(pid) {
 		t.Fatalf("server %d still running after the proxy exited", pid)
 	}
 }
 
 func TestSigtermStopsChildAndGroup(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	s := startProxy(t, nil, "--", raw, "--echo", "--pidfile", pidfile, "--grandchild")
 	s.send(`{"id":1}`)
 	s.recv()
-	pid := testbin.ReadPidfile(t, pidfile)
-	grand := testbin.ReadPidfile(t, pidfile+".grandchild")
+	pid := testutil.ReadPidfile(t, pidfile)
+	grand := testutil.ReadPidfile(t, pidfile+".grandchild")
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestSigtermStopsChildAndGroup(t *testing.T) {
 	}
 	ctx := ctxTimeout(t)
 	for _, p := range []int{pid, grand} {
-		if err := testbin.WaitExit(ctx, p); err != nil {
+		if err := testutil.WaitExit(ctx, p); err != nil {
 			t.Fatalf("process %d outlived the proxy: %v", p, err)
 		}
 	}
@@ -405,44 +405,44 @@ func TestSigtermStopsChildAndGroup(t *testing.T) {
 
 func TestChildIgnoringSigtermIsKilled(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	s := startProxy(t, nil, "--", raw, "--echo", "--pidfile", pidfile, "--ignore-sigterm", "--ignore-eof")
 	s.send(`{"id":1}`)
 	s.recv()
-	pid := testbin.ReadPidfile(t, pidfile)
+	pid := testutil.ReadPidfile(t, pidfile)
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if code := s.wait(); code != 128+int(syscall.SIGKILL) {
 		t.Fatalf("exit status %d, want %d (the server, SIGKILLed)", code, 128+int(syscall.SIGKILL))
 	}
-	if testbin.Alive(pid) {
+	if testutil.Alive(pid) {
 		t.Fatalf("server %d still running", pid)
 	}
 }
 
 func TestProxySIGKILLLeavesNoOrphan(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	// --ignore-sigterm: only the kernel's parent-death SIGKILL can end it.
 	s := startProxy(t, nil, "--", raw, "--echo", "--pidfile", pidfile, "--ignore-sigterm")
 	s.send(`{"id":1}`)
 	s.recv()
-	pid := testbin.ReadPidfile(t, pidfile)
+	pid := testutil.ReadPidfile(t, pidfile)
 	if err := s.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	s.wait()
-	if err := testbin.WaitExit(ctxTimeout(t), pid); err != nil {
+	if err := testutil.WaitExit(ctxTimeout(t), pid); err != nil {
 		t.Fatalf("server outlived a SIGKILLed proxy: %v", err)
 	}
 }
 
 func TestNoBIRVariablesReachTheServer(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	s := startProxy(t, []string{"BIR_RECORDER_TOKEN=secret-token", "BIR_RECORDER_URL=http://127.0.0.1:1", "NOT_BIR=kept"}, "--", raw, "--reply", "--env")
 	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","arguments":{}}}`)
 	got := s.recv()
@@ -460,9 +460,9 @@ func TestNoBIRVariablesReachTheServer(t *testing.T) {
 // same transcript.
 func TestMCPGoClientSameResults(t *testing.T) {
 	t.Parallel()
-	host := testbin.Build(t, "./testdata/demohost")
-	server := testbin.Build(t, "./testdata/mcpserver")
-	proxy := testbin.Build(t, "./cmd/bir-proxy")
+	host := testutil.Build(t, "./testdata/demohost")
+	server := testutil.Build(t, "./testdata/mcpserver")
+	proxy := testutil.Build(t, "./cmd/bir-proxy")
 	for _, era := range []string{"session", "stateless"} {
 		t.Run(era, func(t *testing.T) {
 			t.Parallel()
@@ -496,7 +496,7 @@ func TestMCPGoClientSameResults(t *testing.T) {
 // rather than waiting out the stdin grace, here an hour.
 func TestSigtermCutsAGentleStopShort(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	s := startProxy(t, nil, "--stop-grace", "1h", "--", raw, "--echo", "--ignore-eof")
 	s.send(`{"id":1}`)
 	s.recv()

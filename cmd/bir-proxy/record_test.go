@@ -17,7 +17,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/bir-dev/bir-proxy/intercept"
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
@@ -70,7 +70,7 @@ func topLevelKeys(t *testing.T, obj string) []string {
 // with recording on and off.
 func TestKeyNeverReachesUpstream(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	for _, mode := range []string{"off", "on"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
@@ -149,7 +149,7 @@ func readLine(t *testing.T, path string, n int) string {
 // every report arrives once, with seq 1..n in call order.
 func TestRecorderDownThenUp(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	rec.Down()
 	s := startProxy(t, recording(rec, t.TempDir()), "--server", "down", "--", raw, "--reply")
@@ -188,7 +188,7 @@ func TestRecorderDownThenUp(t *testing.T) {
 
 func TestRecorderRestartMidSession(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	s := startProxy(t, recording(rec, t.TempDir()), "--server", "restart", "--", raw, "--reply")
 	for i := 1; i <= 10; i++ {
@@ -225,7 +225,7 @@ func TestRecorderRestartMidSession(t *testing.T) {
 // SIGKILLed arrive through the next run for the same server, under the old proxyId.
 func TestSIGKILLedProxyReportsDeliveredByNextRun(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	rec.Down()
 	state := t.TempDir()
@@ -283,7 +283,7 @@ func countSpooled(dir string) int {
 
 func TestWrongTokenIsSaidOnceAndSpooled(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	rec.WrongToken(true)
 	s := startProxy(t, recording(rec, t.TempDir()), "--server", "tok", "--", raw, "--reply")
@@ -310,7 +310,7 @@ func TestWrongTokenIsSaidOnceAndSpooled(t *testing.T) {
 // reach the server unchanged and are each reported.
 func TestMalformedCallsForwardedAndReported(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	record := filepath.Join(t.TempDir(), "received")
 	s := startProxy(t, recording(rec, t.TempDir()), "--server", "bad", "--", raw, "--reply", "--record", record)
@@ -345,7 +345,7 @@ func TestMalformedCallsForwardedAndReported(t *testing.T) {
 // unchanged while its report stays under the cap.
 func TestHugeResultUnchangedAndReportCapped(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	const size = 100 << 20
 	call := toolCall(1, `{"_bir_call_id":"huge"}`)
@@ -380,7 +380,7 @@ func TestHugeResultUnchangedAndReportCapped(t *testing.T) {
 // TestJournalByDefault: with no recorder configured, reports go to the journal.
 func TestJournalByDefault(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	state := t.TempDir()
 	// Run from an empty directory so no .bir/recorder.json above the checkout is found.
 	s := startProxyIn(t, t.TempDir(), []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL="}, "--server", "journal", "--", raw, "--reply")

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 )
 
@@ -313,9 +313,9 @@ func TestWrappedEntryRuns(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("testbin builds for unix")
 	}
-	proxy := testbin.Build(t, "./cmd/bir-proxy")
-	raw := testbin.Build(t, "./testdata/rawserver")
-	mcp := testbin.Build(t, "./testdata/mcpserver")
+	proxy := testutil.Build(t, "./cmd/bir-proxy")
+	raw := testutil.Build(t, "./testdata/rawserver")
+	mcp := testutil.Build(t, "./testdata/mcpserver")
 
 	path := filepath.Join(t.TempDir(), ".mcp.json")
 	doc := fmt.Sprintf(`{

@@ -1,4 +1,4 @@
-package testbin_test
+package testutil_test
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 	"github.com/tidwall/gjson"
 	"golang.org/x/sys/unix"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // fixture is a running fixture program driven through its stdio.
@@ -139,7 +139,7 @@ func trickyLines() []string {
 }
 
 func TestRawserverEchoAndRecordAreByteExact(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	record := filepath.Join(t.TempDir(), "record.jsonl")
 	f := start(t, exe, "--echo", "--record", record)
 
@@ -171,7 +171,7 @@ func TestRawserverEchoAndRecordAreByteExact(t *testing.T) {
 }
 
 func TestRawserverRecordIsReadableWhileRunning(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	record := filepath.Join(t.TempDir(), "record.jsonl")
 	f := start(t, exe, "--echo", "--record", record)
 	line := `{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"
@@ -187,7 +187,7 @@ func TestRawserverRecordIsReadableWhileRunning(t *testing.T) {
 }
 
 func TestRawserverReplyKeepsRawIDs(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	toolsFile := filepath.Join(t.TempDir(), "tools")
 	if err := os.WriteFile(toolsFile, []byte("alpha\n\nbeta\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -288,7 +288,7 @@ func TestRawserverReplyKeepsRawIDs(t *testing.T) {
 }
 
 func TestRawserverReplySize(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	const size = 3 << 20
 	f := start(t, exe, "--reply", "--reply-size", fmt.Sprint(size))
 	f.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`+"\n")
@@ -299,7 +299,7 @@ func TestRawserverReplySize(t *testing.T) {
 }
 
 func TestRawserverEnvTool(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	t.Setenv("BIR_FIXTURE_PROBE", "visible")
 	f := start(t, exe, "--reply", "--env")
 	f.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","arguments":{}}}`+"\n")
@@ -317,7 +317,7 @@ func TestRawserverEnvTool(t *testing.T) {
 }
 
 func TestRawserverEmit(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	script := "server banner, not JSON\r\n" +
 		`{"jsonrpc":"2.0","id":"srv-1","method":"roots/list"}` + "\n" +
 		`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"é"}}` + "\n"
@@ -334,7 +334,7 @@ func TestRawserverEmit(t *testing.T) {
 }
 
 func TestRawserverExitAfter(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	record := filepath.Join(t.TempDir(), "record")
 	f := start(t, exe, "--echo", "--record", record, "--exit-after", "2", "--exit-code", "3")
 	// All three lines are in the pipe before it reads: it must stop at two.
@@ -355,7 +355,7 @@ func TestRawserverExitAfter(t *testing.T) {
 }
 
 func TestRawserverExitNow(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	f := start(t, exe, "--exit-now", "--exit-code", "2", "--stderr", "bad flag: --frob\n")
 	out, err := io.ReadAll(f.stdout)
 	if err != nil {
@@ -373,7 +373,7 @@ func TestRawserverExitNow(t *testing.T) {
 }
 
 func TestRawserverSigterm(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 
 	t.Run("default dies", func(t *testing.T) {
 		f := start(t, exe, "--echo")
@@ -410,7 +410,7 @@ func TestRawserverSigterm(t *testing.T) {
 }
 
 func TestRawserverGrandchildSharesGroupAndOutlivesParent(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	cmd := exec.CommandContext(t.Context(), exe, "--echo", "--grandchild", "--pidfile", pidfile)
 	// Its own group, as a proxy would start it, so the group can be killed.
@@ -438,8 +438,8 @@ func TestRawserverGrandchildSharesGroupAndOutlivesParent(t *testing.T) {
 	if _, err := stdout.ReadString('\n'); err != nil { // both pidfiles exist once it reads
 		t.Fatal(err)
 	}
-	parent := testbin.ReadPidfile(t, pidfile)
-	grandchild := testbin.ReadPidfile(t, pidfile+".grandchild")
+	parent := testutil.ReadPidfile(t, pidfile)
+	grandchild := testutil.ReadPidfile(t, pidfile+".grandchild")
 	if parent != cmd.Process.Pid {
 		t.Errorf("pidfile says %d, process is %d", parent, cmd.Process.Pid)
 	}
@@ -453,24 +453,24 @@ func TestRawserverGrandchildSharesGroupAndOutlivesParent(t *testing.T) {
 	}
 	// It blocks until a signal: still there after its parent is gone. This is
 	// what a proxy leaks if it signals only its direct child.
-	if !testbin.Alive(grandchild) {
+	if !testutil.Alive(grandchild) {
 		t.Fatal("grandchild died with its parent; it must wait for a signal")
 	}
 	if err := unix.Kill(-pgid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if err := testbin.WaitExit(t.Context(), grandchild); err != nil {
+	if err := testutil.WaitExit(t.Context(), grandchild); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestWaitExitSeesAProcessEnd(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	f := start(t, exe, "--echo")
 	f.send(t, "x\n")
 	f.readLine(t)
 	waited := make(chan error, 1)
-	go func() { waited <- testbin.WaitExit(t.Context(), f.cmd.Process.Pid) }()
+	go func() { waited <- testutil.WaitExit(t.Context(), f.cmd.Process.Pid) }()
 	f.stdin.Close()
 	if err := <-waited; err != nil {
 		t.Fatal(err)
@@ -478,16 +478,16 @@ func TestWaitExitSeesAProcessEnd(t *testing.T) {
 	if err := f.cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if testbin.Alive(f.cmd.Process.Pid) {
+	if testutil.Alive(f.cmd.Process.Pid) {
 		t.Fatal("Alive reports a reaped process")
 	}
-	if err := testbin.WaitExit(t.Context(), f.cmd.Process.Pid); err != nil {
+	if err := testutil.WaitExit(t.Context(), f.cmd.Process.Pid); err != nil {
 		t.Fatalf("WaitExit on a gone pid: %v", err)
 	}
 }
 
 func TestMcpserverIgnoresCorrelationKeyAndHonoursCancel(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/mcpserver")
+	exe := testutil.Build(t, "./testdata/mcpserver")
 	f := start(t, exe)
 	f.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
 	if resp := f.readLine(t); gjson.Get(resp, "result.serverInfo.name").String() != "mcpserver" {
@@ -514,8 +514,8 @@ func TestMcpserverIgnoresCorrelationKeyAndHonoursCancel(t *testing.T) {
 }
 
 func TestDemohostAgainstMcpserver(t *testing.T) {
-	demohost := testbin.Build(t, "./testdata/demohost")
-	mcpserver := testbin.Build(t, "./testdata/mcpserver")
+	demohost := testutil.Build(t, "./testdata/demohost")
+	mcpserver := testutil.Build(t, "./testdata/mcpserver")
 	for _, era := range []struct{ flag, shows string }{
 		{"auto", "protocol 2026-07-28 (stateless era)"},
 		{"session", "protocol 2025-11-25 (session era)"},
@@ -551,8 +551,8 @@ func TestDemohostAgainstMcpserver(t *testing.T) {
 }
 
 func TestDemohostFailsClearly(t *testing.T) {
-	demohost := testbin.Build(t, "./testdata/demohost")
-	rawserver := testbin.Build(t, "./testdata/rawserver")
+	demohost := testutil.Build(t, "./testdata/demohost")
+	rawserver := testutil.Build(t, "./testdata/rawserver")
 	// rawserver lists only "echo", so the demo must stop at tools/list.
 	cmd := exec.CommandContext(t.Context(), demohost, "--era", "session", "--", rawserver, "--reply")
 	var stdout, stderr bytes.Buffer
