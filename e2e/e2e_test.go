@@ -96,7 +96,7 @@ func TestE2E(t *testing.T) {
 	t.Run("host fingerprints match the shared vectors", func(t *testing.T) {
 		t.Parallel()
 		vectors := filepath.Join("..", "..", "shared", "testdata", "fingerprint-vectors.json")
-		out, err := exec.CommandContext(t.Context(), s.node, filepath.Join(s.dir, "host", "fingerprint.mjs"), vectors).CombinedOutput()
+		out, err := exec.CommandContext(testutil.Context(t), s.node, filepath.Join(s.dir, "host", "fingerprint.mjs"), vectors).CombinedOutput()
 		if err != nil {
 			t.Fatalf("the host-side fingerprint (the suite's reference) disagrees with the shared vectors: %v\n%s", err, out)
 		}
@@ -105,10 +105,7 @@ func TestE2E(t *testing.T) {
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			direct := s.runHost(t, sc, launch{mode: "direct"})
-			if f := direct.hostFailure(); f != "" {
-				t.Fatalf("%s, run directly (no proxy): %s", sc.name, f)
-			}
+			direct := s.runDirect(t, sc)
 			for _, c := range direct.calls.Calls {
 				if c.Outcome == "no_response" || c.Outcome == "cancel_raced" {
 					t.Fatalf("%s: the scenario's call %s (%s) ended %s when run directly; the scenario must not leave that to chance",
@@ -156,15 +153,12 @@ func TestE2E(t *testing.T) {
 	t.Run("the suite sees a changed byte", func(t *testing.T) {
 		t.Parallel()
 		sc := scenarioNamed(t, "memory")
-		direct := s.runHost(t, sc, launch{mode: "direct"})
-		if f := direct.hostFailure(); f != "" {
-			t.Fatalf("run directly: %s", f)
-		}
-		copied := s.runHost(t, sc, s.relay("copy", false))
+		direct := s.runDirect(t, sc)
+		copied := s.runHost(t, sc, s.relay(t, "copy", false))
 		if err := compareTranscripts(direct.transcript, copied.transcript); err != nil {
 			t.Fatalf("a relay that only copies bytes must be invisible, but:\n%v\n%s", err, tail(copied.stderr, 20))
 		}
-		broken := s.runHost(t, sc, s.relay("corrupt", false, relayFromEnv+"=Countess", relayToEnv+"=Countexs"))
+		broken := s.runHost(t, sc, s.relay(t, "corrupt", false, relayFromEnv+"=Countess", relayToEnv+"=Countexs"))
 		err := compareTranscripts(direct.transcript, broken.transcript)
 		if err == nil {
 			t.Fatal("a relay that changed one byte of a server message went unnoticed")
@@ -178,12 +172,9 @@ func TestE2E(t *testing.T) {
 	t.Run("the suite sees a correlation key reaching the server", func(t *testing.T) {
 		t.Parallel()
 		sc := scenarioNamed(t, "probe-stateless")
-		direct := s.runHost(t, sc, launch{mode: "direct"})
-		if f := direct.hostFailure(); f != "" {
-			t.Fatalf("run directly: %s", f)
-		}
+		direct := s.runDirect(t, sc)
 		// A relay that copies bytes but does not strip the key, as the proxy must.
-		leaky := s.runHost(t, sc, s.relay("copy", true))
+		leaky := s.runHost(t, sc, s.relay(t, "copy", true))
 		err := compareTranscripts(direct.transcript, leaky.transcript)
 		if err == nil {
 			t.Fatal("the server received the correlation key and the suite did not notice")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
@@ -20,7 +21,7 @@ import (
 // a worker sleeping while delivery was meant to be paused).
 func TestOneAttemptPerBackoffStep(t *testing.T) {
 	const outer = 4
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	rec := recordertest.Start(t)
 	cfg := recorderConfig(t, rec, t.TempDir())
 
@@ -75,7 +76,7 @@ func TestOneAttemptPerBackoffStep(t *testing.T) {
 // proxyId registered again. The server here reads the second request on the old
 // connection and closes it unanswered, which is the race made certain.
 func TestPostResentWhenKeptAliveConnectionDies(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +91,7 @@ func TestPostResentWhenKeptAliveConnectionDies(t *testing.T) {
 			}
 			go func() {
 				defer c.Close()
-				c.SetDeadline(time.Now().Add(hangGuard))
+				c.SetDeadline(time.Now().Add(testutil.Guard))
 				br := bufio.NewReader(c)
 				for n := 1; ; n++ {
 					req, err := http.ReadRequest(br)

@@ -19,16 +19,6 @@ import (
 	"github.com/bir-dev/bir-proxy/report"
 )
 
-// hangGuard bounds a wait so a broken test fails with a message instead of hanging until
-// go test's own timeout; it is far above anything a passing run needs, even under load.
-const hangGuard = 2 * time.Minute
-
-func waitCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // fastTuning makes every failure path run in milliseconds.
 func fastTuning() tuning {
 	return tuning{
@@ -117,24 +107,6 @@ func (c *counter) wait(ctx context.Context, n int) error {
 	}
 }
 
-// syncBuffer is a log sink several goroutines write.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // spoolLines returns the report lines and done marks of a spool file.
 func spoolLines(t testing.TB, path string) (reports, acks int) {
 	t.Helper()
@@ -187,6 +159,41 @@ func assertNoGoroutines(t testing.TB) {
 		time.Sleep(time.Duration(try) * time.Millisecond)
 	}
 	t.Errorf("goroutines outlived Close:\n%s", strings.Join(left, "\n\n"))
+}
+
+// waitRequests waits until the recorder has answered n requests that match.
+func waitRequests(t testing.TB, ctx context.Context, rec *recordertest.Server, n int, match func(recordertest.Request) bool) {
+	t.Helper()
+	_, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
+		seen := 0
+		for _, req := range s.Requests {
+			if match(req) {
+				seen++
+			}
+		}
+		return seen >= n
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// submitSteps submits the reports of steps from to to (inclusive) of tool.
+func submitSteps(r *Reporter, tool string, from, to int) {
+	for i := from; i <= to; i++ {
+		r.Submit(testStep(tool, i))
+	}
+}
+
+// waitSeqs waits for n step reports and checks that proxyID's are seqs 1..n, each once.
+func waitSeqs(t testing.TB, ctx context.Context, rec *recordertest.Server, proxyID string, n int) []recordertest.Step {
+	t.Helper()
+	steps, err := rec.WaitSteps(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSeqSet(t, seqsOf(steps, proxyID), n)
+	return steps
 }
 
 // seqsOf returns the seqs of the steps of one proxyId, in arrival order.

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 func journalConfig(t testing.TB, path string) Config {
@@ -33,7 +35,7 @@ func readLines(t testing.TB, path string) [][]byte {
 // With no recorder, reports are JSON lines in the journal, one a line, in the shape of
 // SPEC §5, and nothing else is done.
 func TestJournalLines(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	path := filepath.Join(t.TempDir(), "j", "github.jsonl")
 	committed := newCounter()
 	cfg := journalConfig(t, path)
@@ -90,7 +92,7 @@ func TestJournalLines(t *testing.T) {
 		t.Log("jq not installed; skipping the jq check")
 		return
 	}
-	out, err := exec.Command("jq", "-r", `select(.outcome == "ok") | "\(.seq) \(.tool)"`, path).Output()
+	out, err := exec.CommandContext(testutil.Context(t), "jq", "-r", `select(.outcome == "ok") | "\(.seq) \(.tool)"`, path).Output()
 	if err != nil {
 		t.Fatalf("jq: %v", err)
 	}
@@ -101,7 +103,7 @@ func TestJournalLines(t *testing.T) {
 
 // Two proxies of one server append to the same journal: their lines interleave whole.
 func TestJournalSharedByTwoProxies(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	path := filepath.Join(t.TempDir(), "github.jsonl")
 	const n = 150
 	big := strings.Repeat("x", 6000) // several lines per write, writes past a page
