@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,45 +21,84 @@ import (
 
 // wired is a relay between real pipes (the host's side) and a real rawserver child.
 type wired struct {
-	r      *relay.Relay
-	hostW  *framing.Writer
-	hostWF *os.File
-	hostR  *framing.Reader
-	done   chan error
-	record string
+	r     *relay.Relay
+	hostW *framing.Writer
+	hostR *framing.Reader
+	// received is every line the server got, as it recorded them: its --record file
+	// is a FIFO the test reads, so each line it receives is an event to wait on.
+	received *testutil.SyncBuffer
+}
+
+// hostPipes returns the host's two pipes to a relay, each bounded by testutil.Guard
+// from now: a relay that stops reading or writing fails the test instead of hanging it.
+func hostPipes(t *testing.T) (inR, inW, outR, outW *os.File) {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err = os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(testutil.Guard)
+	if err := errors.Join(inW.SetWriteDeadline(deadline), outR.SetReadDeadline(deadline)); err != nil {
+		t.Fatal(err)
+	}
+	return inR, inW, outR, outW
+}
+
+// runRelay runs r until the host's stdin closes, which the test's cleanup does, and
+// waits for it to end then.
+func runRelay(t *testing.T, r *relay.Relay, inR, inW, outR, outW *os.File) {
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()); outW.Close() }()
+	t.Cleanup(func() {
+		inW.Close()
+		testutil.Recv(t, done, "the relay to end after the host's stdin closed")
+		inR.Close()
+		outR.Close()
+	})
 }
 
 func wire(t *testing.T, args ...string) *wired {
 	t.Helper()
 	raw := testutil.Build(t, "./testdata/rawserver")
 	record := filepath.Join(t.TempDir(), "received")
+	if err := syscall.Mkfifo(record, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Read and write: the open does not wait for the server, and the FIFO never reads
+	// as ended while the test holds it.
+	fifo, err := os.OpenFile(record, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := &testutil.SyncBuffer{}
+	copied := make(chan struct{})
+	go func() { io.Copy(received, fifo); close(copied) }()
+	t.Cleanup(func() { fifo.Close(); testutil.Recv(t, copied, "the FIFO copier to end") })
+
 	proc, err := upstream.Start(upstream.Command{Path: raw, Args: append([]string{"--record", record}, args...), Name: "raw"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inR, inW, _ := os.Pipe()
-	outR, outW, _ := os.Pipe()
+	inR, inW, outR, outW := hostPipes(t)
 	w := &wired{
 		r:     relay.New(relay.Options{HostIn: inR, HostOut: outW, Upstream: proc, IDPrefix: "bir:test:"}),
-		hostW: framing.NewWriter(inW), hostWF: inW, hostR: framing.NewReader(outR),
-		done: make(chan error, 1), record: record,
+		hostW: framing.NewWriter(inW), hostR: framing.NewReader(outR),
+		received: received,
 	}
-	go func() { w.done <- w.r.Run(context.Background()); outW.Close() }()
-	t.Cleanup(func() {
-		inW.Close()
-		<-w.done
-		inR.Close()
-		outR.Close()
-	})
+	runRelay(t, w.r, inR, inW, outR, outW)
 	return w
 }
 
-func (w *wired) received(t *testing.T) string {
-	data, err := os.ReadFile(w.record)
-	if err != nil && !errors.Is(err, os.ErrNotExist) { // created with the first line
-		t.Fatal(err)
+// waitReceived waits until the server has received what cond looks for.
+func (w *wired) waitReceived(t *testing.T, what string, cond func(received string) bool) {
+	t.Helper()
+	if err := w.received.WaitUntil(testutil.Context(t), cond); err != nil {
+		t.Fatalf("waiting for the server to receive %s: %v", what, err)
 	}
-	return string(data)
 }
 
 // TestOwnRequestsNeverReachTheHost: the proxy's own requests get their answers, the
@@ -99,7 +139,8 @@ func TestOwnRequestsNeverReachTheHost(t *testing.T) {
 		}
 	}
 	// Every line the server got is whole: no interleaving of the two senders.
-	for _, l := range strings.Split(strings.TrimSuffix(w.received(t), "\n"), "\n") {
+	w.waitReceived(t, "every line", func(got string) bool { return strings.Count(got, "\n") >= 2*n })
+	for _, l := range strings.Split(strings.TrimSuffix(w.received.String(), "\n"), "\n") {
 		if strings.Count(l, `"jsonrpc"`) != 1 || !strings.HasSuffix(l, "}") {
 			t.Fatalf("interleaved line: %s", l)
 		}
@@ -117,17 +158,13 @@ func TestOwnRequestCancelled(t *testing.T) {
 		errc <- err
 	}()
 	// Wait until the server has the request, then give up on it.
-	for !strings.Contains(w.received(t), `"hang"`) {
-		<-time.After(5 * time.Millisecond)
-	}
+	w.waitReceived(t, "the call", func(got string) bool { return strings.Contains(got, `"hang"`) })
 	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
+	if err := testutil.Recv(t, errc, "Call to return once cancelled"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Call returned %v, want context.Canceled", err)
 	}
-	for !strings.Contains(w.received(t), "notifications/cancelled") {
-		<-time.After(5 * time.Millisecond)
-	}
-	if got := w.received(t); !strings.Contains(got, `"requestId":"bir:test:1"`) {
+	w.waitReceived(t, "the cancel", func(got string) bool { return strings.Contains(got, "notifications/cancelled") })
+	if got := w.received.String(); !strings.Contains(got, `"requestId":"bir:test:1"`) {
 		t.Fatalf("cancel does not name the request:\n%s", got)
 	}
 }
@@ -164,12 +201,9 @@ func (c *scriptedConn) Close() error         { c.once.Do(func() { close(c.closed
 // up on, arriving when no other own request is pending, is still not the host's.
 func TestLateOwnAnswerNeverReachesTheHost(t *testing.T) {
 	up := newScriptedConn()
-	inR, inW, _ := os.Pipe()
-	outR, outW, _ := os.Pipe()
+	inR, inW, outR, outW := hostPipes(t)
 	r := relay.New(relay.Options{HostIn: inR, HostOut: outW, Upstream: up, IDPrefix: "bir:test:"})
-	done := make(chan error, 1)
-	go func() { done <- r.Run(context.Background()); outW.Close() }()
-	defer func() { inW.Close(); <-done }()
+	runRelay(t, r, inR, inW, outR, outW)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -177,12 +211,12 @@ func TestLateOwnAnswerNeverReachesTheHost(t *testing.T) {
 		_, err := r.Call(ctx, relay.Request{Method: "tools/call", Params: []byte(`{"name":"slow","arguments":{}}`)})
 		errc <- err
 	}()
-	<-up.written // the request reached the server
+	testutil.Recv(t, up.written, "the request to reach the server")
 	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
+	if err := testutil.Recv(t, errc, "Call to return once cancelled"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Call: %v", err)
 	}
-	<-up.written // the notifications/cancelled
+	testutil.Recv(t, up.written, "the notifications/cancelled to reach the server")
 	// Now the server answers after all, and then says something for the host.
 	up.from <- []byte(`{"jsonrpc":"2.0","id":"bir:test:1","result":{"late":true}}`)
 	up.from <- []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"for the host"}}`)
