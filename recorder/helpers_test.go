@@ -9,12 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -136,29 +136,9 @@ func spoolFiles(t testing.TB, stateDir string) []string {
 }
 
 // assertNoGoroutines fails if any goroutine of the package's machinery is still alive.
-// A goroutine that has signalled its end may still be on its last instructions, so a
-// leftover is looked for again a few times before it counts as a leak (goleak does the
-// same); a leaked one would be blocked for good.
 func assertNoGoroutines(t testing.TB) {
 	t.Helper()
-	var left []string
-	for try := range 50 {
-		left = left[:0]
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			for _, fn := range []string{"recorder.(*dispatcher)", "recorder.(*Reporter).commitLoop"} {
-				if strings.Contains(g, fn) {
-					left = append(left, g)
-				}
-			}
-		}
-		if len(left) == 0 {
-			return
-		}
-		time.Sleep(time.Duration(try) * time.Millisecond)
-	}
-	t.Errorf("goroutines outlived Close:\n%s", strings.Join(left, "\n\n"))
+	testutil.NoGoroutines(t, "recorder.(*dispatcher)", "recorder.(*Reporter).commitLoop")
 }
 
 // waitRequests waits until the recorder has answered n requests that match.

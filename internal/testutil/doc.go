@@ -6,5 +6,7 @@
 //   - running a child process over real pipes with bounded reads and waits (Start, Proc);
 //   - the test binary re-run as a helper process (HelperCommand, MainWithHelpers);
 //   - a log sink several goroutines write and a test can wait on (SyncBuffer);
-//   - bounded waits (Guard, Context, Recv, Eventually).
+//   - bounded waits (Guard, Context, Recv, Eventually);
+//   - every package's TestMain (Main), which fails a run that leaves goroutines behind
+//     (CheckGoroutines).
 package testutil

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 )
 
 // helperEnv names the helper a test binary started by HelperCommand runs instead of
@@ -15,9 +16,13 @@ const helperEnv = "BIR_TEST_HELPER"
 // helperEnv) from running every test again in the child.
 const helperFlag = "-test.run=^$"
 
-// MainWithHelpers is the TestMain of a test binary that doubles as helper processes:
-// started by HelperCommand(tb, name, args...), it runs helpers[name](args) instead of
-// the tests and exits with its status. The helper's environment no longer names it, so
+// Main is a package's TestMain: it runs the tests, then fails the run if any goroutine
+// they started is still there (CheckGoroutines). Every package's tests use it.
+func Main(m *testing.M) { MainWithHelpers(m, nil) }
+
+// MainWithHelpers is Main for a test binary that doubles as helper processes: started
+// by HelperCommand(tb, name, args...), it runs helpers[name](args) instead of the tests
+// and exits with its status. The helper's environment no longer names it, so
 // processes it starts are not helpers too.
 func MainWithHelpers(m *testing.M, helpers map[string]func(args []string) int) {
 	if name, ok := os.LookupEnv(helperEnv); ok {
@@ -36,7 +41,24 @@ func MainWithHelpers(m *testing.M, helpers map[string]func(args []string) int) {
 		}
 		os.Exit(h(args))
 	}
-	os.Exit(m.Run())
+	os.Exit(runAndCheck(m))
+}
+
+// leakWait is how long the goroutines left after the tests get to end before they
+// count as leaked; a leaked goroutine is blocked for good, so only a failing run
+// waits this long.
+var leakWait = 10 * time.Second
+
+func runAndCheck(m *testing.M) int {
+	code := m.Run()
+	if code != 0 {
+		return code
+	}
+	if err := CheckGoroutines(leakWait); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		return 1
+	}
+	return 0
 }
 
 // HelperCommand returns a command that runs this test binary as the helper process
