@@ -93,12 +93,12 @@ func TestE2E(t *testing.T) {
 	// with status 66, which the transcript's last step shows.
 	proxy := testutil.BuildRace(t, "./cmd/bir-proxy")
 
-	t.Run("host fingerprints match the shared vectors", func(t *testing.T) {
+	t.Run("host fingerprints match the contract's vectors", func(t *testing.T) {
 		t.Parallel()
-		vectors := filepath.Join("..", "..", "shared", "testdata", "fingerprint-vectors.json")
+		vectors := testutil.ContractFile(t, "fingerprint-vectors.json")
 		out, err := exec.CommandContext(testutil.Context(t), s.node, filepath.Join(s.dir, "host", "fingerprint.mjs"), vectors).CombinedOutput()
 		if err != nil {
-			t.Fatalf("the host-side fingerprint (the suite's reference) disagrees with the shared vectors: %v\n%s", err, out)
+			t.Fatalf("the host-side fingerprint (the suite's reference) disagrees with the contract's vectors: %v\n%s", err, out)
 		}
 	})
 

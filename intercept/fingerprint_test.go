@@ -13,12 +13,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 type fpVectorFile struct {
@@ -35,7 +36,7 @@ type fpVector struct {
 
 func loadFingerprintVectors(t testing.TB) fpVectorFile {
 	t.Helper()
-	path := filepath.Join("..", "..", "shared", "testdata", "fingerprint-vectors.json")
+	path := testutil.ContractFile(t, "fingerprint-vectors.json")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read vectors: %v", err)

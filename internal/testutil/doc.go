@@ -8,5 +8,6 @@
 //   - a log sink several goroutines write and a test can wait on (SyncBuffer);
 //   - bounded waits (Guard, Context, Recv, Eventually);
 //   - every package's TestMain (Main), which fails a run that leaves goroutines behind
-//     (CheckGoroutines).
+//     (CheckGoroutines);
+//   - the contract's test data, kept in the repository (ContractFile).
 package testutil
