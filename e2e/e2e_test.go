@@ -139,16 +139,13 @@ func TestE2E(t *testing.T) {
 		})
 	}
 
-	t.Run("remote upstreams", func(t *testing.T) {
-		// The place for issue 4's remote half, once bir-proxy has --url: start
-		// server-everything as `node …/dist/index.js streamableHttp` and `… sse` with
-		// PORT set to a free port (it listens on every interface; reach it on
-		// 127.0.0.1 only), run the everything scenario with a host transport for
-		// that URL as the direct run, and as the proxied run the same stdio host
-		// against `bir-proxy --server everything-http --url http://127.0.0.1:PORT/mcp`
-		// (…/sse for the legacy transport). See docs/e2e.md.
-		t.Skip("not yet: bir-proxy has no remote upstreams (--url)")
-	})
+	// Remote upstreams, issue 4's remote half, go here once bir-proxy has --url: start
+	// server-everything as `node …/dist/index.js streamableHttp` and `… sse` with PORT
+	// set to a free port (it listens on every interface; reach it on 127.0.0.1 only),
+	// run the everything scenario with a host transport for that URL as the direct run,
+	// and as the proxied run the same stdio host against
+	// `bir-proxy --server everything-http --url http://127.0.0.1:PORT/mcp` (…/sse for
+	// the legacy transport). See docs/e2e.md.
 
 	t.Run("the suite sees a changed byte", func(t *testing.T) {
 		t.Parallel()
