@@ -65,7 +65,7 @@ func spoolHelper(args []string) int {
 		case "submit":
 			for range n {
 				total++
-				r.Submit(testStep("helper_tool", total))
+				r.Submit(recordertest.SampleStep("helper_tool", total))
 			}
 			committed.wait(ctx, total)
 			fmt.Printf("committed %d\n", total)

@@ -51,7 +51,7 @@ func TestOneAttemptPerBackoffStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.Fail(http.StatusInternalServerError)
-	r.Submit(testStep("t", 1))
+	r.Submit(recordertest.SampleStep("t", 1))
 	if err := attempts.wait(ctx, outer); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestPostResentWhenKeptAliveConnectionDies(t *testing.T) {
 			t.Fatalf("post %s: status %d, err %v", path, res.status, res.err)
 		}
 	}
-	got := []string{<-served, <-served}
+	got := []string{testutil.Recv(t, served, "the first request served"), testutil.Recv(t, served, "the second request served")}
 	if want := []string{"conn 1: /proxy/register", "conn 2: /proxy/step"}; !slices.Equal(got, want) {
 		t.Errorf("served %v, want %v", got, want)
 	}

@@ -98,7 +98,7 @@ func TestRegistersAgainAfterRecorderRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.Forget()
-	r.Submit(testStep("t", 51))
+	r.Submit(recordertest.SampleStep("t", 51))
 	if _, err := rec.WaitSteps(ctx, 51); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestStaleTokenReadAgainFromDiscoveryFile(t *testing.T) {
 	cfg := recorderConfig(t, rec, t.TempDir())
 	cfg.Endpoint = ep
 	r := open(t, cfg)
-	r.Submit(testStep("t", 1))
+	r.Submit(recordertest.SampleStep("t", 1))
 	_, err = rec.Wait(ctx, func(s recordertest.Snapshot) bool {
 		return len(s.Requests) > 0 && s.Requests[len(s.Requests)-1].Status == http.StatusUnauthorized
 	})
@@ -284,7 +284,7 @@ func TestCloseLeavesSpoolForNextRun(t *testing.T) {
 	if err := first.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	first.Submit(testStep("t", 4)) // after Close: dropped, no panic
+	first.Submit(recordertest.SampleStep("t", 4)) // after Close: dropped, no panic
 	assertNoGoroutines(t)
 	files := spoolFiles(t, state)
 	if len(files) != 1 {
@@ -341,7 +341,7 @@ func BenchmarkSubmitSlowRecorder(b *testing.B) {
 	cfg := recorderConfig(b, rec, b.TempDir())
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	r := open(b, cfg)
-	s := testStep("create_issue", 1)
+	s := recordertest.SampleStep("create_issue", 1)
 	var took []time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
@@ -377,12 +377,12 @@ func TestRegistersFirstWhenRecorderReturns(t *testing.T) {
 		}
 	}
 	r := open(t, cfg)
-	r.Submit(testStep("t", 1))
+	r.Submit(recordertest.SampleStep("t", 1))
 	if _, err := rec.WaitSteps(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	rec.Down()
-	r.Submit(testStep("t", 2))
+	r.Submit(recordertest.SampleStep("t", 2))
 	if err := failed.wait(ctx, 1); err != nil {
 		t.Fatal(err)
 	}

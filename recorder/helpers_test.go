@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
-	"github.com/bir-dev/bir-proxy/report"
 )
 
 // fastTuning makes every failure path run in milliseconds.
@@ -53,25 +51,6 @@ func open(t testing.TB, cfg Config) *Reporter {
 	}
 	t.Cleanup(func() { r.Close(context.Background()) })
 	return r
-}
-
-var baseTime = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func testStep(tool string, i int) report.Step {
-	callID := fmt.Sprintf("c-%d", i)
-	started := baseTime.Add(time.Duration(i) * time.Millisecond)
-	return report.Step{
-		CallID:          &callID,
-		Tool:            tool,
-		Args:            json.RawMessage(fmt.Sprintf(`{"i":%d,"title":"issue <%d>"}`, i, i)),
-		ArgsFingerprint: "sha256:0000",
-		ReceivedAt:      started.Add(-time.Millisecond),
-		StartedAt:       started,
-		EndedAt:         started.Add(183 * time.Millisecond),
-		DurationMs:      183.4,
-		Outcome:         report.OutcomeOK,
-		Result:          json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`),
-	}
 }
 
 // counter is a count that tests can wait on.
@@ -161,7 +140,7 @@ func waitRequests(t testing.TB, ctx context.Context, rec *recordertest.Server, n
 // submitSteps submits the reports of steps from to to (inclusive) of tool.
 func submitSteps(r *Reporter, tool string, from, to int) {
 	for i := from; i <= to; i++ {
-		r.Submit(testStep(tool, i))
+		r.Submit(recordertest.SampleStep(tool, i))
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
 func journalConfig(t testing.TB, path string) Config {
@@ -45,7 +46,7 @@ func TestJournalLines(t *testing.T) {
 		t.Fatal("journal mode started delivery")
 	}
 	for i := 1; i <= 50; i++ {
-		s := testStep("create_issue", i)
+		s := recordertest.SampleStep("create_issue", i)
 		if i == 7 {
 			s.CallID = nil
 			s.Args = json.RawMessage(`{"broken`) // a bug upstream of us must not cost the report
@@ -112,7 +113,7 @@ func TestJournalSharedByTwoProxies(t *testing.T) {
 	for _, r := range sinks {
 		wg.Go(func() {
 			for i := 1; i <= n; i++ {
-				s := testStep("t", i)
+				s := recordertest.SampleStep("t", i)
 				s.Args = json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":%q}`, i, big))
 				r.Submit(s)
 			}
