@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
@@ -91,24 +91,21 @@ func TestE2E(t *testing.T) {
 	s := newSuite(t)
 	// Built with the race detector: a race in the proxy under real traffic exits it
 	// with status 66, which the transcript's last step shows.
-	proxy := testbin.BuildRace(t, "./cmd/bir-proxy")
+	proxy := testutil.BuildRace(t, "./cmd/bir-proxy")
 
-	t.Run("host fingerprints match the shared vectors", func(t *testing.T) {
+	t.Run("host fingerprints match the contract's vectors", func(t *testing.T) {
 		t.Parallel()
-		vectors := filepath.Join("..", "..", "shared", "testdata", "fingerprint-vectors.json")
-		out, err := exec.CommandContext(t.Context(), s.node, filepath.Join(s.dir, "host", "fingerprint.mjs"), vectors).CombinedOutput()
+		vectors := testutil.ContractFile(t, "fingerprint-vectors.json")
+		out, err := exec.CommandContext(testutil.Context(t), s.node, filepath.Join(s.dir, "host", "fingerprint.mjs"), vectors).CombinedOutput()
 		if err != nil {
-			t.Fatalf("the host-side fingerprint (the suite's reference) disagrees with the shared vectors: %v\n%s", err, out)
+			t.Fatalf("the host-side fingerprint (the suite's reference) disagrees with the contract's vectors: %v\n%s", err, out)
 		}
 	})
 
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			direct := s.runHost(t, sc, launch{mode: "direct"})
-			if f := direct.hostFailure(); f != "" {
-				t.Fatalf("%s, run directly (no proxy): %s", sc.name, f)
-			}
+			direct := s.runDirect(t, sc)
 			for _, c := range direct.calls.Calls {
 				if c.Outcome == "no_response" || c.Outcome == "cancel_raced" {
 					t.Fatalf("%s: the scenario's call %s (%s) ended %s when run directly; the scenario must not leave that to chance",
@@ -142,29 +139,23 @@ func TestE2E(t *testing.T) {
 		})
 	}
 
-	t.Run("remote upstreams", func(t *testing.T) {
-		// The place for issue 4's remote half, once bir-proxy has --url: start
-		// server-everything as `node …/dist/index.js streamableHttp` and `… sse` with
-		// PORT set to a free port (it listens on every interface; reach it on
-		// 127.0.0.1 only), run the everything scenario with a host transport for
-		// that URL as the direct run, and as the proxied run the same stdio host
-		// against `bir-proxy --server everything-http --url http://127.0.0.1:PORT/mcp`
-		// (…/sse for the legacy transport). See docs/e2e.md.
-		t.Skip("not yet: bir-proxy has no remote upstreams (--url)")
-	})
+	// Remote upstreams, issue 4's remote half, go here once bir-proxy has --url: start
+	// server-everything as `node …/dist/index.js streamableHttp` and `… sse` with PORT
+	// set to a free port (it listens on every interface; reach it on 127.0.0.1 only),
+	// run the everything scenario with a host transport for that URL as the direct run,
+	// and as the proxied run the same stdio host against
+	// `bir-proxy --server everything-http --url http://127.0.0.1:PORT/mcp` (…/sse for
+	// the legacy transport). See docs/e2e.md.
 
 	t.Run("the suite sees a changed byte", func(t *testing.T) {
 		t.Parallel()
 		sc := scenarioNamed(t, "memory")
-		direct := s.runHost(t, sc, launch{mode: "direct"})
-		if f := direct.hostFailure(); f != "" {
-			t.Fatalf("run directly: %s", f)
-		}
-		copied := s.runHost(t, sc, s.relay("copy", false))
+		direct := s.runDirect(t, sc)
+		copied := s.runHost(t, sc, s.relay(t, "copy", false))
 		if err := compareTranscripts(direct.transcript, copied.transcript); err != nil {
 			t.Fatalf("a relay that only copies bytes must be invisible, but:\n%v\n%s", err, tail(copied.stderr, 20))
 		}
-		broken := s.runHost(t, sc, s.relay("corrupt", false, relayFromEnv+"=Countess", relayToEnv+"=Countexs"))
+		broken := s.runHost(t, sc, s.relay(t, "corrupt", false, relayFromEnv+"=Countess", relayToEnv+"=Countexs"))
 		err := compareTranscripts(direct.transcript, broken.transcript)
 		if err == nil {
 			t.Fatal("a relay that changed one byte of a server message went unnoticed")
@@ -178,12 +169,9 @@ func TestE2E(t *testing.T) {
 	t.Run("the suite sees a correlation key reaching the server", func(t *testing.T) {
 		t.Parallel()
 		sc := scenarioNamed(t, "probe-stateless")
-		direct := s.runHost(t, sc, launch{mode: "direct"})
-		if f := direct.hostFailure(); f != "" {
-			t.Fatalf("run directly: %s", f)
-		}
+		direct := s.runDirect(t, sc)
 		// A relay that copies bytes but does not strip the key, as the proxy must.
-		leaky := s.runHost(t, sc, s.relay("copy", true))
+		leaky := s.runHost(t, sc, s.relay(t, "copy", true))
 		err := compareTranscripts(direct.transcript, leaky.transcript)
 		if err == nil {
 			t.Fatal("the server received the correlation key and the suite did not notice")

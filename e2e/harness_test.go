@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 const (
@@ -29,7 +31,6 @@ const (
 type suite struct {
 	dir   string // the e2e directory, absolute
 	node  string
-	self  string // this test binary, which doubles as the stand-in relays
 	slots chan struct{}
 }
 
@@ -53,11 +54,7 @@ func newSuite(t *testing.T) *suite {
 	if err != nil {
 		t.Fatalf("e2e: no node on PATH (%v); install Node 20+ or set %s=1", err, skipEnv)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatalf("e2e: finding the test binary: %v", err)
-	}
-	return &suite{dir: dir, node: node, self: self, slots: make(chan struct{}, hostSlots)}
+	return &suite{dir: dir, node: node, slots: make(chan struct{}, hostSlots)}
 }
 
 // scenario is one scripted host against one server command.
@@ -184,12 +181,13 @@ func (s *suite) runHost(t *testing.T, sc scenario, l launch) *run {
 	args = append(args, "--")
 	args = append(args, command...)
 
+	// No deadline of its own: every holder of a slot gives it back within Guard.
 	select {
 	case s.slots <- struct{}{}:
 	case <-t.Context().Done():
 		t.Fatalf("e2e: waiting for a host slot: %v", t.Context().Err())
 	}
-	cmd := exec.CommandContext(t.Context(), s.node, args...)
+	cmd := exec.CommandContext(testutil.Context(t), s.node, args...)
 	// The working directory is the run's own: the proxy looks for .bir/recorder.json
 	// from there upwards, and a stray one in the checkout must not be found.
 	cmd.Dir = tmp
@@ -211,6 +209,17 @@ func (s *suite) runHost(t *testing.T, sc scenario, l launch) *run {
 	}
 	saveArtifacts(t, sc, l.mode, tmp)
 	return r
+}
+
+// runDirect runs the scenario's host against the server with nothing between them,
+// the run every other is compared with, and fails t if the host did not finish.
+func (s *suite) runDirect(t *testing.T, sc scenario) *run {
+	t.Helper()
+	direct := s.runHost(t, sc, launch{mode: "direct"})
+	if f := direct.hostFailure(); f != "" {
+		t.Fatalf("%s, run directly (no proxy): %s", sc.name, f)
+	}
+	return direct
 }
 
 // hostEnv is the test's environment without the proxy's variables: a developer's

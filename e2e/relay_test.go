@@ -10,49 +10,55 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // The test binary doubles as two stand-ins for the proxy, so the suite's own
-// sensitivity can be proven without it: started with relayModeEnv set, TestMain runs
-// a relay instead of the tests.
-//   - "copy": starts the server command and copies bytes both ways, nothing else.
-//   - "corrupt": the same, except that the first occurrence of $BIR_E2E_CORRUPT_FROM
-//     in what the server writes becomes $BIR_E2E_CORRUPT_TO.
+// sensitivity can be proven without it: started as the helper "relay" (see
+// testutil.HelperCommand), TestMain runs a relay instead of the tests.
+//   - "relay copy COMMAND...": starts the server command and copies bytes both ways,
+//     nothing else.
+//   - "relay corrupt COMMAND...": the same, except that the first occurrence of
+//     $BIR_E2E_CORRUPT_FROM in what the server writes becomes $BIR_E2E_CORRUPT_TO.
 const (
-	relayModeEnv = "BIR_E2E_RELAY"
 	relayFromEnv = "BIR_E2E_CORRUPT_FROM"
 	relayToEnv   = "BIR_E2E_CORRUPT_TO"
 )
 
+// TestMain runs the tests (failing a run that leaks a goroutine) or a stand-in relay.
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(relayModeEnv); mode != "" {
-		if err := runRelay(mode, os.Args[1:]); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e relay: %v\n", err)
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				os.Exit(exit.ExitCode())
-			}
-			os.Exit(1)
-		}
-		os.Exit(0)
+	testutil.MainWithHelpers(m, map[string]func([]string) int{"relay": relayMain})
+}
+
+func relayMain(args []string) int {
+	if len(args) < 2 {
+		fmt.Fprintln(os.Stderr, "e2e relay: usage: relay copy|corrupt COMMAND [ARGS...]")
+		return 2
 	}
-	os.Exit(m.Run())
+	if err := runRelay(args[0], args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e relay: %v\n", err)
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		return 1
+	}
+	return 0
 }
 
 // relay returns the launch that puts a stand-in relay in front of the server.
-func (s *suite) relay(mode string, callIDs bool, env ...string) launch {
+func (s *suite) relay(t *testing.T, mode string, callIDs bool, env ...string) launch {
+	argv := testutil.HelperCommand(t, "relay", mode).Args
 	return launch{
 		mode:    "relay-" + mode,
-		wrap:    func(scenario) []string { return []string{s.self, "--"} },
-		env:     append([]string{relayModeEnv + "=" + mode}, env...),
+		wrap:    func(scenario) []string { return argv },
+		env:     append([]string{testutil.HelperEnv("relay")}, env...),
 		callIDs: callIDs,
 	}
 }
 
-func runRelay(mode string, args []string) error {
-	if len(args) < 2 || args[0] != "--" {
-		return fmt.Errorf("usage: %s=%s %s -- COMMAND [ARGS...]", relayModeEnv, mode, os.Args[0])
-	}
+func runRelay(mode string, command []string) error {
 	var from, to []byte
 	switch mode {
 	case "copy":
@@ -64,7 +70,7 @@ func runRelay(mode string, args []string) error {
 	default:
 		return fmt.Errorf("unknown relay mode %q", mode)
 	}
-	child := exec.Command(args[1], args[2:]...)
+	child := exec.Command(command[0], command[1:]...)
 	// The server must see the environment it would see without the relay, or the
 	// env-printing tools would tell the runs apart.
 	for _, kv := range os.Environ() {

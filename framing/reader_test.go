@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"testing/iotest"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // withBufSize shrinks the read buffer so tests reach the long-line paths with small
@@ -159,7 +161,8 @@ func TestReaderReadError(t *testing.T) {
 }
 
 func TestWriterWholeLines(t *testing.T) {
-	var out lockedBuffer
+	// Each Write lands whole, as on a pipe, so any interleaving seen is the Writer's fault.
+	var out testutil.SyncBuffer
 	w := NewWriter(&out)
 	msgs := []string{`{"id":1}`, strings.Repeat("a", coalesceMax+10), `[]`}
 	var wg sync.WaitGroup
@@ -188,25 +191,6 @@ func TestWriterWholeLines(t *testing.T) {
 			t.Fatalf("interleaved or damaged line of %d bytes", len(g.msg))
 		}
 	}
-}
-
-// lockedBuffer records writes the way a pipe would: each Write call lands whole, so
-// any interleaving seen is the Writer's fault.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func FuzzReader(f *testing.F) {

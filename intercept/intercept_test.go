@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/report"
 )
 
@@ -32,7 +33,7 @@ func (m *memSink) Submit(s report.Step) {
 // them by itself.
 func (m *memSink) wait(t *testing.T, n int) []report.Step {
 	t.Helper()
-	timeout := time.After(time.Minute) // a hung test fails; not a performance bound
+	timeout := time.After(testutil.Guard)
 	for {
 		m.mu.Lock()
 		steps := append([]report.Step(nil), m.steps...)
@@ -308,9 +309,7 @@ func TestAnswerBeforeSendTimeIsReportedWithoutClose(t *testing.T) {
 	s.ic.FromHost([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fast","arguments":{}}}`), s.tick())
 	s.up(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
 	// Let bookkeeping take both events before the send time exists.
-	for s.ic.interested.Load() != 0 {
-		<-time.After(time.Millisecond)
-	}
+	testutil.Eventually(t, "bookkeeping to take the call and its answer", func() bool { return s.ic.interested.Load() == 0 })
 	s.ic.Forwarded(s.tick())
 	if st := s.sink.wait(t, 1); st[0].Outcome != "ok" {
 		t.Fatalf("outcome %s", st[0].Outcome)

@@ -128,9 +128,7 @@ func (t *tracker) flushUnsent(sentAt time.Time) {
 		}
 	}
 	t.unsent = t.unsent[:0]
-	if t.parked != nil {
-		t.parked.Store(false)
-	}
+	t.parked.Store(false)
 }
 
 // forEachMessage calls f for each object in msg: the message, each element of a batch,
@@ -177,7 +175,7 @@ func topFields(m []byte) (f fields, ok bool) {
 	return fields{method: get("method"), id: get("id"), params: get("params"), result: get("result"), err: get("error")}, true
 }
 
-// member returns the value of obj's last member named name, or nil.
+// memberOf returns the value of obj's last member named name, or nil.
 func memberOf(obj []byte, name string) []byte {
 	ms, _, ok := members(obj, 0)
 	if !ok {
@@ -371,10 +369,8 @@ func (t *tracker) finish(c *call, endedAt time.Time, outcome string, result, rpc
 	t.interested.Add(-1)
 	if c.startedAt.IsZero() {
 		c.ended, c.endedAt, c.outcome, c.result, c.rpcErr = true, endedAt, outcome, result, rpcErr
-		if t.parked != nil {
-			t.parked.Store(true)
-			t.later()
-		}
+		t.parked.Store(true)
+		t.later()
 		return
 	}
 	t.report(c, endedAt, outcome, result, rpcErr)

@@ -1,14 +1,15 @@
 package mcpconfig
 
 import (
-	"bufio"
 	"errors"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 const (
@@ -143,42 +144,42 @@ func TestReplaceThroughSymlink(t *testing.T) {
 	assertFile(t, target, []byte(newText))
 }
 
+// TestMain runs the tests (failing a run that leaks a goroutine) or, in a child this
+// test binary started, killedWriter.
+func TestMain(m *testing.M) {
+	testutil.MainWithHelpers(m, map[string]func([]string) int{"killed-writer": killedWriter})
+}
+
+// killedWriter replaces the config at args[0] with newText, and stops for good just
+// before the rename that would publish it, saying "renaming TEMPFILE" on stdout.
+func killedWriter(args []string) int {
+	path := args[0]
+	stopping := replacer{rename: func(from, to string) error {
+		if to == path {
+			os.Stdout.WriteString("renaming " + from + "\n")
+			select {} // until killed
+		}
+		return os.Rename(from, to)
+	}}
+	_, err := stopping.replace(path, []byte(oldText), []byte(newText))
+	fmt.Fprintf(os.Stderr, "the writer was not stopped before its rename: %v\n", err)
+	return 1
+}
+
 // TestReplaceKilledBeforeRename kills a real writer process after its
 // temporary file is complete and before the rename that would publish it:
 // the config must still hold the old bytes.
 func TestReplaceKilledBeforeRename(t *testing.T) {
-	if path := os.Getenv("MCPCONFIG_KILLED_WRITER"); path != "" {
-		stopping := replacer{rename: func(from, to string) error {
-			if to == path {
-				os.Stdout.WriteString("renaming " + from + "\n")
-				select {} // until killed
-			}
-			return os.Rename(from, to)
-		}}
-		_, err := stopping.replace(path, []byte(oldText), []byte(newText))
-		t.Fatalf("the writer was not killed: %v", err)
-	}
-
 	path := writeConfig(t, 0o600)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestReplaceKilledBeforeRename$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "MCPCONFIG_KILLED_WRITER="+path)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
+	writer := testutil.Start(t, testutil.HelperCommand(t, "killed-writer", path))
+	line := writer.ReadLine()
+	if !strings.HasPrefix(line, "renaming ") {
+		t.Fatalf("the writer said %q", line)
+	}
+	if err := writer.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("writer said %q: %v", line, err)
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
+	writer.Wait()
 
 	assertFile(t, path, []byte(oldText))
 	// The kill came after the new version was fully on disk, so it is

@@ -4,25 +4,21 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
-const helperEnv = "BIR_RECORDER_TEST_HELPER"
-
+// TestMain runs the tests (failing a run that leaks a goroutine) or, in a child this
+// test binary started, spoolHelper.
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) == "spool" {
-		os.Exit(spoolHelper())
-	}
-	os.Exit(m.Run())
+	testutil.MainWithHelpers(m, map[string]func([]string) int{"spool": spoolHelper})
 }
 
 // spoolHelper is a tiny proxy run in its own process, so that a test can SIGKILL it. It
@@ -31,14 +27,19 @@ func TestMain(m *testing.M) {
 //	submit N     submit N reports; answers "committed TOTAL" once they are on disk
 //	delivered N  answers "delivered" once the recorder has acknowledged N reports
 //
-// It starts by printing "id PROXYID" and never exits by itself.
-func spoolHelper() int {
+// It starts by printing "id PROXYID" and never exits by itself. Its arguments are the
+// recorder's URL and token and the state directory.
+func spoolHelper(args []string) int {
+	if len(args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: spool URL TOKEN STATEDIR")
+		return 2
+	}
 	committed, delivered := newCounter(), newCounter()
 	cfg := Config{
-		Endpoint: &Endpoint{URL: os.Getenv("BIR_TEST_URL"), Token: os.Getenv("BIR_TEST_TOKEN"), Source: "test"},
+		Endpoint: &Endpoint{URL: args[0], Token: args[1], Source: "test"},
 		Server:   "github",
 		PID:      os.Getpid(),
-		StateDir: os.Getenv("BIR_TEST_STATE"),
+		StateDir: args[2],
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		tuning:   fastTuning(),
 	}
@@ -64,7 +65,7 @@ func spoolHelper() int {
 		case "submit":
 			for range n {
 				total++
-				r.Submit(testStep("helper_tool", total))
+				r.Submit(recordertest.SampleStep("helper_tool", total))
 			}
 			committed.wait(ctx, total)
 			fmt.Printf("committed %d\n", total)
@@ -77,50 +78,28 @@ func spoolHelper() int {
 }
 
 type helperProc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *bufio.Scanner
+	*testutil.Proc
+	t *testing.T
 }
 
 func startHelper(t *testing.T, rec *recordertest.Server, state string) *helperProc {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=spool",
-		"BIR_TEST_URL="+rec.URL(), "BIR_TEST_TOKEN="+rec.Token(), "BIR_TEST_STATE="+state)
-	cmd.Stderr = t.Output()
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return &helperProc{t: t, cmd: cmd, stdin: stdin, stdout: bufio.NewScanner(stdout)}
+	return &helperProc{Proc: testutil.Start(t, testutil.HelperCommand(t, "spool", rec.URL(), rec.Token(), state)), t: t}
 }
 
+// ask sends line (none if empty) and returns the helper's next line.
 func (h *helperProc) ask(line string) string {
 	h.t.Helper()
 	if line != "" {
-		if _, err := fmt.Fprintln(h.stdin, line); err != nil {
-			h.t.Fatalf("helper: %v", err)
-		}
+		h.Send(line)
 	}
-	if !h.stdout.Scan() {
-		h.t.Fatalf("helper exited (%v)", h.stdout.Err())
-	}
-	return h.stdout.Text()
+	return strings.TrimSuffix(h.ReadLine(), "\n")
 }
 
 // A proxy SIGKILLed with reports not yet delivered: while it lives, nobody takes its
 // spool; once it is dead, the next run of the same server delivers exactly the reports
 // it had not got acknowledged, under its proxyId and seqs, and deletes its file.
 func TestSpoolOfKilledProxyIsAdopted(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	rec := recordertest.Start(t)
 	state := t.TempDir()
 	helper := startHelper(t, rec, state)
@@ -145,7 +124,7 @@ func TestSpoolOfKilledProxyIsAdopted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-bystander.adoptDone
+	testutil.Recv(t, bystander.adoptDone, "the bystander's adoption pass")
 	if len(bystander.adopted) != 0 {
 		t.Errorf("adopted %v while their proxy still runs", bystander.adopted)
 	}
@@ -156,10 +135,10 @@ func TestSpoolOfKilledProxyIsAdopted(t *testing.T) {
 		t.Fatalf("live proxy's spool has %d reports, %d done marks; want 10, 5", reports, acks)
 	}
 
-	if err := helper.cmd.Process.Kill(); err != nil {
+	if err := helper.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	helper.cmd.Wait()
+	helper.Wait()
 	// A write cut short by the kill.
 	f, err := os.OpenFile(oldFile, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
@@ -172,15 +151,11 @@ func TestSpoolOfKilledProxyIsAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := open(t, recorderConfig(t, rec, state))
-	<-next.adoptDone
+	testutil.Recv(t, next.adoptDone, "the next run's adoption pass")
 	if len(next.adopted) != 1 || next.adopted[0] != oldID {
 		t.Fatalf("adopted %v, want [%s]", next.adopted, oldID)
 	}
-	steps, err := rec.WaitSteps(ctx, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assertSeqSet(t, seqsOf(steps, oldID), 10) // 1-5 from the helper, 6-10 adopted, not the torn 11
+	steps := waitSeqs(t, ctx, rec, oldID, 10) // 1-5 from the helper, 6-10 adopted, not the torn 11
 	if d := rec.Duplicates(); d != 0 {
 		t.Errorf("%d acknowledged reports were sent again", d)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
@@ -20,7 +21,7 @@ import (
 // a worker sleeping while delivery was meant to be paused).
 func TestOneAttemptPerBackoffStep(t *testing.T) {
 	const outer = 4
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	rec := recordertest.Start(t)
 	cfg := recorderConfig(t, rec, t.TempDir())
 
@@ -50,7 +51,7 @@ func TestOneAttemptPerBackoffStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.Fail(http.StatusInternalServerError)
-	r.Submit(testStep("t", 1))
+	r.Submit(recordertest.SampleStep("t", 1))
 	if err := attempts.wait(ctx, outer); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestOneAttemptPerBackoffStep(t *testing.T) {
 // proxyId registered again. The server here reads the second request on the old
 // connection and closes it unanswered, which is the race made certain.
 func TestPostResentWhenKeptAliveConnectionDies(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +91,7 @@ func TestPostResentWhenKeptAliveConnectionDies(t *testing.T) {
 			}
 			go func() {
 				defer c.Close()
-				c.SetDeadline(time.Now().Add(hangGuard))
+				c.SetDeadline(time.Now().Add(testutil.Guard))
 				br := bufio.NewReader(c)
 				for n := 1; ; n++ {
 					req, err := http.ReadRequest(br)
@@ -116,7 +117,7 @@ func TestPostResentWhenKeptAliveConnectionDies(t *testing.T) {
 			t.Fatalf("post %s: status %d, err %v", path, res.status, res.err)
 		}
 	}
-	got := []string{<-served, <-served}
+	got := []string{testutil.Recv(t, served, "the first request served"), testutil.Recv(t, served, "the second request served")}
 	if want := []string{"conn 1: /proxy/register", "conn 2: /proxy/step"}; !slices.Equal(got, want) {
 		t.Errorf("served %v, want %v", got, want)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -20,7 +21,7 @@ func TestBacklogDeliveredAfterRecorderComesBack(t *testing.T) {
 	for _, inFlight := range []int{1, 4} {
 		t.Run(map[int]string{1: "one in flight", 4: "four in flight"}[inFlight], func(t *testing.T) {
 			const n = 1000
-			ctx := waitCtx(t)
+			ctx := testutil.Context(t)
 			rec := recordertest.Start(t)
 			rec.Down()
 			state := t.TempDir()
@@ -34,9 +35,7 @@ func TestBacklogDeliveredAfterRecorderComesBack(t *testing.T) {
 				}
 			}
 			r := open(t, cfg)
-			for i := 1; i <= n; i++ {
-				r.Submit(testStep("create_issue", i))
-			}
+			submitSteps(r, "create_issue", 1, n)
 			if err := committed.wait(ctx, n); err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +80,7 @@ func TestBacklogDeliveredAfterRecorderComesBack(t *testing.T) {
 // registers again and resends. A restart mid-stream, which also cuts connections, loses
 // nothing either.
 func TestRegistersAgainAfterRecorderRestart(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	rec := recordertest.Start(t)
 	acked := newCounter()
 	cfg := recorderConfig(t, rec, t.TempDir())
@@ -94,36 +93,26 @@ func TestRegistersAgainAfterRecorderRestart(t *testing.T) {
 
 	// Everything delivered and acknowledged, then the recorder forgets us: the next
 	// report meets 404 unknown_proxy.
-	for i := 1; i <= 50; i++ {
-		r.Submit(testStep("t", i))
-	}
+	submitSteps(r, "t", 1, 50)
 	if err := acked.wait(ctx, 50); err != nil {
 		t.Fatal(err)
 	}
 	rec.Forget()
-	r.Submit(testStep("t", 51))
+	r.Submit(recordertest.SampleStep("t", 51))
 	if _, err := rec.WaitSteps(ctx, 51); err != nil {
 		t.Fatal(err)
 	}
 
 	// A restart mid-stream.
-	for i := 52; i <= 300; i++ {
-		r.Submit(testStep("t", i))
-	}
+	submitSteps(r, "t", 52, 300)
 	if _, err := rec.WaitSteps(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
 	if err := rec.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 301; i <= 600; i++ {
-		r.Submit(testStep("t", i))
-	}
-	steps, err := rec.WaitSteps(ctx, 600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assertSeqSet(t, seqsOf(steps, r.ProxyID()), 600)
+	submitSteps(r, "t", 301, 600)
+	waitSeqs(t, ctx, rec, r.ProxyID(), 600)
 
 	unknown := 0
 	for _, req := range rec.Requests() {
@@ -147,7 +136,7 @@ func TestRegistersAgainAfterRecorderRestart(t *testing.T) {
 
 // A 500ing or slow recorder delays reports but loses none.
 func TestFailingAndSlowRecorder(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	rec := recordertest.Start(t)
 	r := open(t, recorderConfig(t, rec, t.TempDir()))
 	if _, err := rec.WaitRegistrations(ctx, 1); err != nil {
@@ -155,68 +144,39 @@ func TestFailingAndSlowRecorder(t *testing.T) {
 	}
 
 	rec.Fail(http.StatusInternalServerError)
-	for i := 1; i <= 20; i++ {
-		r.Submit(testStep("t", i))
-	}
-	_, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
-		failed := 0
-		for _, req := range s.Requests {
-			if req.Path == "/proxy/step" && req.Status == http.StatusInternalServerError {
-				failed++
-			}
-		}
-		return failed >= 5 // retried through several backoffs
+	submitSteps(r, "t", 1, 20)
+	// Retried through several backoffs.
+	waitRequests(t, ctx, rec, 5, func(req recordertest.Request) bool {
+		return req.Path == "/proxy/step" && req.Status == http.StatusInternalServerError
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec.Fail(0)
 	if _, err := rec.WaitSteps(ctx, 20); err != nil {
 		t.Fatal(err)
 	}
 
 	rec.Slow(20 * time.Millisecond)
-	for i := 21; i <= 40; i++ {
-		r.Submit(testStep("t", i))
-	}
-	steps, err := rec.WaitSteps(ctx, 40)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assertSeqSet(t, seqsOf(steps, r.ProxyID()), 40)
+	submitSteps(r, "t", 21, 40)
+	waitSeqs(t, ctx, rec, r.ProxyID(), 40)
 }
 
 // A 401 is said once on stderr; reports stay in the spool; they arrive once the token
 // is right again.
 func TestUnauthorizedSaidOnceAndKept(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	rec := recordertest.Start(t)
 	rec.WrongToken(true)
 	state := t.TempDir()
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	committed := newCounter()
 	cfg := recorderConfig(t, rec, state)
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	cfg.tuning.hooks.committed = committed.add
 	r := open(t, cfg)
-	for i := 1; i <= 10; i++ {
-		r.Submit(testStep("t", i))
-	}
+	submitSteps(r, "t", 1, 10)
 	if err := committed.wait(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
-	_, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
-		refused := 0
-		for _, req := range s.Requests {
-			if req.Status == http.StatusUnauthorized {
-				refused++
-			}
-		}
-		return refused >= 5
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitRequests(t, ctx, rec, 5, func(req recordertest.Request) bool { return req.Status == http.StatusUnauthorized })
 	if n := strings.Count(logs.String(), "refused the token"); n != 1 || !strings.Contains(logs.String(), "status=401") {
 		t.Errorf("the 401 was said %d times on stderr, want once:\n%s", n, logs.String())
 	}
@@ -225,17 +185,13 @@ func TestUnauthorizedSaidOnceAndKept(t *testing.T) {
 	}
 
 	rec.WrongToken(false)
-	steps, err := rec.WaitSteps(ctx, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assertSeqSet(t, seqsOf(steps, r.ProxyID()), 10)
+	waitSeqs(t, ctx, rec, r.ProxyID(), 10)
 }
 
 // A recorder that restarts with a new token writes it to .bir/recorder.json; a proxy
 // that found the recorder there reads it again after a 401.
 func TestStaleTokenReadAgainFromDiscoveryFile(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	rec := recordertest.Start(t)
 	project := t.TempDir()
 	if _, err := rec.WriteDiscoveryFile(project); err != nil {
@@ -249,7 +205,7 @@ func TestStaleTokenReadAgainFromDiscoveryFile(t *testing.T) {
 	cfg := recorderConfig(t, rec, t.TempDir())
 	cfg.Endpoint = ep
 	r := open(t, cfg)
-	r.Submit(testStep("t", 1))
+	r.Submit(recordertest.SampleStep("t", 1))
 	_, err = rec.Wait(ctx, func(s recordertest.Snapshot) bool {
 		return len(s.Requests) > 0 && s.Requests[len(s.Requests)-1].Status == http.StatusUnauthorized
 	})
@@ -275,7 +231,7 @@ func TestStaleTokenReadAgainFromDiscoveryFile(t *testing.T) {
 // Learned facts reach the recorder in a fresh register call, with everything a
 // register carries.
 func TestLearnedFactsRegisterAgain(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	rec := recordertest.Start(t)
 	r := open(t, recorderConfig(t, rec, t.TempDir()))
 	r.Learned(report.ServerFacts{ServerInfo: []byte(`{"name":"github-mcp","version":"1.2.3"}`), ProtocolVersion: "2025-06-18"})
@@ -313,7 +269,7 @@ func TestLearnedFactsRegisterAgain(t *testing.T) {
 // Close with the recorder down returns without waiting out the backoff, leaves the
 // spool file, and the next run of the same server delivers it under the old proxyId.
 func TestCloseLeavesSpoolForNextRun(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	rec := recordertest.Start(t)
 	rec.Down()
 	state := t.TempDir()
@@ -324,13 +280,11 @@ func TestCloseLeavesSpoolForNextRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i <= 3; i++ {
-		first.Submit(testStep("t", i))
-	}
+	submitSteps(first, "t", 1, 3)
 	if err := first.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	first.Submit(testStep("t", 4)) // after Close: dropped, no panic
+	first.Submit(recordertest.SampleStep("t", 4)) // after Close: dropped, no panic
 	assertNoGoroutines(t)
 	files := spoolFiles(t, state)
 	if len(files) != 1 {
@@ -344,11 +298,7 @@ func TestCloseLeavesSpoolForNextRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := open(t, recorderConfig(t, rec, state))
-	steps, err := rec.WaitSteps(ctx, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assertSeqSet(t, seqsOf(steps, first.ProxyID()), 3)
+	waitSeqs(t, ctx, rec, first.ProxyID(), 3)
 	if err := second.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +341,7 @@ func BenchmarkSubmitSlowRecorder(b *testing.B) {
 	cfg := recorderConfig(b, rec, b.TempDir())
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	r := open(b, cfg)
-	s := testStep("create_issue", 1)
+	s := recordertest.SampleStep("create_issue", 1)
 	var took []time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
@@ -413,7 +363,7 @@ func BenchmarkSubmitSlowRecorder(b *testing.B) {
 // A recorder that was unreachable and comes back may be a new process: the proxy
 // registers before it sends anything else, instead of collecting a 404 per report.
 func TestRegistersFirstWhenRecorderReturns(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	rec := recordertest.Start(t)
 	failed := newCounter()
 	cfg := recorderConfig(t, rec, t.TempDir())
@@ -427,12 +377,12 @@ func TestRegistersFirstWhenRecorderReturns(t *testing.T) {
 		}
 	}
 	r := open(t, cfg)
-	r.Submit(testStep("t", 1))
+	r.Submit(recordertest.SampleStep("t", 1))
 	if _, err := rec.WaitSteps(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	rec.Down()
-	r.Submit(testStep("t", 2))
+	r.Submit(recordertest.SampleStep("t", 2))
 	if err := failed.wait(ctx, 1); err != nil {
 		t.Fatal(err)
 	}

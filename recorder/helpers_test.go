@@ -4,30 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
-	"github.com/bir-dev/bir-proxy/report"
 )
-
-// hangGuard bounds a wait so a broken test fails with a message instead of hanging until
-// go test's own timeout; it is far above anything a passing run needs, even under load.
-const hangGuard = 2 * time.Minute
-
-func waitCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // fastTuning makes every failure path run in milliseconds.
 func fastTuning() tuning {
@@ -65,25 +53,6 @@ func open(t testing.TB, cfg Config) *Reporter {
 	return r
 }
 
-var baseTime = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func testStep(tool string, i int) report.Step {
-	callID := fmt.Sprintf("c-%d", i)
-	started := baseTime.Add(time.Duration(i) * time.Millisecond)
-	return report.Step{
-		CallID:          &callID,
-		Tool:            tool,
-		Args:            json.RawMessage(fmt.Sprintf(`{"i":%d,"title":"issue <%d>"}`, i, i)),
-		ArgsFingerprint: "sha256:0000",
-		ReceivedAt:      started.Add(-time.Millisecond),
-		StartedAt:       started,
-		EndedAt:         started.Add(183 * time.Millisecond),
-		DurationMs:      183.4,
-		Outcome:         report.OutcomeOK,
-		Result:          json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`),
-	}
-}
-
 // counter is a count that tests can wait on.
 type counter struct {
 	mu      sync.Mutex
@@ -117,24 +86,6 @@ func (c *counter) wait(ctx context.Context, n int) error {
 	}
 }
 
-// syncBuffer is a log sink several goroutines write.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // spoolLines returns the report lines and done marks of a spool file.
 func spoolLines(t testing.TB, path string) (reports, acks int) {
 	t.Helper()
@@ -164,29 +115,44 @@ func spoolFiles(t testing.TB, stateDir string) []string {
 }
 
 // assertNoGoroutines fails if any goroutine of the package's machinery is still alive.
-// A goroutine that has signalled its end may still be on its last instructions, so a
-// leftover is looked for again a few times before it counts as a leak (goleak does the
-// same); a leaked one would be blocked for good.
 func assertNoGoroutines(t testing.TB) {
 	t.Helper()
-	var left []string
-	for try := range 50 {
-		left = left[:0]
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			for _, fn := range []string{"recorder.(*dispatcher)", "recorder.(*Reporter).commitLoop"} {
-				if strings.Contains(g, fn) {
-					left = append(left, g)
-				}
+	testutil.NoGoroutines(t, "recorder.(*dispatcher)", "recorder.(*Reporter).commitLoop")
+}
+
+// waitRequests waits until the recorder has answered n requests that match.
+func waitRequests(t testing.TB, ctx context.Context, rec *recordertest.Server, n int, match func(recordertest.Request) bool) {
+	t.Helper()
+	_, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
+		seen := 0
+		for _, req := range s.Requests {
+			if match(req) {
+				seen++
 			}
 		}
-		if len(left) == 0 {
-			return
-		}
-		time.Sleep(time.Duration(try) * time.Millisecond)
+		return seen >= n
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Errorf("goroutines outlived Close:\n%s", strings.Join(left, "\n\n"))
+}
+
+// submitSteps submits the reports of steps from to to (inclusive) of tool.
+func submitSteps(r *Reporter, tool string, from, to int) {
+	for i := from; i <= to; i++ {
+		r.Submit(recordertest.SampleStep(tool, i))
+	}
+}
+
+// waitSeqs waits for n step reports and checks that proxyID's are seqs 1..n, each once.
+func waitSeqs(t testing.TB, ctx context.Context, rec *recordertest.Server, proxyID string, n int) []recordertest.Step {
+	t.Helper()
+	steps, err := rec.WaitSteps(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSeqSet(t, seqsOf(steps, proxyID), n)
+	return steps
 }
 
 // seqsOf returns the seqs of the steps of one proxyId, in arrival order.

@@ -12,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
 func journalConfig(t testing.TB, path string) Config {
@@ -33,7 +36,7 @@ func readLines(t testing.TB, path string) [][]byte {
 // With no recorder, reports are JSON lines in the journal, one a line, in the shape of
 // SPEC §5, and nothing else is done.
 func TestJournalLines(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	path := filepath.Join(t.TempDir(), "j", "github.jsonl")
 	committed := newCounter()
 	cfg := journalConfig(t, path)
@@ -43,7 +46,7 @@ func TestJournalLines(t *testing.T) {
 		t.Fatal("journal mode started delivery")
 	}
 	for i := 1; i <= 50; i++ {
-		s := testStep("create_issue", i)
+		s := recordertest.SampleStep("create_issue", i)
 		if i == 7 {
 			s.CallID = nil
 			s.Args = json.RawMessage(`{"broken`) // a bug upstream of us must not cost the report
@@ -90,7 +93,7 @@ func TestJournalLines(t *testing.T) {
 		t.Log("jq not installed; skipping the jq check")
 		return
 	}
-	out, err := exec.Command("jq", "-r", `select(.outcome == "ok") | "\(.seq) \(.tool)"`, path).Output()
+	out, err := exec.CommandContext(testutil.Context(t), "jq", "-r", `select(.outcome == "ok") | "\(.seq) \(.tool)"`, path).Output()
 	if err != nil {
 		t.Fatalf("jq: %v", err)
 	}
@@ -101,7 +104,7 @@ func TestJournalLines(t *testing.T) {
 
 // Two proxies of one server append to the same journal: their lines interleave whole.
 func TestJournalSharedByTwoProxies(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	path := filepath.Join(t.TempDir(), "github.jsonl")
 	const n = 150
 	big := strings.Repeat("x", 6000) // several lines per write, writes past a page
@@ -110,7 +113,7 @@ func TestJournalSharedByTwoProxies(t *testing.T) {
 	for _, r := range sinks {
 		wg.Go(func() {
 			for i := 1; i <= n; i++ {
-				s := testStep("t", i)
+				s := recordertest.SampleStep("t", i)
 				s.Args = json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":%q}`, i, big))
 				r.Submit(s)
 			}

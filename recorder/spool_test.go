@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
 const testID = "0123456789abcdef0123456789abcdef"
@@ -154,7 +156,7 @@ func TestFileSafe(t *testing.T) {
 }
 
 func TestMarshalStep(t *testing.T) {
-	s := testStep("t", 1)
+	s := recordertest.SampleStep("t", 1)
 	s.Seq = 9
 	s.Error = json.RawMessage(`{"code": -32602, "message": "bad <arg> & more"}`)
 	s.Result = json.RawMessage(`{"unterminated`)

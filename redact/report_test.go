@@ -7,12 +7,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // report runs Report and checks what must hold of every output: valid JSON, within the
@@ -33,7 +34,7 @@ func report(t *testing.T, in []byte, budget int) (string, bool) {
 }
 
 func TestRedactionCorpus(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "shared", "testdata", "redaction-corpus.json"))
+	raw, err := os.ReadFile(testutil.ContractFile(t, "redaction-corpus.json"))
 	if err != nil {
 		t.Fatalf("reading the corpus: %v", err)
 	}

@@ -2,8 +2,11 @@ package redact
 
 import (
 	"encoding/base64"
+	"math"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fake returns prefix followed by n generated characters of a token alphabet (mixed
@@ -162,17 +165,90 @@ func TestTextPEM(t *testing.T) {
 	})
 }
 
+// nearMisses are the units of texts made of many almost-secrets, each a way into a
+// rule's slow path.
+var nearMisses = []string{"eyJ-", "sk-a-", "a://", "token: ", "x=", "--password ", "Bearer ", "@tcp(", "-----BEGIN "}
+
+// growth runs f on unit repeated to about n and to about factor*n bytes and returns how
+// much longer the larger input took and how many more bytes it allocated. Each figure
+// is the least of several runs, the two sizes taking turns, so that a busy spell of a
+// shared machine does not fall on one size only; only ratios are compared, never
+// wall-clock figures.
+func growth(f func(string), unit string, n, factor int) (timeRatio, allocRatio float64) {
+	small := strings.Repeat(unit, n/len(unit))
+	large := strings.Repeat(unit, factor*n/len(unit))
+	type cost struct {
+		took  time.Duration
+		alloc uint64
+	}
+	best := [2]cost{{math.MaxInt64, math.MaxUint64}, {math.MaxInt64, math.MaxUint64}}
+	var before, after runtime.MemStats
+	for range 7 {
+		for i, in := range []string{small, large} {
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			f(in)
+			took := time.Since(start)
+			runtime.ReadMemStats(&after)
+			best[i].took = min(best[i].took, max(took, time.Nanosecond))
+			best[i].alloc = min(best[i].alloc, after.TotalAlloc-before.TotalAlloc)
+		}
+	}
+	timeRatio = float64(best[1].took) / float64(best[0].took)
+	if best[0].alloc > 0 {
+		allocRatio = float64(best[1].alloc) / float64(best[0].alloc)
+	}
+	return timeRatio, allocRatio
+}
+
+// Linear work grows 8 times for 8 times the input, quadratic work 64 times; the bound
+// sits between, with room for a noisy machine.
+const (
+	growthInput  = 32 << 10
+	growthFactor = 8
+	growthBound  = 32.0
+)
+
 // TestTextLinear guards the near-miss paths: texts made of many almost-secrets must not
-// take quadratic time (a pass over 1 MB of them would never end otherwise).
+// take quadratic time or memory (a pass over 1 MB of them would never end otherwise).
 func TestTextLinear(t *testing.T) {
-	for _, unit := range []string{"eyJ-", "sk-a-", "a://", "token: ", "x=", "--password ", "Bearer ", "@tcp(", "-----BEGIN "} {
-		in := strings.Repeat(unit, (1<<20)/len(unit))
-		_ = Text(in) // a quadratic rule would run for minutes here
+	for _, unit := range nearMisses {
+		t.Run(strings.TrimSpace(unit), func(t *testing.T) {
+			tr, ar := growth(func(s string) { _ = Text(s) }, unit, growthInput, growthFactor)
+			t.Logf("%d times the input: %.1f times the time, %.1f times the bytes allocated", growthFactor, tr, ar)
+			if tr > growthBound {
+				t.Errorf("Text on %d times the input took %.1f times as long (linear: about %d)", growthFactor, tr, growthFactor)
+			}
+			if ar > growthBound {
+				t.Errorf("Text on %d times the input allocated %.1f times as much (linear: about %d)", growthFactor, ar, growthFactor)
+			}
+		})
+	}
+}
+
+// TestGrowthSeesQuadratic proves TestTextLinear's measure tells a quadratic pass from a
+// linear one: a check that passed everything would guard nothing.
+func TestGrowthSeesQuadratic(t *testing.T) {
+	quadratic := func(s string) {
+		for i := 0; i < len(s); i += 64 { // rescans the rest of the text from every 64th byte
+			_ = strings.IndexByte(s[i:], 0)
+		}
+	}
+	tr, _ := growth(quadratic, "x=", growthInput, growthFactor)
+	t.Logf("quadratic: %.1f times the time", tr)
+	if tr <= growthBound {
+		t.Errorf("a quadratic pass on %d times the input took only %.1f times as long; the bound %.0f would let it through", growthFactor, tr, growthBound)
+	}
+	linear := func(s string) { _ = strings.IndexByte(s, 0) }
+	tr, _ = growth(linear, "x=", growthInput, growthFactor)
+	t.Logf("linear: %.1f times the time", tr)
+	if tr > growthBound {
+		t.Errorf("a linear pass on %d times the input took %.1f times as long; the bound %.0f would fail it", growthFactor, tr, growthBound)
 	}
 }
 
 func BenchmarkTextNearMisses(b *testing.B) {
-	for _, unit := range []string{"eyJ-", "sk-a-", "a://", "token: ", "x=", "--password ", "Bearer ", "@tcp(", "-----BEGIN "} {
+	for _, unit := range nearMisses {
 		in := strings.Repeat(unit, (1<<20)/len(unit))
 		b.Run(strings.TrimSpace(unit), func(b *testing.B) {
 			for b.Loop() {

@@ -9,56 +9,62 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
-	"time"
 
-	"github.com/bir-dev/bir-proxy/framing"
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
 // wired is a relay between real pipes (the host's side) and a real rawserver child.
 type wired struct {
-	r      *relay.Relay
-	hostW  *framing.Writer
-	hostWF *os.File
-	hostR  *framing.Reader
-	done   chan error
-	record string
+	r    *relay.Relay
+	host *hostSide
+	// received is every line the server got (see recordFIFO).
+	received *testutil.SyncBuffer
+}
+
+// recordFIFO returns a path for a rawserver's --record file and what the server
+// recorded there: the file is a FIFO the test reads, so each line the server receives
+// is an event to wait on (WaitFor, WaitUntil) rather than a file to poll.
+func recordFIFO(t *testing.T) (path string, received *testutil.SyncBuffer) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "received")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Read and write: the open does not wait for the server, and the FIFO never reads
+	// as ended while the test holds it.
+	fifo, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	received = &testutil.SyncBuffer{}
+	copied := make(chan struct{})
+	go func() { io.Copy(received, fifo); close(copied) }()
+	t.Cleanup(func() { fifo.Close(); testutil.Recv(t, copied, "the FIFO copier to end") })
+	return path, received
+}
+
+// waitReceived waits until what the server received satisfies cond.
+func waitReceived(t *testing.T, received *testutil.SyncBuffer, what string, cond func(received string) bool) {
+	t.Helper()
+	if err := received.WaitUntil(testutil.Context(t), cond); err != nil {
+		t.Fatalf("waiting for the server to receive %s: %v", what, err)
+	}
 }
 
 func wire(t *testing.T, args ...string) *wired {
 	t.Helper()
-	raw := testbin.Build(t, "./testdata/rawserver")
-	record := filepath.Join(t.TempDir(), "received")
+	raw := testutil.Build(t, "./testdata/rawserver")
+	record, received := recordFIFO(t)
 	proc, err := upstream.Start(upstream.Command{Path: raw, Args: append([]string{"--record", record}, args...), Name: "raw"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inR, inW, _ := os.Pipe()
-	outR, outW, _ := os.Pipe()
-	w := &wired{
-		r:     relay.New(relay.Options{HostIn: inR, HostOut: outW, Upstream: proc, IDPrefix: "bir:test:"}),
-		hostW: framing.NewWriter(inW), hostWF: inW, hostR: framing.NewReader(outR),
-		done: make(chan error, 1), record: record,
-	}
-	go func() { w.done <- w.r.Run(context.Background()); outW.Close() }()
-	t.Cleanup(func() {
-		inW.Close()
-		<-w.done
-		inR.Close()
-		outR.Close()
-	})
-	return w
-}
-
-func (w *wired) received(t *testing.T) string {
-	data, err := os.ReadFile(w.record)
-	if err != nil && !errors.Is(err, os.ErrNotExist) { // created with the first line
-		t.Fatal(err)
-	}
-	return string(data)
+	r, host := wireConn(t, proc, nil)
+	return &wired{r: r, host: host, received: received}
 }
 
 // TestOwnRequestsNeverReachTheHost: the proxy's own requests get their answers, the
@@ -71,7 +77,7 @@ func TestOwnRequestsNeverReachTheHost(t *testing.T) {
 	// The host pipelines its own requests while the proxy sends its own.
 	wg.Go(func() {
 		for i := range n {
-			if err := w.hostW.Write([]byte(`{"jsonrpc":"2.0","id":` + itoa(i) + `,"method":"tools/list"}`)); err != nil {
+			if err := w.host.w.Write([]byte(`{"jsonrpc":"2.0","id":` + itoa(i) + `,"method":"tools/list"}`)); err != nil {
 				t.Error(err)
 			}
 		}
@@ -87,7 +93,7 @@ func TestOwnRequestsNeverReachTheHost(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range n {
-		msg, err := w.hostR.Read()
+		msg, err := w.host.r.Read()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +105,8 @@ func TestOwnRequestsNeverReachTheHost(t *testing.T) {
 		}
 	}
 	// Every line the server got is whole: no interleaving of the two senders.
-	for _, l := range strings.Split(strings.TrimSuffix(w.received(t), "\n"), "\n") {
+	waitReceived(t, w.received, "every line", func(got string) bool { return strings.Count(got, "\n") >= 2*n })
+	for _, l := range strings.Split(strings.TrimSuffix(w.received.String(), "\n"), "\n") {
 		if strings.Count(l, `"jsonrpc"`) != 1 || !strings.HasSuffix(l, "}") {
 			t.Fatalf("interleaved line: %s", l)
 		}
@@ -117,59 +124,24 @@ func TestOwnRequestCancelled(t *testing.T) {
 		errc <- err
 	}()
 	// Wait until the server has the request, then give up on it.
-	for !strings.Contains(w.received(t), `"hang"`) {
-		<-time.After(5 * time.Millisecond)
-	}
+	waitReceived(t, w.received, "the call", func(got string) bool { return strings.Contains(got, `"hang"`) })
 	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
+	if err := testutil.Recv(t, errc, "Call to return once cancelled"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Call returned %v, want context.Canceled", err)
 	}
-	for !strings.Contains(w.received(t), "notifications/cancelled") {
-		<-time.After(5 * time.Millisecond)
-	}
-	if got := w.received(t); !strings.Contains(got, `"requestId":"bir:test:1"`) {
+	waitReceived(t, w.received, "the cancel", func(got string) bool { return strings.Contains(got, "notifications/cancelled") })
+	if got := w.received.String(); !strings.Contains(got, `"requestId":"bir:test:1"`) {
 		t.Fatalf("cancel does not name the request:\n%s", got)
 	}
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// scriptedConn is an upstream whose answers the test sends when it chooses; it is
-// for ordering that a real server cannot be made to produce on cue.
-type scriptedConn struct {
-	from    chan []byte   // what the "server" sends
-	written chan []byte   // what the relay wrote to it
-	closed  chan struct{} // closed by Close
-	once    sync.Once
-}
-
-func newScriptedConn() *scriptedConn {
-	return &scriptedConn{from: make(chan []byte, 16), written: make(chan []byte, 16), closed: make(chan struct{})}
-}
-
-func (c *scriptedConn) Read() ([]byte, error) {
-	select {
-	case m := <-c.from:
-		return m, nil
-	case <-c.closed:
-		return nil, io.EOF
-	}
-}
-func (c *scriptedConn) Write(m []byte) error { c.written <- append([]byte(nil), m...); return nil }
-func (c *scriptedConn) Hold(m []byte) error  { return c.Write(m) }
-func (c *scriptedConn) Buffered() bool       { return len(c.from) > 0 }
-func (c *scriptedConn) Close() error         { c.once.Do(func() { close(c.closed) }); return nil }
-
 // TestLateOwnAnswerNeverReachesTheHost: an answer to an own request the proxy gave
 // up on, arriving when no other own request is pending, is still not the host's.
 func TestLateOwnAnswerNeverReachesTheHost(t *testing.T) {
-	up := newScriptedConn()
-	inR, inW, _ := os.Pipe()
-	outR, outW, _ := os.Pipe()
-	r := relay.New(relay.Options{HostIn: inR, HostOut: outW, Upstream: up, IDPrefix: "bir:test:"})
-	done := make(chan error, 1)
-	go func() { done <- r.Run(context.Background()); outW.Close() }()
-	defer func() { inW.Close(); <-done }()
+	up := newReplacingConn()
+	r, host := wireConn(t, up, nil)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -177,19 +149,16 @@ func TestLateOwnAnswerNeverReachesTheHost(t *testing.T) {
 		_, err := r.Call(ctx, relay.Request{Method: "tools/call", Params: []byte(`{"name":"slow","arguments":{}}`)})
 		errc <- err
 	}()
-	<-up.written // the request reached the server
+	written(t, up) // the request reached the server
 	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
+	if err := testutil.Recv(t, errc, "Call to return once cancelled"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Call: %v", err)
 	}
-	<-up.written // the notifications/cancelled
+	written(t, up) // the notifications/cancelled
 	// Now the server answers after all, and then says something for the host.
-	up.from <- []byte(`{"jsonrpc":"2.0","id":"bir:test:1","result":{"late":true}}`)
-	up.from <- []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"for the host"}}`)
-	msg, err := framing.NewReader(outR).Read()
-	if err != nil {
-		t.Fatal(err)
-	}
+	up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","id":"bir:test:1","result":{"late":true}}`)}
+	up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"for the host"}}`)}
+	msg := host.next(t)
 	if strings.Contains(string(msg), "bir:test:") {
 		t.Fatalf("the host got the proxy's late answer: %s", msg)
 	}

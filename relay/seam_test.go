@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,58 +13,39 @@ import (
 
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/intercept"
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/report"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
-// deadline bounds every wait in these tests: long enough for a loaded CI machine,
-// short enough that a hang fails the test instead of the run.
-const deadline = 20 * time.Second
-
 // TestOwnCallRetiredWhenUpstreamKilled: an own request in flight when the server is
 // SIGKILLed returns an error at once, rather than waiting on a context that may never
 // end (context.Background()).
 func TestOwnCallRetiredWhenUpstreamKilled(t *testing.T) {
-	raw := testbin.Build(t, "./testdata/rawserver")
-	record := filepath.Join(t.TempDir(), "received")
+	raw := testutil.Build(t, "./testdata/rawserver")
+	record, received := recordFIFO(t)
 	proc, err := upstream.Start(upstream.Command{Path: raw, Args: []string{"--record", record, "--reply"}, Name: "raw"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer proc.Close()
-	inR, inW, _ := os.Pipe()
-	outR, outW, _ := os.Pipe()
-	defer func() { inW.Close(); outR.Close() }()
-	r := relay.New(relay.Options{HostIn: inR, HostOut: outW, Upstream: proc, IDPrefix: "bir:test:"})
-	done := make(chan error, 1)
-	go func() { done <- r.Run(context.Background()); outW.Close() }()
+	r, host := wireConn(t, proc, nil)
 
 	errc := make(chan error, 1)
 	go func() {
 		_, err := r.Call(context.Background(), relay.Request{Method: "tools/call", Params: []byte(`{"name":"hang","arguments":{}}`)})
 		errc <- err
 	}()
-	waitFor(t, func() bool { b, _ := os.ReadFile(record); return strings.Contains(string(b), `"hang"`) }, "the server to receive the request")
+	waitReceived(t, received, "the request", func(got string) bool { return strings.Contains(got, `"hang"`) })
 	if err := syscall.Kill(proc.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-errc:
-		if !errors.Is(err, relay.ErrUpstreamLost) {
-			t.Fatalf("Call returned %v, want ErrUpstreamLost", err)
-		}
-	case <-time.After(deadline):
-		t.Fatal("an own call in flight was not retired when the server died")
+	if err := testutil.Recv(t, errc, "the own call in flight to be retired when the server died"); !errors.Is(err, relay.ErrUpstreamLost) {
+		t.Fatalf("Call returned %v, want ErrUpstreamLost", err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, relay.ErrUpstreamEnded) {
-			t.Fatalf("Run returned %v, want ErrUpstreamEnded", err)
-		}
-	case <-time.After(deadline):
-		t.Fatal("Run did not return after the server died")
+	if err := host.runErr(t); !errors.Is(err, relay.ErrUpstreamEnded) {
+		t.Fatalf("Run returned %v, want ErrUpstreamEnded", err)
 	}
 }
 
@@ -80,6 +60,9 @@ type replacingConn struct {
 	closed   chan struct{}
 	once     sync.Once
 	failNext bool
+	// resumed gets a value when Read is called again after a replacement: from then
+	// on Write reaches the new server.
+	resumed chan struct{}
 }
 
 type fromServer struct {
@@ -88,11 +71,14 @@ type fromServer struct {
 }
 
 func newReplacingConn() *replacingConn {
-	return &replacingConn{from: make(chan fromServer, 16), written: make(chan []byte, 64), closed: make(chan struct{})}
+	return &replacingConn{from: make(chan fromServer, 16), written: make(chan []byte, 64), closed: make(chan struct{}), resumed: make(chan struct{}, 16)}
 }
 
 func (c *replacingConn) Read() ([]byte, error) {
 	c.mu.Lock()
+	if c.between {
+		c.resumed <- struct{}{}
+	}
 	c.between = false
 	c.mu.Unlock()
 	select {
@@ -126,29 +112,52 @@ func (c *replacingConn) Write(m []byte) error {
 
 func (c *replacingConn) Close() error { c.once.Do(func() { close(c.closed) }); return nil }
 
+// hostSide is the host's end of a relay running between real pipes.
 type hostSide struct {
-	w    *framing.Writer
-	r    *framing.Reader
-	done chan error
+	w     *framing.Writer
+	r     *framing.Reader
+	ended chan struct{} // closed when Run has returned
+	err   error         // Run's, once ended is closed
 }
 
+// wireConn runs a relay between up and real pipes for the host, until the test's
+// cleanup closes the host's input. Every read and write of those pipes, and the wait
+// for Run to end, is bounded by testutil.Guard.
 func wireConn(t *testing.T, up upstream.Conn, ic relay.Interceptor) (*relay.Relay, *hostSide) {
 	t.Helper()
-	inR, inW, _ := os.Pipe()
-	outR, outW, _ := os.Pipe()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(testutil.Guard)
+	if err := errors.Join(inW.SetWriteDeadline(deadline), outR.SetReadDeadline(deadline)); err != nil {
+		t.Fatal(err)
+	}
 	r := relay.New(relay.Options{HostIn: inR, HostOut: outW, Upstream: up, Intercept: ic, IDPrefix: "bir:test:"})
-	h := &hostSide{w: framing.NewWriter(inW), r: framing.NewReader(outR), done: make(chan error, 1)}
-	go func() { h.done <- r.Run(context.Background()); outW.Close() }()
+	h := &hostSide{w: framing.NewWriter(inW), r: framing.NewReader(outR), ended: make(chan struct{})}
+	go func() {
+		h.err = r.Run(context.Background())
+		outW.Close()
+		close(h.ended)
+	}()
 	t.Cleanup(func() {
 		inW.Close()
-		select {
-		case <-h.done:
-		case <-time.After(deadline):
-			t.Error("Run did not return after the host closed its input")
-		}
+		h.runErr(t)
+		inR.Close()
 		outR.Close()
 	})
 	return r, h
+}
+
+// runErr waits for Run to return and returns its error.
+func (h *hostSide) runErr(t *testing.T) error {
+	t.Helper()
+	testutil.Recv(t, h.ended, "Run to return")
+	return h.err
 }
 
 func (h *hostSide) send(t *testing.T, msg string) {
@@ -160,33 +169,16 @@ func (h *hostSide) send(t *testing.T, msg string) {
 
 func (h *hostSide) next(t *testing.T) string {
 	t.Helper()
-	got := make(chan string, 1)
-	go func() {
-		m, err := h.r.Read()
-		if err != nil {
-			got <- "read error: " + err.Error()
-			return
-		}
-		got <- string(m)
-	}()
-	select {
-	case m := <-got:
-		return m
-	case <-time.After(deadline):
-		t.Fatal("the host got nothing")
-		return ""
+	m, err := h.r.Read()
+	if err != nil {
+		t.Fatalf("the host got nothing: %v", err)
 	}
+	return string(m)
 }
 
 func written(t *testing.T, c *replacingConn) string {
 	t.Helper()
-	select {
-	case m := <-c.written:
-		return string(m)
-	case <-time.After(deadline):
-		t.Fatal("nothing reached the upstream")
-		return ""
-	}
+	return string(testutil.Recv(t, c.written, "a message to reach the upstream"))
 }
 
 // TestReplacedUpstreamKeepsTheSession: when the server behind the upstream is
@@ -230,16 +222,14 @@ func TestReplacedUpstreamKeepsTheSession(t *testing.T) {
 			t.Fatalf("the host did not get %s; got %v", want, answers)
 		}
 	}
-	select {
-	case err := <-ownErr:
-		if !errors.Is(err, relay.ErrUpstreamLost) {
-			t.Fatalf("own Call returned %v, want ErrUpstreamLost", err)
-		}
-	case <-time.After(deadline):
-		t.Fatal("the own request was not retired when its server was replaced")
+	if err := testutil.Recv(t, ownErr, "the own request to be retired when its server was replaced"); !errors.Is(err, relay.ErrUpstreamLost) {
+		t.Fatalf("own Call returned %v, want ErrUpstreamLost", err)
 	}
 
-	// Meant for the old server: dropped. Then a new request reaches the new one.
+	// Meant for the old server: dropped. Then a new request reaches the new one, once
+	// the relay reads from it (until then a write fails, and the request would be
+	// answered as undeliverable).
+	testutil.Recv(t, up.resumed, "the relay to read from the new server")
 	host.send(t, `{"jsonrpc":"2.0","id":"s-1","result":{"content":"late"}}`)
 	host.send(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9007199254740993}}`)
 	host.send(t, `{"jsonrpc":"2.0","id":10,"method":"tools/list"}`)
@@ -296,24 +286,8 @@ func TestDuplicateIDRoutedLikeTheHostReadsIt(t *testing.T) {
 	}
 	// And the reverse spelling is the proxy's.
 	up.from <- fromServer{msg: []byte(`{"id":7,"jsonrpc":"2.0","id":"bir:test:1","result":{"own":true}}`)}
-	select {
-	case resp := <-ownDone:
-		if !strings.Contains(string(resp), `"own":true`) {
-			t.Fatalf("own call got %s", resp)
-		}
-	case <-time.After(deadline):
-		t.Fatal("the own call never got its answer")
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if resp := testutil.Recv(t, ownDone, "the own call's answer"); !strings.Contains(string(resp), `"own":true`) {
+		t.Fatalf("own call got %s", resp)
 	}
 }
 
@@ -327,8 +301,8 @@ func (s *stepSink) Learned(report.ServerFacts) {}
 // interception — the correlation key removed, a step report made — and the report
 // carries the origin as dispatchId and no callId; the host sees none of it.
 func TestOwnRequestIsReportedWithItsOrigin(t *testing.T) {
-	raw := testbin.Build(t, "./testdata/rawserver")
-	record := filepath.Join(t.TempDir(), "received")
+	raw := testutil.Build(t, "./testdata/rawserver")
+	record, received := recordFIFO(t)
 	proc, err := upstream.Start(upstream.Command{Path: raw, Args: []string{"--record", record, "--reply"}, Name: "raw"})
 	if err != nil {
 		t.Fatal(err)
@@ -349,8 +323,8 @@ func TestOwnRequestIsReportedWithItsOrigin(t *testing.T) {
 	if !strings.Contains(string(resp), `\"q\":1`) {
 		t.Fatalf("own call answered %s", resp)
 	}
-	select {
-	case st := <-sink.steps:
+	{
+		st := testutil.Recv(t, sink.steps, "a report for the own tools/call")
 		if st.DispatchID == nil || *st.DispatchID != "dispatch-7" {
 			t.Fatalf("dispatchId = %v, want dispatch-7", st.DispatchID)
 		}
@@ -363,10 +337,9 @@ func TestOwnRequestIsReportedWithItsOrigin(t *testing.T) {
 		if st.StartedAt.IsZero() || st.EndedAt.Before(st.StartedAt) {
 			t.Fatalf("times: started %v ended %v", st.StartedAt, st.EndedAt)
 		}
-	case <-time.After(deadline):
-		t.Fatal("no report for the own tools/call")
 	}
-	if got, _ := os.ReadFile(record); strings.Contains(string(got), "_bir_call_id") {
+	waitReceived(t, received, "the own call", func(got string) bool { return strings.Contains(got, `"q":1`) })
+	if got := received.String(); strings.Contains(got, "_bir_call_id") {
 		t.Fatalf("the upstream saw the correlation key: %s", got)
 	}
 	// The host's traffic still flows, and its next line is its own answer.

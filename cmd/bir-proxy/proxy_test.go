@@ -2,74 +2,25 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/bir-dev/bir-proxy/framing"
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // session is a test host: the built proxy as a real child process, talked to over
 // real pipes.
 type session struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	in     io.WriteCloser
-	out    *framing.Reader
-	stderr *syncBuffer
-	done   chan struct{}
-	err    error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-	// changed is signalled after every write, so a test can wait for a line to
-	// appear instead of sleeping.
-	changed chan struct{}
-}
-
-func newSyncBuffer() *syncBuffer { return &syncBuffer{changed: make(chan struct{}, 1)} }
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.b.Write(p)
-	select {
-	case s.changed <- struct{}{}:
-	default:
-	}
-	return n, err
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// waitFor waits until the buffer contains sub or ctx ends.
-func (s *syncBuffer) waitFor(ctx context.Context, sub string) error {
-	for {
-		if strings.Contains(s.String(), sub) {
-			return nil
-		}
-		select {
-		case <-s.changed:
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %q in %q: %w", sub, s.String(), ctx.Err())
-		}
-	}
+	*testutil.Proc
+	t   *testing.T
+	out *framing.Reader
 }
 
 // startProxy starts the built proxy with args, env added to the test's environment
@@ -82,7 +33,7 @@ func startProxy(t *testing.T, env []string, args ...string) *session {
 // startProxyIn is startProxy with the proxy's working directory set to dir.
 func startProxyIn(t *testing.T, dir string, env []string, args ...string) *session {
 	t.Helper()
-	bin := testbin.Build(t, "./cmd/bir-proxy")
+	bin := testutil.Build(t, "./cmd/bir-proxy")
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
@@ -90,39 +41,8 @@ func startProxyIn(t *testing.T, dir string, env []string, args ...string) *sessi
 		cmd.Env = append(cmd.Env, "BIR_OFF=1")
 	}
 	cmd.Env = append(cmd.Env, env...)
-	s := &session{t: t, cmd: cmd, stderr: newSyncBuffer(), done: make(chan struct{})}
-	cmd.Stderr = s.stderr
-	// Pipes of our own, not StdinPipe/StdoutPipe: exec closes those in Wait, and the
-	// test must be able to read every byte the proxy wrote after it exited.
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdin, cmd.Stdout = inR, outW
-	s.in = inW
-	s.out = framing.NewReader(outR)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	inR.Close()
-	outW.Close()
-	t.Cleanup(func() { inW.Close(); outR.Close() })
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-s.done
-		if t.Failed() {
-			t.Logf("proxy stderr:\n%s", s.stderr.String())
-		}
-	})
-	go func() {
-		s.err = cmd.Wait()
-		close(s.done)
-	}()
-	return s
+	p := testutil.Start(t, cmd)
+	return &session{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
 }
 
 func hasKey(env []string, key string) bool {
@@ -134,47 +54,34 @@ func hasKey(env []string, key string) bool {
 	return false
 }
 
-func (s *session) send(lines ...string) {
-	s.t.Helper()
-	for _, l := range lines {
-		if _, err := io.WriteString(s.in, l+"\n"); err != nil {
-			s.t.Fatalf("writing to the proxy: %v", err)
-		}
-	}
-}
-
 func (s *session) recv() string {
 	s.t.Helper()
 	msg, err := s.out.Read()
 	if err != nil {
-		s.t.Fatalf("reading from the proxy: %v (stderr: %s)", err, s.stderr.String())
+		s.t.Fatalf("reading from the proxy: %v (stderr: %s)", err, s.Stderr.String())
 	}
 	return string(msg)
 }
 
-// exitCode closes the host's side and returns the proxy's exit status.
-func (s *session) wait() int {
+// end closes the host's side, as a host ending the session does, and requires the
+// proxy to exit with status 0 (the server's, which exits 0 on EOF).
+func (s *session) end() {
 	s.t.Helper()
-	<-s.done
-	var ee *exec.ExitError
-	if errors.As(s.err, &ee) {
-		return ee.ExitCode()
+	s.Stdin.Close()
+	if code := s.ExitCode(); code != 0 {
+		s.t.Fatalf("exit status %d after the host closed stdin, want 0", code)
 	}
-	if s.err != nil {
-		s.t.Fatalf("proxy: %v", s.err)
-	}
-	return 0
 }
 
-// tick paces a wait on something only visible by looking (a file filling up).
-func tick() <-chan time.Time { return time.After(20 * time.Millisecond) }
-
-func ctxTimeout(t *testing.T) context.Context {
-	// A generous bound so a hung test fails with a message instead of the test
-	// binary's global timeout; it is not a performance assertion.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
+// sendLater writes line from another goroutine, for a message too large for the
+// pipes to hold while nobody reads the answer; the returned channel says how it went.
+func (s *session) sendLater(line string) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(s.Stdin, line+"\n")
+		errc <- err
+	}()
+	return errc
 }
 
 // fidelityLines are messages whose bytes a re-encoding relay would change.
@@ -198,13 +105,13 @@ func fidelityLines() []string {
 
 func TestFidelityEcho(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	record := filepath.Join(t.TempDir(), "received")
 	s := startProxy(t, nil, "--server", "raw", "--", raw, "--echo", "--record", record)
 
 	lines := fidelityLines()
 	for _, l := range lines {
-		s.send(l)
+		s.Send(l)
 		if got := s.recv(); got != l {
 			t.Fatalf("round trip changed a message:\n sent %s\n  got %s", l, got)
 		}
@@ -212,15 +119,12 @@ func TestFidelityEcho(t *testing.T) {
 	// A malformed host line still reaches the server (it answers the parse error);
 	// the echo of it is not a message, so it goes to stderr, never to the host.
 	garbage := "not json {"
-	s.send(garbage)
+	s.Send(garbage)
 	lines = append(lines, garbage)
-	if err := s.stderr.waitFor(ctxTimeout(t), "[raw] "+garbage+"\n"); err != nil {
+	if err := s.Stderr.WaitFor(testutil.Context(t), "[raw] "+garbage+"\n"); err != nil {
 		t.Fatal(err)
 	}
-	s.in.Close()
-	if code := s.wait(); code != 0 {
-		t.Fatalf("exit status %d", code)
-	}
+	s.end()
 	got, err := os.ReadFile(record)
 	if err != nil {
 		t.Fatal(err)
@@ -236,15 +140,18 @@ func TestFidelityEcho(t *testing.T) {
 // TestFidelityLarge sends a 50 MB message each way.
 func TestFidelityLarge(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	s := startProxy(t, nil, "--", raw, "--echo")
 	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` +
 		strings.Repeat("0123456789", 5<<20) + `"}}}`
-	go s.send(big)
+	sent := s.sendLater(big)
 	if got := s.recv(); got != big {
 		t.Fatalf("50 MB message changed: got %d bytes, want %d", len(got), len(big))
 	}
-	s.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if err := testutil.Recv(t, sent, "the 50 MB write"); err != nil {
+		t.Fatalf("writing to the proxy: %v", err)
+	}
+	s.Send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
 	if got := s.recv(); got != `{"jsonrpc":"2.0","id":2,"method":"ping"}` {
 		t.Fatalf("after the large message: %s", got)
 	}
@@ -255,7 +162,7 @@ func TestFidelityLarge(t *testing.T) {
 // messages.
 func TestFidelityServerSide(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	dir := t.TempDir()
 	fromServer := []string{
 		`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"k":9007199254740993}}}`,
@@ -286,18 +193,15 @@ func TestFidelityServerSide(t *testing.T) {
 	}
 	// The host answers the server's sampling request; the answer must reach the server.
 	answer := `{"jsonrpc":"2.0","id":"srv-1","result":{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}}`
-	s.send(answer)
-	s.in.Close()
-	if code := s.wait(); code != 0 {
-		t.Fatalf("exit status %d", code)
-	}
+	s.Send(answer)
+	s.end()
 	got, _ := os.ReadFile(record)
 	if string(got) != answer+"\n" {
 		t.Fatalf("server received %q, want the host's answer", got)
 	}
 	for _, want := range []string{"[scripted] Server starting... (a banner hosts choke on)\n", "[scripted] [INFO] not a message either\n"} {
-		if !strings.Contains(s.stderr.String(), want) {
-			t.Errorf("stderr lacks %q:\n%s", want, s.stderr.String())
+		if !strings.Contains(s.Stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, s.Stderr.String())
 		}
 	}
 	if _, err := s.out.Read(); err != io.EOF {
@@ -307,7 +211,7 @@ func TestFidelityServerSide(t *testing.T) {
 
 func TestMissingOrBadCommand(t *testing.T) {
 	t.Parallel()
-	bin := testbin.Build(t, "./cmd/bir-proxy")
+	bin := testutil.Build(t, "./cmd/bir-proxy")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -319,7 +223,7 @@ func TestMissingOrBadCommand(t *testing.T) {
 		{"not found", []string{"--", "/no/such/server"}, 127, "cannot start the server"},
 	} {
 		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(bin, tc.args...)
+		cmd := exec.CommandContext(testutil.Context(t), bin, tc.args...)
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
 		var ee *exec.ExitError
@@ -337,67 +241,70 @@ func TestMissingOrBadCommand(t *testing.T) {
 
 func TestChildExitsAtOnce(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	s := startProxy(t, nil, "--", raw, "--exit-now", "--exit-code", "3", "--stderr", "usage: rawserver [flags]\n")
-	if code := s.wait(); code != 3 {
+	if code := s.ExitCode(); code != 3 {
 		t.Fatalf("exit status %d, want the server's 3", code)
 	}
-	if !strings.Contains(s.stderr.String(), "usage: rawserver [flags]") {
-		t.Fatalf("server's stderr not shown: %q", s.stderr.String())
+	if !strings.Contains(s.Stderr.String(), "usage: rawserver [flags]") {
+		t.Fatalf("server's stderr not shown: %q", s.Stderr.String())
 	}
 }
 
 func TestChildExitsMidSession(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	s := startProxy(t, nil, "--", raw, "--echo", "--exit-after", "2", "--exit-code", "5")
-	s.send(`{"id":1}`, `{"id":2}`)
+	s.Send(`{"id":1}`, `{"id":2}`)
 	// Every line the server wrote before it died reaches the host.
 	if a, b := s.recv(), s.recv(); a != `{"id":1}` || b != `{"id":2}` {
 		t.Fatalf("got %s %s", a, b)
 	}
-	if code := s.wait(); code != 5 {
+	if code := s.ExitCode(); code != 5 {
 		t.Fatalf("exit status %d, want 5", code)
 	}
 }
 
+// startWithServerPid starts the proxy in front of an echoing rawserver with extra
+// flags, and returns once the server has answered once, with the server's pid and the
+// pidfile it wrote.
+func startWithServerPid(t *testing.T, extra ...string) (s *session, pid int, pidfile string) {
+	t.Helper()
+	raw := testutil.Build(t, "./testdata/rawserver")
+	pidfile = filepath.Join(t.TempDir(), "pid")
+	s = startProxy(t, nil, append([]string{"--", raw, "--echo", "--pidfile", pidfile}, extra...)...)
+	s.Send(`{"id":1}`)
+	s.recv()
+	return s, testutil.ReadPidfile(t, pidfile), pidfile
+}
+
 func TestStdinEOFStopsChild(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
-	pidfile := filepath.Join(t.TempDir(), "pid")
-	s := startProxy(t, nil, "--", raw, "--echo", "--pidfile", pidfile, "--exit-code", "4")
-	s.send(`{"id":1}`)
-	s.recv()
-	pid := testbin.ReadPidfile(t, pidfile)
-	s.in.Close()
-	if code := s.wait(); code != 4 {
+	s, pid, _ := startWithServerPid(t, "--exit-code", "4")
+	s.Stdin.Close()
+	if code := s.ExitCode(); code != 4 {
 		t.Fatalf("exit status %d, want the server's 4", code)
 	}
-	if testbin.Alive(pid) {
+	if testutil.Alive(pid) {
 		t.Fatalf("server %d still running after the proxy exited", pid)
 	}
 }
 
 func TestSigtermStopsChildAndGroup(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
-	pidfile := filepath.Join(t.TempDir(), "pid")
-	s := startProxy(t, nil, "--", raw, "--echo", "--pidfile", pidfile, "--grandchild")
-	s.send(`{"id":1}`)
-	s.recv()
-	pid := testbin.ReadPidfile(t, pidfile)
-	grand := testbin.ReadPidfile(t, pidfile+".grandchild")
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	s, pid, pidfile := startWithServerPid(t, "--grandchild")
+	grand := testutil.ReadPidfile(t, pidfile+".grandchild")
+	if err := s.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	// The stop closes the server's stdin and sends SIGTERM together: the server may
 	// exit on the EOF (0) or die of the signal (143); either is its status to pass on.
-	if code := s.wait(); code != 0 && code != 128+int(syscall.SIGTERM) {
+	if code := s.ExitCode(); code != 0 && code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("exit status %d, want the server's: 0 or %d", code, 128+int(syscall.SIGTERM))
 	}
-	ctx := ctxTimeout(t)
+	ctx := testutil.Context(t)
 	for _, p := range []int{pid, grand} {
-		if err := testbin.WaitExit(ctx, p); err != nil {
+		if err := testutil.WaitExit(ctx, p); err != nil {
 			t.Fatalf("process %d outlived the proxy: %v", p, err)
 		}
 	}
@@ -405,46 +312,36 @@ func TestSigtermStopsChildAndGroup(t *testing.T) {
 
 func TestChildIgnoringSigtermIsKilled(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
-	pidfile := filepath.Join(t.TempDir(), "pid")
-	s := startProxy(t, nil, "--", raw, "--echo", "--pidfile", pidfile, "--ignore-sigterm", "--ignore-eof")
-	s.send(`{"id":1}`)
-	s.recv()
-	pid := testbin.ReadPidfile(t, pidfile)
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	s, pid, _ := startWithServerPid(t, "--ignore-sigterm", "--ignore-eof")
+	if err := s.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := s.wait(); code != 128+int(syscall.SIGKILL) {
+	if code := s.ExitCode(); code != 128+int(syscall.SIGKILL) {
 		t.Fatalf("exit status %d, want %d (the server, SIGKILLed)", code, 128+int(syscall.SIGKILL))
 	}
-	if testbin.Alive(pid) {
+	if testutil.Alive(pid) {
 		t.Fatalf("server %d still running", pid)
 	}
 }
 
 func TestProxySIGKILLLeavesNoOrphan(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
-	pidfile := filepath.Join(t.TempDir(), "pid")
 	// --ignore-sigterm: only the kernel's parent-death SIGKILL can end it.
-	s := startProxy(t, nil, "--", raw, "--echo", "--pidfile", pidfile, "--ignore-sigterm")
-	s.send(`{"id":1}`)
-	s.recv()
-	pid := testbin.ReadPidfile(t, pidfile)
-	if err := s.cmd.Process.Kill(); err != nil {
+	s, pid, _ := startWithServerPid(t, "--ignore-sigterm")
+	if err := s.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	s.wait()
-	if err := testbin.WaitExit(ctxTimeout(t), pid); err != nil {
+	s.Wait() // killed: no status of its own to check
+	if err := testutil.WaitExit(testutil.Context(t), pid); err != nil {
 		t.Fatalf("server outlived a SIGKILLed proxy: %v", err)
 	}
 }
 
 func TestNoBIRVariablesReachTheServer(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	s := startProxy(t, []string{"BIR_RECORDER_TOKEN=secret-token", "BIR_RECORDER_URL=http://127.0.0.1:1", "NOT_BIR=kept"}, "--", raw, "--reply", "--env")
-	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","arguments":{}}}`)
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","arguments":{}}}`)
 	got := s.recv()
 	if strings.Contains(got, "BIR_") || strings.Contains(got, "secret-token") {
 		t.Fatalf("server saw a BIR_ variable: %s", got)
@@ -460,14 +357,14 @@ func TestNoBIRVariablesReachTheServer(t *testing.T) {
 // same transcript.
 func TestMCPGoClientSameResults(t *testing.T) {
 	t.Parallel()
-	host := testbin.Build(t, "./testdata/demohost")
-	server := testbin.Build(t, "./testdata/mcpserver")
-	proxy := testbin.Build(t, "./cmd/bir-proxy")
+	host := testutil.Build(t, "./testdata/demohost")
+	server := testutil.Build(t, "./testdata/mcpserver")
+	proxy := testutil.Build(t, "./cmd/bir-proxy")
 	for _, era := range []string{"session", "stateless"} {
 		t.Run(era, func(t *testing.T) {
 			t.Parallel()
 			run := func(args ...string) string {
-				cmd := exec.Command(host, append([]string{"--era", era, "--"}, args...)...)
+				cmd := exec.CommandContext(testutil.Context(t), host, append([]string{"--era", era, "--"}, args...)...)
 				cmd.Env = append(os.Environ(), "BIR_OFF=1")
 				var stderr bytes.Buffer
 				cmd.Stderr = &stderr
@@ -496,20 +393,20 @@ func TestMCPGoClientSameResults(t *testing.T) {
 // rather than waiting out the stdin grace, here an hour.
 func TestSigtermCutsAGentleStopShort(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	s := startProxy(t, nil, "--stop-grace", "1h", "--", raw, "--echo", "--ignore-eof")
-	s.send(`{"id":1}`)
+	s.Send(`{"id":1}`)
 	s.recv()
-	s.in.Close()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	s.Stdin.Close()
+	if err := s.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-s.done:
-	case <-ctxTimeout(t).Done():
+	case <-s.Done():
+	case <-testutil.Context(t).Done():
 		t.Fatal("the proxy waited out the stdin grace instead of acting on SIGTERM")
 	}
-	if code := s.wait(); code != 128+int(syscall.SIGTERM) {
+	if code := s.ExitCode(); code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("exit %d, want the server killed by SIGTERM", code)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/bir-dev/bir-proxy/intercept"
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
@@ -70,7 +70,7 @@ func topLevelKeys(t *testing.T, obj string) []string {
 // with recording on and off.
 func TestKeyNeverReachesUpstream(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	for _, mode := range []string{"off", "on"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
@@ -87,13 +87,10 @@ func TestKeyNeverReachesUpstream(t *testing.T) {
 			sent := make([]string, n)
 			for i := range n {
 				sent[i] = randomArgs(r, fmt.Sprintf("c-%d", i))
-				s.send(toolCall(i, sent[i]))
+				s.Send(toolCall(i, sent[i]))
 				s.recv()
 			}
-			s.in.Close()
-			if code := s.wait(); code != 0 {
-				t.Fatalf("exit %d", code)
-			}
+			s.end()
 			f, err := os.Open(record)
 			if err != nil {
 				t.Fatal(err)
@@ -119,7 +116,7 @@ func TestKeyNeverReachesUpstream(t *testing.T) {
 			if rec == nil {
 				return
 			}
-			steps, err := rec.WaitSteps(ctxTimeout(t), n)
+			steps, err := rec.WaitSteps(testutil.Context(t), n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,6 +134,16 @@ func TestKeyNeverReachesUpstream(t *testing.T) {
 	}
 }
 
+// calls makes tools/calls from to to (inclusive), one at a time, each with the
+// arguments args gives for its id, and waits for each answer.
+func (s *session) calls(from, to int, args func(i int) string) {
+	s.t.Helper()
+	for i := from; i <= to; i++ {
+		s.Send(toolCall(i, args(i)))
+		s.recv()
+	}
+}
+
 func readLine(t *testing.T, path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -149,19 +156,16 @@ func readLine(t *testing.T, path string, n int) string {
 // every report arrives once, with seq 1..n in call order.
 func TestRecorderDownThenUp(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	rec.Down()
 	s := startProxy(t, recording(rec, t.TempDir()), "--server", "down", "--", raw, "--reply")
 	const n = 1000
-	for i := 1; i <= n; i++ {
-		s.send(toolCall(i, fmt.Sprintf(`{"_bir_call_id":"c-%d","i":%d}`, i, i)))
-		s.recv()
-	}
+	s.calls(1, n, func(i int) string { return fmt.Sprintf(`{"_bir_call_id":"c-%d","i":%d}`, i, i) })
 	if err := rec.Up(); err != nil {
 		t.Fatal(err)
 	}
-	steps, err := rec.WaitSteps(ctxTimeout(t), n)
+	steps, err := rec.WaitSteps(testutil.Context(t), n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,30 +186,23 @@ func TestRecorderDownThenUp(t *testing.T) {
 		// the recorder's time; this one should not.
 		t.Logf("%d duplicate deliveries", d)
 	}
-	s.in.Close()
-	s.wait()
+	s.end()
 }
 
 func TestRecorderRestartMidSession(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	s := startProxy(t, recording(rec, t.TempDir()), "--server", "restart", "--", raw, "--reply")
-	for i := 1; i <= 10; i++ {
-		s.send(toolCall(i, `{}`))
-		s.recv()
-	}
-	ctx := ctxTimeout(t)
+	s.calls(1, 10, func(i int) string { return `{}` })
+	ctx := testutil.Context(t)
 	if _, err := rec.WaitSteps(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
 	if err := rec.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 11; i <= 20; i++ {
-		s.send(toolCall(i, `{}`))
-		s.recv()
-	}
+	s.calls(11, 20, func(i int) string { return `{}` })
 	steps, err := rec.WaitSteps(ctx, 20)
 	if err != nil {
 		t.Fatal(err)
@@ -217,47 +214,33 @@ func TestRecorderRestartMidSession(t *testing.T) {
 	if len(regs) < 2 {
 		t.Fatalf("the proxy did not register again after the restart: %d registrations", len(regs))
 	}
-	s.in.Close()
-	s.wait()
+	s.end()
 }
 
 // TestSIGKILLedProxyReportsDeliveredByNextRun: reports spooled by a proxy that was
 // SIGKILLed arrive through the next run for the same server, under the old proxyId.
 func TestSIGKILLedProxyReportsDeliveredByNextRun(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	rec.Down()
 	state := t.TempDir()
 	s := startProxy(t, recording(rec, state), "--server", "killed", "--", raw, "--reply")
 	const n = 50
-	for i := 1; i <= n; i++ {
-		s.send(toolCall(i, fmt.Sprintf(`{"_bir_call_id":"old-%d"}`, i)))
-		s.recv()
-	}
-	// Reports reach the spool within ~100 ms of their call; wait for them there.
-	ctx := ctxTimeout(t)
+	s.calls(1, n, func(i int) string { return fmt.Sprintf(`{"_bir_call_id":"old-%d"}`, i) })
+	// Reports reach the spool within ~100 ms of their call; wait for them there (a file
+	// another process writes: only visible by looking).
 	spool := filepath.Join(state, "bir-proxy", "spool")
-	for {
-		if countSpooled(spool) >= n {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("only %d reports spooled", countSpooled(spool))
-		case <-s.stderr.changed:
-		case <-tick():
-		}
-	}
-	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	testutil.Eventually(t, fmt.Sprintf("%d reports in the spool", n), func() bool { return countSpooled(spool) >= n })
+	if err := s.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	s.wait()
+	s.Wait() // killed: no status of its own to check
 	if err := rec.Up(); err != nil {
 		t.Fatal(err)
 	}
 	next := startProxy(t, recording(rec, state), "--server", "killed", "--", raw, "--reply")
-	steps, err := rec.WaitSteps(ctx, n)
+	steps, err := rec.WaitSteps(testutil.Context(t), n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,8 +250,7 @@ func TestSIGKILLedProxyReportsDeliveredByNextRun(t *testing.T) {
 			t.Fatalf("unexpected step %s", st.Body)
 		}
 	}
-	next.in.Close()
-	next.wait()
+	next.end()
 }
 
 func countSpooled(dir string) int {
@@ -283,34 +265,30 @@ func countSpooled(dir string) int {
 
 func TestWrongTokenIsSaidOnceAndSpooled(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	rec.WrongToken(true)
 	s := startProxy(t, recording(rec, t.TempDir()), "--server", "tok", "--", raw, "--reply")
-	for i := 1; i <= 20; i++ {
-		s.send(toolCall(i, `{}`))
-		s.recv()
-	}
-	ctx := ctxTimeout(t)
-	if err := s.stderr.waitFor(ctx, "401"); err != nil {
+	s.calls(1, 20, func(i int) string { return `{}` })
+	ctx := testutil.Context(t)
+	if err := s.Stderr.WaitFor(ctx, "401"); err != nil {
 		t.Fatal(err)
 	}
 	rec.WrongToken(false)
 	if _, err := rec.WaitSteps(ctx, 20); err != nil {
 		t.Fatal(err)
 	}
-	if c := strings.Count(s.stderr.String(), "401"); c != 1 {
-		t.Errorf("the 401 was said %d times, want once:\n%s", c, s.stderr.String())
+	if c := strings.Count(s.Stderr.String(), "401"); c != 1 {
+		t.Errorf("the 401 was said %d times, want once:\n%s", c, s.Stderr.String())
 	}
-	s.in.Close()
-	s.wait()
+	s.end()
 }
 
 // TestMalformedCallsForwardedAndReported: calls the proxy can only partly understand
 // reach the server unchanged and are each reported.
 func TestMalformedCallsForwardedAndReported(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	record := filepath.Join(t.TempDir(), "received")
 	s := startProxy(t, recording(rec, t.TempDir()), "--server", "bad", "--", raw, "--reply", "--record", record)
@@ -321,20 +299,19 @@ func TestMalformedCallsForwardedAndReported(t *testing.T) {
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call"}`,
 	}
 	for _, l := range lines {
-		s.send(l)
+		s.Send(l)
 	}
 	for range 3 { // the one without an id gets no answer
 		s.recv()
 	}
-	steps, err := rec.WaitSteps(ctxTimeout(t), len(lines))
+	steps, err := rec.WaitSteps(testutil.Context(t), len(lines))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(steps) != len(lines) {
 		t.Fatalf("%d reports for %d calls", len(steps), len(lines))
 	}
-	s.in.Close()
-	s.wait()
+	s.end()
 	got, _ := os.ReadFile(record)
 	if string(got) != strings.Join(lines, "\n")+"\n" {
 		t.Fatalf("malformed calls changed on the way:\n%s", got)
@@ -345,12 +322,12 @@ func TestMalformedCallsForwardedAndReported(t *testing.T) {
 // unchanged while its report stays under the cap.
 func TestHugeResultUnchangedAndReportCapped(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	const size = 100 << 20
 	call := toolCall(1, `{"_bir_call_id":"huge"}`)
 
-	direct := exec.Command(raw, "--reply", "--reply-size", fmt.Sprint(size))
+	direct := exec.CommandContext(testutil.Context(t), raw, "--reply", "--reply-size", fmt.Sprint(size))
 	direct.Stdin = strings.NewReader(call + "\n")
 	want, err := direct.Output()
 	if err != nil {
@@ -358,12 +335,12 @@ func TestHugeResultUnchangedAndReportCapped(t *testing.T) {
 	}
 
 	s := startProxy(t, recording(rec, t.TempDir()), "--server", "huge", "--", raw, "--reply", "--reply-size", fmt.Sprint(size))
-	s.send(call)
+	s.Send(call)
 	got := s.recv()
 	if len(got) < size || sha256.Sum256([]byte(got+"\n")) != sha256.Sum256(want) {
 		t.Fatalf("the host got %d bytes, not the server's %d-byte answer", len(got), len(want)-1)
 	}
-	steps, err := rec.WaitSteps(ctxTimeout(t), 1)
+	steps, err := rec.WaitSteps(testutil.Context(t), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,23 +350,19 @@ func TestHugeResultUnchangedAndReportCapped(t *testing.T) {
 	if !steps[0].Get("resultClipped").Bool() || steps[0].Get("outcome").String() != "ok" {
 		t.Fatalf("report: %.300s", steps[0].Body)
 	}
-	s.in.Close()
-	s.wait()
+	s.end()
 }
 
 // TestJournalByDefault: with no recorder configured, reports go to the journal.
 func TestJournalByDefault(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	state := t.TempDir()
 	// Run from an empty directory so no .bir/recorder.json above the checkout is found.
 	s := startProxyIn(t, t.TempDir(), []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL="}, "--server", "journal", "--", raw, "--reply")
-	s.send(toolCall(1, `{"_bir_call_id":"j-1","password":"hunter2"}`))
+	s.Send(toolCall(1, `{"_bir_call_id":"j-1","password":"hunter2"}`))
 	s.recv()
-	s.in.Close()
-	if code := s.wait(); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
+	s.end()
 	data, err := os.ReadFile(filepath.Join(state, "bir-proxy", "journal", "journal.jsonl"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,21 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 )
 
@@ -307,15 +304,9 @@ func TestDefaultProxyPath(t *testing.T) {
 // does — command, args and env taken from the file — and checks that the
 // original server answers through the proxy.
 func TestWrappedEntryRuns(t *testing.T) {
-	if _, err := os.Stat("main.go"); err != nil {
-		t.Skip("cmd/bir-proxy/main.go is not there yet")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("testbin builds for unix")
-	}
-	proxy := testbin.Build(t, "./cmd/bir-proxy")
-	raw := testbin.Build(t, "./testdata/rawserver")
-	mcp := testbin.Build(t, "./testdata/mcpserver")
+	proxy := testutil.Build(t, "./cmd/bir-proxy")
+	raw := testutil.Build(t, "./testdata/rawserver")
+	mcp := testutil.Build(t, "./testdata/mcpserver")
 
 	path := filepath.Join(t.TempDir(), ".mcp.json")
 	doc := fmt.Sprintf(`{
@@ -348,7 +339,7 @@ func TestWrappedEntryRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := t.TempDir()
-	start := func(t *testing.T, name string) (send func(string), recv func() string) {
+	start := func(t *testing.T, name string) *testutil.Proc {
 		e := cfg.MCPServers[name]
 		if e.Command != proxy {
 			t.Fatalf("%s runs %s, not the proxy", name, e.Command)
@@ -358,55 +349,31 @@ func TestWrappedEntryRuns(t *testing.T) {
 		for k, v := range e.Env {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
-		cmd.Stderr = &testWriter{t: t, prefix: name + ": "}
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			in.Close()
-			if err := cmd.Wait(); err != nil {
+		p := testutil.Start(t, cmd)
+		t.Cleanup(func() { // before Start's own cleanup, which kills it
+			p.Stdin.Close()
+			if err := p.Wait(); err != nil {
 				t.Errorf("%s exited: %v", name, err)
 			}
 		})
-		r := bufio.NewReader(out)
-		send = func(line string) {
-			if _, err := io.WriteString(in, line+"\n"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		recv = func() string {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				t.Fatalf("%s: reading: %v (got %q)", name, err, line)
-			}
-			return line
-		}
-		return send, recv
+		return p
 	}
 	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test-host","version":"0"}}}`
 
 	t.Run("args and env", func(t *testing.T) {
-		send, recv := start(t, "raw")
-		send(initialize)
-		if got := recv(); !strings.Contains(got, `"serverInfo":{"name":"rawserver"`) {
+		p := start(t, "raw")
+		p.Send(initialize)
+		if got := p.ReadLine(); !strings.Contains(got, `"serverInfo":{"name":"rawserver"`) {
 			t.Fatalf("initialize answered %s", got)
 		}
-		send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-		send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"env","arguments":{}}}`)
+		p.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		p.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"env","arguments":{}}}`)
 		var res struct {
 			Result struct {
 				Content []struct{ Text string } `json:"content"`
 			} `json:"result"`
 		}
-		if err := json.Unmarshal([]byte(recv()), &res); err != nil || len(res.Result.Content) != 1 {
+		if err := json.Unmarshal([]byte(p.ReadLine()), &res); err != nil || len(res.Result.Content) != 1 {
 			t.Fatalf("env call: %v %+v", err, res)
 		}
 		var env []string
@@ -422,21 +389,10 @@ func TestWrappedEntryRuns(t *testing.T) {
 		if a := cfg.MCPServers["bare"].Args; len(a) == 0 || a[0] != "--server=bare" {
 			t.Fatalf("args %q", a)
 		}
-		send, recv := start(t, "bare")
-		send(initialize)
-		if got := recv(); !strings.Contains(got, `"name":"mcpserver"`) {
+		p := start(t, "bare")
+		p.Send(initialize)
+		if got := p.ReadLine(); !strings.Contains(got, `"name":"mcpserver"`) {
 			t.Fatalf("initialize answered %s", got)
 		}
 	})
-}
-
-// testWriter sends a child's stderr to the test log, so a failure shows it.
-type testWriter struct {
-	t      *testing.T
-	prefix string
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.t.Logf("%s%s", w.prefix, strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

@@ -5,50 +5,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder"
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 	"github.com/bir-dev/bir-proxy/report"
 )
-
-// hangGuard bounds a wait so a broken test fails with a message instead of hanging until
-// go test's own timeout; it is far above anything a passing run needs, even under load.
-const hangGuard = 2 * time.Minute
-
-func waitCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-var baseTime = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func testStep(tool string, i int) report.Step {
-	callID := fmt.Sprintf("c-%d", i)
-	started := baseTime.Add(time.Duration(i) * time.Millisecond)
-	return report.Step{
-		CallID:          &callID,
-		Tool:            tool,
-		Args:            json.RawMessage(fmt.Sprintf(`{"i":%d,"title":"issue <%d>"}`, i, i)),
-		ArgsFingerprint: "sha256:0000",
-		ReceivedAt:      started.Add(-time.Millisecond),
-		StartedAt:       started,
-		EndedAt:         started.Add(183 * time.Millisecond),
-		DurationMs:      183.4,
-		Outcome:         report.OutcomeOK,
-		Result:          json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`),
-	}
-}
 
 // openJournal opens a real journal-mode Reporter on path, so the viewer reads what the
 // proxy writes rather than lines a test made up; it is closed when the test ends.
@@ -78,11 +49,11 @@ func writeJournal(t *testing.T, path, server string, steps ...report.Step) {
 func TestPrintLogTable(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "github.jsonl")
-	long := testStep("search_code", 2)
+	long := recordertest.SampleStep("search_code", 2)
 	long.Args = json.RawMessage(`{"query": "a very long query that goes on and on and on well past sixty characters", "n": 1}`)
-	slow := testStep("create_issue", 3)
+	slow := recordertest.SampleStep("create_issue", 3)
 	slow.DurationMs, slow.Outcome = 2500, report.OutcomeToolError
-	writeJournal(t, path, "github", testStep("create_issue", 1), long, slow)
+	writeJournal(t, path, "github", recordertest.SampleStep("create_issue", 1), long, slow)
 
 	var out bytes.Buffer
 	if err := PrintLog(t.Context(), &out, LogOptions{Path: path}); err != nil {
@@ -97,7 +68,7 @@ func TestPrintLogTable(t *testing.T) {
 			t.Errorf("header lacks %s: %q", col, rows[0])
 		}
 	}
-	wantLocal := baseTime.Local().Format("15:04")
+	wantLocal := recordertest.StepTime.Local().Format("15:04")
 	if !strings.Contains(rows[1], wantLocal) || !strings.Contains(rows[1], "github") ||
 		!strings.Contains(rows[1], "create_issue") || !strings.Contains(rows[1], "183ms") ||
 		!strings.Contains(rows[1], " ok ") || !strings.Contains(rows[1], `{"i":1,"title":"issue <1>"}`) {
@@ -116,8 +87,8 @@ func TestPrintLogJSONFilterLimitAndDir(t *testing.T) {
 	dir := t.TempDir()
 	gh, lin := filepath.Join(dir, "github.jsonl"), filepath.Join(dir, "linear.jsonl")
 	// Interleaved in time across the two files.
-	writeJournal(t, gh, "github", testStep("gh_a", 1), testStep("gh_b", 3), testStep("gh_c", 5))
-	writeJournal(t, lin, "linear", testStep("lin_a", 2), testStep("lin_b", 4))
+	writeJournal(t, gh, "github", recordertest.SampleStep("gh_a", 1), recordertest.SampleStep("gh_b", 3), recordertest.SampleStep("gh_c", 5))
+	writeJournal(t, lin, "linear", recordertest.SampleStep("lin_a", 2), recordertest.SampleStep("lin_b", 4))
 
 	var out bytes.Buffer
 	if err := PrintLog(t.Context(), &out, LogOptions{Path: gh, JSON: true}); err != nil {
@@ -159,9 +130,9 @@ func TestPrintLogJSONFilterLimitAndDir(t *testing.T) {
 
 // --follow prints reports as they are appended, until its context ends.
 func TestPrintLogFollow(t *testing.T) {
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	path := filepath.Join(t.TempDir(), "github.jsonl")
-	writeJournal(t, path, "github", testStep("before", 1))
+	writeJournal(t, path, "github", recordertest.SampleStep("before", 1))
 
 	followCtx, stop := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
@@ -174,7 +145,7 @@ func TestPrintLogFollow(t *testing.T) {
 	next := func() string {
 		t.Helper()
 		if !lines.Scan() {
-			t.Fatalf("PrintLog ended early: %v", <-done)
+			t.Fatalf("PrintLog ended early: %v", testutil.Recv(t, done, "PrintLog's error"))
 		}
 		return lines.Text()
 	}
@@ -186,14 +157,14 @@ func TestPrintLogFollow(t *testing.T) {
 	}
 
 	writer := openJournal(t, path, "github")
-	writer.Submit(testStep("after", 2))
+	writer.Submit(recordertest.SampleStep("after", 2))
 	if row := next(); !strings.Contains(row, "after") {
 		t.Fatalf("followed row: %q", row)
 	}
 
 	stop()
 	go io.Copy(io.Discard, pr) // PrintLog may be mid-write when it notices
-	if err := <-done; err != nil {
+	if err := testutil.Recv(t, done, "PrintLog --follow to end with its context"); err != nil {
 		t.Fatalf("PrintLog: %v", err)
 	}
 }

@@ -12,11 +12,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 func post(t *testing.T, s *Server, token, path, body string) (int, string) {
 	t.Helper()
-	status, answer, err := tryPost(t.Context(), s.URL(), token, path, body)
+	status, answer, err := tryPost(testutil.Context(t), s.URL(), token, path, body)
 	if err != nil {
 		t.Fatalf("POST %s: %v", path, err)
 	}
@@ -108,7 +110,7 @@ func TestRoutes(t *testing.T) {
 }
 
 func TestFaultSwitches(t *testing.T) {
-	ctx := t.Context()
+	ctx := testutil.Context(t)
 	s := Start(t)
 	tok := s.Token()
 	post(t, s, tok, "/proxy/register", reg)
@@ -175,20 +177,19 @@ func TestPollEndsWhenDown(t *testing.T) {
 		_, _, err := tryPost(context.Background(), s.URL(), s.Token(), "/proxy/poll", `{"proxyId":"p1","waitMs":600000}`)
 		done <- err
 	}()
-	if _, err := s.Wait(t.Context(), func(v Snapshot) bool { return v.Polling == 1 }); err != nil {
+	if _, err := s.Wait(testutil.Context(t), func(v Snapshot) bool { return v.Polling == 1 }); err != nil {
 		t.Fatal(err)
 	}
 	s.Down()
-	<-done // returns (with an error or an empty answer) instead of after ten minutes
-	if _, err := s.Wait(t.Context(), func(v Snapshot) bool { return v.Polling == 0 }); err != nil {
+	testutil.Recv(t, done, "the held poll to end") // with an error or an empty answer, not after ten minutes
+	if _, err := s.Wait(testutil.Context(t), func(v Snapshot) bool { return v.Polling == 0 }); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestWaitAndDiscoveryFile(t *testing.T) {
 	s := Start(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	ctx := testutil.Context(t)
 	go func() {
 		for _, r := range [][2]string{
 			{"/proxy/register", reg},

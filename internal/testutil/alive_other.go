@@ -1,6 +1,6 @@
 //go:build !unix
 
-package testbin
+package testutil
 
 // Alive is conservative where processes cannot be probed: a directory that might
 // belong to a running test is never removed.

@@ -1,7 +1,4 @@
-// Package testbin builds the module's programs (the proxy and the fixtures
-// under testdata/) for tests that run them as real processes, and helps
-// those tests watch processes they did not start.
-package testbin
+package testutil
 
 import (
 	"errors"
@@ -39,7 +36,7 @@ func ModuleRoot(tb testing.TB) string {
 	tb.Helper()
 	root, err := moduleRoot()
 	if err != nil {
-		tb.Fatalf("testbin: %v", err)
+		tb.Fatalf("testutil: %v", err)
 	}
 	return root
 }
@@ -116,10 +113,10 @@ func (c *buildCache) get(tb testing.TB, pkg string, race bool) string {
 	select {
 	case <-e.done:
 	case <-tb.Context().Done():
-		tb.Fatalf("testbin: waiting for the build of %s: %v", pkg, tb.Context().Err())
+		tb.Fatalf("testutil: waiting for the build of %s: %v", pkg, tb.Context().Err())
 	}
 	if e.err != nil {
-		tb.Fatalf("testbin: %v", e.err)
+		tb.Fatalf("testutil: %v", e.err)
 	}
 	return e.exe
 }
@@ -199,11 +196,11 @@ func ReadPidfile(tb testing.TB, path string) int {
 	tb.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
-		tb.Fatalf("testbin: reading pidfile: %v", err)
+		tb.Fatalf("testutil: reading pidfile: %v", err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
 	if err != nil || pid <= 0 {
-		tb.Fatalf("testbin: pidfile %s holds %q, not a pid", path, data)
+		tb.Fatalf("testutil: pidfile %s holds %q, not a pid", path, data)
 	}
 	return pid
 }

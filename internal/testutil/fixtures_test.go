@@ -1,7 +1,6 @@
-package testbin_test
+package testutil_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,91 +10,28 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/tidwall/gjson"
 	"golang.org/x/sys/unix"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
-// fixture is a running fixture program driven through its stdio.
-type fixture struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *bufio.Reader
-	stderr *syncBuffer
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func start(t *testing.T, exe string, args ...string) *fixture {
+func start(t *testing.T, exe string, args ...string) *testutil.Proc {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), exe, args...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{cmd: cmd, stdin: stdin, stdout: bufio.NewReaderSize(stdout, 1<<20), stderr: &syncBuffer{}}
-	cmd.Stderr = f.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", exe, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	return f
-}
-
-func (f *fixture) send(t *testing.T, data string) {
-	t.Helper()
-	if _, err := io.WriteString(f.stdin, data); err != nil {
-		t.Fatalf("writing to fixture: %v", err)
-	}
-}
-
-func (f *fixture) readLine(t *testing.T) string {
-	t.Helper()
-	line, err := f.stdout.ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading fixture stdout: %v (read %q; stderr %q)", err, line, f.stderr.String())
-	}
-	return line
+	return testutil.Start(t, exec.Command(exe, args...))
 }
 
 // finish closes stdin, reads the rest of stdout and waits for the exit.
-func (f *fixture) finish(t *testing.T) (rest []byte, status int) {
+func finish(t *testing.T, f *testutil.Proc) (rest []byte, status int) {
 	t.Helper()
-	if err := f.stdin.Close(); err != nil {
+	if err := f.Stdin.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rest, err := io.ReadAll(f.stdout)
-	if err != nil {
-		t.Fatalf("reading fixture stdout: %v", err)
-	}
-	return rest, exitStatus(t, f.cmd.Wait())
+	rest = f.ReadRest()
+	return rest, exitStatus(t, f.Wait())
 }
 
 func exitStatus(t *testing.T, err error) int {
@@ -139,7 +75,7 @@ func trickyLines() []string {
 }
 
 func TestRawserverEchoAndRecordAreByteExact(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	record := filepath.Join(t.TempDir(), "record.jsonl")
 	f := start(t, exe, "--echo", "--record", record)
 
@@ -148,15 +84,12 @@ func TestRawserverEchoAndRecordAreByteExact(t *testing.T) {
 	// Written from another goroutine: the 20 MiB line comes back while it
 	// is still being sent, and pipes hold far less.
 	go func() {
-		_, _ = io.WriteString(f.stdin, input)
-		_ = f.stdin.Close()
+		_, _ = io.WriteString(f.Stdin, input)
+		_ = f.Stdin.Close()
 	}()
-	got, err := io.ReadAll(f.stdout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if status := exitStatus(t, f.cmd.Wait()); status != 0 {
-		t.Fatalf("exit status %d, want 0; stderr %q", status, f.stderr.String())
+	got := f.ReadRest()
+	if status := exitStatus(t, f.Wait()); status != 0 {
+		t.Fatalf("exit status %d, want 0; stderr %q", status, f.Stderr.String())
 	}
 	if want := []byte(input + "\n"); !bytes.Equal(got, want) {
 		t.Errorf("--echo changed the bytes: %s", firstDiff(got, want))
@@ -171,23 +104,23 @@ func TestRawserverEchoAndRecordAreByteExact(t *testing.T) {
 }
 
 func TestRawserverRecordIsReadableWhileRunning(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	record := filepath.Join(t.TempDir(), "record.jsonl")
 	f := start(t, exe, "--echo", "--record", record)
-	line := `{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"
-	f.send(t, line)
-	f.readLine(t) // the echo comes after the line was recorded
+	line := `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+	f.Send(line)
+	f.ReadLine() // the echo comes after the line was recorded
 	recorded, err := os.ReadFile(record)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(recorded) != line {
+	if string(recorded) != line+"\n" {
 		t.Fatalf("record while running = %q, want %q", recorded, line)
 	}
 }
 
 func TestRawserverReplyKeepsRawIDs(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	toolsFile := filepath.Join(t.TempDir(), "tools")
 	if err := os.WriteFile(toolsFile, []byte("alpha\n\nbeta\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -251,8 +184,8 @@ func TestRawserverReplyKeepsRawIDs(t *testing.T) {
 			}},
 	}
 	for _, ex := range exchanges {
-		f.send(t, ex.request+"\n")
-		resp := f.readLine(t)
+		f.Send(ex.request)
+		resp := f.ReadLine()
 		wantID := gjson.Get(ex.request, "id").Raw
 		if gotID := gjson.Get(resp, "id").Raw; gotID != wantID {
 			t.Errorf("request id %s answered with id %s", wantID, gotID)
@@ -262,49 +195,49 @@ func TestRawserverReplyKeepsRawIDs(t *testing.T) {
 
 	// Nothing answers a notification, a response, a blank line or a hung
 	// call; a line that is not JSON gets a parse error.
-	f.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+
-		`{"jsonrpc":"2.0","id":1,"result":{}}`+"\n"+
-		" \r\n"+
-		`{"jsonrpc":"2.0","id":"h","method":"tools/call","params":{"name":"hang"}}`+"\n"+
-		"garbage\n"+
-		`{"jsonrpc":"2.0","id":"p","method":"ping"}`+"\n")
-	if resp := f.readLine(t); gjson.Get(resp, "error.code").Int() != -32700 || gjson.Get(resp, "id").Raw != "null" {
+	f.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n" +
+		" \r\n" +
+		`{"jsonrpc":"2.0","id":"h","method":"tools/call","params":{"name":"hang"}}` + "\n" +
+		"garbage\n" +
+		`{"jsonrpc":"2.0","id":"p","method":"ping"}`)
+	if resp := f.ReadLine(); gjson.Get(resp, "error.code").Int() != -32700 || gjson.Get(resp, "id").Raw != "null" {
 		t.Errorf("expected a parse error for the non-JSON line first, got %s", resp)
 	}
-	if resp := f.readLine(t); gjson.Get(resp, "id").Raw != `"p"` {
+	if resp := f.ReadLine(); gjson.Get(resp, "id").Raw != `"p"` {
 		t.Errorf("expected the ping's answer next, got %s", resp)
 	}
 
 	// A batch is answered with an array holding only its requests' answers.
-	f.send(t, `[{"jsonrpc":"2.0","id":12345678901234567890,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":"b","method":"tools/list"}]`+"\n")
-	batch := f.readLine(t)
+	f.Send(`[{"jsonrpc":"2.0","id":12345678901234567890,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":"b","method":"tools/list"}]`)
+	batch := f.ReadLine()
 	if ids := gjson.Get(batch, "#.id").Raw; ids != `[12345678901234567890,"b"]` {
 		t.Errorf("batch answered ids %s, want [12345678901234567890,\"b\"]", ids)
 	}
 
-	if rest, status := f.finish(t); status != 0 || len(rest) != 0 {
+	if rest, status := finish(t, f); status != 0 || len(rest) != 0 {
 		t.Errorf("after stdin EOF: status %d, extra output %q", status, rest)
 	}
 }
 
 func TestRawserverReplySize(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	const size = 3 << 20
 	f := start(t, exe, "--reply", "--reply-size", fmt.Sprint(size))
-	f.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`+"\n")
-	got := gjson.Get(f.readLine(t), "result.content.0.text").String()
+	f.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	got := gjson.Get(f.ReadLine(), "result.content.0.text").String()
 	if len(got) != size || strings.Trim(got, "x") != "" {
 		t.Fatalf("--reply-size %d gave a %d-byte text", size, len(got))
 	}
 }
 
 func TestRawserverEnvTool(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	t.Setenv("BIR_FIXTURE_PROBE", "visible")
 	f := start(t, exe, "--reply", "--env")
-	f.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","arguments":{}}}`+"\n")
+	f.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","arguments":{}}}`)
 	var env []string
-	if err := json.Unmarshal([]byte(gjson.Get(f.readLine(t), "result.content.0.text").String()), &env); err != nil {
+	if err := json.Unmarshal([]byte(gjson.Get(f.ReadLine(), "result.content.0.text").String()), &env); err != nil {
 		t.Fatalf("env tool text is not a JSON array of strings: %v", err)
 	}
 	found := false
@@ -317,7 +250,7 @@ func TestRawserverEnvTool(t *testing.T) {
 }
 
 func TestRawserverEmit(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	script := "server banner, not JSON\r\n" +
 		`{"jsonrpc":"2.0","id":"srv-1","method":"roots/list"}` + "\n" +
 		`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"é"}}` + "\n"
@@ -326,24 +259,21 @@ func TestRawserverEmit(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := start(t, exe, "--emit", emit, "--echo")
-	f.send(t, "{}\n")
-	rest, status := f.finish(t)
+	f.Send("{}")
+	rest, status := finish(t, f)
 	if want := script + "{}\n"; string(rest) != want || status != 0 {
 		t.Fatalf("stdout %q (status %d), want %q", rest, status, want)
 	}
 }
 
 func TestRawserverExitAfter(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	record := filepath.Join(t.TempDir(), "record")
 	f := start(t, exe, "--echo", "--record", record, "--exit-after", "2", "--exit-code", "3")
 	// All three lines are in the pipe before it reads: it must stop at two.
-	f.send(t, "a\nb\nc\n")
-	out, err := io.ReadAll(f.stdout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if status := exitStatus(t, f.cmd.Wait()); status != 3 {
+	f.Send("a", "b", "c")
+	out := f.ReadRest()
+	if status := exitStatus(t, f.Wait()); status != 3 {
 		t.Errorf("exit status %d, want 3", status)
 	}
 	if string(out) != "a\nb\n" {
@@ -355,16 +285,13 @@ func TestRawserverExitAfter(t *testing.T) {
 }
 
 func TestRawserverExitNow(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	f := start(t, exe, "--exit-now", "--exit-code", "2", "--stderr", "bad flag: --frob\n")
-	out, err := io.ReadAll(f.stdout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if status := exitStatus(t, f.cmd.Wait()); status != 2 {
+	out := f.ReadRest()
+	if status := exitStatus(t, f.Wait()); status != 2 {
 		t.Errorf("exit status %d, want 2", status)
 	}
-	if got := f.stderr.String(); got != "bad flag: --frob\n" {
+	if got := f.Stderr.String(); got != "bad flag: --frob\n" {
 		t.Errorf("stderr %q, want the --stderr text exactly", got)
 	}
 	if len(out) != 0 {
@@ -373,16 +300,16 @@ func TestRawserverExitNow(t *testing.T) {
 }
 
 func TestRawserverSigterm(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 
 	t.Run("default dies", func(t *testing.T) {
 		f := start(t, exe, "--echo")
-		f.send(t, "x\n")
-		f.readLine(t)
-		if err := f.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		f.Send("x")
+		f.ReadLine()
+		if err := f.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		err := f.cmd.Wait()
+		err := f.Wait()
 		var exitErr *exec.ExitError
 		if !errors.As(err, &exitErr) {
 			t.Fatalf("after SIGTERM: %v, want death by signal", err)
@@ -394,52 +321,38 @@ func TestRawserverSigterm(t *testing.T) {
 
 	t.Run("--ignore-sigterm survives", func(t *testing.T) {
 		f := start(t, exe, "--echo", "--ignore-sigterm")
-		f.send(t, "x\n")
-		f.readLine(t) // SIGTERM is ignored before the first line is read
-		if err := f.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		f.Send("x")
+		f.ReadLine() // SIGTERM is ignored before the first line is read
+		if err := f.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		f.send(t, "y\n")
-		if got := f.readLine(t); got != "y\n" {
+		f.Send("y")
+		if got := f.ReadLine(); got != "y\n" {
 			t.Fatalf("echo after SIGTERM = %q", got)
 		}
-		if _, status := f.finish(t); status != 0 {
+		if _, status := finish(t, f); status != 0 {
 			t.Fatalf("exit status %d after stdin EOF, want 0", status)
 		}
 	})
 }
 
 func TestRawserverGrandchildSharesGroupAndOutlivesParent(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	pidfile := filepath.Join(t.TempDir(), "pid")
-	cmd := exec.CommandContext(t.Context(), exe, "--echo", "--grandchild", "--pidfile", pidfile)
+	cmd := exec.Command(exe, "--echo", "--grandchild", "--pidfile", pidfile)
 	// Its own group, as a proxy would start it, so the group can be killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdoutPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Stderr stays nil: a buffer here would make Wait wait for the
-	// grandchild, which holds our stderr pipe too.
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	// A file, not a buffer: with a buffer Wait would wait for the grandchild, which
+	// holds the same stderr.
+	cmd.Stderr = os.Stderr
+	f := testutil.Start(t, cmd)
 	pgid := cmd.Process.Pid
 	t.Cleanup(func() { _ = unix.Kill(-pgid, unix.SIGKILL) })
 
-	stdout := bufio.NewReader(stdoutPipe)
-	if _, err := io.WriteString(stdin, "x\n"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stdout.ReadString('\n'); err != nil { // both pidfiles exist once it reads
-		t.Fatal(err)
-	}
-	parent := testbin.ReadPidfile(t, pidfile)
-	grandchild := testbin.ReadPidfile(t, pidfile+".grandchild")
+	f.Send("x")
+	f.ReadLine() // both pidfiles exist once it reads
+	parent := testutil.ReadPidfile(t, pidfile)
+	grandchild := testutil.ReadPidfile(t, pidfile+".grandchild")
 	if parent != cmd.Process.Pid {
 		t.Errorf("pidfile says %d, process is %d", parent, cmd.Process.Pid)
 	}
@@ -447,82 +360,82 @@ func TestRawserverGrandchildSharesGroupAndOutlivesParent(t *testing.T) {
 		t.Fatalf("grandchild %d in group %d (%v), want %d", grandchild, g, err, pgid)
 	}
 
-	stdin.Close()
-	if err := cmd.Wait(); err != nil {
+	f.Stdin.Close()
+	if err := f.Wait(); err != nil {
 		t.Fatalf("parent after stdin EOF: %v", err)
 	}
 	// It blocks until a signal: still there after its parent is gone. This is
 	// what a proxy leaks if it signals only its direct child.
-	if !testbin.Alive(grandchild) {
+	if !testutil.Alive(grandchild) {
 		t.Fatal("grandchild died with its parent; it must wait for a signal")
 	}
 	if err := unix.Kill(-pgid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if err := testbin.WaitExit(t.Context(), grandchild); err != nil {
+	if err := testutil.WaitExit(testutil.Context(t), grandchild); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestWaitExitSeesAProcessEnd(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/rawserver")
+	exe := testutil.Build(t, "./testdata/rawserver")
 	f := start(t, exe, "--echo")
-	f.send(t, "x\n")
-	f.readLine(t)
+	f.Send("x")
+	f.ReadLine()
 	waited := make(chan error, 1)
-	go func() { waited <- testbin.WaitExit(t.Context(), f.cmd.Process.Pid) }()
-	f.stdin.Close()
-	if err := <-waited; err != nil {
+	go func() { waited <- testutil.WaitExit(testutil.Context(t), f.Cmd.Process.Pid) }()
+	f.Stdin.Close()
+	if err := testutil.Recv(t, waited, "WaitExit"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.cmd.Wait(); err != nil {
+	if err := f.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if testbin.Alive(f.cmd.Process.Pid) {
+	if testutil.Alive(f.Cmd.Process.Pid) {
 		t.Fatal("Alive reports a reaped process")
 	}
-	if err := testbin.WaitExit(t.Context(), f.cmd.Process.Pid); err != nil {
+	if err := testutil.WaitExit(testutil.Context(t), f.Cmd.Process.Pid); err != nil {
 		t.Fatalf("WaitExit on a gone pid: %v", err)
 	}
 }
 
 func TestMcpserverIgnoresCorrelationKeyAndHonoursCancel(t *testing.T) {
-	exe := testbin.Build(t, "./testdata/mcpserver")
+	exe := testutil.Build(t, "./testdata/mcpserver")
 	f := start(t, exe)
-	f.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
-	if resp := f.readLine(t); gjson.Get(resp, "result.serverInfo.name").String() != "mcpserver" {
+	f.Send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if resp := f.ReadLine(); gjson.Get(resp, "result.serverInfo.name").String() != "mcpserver" {
 		t.Fatalf("initialize answered %s", resp)
 	}
-	f.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	f.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 
-	f.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi","_bir_call_id":"c-1"}}}`+"\n")
-	if resp := f.readLine(t); gjson.Get(resp, "result.content.0.text").String() != "hi" || gjson.Get(resp, "result.isError").Bool() {
+	f.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi","_bir_call_id":"c-1"}}}`)
+	if resp := f.ReadLine(); gjson.Get(resp, "result.content.0.text").String() != "hi" || gjson.Get(resp, "result.isError").Bool() {
 		t.Fatalf("echo with a correlation key answered %s", resp)
 	}
 
-	f.send(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow","arguments":{"ms":600000},"_meta":{"progressToken":"s"}}}`+"\n")
-	if n := f.readLine(t); gjson.Get(n, "method").String() != "notifications/progress" {
+	f.Send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow","arguments":{"ms":600000},"_meta":{"progressToken":"s"}}}`)
+	if n := f.ReadLine(); gjson.Get(n, "method").String() != "notifications/progress" {
 		t.Fatalf("slow sent %s first, want its in-flight progress notification", n)
 	}
-	f.send(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"test"}}`+"\n")
-	if resp := f.readLine(t); gjson.Get(resp, "result.content.0.text").String() != "slow: cancelled" {
+	f.Send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"test"}}`)
+	if resp := f.ReadLine(); gjson.Get(resp, "result.content.0.text").String() != "slow: cancelled" {
 		t.Fatalf("slow after cancel answered %s", resp)
 	}
-	if _, status := f.finish(t); status != 0 {
+	if _, status := finish(t, f); status != 0 {
 		t.Fatalf("exit status %d after stdin EOF, want 0", status)
 	}
 }
 
 func TestDemohostAgainstMcpserver(t *testing.T) {
-	demohost := testbin.Build(t, "./testdata/demohost")
-	mcpserver := testbin.Build(t, "./testdata/mcpserver")
+	demohost := testutil.Build(t, "./testdata/demohost")
+	mcpserver := testutil.Build(t, "./testdata/mcpserver")
 	for _, era := range []struct{ flag, shows string }{
 		{"auto", "protocol 2026-07-28 (stateless era)"},
 		{"session", "protocol 2025-11-25 (session era)"},
 		{"stateless", "protocol 2026-07-28 (stateless era)"},
 	} {
 		t.Run(era.flag, func(t *testing.T) {
-			cmd := exec.CommandContext(t.Context(), demohost, "--era", era.flag, "--", mcpserver)
+			cmd := exec.CommandContext(testutil.Context(t), demohost, "--era", era.flag, "--", mcpserver)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Run(); err != nil {
@@ -551,10 +464,10 @@ func TestDemohostAgainstMcpserver(t *testing.T) {
 }
 
 func TestDemohostFailsClearly(t *testing.T) {
-	demohost := testbin.Build(t, "./testdata/demohost")
-	rawserver := testbin.Build(t, "./testdata/rawserver")
+	demohost := testutil.Build(t, "./testdata/demohost")
+	rawserver := testutil.Build(t, "./testdata/rawserver")
 	// rawserver lists only "echo", so the demo must stop at tools/list.
-	cmd := exec.CommandContext(t.Context(), demohost, "--era", "session", "--", rawserver, "--reply")
+	cmd := exec.CommandContext(testutil.Context(t), demohost, "--era", "session", "--", rawserver, "--reply")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
