@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/framing"
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // rawProxy starts the built proxy in front of rawserver with stderr going to the
 // given file (a pipe end the test controls), and returns the host's ends.
 func rawProxy(t *testing.T, stderr *os.File, env []string, proxyArgs []string, serverArgs ...string) (cmd *exec.Cmd, in *os.File, out *framing.Reader, done chan error) {
 	t.Helper()
-	bin := testbin.Build(t, "./cmd/bir-proxy")
-	raw := testbin.Build(t, "./testdata/rawserver")
+	bin := testutil.Build(t, "./cmd/bir-proxy")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	args := append(append(append([]string{}, proxyArgs...), "--", raw), serverArgs...)
 	cmd = exec.Command(bin, args...)
 	cmd.Env = append(append(os.Environ(), "XDG_STATE_HOME="+t.TempDir()), env...)
@@ -208,7 +208,7 @@ func TestDetachedGrandchildDoesNotHangTheSession(t *testing.T) {
 			if got := readWithin(t, out); !strings.Contains(got, `"id":1`) {
 				t.Fatalf("got %s", got)
 			}
-			grand := testbin.ReadPidfile(t, pidfile+".grandchild")
+			grand := testutil.ReadPidfile(t, pidfile+".grandchild")
 			t.Cleanup(func() { _ = syscall.Kill(grand, syscall.SIGKILL) })
 			if how == "host closes stdin" {
 				in.Close()
