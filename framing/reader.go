@@ -1,5 +1,7 @@
 // Package framing turns a byte stream into whole newline-delimited JSON messages and
-// back (the MCP stdio transport). It knows nothing about what the messages mean.
+// back (the MCP stdio transport). It knows nothing about what the messages mean, with
+// one exception: of a line too long to keep, it finds the JSON-RPC id on the way past,
+// so that whoever sent it can still be answered.
 package framing
 
 import (
@@ -7,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
 // DefaultMaxMessage is the default cap on one line. MCP has no limit of its own and tools
@@ -23,6 +27,10 @@ const readSize = 64 << 10
 type TooLongError struct {
 	Size int64 // bytes in the dropped line, without its terminator
 	Max  int
+	// ID and Method are the line's top-level JSON-RPC "id" and "method" values, raw,
+	// when it was an object that had them: found as the line streamed past, so its
+	// sender can be answered although the line itself is gone.
+	ID, Method []byte
 }
 
 func (e *TooLongError) Error() string {
@@ -45,6 +53,9 @@ type Reader struct {
 	fragBytes int64
 	fragLast  byte // last byte stashed, kept even while skipping (it may be a "\r")
 	skipping  bool // dropping the rest of an over-cap line
+	// peek reads an over-cap line's id and method as it streams past (nil while the
+	// line is within the cap).
+	peek *jsonlex.Peek
 }
 
 // Option configures a Reader.
@@ -156,10 +167,13 @@ func (r *Reader) stash(p []byte) {
 	r.fragBytes += int64(len(p))
 	r.fragLast = p[len(p)-1]
 	if r.skipping {
+		r.peek.Write(p)
 		return
 	}
 	// One byte of slack: the line's trailing "\r" may be in this piece and isn't counted.
 	if r.fragBytes > int64(r.max)+1 {
+		r.startPeek()
+		r.peek.Write(p)
 		r.frags = nil
 		r.skipping = true
 		return
@@ -175,8 +189,13 @@ func (r *Reader) finish(tail []byte) (msg []byte, err error, ok bool) {
 		total--
 	}
 	if r.skipping || total > int64(r.max) {
+		if !r.skipping {
+			r.startPeek()
+		}
+		r.peek.Write(tail)
+		e := &TooLongError{Size: total, Max: r.max, ID: r.peek.ID, Method: r.peek.Method}
 		r.resetLong()
-		return nil, &TooLongError{Size: total, Max: r.max}, true
+		return nil, e, true
 	}
 	if len(r.frags) == 0 {
 		tail = tail[:total]
@@ -209,7 +228,17 @@ func (r *Reader) lastByte(tail []byte) byte {
 	return r.fragLast
 }
 
+// startPeek starts reading the line that just went over the cap for its id, from
+// the pieces already held.
+func (r *Reader) startPeek() {
+	r.peek = &jsonlex.Peek{}
+	for _, f := range r.frags {
+		r.peek.Write(f)
+	}
+}
+
 func (r *Reader) resetLong() {
+	r.peek = nil
 	r.frags = nil
 	r.fragBytes = 0
 	r.skipping = false

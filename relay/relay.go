@@ -226,6 +226,7 @@ func (r *Relay) hostPump() {
 			var tooLong *framing.TooLongError
 			if errors.As(err, &tooLong) {
 				r.log.Warn("dropped a message from the host: over the size cap", "bytes", tooLong.Size, "cap", tooLong.Max)
+				r.refuseTooLong(tooLong, time.Now())
 				continue
 			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -287,6 +288,45 @@ func (r *Relay) forward(msg []byte, readAt time.Time) bool {
 		r.answerUndelivered(msg, "could not deliver the request to the server: "+werr.Error())
 	}
 	return true
+}
+
+// refuseTooLong answers for a host message dropped for its size, which would otherwise
+// leave someone waiting forever: a request gets an error answer (and a tools/call a
+// report saying what happened); an answer to the server's request is replaced, for the
+// server, by an error answer.
+func (r *Relay) refuseTooLong(e *framing.TooLongError, at time.Time) {
+	if e.ID == nil {
+		return // a notification: nobody waits for it
+	}
+	if e.Method == nil {
+		r.serverReqs.remove(e.ID)
+		msg := ErrorResponse(e.ID, -32603, fmt.Sprintf("bir-proxy: the host's answer was %d bytes, over the proxy's --max-message cap of %d bytes, and was dropped", e.Size, e.Max))
+		if err := r.send(msg, ""); err != nil {
+			r.log.Debug("could not tell the server its request's answer was dropped", "err", err)
+		}
+		return
+	}
+	answer := ErrorResponse(e.ID, -32600, fmt.Sprintf("bir-proxy: the request was %d bytes, over the proxy's --max-message cap of %d bytes; it was not sent to the server", e.Size, e.Max))
+	report := r.ic != nil && jsonlex.KeyIs(e.Method, "tools/call")
+	if report {
+		// Interception never saw the call; it is reported as what it was, a call
+		// refused for its size, with arguments that say so (their fingerprint cannot
+		// match anything the host computed, and must not pretend to).
+		// Held throughout: after Run, interception is not touched again.
+		r.sendMu.Lock()
+		defer r.sendMu.Unlock()
+		if r.stopped {
+			return
+		}
+		r.ic.FromHost(request(e.ID, "tools/call", []byte(`{"name":"","arguments":"[bir-proxy: not recorded: `+strconv.FormatInt(e.Size, 10)+`-byte request over the size cap]"}`)), at)
+		r.ic.Forwarded(at)
+	}
+	if err := r.hostOut.Write(answer); err != nil {
+		r.log.Debug("could not answer the host", "err", err)
+	}
+	if report {
+		r.ic.FromUpstream(answer, time.Now())
+	}
 }
 
 // noteHost registers the host's requests in msg as in flight, and retires the
@@ -493,14 +533,7 @@ const ServerErrorCode = -32000
 
 // ErrorResponse is a JSON-RPC error answer to the request with the raw id.
 func ErrorResponse(id []byte, code int, message string) []byte {
-	b := make([]byte, 0, 64+len(id)+len(message))
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"error":{"code":`...)
-	b = strconv.AppendInt(b, int64(code), 10)
-	b = append(b, `,"message":`...)
-	b = jsonlex.AppendString(b, message)
-	return append(b, `}}`...)
+	return jsonlex.ErrorResponse(id, code, message)
 }
 
 // retireOwn ends every own request still waiting, with err.

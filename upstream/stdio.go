@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
 // Grace periods of the stop sequence (SPEC §6). A server gets time to finish writing
@@ -200,6 +201,9 @@ func (p *Process) Read() ([]byte, error) {
 		switch {
 		case errors.As(err, &tooLong):
 			p.log.Warn("dropped a message from the server: over the size cap", "bytes", tooLong.Size, "cap", tooLong.Max)
+			if answer := p.refuseTooLong(tooLong); answer != nil {
+				return answer, nil
+			}
 			continue
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			p.log.Warn("server exited but a process it started still holds its stdout; ending the session")
@@ -215,6 +219,24 @@ func (p *Process) Read() ([]byte, error) {
 		}
 		return msg, nil
 	}
+}
+
+// refuseTooLong stands in for a message dropped for its size, so nobody waits for it
+// forever: an answer to the host's request becomes an error answer the host gets (and
+// interception reports), returned as if the server had sent it; a request of the
+// server's gets an error answer sent back to the server.
+func (p *Process) refuseTooLong(e *framing.TooLongError) []byte {
+	if e.ID == nil {
+		return nil // a notification: nobody waits for it
+	}
+	if e.Method != nil {
+		msg := jsonlex.ErrorResponse(e.ID, -32600, fmt.Sprintf("bir-proxy: the request was %d bytes, over the proxy's --max-message cap of %d bytes; it did not reach the client", e.Size, e.Max))
+		if err := p.Write(msg); err != nil {
+			p.log.Debug("could not answer the server's dropped request", "err", err)
+		}
+		return nil
+	}
+	return jsonlex.ErrorResponse(e.ID, -32603, fmt.Sprintf("bir-proxy: the server's answer was %d bytes, over the proxy's --max-message cap of %d bytes, and was dropped", e.Size, e.Max))
 }
 
 func (p *Process) notMessage(line []byte) {

@@ -221,3 +221,54 @@ func TestDetachedGrandchildDoesNotHangTheSession(t *testing.T) {
 		})
 	}
 }
+
+// TestOverCapMessagesAreAnswered: a message over --max-message is dropped, but no one
+// is left waiting for it: the host gets an error for its own over-cap request and for
+// a server answer over the cap (both reported), and the server gets an error for its
+// own over-cap request.
+func TestOverCapMessagesAreAnswered(t *testing.T) {
+	dir := t.TempDir()
+	journal := filepath.Join(dir, "j.jsonl")
+	record := filepath.Join(dir, "received")
+	emit := filepath.Join(dir, "emit")
+	bigRequest := `{"jsonrpc":"2.0","method":"sampling/createMessage","params":{"pad":"` + strings.Repeat("s", 8000) + `"},"id":"srv-big"}`
+	if err := os.WriteFile(emit, []byte(bigRequest+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, in, out, done := rawProxy(t, nil, []string{"BIR_OFF=0", "BIR_RECORDER_URL="},
+		[]string{"--server", "cap", "--max-message", "4096", "--journal", journal},
+		"--reply", "--reply-size", "6000", "--record", record, "--emit", emit)
+
+	big := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"pad":"` + strings.Repeat("p", 10000) + `"}}}`
+	in.WriteString(big + "\n")
+	if got := readWithin(t, out); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":5,"error":{"code":-32600,`) {
+		t.Fatalf("over-cap request: host got %.200s", got)
+	}
+	in.WriteString(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":{}}}` + "\n")
+	if got := readWithin(t, out); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":6,"error":{"code":-32603,`) {
+		t.Fatalf("over-cap answer: host got %.200s", got)
+	}
+	in.WriteString(`{"jsonrpc":"2.0","id":7,"method":"ping"}` + "\n")
+	if got := readWithin(t, out); !strings.Contains(got, `"id":7`) {
+		t.Fatalf("after: host got %.200s", got)
+	}
+	in.Close()
+	<-done
+	got, _ := os.ReadFile(record)
+	if !strings.Contains(string(got), `{"jsonrpc":"2.0","id":"srv-big","error":{"code":-32600,`) {
+		t.Fatalf("the server was not answered for its over-cap request; it received:\n%.2000s", got)
+	}
+	if strings.Contains(string(got), strings.Repeat("p", 100)) {
+		t.Fatal("the over-cap request reached the server")
+	}
+	reports, _ := os.ReadFile(journal)
+	var outcomes []string
+	for _, l := range strings.Split(strings.TrimSpace(string(reports)), "\n") {
+		if i := strings.Index(l, `"outcome":"`); i >= 0 {
+			outcomes = append(outcomes, l[i+11:i+11+strings.IndexByte(l[i+11:], '"')])
+		}
+	}
+	if len(outcomes) != 2 || outcomes[0] != "rpc_error" || outcomes[1] != "rpc_error" {
+		t.Fatalf("reports' outcomes %q, want two rpc_error; journal:\n%s", outcomes, reports)
+	}
+}

@@ -1,5 +1,7 @@
 package jsonlex
 
+import "strconv"
+
 // EachRPC calls f for each object on a line — the message, each object element of a
 // batch, and so for every value on the line — with its JSON-RPC members, reading each
 // object once. It is the pumps' per-message look (TopFields would read an object a
@@ -65,4 +67,16 @@ func fieldsAt(b []byte, i int) (f Fields, end int, ok bool) {
 		return Fields{}, 0, false
 	}
 	return f, end, true
+}
+
+// ErrorResponse is a JSON-RPC error answer to the request with the raw id.
+func ErrorResponse(id []byte, code int, message string) []byte {
+	b := make([]byte, 0, 64+len(id)+len(message))
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"error":{"code":`...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, `,"message":`...)
+	b = AppendString(b, message)
+	return append(b, `}}`...)
 }
