@@ -35,3 +35,16 @@ func enlargePipe(f *os.File) {
 		_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20)
 	})
 }
+
+// Supervised says a Command's Supervisor is used here: Linux has child subreapers and
+// parent-death signals, which are what make one work.
+const Supervised = true
+
+// sigKillAll asks a supervisor to kill the server and every descendant, then exit.
+const sigKillAll = syscall.SIGUSR2
+
+// setSupervisorAttr makes the parent-death signal one the supervisor catches: killed
+// by SIGKILL it could not end the server's descendants first.
+func setSupervisorAttr(cmd *exec.Cmd) {
+	cmd.SysProcAttr.Pdeathsig = sigKillAll
+}

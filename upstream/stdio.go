@@ -47,7 +47,21 @@ type Command struct {
 	Logger     *slog.Logger
 
 	InputGrace, TermGrace time.Duration // 0: the defaults
+
+	// Supervisor, when set, is a program that runs the server for the proxy: started
+	// as "Supervisor __supervise -- PATH ARGS...", it must start PATH with its own
+	// stdio, exit (or die) the way the server did, end every descendant the server
+	// leaves behind, and on SIGUSR2 (the parent-death signal it is started with, and
+	// the last step of a stop) kill them all at once. bir-proxy is its own supervisor
+	// on Linux (cmd/bir-proxy/supervise_linux.go): the parent-death signal reaches
+	// only the direct child, so without one the real server behind a launcher (npx,
+	// uvx, sh -c) outlives a proxy killed with SIGKILL. Ignored where Supervised says
+	// the platform cannot do it.
+	Supervisor string
 }
+
+// SuperviseArg is the first argument a supervisor is started with.
+const SuperviseArg = "__supervise"
 
 // Dial starts the server: a Command is the Dialer of a stdio upstream, and each Dial
 // is a fresh process (revive dials again after a crash).
@@ -75,6 +89,7 @@ type Process struct {
 	next   []byte // a message Buffered already read and validated
 
 	inputGrace, termGrace time.Duration
+	supervised            bool // cmd is a supervisor running the server (Command.Supervisor)
 
 	exited   chan struct{} // closed once the process has been waited for
 	exitCode int
@@ -145,12 +160,30 @@ func Start(c Command) (*Process, error) {
 	enlargePipe(inW)
 
 	cmd := exec.Command(c.Path, c.Args...)
+	supervised := c.Supervisor != "" && Supervised
+	if supervised {
+		// Looked up here, not by the supervisor: a server that does not exist must
+		// fail Start, as it does unsupervised, not become a supervisor's exit status.
+		path, err := exec.LookPath(c.Path)
+		if err != nil {
+			inR.Close()
+			inW.Close()
+			outR.Close()
+			outW.Close()
+			return nil, fmt.Errorf("starting %s: %w", c.Path, err)
+		}
+		cmd = exec.Command(c.Supervisor, append([]string{SuperviseArg, "--", path}, c.Args...)...)
+	}
 	cmd.Env = c.Env
 	cmd.Dir = c.Dir
 	cmd.Stdin = inR
 	cmd.Stdout = outW
 	cmd.Stderr = p.stderr
 	setProcAttr(cmd)
+	if supervised {
+		setSupervisorAttr(cmd)
+		p.supervised = true
+	}
 	if err := cmd.Start(); err != nil {
 		inR.Close()
 		inW.Close()
@@ -331,7 +364,7 @@ func (p *Process) stop(inputGrace time.Duration) {
 			signalGroup(p.cmd, sigTerm)
 			if !p.waitExit(p.termGrace, nil) {
 				p.log.Warn("server ignored SIGTERM; killing it")
-				signalGroup(p.cmd, sigKill)
+				p.kill()
 				<-p.exited
 			}
 		}
@@ -340,6 +373,22 @@ func (p *Process) stop(inputGrace time.Duration) {
 		signalGroup(p.cmd, sigKill)
 	})
 	<-p.exited
+}
+
+// supervisorGrace bounds how long a supervisor told to kill everything may take
+// before it is killed itself.
+const supervisorGrace = time.Second
+
+// kill ends the server and everything it started. A supervisor is asked first: killed
+// outright, it could not end the server's descendants that left its process group.
+func (p *Process) kill() {
+	if p.supervised {
+		_ = p.cmd.Process.Signal(sigKillAll)
+		if p.waitExit(supervisorGrace, nil) {
+			return
+		}
+	}
+	signalGroup(p.cmd, sigKill)
 }
 
 // waitExit waits up to d for the server to exit, or until cut is closed.

@@ -272,3 +272,33 @@ func TestOverCapMessagesAreAnswered(t *testing.T) {
 		t.Fatalf("reports' outcomes %q, want two rpc_error; journal:\n%s", outcomes, reports)
 	}
 }
+
+// TestSIGKILLedProxyLeavesNoDescendant: SPEC §6 promises the upstream never outlives
+// the proxy, even a SIGKILLed one. The parent-death signal reaches only the direct
+// child, so the real server behind a launcher — in the server's group, or detached
+// from it — used to survive; the supervisor ends them all.
+func TestSIGKILLedProxyLeavesNoDescendant(t *testing.T) {
+	for _, detach := range []bool{false, true} {
+		pidfile := filepath.Join(t.TempDir(), "pid")
+		args := []string{"--echo", "--pidfile", pidfile, "--grandchild"}
+		if detach {
+			args = append(args, "--detach")
+		}
+		cmd, in, out, done := rawProxy(t, nil, nil, []string{"--server", "kill9"}, args...)
+		in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")
+		readWithin(t, out)
+		server := testutil.ReadPidfile(t, pidfile)
+		grand := testutil.ReadPidfile(t, pidfile+".grandchild")
+		t.Cleanup(func() { _ = syscall.Kill(grand, syscall.SIGKILL); _ = syscall.Kill(server, syscall.SIGKILL) })
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		ctx := testutil.Context(t)
+		for _, pid := range []int{server, grand} {
+			if err := testutil.WaitExit(ctx, pid); err != nil {
+				t.Fatalf("detach=%v: process %d outlived the SIGKILLed proxy: %v", detach, pid, err)
+			}
+		}
+	}
+}

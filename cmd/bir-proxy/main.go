@@ -52,6 +52,9 @@ Proxy flags:
 
 // run is the whole program; it returns the exit status.
 func run(args []string) int {
+	if len(args) > 0 && args[0] == upstream.SuperviseArg {
+		return runSupervise(args[1:]) // before any signal handling of the CLI's
+	}
 	if len(args) > 0 {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -140,6 +143,7 @@ func runProxy(args []string) int {
 		Env:        upstream.ChildEnv(os.Environ()),
 		Name:       f.server,
 		Notes:      diag,
+		Supervisor: supervisor(),
 		MaxMessage: f.maxMessage,
 		Logger:     logger,
 		InputGrace: f.stopGrace,
@@ -183,6 +187,19 @@ func runProxy(args []string) int {
 	ic.Close()
 	reporter.close()
 	return exitStatus(conn)
+}
+
+// supervisor is the program that runs the server for the proxy: bir-proxy itself
+// (see upstream.Command.Supervisor), unless BIR_SUPERVISE=0.
+func supervisor() string {
+	if v, err := parseSwitch("BIR_SUPERVISE", envOr("BIR_SUPERVISE", "1")); err == nil && !v {
+		return ""
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return self
 }
 
 // diagGrace bounds how long the proxy, at exit, waits for its last diagnostics to

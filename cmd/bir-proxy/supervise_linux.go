@@ -1,0 +1,158 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// runSupervise is bir-proxy re-executed as the supervisor of one server (see
+// upstream.Command.Supervisor): a child subreaper between the proxy and the server, so
+// that every process the server starts — a launcher's real server, a detached
+// daemon — becomes ours when its parent dies, and is ended with the session, even
+// when the proxy itself is killed with SIGKILL (SPEC §6). Its stdio is the server's;
+// it writes nothing but a failure to start, and exits the way the server did.
+func runSupervise(args []string) int {
+	if len(args) < 2 || args[0] != "--" {
+		fmt.Fprintln(os.Stderr, "bir-proxy: __supervise is internal: bir-proxy __supervise -- PROGRAM [ARGS...]")
+		return 2
+	}
+	parent := os.Getppid()
+	// Before the server starts, so that nothing it starts can escape in between.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "bir-proxy: supervising: %v\n", err)
+	}
+	sigs := make(chan os.Signal, 8)
+	// SIGUSR2: the proxy died (our parent-death signal) or asks for everything to end.
+	// SIGTERM, SIGINT, SIGHUP reach the server through the process group we share; the
+	// supervisor outlives them, so it can end what the server leaves behind.
+	signal.Notify(sigs, syscall.SIGUSR2, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	if os.Getppid() != parent {
+		return 128 + int(syscall.SIGKILL) // the proxy died before we could hear it
+	}
+
+	cmd := exec.Command(args[1], args[2:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// If the supervisor is killed outright, the server still goes with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "bir-proxy: starting %s: %v\n", args[1], err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return 127
+		}
+		return 126
+	}
+	// Our copies of the server's stdin and stdout must go: held open here, the proxy
+	// would never see the server's stdout end.
+	releaseStdio()
+
+	exited := make(chan *os.ProcessState, 1)
+	go func() {
+		st, _ := cmd.Process.Wait()
+		exited <- st
+	}()
+	for {
+		select {
+		case st := <-exited:
+			endDescendants()
+			return passOn(st)
+		case s := <-sigs:
+			if s != syscall.SIGUSR2 {
+				continue
+			}
+			_ = cmd.Process.Kill()
+			endDescendants()
+			return 128 + int(syscall.SIGKILL)
+		}
+	}
+}
+
+// releaseStdio points our stdin and stdout at /dev/null.
+func releaseStdio() {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	defer null.Close()
+	_ = unix.Dup2(int(null.Fd()), 0)
+	_ = unix.Dup2(int(null.Fd()), 1)
+}
+
+// endDescendants kills every process that is, or has become, our child — the server's
+// children reparent to us as their parents die — and reaps them, until none is left.
+// Bounded: a process that cannot be killed (one in uninterruptible sleep) is left
+// rather than hang the proxy's exit.
+func endDescendants() {
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		kids := children(os.Getpid())
+		if len(kids) == 0 {
+			return
+		}
+		for _, pid := range kids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		for {
+			pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond) // a killed process takes a moment to become reapable
+	}
+}
+
+// children lists the processes whose parent is pid, from /proc.
+func children(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces and parentheses, so the
+		// fields are read after its last ')'.
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// passOn exits the way the server did: with its status, or by the same signal, so the
+// proxy reports the server's end and not the supervisor's.
+func passOn(st *os.ProcessState) int {
+	if st == nil {
+		return 1
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		sig := ws.Signal()
+		signal.Reset(sig)
+		_ = syscall.Kill(os.Getpid(), sig)
+		time.Sleep(100 * time.Millisecond) // the signal is delivered; not reached for a fatal one
+		return 128 + int(sig)
+	}
+	return st.ExitCode()
+}
