@@ -25,6 +25,13 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == upstream.SuperviseArg {
+		// syscall.Exit, not os.Exit: the supervisor has nothing to flush, and in a
+		// race-detector build os.Exit sleeps a second first (GORACE atexit_sleep_ms),
+		// which made the proxy's exit after a host closed stdin take over the two
+		// seconds an SDK host waits before it sends SIGTERM.
+		syscall.Exit(runSupervise(os.Args[2:]))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -52,9 +59,6 @@ Proxy flags:
 
 // run is the whole program; it returns the exit status.
 func run(args []string) int {
-	if len(args) > 0 && args[0] == upstream.SuperviseArg {
-		return runSupervise(args[1:]) // before any signal handling of the CLI's
-	}
 	if len(args) > 0 {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
