@@ -305,6 +305,12 @@ func TopFields(m []byte) (f Fields, ok bool) {
 // a batch, and so for every value on the line (a line should hold one value, but a
 // peer reading with a streaming decoder acts on a second one too).
 func EachMessage(line []byte, f func(obj []byte)) {
+	EachObject(line, func(s Span) { f(line[s.Start:s.End]) })
+}
+
+// EachObject is EachMessage giving where each object lies in line, for a caller that
+// edits line.
+func EachObject(line []byte, f func(obj Span)) {
 	for i := SkipSpace(line, 0); i < len(line); {
 		end := SkipValue(line, i)
 		if end < 0 {
@@ -312,12 +318,12 @@ func EachMessage(line []byte, f func(obj []byte)) {
 		}
 		switch line[i] {
 		case '{':
-			f(line[i:end])
+			f(Span{i, end})
 		case '[':
 			elems, _ := Elements(line, i)
 			for _, e := range elems {
 				if line[e.Start] == '{' {
-					f(line[e.Start:e.End])
+					f(e)
 				}
 			}
 		}
