@@ -1,4 +1,8 @@
-package intercept
+// Package jcs is the JSON Canonicalization Scheme (RFC 8785) as the host applies it,
+// and the argument fingerprint of SPEC §3.2 built on it. It is a package of its own
+// because its reader differs from the proxy's lexer on purpose: it validates every
+// byte and must emit canonical bytes, where jsonlex only follows structure.
+package jcs
 
 import (
 	"bufio"
