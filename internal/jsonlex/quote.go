@@ -12,6 +12,22 @@ const hexDigits = "0123456789abcdef"
 // else touched. strconv.Quote is not this: it writes \x escapes JSON parsers reject.
 func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
+	b = appendEscaped(b, s, true)
+	return append(b, '"')
+}
+
+// Quote is AppendString as a string.
+func Quote(s string) string { return string(AppendString(nil, s)) }
+
+// AppendEscaped appends s as the inside of a JSON string literal (no quotes), escaped
+// as AppendString escapes it except that U+2028 and U+2029 stay as they are. That is
+// JSON.stringify's escaping: for text that is only ever read as JSON, where those two
+// escapes would just cost bytes.
+func AppendEscaped(b, s []byte) []byte { return appendEscaped(b, s, false) }
+
+// appendEscaped is the one escaper behind both, generic so that neither a string nor
+// a byte slice is copied to become the other.
+func appendEscaped[S ~string | ~[]byte](b []byte, s S, lineSeps bool) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -41,7 +57,8 @@ func AppendString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		// At most UTFMax bytes are converted, which the compiler does on the stack.
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)
@@ -49,7 +66,7 @@ func AppendString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		if r == '\u2028' || r == '\u2029' {
+		if lineSeps && (r == '\u2028' || r == '\u2029') {
 			b = append(b, s[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
 			i += size
@@ -58,31 +75,5 @@ func AppendString(b []byte, s string) []byte {
 		}
 		i += size
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-// Quote is AppendString as a string.
-func Quote(s string) string { return string(AppendString(nil, s)) }
-
-// Hex4 decodes the four hex digits at b[i:i+4] (the tail of a \uXXXX escape).
-func Hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			r |= rune(c-'A') + 10
-		default:
-			return 0, false
-		}
-	}
-	return r, true
+	return append(b, s[start:]...)
 }
