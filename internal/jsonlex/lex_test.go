@@ -158,3 +158,15 @@ func TestAppendEscapedIsAppendStringWithRawLineSeparators(t *testing.T) {
 		t.Errorf("quoting allocated %v times", n)
 	}
 }
+
+func TestHex4(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want rune
+		ok   bool
+	}{{"00e9", 0xe9, true}, {"D83D", 0xd83d, true}, {"ffFF", 0xffff, true}, {"12g4", 0, false}, {"123", 0, false}, {"-123", 0, false}, {" 123", 0, false}} {
+		if r, ok := Hex4([]byte("\\u"+c.in), 2); r != c.want || ok != c.ok {
+			t.Errorf("Hex4(%q) = %#x, %v; want %#x, %v", c.in, r, ok, c.want, c.ok)
+		}
+	}
+}

@@ -10,6 +10,8 @@ const hexDigits = "0123456789abcdef"
 // HTML escaping off: ", \ and control characters escaped (\b \f \n \r \t by name),
 // invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped for JavaScript's sake, nothing
 // else touched. strconv.Quote is not this: it writes \x escapes JSON parsers reject.
+//
+//go:noinline
 func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	b = appendEscaped(b, s, true)
@@ -23,10 +25,15 @@ func Quote(s string) string { return string(AppendString(nil, s)) }
 // as AppendString escapes it except that U+2028 and U+2029 stay as they are. That is
 // JSON.stringify's escaping: for text that is only ever read as JSON, where those two
 // escapes would just cost bytes.
+//
+//go:noinline
 func AppendEscaped(b, s []byte) []byte { return appendEscaped(b, s, false) }
 
 // appendEscaped is the one escaper behind both, generic so that neither a string nor
-// a byte slice is copied to become the other.
+// a byte slice is copied to become the other. The two wrappers are not inlined: a
+// call to a generic function from another package is taken to leak its arguments
+// (Go 1.26), which would move a caller's stack buffer to the heap; a call to the
+// wrapper carries this package's finding that s does not escape.
 func appendEscaped[S ~string | ~[]byte](b []byte, s S, lineSeps bool) []byte {
 	start := 0
 	for i := 0; i < len(s); {

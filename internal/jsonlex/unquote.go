@@ -93,24 +93,33 @@ func Unescape(c byte) (byte, bool) {
 	return 0, false
 }
 
-// Hex4 decodes the four hex digits at b[i:i+4] (the tail of a \uXXXX escape).
+// Hex4 decodes the four hex digits at b[i:i+4] (the tail of a \uXXXX escape). It is
+// a table lookup so that it inlines: escapes can be most of a string.
 func Hex4(b []byte, i int) (rune, bool) {
 	if i+4 > len(b) {
 		return 0, false
 	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		r <<= 4
+	h := b[i : i+4]
+	v := int32(hexValue[h[0]])<<12 | int32(hexValue[h[1]])<<8 | int32(hexValue[h[2]])<<4 | int32(hexValue[h[3]])
+	if v < 0 {
+		return 0, false // a -1 sign-extends over the whole value
+	}
+	return v, true
+}
+
+// hexValue is each byte's value as a hex digit, or -1.
+var hexValue = func() (t [256]int8) {
+	for c := range t {
 		switch {
 		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
+			t[c] = int8(c - '0')
 		case c >= 'a' && c <= 'f':
-			r |= rune(c-'a') + 10
+			t[c] = int8(c-'a') + 10
 		case c >= 'A' && c <= 'F':
-			r |= rune(c-'A') + 10
+			t[c] = int8(c-'A') + 10
 		default:
-			return 0, false
+			t[c] = -1
 		}
 	}
-	return r, true
-}
+	return t
+}()
