@@ -335,28 +335,8 @@ func (f *Fields) IsResponse() bool { return f.Method == nil && f.ID != nil }
 // TopFields reads the JSON-RPC members of the object m in one pass; ok is false when m
 // is not an object this lexer can follow.
 func TopFields(m []byte) (f Fields, ok bool) {
-	i := SkipSpace(m, 0)
-	_, ok = EachMember(m, i, func(mb Member) bool {
-		k := m[mb.Key.Start:mb.Key.End]
-		v := m[mb.Value.Start:mb.Value.End]
-		switch {
-		case KeyIs(k, "id"):
-			f.ID = v
-		case KeyIs(k, "method"):
-			f.Method = v
-		case KeyIs(k, "params"):
-			f.Params = v
-		case KeyIs(k, "result"):
-			f.Result = v
-		case KeyIs(k, "error"):
-			f.Error = v
-		}
-		return true
-	})
-	if !ok {
-		return Fields{}, false
-	}
-	return f, true
+	f, _, ok = fieldsAt(m, SkipSpace(m, 0))
+	return f, ok
 }
 
 // EachMessage calls f for each object on a line: the message, each object element of
