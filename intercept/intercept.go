@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/report"
 )
 
@@ -261,9 +262,9 @@ func shed(ev event) []byte {
 		return nil
 	}
 	var out []byte
-	forEachMessage(ev.msg, func(m []byte) {
-		f, ok := topFields(m)
-		if !ok || f.id == nil || f.method != nil {
+	jsonlex.EachMessage(ev.msg, func(m []byte) {
+		f, ok := jsonlex.TopFields(m)
+		if !ok || f.ID == nil || f.Method != nil {
 			return
 		}
 		if out == nil {
@@ -271,8 +272,8 @@ func shed(ev event) []byte {
 		} else {
 			out = append(out, ',')
 		}
-		out = append(append(append(out, `{"id":`...), f.id...), ',')
-		if f.err != nil {
+		out = append(append(append(out, `{"id":`...), f.ID...), ',')
+		if f.Error != nil {
 			out = append(out, `"error":{"code":-32603,"message":"not recorded: the proxy's bookkeeping fell behind"}}`...)
 		} else {
 			out = append(out, `"result":{"_bir":"not recorded: the proxy's bookkeeping fell behind"}}`...)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/jcs"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -138,7 +139,7 @@ func TestTrackerOutcomes(t *testing.T) {
 			if st.CallID == nil || *st.CallID != "c1" || string(st.Args) != `{"a":1}` || !strings.Contains(string(st.Result), `"done"`) {
 				t.Errorf("ok call reported as %+v", st)
 			}
-			if fp, _ := Fingerprint([]byte(`{"a":1}`)); st.ArgsFingerprint != fp {
+			if fp, _ := jcs.Fingerprint([]byte(`{"a":1}`)); st.ArgsFingerprint != fp {
 				t.Errorf("fingerprint %q, want %q (over the arguments without the key)", st.ArgsFingerprint, fp)
 			}
 		case "str-id":
@@ -165,7 +166,7 @@ func TestTrackerFingerprintIsOverRawArguments(t *testing.T) {
 		t.Fatalf("%d reports", len(steps))
 	}
 	st := steps[0]
-	want, _ := Fingerprint([]byte(`{"user":"bob","password":"hunter2"}`))
+	want, _ := jcs.Fingerprint([]byte(`{"user":"bob","password":"hunter2"}`))
 	if st.ArgsFingerprint != want {
 		t.Errorf("fingerprint %s, want the raw arguments' %s", st.ArgsFingerprint, want)
 	}

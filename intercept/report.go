@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/jcs"
 	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -29,7 +30,7 @@ func describeArgs(c *call, capBytes int) {
 	if c.msg != nil {
 		// Fingerprint errors mean arguments that are not JSON; the report still goes,
 		// with an empty fingerprint the recorder cannot match (it joins by callId).
-		c.fingerprint, _ = Fingerprint(c.args)
+		c.fingerprint, _ = jcs.Fingerprint(c.args)
 	}
 	args := c.args
 	if args == nil {

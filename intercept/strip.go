@@ -1,5 +1,7 @@
 package intercept
 
+import "github.com/bir-dev/bir-proxy/internal/jsonlex"
+
 // DefaultCorrelationKey is the argument a host hook adds to each tools/call (SPEC §3.1).
 const DefaultCorrelationKey = "_bir_call_id"
 
@@ -34,54 +36,36 @@ type hostScan struct {
 // host's business.
 func strip(msg []byte, key string) ([]byte, hostScan) {
 	var sc hostScan
-	var dels []span
+	var dels []jsonlex.Span
 	// A line should hold one value, but a server reading stdin with a streaming
-	// decoder would act on a second one too, so every value on the line is looked at.
-	for i := skipSpace(msg, 0); i < len(msg); {
-		end := skipValue(msg, i)
-		if end < 0 {
-			break
-		}
-		switch msg[i] {
-		case '{':
-			dels = scanRequest(msg, i, key, &sc, dels)
-		case '[':
-			elems, ok := elements(msg, i)
-			if !ok {
-				break
-			}
-			for _, e := range elems {
-				if msg[e.start] == '{' {
-					dels = scanRequest(msg, e.start, key, &sc, dels)
-				}
-			}
-		}
-		i = skipSpace(msg, end)
-	}
+	// decoder would act on a second one too, so every object on the line is looked at.
+	jsonlex.EachObject(msg, func(obj jsonlex.Span) {
+		dels = scanRequest(msg, obj.Start, key, &sc, dels)
+	})
 	return splice(msg, dels), sc
 }
 
 // scanRequest looks at the object at msg[i] and appends the spans to delete.
-func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []span) []span {
+func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []jsonlex.Span) []jsonlex.Span {
 	// The method the upstream acts on is the last "method" member (JSON parsers keep
 	// the last duplicate), and bookkeeping follows it; but the key is removed if any
 	// "method" member says tools/call, so no parser, whatever it does with
 	// duplicates, can see it.
 	anyCall, hasID := false, false
 	var method []byte
-	var paramsBuf [2]span
+	var paramsBuf [2]jsonlex.Span
 	params := paramsBuf[:0]
-	_, ok := eachMember(msg, i, func(m member) bool {
-		k := msg[m.key.start:m.key.end]
+	_, ok := jsonlex.EachMember(msg, i, func(m jsonlex.Member) bool {
+		k := msg[m.Key.Start:m.Key.End]
 		switch {
-		case keyIs(k, "params"):
-			if msg[m.value.start] == '{' {
-				params = append(params, m.value)
+		case jsonlex.KeyIs(k, "params"):
+			if msg[m.Value.Start] == '{' {
+				params = append(params, m.Value)
 			}
-		case keyIs(k, "method"):
-			method = msg[m.value.start:m.value.end]
-			anyCall = anyCall || keyIs(method, "tools/call")
-		case keyIs(k, "id"):
+		case jsonlex.KeyIs(k, "method"):
+			method = msg[m.Value.Start:m.Value.End]
+			anyCall = anyCall || jsonlex.KeyIs(method, "tools/call")
+		case jsonlex.KeyIs(k, "id"):
 			hasID = true
 		}
 		return true
@@ -91,16 +75,16 @@ func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []span) []spa
 	}
 	switch {
 	case method == nil:
-	case keyIs(method, "tools/call"):
+	case jsonlex.KeyIs(method, "tools/call"):
 		sc.want |= wantCall
 		sc.awaiting++
 		if !hasID {
 			sc.ends = true // a notification: no answer will come to end it
 		}
-	case keyIs(method, "notifications/cancelled"):
+	case jsonlex.KeyIs(method, "notifications/cancelled"):
 		sc.want |= wantCancel
 		sc.ends = true
-	case keyIs(method, "initialize"), keyIs(method, "tools/list"), keyIs(method, "server/discover"):
+	case jsonlex.KeyIs(method, "initialize"), jsonlex.KeyIs(method, "tools/list"), jsonlex.KeyIs(method, "server/discover"):
 		sc.want |= wantHandshake
 		if hasID {
 			sc.awaiting++
@@ -110,14 +94,14 @@ func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []span) []spa
 		return dels
 	}
 	var callID *string
-	var argsBuf [16]member
+	var argsBuf [16]jsonlex.Member
 	for _, p := range params {
-		eachMember(msg, p.start, func(a member) bool {
-			if !keyIs(msg[a.key.start:a.key.end], "arguments") || msg[a.value.start] != '{' {
+		jsonlex.EachMember(msg, p.Start, func(a jsonlex.Member) bool {
+			if !jsonlex.KeyIs(msg[a.Key.Start:a.Key.End], "arguments") || msg[a.Value.Start] != '{' {
 				return true
 			}
 			ams := argsBuf[:0]
-			if _, ok := eachMember(msg, a.value.start, func(m member) bool {
+			if _, ok := jsonlex.EachMember(msg, a.Value.Start, func(m jsonlex.Member) bool {
 				ams = append(ams, m)
 				return true
 			}); !ok {
@@ -131,7 +115,7 @@ func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []span) []spa
 			return true
 		})
 	}
-	if keyIs(method, "tools/call") {
+	if jsonlex.KeyIs(method, "tools/call") {
 		sc.callIDs = append(sc.callIDs, callID)
 	}
 	return dels
@@ -140,31 +124,31 @@ func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []span) []spa
 // deleteKey appends the spans that remove every member of ams named key, together
 // with the separators that would otherwise be left dangling, and returns the value of
 // the last such member.
-func deleteKey(msg []byte, ams []member, key string, dels []span) ([]span, *string) {
+func deleteKey(msg []byte, ams []jsonlex.Member, key string, dels []jsonlex.Span) ([]jsonlex.Span, *string) {
 	var callID *string
 	n := len(ams)
 	for a := 0; a < n; {
-		if !keyIs(msg[ams[a].key.start:ams[a].key.end], key) {
+		if !jsonlex.KeyIs(msg[ams[a].Key.Start:ams[a].Key.End], key) {
 			a++
 			continue
 		}
 		// A run of removed members a..b-1.
 		b := a
-		for b < n && keyIs(msg[ams[b].key.start:ams[b].key.end], key) {
-			callID = valueText(msg, ams[b].value)
+		for b < n && jsonlex.KeyIs(msg[ams[b].Key.Start:ams[b].Key.End], key) {
+			callID = valueText(msg, ams[b].Value)
 			b++
 		}
 		switch {
 		case b < n:
 			// A kept member follows: remove up to its key, taking our commas.
-			dels = append(dels, span{ams[a].key.start, ams[b].key.start})
+			dels = append(dels, jsonlex.Span{Start: ams[a].Key.Start, End: ams[b].Key.Start})
 		case a > 0:
 			// The run ends the object: remove from the end of the kept member before
 			// it, taking the comma that separated them.
-			dels = append(dels, span{ams[a-1].value.end, ams[n-1].value.end})
+			dels = append(dels, jsonlex.Span{Start: ams[a-1].Value.End, End: ams[n-1].Value.End})
 		default:
 			// Every member goes: "{ ... }" keeps only its braces and outer spacing.
-			dels = append(dels, span{ams[0].key.start, ams[n-1].value.end})
+			dels = append(dels, jsonlex.Span{Start: ams[0].Key.Start, End: ams[n-1].Value.End})
 		}
 		a = b
 	}
@@ -172,10 +156,10 @@ func deleteKey(msg []byte, ams []member, key string, dels []span) ([]span, *stri
 }
 
 // valueText is the correlation value: a string decoded, anything else as its JSON text.
-func valueText(msg []byte, v span) *string {
-	lit := msg[v.start:v.end]
+func valueText(msg []byte, v jsonlex.Span) *string {
+	lit := msg[v.Start:v.End]
 	if lit[0] == '"' {
-		if s, ok := decodeString(lit); ok {
+		if s, ok := jsonlex.DecodeString(lit); ok {
 			return &s
 		}
 	}
@@ -184,17 +168,17 @@ func valueText(msg []byte, v span) *string {
 }
 
 // splice deletes the sorted, disjoint spans from msg in place.
-func splice(msg []byte, dels []span) []byte {
+func splice(msg []byte, dels []jsonlex.Span) []byte {
 	if len(dels) == 0 {
 		return msg
 	}
-	w := dels[0].start
+	w := dels[0].Start
 	for i, d := range dels {
 		next := len(msg)
 		if i+1 < len(dels) {
-			next = dels[i+1].start
+			next = dels[i+1].Start
 		}
-		w += copy(msg[w:], msg[d.end:next])
+		w += copy(msg[w:], msg[d.End:next])
 	}
 	return msg[:w]
 }

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
 // node is a JSON value parsed with encoding/json's tokenizer, keeping what a map would
@@ -287,7 +289,7 @@ func FuzzStrip(f *testing.F) {
 		}
 		// The key never survives at the top of a tools/call's arguments, whatever
 		// the duplicates.
-		forEachMessage(out, func(m []byte) {
+		jsonlex.EachMessage(out, func(m []byte) {
 			n := parseOrdered(t, m)
 			if n.kind != '{' {
 				return

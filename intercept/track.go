@@ -1,16 +1,14 @@
 package intercept
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
-	"math/big"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/report"
 )
 
@@ -27,8 +25,8 @@ type tracker struct {
 	later  func()
 	parked *atomic.Bool
 
-	calls map[string]*call // by idKey
-	// handshake requests awaiting their answer, by idKey → method
+	calls map[string]*call // by jsonlex.IDKey
+	// handshake requests awaiting their answer, by jsonlex.IDKey → method
 	handshake map[string]string
 	// unsent are the calls of the last host message, until its evSent gives them
 	// their startedAt; one that ends before that waits here for it.
@@ -91,9 +89,9 @@ func (t *tracker) handle(ev event) {
 	case evProxy:
 		t.host(ev)
 	case evUpstream:
-		forEachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at, "") })
+		jsonlex.EachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at, "") })
 	case evToProxy:
-		forEachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at, ownKey) })
+		jsonlex.EachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at, ownKey) })
 	case evLost:
 		for k, c := range t.calls {
 			t.finish(c, ev.at, report.OutcomeUpstreamLost, nil, nil)
@@ -129,70 +127,6 @@ func (t *tracker) flushUnsent(sentAt time.Time) {
 	}
 	t.unsent = t.unsent[:0]
 	t.parked.Store(false)
-}
-
-// forEachMessage calls f for each object in msg: the message, each element of a batch,
-// and so on for every value on the line (as strip looks at them).
-func forEachMessage(msg []byte, f func([]byte)) {
-	for i := skipSpace(msg, 0); i < len(msg); {
-		end := skipValue(msg, i)
-		if end < 0 {
-			return
-		}
-		switch msg[i] {
-		case '{':
-			f(msg[i:end])
-		case '[':
-			elems, _ := elements(msg, i)
-			for _, e := range elems {
-				if msg[e.start] == '{' {
-					f(msg[e.start:e.end])
-				}
-			}
-		}
-		i = skipSpace(msg, end)
-	}
-}
-
-// fields are the top-level members bookkeeping reads, as subslices of the message
-// (nil when absent). Slicing, not gjson: gjson copies what it returns, and a result can
-// be 100 MB.
-type fields struct {
-	method, id, params, result, err []byte
-}
-
-func topFields(m []byte) (f fields, ok bool) {
-	ms, _, ok := members(m, 0)
-	if !ok {
-		return f, false
-	}
-	get := func(name string) []byte {
-		if v, ok := last(m, ms, name); ok {
-			return m[v.start:v.end]
-		}
-		return nil
-	}
-	return fields{method: get("method"), id: get("id"), params: get("params"), result: get("result"), err: get("error")}, true
-}
-
-// memberOf returns the value of obj's last member named name, or nil.
-func memberOf(obj []byte, name string) []byte {
-	ms, _, ok := members(obj, 0)
-	if !ok {
-		return nil
-	}
-	if v, ok := last(obj, ms, name); ok {
-		return obj[v.start:v.end]
-	}
-	return nil
-}
-
-func stringOf(lit []byte) string {
-	if len(lit) == 0 || lit[0] != '"' {
-		return ""
-	}
-	s, _ := decodeString(lit)
-	return s
 }
 
 // ownKey starts the tracker's key of an id of the proxy's own requests, so that
@@ -236,12 +170,12 @@ func (t *tracker) host(ev event) {
 		return
 	}
 	n := 0 // index into ev.scan.callIDs
-	forEachMessage(ev.msg, func(m []byte) {
-		f, ok := topFields(m)
+	jsonlex.EachMessage(ev.msg, func(m []byte) {
+		f, ok := jsonlex.TopFields(m)
 		if !ok {
 			return
 		}
-		switch method := stringOf(f.method); method {
+		switch method := jsonlex.StringOf(f.Method); method {
 		case "tools/call":
 			var callID *string
 			// A dispatch's report has no callId (SPEC §5): the key a recorder may
@@ -256,12 +190,12 @@ func (t *tracker) host(ev event) {
 				receivedAt: ev.at,
 			}
 			pend(c)
-			if f.params != nil && f.params[0] == '{' {
-				c.tool = stringOf(memberOf(f.params, "name"))
-				c.args = memberOf(f.params, "arguments")
+			if f.Params != nil && f.Params[0] == '{' {
+				c.tool = jsonlex.StringOf(jsonlex.Get(f.Params, "name"))
+				c.args = jsonlex.Get(f.Params, "arguments")
 			}
 			describeArgs(c, t.cap)
-			if f.id == nil {
+			if f.ID == nil {
 				// A tools/call without an id is a notification: no answer will ever
 				// come. It is still reported (never dropped), as the invalid request
 				// it is.
@@ -269,8 +203,8 @@ func (t *tracker) host(ev event) {
 					json.RawMessage(`{"code":-32600,"message":"tools/call without an id: a notification, which gets no answer"}`))
 				return
 			}
-			c.id = f.id
-			k := keyPrefix + idKey(f.id)
+			c.id = f.ID
+			k := keyPrefix + jsonlex.IDKey(f.ID)
 			if old, dup := t.calls[k]; dup {
 				// The host reused an id still in flight; the two can no longer be told
 				// apart, so the older one ends here.
@@ -278,18 +212,18 @@ func (t *tracker) host(ev event) {
 			}
 			t.calls[k] = c
 		case "notifications/cancelled":
-			if f.params == nil || f.params[0] != '{' {
+			if f.Params == nil || f.Params[0] != '{' {
 				return
 			}
-			k := keyPrefix + idKey(memberOf(f.params, "requestId"))
+			k := keyPrefix + jsonlex.IDKey(jsonlex.Get(f.Params, "requestId"))
 			if c, ok := t.calls[k]; ok {
 				delete(t.calls, k)
 				t.finish(c, ev.at, report.OutcomeCancelled, nil, nil)
 			}
 			t.forgetHandshake(k)
 		case "initialize", "tools/list", "server/discover":
-			if f.id != nil {
-				t.handshake[keyPrefix+idKey(f.id)] = method
+			if f.ID != nil {
+				t.handshake[keyPrefix+jsonlex.IDKey(f.ID)] = method
 			}
 		}
 	})
@@ -298,29 +232,29 @@ func (t *tracker) host(ev event) {
 // upstream handles a message from the upstream: one for the host (keyPrefix ""), or an
 // answer to the proxy's own request (ownKey).
 func (t *tracker) upstream(m []byte, at time.Time, keyPrefix string) {
-	f, ok := topFields(m)
-	if !ok || f.method != nil || f.id == nil {
+	f, ok := jsonlex.TopFields(m)
+	if !ok || f.Method != nil || f.ID == nil {
 		return // a request or notification of the server's own
 	}
-	k := keyPrefix + idKey(f.id)
+	k := keyPrefix + jsonlex.IDKey(f.ID)
 	if c, ok := t.calls[k]; ok {
 		delete(t.calls, k)
 		switch {
-		case f.err != nil:
-			t.finish(c, at, report.OutcomeRPCError, nil, f.err)
-		case f.result != nil && f.result[0] == '{' && stringOf(memberOf(f.result, "resultType")) == "input_required":
-			t.finish(c, at, report.OutcomeInputRequired, f.result, nil)
-		case f.result != nil && f.result[0] == '{' && string(memberOf(f.result, "isError")) == "true":
-			t.finish(c, at, report.OutcomeToolError, f.result, nil)
+		case f.Error != nil:
+			t.finish(c, at, report.OutcomeRPCError, nil, f.Error)
+		case f.Result != nil && f.Result[0] == '{' && jsonlex.StringOf(jsonlex.Get(f.Result, "resultType")) == "input_required":
+			t.finish(c, at, report.OutcomeInputRequired, f.Result, nil)
+		case f.Result != nil && f.Result[0] == '{' && string(jsonlex.Get(f.Result, "isError")) == "true":
+			t.finish(c, at, report.OutcomeToolError, f.Result, nil)
 		default:
-			t.finish(c, at, report.OutcomeOK, f.result, nil)
+			t.finish(c, at, report.OutcomeOK, f.Result, nil)
 		}
 		return
 	}
 	if method, ok := t.handshake[k]; ok {
 		t.forgetHandshake(k)
-		if f.result != nil {
-			t.learn(method, gjson.ParseBytes(f.result))
+		if f.Result != nil {
+			t.learn(method, gjson.ParseBytes(f.Result))
 		}
 	}
 }
@@ -378,59 +312,4 @@ func (t *tracker) finish(c *call, endedAt time.Time, outcome string, result, rpc
 
 func (t *tracker) report(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage) {
 	t.sink.Submit(buildStep(c, endedAt, outcome, result, rpcErr, t.cap))
-}
-
-// idKey identifies a JSON-RPC id the way JSON-RPC matches them: by type and value.
-// The string "1" is not the number 1, but a number the server re-printed (1.0 for 1,
-// 1e3 for 1000) is the same id, exactly: ids past 2^53 must not collide by rounding.
-func idKey(raw []byte) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	switch c := raw[0]; {
-	case c == '"':
-		s, _ := decodeString(raw)
-		return "s" + s
-	case c == '-' || (c >= '0' && c <= '9'):
-		if plainInteger(raw) {
-			return "n" + string(raw) // the common case, already in normal form
-		}
-		// big.Rat reads exponents by repeated multiplication; bound them so a hostile
-		// 1e999999999 costs nothing.
-		if len(raw) <= 64 && !hugeExponent(raw) {
-			if r, ok := new(big.Rat).SetString(string(raw)); ok {
-				return "n" + r.RatString()
-			}
-		}
-		return "n" + string(raw)
-	default:
-		return "r" + string(raw)
-	}
-}
-
-// plainInteger reports whether raw is an integer already written the one way big.Rat
-// would write it: no fraction, exponent or leading zero, and not -0.
-func plainInteger(raw []byte) bool {
-	digits := raw
-	if digits[0] == '-' {
-		digits = digits[1:]
-	}
-	if len(digits) == 0 || (digits[0] == '0' && (len(digits) > 1 || len(raw) > 1)) {
-		return false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-func hugeExponent(raw []byte) bool {
-	i := bytes.IndexAny(raw, "eE")
-	if i < 0 {
-		return false
-	}
-	exp := strings.TrimLeft(string(raw[i+1:]), "+-0")
-	return len(exp) > 4
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/tidwall/gjson"
 )
 
 // Kind is the shape of a server entry, as far as wrapping is concerned.
@@ -85,10 +83,11 @@ type entry struct {
 
 func parseEntry(name, raw string) entry {
 	e := entry{name: name, raw: raw, command: -1, args: -1}
-	if !gjson.Parse(raw).IsObject() {
+	ms, ok := members(raw)
+	if !ok {
 		return e.unknown("not a JSON object")
 	}
-	e.members = members(raw)
+	e.members = ms
 	seen := map[string]int{}
 	for i, m := range e.members {
 		seen[m.key]++
@@ -101,20 +100,20 @@ func parseEntry(name, raw string) entry {
 	}
 	for _, k := range []string{"command", "args", "type", "url"} {
 		if seen[k] > 1 {
-			// Hosts keep the last of duplicate keys, gjson the first:
-			// editing either one could change what the host runs.
+			// Hosts keep the last of duplicate keys: editing one of
+			// them and not the other could change what the host runs.
 			return e.unknown(fmt.Sprintf("key %q appears more than once", k))
 		}
 	}
 	for _, m := range e.members {
 		switch m.key {
 		case "type":
-			if m.value.Type != gjson.String {
+			if !m.value.isString() {
 				return e.unknown(`"type" is not a string`)
 			}
 			e.typ = m.value.Str
 		case "url":
-			if m.value.Type == gjson.String {
+			if m.value.isString() {
 				e.url = m.value.Str
 			}
 		}
@@ -130,17 +129,17 @@ func parseEntry(name, raw string) entry {
 	if e.command < 0 {
 		return e.unknown(`no "command"`)
 	}
-	if c := e.members[e.command].value; c.Type != gjson.String || c.Str == "" {
+	if c := e.members[e.command].value; !c.isString() || c.Str == "" {
 		return e.unknown(`"command" is not a non-empty string`)
 	}
 	if e.args >= 0 {
 		a := e.members[e.args]
-		if !a.value.IsArray() {
+		if !a.value.isArray() {
 			return e.unknown(`"args" is not an array`)
 		}
 		e.argv = elements(a.value.Raw)
 		for _, el := range e.argv {
-			if el.value.Type != gjson.String {
+			if !el.value.isString() {
 				return e.unknown(`"args" holds something other than strings`)
 			}
 		}

@@ -1,12 +1,12 @@
 package mcpconfig
 
 import (
-	"bytes"
-	"encoding/json"
 	"sort"
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
 // member is one key/value pair of a JSON object, located by byte offsets
@@ -17,38 +17,64 @@ type member struct {
 	keyEnd   int    // just past the key's closing quote
 	valStart int
 	valEnd   int
-	value    gjson.Result
+	value    value
 }
 
-// members lists obj's members in text order. obj must be valid JSON.
-func members(obj string) []member {
-	var ms []member
-	gjson.Parse(obj).ForEach(func(k, v gjson.Result) bool {
-		ms = append(ms, member{
-			key:      k.Str,
-			keyStart: k.Index,
-			keyEnd:   k.Index + len(k.Raw),
-			valStart: v.Index,
-			valEnd:   v.Index + len(v.Raw),
-			value:    v,
-		})
-		return true
-	})
-	return ms
+// value is the JSON text of a member or element and, for a string, its decoded
+// text; the fields are named as in gjson.Result, which they replace.
+type value struct {
+	Raw string
+	Str string // "" unless Raw is a string
+}
+
+func valueOf(raw string) value {
+	v := value{Raw: raw}
+	if v.isString() {
+		v.Str = jsonlex.StringOf([]byte(raw))
+	}
+	return v
+}
+
+func (v value) isString() bool { return v.Raw != "" && v.Raw[0] == '"' }
+
+func (v value) isArray() bool { return v.Raw != "" && v.Raw[0] == '[' }
+
+// members lists obj's members in text order, duplicates included; ok is false
+// when obj is not a JSON object.
+func members(obj string) (ms []member, ok bool) {
+	b := []byte(obj)
+	lexed, _, ok := jsonlex.Members(b, jsonlex.SkipSpace(b, 0))
+	if !ok {
+		return nil, false
+	}
+	ms = make([]member, len(lexed))
+	for i, m := range lexed {
+		ms[i] = member{
+			key:      jsonlex.StringOf(b[m.Key.Start:m.Key.End]),
+			keyStart: m.Key.Start,
+			keyEnd:   m.Key.End,
+			valStart: m.Value.Start,
+			valEnd:   m.Value.End,
+			value:    valueOf(obj[m.Value.Start:m.Value.End]),
+		}
+	}
+	return ms, true
 }
 
 // element is one value of a JSON array, located like a member.
 type element struct {
 	start, end int
-	value      gjson.Result
+	value      value
 }
 
+// elements lists the values of the JSON array arr.
 func elements(arr string) []element {
-	var es []element
-	gjson.Parse(arr).ForEach(func(_, v gjson.Result) bool {
-		es = append(es, element{start: v.Index, end: v.Index + len(v.Raw), value: v})
-		return true
-	})
+	b := []byte(arr)
+	spans, _ := jsonlex.Elements(b, jsonlex.SkipSpace(b, 0))
+	es := make([]element, len(spans))
+	for i, s := range spans {
+		es[i] = element{start: s.Start, end: s.End, value: valueOf(arr[s.Start:s.End])}
+	}
 	return es
 }
 
@@ -67,16 +93,10 @@ func splice(s string, edits []edit) string {
 	return s
 }
 
-// quote is s as a JSON string. HTML characters stay as they are: the
-// \u003c spelling encoding/json prefers is valid but looks like corruption
-// to someone reading their config.
-func quote(s string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return strings.TrimSuffix(b.String(), "\n")
-}
+// quote is s as a JSON string, as encoding/json writes it but with HTML
+// characters as they are: the \u003c spelling encoding/json prefers is valid
+// but looks like corruption to someone reading their config.
+func quote(s string) string { return jsonlex.Quote(s) }
 
 // pathOf is the gjson/sjson path that addresses the nested keys; each key
 // is escaped because server names and project paths contain '.', '*', '?',

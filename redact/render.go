@@ -3,8 +3,11 @@ package redact
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strconv"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
 // doc is one JSON text being rendered: the report's value, or a JSON text found inside
@@ -35,7 +38,7 @@ func (d *doc) stringEnd(p int) int {
 	if e, ok := d.ends[p]; ok {
 		return e
 	}
-	e := stringEnd(d.src, p)
+	e := jsonlex.SkipString(d.src, p)
 	d.remember(p, e)
 	return e
 }
@@ -136,9 +139,7 @@ func (d *doc) innerDoc(p int, body, dec []byte, complete bool) *doc {
 
 func lastNonWS(b []byte) byte {
 	for i := len(b) - 1; i >= 0; i-- {
-		switch b[i] {
-		case ' ', '\t', '\r', '\n':
-		default:
+		if !jsonlex.IsSpace(b[i]) {
 			return b[i]
 		}
 	}
@@ -177,7 +178,7 @@ func (r *renderer) render(d *doc, lim limits, budget int) error {
 	if err != nil {
 		return err
 	}
-	if skipWS(d.src, end) != len(d.src) {
+	if jsonlex.SkipSpace(d.src, end) != len(d.src) {
 		return errSyntax
 	}
 	return nil
@@ -195,7 +196,7 @@ func (r *renderer) check() error {
 // after it is the secret.
 func (r *renderer) value(d *doc, p, depth int, h hint) (end int, flag bool, err error) {
 	src := d.src
-	p = skipWS(src, p)
+	p = jsonlex.SkipSpace(src, p)
 	if p >= len(src) {
 		return 0, false, errSyntax
 	}
@@ -228,7 +229,7 @@ func (r *renderer) value(d *doc, p, depth int, h hint) (end int, flag bool, err 
 		}
 		return 0, false, errSyntax
 	}
-	e, ok := numberEnd(src, p)
+	e, ok := jsonlex.NumberEnd(src, p)
 	if !ok {
 		return 0, false, errSyntax
 	}
@@ -280,16 +281,11 @@ func appendCountMarker(dst []byte, cut, total int64, unit string, sum [32]byte) 
 
 func appendInt(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }
 
-func appendHex(dst []byte, sum [32]byte) []byte {
-	for _, c := range sum {
-		dst = append(dst, hexDigits[c>>4], hexDigits[c&0xF])
-	}
-	return dst
-}
+func appendHex(dst []byte, sum [32]byte) []byte { return hex.AppendEncode(dst, sum[:]) }
 
 // expect skips white space and the byte c at p, or fails.
 func expect(src []byte, p int, c byte) (int, error) {
-	p = skipWS(src, p)
+	p = jsonlex.SkipSpace(src, p)
 	if p >= len(src) || src[p] != c {
 		return 0, errSyntax
 	}
@@ -299,7 +295,7 @@ func expect(src []byte, p int, c byte) (int, error) {
 func (r *renderer) object(d *doc, start, depth int) (int, error) {
 	src := d.src
 	r.out = append(r.out, '{')
-	p := skipWS(src, start+1)
+	p := jsonlex.SkipSpace(src, start+1)
 	if p < len(src) && src[p] == '}' {
 		r.out = append(r.out, '}')
 		return p + 1, r.check()
@@ -337,7 +333,7 @@ func (r *renderer) object(d *doc, start, depth int) (int, error) {
 			return 0, err
 		}
 		r.out = append(r.out, ':')
-		p = skipWS(src, p)
+		p = jsonlex.SkipSpace(src, p)
 		switch kind {
 		case keyType:
 			media = media || isMedia(d, p)
@@ -382,11 +378,11 @@ func (r *renderer) separator(src []byte, p *int, closer byte) (more bool, err er
 	if err := r.check(); err != nil {
 		return false, err
 	}
-	q := skipWS(src, *p)
+	q := jsonlex.SkipSpace(src, *p)
 	switch {
 	case q < len(src) && src[q] == ',':
 		r.out = append(r.out, ',')
-		*p = skipWS(src, q+1)
+		*p = jsonlex.SkipSpace(src, q+1)
 		return true, nil
 	case q < len(src) && src[q] == closer:
 		r.out = append(r.out, closer)
@@ -429,11 +425,11 @@ func lookahead(d *doc, p int) (media, namedSecret bool) {
 		if err != nil {
 			return
 		}
-		p = skipWS(src, e)
+		p = jsonlex.SkipSpace(src, e)
 		if p >= len(src) || src[p] != ',' {
 			return
 		}
-		p = skipWS(src, p+1)
+		p = jsonlex.SkipSpace(src, p+1)
 		if p >= len(src) || src[p] != '"' {
 			return
 		}
@@ -445,7 +441,7 @@ func lookahead(d *doc, p int) (media, namedSecret bool) {
 		if p, err = expect(src, ke, ':'); err != nil {
 			return
 		}
-		p = skipWS(src, p)
+		p = jsonlex.SkipSpace(src, p)
 		switch {
 		case string(k) == "type":
 			media = media || isMedia(d, p)
@@ -506,7 +502,7 @@ func (r *renderer) text(d *doc, p int, body []byte, depth int, h hint) (flag boo
 	}
 	complete := used == len(body)
 	if !d.plain && len(body) <= innerMax {
-		if w := skipWS(dec, 0); w < len(dec) && (dec[w] == '{' || dec[w] == '[') {
+		if w := jsonlex.SkipSpace(dec, 0); w < len(dec) && (dec[w] == '{' || dec[w] == '[') {
 			if in := d.innerDoc(p, body, dec, complete); in != nil {
 				if ok, err := r.embedded(in, d, p, depth); ok || err != nil {
 					return false, err
@@ -535,7 +531,7 @@ func (r *renderer) embedded(in, d *doc, p, depth int) (ok bool, err error) {
 	outer, max := r.out, r.max
 	r.out, r.max = make([]byte, 0, 256), max-len(outer)
 	end, _, err := r.value(in, 0, depth, hintNone)
-	if err == nil && skipWS(in.src, end) != len(in.src) {
+	if err == nil && jsonlex.SkipSpace(in.src, end) != len(in.src) {
 		err = errSyntax
 	}
 	inner := r.out
@@ -580,7 +576,7 @@ func (r *renderer) shown(d *doc, p int, body, dec []byte, complete bool, keep in
 		n, sum = d.digest(p, body)
 	}
 	r.out = append(r.out, '"')
-	r.out = appendEscaped(r.out, red)
+	r.out = jsonlex.AppendEscaped(r.out, red)
 	r.out = append(r.out, "…"...)
 	r.out = appendCountMarker(r.out, n-int64(used), n, "bytes", sum)
 	r.out = append(r.out, '"')
@@ -591,7 +587,7 @@ func (r *renderer) shown(d *doc, p int, body, dec []byte, complete bool, keep in
 func (r *renderer) array(d *doc, start, depth int) (int, error) {
 	src := d.src
 	r.out = append(r.out, '[')
-	p := skipWS(src, start+1)
+	p := jsonlex.SkipSpace(src, start+1)
 	if p < len(src) && src[p] == ']' {
 		r.out = append(r.out, ']')
 		return p + 1, r.check()

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
 // DefaultBudget is the size a report's args, result or error is clipped to by default
@@ -121,7 +123,7 @@ func (d *doc) describe() (kind string, n int64, sum [32]byte) {
 	if d.plain {
 		return "text", int64(len(d.src)), sha256.Sum256(d.src)
 	}
-	p := skipWS(d.src, 0)
+	p := jsonlex.SkipSpace(d.src, 0)
 	if p < len(d.src) && d.src[p] == '"' {
 		if e := d.stringEnd(p); e > 0 {
 			n, sum := d.digest(p, d.src[p+1:e-1])

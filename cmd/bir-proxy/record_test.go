@@ -17,6 +17,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/bir-dev/bir-proxy/intercept"
+	"github.com/bir-dev/bir-proxy/internal/jcs"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
@@ -125,7 +126,7 @@ func TestKeyNeverReachesUpstream(t *testing.T) {
 				var k int
 				fmt.Sscanf(id, "c-%d", &k)
 				// The fingerprint is over what the host meant: its arguments minus the key.
-				stripped, _ := intercept.Fingerprint([]byte(gjson.Get(readLine(t, record, k), "params.arguments").Raw))
+				stripped, _ := jcs.Fingerprint([]byte(gjson.Get(readLine(t, record, k), "params.arguments").Raw))
 				if st.Get("argsFingerprint").String() != stripped {
 					t.Errorf("%s: fingerprint %s, want %s", id, st.Get("argsFingerprint"), stripped)
 				}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -134,5 +135,38 @@ func TestEachRPCAgreesWithTopFields(t *testing.T) {
 	}
 	if string(got[0].Method) != `"a"` || string(got[1].ID) != `"s"` || string(got[2].ID) != `null` || string(got[3].ID) != `10` {
 		t.Fatalf("wrong fields: %q", got)
+	}
+}
+
+// AppendEscaped is AppendString's escaping without the quotes and with the line
+// separators left alone, and neither allocates beyond what it appends.
+func TestAppendEscapedIsAppendStringWithRawLineSeparators(t *testing.T) {
+	for _, s := range []string{"", "plain", "a\"b\\c\n\b\f\x01\x7f", "\xff\xfe", "x\u2028y\u2029z", "é😀\xc3"} {
+		want := AppendString(nil, s)
+		want = bytes.ReplaceAll(bytes.ReplaceAll(want[1:len(want)-1], []byte(`\u2028`), []byte("\u2028")), []byte(`\u2029`), []byte("\u2029"))
+		if got := AppendEscaped(nil, []byte(s)); !bytes.Equal(got, want) {
+			t.Errorf("AppendEscaped(%q) = %q, want %q", s, got, want)
+		}
+	}
+	buf := make([]byte, 0, 256)
+	s := "caf\u00e9 \u2028 \xff \"q\" " + strings.Repeat("é", 20)
+	bs := []byte(s)
+	if n := testing.AllocsPerRun(100, func() {
+		AppendString(buf[:0], s)
+		AppendEscaped(buf[:0], bs)
+	}); n != 0 {
+		t.Errorf("quoting allocated %v times", n)
+	}
+}
+
+func TestHex4(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want rune
+		ok   bool
+	}{{"00e9", 0xe9, true}, {"D83D", 0xd83d, true}, {"ffFF", 0xffff, true}, {"12g4", 0, false}, {"123", 0, false}, {"-123", 0, false}, {" 123", 0, false}} {
+		if r, ok := Hex4([]byte("\\u"+c.in), 2); r != c.want || ok != c.ok {
+			t.Errorf("Hex4(%q) = %#x, %v; want %#x, %v", c.in, r, ok, c.want, c.ok)
+		}
 	}
 }

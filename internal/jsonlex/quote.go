@@ -2,6 +2,7 @@ package jsonlex
 
 import (
 	"unicode/utf8"
+	"unsafe"
 )
 
 const hexDigits = "0123456789abcdef"
@@ -12,6 +13,26 @@ const hexDigits = "0123456789abcdef"
 // else touched. strconv.Quote is not this: it writes \x escapes JSON parsers reject.
 func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
+	// The escaper only reads s, so it may see the string's bytes as a slice: a
+	// report's strings can be megabytes, and a copy would double them.
+	b = appendEscaped(b, unsafe.Slice(unsafe.StringData(s), len(s)), true)
+	return append(b, '"')
+}
+
+// Quote is AppendString as a string.
+func Quote(s string) string { return string(AppendString(nil, s)) }
+
+// AppendEscaped appends s as the inside of a JSON string literal (no quotes), escaped
+// as AppendString escapes it except that U+2028 and U+2029 stay as they are. That is
+// JSON.stringify's escaping: for text that is only ever read as JSON, where those two
+// escapes would just cost bytes.
+func AppendEscaped(b, s []byte) []byte { return appendEscaped(b, s, false) }
+
+// appendEscaped is the one escaper behind both. It is not generic over string and
+// []byte: a call to a generic function from another package is taken to leak its
+// arguments (Go 1.26), which moved a caller's stack buffer to the heap, and its
+// shaped loop measured slower than this one.
+func appendEscaped(b, s []byte, lineSeps bool) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -41,7 +62,7 @@ func AppendString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := utf8.DecodeRune(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)
@@ -49,7 +70,7 @@ func AppendString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		if r == '\u2028' || r == '\u2029' {
+		if lineSeps && (r == '\u2028' || r == '\u2029') {
 			b = append(b, s[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
 			i += size
@@ -58,31 +79,5 @@ func AppendString(b []byte, s string) []byte {
 		}
 		i += size
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-// Quote is AppendString as a string.
-func Quote(s string) string { return string(AppendString(nil, s)) }
-
-// Hex4 decodes the four hex digits at b[i:i+4] (the tail of a \uXXXX escape).
-func Hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			r |= rune(c-'A') + 10
-		default:
-			return 0, false
-		}
-	}
-	return r, true
+	return append(b, s[start:]...)
 }
