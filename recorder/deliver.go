@@ -112,6 +112,9 @@ type dispatcher struct {
 	refresh  bool // read the discovery file again before the next attempt
 	outage   bool // said on stderr that the recorder is unreachable or failing
 	refused  bool // said on stderr that it refused the token
+	// misrouted: said on stderr that it redirects or refuses requests for a reason
+	// that is not the report's
+	misrouted bool
 }
 
 type registration struct {
@@ -394,7 +397,9 @@ func (d *dispatcher) handle(res result) {
 	}
 
 	switch status := res.status; {
-	case status == http.StatusOK:
+	case status >= 200 && status < 300:
+		// Every 2xx: a recorder built on another framework may answer 201, 202 or 204
+		// for what it took; anything else here once refused every register forever.
 		d.ok()
 		if res.kind == jobRegister {
 			l.known = true
@@ -432,30 +437,61 @@ func (d *dispatcher) handle(res result) {
 			d.fail(0) // refused again right after registering: do not spin
 		}
 
-	case status == http.StatusTooManyRequests || status == http.StatusRequestTimeout || status >= 500 || status == http.StatusNotFound:
+	case res.kind == jobStep && finalStatus(status):
+		// The recorder says this report can never be accepted; sending it again would
+		// only repeat the refusal forever, in this run and every later one.
+		d.log.Error("the recorder rejected a report; it is not sent again",
+			"proxyId", l.proxyID, "seq", res.entry.seq, "status", status, "body", string(res.body))
+		d.done1(res)
+
+	default:
+		// A redirect (never followed: the token would go wherever it points), 408, 429,
+		// 5xx, a 404 to a register, and every 4xx that is about the URL, something in
+		// between or the recorder's version rather than this report: the report stays
+		// in the spool and is retried after a pause. Dropping it here lost every report
+		// sent to a recorder behind a 307.
 		d.requeue(res)
-		if res.kind == jobRegister {
-			l.regDue = true
-		}
+		d.complain(res)
+		d.fail(res.retryAfter)
+	}
+}
+
+// finalStatus reports whether a step answer says the report itself can never be taken:
+// malformed (400), too large (413) or not acceptable as a report (422). Only these drop
+// a report; every other refusal may end when the recorder or its URL is fixed.
+func finalStatus(status int) bool {
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
+}
+
+// complain says once, until a request succeeds again, why the recorder is not taking
+// reports; each further attempt is at debug level only.
+func (d *dispatcher) complain(res result) {
+	status := res.status
+	switch {
+	case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500 ||
+		status == http.StatusNotFound:
 		if !d.outage {
 			d.outage = true
 			d.log.Warn("the recorder is failing requests; reports stay in the spool and are retried",
 				"status", status, "body", string(res.body))
 		}
-		d.fail(res.retryAfter)
-
-	default:
-		if res.kind == jobRegister {
-			d.log.Error("the recorder rejected the register call", "status", status, "body", string(res.body))
-			l.regDue = true
-			d.fail(res.retryAfter)
-			return
+	case status >= 300 && status < 400:
+		if !d.misrouted {
+			d.misrouted = true
+			d.log.Warn("the recorder answered with a redirect, which is not followed (the token must not go elsewhere); "+
+				"check the recorder URL; reports stay in the spool and are retried",
+				"status", status, "url", res.ep.URL, "location", res.location, "source", res.ep.Source)
 		}
-		// The recorder says this report can never be accepted; sending it again would
-		// only repeat the refusal forever.
-		d.log.Error("the recorder rejected a report; it is not sent again",
-			"proxyId", l.proxyID, "seq", res.entry.seq, "status", status, "body", string(res.body))
-		d.done1(res)
+	default:
+		if !d.misrouted {
+			d.misrouted = true
+			d.log.Warn("the recorder refuses requests; reports stay in the spool and are retried",
+				"path", res.kind.path(), "status", status, "url", res.ep.URL, "body", string(res.body))
+		}
 	}
 }
 
@@ -493,6 +529,7 @@ func (d *dispatcher) ok() {
 	d.failures = 0
 	d.window = d.tune.maxInFlight
 	d.refused = false
+	d.misrouted = false
 	if d.outage {
 		d.outage = false
 		d.log.Info("the recorder is back; delivering spooled reports")
