@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/report"
 )
 
@@ -136,7 +137,7 @@ func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoptio
 		tune:   tune,
 		client: newClient(tune),
 		regBase: registration{
-			Server: cfg.Server, PID: cfg.PID, Version: cfg.Version, Upstream: cfg.Upstream,
+			Server: cfg.Server, PID: cfg.PID, Version: cfg.Version, Upstream: redactedUpstream(cfg.Upstream),
 		},
 		ep:         cfg.Endpoint,
 		wake:       make(chan struct{}, 1),
@@ -153,6 +154,18 @@ func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoptio
 		d.lanes = append(d.lanes, &lane{proxyID: a.proxyID, file: a.file, adopted: true, queued: a.entries, regDue: true})
 	}
 	return d
+}
+
+// redactedUpstream is what a register says of the upstream. Servers are routinely given
+// their keys on the command line (an API key, a DSN with its password, --token=…), and
+// those reached the recorder as they were. The environment is not part of Upstream and
+// is never sent.
+func redactedUpstream(u Upstream) Upstream {
+	u.Command = redact.CommandLine(u.Command)
+	if u.URL != "" {
+		u.URL = redact.Text(u.URL)
+	}
+	return u
 }
 
 // add hands over reports of this run, with their bytes.

@@ -97,3 +97,93 @@ func TestRecorderBehindRedirectLosesNothing(t *testing.T) {
 	s.wait()
 }
 
+// TestRegisterBodyRedacted: the server's command line reaches the recorder with every
+// secret in it redacted, in each shape servers are given keys in, and the server's
+// environment is never sent. An Anthropic key, a DSN password, a GitHub token and a
+// --password value all used to arrive as they were.
+func TestRegisterBodyRedacted(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	rec := recordertest.Start(t)
+	anthropic := "sk-ant-api03-" + strings.Repeat("aB3dE5gH7jK9", 8)
+	github := "ghp_" + strings.Repeat("Xy7Qw3", 6)
+	secrets := map[string]string{
+		"anthropic key":   anthropic,
+		"postgres dsn":    "pgS3cretPw",
+		"github token":    github,
+		"--password":      "hunter2pw",
+		"-p":              "mysqlPw9",
+		"--token=":        "tok3nValue",
+		"KEY=value":       "k3yValue7",
+		"--api-key value": "apiK3yValue",
+		"environment":     "envOnlySecret42",
+	}
+	// rawserver stops reading flags at "--" and ignores the rest: the secrets are
+	// only there to be on its command line.
+	args := []string{"--server", "cmdline", "--", raw, "--reply", "--",
+		anthropic,
+		"postgresql://app:" + secrets["postgres dsn"] + "@db.internal:5432/app",
+		"--github-token", github,
+		"--password", secrets["--password"],
+		"-p", secrets["-p"],
+		"--token=" + secrets["--token="],
+		"OPENAI_API_KEY=" + secrets["KEY=value"],
+		"--api-key", secrets["--api-key value"],
+		"--port", "8080",
+	}
+	env := append(recording(rec, t.TempDir()), "MY_SERVER_SECRET="+secrets["environment"])
+	s := startProxy(t, env, args...)
+	regs, err := rec.WaitRegistrations(ctxTimeout(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range rec.Requests() {
+		for shape, secret := range secrets {
+			if strings.Contains(string(req.Body), secret) {
+				t.Errorf("%s: %s reached the recorder in %s", req.Path, shape, req.Body)
+			}
+		}
+	}
+	body := string(regs[0].Body)
+	for _, kept := range []string{`"--password","[REDACTED]"`, `"--token=[REDACTED]"`, `"OPENAI_API_KEY=[REDACTED]"`,
+		`"postgresql://app:[REDACTED]@db.internal:5432/app"`, `"--port","8080"`, `"--reply"`} {
+		if !strings.Contains(body, kept) {
+			t.Errorf("register body lost %s: %s", kept, body)
+		}
+	}
+	if strings.Contains(body, "MY_SERVER_SECRET") || strings.Contains(body, `"env`) {
+		t.Errorf("register body carries the environment: %s", body)
+	}
+	s.in.Close()
+	s.wait()
+}
+
+// TestTokenInToolNameAndCallIDRedacted: a token the host put in the tool name or in
+// the callId does not reach the recorder.
+func TestTokenInToolNameAndCallIDRedacted(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	rec := recordertest.Start(t)
+	tool := "ghp_" + strings.Repeat("Tq4Wz8", 6)
+	callID := "xoxb-" + strings.Repeat("12345678-", 3) + "abcDEF"
+	s := startProxy(t, recording(rec, t.TempDir()), "--server", "names", "--", raw, "--reply")
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run-%s","arguments":{"_bir_call_id":"c-%s"}}}`, tool, callID))
+	s.recv()
+	steps, err := rec.WaitSteps(ctxTimeout(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{tool, callID} {
+		if strings.Contains(string(steps[0].Body), secret) {
+			t.Errorf("a token reached the recorder: %s", steps[0].Body)
+		}
+	}
+	if got := steps[0].Get("tool").String(); got != "run-[REDACTED]" {
+		t.Errorf("tool = %q", got)
+	}
+	if got := steps[0].Get("callId").String(); got != "c-[REDACTED]" {
+		t.Errorf("callId = %q", got)
+	}
+	s.in.Close()
+	s.wait()
+}
