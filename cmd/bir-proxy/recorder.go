@@ -32,10 +32,11 @@ func openReporter(ctx context.Context, f *proxyFlags, log *slog.Logger) *reporti
 		return &reporting{id: randomID()}
 	}
 	cwd, _ := os.Getwd()
-	ep, err := recorder.Discover(recorder.DiscoverOptions{Flag: f.recorderURL, Env: os.Getenv, Dir: cwd, AllowRemote: f.allowRemote})
+	ep, err := recorder.Discover(recorder.DiscoverOptions{Flag: f.recorderURL, Env: os.Getenv, Dir: cwd, AllowRemote: f.allowRemote, Logger: log})
 	if err != nil {
-		// A recorder we may not talk to (not loopback, unreadable discovery file):
-		// reports go to the journal rather than nowhere.
+		// A recorder we may not talk to (not loopback, a discovery file that is
+		// unreadable or that others could have written): reports go to the journal
+		// rather than nowhere.
 		log.Warn("not using the configured recorder; reports go to the journal", "err", err)
 		ep = nil
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -186,4 +187,51 @@ func TestTokenInToolNameAndCallIDRedacted(t *testing.T) {
 	}
 	s.in.Close()
 	s.wait()
+}
+
+// TestUntrustedDiscoveryFileIgnored: a .bir/recorder.json that another user owns and
+// anyone can write, in a 1777 directory above the working directory, gets neither the
+// register nor any report; stderr says why, and the reports go to the journal.
+func TestUntrustedDiscoveryFileIgnored(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	rec := recordertest.Start(t)
+	shared := filepath.Join(t.TempDir(), "shared")
+	cwd := filepath.Join(shared, "proj")
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	file, err := rec.WriteDiscoveryFile(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() == 0 {
+		if err := os.Chown(file, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := t.TempDir()
+	s := startProxyIn(t, cwd, []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL="}, "--server", "untrusted", "--", raw, "--reply")
+	s.send(toolCall(1, `{"_bir_call_id":"u-1"}`))
+	s.recv()
+	s.in.Close()
+	if code := s.wait(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if n := len(rec.Requests()); n != 0 {
+		t.Errorf("the recorder named by an untrusted file got %d requests", n)
+	}
+	if e := s.stderr.String(); !strings.Contains(e, "is not trusted") || !strings.Contains(e, "journal") || !strings.Contains(e, file) {
+		t.Errorf("stderr does not say the file was ignored and why:\n%s", e)
+	}
+	data, err := os.ReadFile(filepath.Join(state, "bir-proxy", "journal", "untrusted.jsonl"))
+	if err != nil || !strings.Contains(string(data), `"callId":"u-1"`) {
+		t.Errorf("journal: %s, %v", data, err)
+	}
 }
