@@ -125,14 +125,26 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 		path := cfg.JournalPath
 		if path == "" {
 			path = JournalPath(stateDir, cfg.Server)
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("open journal: %w", err)
+			for _, d := range []string{stateDir, JournalDir(stateDir)} {
+				if err := privateDir(d, log); err != nil {
+					return nil, fmt.Errorf("open journal: %w", err)
+				}
+			}
+		} else {
+			// --journal: the directory is the user's choice, and not ours to chmod.
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				return nil, fmt.Errorf("open journal: %w", err)
+			}
+			warnIfShared(filepath.Dir(path), log)
 		}
 		// O_APPEND and one write per batch: several proxies of one server share the file
 		// and their lines must not cut into each other.
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
+			return nil, fmt.Errorf("open journal: %w", err)
+		}
+		if err := privateFile(f, log); err != nil {
+			f.Close()
 			return nil, fmt.Errorf("open journal: %w", err)
 		}
 		r.journal = f
@@ -142,8 +154,11 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 
 	dir := spoolDir(stateDir)
 	spoolOK := true
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		log.Warn("cannot create the spool directory; reports are kept in memory only", "err", err)
+	if err := privateDir(stateDir, log); err != nil {
+		log.Warn("cannot use the state directory; reports are kept in memory only", "err", err)
+		spoolOK = false
+	} else if err := privateDir(dir, log); err != nil {
+		log.Warn("cannot use the spool directory; reports are kept in memory only", "err", err)
 		spoolOK = false
 	} else if r.spool, err = createSpool(dir, cfg.Server, id); err != nil {
 		log.Warn("cannot create the spool file; reports are kept in memory only", "err", err)

@@ -235,6 +235,11 @@ func adoptSpools(ctx context.Context, dir, server, ownID string, log *slog.Logge
 			}
 			continue
 		}
+		if err := privateFile(f, log); err != nil {
+			log.Warn("not adopting a spool file of an earlier run", "err", err)
+			f.Close()
+			continue
+		}
 		sf := &spoolFile{path: path, f: f}
 		entries, size, err := scanSpool(f, server, id, log)
 		if err != nil {

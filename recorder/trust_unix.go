@@ -52,8 +52,8 @@ func checkTrust(path, dir string, uid int) error {
 }
 
 func ownedSafely(path string, fi fs.FileInfo, uid int) error {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != uid && st.Uid != 0 {
-		return fmt.Errorf("%s is owned by uid %d, not by you (uid %d) or root", path, st.Uid, uid)
+	if owner, ok := fileOwner(fi); ok && owner != uid && owner != 0 {
+		return fmt.Errorf("%s is owned by uid %d, not by you (uid %d) or root", path, owner, uid)
 	}
 	perm := fi.Mode().Perm()
 	if perm&0o022 == 0 {
@@ -68,4 +68,13 @@ func ownedSafely(path string, fi fs.FileInfo, uid int) error {
 		mode |= 0o1000
 	}
 	return fmt.Errorf("%s is writable by %s (mode %04o)", path, who, mode)
+}
+
+// fileOwner returns the uid that owns fi's file.
+func fileOwner(fi fs.FileInfo) (uid int, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
 }

@@ -235,3 +235,43 @@ func TestUntrustedDiscoveryFileIgnored(t *testing.T) {
 		t.Errorf("journal: %s, %v", data, err)
 	}
 }
+
+// TestLooseJournalModesTightened: a journal file left 0666 in a 0777 directory is made
+// the user's alone (0600, 0700) when the proxy opens it, and stderr says so.
+func TestLooseJournalModesTightened(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	state := t.TempDir()
+	dir := filepath.Join(state, "bir-proxy", "journal")
+	journal := filepath.Join(dir, "loose.jsonl")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(journal, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, mode := range map[string]os.FileMode{filepath.Dir(dir): 0o777, dir: 0o777, journal: 0o666} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startProxyIn(t, t.TempDir(), []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL="}, "--server", "loose", "--", raw, "--reply")
+	s.send(toolCall(1, `{}`))
+	s.recv()
+	s.in.Close()
+	if code := s.wait(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for path, want := range map[string]os.FileMode{filepath.Dir(dir): 0o700, dir: 0o700, journal: 0o600} {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %04o, want %04o", path, got, want)
+		}
+	}
+	if !strings.Contains(s.stderr.String(), "tightened") {
+		t.Errorf("stderr does not say the modes were tightened:\n%s", s.stderr.String())
+	}
+}
