@@ -24,6 +24,7 @@ type lane struct {
 
 	queued   []entry // waiting to be posted, by seq
 	inflight int
+	memBytes int64 // what the reports of a lane without a file hold in memory
 
 	// known: the recorder has accepted a register of this proxyId since it last
 	// forgot it. regDue: a register is owed (never sent, forgotten, or new facts).
@@ -113,6 +114,10 @@ type dispatcher struct {
 	refresh  bool // read the discovery file again before the next attempt
 	outage   bool // said on stderr that the recorder is unreachable or failing
 	refused  bool // said on stderr that it refused the token
+
+	spoolMax    int64  // bound of the spool files of all lanes together
+	droppedFile string // where the count of dropped reports is kept, for status
+	dropped     int64  // reports this run dropped to keep the bound
 	// misrouted: said on stderr that it redirects or refuses requests for a reason
 	// that is not the report's
 	misrouted bool
@@ -147,7 +152,12 @@ func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoptio
 		reqCtx:     ctx,
 		cancelReqs: cancel,
 		window:     tune.maxInFlight,
+		spoolMax:   cfg.SpoolMax,
 	}
+	if d.spoolMax == 0 {
+		d.spoolMax = DefaultSpoolMax
+	}
+	d.spoolMax = max(d.spoolMax, MinSpoolMax)
 	d.current = &lane{proxyID: proxyID, file: own, regDue: true}
 	d.lanes = append(d.lanes, d.current)
 	for _, a := range adopted {
@@ -272,6 +282,14 @@ func (d *dispatcher) takeInbox() {
 		d.lanes = append(d.lanes, &lane{proxyID: a.proxyID, file: a.file, adopted: true, queued: a.entries, regDue: true})
 	}
 	d.current.queued = append(d.current.queued, in...)
+	if d.current.file == nil {
+		for _, e := range in {
+			d.current.memBytes += int64(len(e.body) + 1)
+		}
+	}
+	if len(onDisk) > 0 || len(adopted) > 0 || d.current.file == nil && len(in) > 0 {
+		d.bound()
+	}
 	if q := d.current.queued; len(q) > keepInMemory {
 		for _, f := range onDisk { // queued is ordered by seq
 			if i, ok := slices.BinarySearchFunc(q, f.seq, func(e entry, seq uint64) int { return cmp.Compare(e.seq, seq) }); ok && q[i].body != nil {
@@ -523,19 +541,31 @@ func (d *dispatcher) requeue(res result) {
 // once all of its reports are done.
 func (d *dispatcher) done1(res result) {
 	l := res.lane
+	if l.file == nil {
+		l.memBytes -= int64(len(res.entry.body) + 1)
+	}
 	if l.file != nil {
 		if err := l.file.markDone(res.entry.seq); err != nil {
 			d.log.Debug("cannot mark a report done", "err", err)
 		}
 	}
-	if l.adopted && len(l.queued) == 0 && l.inflight == 0 {
-		if err := l.file.remove(); err != nil {
-			d.log.Warn("cannot remove a delivered spool file", "path", l.file.path, "err", err)
-		}
-		d.lanes = slices.DeleteFunc(d.lanes, func(x *lane) bool { return x == l })
-		d.next = 0
+	if d.finished(l) {
 		d.log.Info("delivered the reports left by an earlier run", "proxyId", l.proxyID)
 	}
+}
+
+// finished lets an adopted lane go once none of its reports is left: its file is
+// deleted and it is taken off the lanes.
+func (d *dispatcher) finished(l *lane) bool {
+	if !l.adopted || len(l.queued) > 0 || l.inflight > 0 {
+		return false
+	}
+	if err := l.file.remove(); err != nil {
+		d.log.Warn("cannot remove a delivered spool file", "path", l.file.path, "err", err)
+	}
+	d.lanes = slices.DeleteFunc(d.lanes, func(x *lane) bool { return x == l })
+	d.next = 0
+	return true
 }
 
 func (d *dispatcher) ok() {

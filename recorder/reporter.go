@@ -22,6 +22,14 @@ import (
 // until the host's session dies with it.
 const maxQueued = 64 << 20
 
+// DefaultSpoolMax is the default bound of one server's spool: weeks of normal use. A
+// report is typically 1–4 KiB (64 KiB at most), so a busy day of 1,000 calls is a few
+// MB and 256 MiB holds two months of them with the recorder down.
+const DefaultSpoolMax = 256 << 20
+
+// MinSpoolMax is the least a spool may be bounded to: a few reports at their largest.
+const MinSpoolMax = 256 << 10
+
 // closeGrace bounds how long Close waits for delivery to finish, whatever its ctx.
 const closeGrace = 2 * time.Second
 
@@ -46,6 +54,10 @@ type Config struct {
 	JournalPath string
 	// Logger gets the package's diagnostics (stderr); nil is slog.Default().
 	Logger *slog.Logger
+	// SpoolMax bounds the spool of this server, this run's file and the files of
+	// earlier runs it adopted, in bytes: past it the oldest reports are dropped.
+	// 0 is DefaultSpoolMax; anything below MinSpoolMax is MinSpoolMax.
+	SpoolMax int64
 
 	tuning tuning // zero fields take their defaults; tests shorten them
 }
@@ -164,6 +176,7 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 		log.Warn("cannot create the spool file; reports are kept in memory only", "err", err)
 	}
 	r.d = newDispatcher(cfg, id, r.spool, nil, log)
+	r.d.droppedFile = droppedPath(dir, cfg.Server)
 	go r.d.run()
 	go r.commitLoop()
 	// Earlier runs' spool files are read in the background: a backlog of thousands of
