@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -274,4 +275,115 @@ func TestLooseJournalModesTightened(t *testing.T) {
 	if !strings.Contains(s.stderr.String(), "tightened") {
 		t.Errorf("stderr does not say the modes were tightened:\n%s", s.stderr.String())
 	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{
+		"256MiB": 256 << 20, "1g": 1 << 30, "1.5G": 3 << 29, "300000": 300000, "64 KiB": 64 << 10, "2kb": 2048,
+		"7B": 7, "1TiB": 1 << 40,
+	} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "-1M", "1e3", "1.2.3G", "10 parsecs", "1ib", "1i", "99999999999999T", "1KiBB"} {
+		if got, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
+// FuzzParseSize: no input panics, none gives a negative size, and a size printed by the
+// flag's String reads back as itself.
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"256MiB", "1.5g", "0", "", "9223372036854775807", "1e400", ".", "8 TiB", "3kib"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := parseSize(s)
+		if err != nil {
+			return
+		}
+		if n < 0 {
+			t.Fatalf("parseSize(%q) = %d", s, n)
+		}
+		if back, err := parseSize(formatSize(n)); err != nil || back != n {
+			t.Fatalf("parseSize(%q) = %d, printed %q, read back %d, %v", s, n, formatSize(n), back, err)
+		}
+	})
+}
+
+// TestSpoolBoundedWhileRecorderDown: with the recorder down, the spool stays under
+// --spool-max, the oldest reports going first with a count on stderr and in
+// `bir-proxy status`; the host's calls are all answered; the newest reports reach the
+// recorder once it is back. The spool used to grow without bound.
+func TestSpoolBoundedWhileRecorderDown(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawserver")
+	rec := recordertest.Start(t)
+	rec.Down()
+	state := t.TempDir()
+	s := startProxy(t, recording(rec, state), "--server", "bounded", "--spool-max", "256KiB", "--", raw, "--reply")
+	const n = 400 // about 1.3 KiB each: twice the bound
+	pad := strings.Repeat("x", 1000)
+	for i := 1; i <= n; i++ {
+		s.send(toolCall(i, fmt.Sprintf(`{"_bir_call_id":"c-%d","pad":%q}`, i, pad)))
+		s.recv()
+	}
+	ctx := ctxTimeout(t)
+	if err := s.stderr.waitFor(ctx, "the spool is full"); err != nil {
+		t.Fatal(err)
+	}
+	s.in.Close()
+	if code := s.wait(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	spool := filepath.Join(state, "bir-proxy", "spool")
+	files, _ := filepath.Glob(filepath.Join(spool, "*.jsonl"))
+	var size int64
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size += st.Size()
+	}
+	if size > 256<<10 {
+		t.Errorf("the spool holds %d bytes, over --spool-max 256KiB", size)
+	}
+
+	home := t.TempDir()
+	status := exec.Command(testbin.Build(t, "./cmd/bir-proxy"), "status")
+	status.Dir = home
+	status.Env = append(os.Environ(), "HOME="+home, "XDG_STATE_HOME="+state, "BIR_RECORDER_URL=", "BIR_OFF=0")
+	out, err := status.CombinedOutput()
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "spool: bounded:") || !strings.Contains(string(out), "reports dropped because the spool was full") {
+		t.Errorf("status does not show the drops:\n%s", out)
+	}
+
+	if err := rec.Up(); err != nil {
+		t.Fatal(err)
+	}
+	next := startProxy(t, recording(rec, state), "--server", "bounded", "--", raw, "--reply")
+	steps, err := rec.Wait(ctx, func(v recordertest.Snapshot) bool {
+		for _, st := range v.Steps {
+			if st.Get("callId").String() == fmt.Sprintf("c-%d", n) {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatalf("the newest report did not arrive: %v", err)
+	}
+	for _, st := range steps.Steps {
+		if st.Get("callId").String() == "c-1" {
+			t.Errorf("the oldest report was kept and the newest dropped? got c-1")
+		}
+	}
+	next.in.Close()
+	next.wait()
 }
