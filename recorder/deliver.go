@@ -400,7 +400,7 @@ func (d *dispatcher) handle(res result) {
 		d.requeue(res)
 		return
 	}
-	if res.err != nil || res.status != http.StatusOK {
+	if res.err != nil || res.status < 200 || res.status > 299 {
 		// Stderr says an outage once; each failed attempt is here, for a debug run.
 		d.log.Debug("recorder request failed", "path", res.kind.path(), "status", res.status, "err", res.err)
 	}
