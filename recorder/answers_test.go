@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
 // shortCtx bounds a wait that a passing run ends in milliseconds, so a regression that
-// loses reports fails in seconds rather than at hangGuard.
+// loses reports fails in seconds rather than at testutil.Guard.
 func shortCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -30,12 +31,12 @@ func TestEvery2xxIsTaken(t *testing.T) {
 			rec := recordertest.Start(t)
 			rec.Answer(status)
 			state := t.TempDir()
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			cfg := recorderConfig(t, rec, state)
 			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			r := open(t, cfg)
 			for i := 1; i <= 5; i++ {
-				r.Submit(testStep("t", i))
+				r.Submit(recordertest.SampleStep("t", i))
 			}
 			steps, err := rec.WaitSteps(ctx, 5)
 			if err != nil {
@@ -69,7 +70,7 @@ func TestRedirectKeepsReports(t *testing.T) {
 			rec := recordertest.Start(t)
 			elsewhere := recordertest.Start(t)
 			state := t.TempDir()
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			cfg := recorderConfig(t, rec, state)
 			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			r := open(t, cfg)
@@ -78,7 +79,7 @@ func TestRedirectKeepsReports(t *testing.T) {
 			}
 			rec.Redirect(status, elsewhere.URL()+"/proxy/step")
 			for i := 1; i <= 5; i++ {
-				r.Submit(testStep("t", i))
+				r.Submit(recordertest.SampleStep("t", i))
 			}
 			_, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
 				n := 0
@@ -121,7 +122,7 @@ func TestOnlyReportErrorsAreFinal(t *testing.T) {
 		t.Run(fmt.Sprintf("%d kept", status), func(t *testing.T) {
 			ctx := shortCtx(t)
 			rec := recordertest.Start(t)
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			cfg := recorderConfig(t, rec, t.TempDir())
 			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			r := open(t, cfg)
@@ -130,7 +131,7 @@ func TestOnlyReportErrorsAreFinal(t *testing.T) {
 			}
 			rec.Fail(status)
 			for i := 1; i <= 3; i++ {
-				r.Submit(testStep("t", i))
+				r.Submit(recordertest.SampleStep("t", i))
 			}
 			if _, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
 				n := 0
@@ -172,7 +173,7 @@ func TestOnlyReportErrorsAreFinal(t *testing.T) {
 				t.Fatal(err)
 			}
 			rec.Fail(status)
-			r.Submit(testStep("t", 1))
+			r.Submit(recordertest.SampleStep("t", 1))
 			if err := acted.wait(ctx, 1); err != nil {
 				t.Fatal(err)
 			}

@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 	"github.com/bir-dev/bir-proxy/report"
 )
 
 // bigStep is a report of about 1 KiB.
 func bigStep(i int) report.Step {
-	s := testStep("t", i)
+	s := recordertest.SampleStep("t", i)
 	s.Args = []byte(fmt.Sprintf(`{"i":%d,"pad":%q}`, i, strings.Repeat("x", 900)))
 	return s
 }
@@ -43,11 +44,11 @@ func spoolBytes(t *testing.T, stateDir string) int64 {
 func TestSpoolBounded(t *testing.T) {
 	const limit = 256 << 10
 	const n = 2000 // about 2 MiB of reports
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	rec := recordertest.Start(t)
 	rec.Down()
 	state := t.TempDir()
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	committed := newCounter()
 	cfg := recorderConfig(t, rec, state)
 	cfg.SpoolMax = limit
@@ -100,7 +101,7 @@ func TestSpoolBounded(t *testing.T) {
 // The spool files of earlier runs count toward the bound, and go first: they are older.
 func TestSpoolBoundCountsAdoptedFiles(t *testing.T) {
 	const limit = 256 << 10
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	rec := recordertest.Start(t)
 	rec.Down()
 	state := t.TempDir()
@@ -123,7 +124,7 @@ func TestSpoolBoundCountsAdoptedFiles(t *testing.T) {
 	}
 
 	committed = newCounter()
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	cfg = recorderConfig(t, rec, state)
 	cfg.SpoolMax = limit
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
@@ -164,7 +165,7 @@ func TestSpoolBoundCountsAdoptedFiles(t *testing.T) {
 // A report being read back for delivery while its file is compacted under it is read
 // whole: reads go through the file's index, which compaction rewrites.
 func TestCompactionKeepsReadsRight(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
+	ctx, cancel := context.WithTimeout(t.Context(), testutil.Guard)
 	defer cancel()
 	rec := recordertest.Start(t)
 	rec.Slow(2 * time.Millisecond)

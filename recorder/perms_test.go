@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 func modeOf(t *testing.T, path string) os.FileMode {
@@ -32,7 +34,7 @@ func TestJournalModesTightened(t *testing.T) {
 		t.Fatal(err)
 	}
 	chmod(t, journal, 0o666)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	r, err := Open(t.Context(), Config{Server: "github", StateDir: state, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +59,7 @@ func TestCustomJournalFileTightened(t *testing.T) {
 		t.Fatal(err)
 	}
 	chmod(t, journal, 0o666)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	r, err := Open(t.Context(), Config{Server: "github", JournalPath: journal, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

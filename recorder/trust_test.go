@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // nobody is a uid that is neither the test's nor root's.
@@ -95,7 +97,7 @@ func TestDiscoverIgnoresUntrustedFile(t *testing.T) {
 			}
 			// With --recorder naming the same URL, its token is not taken either, and
 			// the logger is told why.
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			ep, err = Discover(DiscoverOptions{Flag: "http://127.0.0.1:7001", Dir: cwd, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil || ep == nil || ep.Token != "" {
 				t.Errorf("with --recorder: %+v, %v", ep, err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
@@ -18,28 +18,25 @@ import (
 // to count as refused, so nothing was ever sent.
 func TestRecorderAnswering204TakesReports(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	for _, status := range []int{http.StatusCreated, http.StatusNoContent} {
 		rec := recordertest.Start(t)
 		rec.Answer(status)
 		state := t.TempDir()
 		s := startProxy(t, recording(rec, state), "--server", "twoxx", "--", raw, "--reply")
 		for i := 1; i <= 5; i++ {
-			s.send(toolCall(i, fmt.Sprintf(`{"_bir_call_id":"c-%d"}`, i)))
+			s.Send(toolCall(i, fmt.Sprintf(`{"_bir_call_id":"c-%d"}`, i)))
 			s.recv()
 		}
-		if _, err := rec.WaitSteps(ctxTimeout(t), 5); err != nil {
+		if _, err := rec.WaitSteps(testutil.Context(t), 5); err != nil {
 			t.Fatal(err)
 		}
-		s.in.Close()
-		if code := s.wait(); code != 0 {
-			t.Fatalf("exit %d", code)
-		}
+		s.end()
 		if left, _ := filepath.Glob(filepath.Join(state, "bir-proxy", "spool", "*")); len(left) != 0 {
 			t.Errorf("answered %d: spool files left: %v", status, left)
 		}
-		if strings.Contains(s.stderr.String(), "level=ERROR") {
-			t.Errorf("answered %d: stderr:\n%s", status, s.stderr.String())
+		if strings.Contains(s.Stderr.String(), "level=ERROR") {
+			t.Errorf("answered %d: stderr:\n%s", status, s.Stderr.String())
 		}
 	}
 }
@@ -49,17 +46,17 @@ func TestRecorderAnswering204TakesReports(t *testing.T) {
 // once, and gets every report once it answers again.
 func TestRecorderBehindRedirectLosesNothing(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	elsewhere := recordertest.Start(t)
 	s := startProxy(t, recording(rec, t.TempDir()), "--server", "redir", "--", raw, "--reply")
-	ctx := ctxTimeout(t)
+	ctx := testutil.Context(t)
 	if _, err := rec.WaitRegistrations(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	rec.Redirect(http.StatusTemporaryRedirect, elsewhere.URL()+"/proxy/step")
 	for i := 1; i <= 5; i++ {
-		s.send(toolCall(i, fmt.Sprintf(`{"_bir_call_id":"c-%d"}`, i)))
+		s.Send(toolCall(i, fmt.Sprintf(`{"_bir_call_id":"c-%d"}`, i)))
 		s.recv()
 	}
 	if _, err := rec.Wait(ctx, func(v recordertest.Snapshot) bool {
@@ -92,11 +89,10 @@ func TestRecorderBehindRedirectLosesNothing(t *testing.T) {
 	if n := len(elsewhere.Requests()); n != 0 {
 		t.Errorf("the redirect was followed: %d requests reached its target", n)
 	}
-	if n := strings.Count(s.stderr.String(), "redirect"); n != 1 {
-		t.Errorf("the redirect was said %d times, want once:\n%s", n, s.stderr.String())
+	if n := strings.Count(s.Stderr.String(), "redirect"); n != 1 {
+		t.Errorf("the redirect was said %d times, want once:\n%s", n, s.Stderr.String())
 	}
-	s.in.Close()
-	s.wait()
+	s.end()
 }
 
 // TestRegisterBodyRedacted: the server's command line reaches the recorder with every
@@ -105,7 +101,7 @@ func TestRecorderBehindRedirectLosesNothing(t *testing.T) {
 // --password value all used to arrive as they were.
 func TestRegisterBodyRedacted(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	anthropic := "sk-ant-api03-" + strings.Repeat("aB3dE5gH7jK9", 8)
 	github := "ghp_" + strings.Repeat("Xy7Qw3", 6)
@@ -135,7 +131,7 @@ func TestRegisterBodyRedacted(t *testing.T) {
 	}
 	env := append(recording(rec, t.TempDir()), "MY_SERVER_SECRET="+secrets["environment"])
 	s := startProxy(t, env, args...)
-	regs, err := rec.WaitRegistrations(ctxTimeout(t), 1)
+	regs, err := rec.WaitRegistrations(testutil.Context(t), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,22 +152,21 @@ func TestRegisterBodyRedacted(t *testing.T) {
 	if strings.Contains(body, "MY_SERVER_SECRET") || strings.Contains(body, `"env`) {
 		t.Errorf("register body carries the environment: %s", body)
 	}
-	s.in.Close()
-	s.wait()
+	s.end()
 }
 
 // TestTokenInToolNameAndCallIDRedacted: a token the host put in the tool name or in
 // the callId does not reach the recorder.
 func TestTokenInToolNameAndCallIDRedacted(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	tool := "ghp_" + strings.Repeat("Tq4Wz8", 6)
 	callID := "xoxb-" + strings.Repeat("12345678-", 3) + "abcDEF"
 	s := startProxy(t, recording(rec, t.TempDir()), "--server", "names", "--", raw, "--reply")
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run-%s","arguments":{"_bir_call_id":"c-%s"}}}`, tool, callID))
+	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run-%s","arguments":{"_bir_call_id":"c-%s"}}}`, tool, callID))
 	s.recv()
-	steps, err := rec.WaitSteps(ctxTimeout(t), 1)
+	steps, err := rec.WaitSteps(testutil.Context(t), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,8 +181,7 @@ func TestTokenInToolNameAndCallIDRedacted(t *testing.T) {
 	if got := steps[0].Get("callId").String(); got != "c-[REDACTED]" {
 		t.Errorf("callId = %q", got)
 	}
-	s.in.Close()
-	s.wait()
+	s.end()
 }
 
 // TestUntrustedDiscoveryFileIgnored: a .bir/recorder.json that another user owns and
@@ -195,7 +189,7 @@ func TestTokenInToolNameAndCallIDRedacted(t *testing.T) {
 // register nor any report; stderr says why, and the reports go to the journal.
 func TestUntrustedDiscoveryFileIgnored(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	shared := filepath.Join(t.TempDir(), "shared")
 	cwd := filepath.Join(shared, "proj")
@@ -219,16 +213,13 @@ func TestUntrustedDiscoveryFileIgnored(t *testing.T) {
 	}
 	state := t.TempDir()
 	s := startProxyIn(t, cwd, []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL="}, "--server", "untrusted", "--", raw, "--reply")
-	s.send(toolCall(1, `{"_bir_call_id":"u-1"}`))
+	s.Send(toolCall(1, `{"_bir_call_id":"u-1"}`))
 	s.recv()
-	s.in.Close()
-	if code := s.wait(); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
+	s.end()
 	if n := len(rec.Requests()); n != 0 {
 		t.Errorf("the recorder named by an untrusted file got %d requests", n)
 	}
-	if e := s.stderr.String(); !strings.Contains(e, "is not trusted") || !strings.Contains(e, "journal") || !strings.Contains(e, file) {
+	if e := s.Stderr.String(); !strings.Contains(e, "is not trusted") || !strings.Contains(e, "journal") || !strings.Contains(e, file) {
 		t.Errorf("stderr does not say the file was ignored and why:\n%s", e)
 	}
 	data, err := os.ReadFile(filepath.Join(state, "bir-proxy", "journal", "untrusted.jsonl"))
@@ -241,7 +232,7 @@ func TestUntrustedDiscoveryFileIgnored(t *testing.T) {
 // the user's alone (0600, 0700) when the proxy opens it, and stderr says so.
 func TestLooseJournalModesTightened(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	state := t.TempDir()
 	dir := filepath.Join(state, "bir-proxy", "journal")
 	journal := filepath.Join(dir, "loose.jsonl")
@@ -257,12 +248,9 @@ func TestLooseJournalModesTightened(t *testing.T) {
 		}
 	}
 	s := startProxyIn(t, t.TempDir(), []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL="}, "--server", "loose", "--", raw, "--reply")
-	s.send(toolCall(1, `{}`))
+	s.Send(toolCall(1, `{}`))
 	s.recv()
-	s.in.Close()
-	if code := s.wait(); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
+	s.end()
 	for path, want := range map[string]os.FileMode{filepath.Dir(dir): 0o700, dir: 0o700, journal: 0o600} {
 		st, err := os.Stat(path)
 		if err != nil {
@@ -272,8 +260,8 @@ func TestLooseJournalModesTightened(t *testing.T) {
 			t.Errorf("%s: mode %04o, want %04o", path, got, want)
 		}
 	}
-	if !strings.Contains(s.stderr.String(), "tightened") {
-		t.Errorf("stderr does not say the modes were tightened:\n%s", s.stderr.String())
+	if !strings.Contains(s.Stderr.String(), "tightened") {
+		t.Errorf("stderr does not say the modes were tightened:\n%s", s.Stderr.String())
 	}
 }
 
@@ -319,7 +307,7 @@ func FuzzParseSize(f *testing.F) {
 // recorder once it is back. The spool used to grow without bound.
 func TestSpoolBoundedWhileRecorderDown(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	rec.Down()
 	state := t.TempDir()
@@ -327,17 +315,14 @@ func TestSpoolBoundedWhileRecorderDown(t *testing.T) {
 	const n = 400 // about 1.3 KiB each: twice the bound
 	pad := strings.Repeat("x", 1000)
 	for i := 1; i <= n; i++ {
-		s.send(toolCall(i, fmt.Sprintf(`{"_bir_call_id":"c-%d","pad":%q}`, i, pad)))
+		s.Send(toolCall(i, fmt.Sprintf(`{"_bir_call_id":"c-%d","pad":%q}`, i, pad)))
 		s.recv()
 	}
-	ctx := ctxTimeout(t)
-	if err := s.stderr.waitFor(ctx, "the spool is full"); err != nil {
+	ctx := testutil.Context(t)
+	if err := s.Stderr.WaitFor(ctx, "the spool is full"); err != nil {
 		t.Fatal(err)
 	}
-	s.in.Close()
-	if code := s.wait(); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
+	s.end()
 	spool := filepath.Join(state, "bir-proxy", "spool")
 	files, _ := filepath.Glob(filepath.Join(spool, "*.jsonl"))
 	var size int64
@@ -353,7 +338,7 @@ func TestSpoolBoundedWhileRecorderDown(t *testing.T) {
 	}
 
 	home := t.TempDir()
-	status := exec.Command(testbin.Build(t, "./cmd/bir-proxy"), "status")
+	status := exec.Command(testutil.Build(t, "./cmd/bir-proxy"), "status")
 	status.Dir = home
 	status.Env = append(os.Environ(), "HOME="+home, "XDG_STATE_HOME="+state, "BIR_RECORDER_URL=", "BIR_OFF=0")
 	out, err := status.CombinedOutput()
@@ -384,6 +369,5 @@ func TestSpoolBoundedWhileRecorderDown(t *testing.T) {
 			t.Errorf("the oldest report was kept and the newest dropped? got c-1")
 		}
 	}
-	next.in.Close()
-	next.wait()
+	next.end()
 }
