@@ -44,7 +44,13 @@ func (d *dispatcher) bound() {
 	target := d.spoolMax - d.spoolMax/4
 	// Oldest first: the adopted lanes in the order adoptSpools found them (oldest file
 	// first), then this run's. A report in flight is not dropped: it may be taken.
-	order := append(slices.Clone(d.lanes[1:]), d.lanes[0])
+	order := make([]*lane, 0, len(d.lanes))
+	for _, l := range d.lanes {
+		if l != d.current {
+			order = append(order, l)
+		}
+	}
+	order = append(order, d.current)
 	dropped := 0
 	compact := map[*lane]bool{}
 	for _, l := range order {

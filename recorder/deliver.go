@@ -543,11 +543,8 @@ func (d *dispatcher) done1(res result) {
 	l := res.lane
 	if l.file == nil {
 		l.memBytes -= int64(len(res.entry.body) + 1)
-	}
-	if l.file != nil {
-		if err := l.file.markDone(res.entry.seq); err != nil {
-			d.log.Debug("cannot mark a report done", "err", err)
-		}
+	} else if err := l.file.markDone(res.entry.seq); err != nil {
+		d.log.Debug("cannot mark a report done", "err", err)
 	}
 	if d.finished(l) {
 		d.log.Info("delivered the reports left by an earlier run", "proxyId", l.proxyID)

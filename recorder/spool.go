@@ -179,7 +179,6 @@ func (s *spoolFile) writeEarlyAcks() {
 }
 
 func (s *spoolFile) writeAck(seq uint64) error {
-
 	line := strconv.AppendUint([]byte(`{"ack":`), seq, 10)
 	line = append(line, "}\n"...)
 	if _, err := s.f.WriteAt(line, s.size); err != nil {
@@ -370,6 +369,10 @@ func adoptSpools(ctx context.Context, dir, server, ownID string, log *slog.Logge
 			f.Close()
 			continue
 		}
+		var mod time.Time // when its run last wrote it: before the trim below writes it
+		if st, err := f.Stat(); err == nil {
+			mod = st.ModTime()
+		}
 		sf := &spoolFile{path: path, f: f}
 		entries, size, err := scanSpool(f, server, id, log)
 		if err != nil {
@@ -390,10 +393,6 @@ func adoptSpools(ctx context.Context, dir, server, ownID string, log *slog.Logge
 		for _, e := range entries {
 			sf.idx = append(sf.idx, loc{seq: e.seq, off: e.off, n: e.n})
 			sf.liveBytes += int64(e.n + 1)
-		}
-		var mod time.Time
-		if st, err := f.Stat(); err == nil {
-			mod = st.ModTime()
 		}
 		if len(entries) == 0 {
 			if err := sf.remove(); err != nil {
