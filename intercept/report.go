@@ -15,7 +15,7 @@ const DefaultReportCap = 64 << 10
 // minPart is the least any part of a report is given: enough for a clip marker.
 const minPart = 256
 
-// Host-chosen strings that are not clipped by redact but must not blow the cap.
+// Host-chosen strings, redacted and cut by redact.Label, that must not blow the cap.
 const (
 	maxTool   = 256
 	maxCallID = 1024
@@ -45,7 +45,7 @@ func describeArgs(c *call, capBytes int) {
 func buildStep(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage, capBytes int) report.Step {
 	st := report.Step{
 		CallID:          clipID(c.callID),
-		Tool:            clipString(c.tool, maxTool),
+		Tool:            redact.Label(c.tool, maxTool),
 		Args:            c.argsOut,
 		ArgsFingerprint: c.fingerprint,
 		ArgsClipped:     c.argsClipped,
@@ -67,24 +67,13 @@ func buildStep(c *call, endedAt time.Time, outcome string, result, rpcErr json.R
 	return st
 }
 
+// clipID redacts and clips a callId: host hooks have put tokens there.
 func clipID(id *string) *string {
-	if id == nil || len(*id) <= maxCallID {
-		return id
+	if id == nil {
+		return nil
 	}
-	s := clipString(*id, maxCallID)
+	s := redact.Label(*id, maxCallID)
 	return &s
-}
-
-// clipString cuts s to at most n bytes on a rune boundary, marking the cut.
-func clipString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // fixedSize bounds what a report takes besides its args, result and error: the

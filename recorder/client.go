@@ -73,6 +73,7 @@ type response struct {
 	status     int           // 0 when no answer came (err is set)
 	body       []byte        // the start of the answer, for messages
 	retryAfter time.Duration // the recorder asked to wait (429/503)
+	location   string        // where a redirect pointed (never followed), for the message
 	err        error
 }
 
@@ -123,7 +124,8 @@ func (c *client) post(ctx context.Context, ep *Endpoint, path string, body []byt
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // so the connection is reused
-	return response{status: resp.StatusCode, body: bytes.TrimSpace(answer), retryAfter: retryAfter(resp)}
+	return response{status: resp.StatusCode, body: bytes.TrimSpace(answer), retryAfter: retryAfter(resp),
+		location: resp.Header.Get("Location")}
 }
 
 func retryAfter(resp *http.Response) time.Duration {

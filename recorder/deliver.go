@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/report"
 )
 
@@ -23,6 +24,7 @@ type lane struct {
 
 	queued   []entry // waiting to be posted, by seq
 	inflight int
+	memBytes int64 // what the reports of a lane without a file hold in memory
 
 	// known: the recorder has accepted a register of this proxyId since it last
 	// forgot it. regDue: a register is owed (never sent, forgotten, or new facts).
@@ -112,6 +114,13 @@ type dispatcher struct {
 	refresh  bool // read the discovery file again before the next attempt
 	outage   bool // said on stderr that the recorder is unreachable or failing
 	refused  bool // said on stderr that it refused the token
+
+	spoolMax    int64  // bound of the spool files of all lanes together
+	droppedFile string // where the count of dropped reports is kept, for status
+	dropped     int64  // reports this run dropped to keep the bound
+	// misrouted: said on stderr that it redirects or refuses requests for a reason
+	// that is not the report's
+	misrouted bool
 }
 
 type registration struct {
@@ -133,7 +142,7 @@ func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoptio
 		tune:   tune,
 		client: newClient(tune),
 		regBase: registration{
-			Server: cfg.Server, PID: cfg.PID, Version: cfg.Version, Upstream: cfg.Upstream,
+			Server: cfg.Server, PID: cfg.PID, Version: cfg.Version, Upstream: redactedUpstream(cfg.Upstream),
 		},
 		ep:         cfg.Endpoint,
 		wake:       make(chan struct{}, 1),
@@ -143,13 +152,30 @@ func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoptio
 		reqCtx:     ctx,
 		cancelReqs: cancel,
 		window:     tune.maxInFlight,
+		spoolMax:   cfg.SpoolMax,
 	}
+	if d.spoolMax == 0 {
+		d.spoolMax = DefaultSpoolMax
+	}
+	d.spoolMax = max(d.spoolMax, MinSpoolMax)
 	d.current = &lane{proxyID: proxyID, file: own, regDue: true}
 	d.lanes = append(d.lanes, d.current)
 	for _, a := range adopted {
 		d.lanes = append(d.lanes, &lane{proxyID: a.proxyID, file: a.file, adopted: true, queued: a.entries, regDue: true})
 	}
 	return d
+}
+
+// redactedUpstream is what a register says of the upstream. Servers are routinely given
+// their keys on the command line (an API key, a DSN with its password, --token=…), and
+// those reached the recorder as they were. The environment is not part of Upstream and
+// is never sent.
+func redactedUpstream(u Upstream) Upstream {
+	u.Command = redact.CommandLine(u.Command)
+	if u.URL != "" {
+		u.URL = redact.Text(u.URL)
+	}
+	return u
 }
 
 // add hands over reports of this run, with their bytes.
@@ -256,6 +282,14 @@ func (d *dispatcher) takeInbox() {
 		d.lanes = append(d.lanes, &lane{proxyID: a.proxyID, file: a.file, adopted: true, queued: a.entries, regDue: true})
 	}
 	d.current.queued = append(d.current.queued, in...)
+	if d.current.file == nil {
+		for _, e := range in {
+			d.current.memBytes += int64(len(e.body) + 1)
+		}
+	}
+	if len(onDisk) > 0 || len(adopted) > 0 || d.current.file == nil && len(in) > 0 {
+		d.bound()
+	}
 	if q := d.current.queued; len(q) > keepInMemory {
 		for _, f := range onDisk { // queued is ordered by seq
 			if i, ok := slices.BinarySearchFunc(q, f.seq, func(e entry, seq uint64) int { return cmp.Compare(e.seq, seq) }); ok && q[i].body != nil {
@@ -366,7 +400,7 @@ func (d *dispatcher) handle(res result) {
 		d.requeue(res)
 		return
 	}
-	if res.err != nil || res.status != http.StatusOK {
+	if res.err != nil || res.status < 200 || res.status > 299 {
 		// Stderr says an outage once; each failed attempt is here, for a debug run.
 		d.log.Debug("recorder request failed", "path", res.kind.path(), "status", res.status, "err", res.err)
 	}
@@ -394,7 +428,9 @@ func (d *dispatcher) handle(res result) {
 	}
 
 	switch status := res.status; {
-	case status == http.StatusOK:
+	case status >= 200 && status < 300:
+		// Every 2xx: a recorder built on another framework may answer 201, 202 or 204
+		// for what it took; anything else here once refused every register forever.
 		d.ok()
 		if res.kind == jobRegister {
 			l.known = true
@@ -432,30 +468,61 @@ func (d *dispatcher) handle(res result) {
 			d.fail(0) // refused again right after registering: do not spin
 		}
 
-	case status == http.StatusTooManyRequests || status == http.StatusRequestTimeout || status >= 500 || status == http.StatusNotFound:
+	case res.kind == jobStep && finalStatus(status):
+		// The recorder says this report can never be accepted; sending it again would
+		// only repeat the refusal forever, in this run and every later one.
+		d.log.Error("the recorder rejected a report; it is not sent again",
+			"proxyId", l.proxyID, "seq", res.entry.seq, "status", status, "body", string(res.body))
+		d.done1(res)
+
+	default:
+		// A redirect (never followed: the token would go wherever it points), 408, 429,
+		// 5xx, a 404 to a register, and every 4xx that is about the URL, something in
+		// between or the recorder's version rather than this report: the report stays
+		// in the spool and is retried after a pause. Dropping it here lost every report
+		// sent to a recorder behind a 307.
 		d.requeue(res)
-		if res.kind == jobRegister {
-			l.regDue = true
-		}
+		d.complain(res)
+		d.fail(res.retryAfter)
+	}
+}
+
+// finalStatus reports whether a step answer says the report itself can never be taken:
+// malformed (400), too large (413) or not acceptable as a report (422). Only these drop
+// a report; every other refusal may end when the recorder or its URL is fixed.
+func finalStatus(status int) bool {
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
+}
+
+// complain says once, until a request succeeds again, why the recorder is not taking
+// reports; each further attempt is at debug level only.
+func (d *dispatcher) complain(res result) {
+	status := res.status
+	switch {
+	case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500 ||
+		status == http.StatusNotFound:
 		if !d.outage {
 			d.outage = true
 			d.log.Warn("the recorder is failing requests; reports stay in the spool and are retried",
 				"status", status, "body", string(res.body))
 		}
-		d.fail(res.retryAfter)
-
-	default:
-		if res.kind == jobRegister {
-			d.log.Error("the recorder rejected the register call", "status", status, "body", string(res.body))
-			l.regDue = true
-			d.fail(res.retryAfter)
-			return
+	case status >= 300 && status < 400:
+		if !d.misrouted {
+			d.misrouted = true
+			d.log.Warn("the recorder answered with a redirect, which is not followed (the token must not go elsewhere); "+
+				"check the recorder URL; reports stay in the spool and are retried",
+				"status", status, "url", res.ep.URL, "location", res.location, "source", res.ep.Source)
 		}
-		// The recorder says this report can never be accepted; sending it again would
-		// only repeat the refusal forever.
-		d.log.Error("the recorder rejected a report; it is not sent again",
-			"proxyId", l.proxyID, "seq", res.entry.seq, "status", status, "body", string(res.body))
-		d.done1(res)
+	default:
+		if !d.misrouted {
+			d.misrouted = true
+			d.log.Warn("the recorder refuses requests; reports stay in the spool and are retried",
+				"path", res.kind.path(), "status", status, "url", res.ep.URL, "body", string(res.body))
+		}
 	}
 }
 
@@ -474,25 +541,35 @@ func (d *dispatcher) requeue(res result) {
 // once all of its reports are done.
 func (d *dispatcher) done1(res result) {
 	l := res.lane
-	if l.file != nil {
-		if err := l.file.markDone(res.entry.seq); err != nil {
-			d.log.Debug("cannot mark a report done", "err", err)
-		}
+	if l.file == nil {
+		l.memBytes -= int64(len(res.entry.body) + 1)
+	} else if err := l.file.markDone(res.entry.seq); err != nil {
+		d.log.Debug("cannot mark a report done", "err", err)
 	}
-	if l.adopted && len(l.queued) == 0 && l.inflight == 0 {
-		if err := l.file.remove(); err != nil {
-			d.log.Warn("cannot remove a delivered spool file", "path", l.file.path, "err", err)
-		}
-		d.lanes = slices.DeleteFunc(d.lanes, func(x *lane) bool { return x == l })
-		d.next = 0
+	if d.finished(l) {
 		d.log.Info("delivered the reports left by an earlier run", "proxyId", l.proxyID)
 	}
+}
+
+// finished lets an adopted lane go once none of its reports is left: its file is
+// deleted and it is taken off the lanes.
+func (d *dispatcher) finished(l *lane) bool {
+	if !l.adopted || len(l.queued) > 0 || l.inflight > 0 {
+		return false
+	}
+	if err := l.file.remove(); err != nil {
+		d.log.Warn("cannot remove a delivered spool file", "path", l.file.path, "err", err)
+	}
+	d.lanes = slices.DeleteFunc(d.lanes, func(x *lane) bool { return x == l })
+	d.next = 0
+	return true
 }
 
 func (d *dispatcher) ok() {
 	d.failures = 0
 	d.window = d.tune.maxInFlight
 	d.refused = false
+	d.misrouted = false
 	if d.outage {
 		d.outage = false
 		d.log.Info("the recorder is back; delivering spooled reports")

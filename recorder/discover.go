@@ -3,6 +3,7 @@ package recorder
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"net/url"
 	"os"
@@ -34,6 +35,10 @@ type Endpoint struct {
 	// file is the discovery file to read again when the recorder refuses the token or
 	// is gone: a restarted recorder writes its new port and token there.
 	file string
+	// dir and uid are what file was trusted for (the working directory, the user), so
+	// that a re-read checks it as the first read did.
+	dir string
+	uid int
 }
 
 // DiscoverOptions says where Discover looks.
@@ -42,6 +47,11 @@ type DiscoverOptions struct {
 	Env         func(string) string // os.Getenv; nil reads no environment
 	Dir         string              // where the search for .bir/recorder.json starts; "" skips it
 	AllowRemote bool                // --allow-remote-recorder
+	// Logger is told why a discovery file was ignored when that is not an error (with
+	// --recorder, only the file's token was wanted); nil says nothing.
+	Logger *slog.Logger
+
+	uid *int // tests: the user whose files are trusted; nil is os.Getuid()
 }
 
 type discoveryFile struct {
@@ -63,12 +73,22 @@ func Discover(opts DiscoverOptions) (*Endpoint, error) {
 	if env == nil {
 		env = func(string) string { return "" }
 	}
+	uid := os.Getuid()
+	if opts.uid != nil {
+		uid = *opts.uid
+	}
 	if opts.Flag != "" {
 		ep := &Endpoint{URL: opts.Flag, Token: env(EnvRecorderToken), Source: SourceFlag, allowRemote: opts.AllowRemote}
 		if ep.Token == "" {
-			if path, ok := findDiscoveryFile(opts.Dir); ok {
-				if df, err := readDiscoveryFile(path); err == nil && sameURL(df.URL, opts.Flag) {
-					ep.Token, ep.file = df.Token, path
+			if path, dir, ok := findDiscoveryFile(opts.Dir); ok {
+				df, err := readTrusted(path, dir, uid)
+				switch {
+				case err != nil:
+					if opts.Logger != nil {
+						opts.Logger.Warn("not taking the recorder token from the discovery file", "err", err)
+					}
+				case sameURL(df.URL, opts.Flag):
+					ep.Token, ep.file, ep.dir, ep.uid = df.Token, path, dir, uid
 				}
 			}
 		}
@@ -78,8 +98,8 @@ func Discover(opts DiscoverOptions) (*Endpoint, error) {
 		ep := &Endpoint{URL: u, Token: env(EnvRecorderToken), Source: SourceEnv, allowRemote: opts.AllowRemote}
 		return ep.checked()
 	}
-	if path, ok := findDiscoveryFile(opts.Dir); ok {
-		return endpointFromFile(path, opts.AllowRemote)
+	if path, dir, ok := findDiscoveryFile(opts.Dir); ok {
+		return endpointFromFile(path, dir, uid, opts.AllowRemote)
 	}
 	return nil, nil
 }
@@ -92,7 +112,7 @@ func (e *Endpoint) reload() (*Endpoint, error) {
 	}
 	if e.Source == SourceFlag {
 		// The URL is the user's; only the token may have moved on.
-		df, err := readDiscoveryFile(e.file)
+		df, err := readTrusted(e.file, e.dir, e.uid)
 		if err != nil {
 			return e, err
 		}
@@ -103,41 +123,52 @@ func (e *Endpoint) reload() (*Endpoint, error) {
 		fresh.Token = df.Token
 		return &fresh, nil
 	}
-	return endpointFromFile(e.file, e.allowRemote)
+	return endpointFromFile(e.file, e.dir, e.uid, e.allowRemote)
 }
 
-func endpointFromFile(path string, allowRemote bool) (*Endpoint, error) {
-	df, err := readDiscoveryFile(path)
+func endpointFromFile(path, dir string, uid int, allowRemote bool) (*Endpoint, error) {
+	df, err := readTrusted(path, dir, uid)
 	if err != nil {
 		return nil, err
 	}
 	if df.URL == "" {
 		return nil, fmt.Errorf("recorder discovery file %s has no url", path)
 	}
-	ep := &Endpoint{URL: df.URL, Token: df.Token, Source: path, allowRemote: allowRemote, file: path}
+	ep := &Endpoint{URL: df.URL, Token: df.Token, Source: path, allowRemote: allowRemote, file: path, dir: dir, uid: uid}
 	return ep.checked()
 }
 
-// findDiscoveryFile looks for .bir/recorder.json in dir and then in each parent.
-func findDiscoveryFile(dir string) (string, bool) {
+// findDiscoveryFile looks for .bir/recorder.json in dir and then in each parent, and
+// returns its path and dir made absolute. A symbolic link counts as found (and is then
+// refused by readTrusted, with the reason), so that it cannot hide a file further up.
+func findDiscoveryFile(dir string) (path, abs string, ok bool) {
 	if dir == "" {
-		return "", false
+		return "", "", false
 	}
-	dir, err := filepath.Abs(dir)
+	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", false
+		return "", "", false
 	}
-	for {
-		path := filepath.Join(dir, ".bir", "recorder.json")
-		if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
-			return path, true
+	for d := abs; ; {
+		path := filepath.Join(d, ".bir", "recorder.json")
+		if st, err := os.Lstat(path); err == nil && (st.Mode().IsRegular() || st.Mode()&os.ModeSymlink != 0) {
+			return path, abs, true
 		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", "", false
 		}
-		dir = parent
+		d = parent
 	}
+}
+
+// readTrusted reads the discovery file at path, found from the working directory dir,
+// if it is trusted (checkTrust).
+func readTrusted(path, dir string, uid int) (discoveryFile, error) {
+	if err := checkTrust(path, dir, uid); err != nil {
+		return discoveryFile{}, fmt.Errorf("recorder discovery file %s is not trusted: %w", path, err)
+	}
+	return readDiscoveryFile(path)
 }
 
 func readDiscoveryFile(path string) (discoveryFile, error) {

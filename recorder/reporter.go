@@ -22,6 +22,14 @@ import (
 // until the host's session dies with it.
 const maxQueued = 64 << 20
 
+// DefaultSpoolMax is the default bound of one server's spool: weeks of normal use. A
+// report is typically 1–4 KiB (64 KiB at most), so a busy day of 1,000 calls is a few
+// MB and 256 MiB holds two months of them with the recorder down.
+const DefaultSpoolMax = 256 << 20
+
+// MinSpoolMax is the least a spool may be bounded to: a few reports at their largest.
+const MinSpoolMax = 256 << 10
+
 // closeGrace bounds how long Close waits for delivery to finish, whatever its ctx.
 const closeGrace = 2 * time.Second
 
@@ -46,6 +54,10 @@ type Config struct {
 	JournalPath string
 	// Logger gets the package's diagnostics (stderr); nil is slog.Default().
 	Logger *slog.Logger
+	// SpoolMax bounds the spool of this server, this run's file and the files of
+	// earlier runs it adopted, in bytes: past it the oldest reports are dropped.
+	// 0 is DefaultSpoolMax; anything below MinSpoolMax is MinSpoolMax.
+	SpoolMax int64
 
 	tuning tuning // zero fields take their defaults; tests shorten them
 }
@@ -125,14 +137,26 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 		path := cfg.JournalPath
 		if path == "" {
 			path = JournalPath(stateDir, cfg.Server)
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("open journal: %w", err)
+			for _, d := range []string{stateDir, JournalDir(stateDir)} {
+				if err := privateDir(d, log); err != nil {
+					return nil, fmt.Errorf("open journal: %w", err)
+				}
+			}
+		} else {
+			// --journal: the directory is the user's choice, and not ours to chmod.
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				return nil, fmt.Errorf("open journal: %w", err)
+			}
+			warnIfShared(filepath.Dir(path), log)
 		}
 		// O_APPEND and one write per batch: several proxies of one server share the file
 		// and their lines must not cut into each other.
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
+			return nil, fmt.Errorf("open journal: %w", err)
+		}
+		if err := privateFile(f, log); err != nil {
+			f.Close()
 			return nil, fmt.Errorf("open journal: %w", err)
 		}
 		r.journal = f
@@ -142,13 +166,17 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 
 	dir := spoolDir(stateDir)
 	spoolOK := true
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		log.Warn("cannot create the spool directory; reports are kept in memory only", "err", err)
+	if err := privateDir(stateDir, log); err != nil {
+		log.Warn("cannot use the state directory; reports are kept in memory only", "err", err)
+		spoolOK = false
+	} else if err := privateDir(dir, log); err != nil {
+		log.Warn("cannot use the spool directory; reports are kept in memory only", "err", err)
 		spoolOK = false
 	} else if r.spool, err = createSpool(dir, cfg.Server, id); err != nil {
 		log.Warn("cannot create the spool file; reports are kept in memory only", "err", err)
 	}
 	r.d = newDispatcher(cfg, id, r.spool, nil, log)
+	r.d.droppedFile = droppedPath(dir, cfg.Server)
 	go r.d.run()
 	go r.commitLoop()
 	// Earlier runs' spool files are read in the background: a backlog of thousands of

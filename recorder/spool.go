@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -50,6 +51,25 @@ type spoolFile struct {
 	spooledTo uint64   // the highest seq whose line is in the file (own file only)
 	early     []uint64 // done marks waiting for their report's line
 	noCompact bool     // a write failed: live no longer counts the lines in the file
+
+	// idx is where each report line not yet done is, by seq: reads go through it, so
+	// that compact can move lines under a delivery reading them. liveBytes is what
+	// those lines take.
+	idx       []loc
+	liveBytes int64
+}
+
+type loc struct {
+	seq  uint64
+	off  int64
+	n    int // without the newline
+	done bool
+}
+
+// find returns where in idx the report seq is, if it is there and not done.
+func (s *spoolFile) find(seq uint64) (int, bool) {
+	i, ok := slices.BinarySearchFunc(s.idx, seq, func(l loc, seq uint64) int { return cmp.Compare(l.seq, seq) })
+	return i, ok && !s.idx[i].done
 }
 
 func spoolName(server, proxyID string) string {
@@ -100,6 +120,10 @@ func (s *spoolFile) appendReports(lines [][]byte, seqs []uint64) ([]int64, error
 		return nil, fmt.Errorf("write spool file: %w", err)
 	}
 	// fsynced by the Reporter's commit loop within syncWindow.
+	for i, l := range lines {
+		s.idx = append(s.idx, loc{seq: seqs[i], off: offs[i], n: len(l) - 1})
+	}
+	s.liveBytes += int64(len(buf))
 	s.size += int64(len(buf))
 	s.live += len(lines)
 	if n := len(seqs); n > 0 && seqs[n-1] > s.spooledTo {
@@ -163,19 +187,116 @@ func (s *spoolFile) writeAck(seq uint64) error {
 	}
 	s.size += int64(len(line))
 	s.live--
+	if i, ok := s.find(seq); ok {
+		s.liveBytes -= int64(s.idx[i].n + 1)
+		s.idx[i].done = true
+		// Marks come mostly in seq order: dropping the done ones at the front keeps
+		// the index as short as what is waiting, at no cost per mark.
+		k := 0
+		for k < len(s.idx) && s.idx[k].done {
+			k++
+		}
+		s.idx = s.idx[k:]
+	}
 	if s.own && !s.noCompact && s.live == 0 && len(s.early) == 0 && s.size > compactAt {
 		// Everything in the file is done: nothing is lost if we crash right after this.
 		if err := s.f.Truncate(0); err == nil {
 			s.size = 0
+			s.idx, s.liveBytes = nil, 0
 		}
 	}
 	return nil
 }
 
-// read returns the report line of e, without its newline.
+// usage returns the size of the file and what its reports not yet done take of it.
+func (s *spoolFile) usage() (size, live int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.size, s.liveBytes
+}
+
+// drop marks the report seq done without its delivery, to keep the spool under its
+// bound, and returns the bytes its line takes; ok is false when its line is not in the
+// file (not written yet, or a write failed).
+func (s *spoolFile) drop(seq uint64) (n int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.find(seq)
+	if !ok {
+		return 0, false
+	}
+	n = int64(s.idx[i].n + 1)
+	// As markDone: a mark lost to a failed write only means the report is sent after
+	// all, by this run's compaction or a later run.
+	_ = s.writeAck(seq)
+	return n, true
+}
+
+// compact rewrites the file with only its reports not yet done, so that the space of
+// delivered and dropped ones is given back: done marks only ever add to a file. The
+// new file is written beside it, locked, then renamed over it, so a crash leaves one
+// or the other whole, and a run adopting the name always finds it locked.
+func (s *spoolFile) compact() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tmp := s.path + ".compact"
+	// A leftover of a run killed while compacting; only the holder of the lock on
+	// path, which we are, compacts it.
+	os.Remove(tmp)
+	nf, err := openLocked(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return fmt.Errorf("compact spool file: %w", err)
+	}
+	fail := func(err error) error {
+		nf.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("compact spool file: %w", err)
+	}
+	w := bufio.NewWriterSize(nf, 1<<20)
+	idx := make([]loc, 0, len(s.idx))
+	var off int64
+	var line []byte
+	for _, l := range s.idx {
+		if l.done {
+			continue
+		}
+		line = slices.Grow(line[:0], l.n+1)[:l.n+1]
+		if _, err := s.f.ReadAt(line, l.off); err != nil {
+			return fail(err)
+		}
+		if _, err := w.Write(line); err != nil {
+			return fail(err)
+		}
+		idx = append(idx, loc{seq: l.seq, off: off, n: l.n})
+		off += int64(l.n + 1)
+	}
+	if err := errors.Join(w.Flush(), nf.Sync()); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		return fail(err)
+	}
+	syncDir(filepath.Dir(s.path))
+	s.f.Close() // the old file, now nameless: its lock no longer matters
+	s.f, s.idx, s.size, s.liveBytes = nf, idx, off, off
+	if !s.noCompact {
+		s.live = len(idx)
+	}
+	return nil
+}
+
+// read returns the report line of e, without its newline, from where the file's index
+// says it is now (compact moves lines).
 func (s *spoolFile) read(e entry) ([]byte, error) {
-	buf := make([]byte, e.n)
-	if _, err := s.f.ReadAt(buf, e.off); err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.find(e.seq)
+	if !ok {
+		return nil, fmt.Errorf("read report %d from spool file: not in it", e.seq)
+	}
+	l := s.idx[i]
+	buf := make([]byte, l.n)
+	if _, err := s.f.ReadAt(buf, l.off); err != nil {
 		return nil, fmt.Errorf("read report %d from spool file: %w", e.seq, err)
 	}
 	return buf, nil
@@ -201,6 +322,7 @@ type adoption struct {
 	proxyID string
 	file    *spoolFile
 	entries []entry // by seq
+	mod     time.Time
 }
 
 // adoptSpools takes over every spool file of server in dir whose lock is free, except
@@ -235,6 +357,22 @@ func adoptSpools(ctx context.Context, dir, server, ownID string, log *slog.Logge
 			}
 			continue
 		}
+		if !stillNamed(f, path) {
+			// Its run compacted it: we locked the file it replaced, which no longer
+			// has a name, and the one that has it is still locked by its run.
+			f.Close()
+			continue
+		}
+		os.Remove(path + ".compact") // a leftover of a compaction cut short
+		if err := privateFile(f, log); err != nil {
+			log.Warn("not adopting a spool file of an earlier run", "err", err)
+			f.Close()
+			continue
+		}
+		var mod time.Time // when its run last wrote it: before the trim below writes it
+		if st, err := f.Stat(); err == nil {
+			mod = st.ModTime()
+		}
 		sf := &spoolFile{path: path, f: f}
 		entries, size, err := scanSpool(f, server, id, log)
 		if err != nil {
@@ -252,15 +390,31 @@ func adoptSpools(ctx context.Context, dir, server, ownID string, log *slog.Logge
 			}
 		}
 		sf.size, sf.live = size, len(entries)
+		for _, e := range entries {
+			sf.idx = append(sf.idx, loc{seq: e.seq, off: e.off, n: e.n})
+			sf.liveBytes += int64(e.n + 1)
+		}
 		if len(entries) == 0 {
 			if err := sf.remove(); err != nil {
 				log.Debug("remove delivered spool file", "path", path, "err", err)
 			}
 			continue
 		}
-		out = append(out, adoption{proxyID: id, file: sf, entries: entries})
+		out = append(out, adoption{proxyID: id, file: sf, entries: entries, mod: mod})
 	}
+	// Oldest first: when the spool is over its bound, the oldest reports go first.
+	slices.SortStableFunc(out, func(a, b adoption) int { return a.mod.Compare(b.mod) })
 	return out
+}
+
+// stillNamed reports whether path still names the open file f.
+func stillNamed(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
 }
 
 // scanSpool reads a spool file and returns its reports without a done mark, by seq, and

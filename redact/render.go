@@ -593,6 +593,7 @@ func (r *renderer) array(d *doc, start, depth int) (int, error) {
 		return p + 1, r.check()
 	}
 	flag := false
+	pair := secretPair(d, p) // ["X-Api-Key","v"]: the second item is the secret
 	for n := 0; ; n++ {
 		if n == r.lim.arr {
 			x, err := d.extentSum(start)
@@ -613,7 +614,9 @@ func (r *renderer) array(d *doc, start, depth int) (int, error) {
 			r.out = append(r.out, `"`+Redacted+`"`...)
 			flag = false
 		} else {
+			item := p
 			p, flag, err = r.value(d, p, depth, hintNone)
+			flag = flag || n == 0 && pair || passwordFlagItem(d, item)
 		}
 		if err != nil {
 			return 0, err

@@ -20,6 +20,8 @@ const Redacted = "[REDACTED]"
 //     Authorization: Bearer [REDACTED], --token [REDACTED]); the scheme word of an
 //     authorization value is kept, and a bare variable reference (${TOKEN}, $TOKEN,
 //     %TOKEN%, {{ token }}) is left alone since it is not the secret itself;
+//   - the value of the password flag -p (mysql -p [REDACTED]) unless it is a port,
+//     a path or another flag, or follows mkdir;
 //   - Bearer credentials, and Basic credentials that decode to user:password;
 //   - the body of PEM private-key blocks, to the end of the text when the block is not
 //     terminated;
@@ -58,6 +60,9 @@ func findSecrets(spans []span, b []byte) []span {
 	}
 	if bytes.Contains(b, []byte("--")) {
 		spans = scanFlags(spans, b)
+	}
+	if bytes.Contains(b, []byte("-p")) {
+		spans = scanShortPassword(spans, b)
 	}
 	if bytes.Contains(b, []byte("-----BEGIN ")) {
 		spans = scanPEM(spans, b)

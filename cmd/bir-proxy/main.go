@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/intercept"
+	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
@@ -82,6 +83,7 @@ type proxyFlags struct {
 	recorderURL    string
 	allowRemote    bool
 	journal        string
+	spoolMax       sizeFlag
 	maxMessage     int
 	stopGrace      time.Duration
 	logLevel       string
@@ -96,6 +98,8 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
 	fs.StringVar(&f.recorderURL, "recorder", "", "recorder URL (default: BIR_RECORDER_URL, then .bir/recorder.json)")
 	fs.BoolVar(&f.allowRemote, "allow-remote-recorder", false, "allow a recorder that is not on a loopback address")
 	fs.StringVar(&f.journal, "journal", "", "journal file used when no recorder is configured (default: $XDG_STATE_HOME/bir-proxy/journal/SERVER.jsonl)")
+	f.spoolMax.n = recorder.DefaultSpoolMax
+	fs.Var(&f.spoolMax, "spool-max", "most disk the reports waiting for a recorder that is down may take, per server, as a `SIZE` like 1GiB; past it the oldest are dropped")
 	fs.IntVar(&f.maxMessage, "max-message", 0, "largest message accepted, in bytes (default 256 MiB)")
 	fs.DurationVar(&f.stopGrace, "stop-grace", upstream.DefaultInputGrace, "how long the server has to exit after its stdin closes, before SIGTERM")
 	fs.StringVar(&f.logLevel, "log-level", envOr("BIR_LOG_LEVEL", "info"), "debug, info, warn or error (env BIR_LOG_LEVEL)")
@@ -106,6 +110,10 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
 	if *showVersion {
 		fmt.Fprintf(os.Stdout, "bir-proxy %s\n", version)
 		return nil, 0, false
+	}
+	if f.spoolMax.n < recorder.MinSpoolMax {
+		fmt.Fprintf(stderr, "bir-proxy: --spool-max %s is below the least it can be, %s\n", formatSize(f.spoolMax.n), formatSize(recorder.MinSpoolMax))
+		return nil, 2, false
 	}
 	f.command = fs.Args()
 	if len(f.command) == 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/recorder"
@@ -32,10 +33,11 @@ func openReporter(ctx context.Context, f *proxyFlags, log *slog.Logger) *reporti
 		return &reporting{id: randomID()}
 	}
 	cwd, _ := os.Getwd()
-	ep, err := recorder.Discover(recorder.DiscoverOptions{Flag: f.recorderURL, Env: os.Getenv, Dir: cwd, AllowRemote: f.allowRemote})
+	ep, err := recorder.Discover(recorder.DiscoverOptions{Flag: f.recorderURL, Env: os.Getenv, Dir: cwd, AllowRemote: f.allowRemote, Logger: log})
 	if err != nil {
-		// A recorder we may not talk to (not loopback, unreadable discovery file):
-		// reports go to the journal rather than nowhere.
+		// A recorder we may not talk to (not loopback, a discovery file that is
+		// unreadable or that others could have written): reports go to the journal
+		// rather than nowhere.
 		log.Warn("not using the configured recorder; reports go to the journal", "err", err)
 		ep = nil
 	}
@@ -45,6 +47,7 @@ func openReporter(ctx context.Context, f *proxyFlags, log *slog.Logger) *reporti
 		Version:     version,
 		Upstream:    recorder.Upstream{Transport: "stdio", Command: f.command},
 		JournalPath: f.journal,
+		SpoolMax:    f.spoolMax.n,
 		Logger:      log,
 	})
 	if err != nil {
@@ -78,11 +81,54 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// recorderStatus describes, in one line, where this directory's reports would go.
+// recorderStatus describes where this directory's reports would go, in one line, and
+// then what waits in the spool and what was dropped from it, a line per server.
 func recorderStatus(ctx context.Context) string {
 	if off() {
 		return "BIR_OFF is set: nothing is recorded"
 	}
+	line := recorderLine(ctx)
+	state, err := recorder.DefaultStateDir()
+	if err != nil {
+		return line
+	}
+	sts, err := recorder.SpoolStatus(state)
+	if err != nil {
+		return line + "\nspool: " + err.Error()
+	}
+	return line + spoolLines(sts)
+}
+
+// spoolLines describes the spool of each server, each line after a newline.
+func spoolLines(sts []recorder.SpoolState) string {
+	var b strings.Builder
+	for _, st := range sts {
+		if st.Files > 0 {
+			fmt.Fprintf(&b, "\nspool: %s: %s in %d file(s) waiting for the recorder", st.Server, humanSize(st.Bytes), st.Files)
+		}
+		if st.Dropped > 0 {
+			fmt.Fprintf(&b, "\nspool: %s: %d reports dropped because the spool was full (--spool-max), the last at %s",
+				st.Server, st.Dropped, st.LastDrop.Local().Format(time.DateTime))
+		}
+	}
+	return b.String()
+}
+
+func humanSize(n int64) string {
+	if n < 1<<10 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, unit := float64(n)/(1<<10), "KiB"
+	for _, u := range []string{"MiB", "GiB", "TiB"} {
+		if v < 1<<10 {
+			break
+		}
+		v, unit = v/(1<<10), u
+	}
+	return fmt.Sprintf("%.1f %s", v, unit)
+}
+
+func recorderLine(ctx context.Context) string {
 	cwd, _ := os.Getwd()
 	ep, err := recorder.Discover(recorder.DiscoverOptions{Env: os.Getenv, Dir: cwd})
 	if err != nil {

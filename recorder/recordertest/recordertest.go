@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -105,6 +106,9 @@ type Server struct {
 	wrongToken bool
 	slow       time.Duration
 	failStatus int
+	okStatus   int    // answers in place of 200 to what the recorder accepted
+	redirectTo string // Location of the redirect every /proxy/ request gets
+	redirectSt int
 	known      map[string]bool // proxyIds registered since the last Restart
 	seen       map[stepKey]bool
 	requests   []Request
@@ -277,6 +281,24 @@ func (s *Server) Fail(status int) {
 	s.mu.Unlock()
 }
 
+// Answer makes the recorder answer every request it acts on with status (201, 202,
+// 204, ...) instead of 200, as a recorder built on another framework may; 0 turns it
+// off. 204 comes without a body.
+func (s *Server) Answer(status int) {
+	s.mu.Lock()
+	s.okStatus = status
+	s.mu.Unlock()
+}
+
+// Redirect makes every /proxy/ request answer status (301, 302, 307, 308, ...) with a
+// Location of location, without acting on it, as a recorder moved behind a reverse
+// proxy may; status 0 turns it off.
+func (s *Server) Redirect(status int, location string) {
+	s.mu.Lock()
+	s.redirectSt, s.redirectTo = status, location
+	s.mu.Unlock()
+}
+
 // WrongToken makes the recorder expect a different token than the one it advertises,
 // so every /proxy/ request gets 401, as when a proxy holds a stale token.
 func (s *Server) WrongToken(on bool) {
@@ -408,7 +430,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return // the connection is gone; nothing was received
 	}
 	s.mu.Lock()
-	slow, gone := s.slow, s.gone
+	slow, gone, okStatus, redirectSt, redirectTo := s.slow, s.gone, s.okStatus, s.redirectSt, s.redirectTo
 	s.mu.Unlock()
 	if slow > 0 {
 		t := time.NewTimer(slow)
@@ -420,7 +442,20 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	status, answer := s.route(r, body, gone)
+	var status int
+	var answer []byte
+	if redirectSt != 0 && strings.HasPrefix(r.URL.Path, "/proxy/") {
+		status = redirectSt
+		w.Header().Set("Location", redirectTo)
+	} else {
+		status, answer = s.route(r, body, gone)
+		if status == http.StatusOK && okStatus != 0 {
+			status = okStatus
+			if status == http.StatusNoContent {
+				answer = nil
+			}
+		}
+	}
 
 	s.mu.Lock()
 	s.requests = append(s.requests, Request{
