@@ -23,6 +23,11 @@
 //	                                     tool "need_input": resultType "input_required" until the
 //	                                       retry carries params.inputResponses, then "complete";
 //	                                     tool "hang": never answered (for cancellation and loss tests)
+//	                                     tool "partial": the first 2.5 MB of an answer (cut just after
+//	                                       a "}", no newline), then exit with --exit-code: a server
+//	                                       that died in the middle of a large line;
+//	                                     tool "partial_hang": the same, then stop (nothing more read or
+//	                                       written) until a signal, to be killed mid-message
 //	                    server/discover  error -32601, as a session-era server answers it
 //	                    anything else    an empty result {}
 //	                  and a line that is not JSON with a -32700 parse error (id null)
@@ -192,6 +197,17 @@ func run(cfg config) error {
 			}
 			if r != nil {
 				r.answer(out, line)
+				if r.then != thenGoOn {
+					if ferr := out.Flush(); ferr != nil {
+						return fmt.Errorf("writing stdout: %w", ferr)
+					}
+					if r.then == thenExit {
+						return nil
+					}
+					for { // killed mid-message, as a test means to do
+						time.Sleep(time.Hour)
+					}
+				}
 			}
 		}
 		// Flushing only when no further input is already buffered keeps

@@ -14,7 +14,10 @@ import (
 // assembled in one reused buffer, since rawserver is also the "direct"
 // baseline the proxy's overhead is measured against.
 type replier struct {
-	env       bool
+	env bool
+	// then is what the "partial" tools do once their cut-off answer is out: the
+	// caller flushes and exits, or flushes and stops.
+	then      afterAnswer
 	toolsList []byte // the whole tools/list result
 	bigResult []byte // the tools/call result for --reply-size, built once
 	buf       []byte
@@ -144,6 +147,9 @@ func (r *replier) answer(out *bufio.Writer, line []byte) {
 			buf = append(buf, ']', '\n')
 		}
 	}
+	if r.then != thenGoOn {
+		buf = bytes.TrimSuffix(buf, []byte("\n")) // the partial answer is never finished
+	}
 	out.Write(buf)
 	// A 64 MiB answer's buffer is not worth keeping for the small ones.
 	if cap(buf) <= 1<<20 {
@@ -172,6 +178,12 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 			return appendError(buf, id, -32000, "rpc_error tool failed as asked")
 		case name == "fail":
 			buf = appendTextResult(appendResultStart(buf, id), "fail tool failed as asked", true)
+		case name == "partial" || name == "partial_hang":
+			r.then = thenExit
+			if name == "partial_hang" {
+				r.then = thenHang
+			}
+			return appendPartial(appendResultStart(buf, id))
 		case name == "need_input":
 			buf = appendNeedInput(appendResultStart(buf, id), req.inputResponses.Exists())
 		case name == "env" && r.env:
@@ -203,6 +215,34 @@ func appendTextResult(buf []byte, text string, isError bool) []byte {
 		return append(buf, `}],"isError":true}`...)
 	}
 	return append(buf, `}],"isError":false}`...)
+}
+
+// afterAnswer is what rawserver does after writing an answer.
+type afterAnswer int
+
+const (
+	thenGoOn afterAnswer = iota
+	thenExit             // exit with --exit-code: a server that died mid-line
+	thenHang             // write nothing more, read nothing more, until a signal
+)
+
+// partialSize is the length of the cut-off answer of the "partial" tools: over the
+// 1 MiB past which a proxy might judge a line by its ends.
+const partialSize = 5 << 19
+
+// appendPartial appends the first partialSize-odd bytes of a tools/call result that
+// never ends: an unfinished content array whose cut falls just after an element's "}",
+// so the partial line has the ends of a JSON object. No newline follows.
+func appendPartial(buf []byte) []byte {
+	buf = append(buf, `{"content":[`...)
+	const elem = `{"type":"text","text":"x"}`
+	for n := 0; n < partialSize; n += len(elem) + 1 {
+		if n > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, elem...)
+	}
+	return buf
 }
 
 // appendNeedInput mimics a stateless-era tool that asks for a confirmation
