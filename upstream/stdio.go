@@ -14,6 +14,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/tidwall/gjson"
 )
 
 // Grace periods of the stop sequence (SPEC §6). A server gets time to finish writing
@@ -245,6 +246,15 @@ func (p *Process) Read() ([]byte, error) {
 			return nil, io.EOF
 		case err != nil:
 			return nil, err
+		}
+		if p.out.Unterminated() && !gjson.ValidBytes(msg) {
+			// The server died in the middle of a line. IsMessage judges a line over
+			// 1 MiB by its ends, and a cut that falls just after a "}" has the ends of
+			// an object: the host would get megabytes of broken JSON. A line nobody
+			// finished is a message only if it is whole, checked in full; and what
+			// was cut is not shown on stderr either (it may be 64 MB).
+			p.log.Warn("discarded the unfinished line the server was writing when it ended", "bytes", len(msg))
+			continue
 		}
 		if !IsMessage(msg) {
 			p.notMessage(msg)
