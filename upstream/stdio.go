@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -94,6 +96,11 @@ type Process struct {
 
 	exited   chan struct{} // closed once the process has been waited for
 	exitCode int
+	exitHow  string // ExitReason's words
+
+	errF    *os.File      // our end of the server's stderr
+	errTail tailBuffer    // the last bytes it wrote there
+	errDone chan struct{} // closed when the copy of its stderr has ended
 
 	closeIn   sync.Once
 	stopOnce  sync.Once
@@ -126,6 +133,7 @@ func Start(c Command) (*Process, error) {
 		termGrace:  c.TermGrace,
 		exited:     make(chan struct{}),
 		hurry:      make(chan struct{}),
+		errDone:    make(chan struct{}),
 	}
 	if p.stderr == nil {
 		p.stderr = os.Stderr
@@ -157,6 +165,16 @@ func Start(c Command) (*Process, error) {
 		inW.Close()
 		return nil, fmt.Errorf("creating the server's stdout pipe: %w", err)
 	}
+	// stderr through a pipe of ours too, copied on unchanged: its last lines say why a
+	// server died, for the error answers and the log line of a revival.
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("creating the server's stderr pipe: %w", err)
+	}
 	enlargePipe(outW)
 	enlargePipe(inW)
 
@@ -179,23 +197,25 @@ func Start(c Command) (*Process, error) {
 	cmd.Dir = c.Dir
 	cmd.Stdin = inR
 	cmd.Stdout = outW
-	cmd.Stderr = p.stderr
+	cmd.Stderr = errW
 	setProcAttr(cmd)
 	if supervised {
 		setSupervisorAttr(cmd)
 		p.supervised = true
 	}
 	if err := cmd.Start(); err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
+		for _, f := range []*os.File{inR, inW, outR, outW, errR, errW} {
+			f.Close()
+		}
 		return nil, fmt.Errorf("starting %s: %w", c.Path, err)
 	}
 	// The child has its copies; ours must go, or we would never see EOF on its stdout
 	// and it would never see EOF on its stdin.
 	inR.Close()
 	outW.Close()
+	errW.Close()
+	p.errF = errR
+	go p.copyStderr()
 
 	p.cmd = cmd
 	p.inFile = inW
@@ -209,6 +229,7 @@ func Start(c Command) (*Process, error) {
 func (p *Process) wait() {
 	err := p.cmd.Wait()
 	p.exitCode = exitCode(p.cmd.ProcessState, err)
+	p.exitHow = exitHow(p.cmd.ProcessState, err)
 	// The server is gone; whatever it left in its process group goes with it, and
 	// reads stop waiting for a writer that may never close (orphanGrace). The deadline
 	// is set here too, not only before each Read: a Read already blocked when the
@@ -217,6 +238,26 @@ func (p *Process) wait() {
 	signalGroup(p.cmd, sigTerm)
 	close(p.exited)
 	_ = p.outF.SetReadDeadline(time.Now().Add(orphanGrace))
+	// The same bound for its stderr: a process it left behind holding the pipe must
+	// not keep the copy (a goroutine and a pipe per revival) alive.
+	_ = p.errF.SetReadDeadline(time.Now().Add(orphanGrace))
+}
+
+// copyStderr passes the server's stderr on unchanged, keeping its tail.
+func (p *Process) copyStderr() {
+	defer close(p.errDone)
+	defer p.errF.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := p.errF.Read(buf)
+		if n > 0 {
+			p.errTail.write(buf[:n])
+			_, _ = p.stderr.Write(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // Read returns the next message from the server. Lines that are not JSON-RPC messages
@@ -418,8 +459,45 @@ func (p *Process) waitExit(d time.Duration, cut <-chan struct{}) bool {
 	}
 }
 
+// ExitReason waits for the server to have exited and says how, in words: "exited with
+// status 1", "was killed by signal 9 (killed)".
+func (p *Process) ExitReason() string {
+	<-p.exited
+	return p.exitHow
+}
+
+// StderrTail returns up to n of the last lines the server wrote to stderr, once what
+// it wrote before it exited has been read (waiting at most a moment for that).
+func (p *Process) StderrTail(n int) []string {
+	if p.Exited() {
+		t := time.NewTimer(orphanGrace)
+		defer t.Stop()
+		select {
+		case <-p.errDone:
+		case <-t.C:
+		}
+	}
+	return p.errTail.lines(n)
+}
+
 // Pid is the server's process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+func exitHow(st *os.ProcessState, err error) string {
+	if st == nil {
+		if err != nil {
+			return "could not be waited for: " + err.Error()
+		}
+		return "exited"
+	}
+	if code := st.ExitCode(); code >= 0 {
+		return "exited with status " + strconv.Itoa(code)
+	}
+	if sig, ok := signalOf(st); ok {
+		return fmt.Sprintf("was killed by signal %d (%s)", sig, signalName(sig))
+	}
+	return "exited abnormally"
+}
 
 func exitCode(st *os.ProcessState, err error) int {
 	if st == nil {
@@ -435,4 +513,46 @@ func exitCode(st *os.ProcessState, err error) int {
 		return 128 + sig
 	}
 	return 1
+}
+
+// tailBuffer keeps the last tailSize bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 4 << 10
+
+func (t *tailBuffer) write(p []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(p) >= tailSize {
+		t.buf = append(t.buf[:0], p[len(p)-tailSize:]...)
+		return
+	}
+	if over := len(t.buf) + len(p) - tailSize; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+}
+
+// lines returns up to n of the last non-blank lines, each cut to a readable length.
+func (t *tailBuffer) lines(n int) []string {
+	t.mu.Lock()
+	text := string(t.buf)
+	t.mu.Unlock()
+	var out []string
+	all := strings.Split(text, "\n")
+	for i := len(all) - 1; i >= 0 && len(out) < n; i-- {
+		l := strings.TrimSpace(all[i])
+		if l == "" {
+			continue
+		}
+		if len(l) > 300 {
+			l = l[:300] + "…"
+		}
+		out = append(out, l)
+	}
+	slices.Reverse(out)
+	return out
 }
