@@ -14,9 +14,12 @@ import (
 // assembled in one reused buffer, since rawserver is also the "direct"
 // baseline the proxy's overhead is measured against.
 type replier struct {
-	env bool
-	// then is what the "partial" tools do once their cut-off answer is out: the
-	// caller flushes and exits, or flushes and stops.
+	env          bool
+	protoVersion string // --protocol-version
+	crashEvery   int    // --crash-every
+	calls        int    // tools/calls received
+	// then is what rawserver does once the answer is out: the "partial" tools and
+	// --crash-every make it exit, or stop.
 	then      afterAnswer
 	toolsList []byte // the whole tools/list result
 	bigResult []byte // the tools/call result for --reply-size, built once
@@ -45,7 +48,7 @@ func newReplier(cfg config) (*replier, error) {
 	}
 	list = append(list, "]}"...)
 
-	r := &replier{env: cfg.env, toolsList: list}
+	r := &replier{env: cfg.env, toolsList: list, protoVersion: cfg.protoVersion, crashEvery: cfg.crashEvery}
 	if cfg.replySize > 0 {
 		big := make([]byte, 0, cfg.replySize+64)
 		big = append(big, `{"content":[{"type":"text","text":"`...)
@@ -163,7 +166,9 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 	case "initialize":
 		buf = appendResultStart(buf, id)
 		buf = append(buf, `{"protocolVersion":`...)
-		if req.protocolVersion.Type == gjson.String {
+		if r.protoVersion != "" {
+			buf = gjson.AppendJSONString(buf, r.protoVersion)
+		} else if req.protocolVersion.Type == gjson.String {
 			buf = append(buf, req.protocolVersion.Raw...)
 		} else {
 			buf = append(buf, `"2025-06-18"`...)
@@ -173,6 +178,10 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 	case "tools/list":
 		buf = append(appendResultStart(buf, id), r.toolsList...)
 	case "tools/call":
+		if r.calls++; r.crashEvery > 0 && r.calls%r.crashEvery == 0 {
+			r.then = thenExit // unanswered: the caller exits before writing anything more
+			return buf
+		}
 		switch name := req.name.Str; {
 		case name == "rpc_error":
 			return appendError(buf, id, -32000, "rpc_error tool failed as asked")
