@@ -72,6 +72,9 @@ const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 type Setup struct {
 	// waiting is len(pending), readable without the lock.
 	waiting atomic.Int64
+	// eraKnown: the host initialized or spoke the stateless era, so a request's _meta
+	// need not be looked at (every tools/call would otherwise take the lock).
+	eraKnown atomic.Bool
 
 	mu      sync.Mutex
 	pending map[string]asked // host requests Setup awaits the answer to, by jsonlex.IDKey
@@ -162,16 +165,16 @@ func (s *Setup) FromHost(msg []byte) {
 // noteMeta marks the host stateless when a request carries the stateless era's
 // protocol field, unless the host initialized a session.
 func (s *Setup) noteMeta(params []byte) {
-	s.mu.Lock()
-	known := s.stateless || s.initReq != nil
-	s.mu.Unlock()
-	if known || params == nil {
+	if s.eraKnown.Load() || params == nil {
 		return
 	}
 	if jsonlex.Get(jsonlex.Get(params, "_meta"), metaProtocolVersion) != nil {
 		s.mu.Lock()
-		s.stateless = true
+		if s.initReq == nil {
+			s.stateless = true
+		}
 		s.mu.Unlock()
+		s.eraKnown.Store(true)
 	}
 }
 
@@ -220,6 +223,7 @@ func (s *Setup) answered(a asked, result []byte) {
 		s.caps = bytes.Clone(jsonlex.Get(result, "capabilities"))
 		s.serverInfo = bytes.Clone(jsonlex.Get(result, "serverInfo"))
 		s.stateless = false
+		s.eraKnown.Store(true)
 	case askSetLevel:
 		s.setLevel = a.msg
 	case askSubscribe:
@@ -242,6 +246,7 @@ func (s *Setup) answered(a asked, result []byte) {
 	case askDiscover:
 		if s.initReq == nil {
 			s.stateless = true
+			s.eraKnown.Store(true)
 		}
 	}
 }

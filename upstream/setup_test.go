@@ -222,3 +222,13 @@ func FuzzSetup(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSetupFromHost is what Setup costs each host message on the relay's path.
+func BenchmarkSetupFromHost(b *testing.B) {
+	s := NewSetup()
+	hostSession(s)
+	msg := []byte(`{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world"}}}`)
+	for b.Loop() {
+		s.FromHost(msg)
+	}
+}
