@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
 // answerWithin bounds one wait for the proxy's answer. A revival of the fixture takes
@@ -575,4 +576,46 @@ func serverStartTime(t *testing.T, raw string) time.Duration {
 		s.wait()
 	}
 	return percentile(ds, 50)
+}
+
+// TestReviveRegistersAgainAndReportsTheLostCall: with a recorder, the call in flight
+// when the server died is reported upstream_lost, and the proxy registers again after
+// the revival with what the new server said (here, its changed tool list).
+func TestReviveRegistersAgainAndReportsTheLostCall(t *testing.T) {
+	t.Parallel()
+	f := newReviveFixture(t)
+	rec := recordertest.Start(t)
+	tools := filepath.Join(f.dir, "tools")
+	if err := os.WriteFile(tools, []byte("echo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startProxy(t, recording(rec, t.TempDir()), f.args(nil, "--reply", "--tools-file", tools)...)
+	s.setUp()
+	if err := os.WriteFile(tools, []byte("echo\nfresh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"hang","arguments":{"_bir_call_id":"lost-1"}}}`)
+	f.waitRecorded(t, `"hang"`)
+	f.kill9(t)
+	s.expect("40")
+	if a := s.call(41, "echo", `{"_bir_call_id":"after-1"}`); isError(a) {
+		t.Fatalf("the next call failed: %s", a)
+	}
+	ctx := ctxTimeout(t)
+	snap, err := rec.Wait(ctx, func(v recordertest.Snapshot) bool {
+		lost, after, reg := false, false, false
+		for _, st := range v.Steps {
+			lost = lost || (st.Get("callId").String() == "lost-1" && st.Get("outcome").String() == "upstream_lost")
+			after = after || (st.Get("callId").String() == "after-1" && st.Get("outcome").String() == "ok")
+		}
+		for _, r := range v.Registrations {
+			reg = reg || strings.Contains(r.Get("tools").Raw, `"fresh"`)
+		}
+		return lost && after && reg
+	})
+	if err != nil {
+		t.Fatalf("%v\nsteps: %d, registrations: %d", err, len(snap.Steps), len(snap.Registrations))
+	}
+	s.in.Close()
+	s.wait()
 }
