@@ -102,10 +102,11 @@ type Process struct {
 	errTail tailBuffer    // the last bytes it wrote there
 	errDone chan struct{} // closed when the copy of its stderr has ended
 
-	closeIn   sync.Once
-	stopOnce  sync.Once
-	hurry     chan struct{} // closed by Terminate: cut the gentle stop's grace short
-	hurryOnce sync.Once
+	closeIn      sync.Once
+	closeOutOnce sync.Once
+	stopOnce     sync.Once
+	hurry        chan struct{} // closed by Terminate: cut the gentle stop's grace short
+	hurryOnce    sync.Once
 }
 
 // ChildEnv returns env without any BIR_* variable: those configure the proxy and carry
@@ -282,10 +283,12 @@ func (p *Process) Read() ([]byte, error) {
 			continue
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			p.log.Warn("server exited but a process it started still holds its stdout; ending the session")
+			p.closeOut()
 			return nil, io.EOF
 		case errors.Is(err, os.ErrClosed):
 			return nil, io.EOF
 		case err != nil:
+			p.closeOut()
 			return nil, err
 		}
 		if p.out.Unterminated() && !gjson.ValidBytes(msg) {
@@ -321,6 +324,14 @@ func (p *Process) refuseTooLong(e *framing.TooLongError) []byte {
 		return nil
 	}
 	return jsonlex.ErrorResponse(e.ID, -32603, fmt.Sprintf("bir-proxy: the server's answer was %d bytes, over the proxy's --max-message cap of %d bytes, and was dropped", e.Size, e.Max))
+}
+
+// closeOut releases our end of the server's stdout once the reader has seen its end:
+// a revived session starts a process per crash, and each would otherwise leave an fd
+// open until the garbage collector finds it. The framing reader's error is sticky, so
+// a later Read returns it without touching the file.
+func (p *Process) closeOut() {
+	p.closeOutOnce.Do(func() { p.outF.Close() })
 }
 
 func (p *Process) notMessage(line []byte) {
