@@ -404,11 +404,14 @@ func (c *Conn) obituary(g *gen, readErr error) (how, tail string) {
 	case <-t.C:
 		how = "closed its stdout"
 	}
-	lines := d.StderrTail(3)
+	return how, quoteLines(d.StderrTail(3))
+}
+
+func quoteLines(lines []string) string {
 	for i, l := range lines {
 		lines[i] = strconv.Quote(l)
 	}
-	return how, strings.Join(lines, ", ")
+	return strings.Join(lines, ", ")
 }
 
 // Settled is the relay's word that it has settled what the dead server left behind:
@@ -611,11 +614,13 @@ func (c *Conn) genEnded(g *gen, err error) error {
 }
 
 // stderrNote is the last server's stderr lines for an error answer, or "".
-func (c *Conn) stderrNote() string {
-	if c.lastTail == "" {
+func (c *Conn) stderrNote() string { return stderrNote(c.lastTail) }
+
+func stderrNote(tail string) string {
+	if tail == "" {
 		return ""
 	}
-	return " (its last stderr lines: " + c.lastTail + ")"
+	return " (its last stderr lines: " + tail + ")"
 }
 
 // stop ends a generation at once.
@@ -766,8 +771,8 @@ func (c *Conn) write(msg []byte, hold bool) error {
 	if err != nil {
 		if d, ok := g.conn.(upstream.ExitDescriber); ok && d.Exited() {
 			// The server died and its reader has not said so yet: say why rather than
-			// "broken pipe".
-			return fmt.Errorf("server %s %s; it is being restarted", c.name, d.ExitReason())
+			// "broken pipe" (its stderr is read to its end by then, or within a moment).
+			return fmt.Errorf("server %s %s%s; it is being restarted", c.name, d.ExitReason(), stderrNote(quoteLines(d.StderrTail(3))))
 		}
 		return err
 	}
