@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/report"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
@@ -72,7 +72,7 @@ func newFixture(t *testing.T, p Policy, first, then []string) *fixture {
 		logs:    &syncBuffer{},
 		facts:   make(chan report.ServerFacts, 64),
 	}
-	d := &dialer{f: f, first: first, then: then, raw: testbin.Build(t, "./testdata/rawserver")}
+	d := &dialer{f: f, first: first, then: then, raw: testutil.Build(t, "./testdata/rawserver")}
 	conn, err := d.Dial(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func newFixture(t *testing.T, p Policy, first, then []string) *fixture {
 			t.Error("Read did not end after Close")
 		}
 		for _, pid := range f.startPids() {
-			if err := testbin.WaitExit(context.Background(), pid); err != nil {
+			if err := testutil.WaitExit(context.Background(), pid); err != nil {
 				t.Error(err)
 			}
 		}
@@ -155,7 +155,7 @@ func (f *fixture) startPids() []int {
 
 func (f *fixture) kill() {
 	f.t.Helper()
-	pid := testbin.ReadPidfile(f.t, f.pidfile)
+	pid := testutil.ReadPidfile(f.t, f.pidfile)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		f.t.Fatal(err)
 	}

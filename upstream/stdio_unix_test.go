@@ -10,13 +10,13 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // TestProcessSaysHowItEnded: the words and the stderr lines a revival's error answers
 // and log line are made of.
 func TestProcessSaysHowItEnded(t *testing.T) {
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	var stderr bytes.Buffer
 	p, err := Start(Command{Path: raw, Args: []string{"--exit-now", "--exit-code", "3", "--stderr", "one\ntwo\n\nfatal: boom\n"}, Name: "raw", Stderr: &syncWriter{w: &stderr}})
 	if err != nil {

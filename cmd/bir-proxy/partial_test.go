@@ -6,7 +6,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // TestPartialLineNeverReachesTheHost: a server that dies halfway through a line over
@@ -16,13 +16,13 @@ import (
 // only if it is a whole JSON value. Revival or not: the bug is in reading.
 func TestPartialLineNeverReachesTheHost(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	for _, mode := range [][]string{{"--no-revive"}, nil} {
 		t.Run(map[bool]string{true: "no-revive", false: "revive"}[mode != nil], func(t *testing.T) {
 			t.Parallel()
 			args := append(append([]string{"--server", "raw"}, mode...), "--", raw, "--reply", "--exit-code", "1")
 			s := startProxy(t, nil, args...)
-			s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"partial","arguments":{}}}`)
+			s.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"partial","arguments":{}}}`)
 			for {
 				msg, err := s.out.Read()
 				if errors.Is(err, io.EOF) {
@@ -38,8 +38,8 @@ func TestPartialLineNeverReachesTheHost(t *testing.T) {
 					break // revived: the call in flight got its error answer
 				}
 			}
-			s.in.Close()
-			s.wait()
+			s.Stdin.Close()
+			s.ExitCode()
 		})
 	}
 }

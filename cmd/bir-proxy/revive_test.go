@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,13 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
-
-// answerWithin bounds one wait for the proxy's answer. A revival of the fixture takes
-// milliseconds; this is a deadline for a hung proxy, not a performance assertion.
-const answerWithin = 20 * time.Second
 
 // reviveFixture is a rawserver that records what it receives and where its pid is.
 type reviveFixture struct {
@@ -27,7 +25,7 @@ type reviveFixture struct {
 func newReviveFixture(t *testing.T) *reviveFixture {
 	dir := t.TempDir()
 	return &reviveFixture{
-		raw:     testbin.Build(t, "./testdata/rawserver"),
+		raw:     testutil.Build(t, "./testdata/rawserver"),
 		dir:     dir,
 		record:  filepath.Join(dir, "received"),
 		pidfile: filepath.Join(dir, "pid"),
@@ -84,11 +82,11 @@ func (f *reviveFixture) generations(t *testing.T) [][]string {
 // kill9 SIGKILLs the server that is running now and waits until it is gone.
 func (f *reviveFixture) kill9(t *testing.T) int {
 	t.Helper()
-	pid := testbin.ReadPidfile(t, f.pidfile)
+	pid := testutil.ReadPidfile(t, f.pidfile)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if err := testbin.WaitExit(ctxTimeout(t), pid); err != nil {
+	if err := testutil.WaitExit(testutil.Context(t), pid); err != nil {
 		t.Fatal(err)
 	}
 	return pid
@@ -97,30 +95,21 @@ func (f *reviveFixture) kill9(t *testing.T) int {
 // waitRecorded waits until the server has received a line containing sub.
 func (f *reviveFixture) waitRecorded(t *testing.T, sub string) {
 	t.Helper()
-	ctx := ctxTimeout(t)
-	for {
-		if b, _ := os.ReadFile(f.record); strings.Contains(string(b), sub) {
-			return
-		}
-		select {
-		case <-tick():
-		case <-ctx.Done():
-			t.Fatalf("the server never received %q", sub)
-		}
-	}
+	testutil.Eventually(t, "the server to receive "+sub, func() bool {
+		b, _ := os.ReadFile(f.record)
+		return strings.Contains(string(b), sub)
+	})
 }
 
-// expect reads from the proxy until the answer to id, within answerWithin. Every line
+// expect reads from the proxy until the answer to id. Every line
 // the host gets must be whole JSON and never an answer to the proxy's own requests.
 // It returns the answer and the messages that came before it.
 func (s *session) expect(id string) (answer string, before []string) {
 	s.t.Helper()
-	_ = s.outF.SetReadDeadline(time.Now().Add(answerWithin))
-	defer s.outF.SetReadDeadline(time.Time{})
-	for {
+	for { // each read is bounded by testutil.Guard
 		msg, err := s.out.Read()
 		if err != nil {
-			s.t.Fatalf("waiting for the answer to %s: %v (seen %q; stderr: %s)", id, err, before, s.stderr.String())
+			s.t.Fatalf("waiting for the answer to %s: %v (seen %q; stderr: %s)", id, err, before, s.Stderr.String())
 		}
 		checkHostLine(s.t, msg)
 		if got, ok := jsonID(msg); ok && got == id {
@@ -143,7 +132,7 @@ func checkHostLine(t *testing.T, msg []byte) {
 // call sends a tools/call and returns the answer.
 func (s *session) call(id int, tool, args string) string {
 	s.t.Helper()
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args))
+	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args))
 	a, _ := s.expect(strconv.Itoa(id))
 	return a
 }
@@ -155,9 +144,9 @@ var hostInit = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protoco
 
 func (s *session) setUp() {
 	s.t.Helper()
-	s.send(hostInit)
+	s.Send(hostInit)
 	s.expect("0")
-	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"info"}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`,
 		`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":"file:///a"}}`,
@@ -216,7 +205,7 @@ func TestReviveKilledWhileIdle(t *testing.T) {
 	s := startProxy(t, nil, f.args(nil, "--reply")...)
 	s.setUp()
 	old := f.kill9(t)
-	if err := s.stderr.waitFor(ctxTimeout(t), "revived the server"); err != nil {
+	if err := s.Stderr.WaitFor(testutil.Context(t), "revived the server"); err != nil {
 		t.Fatal(err)
 	}
 	if a := s.call(10, "echo", `{"after":"revival","_bir_call_id":"c-1"}`); isError(a) {
@@ -231,11 +220,11 @@ func TestReviveKilledWhileIdle(t *testing.T) {
 	if pids := f.startPids(t); len(pids) != 2 || pids[0] != old {
 		t.Fatalf("starts %v", pids)
 	}
-	if !strings.Contains(s.stderr.String(), `ended="was killed by signal 9 (killed)" attempt=1`) {
-		t.Errorf("the revival line does not say how the server ended and the attempt:\n%s", s.stderr.String())
+	if !strings.Contains(s.Stderr.String(), `ended="was killed by signal 9 (killed)" attempt=1`) {
+		t.Errorf("the revival line does not say how the server ended and the attempt:\n%s", s.Stderr.String())
 	}
-	s.in.Close()
-	if code := s.wait(); code != 0 {
+	s.Stdin.Close()
+	if code := s.ExitCode(); code != 0 {
 		t.Fatalf("exit %d, want the revived server's 0 (it exits on EOF)", code)
 	}
 }
@@ -248,7 +237,7 @@ func TestReviveKilledDuringCall(t *testing.T) {
 	// Two requests in flight: a tools/call and a plain request the server never
 	// answers (the hang tool stands for any slow request): both get an error with
 	// their own id at once.
-	s.send(`{"jsonrpc":"2.0","id":"call-1","method":"tools/call","params":{"name":"hang","arguments":{}}}`)
+	s.Send(`{"jsonrpc":"2.0","id":"call-1","method":"tools/call","params":{"name":"hang","arguments":{}}}`)
 	f.waitRecorded(t, `"hang"`)
 	f.kill9(t)
 	a, _ := s.expect(`"call-1"`)
@@ -271,8 +260,8 @@ func TestReviveKilledMidLargeMessage(t *testing.T) {
 	f := newReviveFixture(t)
 	s := startProxy(t, nil, f.args(nil, "--reply")...)
 	s.setUp()
-	s.send(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"partial_hang","arguments":{}}}`)
-	if err := s.stderr.waitFor(ctxTimeout(t), "rawserver: partial answer written"); err != nil {
+	s.Send(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"partial_hang","arguments":{}}}`)
+	if err := s.Stderr.WaitFor(testutil.Context(t), "rawserver: partial answer written"); err != nil {
 		t.Fatal(err)
 	}
 	f.kill9(t)
@@ -301,14 +290,14 @@ func TestReviveToolsListChanged(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			s.send(`{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"hang","arguments":{}}}`)
+			s.Send(`{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"hang","arguments":{}}}`)
 			f.waitRecorded(t, `"hang"`)
 			f.kill9(t)
 			s.expect(`"c"`)
 			// The revival lists the tools before the waiting request reaches the
 			// server, which answers in order: a notification comes before this answer
 			// or not at all.
-			s.send(`{"jsonrpc":"2.0","id":20,"method":"ping"}`)
+			s.Send(`{"jsonrpc":"2.0","id":20,"method":"ping"}`)
 			_, before := s.expect("20")
 			notified := strings.Contains(strings.Join(before, "\n"), `"method":"notifications/tools/list_changed"`)
 			if notified != changed {
@@ -331,7 +320,7 @@ func TestReviveCrashLoop(t *testing.T) {
 	var a string
 	id := 0
 	for ; id < 10 && !strings.Contains(a, "is down"); id++ {
-		s.send(strings.Replace(hostInit, `"id":0`, `"id":`+strconv.Itoa(id), 1))
+		s.Send(strings.Replace(hostInit, `"id":0`, `"id":`+strconv.Itoa(id), 1))
 		a, _ = s.expect(strconv.Itoa(id))
 		for _, want := range []string{"server raw", "exited with status 1", "fatal: cannot open the database"} {
 			if !strings.Contains(a, want) {
@@ -347,7 +336,7 @@ func TestReviveCrashLoop(t *testing.T) {
 	// Every further request is answered at once, and nothing is started.
 	began := time.Now()
 	for i := id; i < id+50; i++ {
-		s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, i))
+		s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, i))
 		if a, _ := s.expect(strconv.Itoa(i)); !strings.Contains(a, "server raw is down") {
 			t.Fatalf("request %d got %s", i, a)
 		}
@@ -359,18 +348,18 @@ func TestReviveCrashLoop(t *testing.T) {
 		t.Fatalf("%d starts, want 4 (then the cool-down)", len(pids))
 	}
 	// No busy loop: a proxy that spun would have burnt its whole wall time.
-	if cpu := procCPU(t, s.cmd.Process.Pid); cpu > 2*time.Second {
+	if cpu := procCPU(t, s.Cmd.Process.Pid); cpu > 2*time.Second {
 		t.Errorf("the proxy used %v of CPU", cpu)
 	}
-	if n := strings.Count(s.stderr.String(), "giving up for a while"); n != 1 {
-		t.Errorf("%d give-up lines, want 1:\n%s", n, s.stderr.String())
+	if n := strings.Count(s.Stderr.String(), "giving up for a while"); n != 1 {
+		t.Errorf("%d give-up lines, want 1:\n%s", n, s.Stderr.String())
 	}
-	s.in.Close()
-	if code := s.wait(); code != 1 {
+	s.Stdin.Close()
+	if code := s.ExitCode(); code != 1 {
 		t.Fatalf("exit %d, want the last server's 1", code)
 	}
 	for _, p := range f.startPids(t) {
-		if testbin.Alive(p) {
+		if testutil.Alive(p) {
 			t.Errorf("server %d still running", p)
 		}
 	}
@@ -403,21 +392,21 @@ func TestReviveNotWhenTheHostLeaves(t *testing.T) {
 			s.setUp()
 			switch how {
 			case "stdin":
-				s.in.Close()
+				s.Stdin.Close()
 			case "sigterm":
-				_ = s.cmd.Process.Signal(syscall.SIGTERM)
+				_ = s.Cmd.Process.Signal(syscall.SIGTERM)
 			case "sigint":
-				_ = s.cmd.Process.Signal(syscall.SIGINT)
+				_ = s.Cmd.Process.Signal(syscall.SIGINT)
 			}
-			code := s.wait()
+			code := s.ExitCode()
 			if how == "stdin" && code != 7 {
 				t.Fatalf("exit %d, want the server's 7", code)
 			}
 			if pids := f.startPids(t); len(pids) != 1 {
 				t.Fatalf("%d starts, want 1", len(pids))
 			}
-			if strings.Contains(s.stderr.String(), "revived") {
-				t.Fatalf("revived after the host left:\n%s", s.stderr.String())
+			if strings.Contains(s.Stderr.String(), "revived") {
+				t.Fatalf("revived after the host left:\n%s", s.Stderr.String())
 			}
 		})
 	}
@@ -428,8 +417,8 @@ func TestNoReviveExitsWithTheServersStatus(t *testing.T) {
 	f := newReviveFixture(t)
 	s := startProxy(t, nil, f.args([]string{"--no-revive"}, "--reply", "--crash-every", "1", "--exit-code", "9")...)
 	s.setUp()
-	s.send(`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
-	if code := s.wait(); code != 9 {
+	s.Send(`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	if code := s.ExitCode(); code != 9 {
 		t.Fatalf("exit %d, want the server's 9", code)
 	}
 	if pids := f.startPids(t); len(pids) != 1 {
@@ -449,7 +438,7 @@ func TestReviveSoak(t *testing.T) {
 	f := newReviveFixture(t)
 	s := startProxy(t, nil, f.args([]string{"--log-level", "debug"}, "--reply", "--crash-every", "50", "--exit-code", "1")...)
 	s.setUp()
-	pid := s.cmd.Process.Pid
+	pid := s.Cmd.Process.Pid
 	const calls = 5000
 	var errs int
 	var recover []time.Duration // error for the crashing call → answer of the next one
@@ -481,7 +470,7 @@ func TestReviveSoak(t *testing.T) {
 	if late.fds > early.fds+2 || late.threads > early.threads+2 {
 		t.Errorf("the proxy grew: after 1,000 calls %+v, after 5,000 %+v", early, late)
 	}
-	gs := goroutineCounts(s.stderr.String())
+	gs := goroutineCounts(s.Stderr.String())
 	if len(gs) < 40 {
 		t.Fatalf("%d revival lines with goroutine counts", len(gs))
 	}
@@ -491,13 +480,13 @@ func TestReviveSoak(t *testing.T) {
 	// Every server but the running one is gone.
 	pids := f.startPids(t)
 	for _, p := range pids[:len(pids)-1] {
-		if err := testbin.WaitExit(ctxTimeout(t), p); err != nil {
+		if err := testutil.WaitExit(testutil.Context(t), p); err != nil {
 			t.Errorf("server %d outlived its crash: %v", p, err)
 		}
 	}
-	s.in.Close()
-	s.wait()
-	if testbin.Alive(pids[len(pids)-1]) {
+	s.Stdin.Close()
+	s.ExitCode()
+	if testutil.Alive(pids[len(pids)-1]) {
 		t.Errorf("the last server outlived the proxy")
 	}
 	p50, pmax := percentile(recover, 50), percentile(recover, 100)
@@ -571,12 +560,13 @@ func serverStartTime(t *testing.T, raw string) time.Duration {
 	var ds []time.Duration
 	for range 20 {
 		began := time.Now()
-		s := startDirect(t, raw, "--reply")
-		s.send(hostInit)
+		p := testutil.Start(t, exec.Command(raw, "--reply"))
+		s := &session{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
+		s.Send(hostInit)
 		s.expect("0")
 		ds = append(ds, time.Since(began))
-		s.in.Close()
-		s.wait()
+		s.Stdin.Close()
+		s.ExitCode()
 	}
 	return percentile(ds, 50)
 }
@@ -597,14 +587,14 @@ func TestReviveRegistersAgainAndReportsTheLostCall(t *testing.T) {
 	if err := os.WriteFile(tools, []byte("echo\nfresh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s.send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"hang","arguments":{"_bir_call_id":"lost-1"}}}`)
+	s.Send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"hang","arguments":{"_bir_call_id":"lost-1"}}}`)
 	f.waitRecorded(t, `"hang"`)
 	f.kill9(t)
 	s.expect("40")
 	if a := s.call(41, "echo", `{"_bir_call_id":"after-1"}`); isError(a) {
 		t.Fatalf("the next call failed: %s", a)
 	}
-	ctx := ctxTimeout(t)
+	ctx := testutil.Context(t)
 	snap, err := rec.Wait(ctx, func(v recordertest.Snapshot) bool {
 		lost, after, reg := false, false, false
 		for _, st := range v.Steps {
@@ -619,6 +609,6 @@ func TestReviveRegistersAgainAndReportsTheLostCall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\nsteps: %d, registrations: %d", err, len(snap.Steps), len(snap.Registrations))
 	}
-	s.in.Close()
-	s.wait()
+	s.Stdin.Close()
+	s.ExitCode()
 }
