@@ -139,21 +139,21 @@ type Conn struct {
 	kick     chan struct{} // a write asks the reader for a start (stDown after CoolDown)
 
 	// Read side: touched by the reading goroutine only.
-	rcur      *gen              // cur, as the reader has it (no lock per message)
-	out       [][]byte          // messages of ours to return before reading again
-	own       map[string]ownReq // our requests to the current server awaiting answers
-	ownN      atomic.Int64      // len(own), for Buffered and the hot path
-	ownUntil  time.Time         // when own is forgotten
-	nextID    uint64
-	neverUp   int       // starts in a row that died before answering anything
-	troubled  int       // deaths in a row of a server that came up but served nothing
-	diedAt    time.Time // when the last generation was found dead
-	lastHow   string    // how it ended: "exited with status 1"
-	lastTail  string    // its last stderr lines, quoted, or ""
-	attempts  int       // starts since it died
-	revivals  int
-	mismatch  error // the last start negotiated another protocol version
-	toolNames []string
+	rcur     *gen              // cur, as the reader has it (no lock per message)
+	out      [][]byte          // messages of ours to return before reading again
+	own      map[string]ownReq // our requests to the current server awaiting answers
+	ownN     atomic.Int64      // len(own), for Buffered and the hot path
+	ownUntil time.Time         // when own is forgotten
+	nextID   uint64
+	neverUp  int       // starts in a row that died before answering anything
+	troubled int       // deaths in a row of a server that came up but served nothing
+	diedAt   time.Time // when the last generation was found dead
+	lastHow  string    // how it ended: "exited with status 1"
+	lastTail string    // its last stderr lines, quoted, or ""
+	attempts int       // starts since it died
+	revivals int
+	mismatch error                                             // the last start negotiated another protocol version
+	phases   struct{ obituary, dial, handshake time.Duration } // of the last revival, for the debug log
 }
 
 type state int
@@ -349,6 +349,7 @@ func (c *Conn) died(g *gen, readErr error) *upstream.ReplacedError {
 	c.diedAt = time.Now()
 	c.attempts = 0
 	c.lastHow, c.lastTail = c.obituary(g, readErr)
+	c.phases.obituary = time.Since(c.diedAt)
 	uptime := c.diedAt.Sub(g.started)
 	switch {
 	case !g.answered:
@@ -444,7 +445,9 @@ func (c *Conn) restart() error {
 		}
 		c.mismatch = nil
 		c.attempts++
+		dialAt := time.Now()
 		g, err := c.dial()
+		c.phases.dial = time.Since(dialAt)
 		if err != nil {
 			if c.ctx.Err() != nil {
 				return io.EOF
@@ -455,7 +458,10 @@ func (c *Conn) restart() error {
 			continue
 		}
 		c.setCur(g)
-		if err := c.handshake(g); err != nil {
+		handAt := time.Now()
+		err = c.handshake(g)
+		c.phases.handshake = time.Since(handAt)
+		if err != nil {
 			if c.ctx.Err() != nil {
 				return io.EOF
 			}
@@ -662,7 +668,8 @@ func (c *Conn) announce(g *gen) {
 	c.log.Info("revived the server", "ended", c.lastHow, "attempt", c.attempts, "took", g.readyIn.Round(time.Millisecond),
 		"revivals", c.revivals, "era", c.setup.Era().String())
 	// For the soak test and for anyone chasing a leak: revivals must not grow the proxy.
-	c.log.Debug("after the revival", "goroutines", runtime.NumGoroutine())
+	c.log.Debug("after the revival", "goroutines", runtime.NumGoroutine(),
+		"obituary", c.phases.obituary, "dial", c.phases.dial, "handshake", c.phases.handshake)
 }
 
 func (c *Conn) newID() []byte {
