@@ -186,10 +186,10 @@ func Start(c Command) (*Process, error) {
 		// fail Start, as it does unsupervised, not become a supervisor's exit status.
 		path, err := exec.LookPath(c.Path)
 		if err != nil {
-			inR.Close()
-			inW.Close()
-			outR.Close()
-			outW.Close()
+			// All six: a revived session may try this once per cool-down, for hours.
+			for _, f := range []*os.File{inR, inW, outR, outW, errR, errW} {
+				f.Close()
+			}
 			return nil, fmt.Errorf("starting %s: %w", c.Path, err)
 		}
 		cmd = exec.Command(c.Supervisor, append([]string{SuperviseArg, "--", path}, c.Args...)...)
