@@ -56,6 +56,8 @@ type Reader struct {
 	// peek reads an over-cap line's id and method as it streams past (nil while the
 	// line is within the cap).
 	peek *jsonlex.Peek
+
+	unterminated bool // the line Read last returned was ended by the stream, not a newline
 }
 
 // Option configures a Reader.
@@ -86,6 +88,7 @@ func NewReader(r io.Reader, opts ...Option) *Reader {
 // A line over the cap yields a *TooLongError and is skipped; the stream goes on. At the
 // end of the stream a last line without a newline is still returned, then io.EOF.
 func (r *Reader) Read() ([]byte, error) {
+	r.unterminated = false
 	for {
 		if i := bytes.IndexByte(r.buf[r.start:r.end], '\n'); i >= 0 {
 			line := r.buf[r.start : r.start+i]
@@ -102,6 +105,7 @@ func (r *Reader) Read() ([]byte, error) {
 			r.start = r.end
 			if len(line) > 0 || len(r.frags) > 0 || r.skipping {
 				if msg, err, ok := r.finish(line); ok {
+					r.unterminated = err == nil
 					return msg, err
 				}
 			}
@@ -110,6 +114,12 @@ func (r *Reader) Read() ([]byte, error) {
 		r.fill()
 	}
 }
+
+// Unterminated reports whether the message Read last returned was cut off by the end
+// of the stream rather than ended by a newline. A writer that exits cleanly may leave
+// its last line so; one that crashes mid-line leaves a fragment. Which of the two it
+// is, is for the caller to judge (a server's fragment must never reach the host).
+func (r *Reader) Unterminated() bool { return r.unterminated }
 
 // Buffered reports whether the next Read will return a message without waiting for
 // input: a complete, non-blank line is already in the buffer. Blank lines at the head

@@ -268,3 +268,23 @@ func TestReaderBuffered(t *testing.T) {
 		t.Fatal("a partial line is not a buffered message")
 	}
 }
+
+// TestReaderUnterminated: only a last line the stream cut off is unterminated, at any
+// buffer size (a long line ends in its fragments), and an over-cap one is not returned.
+func TestReaderUnterminated(t *testing.T) {
+	for _, bufSize := range []int{4, 16, readSize} {
+		r := NewReader(strings.NewReader("{\"a\":1}\n\n{\"b\":\"long line\"}\r\n{\"c\":"), withBufSize(bufSize))
+		for i, want := range []struct {
+			msg          string
+			unterminated bool
+		}{{`{"a":1}`, false}, {`{"b":"long line"}`, false}, {`{"c":`, true}} {
+			msg, err := r.Read()
+			if err != nil || string(msg) != want.msg || r.Unterminated() != want.unterminated {
+				t.Fatalf("buf %d, line %d: %q %v unterminated=%v, want %q %v", bufSize, i, msg, err, r.Unterminated(), want.msg, want.unterminated)
+			}
+		}
+		if _, err := r.Read(); err != io.EOF || r.Unterminated() {
+			t.Fatalf("buf %d: after the last line: %v unterminated=%v", bufSize, err, r.Unterminated())
+		}
+	}
+}

@@ -503,8 +503,15 @@ func (r *Relay) replaced(re *upstream.ReplacedError) {
 	r.stale.addHost(lost)
 	r.stale.addServer(orphans)
 	r.staleCount.Store(int64(r.stale.len()))
+	// Under sendMu, so no write slips in between: every request the old server owed is
+	// registered above and answered below; what the host sends from here on is the
+	// new server's, even before this pump reads again.
+	if s, ok := r.up.(upstream.Settler); ok {
+		s.Settled()
+	}
 	r.sendMu.Unlock()
-	r.log.Info("the server was replaced; the session goes on", "reason", re.Reason, "answered", len(lost))
+	// Debug: the upstream that replaced its server says so itself, in one line.
+	r.log.Debug("the server was replaced; the session goes on", "reason", re.Reason, "answered", len(lost))
 	// Written after the lock: a host that is slow to read must not hold up its own
 	// requests' way to the new server.
 	r.answerHost(lost, re.Reason)

@@ -37,3 +37,5 @@ func signalOf(st *os.ProcessState) (int, bool) {
 	}
 	return int(ws.Signal()), true
 }
+
+func signalName(sig int) string { return syscall.Signal(sig).String() }

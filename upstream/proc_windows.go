@@ -26,3 +26,5 @@ func signalGroup(cmd *exec.Cmd, sig signal) {
 }
 
 func signalOf(*os.ProcessState) (int, bool) { return 0, false }
+
+func signalName(int) string { return "" }

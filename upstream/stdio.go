@@ -8,12 +8,15 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/tidwall/gjson"
 )
 
 // Grace periods of the stop sequence (SPEC §6). A server gets time to finish writing
@@ -93,11 +96,17 @@ type Process struct {
 
 	exited   chan struct{} // closed once the process has been waited for
 	exitCode int
+	exitHow  string // ExitReason's words
 
-	closeIn   sync.Once
-	stopOnce  sync.Once
-	hurry     chan struct{} // closed by Terminate: cut the gentle stop's grace short
-	hurryOnce sync.Once
+	errF    *os.File      // our end of the server's stderr
+	errTail tailBuffer    // the last bytes it wrote there
+	errDone chan struct{} // closed when the copy of its stderr has ended
+
+	closeIn      sync.Once
+	closeOutOnce sync.Once
+	stopOnce     sync.Once
+	hurry        chan struct{} // closed by Terminate: cut the gentle stop's grace short
+	hurryOnce    sync.Once
 }
 
 // ChildEnv returns env without any BIR_* variable: those configure the proxy and carry
@@ -125,6 +134,7 @@ func Start(c Command) (*Process, error) {
 		termGrace:  c.TermGrace,
 		exited:     make(chan struct{}),
 		hurry:      make(chan struct{}),
+		errDone:    make(chan struct{}),
 	}
 	if p.stderr == nil {
 		p.stderr = os.Stderr
@@ -156,6 +166,16 @@ func Start(c Command) (*Process, error) {
 		inW.Close()
 		return nil, fmt.Errorf("creating the server's stdout pipe: %w", err)
 	}
+	// stderr through a pipe of ours too, copied on unchanged: its last lines say why a
+	// server died, for the error answers and the log line of a revival.
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("creating the server's stderr pipe: %w", err)
+	}
 	enlargePipe(outW)
 	enlargePipe(inW)
 
@@ -166,10 +186,10 @@ func Start(c Command) (*Process, error) {
 		// fail Start, as it does unsupervised, not become a supervisor's exit status.
 		path, err := exec.LookPath(c.Path)
 		if err != nil {
-			inR.Close()
-			inW.Close()
-			outR.Close()
-			outW.Close()
+			// All six: a revived session may try this once per cool-down, for hours.
+			for _, f := range []*os.File{inR, inW, outR, outW, errR, errW} {
+				f.Close()
+			}
 			return nil, fmt.Errorf("starting %s: %w", c.Path, err)
 		}
 		cmd = exec.Command(c.Supervisor, append([]string{SuperviseArg, "--", path}, c.Args...)...)
@@ -178,23 +198,25 @@ func Start(c Command) (*Process, error) {
 	cmd.Dir = c.Dir
 	cmd.Stdin = inR
 	cmd.Stdout = outW
-	cmd.Stderr = p.stderr
+	cmd.Stderr = errW
 	setProcAttr(cmd)
 	if supervised {
 		setSupervisorAttr(cmd)
 		p.supervised = true
 	}
 	if err := cmd.Start(); err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
+		for _, f := range []*os.File{inR, inW, outR, outW, errR, errW} {
+			f.Close()
+		}
 		return nil, fmt.Errorf("starting %s: %w", c.Path, err)
 	}
 	// The child has its copies; ours must go, or we would never see EOF on its stdout
 	// and it would never see EOF on its stdin.
 	inR.Close()
 	outW.Close()
+	errW.Close()
+	p.errF = errR
+	go p.copyStderr()
 
 	p.cmd = cmd
 	p.inFile = inW
@@ -208,6 +230,7 @@ func Start(c Command) (*Process, error) {
 func (p *Process) wait() {
 	err := p.cmd.Wait()
 	p.exitCode = exitCode(p.cmd.ProcessState, err)
+	p.exitHow = exitHow(p.cmd.ProcessState, err)
 	// The server is gone; whatever it left in its process group goes with it, and
 	// reads stop waiting for a writer that may never close (orphanGrace). The deadline
 	// is set here too, not only before each Read: a Read already blocked when the
@@ -216,6 +239,26 @@ func (p *Process) wait() {
 	signalGroup(p.cmd, sigTerm)
 	close(p.exited)
 	_ = p.outF.SetReadDeadline(time.Now().Add(orphanGrace))
+	// The same bound for its stderr: a process it left behind holding the pipe must
+	// not keep the copy (a goroutine and a pipe per revival) alive.
+	_ = p.errF.SetReadDeadline(time.Now().Add(orphanGrace))
+}
+
+// copyStderr passes the server's stderr on unchanged, keeping its tail.
+func (p *Process) copyStderr() {
+	defer close(p.errDone)
+	defer p.errF.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := p.errF.Read(buf)
+		if n > 0 {
+			p.errTail.write(buf[:n])
+			_, _ = p.stderr.Write(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // Read returns the next message from the server. Lines that are not JSON-RPC messages
@@ -240,11 +283,22 @@ func (p *Process) Read() ([]byte, error) {
 			continue
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			p.log.Warn("server exited but a process it started still holds its stdout; ending the session")
+			p.closeOut()
 			return nil, io.EOF
 		case errors.Is(err, os.ErrClosed):
 			return nil, io.EOF
 		case err != nil:
+			p.closeOut()
 			return nil, err
+		}
+		if p.out.Unterminated() && !gjson.ValidBytes(msg) {
+			// The server died in the middle of a line. IsMessage judges a line over
+			// 1 MiB by its ends, and a cut that falls just after a "}" has the ends of
+			// an object: the host would get megabytes of broken JSON. A line nobody
+			// finished is a message only if it is whole, checked in full; and what
+			// was cut is not shown on stderr either (it may be 64 MB).
+			p.log.Warn("discarded the unfinished line the server was writing when it ended", "bytes", len(msg))
+			continue
 		}
 		if !IsMessage(msg) {
 			p.notMessage(msg)
@@ -270,6 +324,14 @@ func (p *Process) refuseTooLong(e *framing.TooLongError) []byte {
 		return nil
 	}
 	return jsonlex.ErrorResponse(e.ID, -32603, fmt.Sprintf("bir-proxy: the server's answer was %d bytes, over the proxy's --max-message cap of %d bytes, and was dropped", e.Size, e.Max))
+}
+
+// closeOut releases our end of the server's stdout once the reader has seen its end:
+// a revived session starts a process per crash, and each would otherwise leave an fd
+// open until the garbage collector finds it. The framing reader's error is sticky, so
+// a later Read returns it without touching the file.
+func (p *Process) closeOut() {
+	p.closeOutOnce.Do(func() { p.outF.Close() })
 }
 
 func (p *Process) notMessage(line []byte) {
@@ -408,8 +470,45 @@ func (p *Process) waitExit(d time.Duration, cut <-chan struct{}) bool {
 	}
 }
 
+// ExitReason waits for the server to have exited and says how, in words: "exited with
+// status 1", "was killed by signal 9 (killed)".
+func (p *Process) ExitReason() string {
+	<-p.exited
+	return p.exitHow
+}
+
+// StderrTail returns up to n of the last lines the server wrote to stderr, once what
+// it wrote before it exited has been read (waiting at most a moment for that).
+func (p *Process) StderrTail(n int) []string {
+	if p.Exited() {
+		t := time.NewTimer(orphanGrace)
+		defer t.Stop()
+		select {
+		case <-p.errDone:
+		case <-t.C:
+		}
+	}
+	return p.errTail.lines(n)
+}
+
 // Pid is the server's process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+func exitHow(st *os.ProcessState, err error) string {
+	if st == nil {
+		if err != nil {
+			return "could not be waited for: " + err.Error()
+		}
+		return "exited"
+	}
+	if code := st.ExitCode(); code >= 0 {
+		return "exited with status " + strconv.Itoa(code)
+	}
+	if sig, ok := signalOf(st); ok {
+		return fmt.Sprintf("was killed by signal %d (%s)", sig, signalName(sig))
+	}
+	return "exited abnormally"
+}
 
 func exitCode(st *os.ProcessState, err error) int {
 	if st == nil {
@@ -425,4 +524,46 @@ func exitCode(st *os.ProcessState, err error) int {
 		return 128 + sig
 	}
 	return 1
+}
+
+// tailBuffer keeps the last tailSize bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 4 << 10
+
+func (t *tailBuffer) write(p []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(p) >= tailSize {
+		t.buf = append(t.buf[:0], p[len(p)-tailSize:]...)
+		return
+	}
+	if over := len(t.buf) + len(p) - tailSize; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+}
+
+// lines returns up to n of the last non-blank lines, each cut to a readable length.
+func (t *tailBuffer) lines(n int) []string {
+	t.mu.Lock()
+	text := string(t.buf)
+	t.mu.Unlock()
+	var out []string
+	all := strings.Split(text, "\n")
+	for i := len(all) - 1; i >= 0 && len(out) < n; i-- {
+		l := strings.TrimSpace(all[i])
+		if l == "" {
+			continue
+		}
+		if len(l) > 300 {
+			l = l[:300] + "…"
+		}
+		out = append(out, l)
+	}
+	slices.Reverse(out)
+	return out
 }

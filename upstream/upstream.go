@@ -63,6 +63,30 @@ type Exiter interface {
 	ExitCode() int
 }
 
+// Settler is a Conn that wants to know the moment its reader has settled what a
+// replaced server left behind (see ReplacedError), so that writes can go on to the new
+// server at once. Without it they fail until the next Read; but a reader answers the
+// lost requests before it reads again, and a host that sends its next request the
+// moment it has that answer would find the writes still failing.
+type Settler interface {
+	// Settled is called once per ReplacedError, after the reader has registered every
+	// request it will answer itself and before it answers them, while no write is under
+	// way. From then on writes reach (or wait for) the new server.
+	Settled()
+}
+
+// ExitDescriber is a Conn to a process that can say how it ended, for the error
+// answers and the log line of a revival.
+type ExitDescriber interface {
+	// ExitReason waits for the process to have exited and says how, in words:
+	// "exited with status 1", "was killed by signal 9 (killed)".
+	ExitReason() string
+	// StderrTail returns up to n of the last lines the process wrote to stderr.
+	StderrTail(n int) []string
+	// Exited reports, without waiting, whether the process has exited.
+	Exited() bool
+}
+
 // Dialer makes a Conn: the first one at start, and the next one whenever the server
 // behind a Conn must be replaced (a revived child, a re-initialized HTTP session).
 type Dialer interface {
@@ -76,7 +100,8 @@ type Dialer interface {
 // each id). From the moment Read returns it until Read is called again, Write fails
 // (a message written then reaches no server, and its writer answers it); writes after
 // that reach the new server. So the reader decides when the new session begins: after
-// it has settled what was lost.
+// it has settled what was lost. A Conn that is also a Settler is told that moment
+// directly (see Settler).
 type ReplacedError struct {
 	// Reason says why the old server went away, for the host's error answers and the
 	// log: "server github exited with status 1", with the last lines it printed.

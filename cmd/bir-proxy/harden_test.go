@@ -200,10 +200,13 @@ func TestDetachedGrandchildDoesNotHangTheSession(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			pidfile := filepath.Join(t.TempDir(), "pid")
 			serverArgs := []string{"--reply", "--pidfile", pidfile, "--grandchild", "--detach"}
+			proxyArgs := []string{"--server", "detach"}
 			if how == "server exits" {
 				serverArgs = append(serverArgs, "--exit-after", "1")
+				// The end of the session is what is under test, not a revival.
+				proxyArgs = append(proxyArgs, "--no-revive")
 			}
-			_, in, out, done := rawProxy(t, nil, nil, []string{"--server", "detach"}, serverArgs...)
+			_, in, out, done := rawProxy(t, nil, nil, proxyArgs, serverArgs...)
 			in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")
 			if got := readWithin(t, out); !strings.Contains(got, `"id":1`) {
 				t.Fatalf("got %s", got)

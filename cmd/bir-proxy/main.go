@@ -19,6 +19,7 @@ import (
 	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/relay"
+	"github.com/bir-dev/bir-proxy/revive"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
@@ -86,6 +87,7 @@ type proxyFlags struct {
 	spoolMax       sizeFlag
 	maxMessage     int
 	stopGrace      time.Duration
+	noRevive       bool
 	logLevel       string
 	command        []string
 }
@@ -102,6 +104,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
 	fs.Var(&f.spoolMax, "spool-max", "most disk the reports waiting for a recorder that is down may take, per server, as a `SIZE` like 1GiB; past it the oldest are dropped")
 	fs.IntVar(&f.maxMessage, "max-message", 0, "largest message accepted, in bytes (default 256 MiB)")
 	fs.DurationVar(&f.stopGrace, "stop-grace", upstream.DefaultInputGrace, "how long the server has to exit after its stdin closes, before SIGTERM")
+	fs.BoolVar(&f.noRevive, "no-revive", false, "when the server dies, end the session with its status instead of starting it again")
 	fs.StringVar(&f.logLevel, "log-level", envOr("BIR_LOG_LEVEL", "info"), "debug, info, warn or error (env BIR_LOG_LEVEL)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -160,7 +163,7 @@ func runProxy(args []string) int {
 		Logger:     logger,
 		InputGrace: f.stopGrace,
 	}
-	conn, err := dialer.Dial(ctx)
+	first, err := dialer.Dial(ctx)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bir-proxy: cannot start the server: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -169,9 +172,26 @@ func runProxy(args []string) int {
 		return 126
 	}
 
+	reporter := openReporter(ctx, f, logger)
+	idPrefix := "bir:" + reporter.proxyID() + ":"
+	conn := first
+	if !f.noRevive {
+		// A server that dies while the host is connected is started again behind the
+		// same Conn: the relay sees one upstream whose Read says, once, that the
+		// server was replaced (docs/revive.md).
+		conn = revive.New(first, revive.Options{
+			Dialer:   dialer,
+			Name:     f.server,
+			IDPrefix: idPrefix,
+			Logger:   logger,
+			Revived:  reporter.learned,
+		})
+	}
+
+	// Signals are caught from the start (catchSignals): one that came while the
+	// reporter opened is acted on now, on the Conn that will be stopped.
 	go stopOnSignal(ctx, sigs, conn, logger)
 
-	reporter := openReporter(ctx, f, logger)
 	ic := intercept.New(intercept.Options{
 		CorrelationKey: f.correlationKey,
 		Sink:           reporter.sink(),
@@ -183,7 +203,7 @@ func runProxy(args []string) int {
 		HostOut:    hostOut,
 		Upstream:   conn,
 		Intercept:  ic,
-		IDPrefix:   "bir:" + reporter.proxyID() + ":",
+		IDPrefix:   idPrefix,
 		MaxMessage: f.maxMessage,
 		Logger:     logger,
 	})

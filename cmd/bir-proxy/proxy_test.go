@@ -242,7 +242,7 @@ func TestMissingOrBadCommand(t *testing.T) {
 func TestChildExitsAtOnce(t *testing.T) {
 	t.Parallel()
 	raw := testutil.Build(t, "./testdata/rawserver")
-	s := startProxy(t, nil, "--", raw, "--exit-now", "--exit-code", "3", "--stderr", "usage: rawserver [flags]\n")
+	s := startProxy(t, nil, "--no-revive", "--", raw, "--exit-now", "--exit-code", "3", "--stderr", "usage: rawserver [flags]\n")
 	if code := s.ExitCode(); code != 3 {
 		t.Fatalf("exit status %d, want the server's 3", code)
 	}
@@ -254,7 +254,7 @@ func TestChildExitsAtOnce(t *testing.T) {
 func TestChildExitsMidSession(t *testing.T) {
 	t.Parallel()
 	raw := testutil.Build(t, "./testdata/rawserver")
-	s := startProxy(t, nil, "--", raw, "--echo", "--exit-after", "2", "--exit-code", "5")
+	s := startProxy(t, nil, "--no-revive", "--", raw, "--echo", "--exit-after", "2", "--exit-code", "5")
 	s.Send(`{"id":1}`, `{"id":2}`)
 	// Every line the server wrote before it died reaches the host.
 	if a, b := s.recv(), s.recv(); a != `{"id":1}` || b != `{"id":2}` {

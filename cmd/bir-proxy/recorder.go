@@ -66,6 +66,14 @@ func (p *reporting) sink() report.Sink {
 
 func (p *reporting) proxyID() string { return p.id }
 
+// learned passes on what a revived server said about itself: the recorder registers
+// again (SPEC §5), as after the first handshake.
+func (p *reporting) learned(f report.ServerFacts) {
+	if p.r != nil {
+		p.r.Learned(f)
+	}
+}
+
 func (p *reporting) close() {
 	if p.r == nil {
 		return

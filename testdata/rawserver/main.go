@@ -23,6 +23,12 @@
 //	                                     tool "need_input": resultType "input_required" until the
 //	                                       retry carries params.inputResponses, then "complete";
 //	                                     tool "hang": never answered (for cancellation and loss tests)
+//	                                     tool "partial": the first 2.5 MB of an answer (cut just after
+//	                                       a "}", no newline), then exit with --exit-code: a server
+//	                                       that died in the middle of a large line;
+//	                                     tool "partial_hang": the same, then write "rawserver: partial
+//	                                       answer written" to stderr and stop (nothing more read or
+//	                                       written) until a signal, to be killed mid-message
 //	                    server/discover  error -32601, as a session-era server answers it
 //	                    anything else    an empty result {}
 //	                  and a line that is not JSON with a -32700 parse error (id null)
@@ -32,6 +38,12 @@
 //	                  rewrite it between runs to change the list a revived server shows)
 //	--env             enable the "env" tool
 //	--emit FILE       copy FILE to stdout verbatim at start (scripted output)
+//	--protocol-version V  answer initialize with version V, whatever the client asked
+//	                  (a server that was upgraded under a running session)
+//	--crash-every N   exit with --exit-code on every N-th tools/call received,
+//	                  without answering it (a server that crashes under load)
+//	--starts FILE     append our pid and a newline to FILE at start (one line per
+//	                  start: a test counts the starts of a revived server)
 //	--exit-after N    exit after the N-th received line has been handled
 //	--exit-code C     status for every exit (default 0)
 //	--exit-now        exit at once with --exit-code, after writing --stderr
@@ -83,6 +95,9 @@ type config struct {
 	detach        bool
 	blockForever  bool
 	ignoreEOF     bool
+	protoVersion  string
+	crashEvery    int
+	starts        string
 }
 
 func main() {
@@ -96,6 +111,9 @@ func main() {
 	fs.BoolVar(&cfg.env, "env", false, "enable the env tool")
 	fs.StringVar(&cfg.emit, "emit", "", "copy `FILE` to stdout at start")
 	fs.IntVar(&cfg.exitAfter, "exit-after", 0, "exit after `N` received lines")
+	fs.StringVar(&cfg.protoVersion, "protocol-version", "", "answer initialize with version `V`")
+	fs.IntVar(&cfg.crashEvery, "crash-every", 0, "exit on every `N`-th tools/call")
+	fs.StringVar(&cfg.starts, "starts", "", "append the pid to `FILE` at start")
 	fs.IntVar(&cfg.exitCode, "exit-code", 0, "exit status")
 	fs.BoolVar(&cfg.exitNow, "exit-now", false, "exit at once")
 	fs.StringVar(&cfg.stderrText, "stderr", "", "write `TEXT` to stderr at start")
@@ -137,6 +155,11 @@ func run(cfg config) error {
 	// knows both exist.
 	if cfg.pidfile != "" {
 		if err := writePidfile(cfg.pidfile, os.Getpid()); err != nil {
+			return err
+		}
+	}
+	if cfg.starts != "" {
+		if err := appendLine(cfg.starts, strconv.Itoa(os.Getpid())); err != nil {
 			return err
 		}
 	}
@@ -192,6 +215,18 @@ func run(cfg config) error {
 			}
 			if r != nil {
 				r.answer(out, line)
+				if r.then != thenGoOn {
+					if ferr := out.Flush(); ferr != nil {
+						return fmt.Errorf("writing stdout: %w", ferr)
+					}
+					if r.then == thenExit {
+						return nil
+					}
+					fmt.Fprintln(os.Stderr, "rawserver: partial answer written")
+					for { // killed mid-message, as a test means to do
+						time.Sleep(time.Hour)
+					}
+				}
 			}
 		}
 		// Flushing only when no further input is already buffered keeps
@@ -250,6 +285,20 @@ func emitFile(out *bufio.Writer, path string) error {
 	}
 	if err := out.Flush(); err != nil {
 		return fmt.Errorf("writing --emit file to stdout: %w", err)
+	}
+	return nil
+}
+
+// appendLine appends line and a newline to path in one write, so lines of several
+// processes never cut into each other.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("opening --starts file: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		return fmt.Errorf("writing --starts file: %w", err)
 	}
 	return nil
 }

@@ -14,7 +14,13 @@ import (
 // assembled in one reused buffer, since rawserver is also the "direct"
 // baseline the proxy's overhead is measured against.
 type replier struct {
-	env       bool
+	env          bool
+	protoVersion string // --protocol-version
+	crashEvery   int    // --crash-every
+	calls        int    // tools/calls received
+	// then is what rawserver does once the answer is out: the "partial" tools and
+	// --crash-every make it exit, or stop.
+	then      afterAnswer
 	toolsList []byte // the whole tools/list result
 	bigResult []byte // the tools/call result for --reply-size, built once
 	buf       []byte
@@ -42,7 +48,7 @@ func newReplier(cfg config) (*replier, error) {
 	}
 	list = append(list, "]}"...)
 
-	r := &replier{env: cfg.env, toolsList: list}
+	r := &replier{env: cfg.env, toolsList: list, protoVersion: cfg.protoVersion, crashEvery: cfg.crashEvery}
 	if cfg.replySize > 0 {
 		big := make([]byte, 0, cfg.replySize+64)
 		big = append(big, `{"content":[{"type":"text","text":"`...)
@@ -144,6 +150,9 @@ func (r *replier) answer(out *bufio.Writer, line []byte) {
 			buf = append(buf, ']', '\n')
 		}
 	}
+	if r.then != thenGoOn {
+		buf = bytes.TrimSuffix(buf, []byte("\n")) // the partial answer is never finished
+	}
 	out.Write(buf)
 	// A 64 MiB answer's buffer is not worth keeping for the small ones.
 	if cap(buf) <= 1<<20 {
@@ -157,7 +166,9 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 	case "initialize":
 		buf = appendResultStart(buf, id)
 		buf = append(buf, `{"protocolVersion":`...)
-		if req.protocolVersion.Type == gjson.String {
+		if r.protoVersion != "" {
+			buf = gjson.AppendJSONString(buf, r.protoVersion)
+		} else if req.protocolVersion.Type == gjson.String {
 			buf = append(buf, req.protocolVersion.Raw...)
 		} else {
 			buf = append(buf, `"2025-06-18"`...)
@@ -167,11 +178,21 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 	case "tools/list":
 		buf = append(appendResultStart(buf, id), r.toolsList...)
 	case "tools/call":
+		if r.calls++; r.crashEvery > 0 && r.calls%r.crashEvery == 0 {
+			r.then = thenExit // unanswered: the caller exits before writing anything more
+			return buf
+		}
 		switch name := req.name.Str; {
 		case name == "rpc_error":
 			return appendError(buf, id, -32000, "rpc_error tool failed as asked")
 		case name == "fail":
 			buf = appendTextResult(appendResultStart(buf, id), "fail tool failed as asked", true)
+		case name == "partial" || name == "partial_hang":
+			r.then = thenExit
+			if name == "partial_hang" {
+				r.then = thenHang
+			}
+			return appendPartial(appendResultStart(buf, id))
 		case name == "need_input":
 			buf = appendNeedInput(appendResultStart(buf, id), req.inputResponses.Exists())
 		case name == "env" && r.env:
@@ -203,6 +224,34 @@ func appendTextResult(buf []byte, text string, isError bool) []byte {
 		return append(buf, `}],"isError":true}`...)
 	}
 	return append(buf, `}],"isError":false}`...)
+}
+
+// afterAnswer is what rawserver does after writing an answer.
+type afterAnswer int
+
+const (
+	thenGoOn afterAnswer = iota
+	thenExit             // exit with --exit-code: a server that died mid-line
+	thenHang             // write nothing more, read nothing more, until a signal
+)
+
+// partialSize is the length of the cut-off answer of the "partial" tools: over the
+// 1 MiB past which a proxy might judge a line by its ends.
+const partialSize = 5 << 19
+
+// appendPartial appends the first partialSize-odd bytes of a tools/call result that
+// never ends: an unfinished content array whose cut falls just after an element's "}",
+// so the partial line has the ends of a JSON object. No newline follows.
+func appendPartial(buf []byte) []byte {
+	buf = append(buf, `{"content":[`...)
+	const elem = `{"type":"text","text":"x"}`
+	for n := 0; n < partialSize; n += len(elem) + 1 {
+		if n > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, elem...)
+	}
+	return buf
 }
 
 // appendNeedInput mimics a stateless-era tool that asks for a confirmation

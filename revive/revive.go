@@ -1,0 +1,926 @@
+// Package revive brings a crashed stdio server back while the host stays connected
+// (SPEC §7). Its Conn is itself an upstream.Conn wrapping a Dialer: the relay, the
+// interception and the replay dispatches see one upstream whose Read, once, returns an
+// *upstream.ReplacedError, and carry on. Behind it, each server process is one
+// generation: when one ends, the next is started (quick first retry, then a growing
+// backoff; a crash loop gives up for a cool-down), the host's session is replayed on
+// it (upstream.Setup: its initialize with an id of ours, notifications/initialized, the
+// log level, the subscriptions) with the answers swallowed, and writes that waited for
+// it go on. See docs/revive.md for the policy and why.
+package revive
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/report"
+	"github.com/bir-dev/bir-proxy/upstream"
+)
+
+// Policy is when and how often a dead server is started again. Zero fields take the
+// defaults (DefaultPolicy()).
+type Policy struct {
+	// Backoff is the delay before the second start in a row of a server in trouble;
+	// each further one doubles it, up to MaxBackoff. The first restart is at once.
+	Backoff, MaxBackoff time.Duration
+	// FastDeath: a server that came up but served no host request and died within
+	// this long of its start is in trouble (it keeps dying within seconds).
+	FastDeath time.Duration
+	// GiveUpAfter starts in a row that died before answering anything — the server
+	// never came up — put it down: every write then fails at once with why, until
+	// CoolDown has passed and a write asks for one more start.
+	GiveUpAfter int
+	CoolDown    time.Duration
+	// Wait bounds how long a write waits for a server being started.
+	Wait time.Duration
+	// Handshake bounds how long a new server may take to answer the replayed
+	// initialize (and its own requests may go unanswered before they are forgotten).
+	Handshake time.Duration
+}
+
+// DefaultPolicy is the policy of docs/revive.md.
+func DefaultPolicy() Policy {
+	return Policy{
+		Backoff:     100 * time.Millisecond,
+		MaxBackoff:  5 * time.Second,
+		FastDeath:   10 * time.Second,
+		GiveUpAfter: 4,
+		CoolDown:    10 * time.Second,
+		Wait:        5 * time.Second,
+		Handshake:   10 * time.Second,
+	}
+}
+
+func (p Policy) withDefaults() Policy {
+	d := DefaultPolicy()
+	if p.Backoff > 0 {
+		d.Backoff = p.Backoff
+	}
+	if p.MaxBackoff > 0 {
+		d.MaxBackoff = p.MaxBackoff
+	}
+	if p.FastDeath > 0 {
+		d.FastDeath = p.FastDeath
+	}
+	if p.GiveUpAfter > 0 {
+		d.GiveUpAfter = p.GiveUpAfter
+	}
+	if p.CoolDown > 0 {
+		d.CoolDown = p.CoolDown
+	}
+	if p.Wait > 0 {
+		d.Wait = p.Wait
+	}
+	if p.Handshake > 0 {
+		d.Handshake = p.Handshake
+	}
+	return d
+}
+
+// Options configure a Conn.
+type Options struct {
+	Dialer upstream.Dialer
+	// Name is the server's name, in error answers and log lines.
+	Name string
+	// IDPrefix starts the id of every request of ours; it must be the relay's
+	// (relay.Options.IDPrefix), so that an answer of ours arriving after we stopped
+	// waiting for it is still never shown to the host.
+	IDPrefix string
+	Policy   Policy
+	Logger   *slog.Logger
+	// Revived, when set, is called after each revival with what the new server said
+	// about itself (the recorder registers again with it), and again with its tool
+	// names when a revival listed them. It runs on the reading goroutine and must not
+	// wait.
+	Revived func(report.ServerFacts)
+}
+
+// Conn is an upstream.Conn that outlives the servers behind it. It is an
+// upstream.Batcher, Terminator, Exiter and Settler too.
+type Conn struct {
+	dialer  upstream.Dialer
+	name    string
+	prefix  string
+	policy  Policy
+	log     *slog.Logger
+	revived func(report.ServerFacts)
+	setup   *upstream.Setup
+
+	ctx     context.Context // ended by Close or Terminate: every wait of ours ends with it
+	cancel  context.CancelFunc
+	closing chan struct{}
+	once    sync.Once
+
+	// dialMu is held while a server is started, so Close can wait for a start under
+	// way and then end the process it started.
+	dialMu sync.Mutex
+
+	// serving is cur while st is stUp, else nil: the writers' path, one atomic load.
+	serving atomic.Pointer[gen]
+
+	mu       sync.Mutex
+	st       state
+	cur      *gen          // the generation reads come from; nil between two
+	last     *gen          // the last generation started, for ExitCode
+	ready    chan struct{} // closed when st leaves stStarting
+	stateErr error         // why writes fail: stBetween, stDown
+	retryAt  time.Time     // stDown: when a write may ask for a start again
+	kick     chan struct{} // a write asks the reader for a start (stDown after CoolDown)
+
+	// Read side: touched by the reading goroutine only.
+	rcur     *gen              // cur, as the reader has it (no lock per message)
+	out      [][]byte          // messages of ours to return before reading again
+	own      map[string]ownReq // our requests to the current server awaiting answers
+	ownN     atomic.Int64      // len(own), for Buffered and the hot path
+	ownUntil time.Time         // when own is forgotten
+	nextID   uint64
+	neverUp  int       // starts in a row that died before answering anything
+	troubled int       // deaths in a row of a server that came up but served nothing
+	diedAt   time.Time // when the last generation was found dead
+	lastHow  string    // how it ended: "exited with status 1"
+	lastTail string    // its last stderr lines, quoted, or ""
+	attempts int       // starts since it died
+	revivals int
+	mismatch error                                             // the last start negotiated another protocol version
+	phases   struct{ obituary, dial, handshake time.Duration } // of the last revival, for the debug log
+}
+
+type state int
+
+const (
+	stUp       state = iota // cur serves; writes go to it
+	stBetween               // Read returned a ReplacedError; writes fail until Settled or Read
+	stStarting              // a server is being started; writes wait (Policy.Wait)
+	stDown                  // given up; writes fail at once, until retryAt
+	stClosed
+)
+
+// gen is one server process (or whatever the Dialer makes) and what is known of it.
+type gen struct {
+	conn    upstream.Conn
+	batch   upstream.Batcher
+	started time.Time
+	// Read side.
+	answered bool // it sent something: it came up
+	served   bool // it answered a host request
+	passed   bool // a message of it reached the relay
+	took     bool // it accepted the replayed initialize
+	announce bool // its revival is said once it answers something (no handshake to wait for)
+	readyIn  time.Duration
+	// wrote is set by writers: something reached it, so its end loses requests.
+	wrote atomic.Bool
+}
+
+type ownKind int
+
+const (
+	ownRestore ownKind = iota
+	ownTools
+)
+
+type ownReq struct {
+	kind ownKind
+}
+
+// ErrClosed is what writes return once the session is ending.
+var ErrClosed = errors.New("the session is ending")
+
+// New returns a Conn whose first server is first, which the caller dialed with
+// o.Dialer itself: a server that cannot be started at all (no such program) is not a
+// crash to revive but a command to fix, and the caller says so before the session.
+func New(first upstream.Conn, o Options) *Conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Conn{
+		dialer:  o.Dialer,
+		name:    o.Name,
+		prefix:  o.IDPrefix,
+		policy:  o.Policy.withDefaults(),
+		log:     o.Logger,
+		revived: o.Revived,
+		setup:   upstream.NewSetup(),
+		ctx:     ctx,
+		cancel:  cancel,
+		closing: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		own:     make(map[string]ownReq),
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.prefix == "" {
+		c.prefix = "bir:"
+	}
+	g := newGen(first)
+	c.st = stUp
+	c.cur, c.last, c.rcur = g, g, g
+	c.serving.Store(g)
+	return c
+}
+
+func newGen(conn upstream.Conn) *gen {
+	g := &gen{conn: conn, started: time.Now()}
+	g.batch, _ = conn.(upstream.Batcher)
+	return g
+}
+
+// Setup is what the host set up on the session, as this Conn saw it.
+func (c *Conn) Setup() *upstream.Setup { return c.setup }
+
+func (c *Conn) dial() (*gen, error) {
+	c.dialMu.Lock()
+	defer c.dialMu.Unlock()
+	if c.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	conn, err := c.dialer.Dial(c.ctx)
+	if err != nil {
+		return nil, fmt.Errorf("starting server %s: %w", c.name, err)
+	}
+	g := newGen(conn)
+	c.mu.Lock()
+	c.last = g
+	c.mu.Unlock()
+	return g, nil
+}
+
+// Read returns the next message from the server. When the server ends while the
+// session goes on, Read returns an *upstream.ReplacedError saying why (if it may have
+// left requests unanswered), and the next Read starts the next server and returns
+// its messages. Read returns io.EOF only once the session is ending (Close, Terminate).
+func (c *Conn) Read() ([]byte, error) {
+	c.mu.Lock()
+	if c.st == stBetween {
+		c.startingLocked()
+	}
+	c.mu.Unlock()
+	for {
+		if len(c.out) > 0 {
+			msg := c.out[0]
+			c.out[0] = nil
+			c.out = c.out[1:]
+			return msg, nil
+		}
+		g := c.rcur
+		if g == nil {
+			if err := c.restart(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		msg, err := g.conn.Read()
+		if err == nil {
+			if !g.answered {
+				g.answered = true
+				if g.announce {
+					c.announce(g)
+				}
+			}
+			if c.ownN.Load() > 0 && c.takeOwn(msg) {
+				continue
+			}
+			c.setup.FromServer(msg)
+			if !g.served {
+				g.served = isResponse(msg)
+			}
+			g.passed = true
+			return msg, nil
+		}
+		if c.ctx.Err() != nil {
+			return nil, io.EOF // the session is ending: the server was stopped, not lost
+		}
+		if re := c.died(g, err); re != nil {
+			return nil, re
+		}
+	}
+}
+
+// setCur makes g the generation reads come from (nil: none). Reader only.
+func (c *Conn) setCur(g *gen) {
+	c.rcur = g
+	c.mu.Lock()
+	c.cur = g
+	c.mu.Unlock()
+}
+
+// startingLocked enters stStarting: writes from now on wait for the next server.
+func (c *Conn) startingLocked() {
+	if c.st == stStarting || c.st == stClosed {
+		return
+	}
+	c.serving.Store(nil)
+	c.st = stStarting
+	c.stateErr = nil
+	c.ready = make(chan struct{})
+}
+
+// leaveStartingLocked ends stStarting for st, waking the writers that wait.
+func (c *Conn) leaveStartingLocked(st state) {
+	if c.st == stClosed {
+		return
+	}
+	wasStarting := c.st == stStarting
+	c.st = st
+	if st == stUp {
+		c.serving.Store(c.cur)
+	} else {
+		c.serving.Store(nil)
+	}
+	if wasStarting {
+		close(c.ready)
+	}
+}
+
+// died settles the end of generation g. It returns the ReplacedError for the relay
+// when the relay may hold requests, or answers, of g's (it wrote to g, or g's
+// messages reached it); a server that ended before anything crossed is replaced
+// without the relay knowing.
+func (c *Conn) died(g *gen, readErr error) *upstream.ReplacedError {
+	c.diedAt = time.Now()
+	c.attempts = 0
+	c.lastHow, c.lastTail = c.obituary(g, readErr)
+	c.phases.obituary = time.Since(c.diedAt)
+	uptime := c.diedAt.Sub(g.started)
+	switch {
+	case !g.answered:
+		c.neverUp++
+	case g.served || uptime >= c.policy.FastDeath:
+		c.neverUp, c.troubled = 0, 0
+	default:
+		c.neverUp = 0
+		c.troubled++
+	}
+	c.setup.Lost()
+	c.forgetOwn()
+	lost := g.wrote.Load() || g.passed
+	reason := fmt.Sprintf("server %s %s%s", c.name, c.lastHow, c.stderrNote())
+	c.rcur = nil
+	c.mu.Lock()
+	c.cur = nil
+	if lost && c.st != stClosed {
+		c.serving.Store(nil)
+		c.st = stBetween
+		c.stateErr = errors.New(reason + "; it is being restarted")
+	} else {
+		c.startingLocked()
+	}
+	c.mu.Unlock()
+	// Whatever it left running goes, at once: it is dead, or broken (it closed its
+	// stdout and lives on).
+	c.stop(g)
+	if !lost {
+		return nil
+	}
+	return &upstream.ReplacedError{Reason: reason + "; it is being restarted"}
+}
+
+// obituary says how g ended: its exit status or signal and its last stderr lines, when
+// it is a process; otherwise the read error.
+func (c *Conn) obituary(g *gen, readErr error) (how, tail string) {
+	d, ok := g.conn.(upstream.ExitDescriber)
+	if !ok {
+		if readErr == nil || errors.Is(readErr, io.EOF) {
+			return "closed the connection", ""
+		}
+		return "went away: " + readErr.Error(), ""
+	}
+	// The process may hold its stdout open a moment after the last line (or a child of
+	// it may): its exit is what matters.
+	exited := make(chan string, 1)
+	go func() { exited <- d.ExitReason() }()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case how = <-exited:
+	case <-t.C:
+		how = "closed its stdout"
+	}
+	return how, quoteLines(d.StderrTail(3))
+}
+
+func quoteLines(lines []string) string {
+	for i, l := range lines {
+		lines[i] = strconv.Quote(l)
+	}
+	return strings.Join(lines, ", ")
+}
+
+// Settled is the relay's word that it has settled what the dead server left behind:
+// writes from now on wait for the next one (upstream.Settler).
+func (c *Conn) Settled() {
+	c.mu.Lock()
+	if c.st == stBetween {
+		c.startingLocked()
+	}
+	c.mu.Unlock()
+}
+
+// restart starts servers until one is up, by the policy, and returns nil once it is;
+// it returns io.EOF when the session ends first. It runs on the reading goroutine,
+// with no current generation.
+func (c *Conn) restart() error {
+	for {
+		if c.neverUp >= c.policy.GiveUpAfter || c.mismatch != nil {
+			if err := c.down(); err != nil {
+				return err
+			}
+		} else if d := c.delay(); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-c.ctx.Done():
+				t.Stop()
+				return io.EOF
+			}
+		}
+		c.mismatch = nil
+		c.attempts++
+		dialAt := time.Now()
+		g, err := c.dial()
+		c.phases.dial = time.Since(dialAt)
+		if err != nil {
+			if c.ctx.Err() != nil {
+				return io.EOF
+			}
+			c.neverUp++
+			c.lastHow, c.lastTail = "could not be started again: "+err.Error(), ""
+			c.log.Warn("could not start the server again", "err", err, "attempt", c.attempts)
+			continue
+		}
+		c.setCur(g)
+		handAt := time.Now()
+		err = c.handshake(g)
+		c.phases.handshake = time.Since(handAt)
+		if err != nil {
+			if c.ctx.Err() != nil {
+				return io.EOF
+			}
+			var vm *upstream.VersionMismatchError
+			if errors.As(err, &vm) {
+				c.mismatch = err
+				c.log.Error("the revived server speaks another protocol version than the host negotiated; requests get an error until the host reconnects",
+					"negotiated", vm.Negotiated, "offered", vm.Offered)
+				c.stop(g)
+				c.setCur(nil)
+				continue
+			}
+			// It died, refused, or did not answer: a start that did not take the
+			// session back counts toward giving up, like one that never came up.
+			c.out = c.out[:0]
+			if g.took {
+				c.troubled++
+			} else {
+				c.neverUp++
+			}
+			if !errors.Is(err, errGenDied) {
+				c.lastHow, c.lastTail = err.Error(), ""
+				c.log.Warn("the revived server did not take the session back; stopping it", "err", err)
+				c.stop(g)
+			}
+			c.setCur(nil)
+			continue
+		}
+		c.up(g)
+		return nil
+	}
+}
+
+// delay is how long to wait before the next start: none after a server that served
+// (or lived) and died, nor for the first retry of one in trouble; then Backoff,
+// doubling, up to MaxBackoff.
+func (c *Conn) delay() time.Duration {
+	n := max(c.neverUp, c.troubled)
+	if n <= 1 {
+		return 0
+	}
+	d := c.policy.Backoff
+	for i := 2; i < n && d < c.policy.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, c.policy.MaxBackoff)
+}
+
+// down gives up for a cool-down: writes fail at once with why, and the first write
+// after the cool-down asks for one more start (down then returns nil). It returns
+// io.EOF when the session ends first.
+func (c *Conn) down() error {
+	var msg string
+	if c.mismatch != nil {
+		msg = fmt.Sprintf("server %s is down: it came back, but %v; reconnect to it (restart the MCP server in the host)", c.name, c.mismatch)
+	} else {
+		msg = fmt.Sprintf("server %s is down: it %s before answering anything, %d starts in a row%s", c.name, c.lastHow, c.neverUp, c.stderrNote())
+		c.log.Warn("the server keeps dying before it answers anything; giving up for a while",
+			"ended", c.lastHow, "stderr", c.lastTail, "starts", c.neverUp, "retry_after", c.policy.CoolDown)
+	}
+	retryAt := time.Now().Add(c.policy.CoolDown)
+	c.mu.Lock()
+	c.retryAt = retryAt
+	c.stateErr = errors.New(msg + "; a request after " + retryAt.Format("15:04:05") + " tries to start it again")
+	c.leaveStartingLocked(stDown)
+	c.mu.Unlock()
+	select {
+	case <-c.kick:
+		return nil
+	case <-c.ctx.Done():
+		return io.EOF
+	}
+}
+
+// errGenDied says a new server ended during its handshake.
+var errGenDied = errors.New("the server ended before it took the session back")
+
+// handshake replays the host's session on g (upstream.Setup.Rehandshake): its
+// initialize, waiting for the answer, which must negotiate the same version; then
+// notifications/initialized and the restores, whose answers Read swallows; and a
+// tools/list of ours when the host may be told the list changed.
+func (c *Conn) handshake(g *gen) error {
+	rh := c.setup.Rehandshake(c.newID)
+	if rh.Initialize == nil {
+		return nil // the stateless era, or no session yet: nothing to give back
+	}
+	if err := g.conn.Write(rh.Initialize); err != nil {
+		return c.genEnded(g, fmt.Errorf("replaying initialize: %w", err))
+	}
+	// A server that never answers must not hold the session: it is stopped, its Read
+	// ends, and the start counts as one that did not come up.
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(c.policy.Handshake, func() {
+		timedOut.Store(true)
+		c.stop(g)
+	})
+	defer timer.Stop()
+	want := jsonlex.IDKey(rh.InitializeID)
+	var answer []byte
+	for answer == nil {
+		msg, err := g.conn.Read()
+		if err != nil {
+			if timedOut.Load() {
+				return fmt.Errorf("did not answer initialize within %v", c.policy.Handshake)
+			}
+			return c.genEnded(g, err)
+		}
+		g.answered = true
+		if f, ok := jsonlex.TopFields(msg); ok && f.IsResponse() && jsonlex.IDKey(f.ID) == want {
+			answer = msg
+			break
+		}
+		// The server spoke before answering (a log notification): the host gets it
+		// once the session is back, in order.
+		if len(c.out) < 256 {
+			c.out = append(c.out, msg)
+		}
+	}
+	timer.Stop()
+	ia, err := c.setup.CheckInitialize(answer)
+	if err != nil {
+		return err
+	}
+	g.took = true
+	c.ownUntil = time.Now().Add(c.policy.Handshake)
+	for _, m := range rh.After {
+		if err := g.conn.Write(m); err != nil {
+			return c.genEnded(g, fmt.Errorf("restoring the session: %w", err))
+		}
+	}
+	for _, id := range rh.AfterIDs {
+		c.addOwn(id, ownReq{kind: ownRestore})
+	}
+	if c.setup.ToolsListChanged() && c.setup.Tools() != nil {
+		id := c.newID()
+		req := []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"method":"tools/list","params":{}}`)
+		if err := g.conn.Write(req); err != nil {
+			return c.genEnded(g, fmt.Errorf("listing the tools: %w", err))
+		}
+		c.addOwn(id, ownReq{kind: ownTools})
+	}
+	if c.revived != nil {
+		c.revived(report.ServerFacts{ServerInfo: ia.ServerInfo, ProtocolVersion: ia.ProtocolVersion})
+	}
+	return nil
+}
+
+// genEnded is the end of a generation during its handshake: it says how.
+func (c *Conn) genEnded(g *gen, err error) error {
+	if c.ctx.Err() != nil {
+		return err
+	}
+	c.lastHow, c.lastTail = c.obituary(g, err)
+	g.conn.Close()
+	return errGenDied
+}
+
+// stderrNote is the last server's stderr lines for an error answer, or "".
+func (c *Conn) stderrNote() string { return stderrNote(c.lastTail) }
+
+func stderrNote(tail string) string {
+	if tail == "" {
+		return ""
+	}
+	return " (its last stderr lines: " + tail + ")"
+}
+
+// stop ends a generation at once.
+func (c *Conn) stop(g *gen) {
+	if t, ok := g.conn.(upstream.Terminator); ok {
+		t.Terminate()
+		return
+	}
+	g.conn.Close()
+}
+
+// up makes g the server writes go to. A server that took the session back is
+// revived, and said so; one with no handshake to take is said revived once it
+// answers something, so that a crash loop does not print a revival per start.
+func (c *Conn) up(g *gen) {
+	g.readyIn = time.Since(c.diedAt)
+	if len(c.out) > 0 {
+		g.passed = true // what it said before its handshake goes to the relay first
+	}
+	c.rcur = g
+	c.mu.Lock()
+	c.cur = g
+	c.leaveStartingLocked(stUp)
+	c.mu.Unlock()
+	if g.took {
+		c.announce(g)
+	} else {
+		g.announce = true
+	}
+}
+
+// announce says, in one line, that the server is back, and tells the recorder.
+func (c *Conn) announce(g *gen) {
+	g.announce = false
+	c.revivals++
+	if c.revived != nil && !g.took {
+		c.revived(report.ServerFacts{}) // register again: the recorder learns the proxy is back
+	}
+	c.log.Info("revived the server", "ended", c.lastHow, "attempt", c.attempts, "took", g.readyIn.Round(time.Millisecond),
+		"revivals", c.revivals, "era", c.setup.Era().String())
+	// For the soak test and for anyone chasing a leak: revivals must not grow the proxy.
+	c.log.Debug("after the revival", "goroutines", runtime.NumGoroutine(),
+		"obituary", c.phases.obituary, "dial", c.phases.dial, "handshake", c.phases.handshake)
+}
+
+func (c *Conn) newID() []byte {
+	c.nextID++
+	return jsonlex.AppendString(nil, c.prefix+"r"+strconv.FormatUint(c.nextID, 10))
+}
+
+func (c *Conn) addOwn(id []byte, r ownReq) {
+	c.own[jsonlex.IDKey(id)] = r
+	c.ownN.Store(int64(len(c.own)))
+}
+
+func (c *Conn) forgetOwn() {
+	clear(c.own)
+	c.ownN.Store(0)
+}
+
+// takeOwn swallows an answer to a request of ours, acting on it; it reports whether
+// msg was one. Requests still unanswered after Policy.Handshake are forgotten (their
+// late answers are in the relay's id namespace, which it never shows the host).
+func (c *Conn) takeOwn(msg []byte) bool {
+	if time.Now().After(c.ownUntil) {
+		c.forgetOwn()
+		return false
+	}
+	f, ok := jsonlex.TopFields(msg)
+	if !ok || !f.IsResponse() {
+		return false
+	}
+	k := jsonlex.IDKey(f.ID)
+	r, ok := c.own[k]
+	if !ok {
+		return false
+	}
+	delete(c.own, k)
+	c.ownN.Store(int64(len(c.own)))
+	switch r.kind {
+	case ownRestore:
+		if f.Error != nil {
+			c.log.Warn("the revived server refused to restore part of the session", "error", string(f.Error))
+		}
+	case ownTools:
+		tools := jsonlex.Get(f.Result, "tools")
+		// Compared as bytes: a list that re-encodes the same tools differently only
+		// costs the host one tools/list more.
+		if f.Error != nil || !bytes.Equal(tools, c.setup.Tools()) {
+			c.out = append(c.out, []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+			c.log.Info("the revived server's tools differ from those the host listed; telling the host")
+		}
+		if c.revived != nil && tools != nil {
+			c.revived(report.ServerFacts{Tools: toolNames(tools)})
+		}
+	}
+	return true
+}
+
+func toolNames(tools []byte) []string {
+	names := []string{}
+	elems, _ := jsonlex.Elements(tools, jsonlex.SkipSpace(tools, 0))
+	for _, e := range elems {
+		if n := jsonlex.StringOf(jsonlex.Get(tools[e.Start:e.End], "name")); n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+func isResponse(msg []byte) bool {
+	served := false
+	jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
+		if f.IsResponse() {
+			served = true
+		}
+	})
+	return served
+}
+
+// Write sends one message to the current server. While a server is being started it
+// waits for it (Policy.Wait at most); while the server is down, or between its end
+// and the relay settling what it left (see upstream.ReplacedError), it fails at once
+// with why. It never waits for an answer.
+func (c *Conn) Write(msg []byte) error { return c.write(msg, false) }
+
+// Hold is Write, except that the message may wait for the next Write (upstream.Batcher).
+func (c *Conn) Hold(msg []byte) error { return c.write(msg, true) }
+
+func (c *Conn) write(msg []byte, hold bool) error {
+	g := c.serving.Load()
+	if g == nil {
+		var err error
+		if g, err = c.writable(); err != nil {
+			return err
+		}
+	}
+	// Before the write: the server can answer before Write returns.
+	c.setup.FromHost(msg)
+	if !g.wrote.Load() {
+		g.wrote.Store(true)
+	}
+	var err error
+	if hold && g.batch != nil {
+		err = g.batch.Hold(msg)
+	} else {
+		err = g.conn.Write(msg)
+	}
+	if err != nil {
+		if d, ok := g.conn.(upstream.ExitDescriber); ok && d.Exited() {
+			// The server died and its reader has not said so yet: say why rather than
+			// "broken pipe" (its stderr is read to its end by then, or within a moment).
+			return fmt.Errorf("server %s %s%s; it is being restarted", c.name, d.ExitReason(), stderrNote(quoteLines(d.StderrTail(3))))
+		}
+		return err
+	}
+	return nil
+}
+
+// writable returns the generation a write goes to, waiting for one being started.
+func (c *Conn) writable() (*gen, error) {
+	var timeout <-chan time.Time
+	for {
+		c.mu.Lock()
+		switch c.st {
+		case stUp:
+			g := c.cur
+			c.mu.Unlock()
+			return g, nil
+		case stBetween:
+			err := c.stateErr
+			c.mu.Unlock()
+			return nil, err
+		case stClosed:
+			c.mu.Unlock()
+			return nil, ErrClosed
+		case stDown:
+			if time.Now().Before(c.retryAt) {
+				err := c.stateErr
+				c.mu.Unlock()
+				return nil, err
+			}
+			// The cool-down is over: this write asks for one more start, and waits for it.
+			c.startingLocked()
+			select {
+			case c.kick <- struct{}{}:
+			default:
+			}
+		}
+		ready := c.ready
+		c.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(c.policy.Wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-ready:
+		case <-timeout:
+			c.mu.Lock()
+			err := c.stateErr
+			c.mu.Unlock()
+			if err == nil {
+				err = fmt.Errorf("server %s is being restarted (it %s) and was not back within %v", c.name, c.howNow(), c.policy.Wait)
+			}
+			return nil, err
+		case <-c.closing:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// howNow is how the last server ended, for a writer (lastHow is the reader's).
+func (c *Conn) howNow() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last != nil {
+		if d, ok := c.last.conn.(upstream.ExitDescriber); ok && d.Exited() {
+			return d.ExitReason()
+		}
+	}
+	return "went away"
+}
+
+// Buffered reports whether Read will return a message without waiting. It is called
+// on the reading goroutine. While an answer of ours may be next it says no: Read would
+// swallow it and wait, with the relay holding a message back for it.
+func (c *Conn) Buffered() bool {
+	if len(c.out) > 0 {
+		return true
+	}
+	if c.ownN.Load() > 0 {
+		return false
+	}
+	g := c.rcur
+	return g != nil && g.batch != nil && g.batch.Buffered()
+}
+
+// Close ends the session the gentle way: no server is started again, and the current
+// one is closed (its stdin, then the stop sequence). It returns once it has exited.
+func (c *Conn) Close() error {
+	return c.end(func(g *gen) { g.conn.Close() })
+}
+
+// Terminate ends the session at once (SIGINT, SIGTERM to the proxy): no server is
+// started again, and the current one is told to stop now.
+func (c *Conn) Terminate() {
+	_ = c.end(c.stop)
+}
+
+func (c *Conn) end(stop func(*gen)) error {
+	c.once.Do(func() {
+		c.cancel()
+		close(c.closing)
+	})
+	c.mu.Lock()
+	if c.st == stStarting {
+		close(c.ready)
+	}
+	c.st = stClosed
+	c.serving.Store(nil)
+	c.mu.Unlock()
+	// A start under way finishes first; after it none begins (ctx is done), so the
+	// process ended here is the last one.
+	c.dialMu.Lock()
+	c.mu.Lock()
+	g := c.cur
+	if g == nil {
+		g = c.last
+	}
+	c.mu.Unlock()
+	c.dialMu.Unlock()
+	if g != nil {
+		stop(g)
+	}
+	return nil
+}
+
+// ExitCode waits for the last server to have exited and returns its status
+// (upstream.Exiter); 0 when the servers are not processes.
+func (c *Conn) ExitCode() int {
+	c.mu.Lock()
+	g := c.last
+	c.mu.Unlock()
+	if e, ok := g.conn.(upstream.Exiter); ok {
+		return e.ExitCode()
+	}
+	return 0
+}
+
+var (
+	_ upstream.Conn       = (*Conn)(nil)
+	_ upstream.Batcher    = (*Conn)(nil)
+	_ upstream.Terminator = (*Conn)(nil)
+	_ upstream.Exiter     = (*Conn)(nil)
+	_ upstream.Settler    = (*Conn)(nil)
+)
