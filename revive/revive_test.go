@@ -86,6 +86,9 @@ func newFixture(t *testing.T, p Policy, first, then []string) *fixture {
 		for {
 			msg, err := f.c.Read()
 			if re, ok := upstream.IsReplaced(err); ok {
+				// As the relay does: settled before anyone hears of the loss, so a
+				// test that writes the moment it does is not racing the next Read.
+				f.c.Settled()
 				f.lost <- re.Reason
 				f.c.Settled()
 				continue
