@@ -571,6 +571,10 @@ type Request struct {
 	// Origin names who asked: a replay dispatch's id, which interception puts in the
 	// step report of a tools/call; "" for the proxy's own housekeeping.
 	Origin string
+	// Sent, when set, is called once the request has been handed to the upstream,
+	// before its answer is awaited (not at all when it could not be sent): a caller
+	// with several requests to make in order starts the next one then.
+	Sent func()
 }
 
 // Call sends a request of the proxy's own to the upstream and returns the raw
@@ -593,6 +597,9 @@ func (r *Relay) Call(ctx context.Context, req Request) ([]byte, error) {
 	if err := r.send(request(idJSON, req.Method, req.Params), Own{Origin: req.Origin}); err != nil {
 		r.forget(id) // never sent: no answer can come
 		return nil, fmt.Errorf("sending %s to the upstream: %w", req.Method, err)
+	}
+	if req.Sent != nil {
+		req.Sent()
 	}
 	select {
 	case res := <-w.ch:
