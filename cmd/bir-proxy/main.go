@@ -13,11 +13,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/relay"
+	"github.com/bir-dev/bir-proxy/replay"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
@@ -157,7 +159,13 @@ func runProxy(args []string) int {
 		return 126
 	}
 
-	go stopOnSignal(ctx, sigs, conn, logger)
+	// The executor, once there is one, is stopped before the server on a signal.
+	var replaying atomic.Pointer[replay.Executor]
+	go stopOnSignal(ctx, sigs, conn, func() {
+		if ex := replaying.Load(); ex != nil {
+			ex.Stop()
+		}
+	}, logger)
 
 	reporter := openReporter(ctx, f, logger)
 	ic := intercept.New(intercept.Options{
@@ -165,16 +173,38 @@ func runProxy(args []string) int {
 		Sink:           reporter.sink(),
 		Logger:         logger,
 	})
+	// Replay (SPEC §4) only with a recorder: not under BIR_OFF, not with the journal.
+	var icpt relay.Interceptor = ic
+	remote := reporter.remote()
+	var gate *replay.Gate
+	if remote != nil {
+		gate = replay.NewGate(ic) // learns from the host's handshake when dispatches may go
+		icpt = gate
+	}
 
 	r := relay.New(relay.Options{
 		HostIn:     hostIn,
 		HostOut:    hostOut,
 		Upstream:   conn,
-		Intercept:  ic,
+		Intercept:  icpt,
 		IDPrefix:   "bir:" + reporter.proxyID() + ":",
 		MaxMessage: f.maxMessage,
 		Logger:     logger,
 	})
+	var ex *replay.Executor
+	if remote != nil {
+		ex = replay.Start(replay.Config{Recorder: remote, Upstream: r, Gate: gate, Server: f.server, PID: os.Getpid(), Logger: logger})
+		replaying.Store(ex)
+		// The host leaving is the proxy exiting: dispatches in flight are cancelled
+		// now, not reported lost when the server is stopped under them.
+		go func() {
+			select {
+			case <-r.HostDone():
+				ex.Stop()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	err = r.Run(ctx)
 	switch {
 	case err == nil, errors.Is(err, relay.ErrUpstreamEnded):
@@ -184,6 +214,13 @@ func runProxy(args []string) int {
 	// Whatever ended the session, the server is stopped and waited for: the proxy
 	// never exits leaving it behind.
 	conn.Close()
+	if ex != nil {
+		// After the server is gone no dispatch can wait on it; their results get the
+		// same short grace as reports.
+		graceCtx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		ex.Close(graceCtx)
+		cancel()
+	}
 	ic.Close()
 	reporter.close()
 	return exitStatus(conn)

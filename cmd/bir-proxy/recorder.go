@@ -63,6 +63,15 @@ func (p *reporting) sink() report.Sink {
 
 func (p *reporting) proxyID() string { return p.id }
 
+// remote is the recorder replay dispatches come from: nil under BIR_OFF and in
+// journal mode, where nothing may be asked of a recorder.
+func (p *reporting) remote() *recorder.Remote {
+	if p.r == nil {
+		return nil
+	}
+	return p.r.Remote()
+}
+
 func (p *reporting) close() {
 	if p.r == nil {
 		return
