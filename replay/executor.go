@@ -50,6 +50,9 @@ type Config struct {
 	Recorder Recorder
 	Upstream Upstream
 	Gate     *Gate
+	// HostDone is closed when the host has left (relay.Relay.HostDone): the proxy is
+	// exiting, and the executor stops. Nil: only Stop stops it.
+	HostDone <-chan struct{}
 	Server   string // the --server name, sent with each poll
 	PID      int
 	Logger   *slog.Logger
@@ -114,7 +117,10 @@ type Executor struct {
 	stopOnce  sync.Once
 	closeOnce sync.Once
 	stopC     chan struct{} // closed by Stop
-	exiting   atomic.Bool   // set by Stop, before anything is cancelled
+	hostDone  <-chan struct{}
+	// stopSeq is the gate's sequence number at Stop (0: not stopped), taken before
+	// anything is cancelled; see exitCaused.
+	stopSeq atomic.Uint64
 
 	arrivals  chan pollAnswer
 	sent      chan *dispatch // a running dispatch's request reached the upstream
@@ -137,6 +143,7 @@ func Start(cfg Config) *Executor {
 		rec:       cfg.Recorder,
 		up:        cfg.Upstream,
 		gate:      cfg.Gate,
+		hostDone:  cfg.HostDone,
 		log:       log.With("component", "replay"),
 		tune:      tune,
 		pollCtx:   pollCtx,
@@ -174,10 +181,32 @@ func pollBody(proxyID, server string, pid int, wait time.Duration) []byte {
 // It does not wait; it is safe to call more than once and from any goroutine.
 func (e *Executor) Stop() {
 	e.stopOnce.Do(func() {
-		e.exiting.Store(true)
+		e.stopSeq.Store(e.gate.seq.Add(1))
 		e.stopPoll()
 		close(e.stopC)
 	})
+}
+
+// exitCaused reports whether the upstream being lost, or a dispatch failing to reach
+// it, is part of the proxy's exit (posted cancelled) rather than the server going away
+// on its own (upstream_lost). since is the gate's lostSeq when the one asking last
+// looked (a dispatch: when it started). The host having left is an exit. Otherwise
+// the order of the loss and Stop decides, whichever goroutine looks first: a server
+// that dies on its own is recorded lost before the session ends and Stop follows,
+// while a signal calls Stop before the server is stopped — so a loss not yet recorded
+// when Stop has been called is the exit's.
+func (e *Executor) exitCaused(since uint64) bool {
+	select {
+	case <-e.hostDone:
+		return true
+	default:
+	}
+	stop := e.stopSeq.Load()
+	if stop == 0 {
+		return false
+	}
+	lost := e.gate.lostSeq.Load()
+	return lost <= since || lost > stop
 }
 
 // Close stops the executor, waits for every dispatch to have ended, and gives their
@@ -207,7 +236,9 @@ func (e *Executor) schedule() {
 		ready    = e.gate.Ready()
 		isReady  bool
 		lost     = e.gate.lost()
+		seenLost uint64 // the gate's lostSeq when a loss was last handled here
 		stopC    = e.stopC
+		hostDone = e.hostDone
 		stopping bool
 		pollDone = e.pollDone
 		timer    *time.Timer
@@ -305,6 +336,7 @@ func (e *Executor) schedule() {
 			isReady, ready = true, nil
 		case <-lost:
 			lost = e.gate.lost()
+			seenLost = e.gate.lostSeq.Load()
 			// Running ones hear it from relay.Call; queued ones were meant for a server
 			// that is gone.
 			drain(outcome{name: report.OutcomeUpstreamLost, err: proxyError("the server went away before the dispatch was sent")})
@@ -317,9 +349,18 @@ func (e *Executor) schedule() {
 				}
 				i++
 			}
+		case <-hostDone:
+			hostDone = nil
+			e.Stop() // the host leaving is the proxy exiting: stopC follows
 		case <-stopC:
 			stopC, stopping = nil, true
-			drain(outcome{name: report.OutcomeCancelled, err: proxyError("the proxy is exiting")})
+			if e.exitCaused(seenLost) {
+				drain(outcome{name: report.OutcomeCancelled, err: proxyError("the proxy is exiting")})
+			} else {
+				// The server went away on its own first (its loss may still be on its
+				// way to this loop).
+				drain(outcome{name: report.OutcomeUpstreamLost, err: proxyError("the server went away before the dispatch was sent")})
+			}
 			for _, d := range running {
 				d.cancel(errExiting)
 			}
@@ -352,6 +393,7 @@ func indexOf(queue []*dispatch, d *dispatch) int {
 func (e *Executor) launch(d *dispatch) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	d.cancel = cancel
+	d.lostSince = e.gate.lostSeq.Load()
 	stopDeadline := func() bool { return false }
 	if !d.deadline.IsZero() {
 		// A deadline, not a cancel: relay.Call then tells interception it timed out.
@@ -399,7 +441,7 @@ func (e *Executor) gaveUp(err error, d *dispatch, took time.Duration) outcome {
 		o.name, o.err = report.OutcomeTimeout, proxyError(fmt.Sprintf("no answer within %d ms", d.timeout.Milliseconds()))
 	case errors.Is(err, errRecorderCancel):
 		o.name, o.err = report.OutcomeCancelled, proxyError("cancelled by the recorder")
-	case e.exiting.Load() || errors.Is(err, errExiting):
+	case errors.Is(err, errExiting) || e.exitCaused(d.lostSince):
 		// The server going away as the proxy stops it is part of the exit.
 		o.name, o.err = report.OutcomeCancelled, proxyError("the proxy is exiting")
 	default:

@@ -52,6 +52,12 @@ type Gate struct {
 
 	lostMu sync.Mutex
 	lostCh chan struct{} // closed (and replaced) each time the upstream is lost
+
+	// seq orders the upstream's losses against the executor's Stop: lostSeq is its
+	// value at the last loss (0: none), so the executor can tell a server that went
+	// away on its own from one stopped because the proxy is exiting.
+	seq     atomic.Uint64
+	lostSeq atomic.Uint64
 }
 
 type pendingKind uint8
@@ -162,6 +168,7 @@ func (g *Gate) UpstreamLost(at time.Time) {
 	if g.inner != nil {
 		g.inner.UpstreamLost(at)
 	}
+	g.lostSeq.Store(g.seq.Add(1))
 	g.lostMu.Lock()
 	close(g.lostCh)
 	g.lostCh = make(chan struct{})

@@ -22,7 +22,8 @@ type dispatch struct {
 	size     int       // bytes it holds, for the queue's budget
 
 	// Set when it starts running.
-	cancel func(error)
+	cancel    func(error)
+	lostSince uint64 // the gate's lostSeq then: a later loss is the one that ends it
 }
 
 // pollAnswer is what one poll brought.

@@ -193,17 +193,11 @@ func runProxy(args []string) int {
 	})
 	var ex *replay.Executor
 	if remote != nil {
-		ex = replay.Start(replay.Config{Recorder: remote, Upstream: r, Gate: gate, Server: f.server, PID: os.Getpid(), Logger: logger})
+		// The host leaving is the proxy exiting (HostDone): dispatches in flight are
+		// then cancelled, not reported lost when the server is stopped under them.
+		ex = replay.Start(replay.Config{Recorder: remote, Upstream: r, Gate: gate, HostDone: r.HostDone(),
+			Server: f.server, PID: os.Getpid(), Logger: logger})
 		replaying.Store(ex)
-		// The host leaving is the proxy exiting: dispatches in flight are cancelled
-		// now, not reported lost when the server is stopped under them.
-		go func() {
-			select {
-			case <-r.HostDone():
-				ex.Stop()
-			case <-ctx.Done():
-			}
-		}()
 	}
 	err = r.Run(ctx)
 	switch {

@@ -61,8 +61,17 @@ func (s *replaySession) handshake() {
 
 func (s *replaySession) dispatch(ds ...recordertest.Dispatch) { s.rec.Dispatch(s.proxyID, ds...) }
 
-// results waits until every id has a result and returns them by dispatch id.
+// results waits until every id has a result and returns them by dispatch id; a
+// dispatch posted twice fails the test.
 func (s *replaySession) results(ctx context.Context, ids ...string) map[string]recordertest.Result {
+	s.t.Helper()
+	return s.resultsRepeats(ctx, false, ids...)
+}
+
+// resultsRepeats is results; with repeats, a result posted again is allowed (the
+// recorder answered it, but a restart cut the answer off: it is sent again, at least
+// once as reports are) and the last one is kept.
+func (s *replaySession) resultsRepeats(ctx context.Context, repeats bool, ids ...string) map[string]recordertest.Result {
 	s.t.Helper()
 	snap, err := s.rec.Wait(ctx, func(v recordertest.Snapshot) bool {
 		have := map[string]bool{}
@@ -81,7 +90,7 @@ func (s *replaySession) results(ctx context.Context, ids ...string) map[string]r
 	}
 	out := map[string]recordertest.Result{}
 	for _, r := range snap.Results {
-		if _, dup := out[r.DispatchID]; dup {
+		if _, dup := out[r.DispatchID]; dup && !repeats {
 			s.t.Fatalf("dispatch %s posted twice", r.DispatchID)
 		}
 		out[r.DispatchID] = recordertest.Result{ProxyID: r.ProxyID, DispatchID: r.DispatchID, Outcome: r.Outcome, Body: slices.Clone(r.Body)}
@@ -459,7 +468,8 @@ func TestReplayRecorderRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.dispatch(recordertest.Dispatch{DispatchID: "a2", Tool: "echo", Arguments: json.RawMessage(`{"a":2}`)})
-	if r := s.results(ctx, "a2")["a2"]; r.Outcome != "ok" {
+	// a1's 200 may have been cut by the restart, and a1 posted again.
+	if r := s.resultsRepeats(ctx, true, "a2")["a2"]; r.Outcome != "ok" {
 		t.Fatalf("a2 posted %s", r.Body)
 	}
 	if regs := s.rec.Registrations(); len(regs) < 2 {
@@ -596,5 +606,38 @@ func TestReplayExitWithDispatchInFlight(t *testing.T) {
 				t.Errorf("the host got more than its handshake: %s %v", msg, err)
 			}
 		})
+	}
+}
+
+// TestReplayServerDiesUnderDispatches: a server that goes away on its own while
+// dispatches run or wait leaves every one of them posted upstream_lost (not
+// cancelled: the proxy was not exiting when it happened).
+func TestReplayServerDiesUnderDispatches(t *testing.T) {
+	t.Parallel()
+	// initialize, notifications/initialized, then four dispatches: it exits after
+	// receiving the last that can run.
+	s := startReplay(t, "--exit-after", "6", "--exit-code", "3")
+	ctx := ctxTimeout(t)
+	s.handshake()
+	var ids []string
+	var ds []recordertest.Dispatch
+	for i := range 6 {
+		ids = append(ids, fmt.Sprintf("x%d", i))
+		ds = append(ds, recordertest.Dispatch{DispatchID: ids[i], Tool: "hang", Arguments: json.RawMessage(`{}`)})
+	}
+	s.dispatch(ds...) // in one poll answer: all reach the proxy before the server dies
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		t.Fatal("the proxy outlived its server")
+	}
+	rs := s.results(ctx, ids...)
+	for id, r := range rs {
+		if r.Outcome != "upstream_lost" {
+			t.Errorf("%s posted %s, want upstream_lost", id, r.Body)
+		}
+	}
+	if code := s.wait(); code != 3 {
+		t.Errorf("exit %d, want the server's 3", code)
 	}
 }
