@@ -472,6 +472,7 @@ func (e *Executor) poll() {
 	outage := false
 	for {
 		reqCtx, cancel := context.WithTimeout(ctx, e.tune.wait+e.tune.slack)
+		sent := time.Now()
 		a, err := e.rec.Post(reqCtx, "/proxy/poll", e.pollB, maxPollAnswer)
 		cancel()
 		if ctx.Err() != nil {
@@ -524,15 +525,25 @@ func (e *Executor) poll() {
 			}
 			continue
 		}
-		b.reset()
 		fresh = false
 		if outage {
 			outage = false
 			e.log.Info("the recorder is answering polls again")
 		}
-		if len(ans.dispatches)+len(ans.cancels)+ans.bad > 0 {
-			e.arrivals <- ans // the scheduler takes arrivals until this loop has ended
+		if len(ans.dispatches)+len(ans.cancels)+ans.bad == 0 {
+			// Nothing, and long before waitMs: a recorder that does not hold polls
+			// would have this loop spin, so it is paced as if the poll had failed.
+			if time.Since(sent) < e.tune.wait/10 {
+				if !sleep(ctx, b.next(0)) {
+					return
+				}
+				continue
+			}
+			b.reset()
+			continue
 		}
+		b.reset()
+		e.arrivals <- ans // the scheduler takes arrivals until this loop has ended
 	}
 }
 

@@ -155,6 +155,14 @@ func (h *harness) ready() {
 
 func (h *harness) dispatch(ds ...recordertest.Dispatch) { h.rec.Dispatch(h.rem.ProxyID(), ds...) }
 
+// handed waits until the recorder has handed out n dispatches.
+func (h *harness) handed(t *testing.T, n int) {
+	t.Helper()
+	if _, err := h.rec.Wait(waitCtx(t), func(v recordertest.Snapshot) bool { return len(v.Handed) >= n }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func d(id, tool string) recordertest.Dispatch {
 	return recordertest.Dispatch{DispatchID: id, Tool: tool, Arguments: json.RawMessage(`{"id":"` + id + `"}`)}
 }
@@ -237,7 +245,7 @@ func TestQueuedDispatchesEnd(t *testing.T) {
 	timed := d("timed", "echo")
 	timed.TimeoutMs = 50
 	h.dispatch(timed, d("cancelled", "echo"), d("stranded", "echo"))
-	h.rec.Wait(waitCtx(t), func(v recordertest.Snapshot) bool { return len(v.Handed) == 3 })
+	h.handed(t, 3)
 	if got := h.outcomes(t, "timed")["timed"]; got != "timeout" {
 		t.Fatalf("timed: %s", got)
 	}
@@ -265,7 +273,7 @@ func TestStopCancelsEverything(t *testing.T) {
 		h.dispatch(d(fmt.Sprintf("s%d", i), "hang"))
 	}
 	h.up.wait(t, "four running", func(_ []relay.Request, running int) bool { return running == maxInFlight })
-	h.rec.Wait(waitCtx(t), func(v recordertest.Snapshot) bool { return len(v.Handed) == 6 })
+	h.handed(t, 6)
 	h.ex.Stop()
 	got := h.outcomes(t, "s0", "s1", "s2", "s3", "s4", "s5")
 	for id, o := range got {
@@ -298,7 +306,7 @@ func TestRepeatedDispatchRunsOnce(t *testing.T) {
 	h.dispatch(d("r", "hang"))
 	h.up.wait(t, "it to run", func(c []relay.Request, _ int) bool { return len(c) == 1 })
 	h.dispatch(d("r", "hang"))
-	h.rec.Wait(waitCtx(t), func(v recordertest.Snapshot) bool { return len(v.Handed) == 2 })
+	h.handed(t, 2)
 	h.dispatch(d("marker", "echo"))
 	h.outcomes(t, "marker")
 	h.up.mu.Lock()
@@ -313,11 +321,14 @@ func TestRepeatedDispatchRunsOnce(t *testing.T) {
 // for giveUp, then dropped with one log line; the attempts stay a handful.
 func TestResultGivenUpOnce(t *testing.T) {
 	h := start(t, tuning{giveUp: 2 * time.Second, backoffBase: 20 * time.Millisecond, backoffCap: 400 * time.Millisecond})
-	h.ready()
 	h.dispatch(d("lost1", "echo"), d("lost2", "echo"))
-	h.up.wait(t, "both to run", func(c []relay.Request, _ int) bool { return len(c) == 2 })
-	h.rec.Fail(500)
 	ctx := waitCtx(t)
+	if _, err := h.rec.Wait(ctx, func(v recordertest.Snapshot) bool { return len(v.Handed) == 2 }); err != nil {
+		t.Fatal(err)
+	}
+	// They run only once the recorder fails, so no result can be posted before.
+	h.rec.Fail(500)
+	h.ready()
 	for !strings.Contains(h.logs.String(), "gave up posting dispatch results") {
 		select {
 		case <-ctx.Done():
@@ -374,5 +385,31 @@ func TestBackoffBound(t *testing.T) {
 	}
 	if w := b.next(time.Hour); w != 30*time.Second {
 		t.Fatalf("Retry-After not clamped to the cap: %s", w)
+	}
+}
+
+// TestPollsArePaced: idle, the executor makes one poll per waitMs; a recorder that
+// answers polls at once gets them paced by the backoff, not a spin.
+func TestPollsArePaced(t *testing.T) {
+	h := start(t, tuning{wait: 400 * time.Millisecond, backoffBase: 100 * time.Millisecond, backoffCap: 200 * time.Millisecond})
+	count := func() int {
+		n := 0
+		for _, r := range h.rec.Requests() {
+			if r.Path == "/proxy/poll" {
+				n++
+			}
+		}
+		return n
+	}
+	time.Sleep(2 * time.Second)
+	if n := count(); n < 3 || n > 6 {
+		t.Fatalf("%d polls in 2 s with waitMs 400, want about 5", n)
+	}
+	h.rec.HoldPolls(time.Microsecond)
+	before := count()
+	time.Sleep(2 * time.Second)
+	// Backoff of [0, 100..200 ms]: about twenty, never thousands.
+	if n := count() - before; n > 60 {
+		t.Fatalf("%d polls in 2 s from a recorder that answers at once", n)
 	}
 }

@@ -129,6 +129,7 @@ type Server struct {
 	token      string
 	wrongToken bool
 	slow       time.Duration
+	pollHold   time.Duration // 0: polls are held as long as waitMs asks
 	failStatus int
 	known      map[string]bool // proxyIds registered since the last Restart
 	seen       map[stepKey]bool
@@ -426,6 +427,14 @@ func (s *Server) Slow(d time.Duration) {
 	s.mu.Unlock()
 }
 
+// HoldPolls caps how long a poll is held, whatever its waitMs (a recorder that answers
+// polls early, or at once); 0 turns it off.
+func (s *Server) HoldPolls(d time.Duration) {
+	s.mu.Lock()
+	s.pollHold = d
+	s.mu.Unlock()
+}
+
 // Fail makes every /proxy/ request answer status (e.g. 500) without acting on it;
 // 0 turns it off.
 func (s *Server) Fail(status int) {
@@ -675,6 +684,11 @@ func (s *Server) route(r *http.Request, body []byte, gone chan struct{}) (int, [
 		if wait > maxPollWait {
 			wait = maxPollWait
 		}
+		s.mu.Lock()
+		if s.pollHold > 0 && wait > s.pollHold {
+			wait = s.pollHold
+		}
+		s.mu.Unlock()
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		held := false
