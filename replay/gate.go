@@ -175,13 +175,6 @@ func (g *Gate) UpstreamLost(at time.Time) {
 	g.lostMu.Unlock()
 }
 
-// Close closes the inner Interceptor when it has a Close (intercept.Interceptor).
-func (g *Gate) Close() {
-	if c, ok := g.inner.(interface{ Close() }); ok {
-		c.Close()
-	}
-}
-
 func (g *Gate) open() {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -124,6 +124,7 @@ type Server struct {
 
 	mu         sync.Mutex
 	srv        *http.Server
+	ln         net.Listener  // srv's
 	gone       chan struct{} // closed when the current listener goes down; ends held polls
 	closed     bool
 	token      string
@@ -369,14 +370,17 @@ func (s *Server) takeLocked(proxyID string) (answer []byte, some bool) {
 // recorder process is gone.
 func (s *Server) Down() {
 	s.mu.Lock()
-	srv, gone := s.srv, s.gone
-	s.srv, s.gone = nil, nil
+	srv, gone, ln := s.srv, s.gone, s.ln
+	s.srv, s.gone, s.ln = nil, nil, nil
 	s.mu.Unlock()
 	if srv == nil {
 		return
 	}
 	close(gone)
 	srv.Close()
+	// Closed here too: Serve may not have started yet, and then it closes the
+	// listener only later, while Up or Unreachable already wants the port back.
+	ln.Close()
 }
 
 // Up listens again on the same port after Down.
@@ -565,7 +569,7 @@ func cloneSteps(in []Step) []Step {
 func (s *Server) serve(ln net.Listener) {
 	srv := &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 10 * time.Second}
 	s.mu.Lock()
-	s.srv, s.gone = srv, make(chan struct{})
+	s.srv, s.gone, s.ln = srv, make(chan struct{}), ln
 	s.mu.Unlock()
 	go srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed at Down
 }
