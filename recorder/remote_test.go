@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
@@ -18,7 +19,7 @@ func TestRemoteReregisters(t *testing.T) {
 	if remote == nil || remote.ProxyID() != r.ProxyID() {
 		t.Fatal("no Remote in recorder mode, or another proxyId")
 	}
-	ctx := waitCtx(t)
+	ctx := testutil.Context(t)
 	if err := remote.WaitRegistered(ctx, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,12 @@ package relay_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/intercept"
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/report"
 	"github.com/bir-dev/bir-proxy/upstream"
@@ -23,7 +21,7 @@ var errWhy = errors.New("the recorder cancelled the dispatch")
 // is reported as a timeout, one whose caller cancels as cancelled; either way the
 // upstream is told with notifications/cancelled, and Call's error keeps the cause.
 func TestOwnCallGivenUpIsTimeoutOrCancel(t *testing.T) {
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	for _, tc := range []struct {
 		name    string
 		ctx     func() (context.Context, func())
@@ -40,7 +38,7 @@ func TestOwnCallGivenUpIsTimeoutOrCancel(t *testing.T) {
 		}, report.OutcomeCancelled, errWhy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			record := filepath.Join(t.TempDir(), "received")
+			record, received := recordFIFO(t)
 			proc, err := upstream.Start(upstream.Command{Path: raw, Args: []string{"--record", record, "--reply"}, Name: "raw"})
 			if err != nil {
 				t.Fatal(err)
@@ -56,18 +54,13 @@ func TestOwnCallGivenUpIsTimeoutOrCancel(t *testing.T) {
 			if !errors.Is(err, tc.is) {
 				t.Fatalf("Call returned %v, want it to wrap %v", err, tc.is)
 			}
-			select {
-			case st := <-sink.steps:
-				if st.Outcome != tc.outcome || st.DispatchID == nil || *st.DispatchID != "d-1" {
-					t.Fatalf("report outcome %q dispatchId %v, want %q d-1", st.Outcome, st.DispatchID, tc.outcome)
-				}
-			case <-time.After(deadline):
-				t.Fatal("no report for the given-up call")
+			st := testutil.Recv(t, sink.steps, "a report for the given-up call")
+			if st.Outcome != tc.outcome || st.DispatchID == nil || *st.DispatchID != "d-1" {
+				t.Fatalf("report outcome %q dispatchId %v, want %q d-1", st.Outcome, st.DispatchID, tc.outcome)
 			}
-			waitFor(t, func() bool {
-				b, _ := os.ReadFile(record)
-				return strings.Contains(string(b), `"method":"notifications/cancelled","params":{"requestId":"bir:test:1"`)
-			}, "the upstream to be told of the cancel")
+			waitReceived(t, received, "the cancel", func(got string) bool {
+				return strings.Contains(got, `"method":"notifications/cancelled","params":{"requestId":"bir:test:1"`)
+			})
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,19 +12,13 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 	"github.com/bir-dev/bir-proxy/relay"
 )
 
-// hangGuard bounds every wait, so a broken test fails instead of hanging.
-const hangGuard = time.Minute
-
-func waitCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
-	t.Cleanup(cancel)
-	return ctx
-}
+func waitCtx(t *testing.T) context.Context { return testutil.Context(t) }
 
 // fakeUpstream answers tools/call the way rawserver does: "hang" waits for its
 // context, anything else is answered at once. It keeps every request it was given.
@@ -102,30 +95,13 @@ type harness struct {
 	up   *fakeUpstream
 	gate *Gate
 	ex   *Executor
-	logs *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs *testutil.SyncBuffer
 }
 
 func start(t *testing.T, tune tuning) *harness {
 	t.Helper()
 	rec := recordertest.Start(t)
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	rep, err := recorder.Open(t.Context(), recorder.Config{
 		Endpoint: &recorder.Endpoint{URL: rec.URL(), Token: rec.Token(), Source: "test"},

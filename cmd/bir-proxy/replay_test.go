@@ -16,7 +16,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
@@ -31,12 +31,12 @@ type replaySession struct {
 
 func startReplay(t *testing.T, rawArgs ...string) *replaySession {
 	t.Helper()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	record := filepath.Join(t.TempDir(), "received")
 	args := append([]string{"--server", "replay", "--", raw, "--reply", "--strict-tools", "--record", record}, rawArgs...)
 	s := startProxy(t, recording(rec, t.TempDir()), args...)
-	regs, err := rec.WaitRegistrations(ctxTimeout(t), 1)
+	regs, err := rec.WaitRegistrations(testutil.Context(t), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,17 +46,17 @@ func startReplay(t *testing.T, rawArgs ...string) *replaySession {
 func (s *replaySession) sendLocked(line string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.send(line)
+	s.Send(line)
 }
 
 // handshake is the session era's opening, as an SDK host sends it.
 func (s *replaySession) handshake() {
 	s.t.Helper()
-	s.send(`{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test-host","version":"0.0.1"}},"jsonrpc":"2.0","id":0}`)
+	s.Send(`{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test-host","version":"0.0.1"}},"jsonrpc":"2.0","id":0}`)
 	if got := s.recv(); !strings.Contains(got, `"serverInfo"`) {
 		s.t.Fatalf("initialize answered %s", got)
 	}
-	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 }
 
 func (s *replaySession) dispatch(ds ...recordertest.Dispatch) { s.rec.Dispatch(s.proxyID, ds...) }
@@ -123,20 +123,14 @@ func (s *replaySession) received() []string {
 
 // waitReceived waits until the server's log has a line for which match is true and
 // returns its index. The log is a file, seen only by looking.
-func (s *replaySession) waitReceived(ctx context.Context, what string, match func(string) bool) int {
+func (s *replaySession) waitReceived(_ context.Context, what string, match func(string) bool) int {
 	s.t.Helper()
-	for {
-		for i, l := range s.received() {
-			if match(l) {
-				return i
-			}
-		}
-		select {
-		case <-ctx.Done():
-			s.t.Fatalf("the server never received %s; it got:\n%s", what, strings.Join(s.received(), "\n"))
-		case <-tick():
-		}
-	}
+	at := -1
+	testutil.Eventually(s.t, "the server to receive "+what, func() bool {
+		at = slices.IndexFunc(s.received(), match)
+		return at >= 0
+	})
+	return at
 }
 
 // callTo matches the tools/call the server received whose arguments hold marker.
@@ -157,8 +151,8 @@ func cancelOf(id string) func(string) bool {
 // proxy's own traffic reached the host on the way out.
 func (s *replaySession) finish() {
 	s.t.Helper()
-	s.in.Close()
-	s.wait()
+	s.Stdin.Close()
+	s.ExitCode()
 	for {
 		msg, err := s.out.Read()
 		if err != nil {
@@ -178,14 +172,14 @@ func (s *replaySession) finish() {
 func TestReplayInterleavedWithHostCalls(t *testing.T) {
 	t.Parallel()
 	s := startReplay(t)
-	ctx := ctxTimeout(t)
+	ctx := testutil.Context(t)
 	s.handshake()
 
 	// Host requests in flight throughout, under ids of the proxy's own namespace: the
 	// ids the proxy would pick first. They hang until the host cancels them.
 	const squatted = 50
 	for i := 1; i <= squatted; i++ {
-		s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"bir:%s:%d","method":"tools/call","params":{"name":"hang","arguments":{"squat":%d}}}`, s.proxyID, i, i))
+		s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"bir:%s:%d","method":"tools/call","params":{"name":"hang","arguments":{"squat":%d}}}`, s.proxyID, i, i))
 	}
 	s.waitReceived(ctx, "the last squatting call", callTo(fmt.Sprintf(`"squat":%d`, squatted)))
 
@@ -333,7 +327,7 @@ func TestReplayInterleavedWithHostCalls(t *testing.T) {
 	}
 
 	for i := 1; i <= squatted; i++ {
-		s.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"bir:%s:%d"}}`, s.proxyID, i))
+		s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"bir:%s:%d"}}`, s.proxyID, i))
 	}
 	s.finish()
 }
@@ -344,7 +338,7 @@ func TestReplayInterleavedWithHostCalls(t *testing.T) {
 func TestReplayWaitsForInitialized(t *testing.T) {
 	t.Parallel()
 	s := startReplay(t)
-	ctx := ctxTimeout(t)
+	ctx := testutil.Context(t)
 	s.dispatch(recordertest.Dispatch{DispatchID: "early", Tool: "echo", Arguments: json.RawMessage(`{"early":true}`)},
 		recordertest.Dispatch{DispatchID: "doomed", Tool: "echo", Arguments: json.RawMessage(`{"doomed":true}`)})
 	s.handed(ctx, "early", "doomed")
@@ -353,15 +347,15 @@ func TestReplayWaitsForInitialized(t *testing.T) {
 		t.Fatalf("doomed posted %s", r.Body)
 	}
 
-	s.send(`{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test-host","version":"0.0.1"}},"jsonrpc":"2.0","id":0}`)
+	s.Send(`{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test-host","version":"0.0.1"}},"jsonrpc":"2.0","id":0}`)
 	s.recv()
 	// Between the answer and notifications/initialized, a few round trips in which a
 	// proxy that sent too early would be caught.
 	for i := 1; i <= 5; i++ {
-		s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i))
+		s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i))
 		s.recv()
 	}
-	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	if r := s.results(ctx, "early")["early"]; r.Outcome != "ok" {
 		t.Fatalf("early posted %s", r.Body)
 	}
@@ -384,11 +378,11 @@ func TestReplayWaitsForInitialized(t *testing.T) {
 func TestReplayStatelessCarriesHostMeta(t *testing.T) {
 	t.Parallel()
 	s := startReplay(t, "--discover")
-	ctx := ctxTimeout(t)
+	ctx := testutil.Context(t)
 	s.dispatch(recordertest.Dispatch{DispatchID: "sl", Tool: "echo", Arguments: json.RawMessage(`{"sl":1}`)})
 	s.handed(ctx, "sl")
 	meta := `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"v2-host","version":"0.0.1"},"progressToken":"host-token","io.modelcontextprotocol/clientCapabilities":{ "elicitation" : {} }}`
-	s.send(`{"jsonrpc":"2.0","id":"server-discover-probe-1","method":"server/discover","params":{"_meta":` + meta + `}}`)
+	s.Send(`{"jsonrpc":"2.0","id":"server-discover-probe-1","method":"server/discover","params":{"_meta":` + meta + `}}`)
 	if got := s.recv(); !strings.Contains(got, "supportedVersions") {
 		t.Fatalf("discover answered %s", got)
 	}
@@ -414,7 +408,7 @@ func TestReplayStatelessCarriesHostMeta(t *testing.T) {
 func TestReplayTimeoutCancelAndErrors(t *testing.T) {
 	t.Parallel()
 	s := startReplay(t)
-	ctx := ctxTimeout(t)
+	ctx := testutil.Context(t)
 	s.handshake()
 	s.dispatch(
 		recordertest.Dispatch{DispatchID: "slow", Tool: "hang", Arguments: json.RawMessage(`{"slow":1}`), TimeoutMs: 300},
@@ -460,7 +454,7 @@ func TestReplayTimeoutCancelAndErrors(t *testing.T) {
 func TestReplayRecorderRestarted(t *testing.T) {
 	t.Parallel()
 	s := startReplay(t)
-	ctx := ctxTimeout(t)
+	ctx := testutil.Context(t)
 	s.handshake()
 	s.dispatch(recordertest.Dispatch{DispatchID: "a1", Tool: "echo", Arguments: json.RawMessage(`{"a":1}`)})
 	s.results(ctx, "a1")
@@ -488,7 +482,7 @@ func TestReplayRecorderDownForAMinute(t *testing.T) {
 		down, most = 10*time.Second, 20
 	}
 	s := startReplay(t)
-	ctx := ctxTimeout(t)
+	ctx := testutil.Context(t)
 	s.handshake()
 	s.dispatch(recordertest.Dispatch{DispatchID: "before", Tool: "echo", Arguments: json.RawMessage(`{}`)})
 	s.results(ctx, "before")
@@ -499,7 +493,7 @@ func TestReplayRecorderDownForAMinute(t *testing.T) {
 	calls := 0
 	for end := time.Now().Add(down); time.Now().Before(end); calls++ {
 		t0 := time.Now()
-		s.send(toolCall(1000+calls, fmt.Sprintf(`{"_bir_call_id":"c-%d"}`, calls)))
+		s.Send(toolCall(1000+calls, fmt.Sprintf(`{"_bir_call_id":"c-%d"}`, calls)))
 		s.recv()
 		worst = max(worst, time.Since(t0))
 		time.Sleep(20 * time.Millisecond) // a host at an agent's pace
@@ -529,7 +523,7 @@ func TestReplayRecorderDownForAMinute(t *testing.T) {
 // kind, polls included, reaches a recorder that is running.
 func TestNoPollWithoutRecorder(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawserver")
+	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	state := t.TempDir()
 	for _, mode := range []struct {
@@ -542,13 +536,13 @@ func TestNoPollWithoutRecorder(t *testing.T) {
 		{"journal", []string{"BIR_OFF=0", "BIR_RECORDER_URL=", "XDG_STATE_HOME=" + state}, t.TempDir()},
 	} {
 		s := startProxyIn(t, mode.dir, mode.env, "--server", "nopoll-"+mode.name, "--", raw, "--reply")
-		s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}`)
+		s.Send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}`)
 		s.recv()
-		s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-		s.send(toolCall(1, `{"_bir_call_id":"c-1"}`))
+		s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		s.Send(toolCall(1, `{"_bir_call_id":"c-1"}`))
 		s.recv()
-		s.in.Close()
-		if code := s.wait(); code != 0 {
+		s.Stdin.Close()
+		if code := s.ExitCode(); code != 0 {
 			t.Fatalf("%s: exit %d", mode.name, code)
 		}
 	}
@@ -569,7 +563,7 @@ func TestReplayExitWithDispatchInFlight(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
 			s := startReplay(t)
-			ctx := ctxTimeout(t)
+			ctx := testutil.Context(t)
 			s.handshake()
 			s.dispatch(recordertest.Dispatch{DispatchID: "stuck", Tool: "hang", Arguments: json.RawMessage(`{"stuck":1}`)},
 				recordertest.Dispatch{DispatchID: "a", Tool: "hang", Arguments: json.RawMessage(`{}`)},
@@ -580,12 +574,12 @@ func TestReplayExitWithDispatchInFlight(t *testing.T) {
 			s.handed(ctx, "queued")
 			t0 := time.Now()
 			if how == "eof" {
-				s.in.Close()
-			} else if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				s.Stdin.Close()
+			} else if err := s.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
 			select {
-			case <-s.done:
+			case <-s.Done():
 			case <-ctx.Done():
 				t.Fatal("the proxy did not exit")
 			}
@@ -617,7 +611,7 @@ func TestReplayServerDiesUnderDispatches(t *testing.T) {
 	// initialize, notifications/initialized, then four dispatches: it exits after
 	// receiving the last that can run.
 	s := startReplay(t, "--exit-after", "6", "--exit-code", "3")
-	ctx := ctxTimeout(t)
+	ctx := testutil.Context(t)
 	s.handshake()
 	var ids []string
 	var ds []recordertest.Dispatch
@@ -627,7 +621,7 @@ func TestReplayServerDiesUnderDispatches(t *testing.T) {
 	}
 	s.dispatch(ds...) // in one poll answer: all reach the proxy before the server dies
 	select {
-	case <-s.done:
+	case <-s.Done():
 	case <-ctx.Done():
 		t.Fatal("the proxy outlived its server")
 	}
@@ -637,7 +631,7 @@ func TestReplayServerDiesUnderDispatches(t *testing.T) {
 			t.Errorf("%s posted %s, want upstream_lost", id, r.Body)
 		}
 	}
-	if code := s.wait(); code != 3 {
+	if code := s.ExitCode(); code != 3 {
 		t.Errorf("exit %d, want the server's 3", code)
 	}
 }
