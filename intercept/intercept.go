@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/report"
 )
 
@@ -123,11 +124,12 @@ func (ic *Interceptor) FromUpstream(msg []byte, readAt time.Time) {
 // with its origin, which its report carries as dispatchId. Its send time is sentAt:
 // the relay calls this just before the write, under the lock the host pump's
 // FromHost/Forwarded pair also runs under, so the two never race on the queue order.
-func (ic *Interceptor) FromProxy(msg []byte, origin string, sentAt time.Time) []byte {
+// A notifications/cancelled marked TimedOut ends its call as a timeout.
+func (ic *Interceptor) FromProxy(msg []byte, own relay.Own, sentAt time.Time) []byte {
 	out, sc := strip(msg, ic.key)
 	if ic.q != nil && sc.want != 0 {
 		ic.interested.Add(sc.awaiting)
-		ic.q.push(event{kind: evProxy, msg: out, scan: sc, at: sentAt, origin: origin}, sc.ends)
+		ic.q.push(event{kind: evProxy, msg: out, scan: sc, at: sentAt, origin: own.Origin, timedOut: own.TimedOut}, sc.ends)
 	}
 	return out
 }
@@ -193,8 +195,10 @@ type event struct {
 	shed bool
 	scan hostScan
 	at   time.Time
-	// origin is who asked for an evProxy request (a dispatch id, or "").
-	origin string
+	// origin is who asked for an evProxy request (a dispatch id, or ""); timedOut
+	// says an evProxy cancel was sent because the request's deadline passed.
+	origin   string
+	timedOut bool
 }
 
 // queue hands events from the pumps to bookkeeping. push never waits: it appends

@@ -218,7 +218,13 @@ func (t *tracker) host(ev event) {
 			k := keyPrefix + jsonlex.IDKey(jsonlex.Get(f.Params, "requestId"))
 			if c, ok := t.calls[k]; ok {
 				delete(t.calls, k)
-				t.finish(c, ev.at, report.OutcomeCancelled, nil, nil)
+				outcome := report.OutcomeCancelled
+				if own && ev.timedOut {
+					// The proxy gave up on its own request at its deadline (a replay
+					// dispatch's timeoutMs): the recorder must not read it as a cancel.
+					outcome = report.OutcomeTimeout
+				}
+				t.finish(c, ev.at, outcome, nil, nil)
 			}
 			t.forgetHandshake(k)
 		case "initialize", "tools/list", "server/discover":

@@ -75,6 +75,9 @@ type response struct {
 	retryAfter time.Duration // the recorder asked to wait (429/503)
 	location   string        // where a redirect pointed (never followed), for the message
 	err        error
+	// cut is set when the answer's body broke off: a status alone is enough for a
+	// step, but a poll must not act on part of a list of dispatches.
+	cut error
 }
 
 func newClient(t tuning) *client {
@@ -105,6 +108,12 @@ func jitter(base, max time.Duration, attempt int) time.Duration {
 // post sends body to path under ep, once. Whatever fails is the caller's to back off
 // from.
 func (c *client) post(ctx context.Context, ep *Endpoint, path string, body []byte) response {
+	return c.postLimit(ctx, ep, path, body, 4<<10)
+}
+
+// postLimit is post keeping up to limit bytes of the answer (a poll answer carries
+// dispatches; a step's answer is read only for messages).
+func (c *client) postLimit(ctx context.Context, ep *Endpoint, path string, body []byte, limit int64) response {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL+path, bytes.NewReader(body))
 	if err != nil {
 		return response{err: fmt.Errorf("post %s: %w", path, err)}
@@ -122,10 +131,10 @@ func (c *client) post(ctx context.Context, ep *Endpoint, path string, body []byt
 		return response{err: fmt.Errorf("post %s: %w", path, err)}
 	}
 	defer resp.Body.Close()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	answer, cut := io.ReadAll(io.LimitReader(resp.Body, limit))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // so the connection is reused
 	return response{status: resp.StatusCode, body: bytes.TrimSpace(answer), retryAfter: retryAfter(resp),
-		location: resp.Header.Get("Location")}
+		location: resp.Header.Get("Location"), cut: cut}
 }
 
 func retryAfter(resp *http.Response) time.Duration {

@@ -92,6 +92,11 @@ type dispatcher struct {
 	facts        report.ServerFacts
 	factsVersion int
 	ep           *Endpoint
+	// registered counts successful registers of this run's proxyId; regChanged is
+	// closed (and replaced) at each. forget asks run to register it again.
+	registered uint64
+	regChanged chan struct{}
+	forget     bool
 
 	wake     chan struct{}
 	results  chan result
@@ -153,6 +158,7 @@ func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoptio
 		cancelReqs: cancel,
 		window:     tune.maxInFlight,
 		spoolMax:   cfg.SpoolMax,
+		regChanged: make(chan struct{}),
 	}
 	if d.spoolMax == 0 {
 		d.spoolMax = DefaultSpoolMax
@@ -280,6 +286,15 @@ func (d *dispatcher) takeInbox() {
 	d.mu.Unlock()
 	for _, a := range adopted {
 		d.lanes = append(d.lanes, &lane{proxyID: a.proxyID, file: a.file, adopted: true, queued: a.entries, regDue: true})
+	}
+	d.mu.Lock()
+	forget := d.forget
+	d.forget = false
+	d.mu.Unlock()
+	if forget {
+		// The poll loop heard unknown_proxy, or found the recorder again after it was
+		// unreachable: it may be a new process that knows no proxy.
+		d.current.known, d.current.regDue = false, true
 	}
 	d.current.queued = append(d.current.queued, in...)
 	if d.current.file == nil {
@@ -439,6 +454,9 @@ func (d *dispatcher) handle(res result) {
 			if l == d.current {
 				d.mu.Lock()
 				stale := d.factsVersion != res.factsVersion
+				d.registered++
+				close(d.regChanged)
+				d.regChanged = make(chan struct{})
 				d.mu.Unlock()
 				l.regDue = l.regDue || stale
 			}

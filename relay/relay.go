@@ -40,11 +40,11 @@ type Interceptor interface {
 	// sentAt (written, or held for the next message already in hand: see
 	// upstream.Batcher). It is called on the same goroutine as FromHost, right after it.
 	Forwarded(sentAt time.Time)
-	// FromProxy returns the bytes to send for a request of the proxy's own, about to
-	// be written to the upstream at sentAt. origin names who asked for it (a replay
-	// dispatch's id; "" for the proxy's own housekeeping). It may be called from any
-	// goroutine, but never concurrently with FromHost or another FromProxy.
-	FromProxy(msg []byte, origin string, sentAt time.Time) []byte
+	// FromProxy returns the bytes to send for a message of the proxy's own, about to
+	// be written to the upstream at sentAt; own says who asked for it, and why a
+	// notifications/cancelled the relay sends for it was sent. It may be called from
+	// any goroutine, but never concurrently with FromHost or another FromProxy.
+	FromProxy(msg []byte, own Own, sentAt time.Time) []byte
 	// FromUpstream gets each message the upstream sent to the host, after it was
 	// forwarded; readAt is when it was read.
 	FromUpstream(msg []byte, readAt time.Time)
@@ -53,6 +53,17 @@ type Interceptor interface {
 	// UpstreamLost says the server went away while the host was still connected: for
 	// good, or replaced by another (the session then goes on).
 	UpstreamLost(at time.Time)
+}
+
+// Own describes a message of the proxy's own to interception.
+type Own struct {
+	// Origin names who asked: a replay dispatch's id, which interception puts in the
+	// step report of a tools/call; "" for the proxy's own housekeeping.
+	Origin string
+	// TimedOut marks the notifications/cancelled Call sends because its caller's
+	// deadline passed (ctx.Err() is context.DeadlineExceeded) rather than because it
+	// was cancelled: the call's report then says timeout, not cancelled.
+	TimedOut bool
 }
 
 // Options configure a Relay.
@@ -301,7 +312,7 @@ func (r *Relay) refuseTooLong(e *framing.TooLongError, at time.Time) {
 	if e.Method == nil {
 		r.serverReqs.remove(e.ID)
 		msg := ErrorResponse(e.ID, -32603, fmt.Sprintf("bir-proxy: the host's answer was %d bytes, over the proxy's --max-message cap of %d bytes, and was dropped", e.Size, e.Max))
-		if err := r.send(msg, ""); err != nil {
+		if err := r.send(msg, Own{}); err != nil {
 			r.log.Debug("could not tell the server its request's answer was dropped", "err", err)
 		}
 		return
@@ -567,14 +578,20 @@ type Request struct {
 	// Origin names who asked: a replay dispatch's id, which interception puts in the
 	// step report of a tools/call; "" for the proxy's own housekeeping.
 	Origin string
+	// Sent, when set, is called once the request has been handed to the upstream,
+	// before its answer is awaited (not at all when it could not be sent): a caller
+	// with several requests to make in order starts the next one then.
+	Sent func()
 }
 
 // Call sends a request of the proxy's own to the upstream and returns the raw
 // response. It passes interception like a host request, with its origin. It returns
 // an error wrapping ErrUpstreamLost the moment the server goes away. When ctx ends
-// first, the upstream is told with notifications/cancelled, and the answer, if it
-// ever comes, is dropped: the id stays registered (with no one waiting) until then,
-// so the upstream pump keeps looking for it and it cannot reach the host.
+// first, the upstream is told with notifications/cancelled (interception hears it as
+// a timeout when ctx's deadline passed, else as a cancel), the error wraps ctx.Err()
+// and its cause, and the answer, if it ever comes, is dropped: the id stays
+// registered (with no one waiting) until then, so the upstream pump keeps looking
+// for it and it cannot reach the host.
 func (r *Relay) Call(ctx context.Context, req Request) ([]byte, error) {
 	id := r.ownID()
 	idJSON := jsonlex.AppendString(nil, id)
@@ -584,9 +601,12 @@ func (r *Relay) Call(ctx context.Context, req Request) ([]byte, error) {
 	r.ownPending.Add(1)
 	r.mu.Unlock()
 
-	if err := r.send(request(idJSON, req.Method, req.Params), req.Origin); err != nil {
+	if err := r.send(request(idJSON, req.Method, req.Params), Own{Origin: req.Origin}); err != nil {
 		r.forget(id) // never sent: no answer can come
 		return nil, fmt.Errorf("sending %s to the upstream: %w", req.Method, err)
+	}
+	if req.Sent != nil {
+		req.Sent()
 	}
 	select {
 	case res := <-w.ch:
@@ -597,9 +617,21 @@ func (r *Relay) Call(ctx context.Context, req Request) ([]byte, error) {
 			r.waiters[id] = &waiter{} // abandoned, still routed to us
 		}
 		r.mu.Unlock()
-		cancel := request(nil, "notifications/cancelled", []byte(`{"requestId":`+string(idJSON)+`,"reason":"cancelled by bir-proxy"}`))
-		if err := r.send(cancel, req.Origin); err != nil {
+		// A deadline is a timeout, not a cancel: the report must tell the two apart
+		// (the recorder's timeoutMs ran out, or it cancelled the dispatch itself).
+		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
+		reason := `"cancelled by bir-proxy"`
+		if timedOut {
+			reason = `"timed out (bir-proxy)"`
+		}
+		cancel := request(nil, "notifications/cancelled", []byte(`{"requestId":`+string(idJSON)+`,"reason":`+reason+`}`))
+		if err := r.send(cancel, Own{Origin: req.Origin, TimedOut: timedOut}); err != nil {
 			r.log.Debug("could not cancel an own request", "id", id, "err", err)
+		}
+		if cause := context.Cause(ctx); cause != ctx.Err() {
+			// The caller said why it gave up (a recorder's cancel, the proxy exiting):
+			// its error keeps that, and still matches ctx.Err().
+			return nil, fmt.Errorf("waiting for the answer to %s: %w: %w", req.Method, ctx.Err(), cause)
 		}
 		return nil, fmt.Errorf("waiting for the answer to %s: %w", req.Method, ctx.Err())
 	}
@@ -618,18 +650,18 @@ func (r *Relay) ownID() string {
 }
 
 // send writes a message of the proxy's own to the upstream, through interception.
-func (r *Relay) send(msg []byte, origin string) error {
+func (r *Relay) send(msg []byte, own Own) error {
 	r.sendMu.Lock()
 	defer r.sendMu.Unlock()
 	if r.ic != nil {
-		msg = r.ic.FromProxy(msg, origin, time.Now())
+		msg = r.ic.FromProxy(msg, own, time.Now())
 	}
 	return r.up.Write(msg)
 }
 
 // Notify sends a notification of the proxy's own to the upstream.
 func (r *Relay) Notify(method string, params []byte) error {
-	if err := r.send(request(nil, method, params), ""); err != nil {
+	if err := r.send(request(nil, method, params), Own{}); err != nil {
 		return fmt.Errorf("sending %s to the upstream: %w", method, err)
 	}
 	return nil
@@ -672,6 +704,11 @@ func (r *Relay) collect() {
 		}()
 	}
 }
+
+// HostDone is closed once the host's side of the session has ended: the host closed
+// its input, or the session is stopping. Run is then on its way out; a caller with
+// work of its own on the upstream can wind it down while the server is stopped.
+func (r *Relay) HostDone() <-chan struct{} { return r.hostDone }
 
 // WriteHost sends a message of the proxy's own to the host (an error answer for a
 // request the upstream can no longer answer). It never interleaves with relayed ones.

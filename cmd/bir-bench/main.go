@@ -42,12 +42,16 @@ func main() {
 		pipeN    = flag.Int("pipe-n", 50000, "messages in the pipelined workload")
 		bigMB    = flag.Int("big-mb", 64, "size of the large message, MiB")
 		starts   = flag.Int("starts", 30, "process starts per variant for the startup workload")
-		only     = flag.String("only", "", "comma-separated workloads: seq,pipe,big,start,idle (default all)")
+		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,start,idle (default all)")
 		blocking = flag.Bool("blocking", false, "also measure the proxy with host stdio forced blocking and forced non-blocking (BIR_BLOCKING_STDIO=1, =0)")
 		rec      = flag.Bool("recording", false, "also measure the proxy recording to a reference recorder (and its faults)")
 		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof")
 		gap      = flag.Duration("gap", 0, "pause between sequential round trips (a host that is not saturating the machine)")
 		extraEnv = flag.String("variant-env", "", "also measure the proxy with these extra environment variables (comma-separated K=V)")
+		replayOn = flag.Bool("replay", false, "also measure host calls while replay dispatches run on the same upstream (vs none, both recording), and idle wake-ups with a recorder")
+		every    = flag.Duration("dispatch-every", 2*time.Millisecond, "with -replay: one dispatch per this interval while the replay variant is measured")
+		idleRec  = flag.Duration("idle-replay", 30*time.Second, "with -replay: how long to watch an idle proxy with a recorder for wake-ups")
+		rgap     = flag.Duration("replay-gap", 5*time.Millisecond, "with -replay: also compare the replay variants with this pause between host calls (0: not)")
 	)
 	flag.Parse()
 	log.SetFlags(0)
@@ -74,6 +78,12 @@ func main() {
 	}
 	if *rec {
 		for _, v := range recordingVariants(dir) {
+			v.argv = variants[2].argv
+			variants = append(variants, v)
+		}
+	}
+	if *replayOn {
+		for _, v := range replayVariants(dir, *every) {
 			v.argv = variants[2].argv
 			variants = append(variants, v)
 		}
@@ -105,11 +115,34 @@ func main() {
 			}
 		}
 		for _, v := range variants {
-			if v.rec != nil && v.fault == "" {
+			if v.rec != nil && v.fault == "" && v.feed == nil {
 				fmt.Printf("  %-24s report at the recorder %s after the host had the answer (p50; p99 %s)\n", v.name, v.reportLag[0], v.reportLag[1])
 			}
 		}
+		if r, base := res["bir-proxy/replay-2ms"], res["bir-proxy/replay-none"]; r[0] > 0 && base[0] > 0 {
+			fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the same proxy with no dispatches\n", "bir-proxy/replay-2ms", ratio(r[0], base[0]), ratio(r[1], base[1]))
+			for _, v := range variants {
+				if v.feed != nil {
+					fmt.Printf("  %-24s %d dispatches queued, %d posted ok while measured (%s)\n", v.name, v.feed.queued, v.feed.ok(), v.feed.lag())
+				}
+			}
+		}
 		fmt.Println()
+	}
+	if *replayOn && *rgap > 0 && want("replay-paced") {
+		// Fresh recorders: the reports of the runs above must not count here.
+		rv := replayVariants(dir, *every)
+		for i := range rv {
+			rv[i].argv = variants[2].argv
+		}
+		m := max(*n/3, 100)
+		fmt.Printf("Sequential tools/call, %s apart (a host at an agent's pace), %d each, with and without dispatches:\n", *rgap, m)
+		res := sequentialRounds(rv, m, 10, *rgap)
+		for _, v := range rv {
+			fmt.Printf("  %-24s p50 %8s  p99 %8s\n", v.name, res[v.name][0], res[v.name][1])
+		}
+		r, base := res["bir-proxy/replay-2ms"], res["bir-proxy/replay-none"]
+		fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the same proxy with no dispatches\n\n", "bir-proxy/replay-2ms", ratio(r[0], base[0]), ratio(r[1], base[1]))
 	}
 	if want("pipe") {
 		fmt.Printf("Pipelined tools/call, 32 in flight (%d messages, interleaved in rounds):\n", *pipeN)
@@ -167,6 +200,15 @@ func main() {
 			cpu, rss := idle(v, 3*time.Second)
 			fmt.Printf("  %-24s CPU %s  RSS %.1f MiB\n", v.name, cpu, float64(rss)/(1<<20))
 		}
+		if *replayOn {
+			fmt.Printf("\nIdle for %s with a healthy recorder (polls held %s), wake-ups:\n", *idleRec, "25s")
+			withRec := replayVariants(dir, 0)[0]
+			withRec.argv = variants[2].argv
+			for _, v := range []variant{variants[2], withRec} {
+				w := idleWakeups(v, *idleRec)
+				fmt.Printf("  %-24s %s\n", v.name, w)
+			}
+		}
 	}
 }
 
@@ -183,6 +225,8 @@ type variant struct {
 	// reportLag is filled by the sequential workload: how long after the host read an
 	// answer the recorder had the call's report (p50, p99).
 	reportLag *[2]time.Duration
+	// feed, for a replay variant, queues dispatches at rec while it is measured.
+	feed *feeder
 }
 
 // proc is one running variant: the host's ends of its pipes.
@@ -245,10 +289,16 @@ func sequentialRounds(vs []variant, n, rounds int, gap time.Duration) map[string
 			procs[i].roundTrip(call(j))
 		}
 	}
+	for i, v := range vs {
+		if v.feed != nil {
+			v.feed.proxyID = proxyIDOf(v.rec, procs[i])
+		}
+	}
 	lat := make([][]time.Duration, len(vs))
 	answered := make([]map[string]time.Time, len(vs)) // callId → when the host had the answer
 	for r := range rounds {
 		for i, p := range procs {
+			stopFeed := vs[i].feed.start()
 			for j := range n / rounds {
 				id := n + r*n + j // past the warm-up's ids
 				msg := call(id)
@@ -266,12 +316,16 @@ func sequentialRounds(vs []variant, n, rounds int, gap time.Duration) map[string
 					answered[i]["c-"+strconv.Itoa(id)] = t1
 				}
 			}
+			stopFeed()
 		}
 	}
 	for i, v := range vs {
-		if v.rec != nil && v.fault == "" {
+		if v.rec != nil && v.fault == "" && v.feed == nil {
 			*v.reportLag = reportLag(v.rec, answered[i])
 		}
+	}
+	for _, v := range vs {
+		v.feed.settle()
 	}
 	res := map[string][2]time.Duration{}
 	for i, v := range vs {

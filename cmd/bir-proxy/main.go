@@ -13,12 +13,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/relay"
+	"github.com/bir-dev/bir-proxy/replay"
 	"github.com/bir-dev/bir-proxy/revive"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
@@ -189,24 +191,46 @@ func runProxy(args []string) int {
 	}
 
 	// Signals are caught from the start (catchSignals): one that came while the
-	// reporter opened is acted on now, on the Conn that will be stopped.
-	go stopOnSignal(ctx, sigs, conn, logger)
+	// reporter opened is acted on now, on the Conn that will be stopped. The replay
+	// executor, once there is one, is stopped before the server.
+	var replaying atomic.Pointer[replay.Executor]
+	go stopOnSignal(ctx, sigs, conn, func() {
+		if ex := replaying.Load(); ex != nil {
+			ex.Stop()
+		}
+	}, logger)
 
 	ic := intercept.New(intercept.Options{
 		CorrelationKey: f.correlationKey,
 		Sink:           reporter.sink(),
 		Logger:         logger,
 	})
+	// Replay (SPEC §4) only with a recorder: not under BIR_OFF, not with the journal.
+	var icpt relay.Interceptor = ic
+	remote := reporter.remote()
+	var gate *replay.Gate
+	if remote != nil {
+		gate = replay.NewGate(ic) // learns from the host's handshake when dispatches may go
+		icpt = gate
+	}
 
 	r := relay.New(relay.Options{
 		HostIn:     hostIn,
 		HostOut:    hostOut,
 		Upstream:   conn,
-		Intercept:  ic,
+		Intercept:  icpt,
 		IDPrefix:   idPrefix,
 		MaxMessage: f.maxMessage,
 		Logger:     logger,
 	})
+	var ex *replay.Executor
+	if remote != nil {
+		// The host leaving is the proxy exiting (HostDone): dispatches in flight are
+		// then cancelled, not reported lost when the server is stopped under them.
+		ex = replay.Start(replay.Config{Recorder: remote, Upstream: r, Gate: gate, HostDone: r.HostDone(),
+			Server: f.server, PID: os.Getpid(), Logger: logger})
+		replaying.Store(ex)
+	}
 	err = r.Run(ctx)
 	switch {
 	case err == nil, errors.Is(err, relay.ErrUpstreamEnded):
@@ -216,6 +240,13 @@ func runProxy(args []string) int {
 	// Whatever ended the session, the server is stopped and waited for: the proxy
 	// never exits leaving it behind.
 	conn.Close()
+	if ex != nil {
+		// After the server is gone no dispatch can wait on it; their results get the
+		// same short grace as reports.
+		graceCtx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		ex.Close(graceCtx)
+		cancel()
+	}
 	ic.Close()
 	reporter.close()
 	return exitStatus(conn)

@@ -74,6 +74,15 @@ func (p *reporting) learned(f report.ServerFacts) {
 	}
 }
 
+// remote is the recorder replay dispatches come from: nil under BIR_OFF and in
+// journal mode, where nothing may be asked of a recorder.
+func (p *reporting) remote() *recorder.Remote {
+	if p.r == nil {
+		return nil
+	}
+	return p.r.Remote()
+}
+
 func (p *reporting) close() {
 	if p.r == nil {
 		return

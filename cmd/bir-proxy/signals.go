@@ -22,10 +22,10 @@ func catchSignals() chan os.Signal {
 	return sigs
 }
 
-// stopOnSignal turns SIGINT/SIGTERM/SIGHUP into the immediate stop sequence (SPEC §6).
-// A caught SIGPIPE needs nothing: a write to a closed host just fails and the session
-// ends normally.
-func stopOnSignal(ctx context.Context, sigs chan os.Signal, conn upstream.Conn, logger *slog.Logger) {
+// stopOnSignal turns SIGINT/SIGTERM/SIGHUP into the immediate stop sequence (SPEC §6),
+// calling stopReplay first. A caught SIGPIPE needs nothing: a write to a closed host
+// just fails and the session ends normally.
+func stopOnSignal(ctx context.Context, sigs chan os.Signal, conn upstream.Conn, stopReplay func(), logger *slog.Logger) {
 	defer signal.Stop(sigs)
 	for {
 		select {
@@ -36,6 +36,8 @@ func stopOnSignal(ctx context.Context, sigs chan os.Signal, conn upstream.Conn, 
 				continue
 			}
 			logger.Info("stopping the server", "signal", s.String())
+			// Before the server is stopped: its dispatches then end as cancelled.
+			stopReplay()
 			if t, ok := conn.(upstream.Terminator); ok {
 				go t.Terminate()
 			} else {

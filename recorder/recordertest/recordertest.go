@@ -79,7 +79,30 @@ func (r Registration) Get(path string) gjson.Result { return gjson.GetBytes(r.Bo
 type Result struct {
 	ProxyID    string
 	DispatchID string
+	Outcome    string
 	Body       []byte
+	At         time.Time
+}
+
+// Get reads one field of the result with a gjson path, e.g. "result.content.0.text".
+func (r Result) Get(path string) gjson.Result { return gjson.GetBytes(r.Body, path) }
+
+// Dispatch is a tool call the recorder asks a proxy to run (SPEC §4), handed out in
+// the answer to the proxy's next poll.
+type Dispatch struct {
+	DispatchID string
+	Tool       string
+	// Arguments is sent as it is; nil leaves the member out.
+	Arguments json.RawMessage
+	// TimeoutMs is sent when it is not 0.
+	TimeoutMs int
+}
+
+// Handed is a dispatch or cancel the recorder put in a poll answer.
+type Handed struct {
+	ProxyID    string
+	DispatchID string
+	Cancel     bool // in the cancel list, not a dispatch
 	At         time.Time
 }
 
@@ -90,8 +113,10 @@ type Snapshot struct {
 	Steps         []Step
 	Registrations []Registration
 	Results       []Result
+	Handed        []Handed // dispatches and cancels put in poll answers, in order
 	Duplicates    int
 	Polling       int // polls being held right now
+	Refused       int // connections accepted and cut while Unreachable
 }
 
 // Server is a running reference recorder.
@@ -100,11 +125,13 @@ type Server struct {
 
 	mu         sync.Mutex
 	srv        *http.Server
+	ln         net.Listener  // srv's
 	gone       chan struct{} // closed when the current listener goes down; ends held polls
 	closed     bool
 	token      string
 	wrongToken bool
 	slow       time.Duration
+	pollHold   time.Duration // 0: polls are held as long as waitMs asks
 	failStatus int
 	okStatus   int    // answers in place of 200 to what the recorder accepted
 	redirectTo string // Location of the redirect every /proxy/ request gets
@@ -118,6 +145,20 @@ type Server struct {
 	duplicates int
 	polling    int
 	changed    chan struct{} // closed and replaced whenever anything is recorded
+
+	// Per proxyId: dispatches and cancels waiting for its next poll. They survive a
+	// Restart, as a real recorder's scenario state would.
+	outbox   map[string]*outbox
+	handed   []Handed
+	queued   chan struct{} // closed and replaced whenever a dispatch or cancel is queued
+	blackout net.Listener  // Unreachable's listener, which accepts and cuts
+	cutDone  chan struct{} // closed when blackout's accept loop has ended
+	refused  int
+}
+
+type outbox struct {
+	dispatches []Dispatch
+	cancels    []string
 }
 
 type stepKey struct {
@@ -154,6 +195,8 @@ func Listen() (*Server, error) {
 		known:   map[string]bool{},
 		seen:    map[stepKey]bool{},
 		changed: make(chan struct{}),
+		outbox:  map[string]*outbox{},
+		queued:  make(chan struct{}),
 	}
 	s.serve(ln)
 	return s, nil
@@ -210,20 +253,138 @@ func (s *Server) Close() {
 	s.closed = true
 	s.mu.Unlock()
 	s.Down()
+	s.endBlackout()
+}
+
+// Unreachable is Down, except that the port keeps accepting connections and cuts each
+// at once, counting them (Snapshot.Refused, Refused): a test can see how often a proxy
+// knocks while the recorder is away. Up ends it.
+func (s *Server) Unreachable() error {
+	s.Down()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.blackout != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("recordertest: listen on %s to cut connections: %w", s.addr, err)
+	}
+	s.blackout, s.cutDone = ln, make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // the listener was closed by Up or Close
+			}
+			c.Close()
+			s.mu.Lock()
+			s.refused++
+			s.notifyLocked()
+			s.mu.Unlock()
+		}
+	}(s.cutDone)
+	return nil
+}
+
+// Refused is how many connections were cut while Unreachable.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+// endBlackout closes Unreachable's listener, if any, and waits for its loop.
+func (s *Server) endBlackout() {
+	s.mu.Lock()
+	ln, done := s.blackout, s.cutDone
+	s.blackout, s.cutDone = nil, nil
+	s.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+		<-done
+	}
+}
+
+// Dispatch queues dispatches for proxyID, handed out in the answer to its next poll
+// (a poll being held is answered at once).
+func (s *Server) Dispatch(proxyID string, ds ...Dispatch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.outboxLocked(proxyID)
+	o.dispatches = append(o.dispatches, ds...)
+	s.wakePollsLocked()
+}
+
+// Cancel puts dispatchIDs in the cancel list of proxyID's next poll answer.
+func (s *Server) Cancel(proxyID string, dispatchIDs ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.outboxLocked(proxyID)
+	o.cancels = append(o.cancels, dispatchIDs...)
+	s.wakePollsLocked()
+}
+
+func (s *Server) outboxLocked(proxyID string) *outbox {
+	o := s.outbox[proxyID]
+	if o == nil {
+		o = &outbox{}
+		s.outbox[proxyID] = o
+	}
+	return o
+}
+
+func (s *Server) wakePollsLocked() {
+	close(s.queued)
+	s.queued = make(chan struct{})
+}
+
+// takeLocked empties proxyID's outbox into a poll answer.
+func (s *Server) takeLocked(proxyID string) (answer []byte, some bool) {
+	o := s.outbox[proxyID]
+	if o == nil || len(o.dispatches)+len(o.cancels) == 0 {
+		return []byte(`{"dispatches":[],"cancel":[]}`), false
+	}
+	type wire struct {
+		DispatchID string          `json:"dispatchId"`
+		Tool       string          `json:"tool"`
+		Arguments  json.RawMessage `json:"arguments,omitempty"`
+		TimeoutMs  int             `json:"timeoutMs,omitempty"`
+	}
+	ds := make([]wire, 0, len(o.dispatches))
+	now := time.Now()
+	for _, d := range o.dispatches {
+		ds = append(ds, wire{d.DispatchID, d.Tool, d.Arguments, d.TimeoutMs})
+		s.handed = append(s.handed, Handed{ProxyID: proxyID, DispatchID: d.DispatchID, At: now})
+	}
+	cancels := append([]string{}, o.cancels...)
+	for _, id := range cancels {
+		s.handed = append(s.handed, Handed{ProxyID: proxyID, DispatchID: id, Cancel: true, At: now})
+	}
+	o.dispatches, o.cancels = nil, nil
+	b, err := json.Marshal(map[string]any{"dispatches": ds, "cancel": cancels})
+	if err != nil {
+		panic(err) // only raw Arguments could fail, and the test wrote them
+	}
+	return b, true
 }
 
 // Down stops listening: new connections are refused and open ones are cut, as when the
 // recorder process is gone.
 func (s *Server) Down() {
 	s.mu.Lock()
-	srv, gone := s.srv, s.gone
-	s.srv, s.gone = nil, nil
+	srv, gone, ln := s.srv, s.gone, s.ln
+	s.srv, s.gone, s.ln = nil, nil, nil
 	s.mu.Unlock()
 	if srv == nil {
 		return
 	}
 	close(gone)
 	srv.Close()
+	// Closed here too: Serve may not have started yet, and then it closes the
+	// listener only later, while Up or Unreachable already wants the port back.
+	ln.Close()
 }
 
 // Up listens again on the same port after Down.
@@ -237,6 +398,7 @@ func (s *Server) Up() error {
 	if closed {
 		return errors.New("recordertest: Up after Close")
 	}
+	s.endBlackout()
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("recordertest: listen again on %s: %w", s.addr, err)
@@ -270,6 +432,14 @@ func (s *Server) Forget() {
 func (s *Server) Slow(d time.Duration) {
 	s.mu.Lock()
 	s.slow = d
+	s.mu.Unlock()
+}
+
+// HoldPolls caps how long a poll is held, whatever its waitMs (a recorder that answers
+// polls early, or at once); 0 turns it off.
+func (s *Server) HoldPolls(d time.Duration) {
+	s.mu.Lock()
+	s.pollHold = d
 	s.mu.Unlock()
 }
 
@@ -375,8 +545,10 @@ func (s *Server) Wait(ctx context.Context, cond func(Snapshot) bool) (Snapshot, 
 			Steps:         s.steps[:len(s.steps):len(s.steps)],
 			Registrations: s.regs[:len(s.regs):len(s.regs)],
 			Results:       s.results[:len(s.results):len(s.results)],
+			Handed:        s.handed[:len(s.handed):len(s.handed)],
 			Duplicates:    s.duplicates,
 			Polling:       s.polling,
+			Refused:       s.refused,
 		}
 		changed := s.changed
 		s.mu.Unlock()
@@ -419,7 +591,7 @@ func cloneSteps(in []Step) []Step {
 func (s *Server) serve(ln net.Listener) {
 	srv := &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 10 * time.Second}
 	s.mu.Lock()
-	s.srv, s.gone = srv, make(chan struct{})
+	s.srv, s.gone, s.ln = srv, make(chan struct{}), ln
 	s.mu.Unlock()
 	go srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed at Down
 }
@@ -551,24 +723,47 @@ func (s *Server) route(r *http.Request, body []byte, gone chan struct{}) (int, [
 		if wait > maxPollWait {
 			wait = maxPollWait
 		}
-		if wait > 0 {
-			s.countPoll(+1)
-			t := time.NewTimer(wait)
+		s.mu.Lock()
+		if s.pollHold > 0 && wait > s.pollHold {
+			wait = s.pollHold
+		}
+		s.mu.Unlock()
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		held := false
+		for {
+			s.mu.Lock()
+			if answer, some := s.takeLocked(proxyID); some || wait <= 0 {
+				if held {
+					s.polling--
+				}
+				s.notifyLocked()
+				s.mu.Unlock()
+				return http.StatusOK, answer
+			}
+			queued := s.queued
+			if !held {
+				held = true
+				s.polling++
+				s.notifyLocked()
+			}
+			s.mu.Unlock()
 			select {
+			case <-queued:
+				continue
 			case <-t.C:
 			case <-gone:
-				t.Stop()
 			case <-r.Context().Done():
-				t.Stop()
 			}
 			s.countPoll(-1)
+			return http.StatusOK, []byte(`{"dispatches":[],"cancel":[]}`)
 		}
-		return http.StatusOK, []byte(`{"dispatches":[],"cancel":[]}`)
 
 	case "/proxy/result":
 		s.mu.Lock()
 		s.results = append(s.results, Result{
-			ProxyID: proxyID, DispatchID: gjson.GetBytes(body, "dispatchId").String(), Body: body, At: time.Now(),
+			ProxyID: proxyID, DispatchID: gjson.GetBytes(body, "dispatchId").String(),
+			Outcome: gjson.GetBytes(body, "outcome").String(), Body: body, At: time.Now(),
 		})
 		s.mu.Unlock()
 		return http.StatusOK, []byte(`{"ok":true}`)

@@ -30,6 +30,7 @@
 //	                                       answer written" to stderr and stop (nothing more read or
 //	                                       written) until a signal, to be killed mid-message
 //	                    server/discover  error -32601, as a session-era server answers it
+//	                                     (with --discover, a stateless-era result)
 //	                    anything else    an empty result {}
 //	                  and a line that is not JSON with a -32700 parse error (id null)
 //	--reply-size N    tools/call results carry an N-byte text instead of the
@@ -37,6 +38,10 @@
 //	--tools-file FILE tool names for tools/list, one a line, read at start (tests
 //	                  rewrite it between runs to change the list a revived server shows)
 //	--env             enable the "env" tool
+//	--discover        answer server/discover as a stateless-era (2026-07-28) server
+//	--strict-tools    a tools/call of a tool that is neither listed nor one of the
+//	                  named ones above gets error -32602 "Unknown tool", as SDK
+//	                  servers answer it
 //	--emit FILE       copy FILE to stdout verbatim at start (scripted output)
 //	--protocol-version V  answer initialize with version V, whatever the client asked
 //	                  (a server that was upgraded under a running session)
@@ -84,6 +89,8 @@ type config struct {
 	replySize     int
 	toolsFile     string
 	env           bool
+	discover      bool
+	strictTools   bool
 	emit          string
 	exitAfter     int
 	exitCode      int
@@ -109,6 +116,8 @@ func main() {
 	fs.IntVar(&cfg.replySize, "reply-size", 0, "tools/call results carry an `N`-byte text")
 	fs.StringVar(&cfg.toolsFile, "tools-file", "", "tool names for tools/list, one a line, from `FILE`")
 	fs.BoolVar(&cfg.env, "env", false, "enable the env tool")
+	fs.BoolVar(&cfg.discover, "discover", false, "answer server/discover as a stateless-era server")
+	fs.BoolVar(&cfg.strictTools, "strict-tools", false, "answer calls of unknown tools with an error")
 	fs.StringVar(&cfg.emit, "emit", "", "copy `FILE` to stdout at start")
 	fs.IntVar(&cfg.exitAfter, "exit-after", 0, "exit after `N` received lines")
 	fs.StringVar(&cfg.protoVersion, "protocol-version", "", "answer initialize with version `V`")

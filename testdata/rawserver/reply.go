@@ -21,8 +21,10 @@ type replier struct {
 	// then is what rawserver does once the answer is out: the "partial" tools and
 	// --crash-every make it exit, or stop.
 	then      afterAnswer
-	toolsList []byte // the whole tools/list result
-	bigResult []byte // the tools/call result for --reply-size, built once
+	discover  bool
+	known     map[string]bool // with --strict-tools: the tools a call may name
+	toolsList []byte          // the whole tools/list result
+	bigResult []byte          // the tools/call result for --reply-size, built once
 	buf       []byte
 }
 
@@ -48,7 +50,13 @@ func newReplier(cfg config) (*replier, error) {
 	}
 	list = append(list, "]}"...)
 
-	r := &replier{env: cfg.env, toolsList: list, protoVersion: cfg.protoVersion, crashEvery: cfg.crashEvery}
+	r := &replier{env: cfg.env, discover: cfg.discover, toolsList: list, protoVersion: cfg.protoVersion, crashEvery: cfg.crashEvery}
+	if cfg.strictTools {
+		r.known = map[string]bool{"fail": true, "rpc_error": true, "need_input": true, "hang": true}
+		for _, name := range names {
+			r.known[name] = true
+		}
+	}
 	if cfg.replySize > 0 {
 		big := make([]byte, 0, cfg.replySize+64)
 		big = append(big, `{"content":[{"type":"text","text":"`...)
@@ -183,6 +191,8 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 			return buf
 		}
 		switch name := req.name.Str; {
+		case r.known != nil && !r.known[name]:
+			return appendError(buf, id, -32602, "Unknown tool: "+name)
 		case name == "rpc_error":
 			return appendError(buf, id, -32000, "rpc_error tool failed as asked")
 		case name == "fail":
@@ -203,7 +213,11 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 			buf = appendTextResult(appendResultStart(buf, id), req.arguments.Raw, false)
 		}
 	case "server/discover":
-		return appendError(buf, id, -32601, "Method not found")
+		if !r.discover {
+			return appendError(buf, id, -32601, "Method not found")
+		}
+		buf = append(appendResultStart(buf, id), `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},`+
+			`"resultType":"complete","ttlMs":0,"cacheScope":"private","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"rawserver","version":"0.0.1"}}}`...)
 	default:
 		buf = append(appendResultStart(buf, id), `{}`...)
 	}

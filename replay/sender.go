@@ -1,0 +1,210 @@
+package replay
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// sender posts dispatch results (POST /proxy/result) one at a time, in the order the
+// dispatches ended. A result that fails is retried with the poll loop's backoff until
+// giveUp after its dispatch ended, then dropped with one log line (for every result
+// dropped at that moment). It holds no timer and no request while there is nothing to
+// post.
+type sender struct {
+	e *Executor
+
+	mu      sync.Mutex
+	queue   []pendingResult
+	wake    chan struct{}
+	closing chan struct{} // Close began: post what can be posted, then end
+
+	ctx    context.Context // ends posts and waits at Close's deadline
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// droppedInOutage counts results given up since the first give-up was said; -1
+	// while none has been (owned by run).
+	droppedInOutage int
+}
+
+type pendingResult struct {
+	id    string
+	body  []byte
+	since time.Time
+}
+
+func newSender(e *Executor) *sender {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &sender{e: e, wake: make(chan struct{}, 1), closing: make(chan struct{}), ctx: ctx, cancel: cancel, done: make(chan struct{}), droppedInOutage: -1}
+}
+
+// add queues a result; it never waits.
+func (s *sender) add(id string, body []byte) {
+	s.mu.Lock()
+	s.queue = append(s.queue, pendingResult{id: id, body: body, since: time.Now()})
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close lets the sender post what it can until ctx ends, then stops it.
+func (s *sender) close(ctx context.Context) {
+	close(s.closing)
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		s.cancel()
+		<-s.done
+	}
+	s.cancel()
+}
+
+// head waits for the oldest result; ok is false once closing with nothing left, or
+// cut off by close's deadline.
+func (s *sender) head() (pendingResult, bool) {
+	closing := s.closing
+	for {
+		s.mu.Lock()
+		if len(s.queue) > 0 {
+			p := s.queue[0]
+			s.mu.Unlock()
+			return p, true
+		}
+		s.mu.Unlock()
+		if closing == nil {
+			return pendingResult{}, false
+		}
+		select {
+		case <-s.wake:
+		case <-closing:
+			closing = nil // one more look: the last results may have just arrived
+		case <-s.ctx.Done():
+			return pendingResult{}, false
+		}
+	}
+}
+
+func (s *sender) pop() {
+	s.mu.Lock()
+	s.queue = s.queue[1:]
+	s.mu.Unlock()
+}
+
+// dropOlder gives up every result that has waited past giveUp. The first give-up of
+// an outage is said at once; later ones are only counted, and said in one line when
+// the recorder takes a result again or the proxy exits: a recorder that fails for an
+// hour costs two lines, not one per dispatch.
+func (s *sender) dropOlder(now time.Time) {
+	s.mu.Lock()
+	var ids []string
+	keep := s.queue[:0]
+	for _, p := range s.queue {
+		if now.Sub(p.since) >= s.e.tune.giveUp {
+			ids = append(ids, p.id)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	s.queue = keep
+	s.mu.Unlock()
+	if s.droppedInOutage < 0 {
+		s.logDropped(ids, "the recorder did not take them within "+s.e.tune.giveUp.String())
+		s.droppedInOutage = 0
+		return
+	}
+	s.droppedInOutage += len(ids)
+}
+
+// outageOver says the dropped results counted since the first give-up, if any.
+func (s *sender) outageOver() {
+	if s.droppedInOutage > 0 {
+		s.e.log.Warn("gave up posting more dispatch results while the recorder was failing", "count", s.droppedInOutage)
+	}
+	s.droppedInOutage = -1
+}
+
+func (s *sender) logDropped(ids []string, why string) {
+	if len(ids) == 0 {
+		return
+	}
+	shown := ids
+	if len(shown) > 5 {
+		shown = shown[:5]
+	}
+	s.e.log.Warn("gave up posting dispatch results: "+why, "count", len(ids), "dispatchIds", strings.Join(shown, ","))
+}
+
+func (s *sender) run() {
+	defer close(s.done)
+	e := s.e
+	b := backoff{base: e.tune.backoffBase, cap: e.tune.backoffCap}
+	refused := false // the last answer was unknown_proxy
+	defer func() {
+		// Cut off by Close's deadline: what is left is said once.
+		s.mu.Lock()
+		var ids []string
+		for _, p := range s.queue {
+			ids = append(ids, p.id)
+		}
+		s.queue = nil
+		s.mu.Unlock()
+		s.outageOver()
+		s.logDropped(ids, "the proxy exited before the recorder took them")
+	}()
+	for {
+		p, ok := s.head()
+		if !ok {
+			return
+		}
+		if time.Since(p.since) >= e.tune.giveUp {
+			s.dropOlder(time.Now())
+			continue
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, e.tune.resultTimeout)
+		a, err := e.rec.Post(ctx, "/proxy/result", p.body, 4<<10)
+		cancel()
+		if s.ctx.Err() != nil {
+			return
+		}
+		// A result is worth waiting for until its own give-up time.
+		until := p.since.Add(e.tune.giveUp)
+		switch {
+		case err == nil && a.Status == http.StatusOK:
+			b.reset()
+			s.pop()
+			refused = false
+			s.outageOver()
+		case err == nil && a.Status == http.StatusNotFound:
+			// unknown_proxy: register again (the register reports also wait for), then
+			// resend; refused again right after registering, it waits first, or the
+			// two would spin.
+			if refused {
+				s.pause(&b, 0, until)
+			}
+			refused = true
+			n := e.rec.Reregister()
+			wctx, cancel := context.WithDeadline(s.ctx, until)
+			_ = e.rec.WaitRegistered(wctx, n)
+			cancel()
+			continue
+		case err == nil && a.Status >= 400 && a.Status < 500 && a.Status != http.StatusRequestTimeout &&
+			a.Status != http.StatusTooManyRequests && a.Status != http.StatusUnauthorized && a.Status != http.StatusForbidden:
+			// The recorder says it can never take this one; resending would only repeat that.
+			e.log.Error("the recorder refused a dispatch result; it is not sent again", "dispatchId", p.id, "status", a.Status, "body", clip(a.Body, 200))
+			s.pop()
+		default:
+			e.log.Debug("posting a dispatch result failed", "dispatchId", p.id, "status", a.Status, "err", err)
+			s.pause(&b, a.RetryAfter, until)
+		}
+	}
+}
+
+// pause waits out the next backoff step, no later than until (the head's give-up).
+func (s *sender) pause(b *backoff, retryAfter time.Duration, until time.Time) {
+	sleep(s.ctx, min(b.next(retryAfter), max(time.Until(until), 0)))
+}
