@@ -31,10 +31,16 @@ type replaySession struct {
 
 func startReplay(t *testing.T, rawArgs ...string) *replaySession {
 	t.Helper()
+	return startReplayWith(t, nil, rawArgs...)
+}
+
+// startReplayWith is startReplay with flags of the proxy's own before the server.
+func startReplayWith(t *testing.T, proxyArgs []string, rawArgs ...string) *replaySession {
+	t.Helper()
 	raw := testutil.Build(t, "./testdata/rawserver")
 	rec := recordertest.Start(t)
 	record := filepath.Join(t.TempDir(), "received")
-	args := append([]string{"--server", "replay", "--", raw, "--reply", "--strict-tools", "--record", record}, rawArgs...)
+	args := append(append(append([]string{"--server", "replay"}, proxyArgs...), "--", raw, "--reply", "--strict-tools", "--record", record), rawArgs...)
 	s := startProxy(t, recording(rec, t.TempDir()), args...)
 	regs, err := rec.WaitRegistrations(testutil.Context(t), 1)
 	if err != nil {
@@ -609,8 +615,8 @@ func TestReplayExitWithDispatchInFlight(t *testing.T) {
 func TestReplayServerDiesUnderDispatches(t *testing.T) {
 	t.Parallel()
 	// initialize, notifications/initialized, then four dispatches: it exits after
-	// receiving the last that can run.
-	s := startReplay(t, "--exit-after", "6", "--exit-code", "3")
+	// receiving the last that can run. Without revival the proxy ends with it.
+	s := startReplayWith(t, []string{"--no-revive"}, "--exit-after", "6", "--exit-code", "3")
 	ctx := testutil.Context(t)
 	s.handshake()
 	var ids []string
@@ -633,5 +639,31 @@ func TestReplayServerDiesUnderDispatches(t *testing.T) {
 	}
 	if code := s.ExitCode(); code != 3 {
 		t.Errorf("exit %d, want the server's 3", code)
+	}
+}
+
+// TestReplayServerRevivedUnderDispatches: with revival (the default), the dispatches
+// in flight when the server dies are posted upstream_lost, the proxy stays, and a
+// later dispatch runs on the revived server.
+func TestReplayServerRevivedUnderDispatches(t *testing.T) {
+	t.Parallel()
+	s := startReplay(t, "--exit-after", "6", "--exit-code", "3")
+	ctx := testutil.Context(t)
+	s.handshake()
+	var ids []string
+	var ds []recordertest.Dispatch
+	for i := range 4 {
+		ids = append(ids, fmt.Sprintf("y%d", i))
+		ds = append(ds, recordertest.Dispatch{DispatchID: ids[i], Tool: "hang", Arguments: json.RawMessage(`{}`)})
+	}
+	s.dispatch(ds...)
+	for id, r := range s.results(ctx, ids...) {
+		if r.Outcome != "upstream_lost" {
+			t.Errorf("%s posted %s, want upstream_lost", id, r.Body)
+		}
+	}
+	s.dispatch(recordertest.Dispatch{DispatchID: "after", Tool: "echo", Arguments: json.RawMessage(`{"n":1}`)})
+	if r := s.results(ctx, "after")["after"]; r.Outcome != "ok" {
+		t.Fatalf("the dispatch after the revival posted %s, want ok", r.Body)
 	}
 }
