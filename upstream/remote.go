@@ -621,6 +621,9 @@ func (c *remoteConn) httpFailure(err error) string {
 	if errors.Is(err, context.Canceled) {
 		return "the request was ended (the proxy is stopping)"
 	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "the server closed the connection before answering"
+	}
 	return "could not reach the server: " + err.Error()
 }
 

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -198,7 +197,7 @@ func (c *remoteConn) legacySend(m *outMsg) {
 			c.rehandshake()
 		}
 	}
-	sent := make(chan struct{})
+	status := make(chan int, 1)
 	ctx, abort := context.WithCancel(c.ctx)
 	c.reqs.Add(1)
 	c.wg.Add(1)
@@ -206,24 +205,24 @@ func (c *remoteConn) legacySend(m *outMsg) {
 		defer c.wg.Done()
 		defer c.reqs.Done()
 		defer abort()
-		c.legacyPost(ctx, m, sent)
+		c.legacyPost(ctx, m, status)
 	}()
-	select {
-	case <-sent:
-	case <-c.ctx.Done():
-	}
+	// The POST's own answer only says the server took the message (the answer comes
+	// on the stream), so it is waited for, briefly: servers of this transport handle
+	// each POST on its own, and the next message must not overtake this one.
+	waitStatus(c.ctx, status)
 }
 
 // legacyPost POSTs m to the endpoint. The answer comes on the event stream; the POST's
-// own answer only says whether the server took the message.
-func (c *remoteConn) legacyPost(ctx context.Context, m *outMsg, sent chan struct{}) {
-	var once sync.Once
-	markSent := func() {
-		if sent != nil {
-			once.Do(func() { close(sent) })
+// own answer only says whether the server took the message. status, when not nil,
+// gets the HTTP status (0 for none).
+func (c *remoteConn) legacyPost(ctx context.Context, m *outMsg, status chan int) {
+	code := 0
+	defer func() {
+		if status != nil {
+			status <- code
 		}
-	}
-	defer markSent()
+	}()
 	c.mu.Lock()
 	endpoint := c.legacy.endpoint
 	c.mu.Unlock()
@@ -237,7 +236,7 @@ func (c *remoteConn) legacyPost(ctx context.Context, m *outMsg, sent chan struct
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(m.raw))
 		c.userHeaders(req)
 		req.Header.Set("Content-Type", "application/json")
-		req = req.WithContext(withWriteTrace(req.Context(), &wrote, markSent))
+		req = req.WithContext(withWriteTrace(req.Context(), &wrote, func() {}))
 		var err error
 		resp, err = c.client.Do(req)
 		if err == nil {
@@ -251,7 +250,8 @@ func (c *remoteConn) legacyPost(ctx context.Context, m *outMsg, sent chan struct
 		}
 	}
 	defer resp.Body.Close()
-	switch code := resp.StatusCode; {
+	code = resp.StatusCode
+	switch {
 	case code/100 == 2:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, errorBodyCap))
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:

@@ -78,22 +78,40 @@ func (c *remoteConn) waitReady() bool {
 func (c *remoteConn) streamableSend(m *outMsg, auto bool) {
 	if auto {
 		c.firstPost(m)
-	} else {
-		sent, status := c.post(m)
+		return
+	}
+	sent, status := c.post(m)
+	select {
+	case <-sent:
+	case <-c.ctx.Done():
+	}
+	switch {
+	case m.method == "notifications/initialized" && m.version == "":
+		// The GET stream opens before anything else goes: a server that sends a
+		// request unrelated to any POST (sampling, elicitation, roots) drops it
+		// when no GET stream is open.
 		select {
-		case <-sent:
+		case <-status:
 		case <-c.ctx.Done():
 		}
-		if m.method == "notifications/initialized" && m.version == "" {
-			// The GET stream opens before anything else goes: a server that sends a
-			// request unrelated to any POST (sampling, elicitation, roots) drops it
-			// when no GET stream is open.
-			select {
-			case <-status:
-			case <-c.ctx.Done():
-			}
-			c.startListen(true)
-		}
+		c.startListen(true)
+	case !m.isRequest:
+		// A notification or a response is answered at once (202); waiting for that
+		// keeps it ahead of what the host sent next, where a server handles each
+		// POST on its own (a cancel overtaking its request). A request's answer may
+		// take as long as its tool, so a request is never waited for.
+		waitStatus(c.ctx, status)
+	}
+}
+
+// waitStatus waits for an exchange's HTTP status, at most readyWait.
+func waitStatus(ctx context.Context, status <-chan int) {
+	t := time.NewTimer(readyWait)
+	defer t.Stop()
+	select {
+	case <-status:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 

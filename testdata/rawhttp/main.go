@@ -17,6 +17,7 @@
 //	                    body as a string (exact bytes)
 //	--reply-size N      the size of the "big" tool's text (default 1 KiB)
 //	--pretty            answer initialize with a pretty-printed (multi-line) body
+//	--auth VALUE        answer 401 to every request whose Authorization is not VALUE
 //
 // Requests (tools/call by tool name):
 //
@@ -70,6 +71,7 @@ type config struct {
 	record    string
 	replySize int
 	pretty    bool
+	auth      string
 }
 
 func main() {
@@ -81,6 +83,7 @@ func main() {
 	fs.StringVar(&cfg.record, "record", "", "record requests to FILE")
 	fs.IntVar(&cfg.replySize, "reply-size", 1024, "size of the big tool's text")
 	fs.BoolVar(&cfg.pretty, "pretty", false, "pretty-print the initialize answer")
+	fs.StringVar(&cfg.auth, "auth", "", "the Authorization every request must carry")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -194,6 +197,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.mu.Unlock()
 		}
 		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if s.cfg.auth != "" && r.Header.Get("Authorization") != s.cfg.auth {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rawhttp"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
 	if s.cfg.legacy {

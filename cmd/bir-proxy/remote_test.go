@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
+)
+
+// remoteWait bounds each wait of these tests.
+const remoteWait = 30 * time.Second
+
+// httpServer starts a fixture that serves HTTP (rawhttp or mcpserver --http/--sse)
+// and returns its URL.
+func httpServer(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(remoteWait):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		lines <- strings.TrimSpace(line)
+	}()
+	select {
+	case u := <-lines:
+		if u == "" {
+			t.Fatalf("%s did not say its URL", bin)
+		}
+		return u
+	case <-time.After(remoteWait):
+		t.Fatalf("%s did not say its URL within %s", bin, remoteWait)
+		return ""
+	}
+}
+
+// recvWithin is recv with a deadline: a proxy that never answers is killed, which
+// ends the read, and the test fails naming what it waited for.
+func (s *session) recvWithin(what string) string {
+	s.t.Helper()
+	timer := time.AfterFunc(remoteWait, func() { _ = s.cmd.Process.Kill() })
+	defer timer.Stop()
+	msg, err := s.out.Read()
+	if err != nil {
+		s.t.Fatalf("waiting for %s: %v (stderr: %s)", what, err, s.stderr.String())
+	}
+	return string(msg)
+}
+
+func (s *session) waitWithin() int {
+	s.t.Helper()
+	timer := time.AfterFunc(remoteWait, func() { _ = s.cmd.Process.Kill() })
+	defer timer.Stop()
+	return s.wait()
+}
+
+const remoteInit = `{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}},"jsonrpc":"2.0","id":0}`
+
+func recordedRequests(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var r map[string]any
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("record line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// TestRemoteFidelity: through `bir-proxy --url`, the server receives each host message
+// as its exact bytes (the correlation key removed) and the host each answer, over JSON
+// and SSE answers, and the legacy transport found by --transport auto.
+func TestRemoteFidelity(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawhttp")
+	for _, mode := range [][]string{{"--answer", "json"}, {"--answer", "sse"}, {"--legacy"}} {
+		t.Run(strings.Join(mode, " "), func(t *testing.T) {
+			t.Parallel()
+			record := filepath.Join(t.TempDir(), "requests.jsonl")
+			url := httpServer(t, raw, append([]string{"--record", record}, mode...)...)
+			s := startProxy(t, nil, "--server", "raw", "--url", url)
+			s.send(remoteInit, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			if got := s.recvWithin("the initialize answer"); !strings.Contains(got, `"serverInfo":{"name":"rawhttp"`) {
+				t.Fatalf("initialize: %s", got)
+			}
+			calls := []struct{ sent, forwarded, answer string }{
+				{
+					`{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{"name":"echo","arguments":{"_bir_call_id":"c-1","z":"é\u00e9","a":[1.50,null]}},"x-extra":{}}`,
+					`{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{"name":"echo","arguments":{"z":"é\u00e9","a":[1.50,null]}},"x-extra":{}}`,
+					`{"jsonrpc":"2.0","id":9007199254740993,"result":{"content":[{"type":"text","text":"{\"z\":\"é\\u00e9\",\"a\":[1.50,null]}"}]}}`,
+				},
+				{
+					`{"id":"s-1","params":{"arguments":{"k":1,"_bir_call_id":"c-2"},"name":"echo"},"method":"tools/call","jsonrpc":"2.0"}`,
+					`{"id":"s-1","params":{"arguments":{"k":1},"name":"echo"},"method":"tools/call","jsonrpc":"2.0"}`,
+					`{"jsonrpc":"2.0","id":"s-1","result":{"content":[{"type":"text","text":"{\"k\":1}"}]}}`,
+				},
+			}
+			for _, c := range calls {
+				s.send(c.sent)
+				if got := s.recvWithin("a call's answer"); got != c.answer {
+					t.Fatalf("answer\n got %s\nwant %s", got, c.answer)
+				}
+			}
+			s.in.Close()
+			if code := s.waitWithin(); code != 0 {
+				t.Fatalf("exit %d", code)
+			}
+			bodies := map[string]bool{}
+			for _, r := range recordedRequests(t, record) {
+				bodies[r["body"].(string)] = true
+			}
+			for _, c := range calls {
+				if !bodies[c.forwarded] {
+					t.Errorf("the server never got\n  %s\nit got %v", c.forwarded, bodies)
+				}
+			}
+		})
+	}
+}
+
+// TestRemoteMCPGo runs the mcp-go demo host through the proxy against mcp-go's own
+// Streamable HTTP and SSE servers, in both eras: tools, progress, sampling and
+// elicitation must all work (the host checks each answer). Where mcp-go's own client
+// talks to the server reliably (SSE), the transcripts must be the direct one's, even
+// where the demo fails: mcp-go's SSE server cannot send session-era sampling requests,
+// and must fail the same way through the proxy.
+func TestRemoteMCPGo(t *testing.T) {
+	t.Parallel()
+	host := testbin.Build(t, "./testdata/demohost")
+	server := testbin.Build(t, "./testdata/mcpserver")
+	proxy := testbin.Build(t, "./cmd/bir-proxy")
+	for _, c := range []struct {
+		name, era       string
+		server          []string
+		passes, compare bool
+	}{
+		{"http session", "session", []string{"--http"}, true, false},
+		{"http stateless", "stateless", []string{"--http"}, true, false},
+		{"http stateless server", "stateless", []string{"--http", "--stateless"}, true, false},
+		{"sse session", "session", []string{"--sse"}, false, true},
+		{"sse stateless", "stateless", []string{"--sse"}, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			url := httpServer(t, server, c.server...)
+			run := func(args ...string) (string, string) {
+				cmd := exec.Command(host, append([]string{"--era", c.era, "--timeout", "20s"}, args...)...)
+				cmd.Env = append(os.Environ(), "BIR_OFF=1")
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				out, err := cmd.Output()
+				if c.passes && err != nil {
+					t.Fatalf("%v: %v\n%s\n%s", args, err, out, stderr.String())
+				}
+				return string(out), stderr.String()
+			}
+			proxied, stderr := run("--", proxy, "--server", "demo", "--url", url)
+			if c.passes && !strings.Contains(proxied, "demo passed") {
+				t.Fatalf("through the proxy:\n%s\n%s", proxied, stderr)
+			}
+			if c.compare {
+				args := []string{"--url", url}
+				if c.server[0] == "--sse" {
+					args = append(args, "--sse")
+				}
+				if direct, _ := run(args...); direct != proxied {
+					t.Fatalf("transcripts differ\n--- direct\n%s\n--- through bir-proxy\n%s", direct, proxied)
+				}
+			}
+		})
+	}
+}
+
+// TestRemoteHeaders: --header with ${VAR}, --header-file, and no secret on stderr at
+// the debug log level, even when the server refuses the credentials.
+func TestRemoteHeaders(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawhttp")
+	record := filepath.Join(t.TempDir(), "requests.jsonl")
+	url := httpServer(t, raw, "--record", record)
+	const token, key, query = "tok-4f1c9e2a77", "key-8b3d5c6e11", "qs-5e6f7a8b9c"
+	file := filepath.Join(t.TempDir(), "headers")
+	if err := os.WriteFile(file, []byte("# secrets\nX-Api-Key: ${API_KEY}\n\nX-Plain: plain\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startProxy(t, []string{"TOKEN=" + token, "API_KEY=" + key, "BIR_LOG_LEVEL=debug"},
+		"--server", "hdr", "--url", url+"?token="+query, "--header", "Authorization: Bearer ${TOKEN}", "--header-file", file)
+	s.send(remoteInit)
+	s.recvWithin("the initialize answer")
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	s.recvWithin("the call's answer")
+	s.in.Close()
+	s.waitWithin()
+	got := recordedRequests(t, record)[0]["header"].(map[string]any)
+	if got["Authorization"] != "Bearer "+token || got["X-Api-Key"] != key || got["X-Plain"] != "plain" {
+		t.Fatalf("headers the server got: %v", got)
+	}
+	for _, secret := range []string{token, key, query} {
+		if strings.Contains(s.stderr.String(), secret) {
+			t.Fatalf("stderr shows a secret (%s):\n%s", secret, s.stderr.String())
+		}
+	}
+
+	// The server refuses the credentials: one clear line, the host an error, no secret.
+	locked := httpServer(t, raw, "--auth", "Bearer another")
+	s = startProxy(t, []string{"TOKEN=" + token, "BIR_LOG_LEVEL=debug"}, "--server", "hdr", "--url", locked+"?token="+query, "--header", "Authorization: Bearer ${TOKEN}")
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	ans := s.recvWithin("the error answer")
+	s.in.Close()
+	s.waitWithin()
+	if !strings.Contains(ans, `"id":1,"error"`) || !strings.Contains(ans, "server hdr") || !strings.Contains(ans, "401") {
+		t.Fatalf("answer: %s", ans)
+	}
+	if n := strings.Count(s.stderr.String(), "refused the credentials (HTTP 401"); n != 1 {
+		t.Errorf("the 401 was said %d times on stderr:\n%s", n, s.stderr.String())
+	}
+	for _, secret := range []string{token, query} {
+		if strings.Contains(s.stderr.String(), secret) || strings.Contains(ans, secret) {
+			t.Fatalf("a secret (%s) shows:\n%s\n%s", secret, ans, s.stderr.String())
+		}
+	}
+}
+
+func TestRemoteUnsetVariable(t *testing.T) {
+	t.Parallel()
+	s := startProxy(t, nil, "--url", "http://127.0.0.1:9/mcp", "--header", "Authorization: Bearer ${BIR_TEST_SURELY_UNSET}")
+	if code := s.waitWithin(); code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if e := s.stderr.String(); !strings.Contains(e, "BIR_TEST_SURELY_UNSET is not set") || !strings.Contains(e, "--header Authorization") {
+		t.Fatalf("stderr: %s", e)
+	}
+}
+
+// TestRemoteRecording: the registration says how the server is reached (its query
+// secret redacted), the correlation key never reaches it, and calls are reported as
+// for stdio.
+func TestRemoteRecording(t *testing.T) {
+	t.Parallel()
+	raw := testbin.Build(t, "./testdata/rawhttp")
+	record := filepath.Join(t.TempDir(), "requests.jsonl")
+	url := httpServer(t, raw, "--record", record, "--answer", "sse")
+	rec := recordertest.Start(t)
+	s := startProxy(t, append(recording(rec, t.TempDir()), "SECRET=sq-7a7a7a7a"), "--server", "remote", "--url", url+"?key=${SECRET}&region=eu")
+	s.send(remoteInit, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s.recvWithin("the initialize answer")
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"_bir_call_id":"r-1","password":"hunter2","n":1}}}`)
+	s.recvWithin("the call's answer")
+	s.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hang","arguments":{"_bir_call_id":"r-2"}}}`)
+	s.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
+	steps, err := rec.WaitSteps(ctxTimeout(t), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.in.Close()
+	s.waitWithin()
+	outcomes := map[string]string{}
+	for _, st := range steps {
+		outcomes[st.Get("callId").String()] = st.Get("outcome").String()
+		if strings.Contains(string(st.Body), "hunter2") {
+			t.Errorf("a report holds the password: %s", st.Body)
+		}
+	}
+	if outcomes["r-1"] != "ok" || outcomes["r-2"] != "cancelled" {
+		t.Errorf("outcomes: %v", outcomes)
+	}
+	regs := rec.Registrations()
+	if len(regs) == 0 {
+		t.Fatal("no registration")
+	}
+	for _, reg := range regs {
+		if tr := reg.Get("upstream.transport").String(); tr != "http" {
+			t.Errorf("upstream.transport = %q", tr)
+		}
+		if u := reg.Get("upstream.url").String(); strings.Contains(u, "sq-7a7a") || !strings.Contains(u, "region=eu") || !strings.HasPrefix(u, url) {
+			t.Errorf("upstream.url = %q", u)
+		}
+	}
+	for _, r := range recordedRequests(t, record) {
+		if strings.Contains(r["body"].(string), "_bir_call_id") {
+			t.Errorf("the correlation key reached the server: %s", r["body"])
+		}
+	}
+}
