@@ -1,0 +1,224 @@
+package upstream
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// ids is a caller's id namespace for Rehandshake.
+func ids(prefix string) func() []byte {
+	n := 0
+	return func() []byte {
+		n++
+		return []byte(`"` + prefix + strconv.Itoa(n) + `"`)
+	}
+}
+
+func hostSession(s *Setup) {
+	// Key order and spacing of the host's own bytes (jsonrpc last, as the TypeScript
+	// SDK writes it), which the replay must keep.
+	s.FromHost([]byte(`{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{}},"clientInfo":{"name":"h","version":"1"}} ,"jsonrpc":"2.0","id":0}`))
+	s.FromServer([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"logging":{}},"serverInfo":{"name":"srv","version":"2"}}}`))
+	s.FromHost([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+}
+
+func TestSetupRehandshakeSession(t *testing.T) {
+	s := NewSetup()
+	hostSession(s)
+	if s.Era() != EraSession || s.ProtocolVersion() != "2025-11-25" || !s.ToolsListChanged() {
+		t.Fatalf("era %v version %q listChanged %v", s.Era(), s.ProtocolVersion(), s.ToolsListChanged())
+	}
+	// Two levels: the last answered one is restored.
+	s.FromHost([]byte(`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"info"}}`))
+	s.FromServer([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	s.FromHost([]byte(`{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`))
+	s.FromServer([]byte(`{"jsonrpc":"2.0","id":2,"result":{}}`))
+	// One refused level does not replace the live one.
+	s.FromHost([]byte(`{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"bogus"}}`))
+	s.FromServer([]byte(`{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"bad level"}}`))
+	// Three subscriptions (one in a batch, one with an escaped method name), one
+	// undone, one refused.
+	s.FromHost([]byte(`[{"jsonrpc":"2.0","id":"a","method":"resources/subscribe","params":{"uri":"file:///a"}},{"jsonrpc":"2.0","id":"b","method":"resources/\u0073ubscribe","params":{"uri":"file:///b"}}]`))
+	s.FromHost([]byte(`{"jsonrpc":"2.0","id":"c","method":"resources/subscribe","params":{"uri":"file:///c"}}`))
+	s.FromHost([]byte(`{"jsonrpc":"2.0","id":"x","method":"resources/subscribe","params":{"uri":"file:///refused"}}`))
+	s.FromServer([]byte(`[{"jsonrpc":"2.0","id":"a","result":{}},{"jsonrpc":"2.0","id":"b","result":{}}]`))
+	s.FromServer([]byte(`{"jsonrpc":"2.0","id":"c","result":{}}`))
+	s.FromServer([]byte(`{"jsonrpc":"2.0","id":"x","error":{"code":-32002,"message":"no such resource"}}`))
+	s.FromHost([]byte(`{"jsonrpc":"2.0","id":"u","method":"resources/unsubscribe","params":{"uri":"file:///b"}}`))
+	s.FromServer([]byte(`{"jsonrpc":"2.0","id":"u","result":{}}`))
+	// A subscribe in flight when the server goes away was answered with an error by
+	// the relay: it is not live.
+	s.FromHost([]byte(`{"jsonrpc":"2.0","id":"lost","method":"resources/subscribe","params":{"uri":"file:///lost"}}`))
+	s.Lost()
+	s.FromServer([]byte(`{"jsonrpc":"2.0","id":"lost","result":{}}`))
+
+	rh := s.Rehandshake(ids("bir:p:r"))
+	wantInit := `{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{}},"clientInfo":{"name":"h","version":"1"}} ,"jsonrpc":"2.0","id":"bir:p:r1"}`
+	if string(rh.Initialize) != wantInit || string(rh.InitializeID) != `"bir:p:r1"` {
+		t.Fatalf("Initialize %s id %s\nwant %s", rh.Initialize, rh.InitializeID, wantInit)
+	}
+	want := []string{
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":"bir:p:r2","method":"logging/setLevel","params":{"level":"debug"}}`,
+		`{"jsonrpc":"2.0","id":"bir:p:r3","method":"resources/subscribe","params":{"uri":"file:///a"}}`,
+		`{"jsonrpc":"2.0","id":"bir:p:r4","method":"resources/subscribe","params":{"uri":"file:///c"}}`,
+	}
+	if got := strs(rh.After); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("After:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := strings.Join(strs(rh.AfterIDs), " "); got != `"bir:p:r2" "bir:p:r3" "bir:p:r4"` {
+		t.Fatalf("AfterIDs %s", got)
+	}
+
+	if _, err := s.CheckInitialize([]byte(`{"jsonrpc":"2.0","id":"bir:p:r1","result":{"protocolVersion":"2025-11-25","capabilities":{}}}`)); err != nil {
+		t.Fatalf("same version: %v", err)
+	}
+	_, err := s.CheckInitialize([]byte(`{"jsonrpc":"2.0","id":"bir:p:r1","result":{"protocolVersion":"2025-06-18","capabilities":{}}}`))
+	var vm *VersionMismatchError
+	if !errors.As(err, &vm) || vm.Negotiated != "2025-11-25" || vm.Offered != "2025-06-18" {
+		t.Fatalf("other version: %v", err)
+	}
+	if _, err := s.CheckInitialize([]byte(`{"jsonrpc":"2.0","id":"bir:p:r1","error":{"code":-32603,"message":"boom"}}`)); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("error answer: %v", err)
+	}
+}
+
+func strs(bs [][]byte) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b)
+	}
+	return out
+}
+
+func TestSetupNothingToReplay(t *testing.T) {
+	// A host whose initialize was never answered (the server died first) has no
+	// session: its next initialize goes to the new server as it is.
+	s := NewSetup()
+	s.FromHost([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`))
+	s.Lost()
+	if rh := s.Rehandshake(ids("r")); rh.Initialize != nil || rh.After != nil || s.Era() != EraUnknown {
+		t.Fatalf("replay without a session: %+v era %v", rh, s.Era())
+	}
+	// An initialize the server refused is no session either.
+	s.FromHost([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	s.FromServer([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"unsupported"}}`))
+	if rh := s.Rehandshake(ids("r")); rh.Initialize != nil {
+		t.Fatalf("replayed a refused initialize: %s", rh.Initialize)
+	}
+}
+
+func TestSetupStateless(t *testing.T) {
+	for _, tc := range []struct{ name, req, answer string }{
+		{"meta", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, ``},
+		{"discover", `{"jsonrpc":"2.0","id":"server-discover-probe-1","method":"server/discover","params":{}}`, `{"jsonrpc":"2.0","id":"server-discover-probe-1","result":{"supportedVersions":["2026-07-28"]}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewSetup()
+			s.FromHost([]byte(tc.req))
+			if tc.answer != "" {
+				s.FromServer([]byte(tc.answer))
+			}
+			if s.Era() != EraStateless {
+				t.Fatalf("era %v, want stateless", s.Era())
+			}
+			if rh := s.Rehandshake(ids("r")); rh.Initialize != nil || rh.After != nil {
+				t.Fatalf("stateless era replays nothing: %+v", rh)
+			}
+		})
+	}
+	// A session-era server answers server/discover with -32601; the host then
+	// initializes: the session era.
+	s := NewSetup()
+	s.FromHost([]byte(`{"jsonrpc":"2.0","id":"p","method":"server/discover","params":{}}`))
+	s.FromServer([]byte(`{"jsonrpc":"2.0","id":"p","error":{"code":-32601,"message":"Method not found"}}`))
+	if s.Era() != EraUnknown {
+		t.Fatalf("a refused discover says nothing: era %v", s.Era())
+	}
+	hostSession(s)
+	if s.Era() != EraSession {
+		t.Fatalf("era %v, want session", s.Era())
+	}
+}
+
+func TestSetupTools(t *testing.T) {
+	s := NewSetup()
+	hostSession(s)
+	s.FromHost([]byte(`{"jsonrpc":"2.0","id":5,"method":"tools/list"}`))
+	s.FromServer([]byte(`{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"a"}],"nextCursor":"2"}}`))
+	// A later page is not the list's head.
+	s.FromHost([]byte(`{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"cursor":"2"}}`))
+	s.FromServer([]byte(`{"jsonrpc":"2.0","id":6,"result":{"tools":[{"name":"b"}]}}`))
+	if got := string(s.Tools()); got != `[{"name":"a"}]` {
+		t.Fatalf("Tools %s", got)
+	}
+}
+
+// TestSetupIgnoresLargeMessages: a 1 MB tools/call is not lexed on the host's path.
+func TestSetupIgnoresLargeMessages(t *testing.T) {
+	s := NewSetup()
+	s.FromHost([]byte(`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"` + strings.Repeat("x", setupScanMax) + `"}}`))
+	if s.waiting.Load() != 0 {
+		t.Fatal("a large message was looked at")
+	}
+}
+
+// TestSetupFromServerIdle: with nothing awaited, FromServer reads no message (it
+// runs on every message the server sends).
+func TestSetupFromServerIdle(t *testing.T) {
+	s := NewSetup()
+	hostSession(s)
+	msg := []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"other"}}`)
+	if n := testing.AllocsPerRun(100, func() { s.FromServer(msg) }); n != 0 {
+		t.Fatalf("FromServer allocates %v", n)
+	}
+	if s.ProtocolVersion() != "2025-11-25" {
+		t.Fatal("an answer nobody awaited changed the session")
+	}
+}
+
+func TestWithID(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"id":1,"method":"m"}`, `{"id":"N","method":"m"}`},
+		{` { "method" : "m" , "id" : 9007199254740993 } `, ` { "method" : "m" , "id" : "N" } `},
+		{`{"id":1,"x":{"id":2},"\u0069d":3}`, `{"id":"N","x":{"id":2},"\u0069d":"N"}`},
+	} {
+		if got := string(withID([]byte(tc.in), []byte(`"N"`))); got != tc.want {
+			t.Errorf("withID(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+// FuzzSetup: whatever the host and server send, Setup never panics, and every message
+// of a rehandshake built from valid JSON is valid JSON with the caller's ids.
+func FuzzSetup(f *testing.F) {
+	f.Add([]byte(`{"method":"initialize","params":{},"jsonrpc":"2.0","id":0}`), []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"x"}}`), []byte(`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"u"}}`))
+	f.Add([]byte(`[{"id":"a","method":"logging/setLevel","params":{"level":"info"}}]`), []byte(`[{"id":"a","result":{}}]`), []byte(`{"method":"notifications/initialized"}`))
+	f.Add([]byte(`{"id":{"x":1},"id":2,"method":"initialize"}`), []byte(`{"id":2,"result":{}}`), []byte(`{`))
+	f.Fuzz(func(t *testing.T, host, server, more []byte) {
+		s := NewSetup()
+		s.FromHost(host)
+		s.FromServer(server)
+		s.FromHost(more)
+		s.FromServer(server)
+		rh := s.Rehandshake(ids("bir:f:"))
+		_, _ = s.CheckInitialize(server)
+		_ = s.Era()
+		_ = s.ToolsListChanged()
+		valid := json.Valid(host) && json.Valid(more)
+		for _, m := range append([][]byte{rh.Initialize}, rh.After...) {
+			if m == nil {
+				continue
+			}
+			if valid && !json.Valid(m) {
+				t.Fatalf("rehandshake message is not JSON: %s", m)
+			}
+		}
+		if rh.Initialize != nil && !strings.Contains(string(rh.Initialize), `"bir:f:1"`) {
+			t.Fatalf("initialize without the caller's id: %s", rh.Initialize)
+		}
+	})
+}
