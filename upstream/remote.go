@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -154,6 +155,9 @@ type remoteConn struct {
 	closeOnce  sync.Once
 	finished   chan struct{} // everything has ended; Read returns io.EOF once inbox is empty
 	inbox      chan []byte
+	// setup remembers what the host set up, for the re-handshake of a new session.
+	setup  *Setup
+	ownSeq atomic.Uint64
 
 	mu       sync.Mutex
 	mode     mode
@@ -161,9 +165,7 @@ type remoteConn struct {
 	own      map[string]chan []byte // the connection's own requests, by IDKey
 	sess     session                // Streamable HTTP session state
 	legacy   legacyState            // HTTP+SSE state
-	hs       handshake              // what the host set up, for a re-handshake
 	authSaid bool                   // the 401/403 line was written
-	ownSeq   int
 	// toolHeaders are the x-mcp-header annotations of the tools, by tool name.
 	toolHeaders map[string][]paramHeader
 }
@@ -218,6 +220,7 @@ func newRemote(r Remote) (*remoteConn, error) {
 		inbox:      make(chan []byte, 64),
 		pending:    make(map[string]*pendingReq),
 		own:        make(map[string]chan []byte),
+		setup:      NewSetup(),
 	}
 	switch r.Transport {
 	case "", TransportAuto:
@@ -438,8 +441,8 @@ func (c *remoteConn) send(m *outMsg) {
 		c.fail(m, "the proxy is stopping")
 		return
 	}
+	c.setup.FromHost(m.raw) // before the write: the answer may come before it returns
 	c.mu.Lock()
-	c.hs.observe(m)
 	for _, id := range m.ids {
 		c.pending[jsonlex.IDKey(id)] = &pendingReq{id: id, method: m.method, stateless: m.version != ""}
 	}
@@ -525,9 +528,6 @@ func (c *remoteConn) deliver(msg []byte) {
 			if v := jsonlex.Get(f.Result, "protocolVersion"); v != nil {
 				c.sess.version, _ = jsonlex.DecodeString(v)
 			}
-			if f.Result != nil {
-				c.hs.initAnswered = true
-			}
 			close(c.sess.ready)
 		}
 		c.mu.Unlock()
@@ -535,6 +535,7 @@ func (c *remoteConn) deliver(msg []byte) {
 	if own {
 		return
 	}
+	c.setup.FromServer(msg)
 	select {
 	case c.inbox <- msg:
 	case <-c.ctx.Done():

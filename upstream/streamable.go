@@ -370,7 +370,7 @@ func (c *remoteConn) refused(m *outMsg, resp *http.Response) {
 	if len(m.ids) == 1 && body != nil {
 		if f, ok := jsonlex.TopFields(body); ok && f.Error != nil && f.Method == nil && c.stillPending(m) {
 			if f.ID == nil || string(f.ID) == "null" || jsonlex.IDKey(f.ID) != jsonlex.IDKey(m.ids[0]) {
-				body = withID(body, m.ids[0])
+				body = withAnswerID(body, m.ids[0])
 			}
 			c.deliver(body)
 			return
@@ -383,8 +383,9 @@ func (c *remoteConn) refused(m *outMsg, resp *http.Response) {
 	c.fail(m, why)
 }
 
-// withID returns msg (a JSON object) with its top-level id set to id.
-func withID(msg, id []byte) []byte {
+// withAnswerID returns msg (a JSON object) with its top-level id set to id, the member
+// added when msg has none.
+func withAnswerID(msg, id []byte) []byte {
 	ms, _, ok := jsonlex.Members(msg, jsonlex.SkipSpace(msg, 0))
 	if !ok {
 		return msg
@@ -639,9 +640,9 @@ func (c *remoteConn) sessionExpired(sid string) bool {
 			return false
 		}
 		c.mu.Lock()
-		ok := c.sess.id != "" || c.hs.initialize == nil
+		ok := c.sess.id != ""
 		c.mu.Unlock()
-		return ok
+		return ok || c.setup.Era() != EraSession
 	}
 	c.log.Info("the server's session expired (HTTP 404); starting a new one with the host's initialize", "server", c.name)
 	c.sess.id = ""
@@ -658,46 +659,66 @@ func (c *remoteConn) sessionExpired(sid string) bool {
 	return ok
 }
 
-// rehandshake replays what the host did to set the session up — its initialize (with
-// an id of the proxy's own), its notifications/initialized, then its log level and
-// subscriptions — swallowing the answers, and reopens the GET stream.
+// rehandshake replays what the host did to set the session up (upstream.Setup: its
+// initialize with an id of the proxy's own, its notifications/initialized, then its
+// log level and subscriptions), swallowing the answers, as a revived child is set up;
+// then reopens the GET stream, and tells the host when the server's tools changed.
 func (c *remoteConn) rehandshake() bool {
-	c.mu.Lock()
-	steps := c.hs.replay(c.ownIDFunc())
-	c.mu.Unlock()
-	if len(steps) == 0 {
+	rh := c.setup.Rehandshake(c.ownIDFunc())
+	if rh.Initialize == nil {
 		return true // nothing was set up: the next request starts afresh
 	}
-	for i, raw := range steps {
+	m := parseOut(rh.Initialize)
+	m.retried = true // a 404 now is a failure, not another expiry
+	ans, err := c.ownCall(m)
+	if err == nil {
+		var a InitAnswer
+		a, err = c.setup.CheckInitialize(ans)
+		c.mu.Lock()
+		c.sess.version = a.ProtocolVersion
+		c.mu.Unlock()
+	}
+	if err != nil {
+		c.log.Warn("re-initializing the server failed", "server", c.name, "err", c.scrub.Replace(err.Error()))
+		return false
+	}
+	for _, raw := range rh.After {
 		m := parseOut(raw)
-		m.retried = true // a 404 now is a failure, not another expiry
+		m.retried = true
 		if len(m.ids) == 0 {
 			c.exchange(c.ctx, m, nil, nil)
 			continue
 		}
-		ans, err := c.ownCall(m)
-		if err != nil {
-			c.log.Warn("re-initializing the server failed", "server", c.name, "method", m.method, "err", c.scrub.Replace(err.Error()))
-			if i == 0 {
-				return false
-			}
-			continue
-		}
-		if m.method == "initialize" {
-			if f, ok := jsonlex.TopFields(ans); ok {
-				if v := jsonlex.Get(f.Result, "protocolVersion"); v != nil {
-					s, _ := jsonlex.DecodeString(v)
-					c.mu.Lock()
-					c.sess.version = s
-					c.mu.Unlock()
-				}
-			}
+		if _, err := c.ownCall(m); err != nil {
+			c.log.Warn("restoring what the host set up failed", "server", c.name, "method", m.method, "err", c.scrub.Replace(err.Error()))
 		}
 	}
 	if c.modeNow() == modeStreamable {
 		c.startListen(false)
 	}
+	c.toolsChanged()
 	return true
+}
+
+// toolsChanged tells the host, with notifications/tools/list_changed, when the new
+// session's tools differ from the list it was last given and it was told the list
+// may change (SPEC §7).
+func (c *remoteConn) toolsChanged() {
+	before := c.setup.Tools()
+	if before == nil || !c.setup.ToolsListChanged() {
+		return
+	}
+	id := c.ownIDFunc()()
+	list := parseOut([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"method":"tools/list"}`))
+	list.retried = true
+	ans, err := c.ownCall(list)
+	if err != nil {
+		return
+	}
+	f, _ := jsonlex.TopFields(ans)
+	if after := jsonlex.Get(f.Result, "tools"); after != nil && !bytes.Equal(bytes.TrimSpace(after), bytes.TrimSpace(before)) {
+		c.deliver([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+	}
 }
 
 func (c *remoteConn) modeNow() mode {
@@ -709,8 +730,8 @@ func (c *remoteConn) modeNow() mode {
 // ownIDFunc returns the maker of ids for the connection's own requests.
 func (c *remoteConn) ownIDFunc() func() []byte {
 	return func() []byte {
-		c.ownSeq++
-		return jsonlex.AppendString(nil, fmt.Sprintf("%srehandshake:%d", c.idPrefix, c.ownSeq))
+		n := c.ownSeq.Add(1)
+		return jsonlex.AppendString(nil, fmt.Sprintf("%srehandshake:%d", c.idPrefix, n))
 	}
 }
 
