@@ -317,3 +317,48 @@ func TestRemoteRecording(t *testing.T) {
 		}
 	}
 }
+
+// TestWrappedRemoteEntryRuns wraps a remote entry and starts it the way a host does:
+// the proxy reaches the server with the entry's headers, ${VAR} expanded from the
+// environment only when it starts; the file keeps the reference.
+func TestWrappedRemoteEntryRuns(t *testing.T) {
+	t.Parallel()
+	proxy := testbin.Build(t, "./cmd/bir-proxy")
+	raw := testbin.Build(t, "./testdata/rawhttp")
+	url := httpServer(t, raw, "--auth", "Bearer tok-wrapped-1")
+	path := filepath.Join(t.TempDir(), ".mcp.json")
+	doc := `{"mcpServers": {"remote": {"type": "http", "url": "` + url + `", "headers": {"Authorization": "Bearer ${REMOTE_TOKEN}"}}}}` + "\n"
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := cli(t, "wrap", "--config", path, "--proxy-path", proxy); code != 0 {
+		t.Fatalf("wrap: %s", errOut)
+	}
+	wrapped := readFile(t, path)
+	if !bytes.Contains(wrapped, []byte(`"--header", "Authorization: Bearer ${REMOTE_TOKEN}"`)) {
+		t.Fatalf("the wrapped entry: %s", wrapped)
+	}
+	var cfg struct {
+		MCPServers map[string]struct {
+			Command string   `json:"command"`
+			Args    []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(wrapped, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	e := cfg.MCPServers["remote"]
+	s := startProxy(t, []string{"REMOTE_TOKEN=tok-wrapped-1"}, e.Args...)
+	s.send(remoteInit)
+	if got := s.recvWithin("the initialize answer"); !strings.Contains(got, `"result"`) {
+		t.Fatalf("through the wrapped entry: %s", got)
+	}
+	s.in.Close()
+	s.waitWithin()
+	if code, _, errOut := cli(t, "unwrap", "--config", path); code != 0 {
+		t.Fatalf("unwrap: %s", errOut)
+	}
+	if got := readFile(t, path); string(got) != doc {
+		t.Fatalf("unwrap(wrap(x)) != x:\n%s", got)
+	}
+}
