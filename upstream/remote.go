@@ -324,6 +324,14 @@ func (c *remoteConn) Read() ([]byte, error) {
 	}
 }
 
+// Buffered reports whether Read will return a message without waiting. With it (and
+// Hold) the connection is a Batcher, so under load the relay writes several answers
+// to the host in one system call instead of one each.
+func (c *remoteConn) Buffered() bool { return len(c.inbox) > 0 }
+
+// Hold is Write: a POST cannot wait for the next message.
+func (c *remoteConn) Hold(msg []byte) error { return c.Write(msg) }
+
 var errRemoteClosed = errors.New("the connection to the server is closed")
 
 // Write queues msg for the server. It waits only when outQueue messages are already
