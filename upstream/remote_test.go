@@ -609,3 +609,43 @@ func TestCloseIsBounded(t *testing.T) {
 		t.Fatal("Write after Close succeeded")
 	}
 }
+
+// TestLegacyStreamLostSetsUpAgain: an HTTP+SSE server that drops its streams (a
+// restart) loses the session; the connection reopens the stream and sets the new
+// session up with the host's handshake, and the next call works.
+func TestLegacyStreamLostSetsUpAgain(t *testing.T) {
+	t.Parallel()
+	url, record := rawHTTP(t, "--legacy")
+	cl := dial(t, Remote{URL: url, Transport: TransportSSE})
+	cl.handshake()
+	resp, err := http.Post(strings.TrimSuffix(url, "/sse")+"/control?cmd=expire-all", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(wait)
+	for {
+		inits := 0
+		for _, r := range requests(t, record) {
+			if strings.Contains(r.Body, `"initialize"`) {
+				inits++
+			}
+		}
+		if inits == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the handshake was not replayed on a new stream; log:\n%s", cl.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cl.write(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"again":true}}}`)
+	if got := cl.until(`"id":1`); !strings.Contains(got, `again`) {
+		t.Fatalf("after the stream was lost: %s", got)
+	}
+	for _, r := range requests(t, record) {
+		if strings.Contains(r.Body, `"id":1,`) && !strings.Contains(r.Path, "sessionId=L2") {
+			t.Errorf("the call went to %s, not the new session", r.Path)
+		}
+	}
+}
