@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // wait is the deadline of every wait in these tests.
@@ -27,7 +27,7 @@ const wait = 20 * time.Second
 // requests are recorded in.
 func rawHTTP(t *testing.T, args ...string) (url, record string) {
 	t.Helper()
-	bin := testbin.Build(t, "./testdata/rawhttp")
+	bin := testutil.Build(t, "./testdata/rawhttp")
 	record = filepath.Join(t.TempDir(), "requests.jsonl")
 	cmd := exec.Command(bin, append([]string{"--record", record}, args...)...)
 	stdin, err := cmd.StdinPipe()
@@ -590,8 +590,8 @@ func TestRefusedJSONRPCErrorGetsTheID(t *testing.T) {
 	}
 }
 
+// Not parallel: the goroutine check at its end must not see other tests' connections.
 func TestCloseIsBounded(t *testing.T) {
-	t.Parallel()
 	url, _ := rawHTTP(t)
 	cl := dial(t, Remote{URL: url, Transport: TransportHTTP, CloseGrace: 300 * time.Millisecond})
 	cl.handshake()
@@ -608,6 +608,9 @@ func TestCloseIsBounded(t *testing.T) {
 	if err := cl.c.Write([]byte(`{}`)); err == nil {
 		t.Fatal("Write after Close succeeded")
 	}
+	// Everything the connection started has ended (the streams' readers, the sender,
+	// the GET stream), not only what a test happens to wait for.
+	testutil.NoGoroutines(t, "upstream.(*remoteConn)")
 }
 
 // TestLegacyStreamLostSetsUpAgain: an HTTP+SSE server that drops its streams (a

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bir-dev/bir-proxy/internal/testbin"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
@@ -63,26 +63,6 @@ func httpServer(t *testing.T, bin string, args ...string) string {
 	}
 }
 
-// recvWithin is recv with a deadline: a proxy that never answers is killed, which
-// ends the read, and the test fails naming what it waited for.
-func (s *session) recvWithin(what string) string {
-	s.t.Helper()
-	timer := time.AfterFunc(remoteWait, func() { _ = s.cmd.Process.Kill() })
-	defer timer.Stop()
-	msg, err := s.out.Read()
-	if err != nil {
-		s.t.Fatalf("waiting for %s: %v (stderr: %s)", what, err, s.stderr.String())
-	}
-	return string(msg)
-}
-
-func (s *session) waitWithin() int {
-	s.t.Helper()
-	timer := time.AfterFunc(remoteWait, func() { _ = s.cmd.Process.Kill() })
-	defer timer.Stop()
-	return s.wait()
-}
-
 const remoteInit = `{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}},"jsonrpc":"2.0","id":0}`
 
 func recordedRequests(t *testing.T, path string) []map[string]any {
@@ -107,15 +87,15 @@ func recordedRequests(t *testing.T, path string) []map[string]any {
 // and SSE answers, and the legacy transport found by --transport auto.
 func TestRemoteFidelity(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawhttp")
+	raw := testutil.Build(t, "./testdata/rawhttp")
 	for _, mode := range [][]string{{"--answer", "json"}, {"--answer", "sse"}, {"--legacy"}} {
 		t.Run(strings.Join(mode, " "), func(t *testing.T) {
 			t.Parallel()
 			record := filepath.Join(t.TempDir(), "requests.jsonl")
 			url := httpServer(t, raw, append([]string{"--record", record}, mode...)...)
 			s := startProxy(t, nil, "--server", "raw", "--url", url)
-			s.send(remoteInit, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-			if got := s.recvWithin("the initialize answer"); !strings.Contains(got, `"serverInfo":{"name":"rawhttp"`) {
+			s.Send(remoteInit, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			if got := s.recv(); !strings.Contains(got, `"serverInfo":{"name":"rawhttp"`) {
 				t.Fatalf("initialize: %s", got)
 			}
 			calls := []struct{ sent, forwarded, answer string }{
@@ -131,13 +111,13 @@ func TestRemoteFidelity(t *testing.T) {
 				},
 			}
 			for _, c := range calls {
-				s.send(c.sent)
-				if got := s.recvWithin("a call's answer"); got != c.answer {
+				s.Send(c.sent)
+				if got := s.recv(); got != c.answer {
 					t.Fatalf("answer\n got %s\nwant %s", got, c.answer)
 				}
 			}
-			s.in.Close()
-			if code := s.waitWithin(); code != 0 {
+			s.Stdin.Close()
+			if code := s.ExitCode(); code != 0 {
 				t.Fatalf("exit %d", code)
 			}
 			bodies := map[string]bool{}
@@ -161,9 +141,9 @@ func TestRemoteFidelity(t *testing.T) {
 // and must fail the same way through the proxy.
 func TestRemoteMCPGo(t *testing.T) {
 	t.Parallel()
-	host := testbin.Build(t, "./testdata/demohost")
-	server := testbin.Build(t, "./testdata/mcpserver")
-	proxy := testbin.Build(t, "./cmd/bir-proxy")
+	host := testutil.Build(t, "./testdata/demohost")
+	server := testutil.Build(t, "./testdata/mcpserver")
+	proxy := testutil.Build(t, "./cmd/bir-proxy")
 	for _, c := range []struct {
 		name, era       string
 		server          []string
@@ -210,7 +190,7 @@ func TestRemoteMCPGo(t *testing.T) {
 // the debug log level, even when the server refuses the credentials.
 func TestRemoteHeaders(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawhttp")
+	raw := testutil.Build(t, "./testdata/rawhttp")
 	record := filepath.Join(t.TempDir(), "requests.jsonl")
 	url := httpServer(t, raw, "--record", record)
 	const token, key, query = "tok-4f1c9e2a77", "key-8b3d5c6e11", "qs-5e6f7a8b9c"
@@ -220,38 +200,38 @@ func TestRemoteHeaders(t *testing.T) {
 	}
 	s := startProxy(t, []string{"TOKEN=" + token, "API_KEY=" + key, "BIR_LOG_LEVEL=debug"},
 		"--server", "hdr", "--url", url+"?token="+query, "--header", "Authorization: Bearer ${TOKEN}", "--header-file", file)
-	s.send(remoteInit)
-	s.recvWithin("the initialize answer")
-	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
-	s.recvWithin("the call's answer")
-	s.in.Close()
-	s.waitWithin()
+	s.Send(remoteInit)
+	s.recv()
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	s.recv()
+	s.Stdin.Close()
+	s.ExitCode()
 	got := recordedRequests(t, record)[0]["header"].(map[string]any)
 	if got["Authorization"] != "Bearer "+token || got["X-Api-Key"] != key || got["X-Plain"] != "plain" {
 		t.Fatalf("headers the server got: %v", got)
 	}
 	for _, secret := range []string{token, key, query} {
-		if strings.Contains(s.stderr.String(), secret) {
-			t.Fatalf("stderr shows a secret (%s):\n%s", secret, s.stderr.String())
+		if strings.Contains(s.Stderr.String(), secret) {
+			t.Fatalf("stderr shows a secret (%s):\n%s", secret, s.Stderr.String())
 		}
 	}
 
 	// The server refuses the credentials: one clear line, the host an error, no secret.
 	locked := httpServer(t, raw, "--auth", "Bearer another")
 	s = startProxy(t, []string{"TOKEN=" + token, "BIR_LOG_LEVEL=debug"}, "--server", "hdr", "--url", locked+"?token="+query, "--header", "Authorization: Bearer ${TOKEN}")
-	s.send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-	ans := s.recvWithin("the error answer")
-	s.in.Close()
-	s.waitWithin()
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	ans := s.recv()
+	s.Stdin.Close()
+	s.ExitCode()
 	if !strings.Contains(ans, `"id":1,"error"`) || !strings.Contains(ans, "server hdr") || !strings.Contains(ans, "401") {
 		t.Fatalf("answer: %s", ans)
 	}
-	if n := strings.Count(s.stderr.String(), "refused the credentials (HTTP 401"); n != 1 {
-		t.Errorf("the 401 was said %d times on stderr:\n%s", n, s.stderr.String())
+	if n := strings.Count(s.Stderr.String(), "refused the credentials (HTTP 401"); n != 1 {
+		t.Errorf("the 401 was said %d times on stderr:\n%s", n, s.Stderr.String())
 	}
 	for _, secret := range []string{token, query} {
-		if strings.Contains(s.stderr.String(), secret) || strings.Contains(ans, secret) {
-			t.Fatalf("a secret (%s) shows:\n%s\n%s", secret, ans, s.stderr.String())
+		if strings.Contains(s.Stderr.String(), secret) || strings.Contains(ans, secret) {
+			t.Fatalf("a secret (%s) shows:\n%s\n%s", secret, ans, s.Stderr.String())
 		}
 	}
 }
@@ -259,10 +239,10 @@ func TestRemoteHeaders(t *testing.T) {
 func TestRemoteUnsetVariable(t *testing.T) {
 	t.Parallel()
 	s := startProxy(t, nil, "--url", "http://127.0.0.1:9/mcp", "--header", "Authorization: Bearer ${BIR_TEST_SURELY_UNSET}")
-	if code := s.waitWithin(); code != 1 {
+	if code := s.ExitCode(); code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
-	if e := s.stderr.String(); !strings.Contains(e, "BIR_TEST_SURELY_UNSET is not set") || !strings.Contains(e, "--header Authorization") {
+	if e := s.Stderr.String(); !strings.Contains(e, "BIR_TEST_SURELY_UNSET is not set") || !strings.Contains(e, "--header Authorization") {
 		t.Fatalf("stderr: %s", e)
 	}
 }
@@ -272,23 +252,23 @@ func TestRemoteUnsetVariable(t *testing.T) {
 // for stdio.
 func TestRemoteRecording(t *testing.T) {
 	t.Parallel()
-	raw := testbin.Build(t, "./testdata/rawhttp")
+	raw := testutil.Build(t, "./testdata/rawhttp")
 	record := filepath.Join(t.TempDir(), "requests.jsonl")
 	url := httpServer(t, raw, "--record", record, "--answer", "sse")
 	rec := recordertest.Start(t)
 	s := startProxy(t, append(recording(rec, t.TempDir()), "SECRET=sq-7a7a7a7a"), "--server", "remote", "--url", url+"?key=${SECRET}&region=eu")
-	s.send(remoteInit, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	s.recvWithin("the initialize answer")
-	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"_bir_call_id":"r-1","password":"hunter2","n":1}}}`)
-	s.recvWithin("the call's answer")
-	s.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hang","arguments":{"_bir_call_id":"r-2"}}}`)
-	s.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
-	steps, err := rec.WaitSteps(ctxTimeout(t), 2)
+	s.Send(remoteInit, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s.recv()
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"_bir_call_id":"r-1","password":"hunter2","n":1}}}`)
+	s.recv()
+	s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hang","arguments":{"_bir_call_id":"r-2"}}}`)
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
+	steps, err := rec.WaitSteps(testutil.Context(t), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.in.Close()
-	s.waitWithin()
+	s.Stdin.Close()
+	s.ExitCode()
 	outcomes := map[string]string{}
 	for _, st := range steps {
 		outcomes[st.Get("callId").String()] = st.Get("outcome").String()
@@ -323,8 +303,8 @@ func TestRemoteRecording(t *testing.T) {
 // environment only when it starts; the file keeps the reference.
 func TestWrappedRemoteEntryRuns(t *testing.T) {
 	t.Parallel()
-	proxy := testbin.Build(t, "./cmd/bir-proxy")
-	raw := testbin.Build(t, "./testdata/rawhttp")
+	proxy := testutil.Build(t, "./cmd/bir-proxy")
+	raw := testutil.Build(t, "./testdata/rawhttp")
 	url := httpServer(t, raw, "--auth", "Bearer tok-wrapped-1")
 	path := filepath.Join(t.TempDir(), ".mcp.json")
 	doc := `{"mcpServers": {"remote": {"type": "http", "url": "` + url + `", "headers": {"Authorization": "Bearer ${REMOTE_TOKEN}"}}}}` + "\n"
@@ -349,12 +329,12 @@ func TestWrappedRemoteEntryRuns(t *testing.T) {
 	}
 	e := cfg.MCPServers["remote"]
 	s := startProxy(t, []string{"REMOTE_TOKEN=tok-wrapped-1"}, e.Args...)
-	s.send(remoteInit)
-	if got := s.recvWithin("the initialize answer"); !strings.Contains(got, `"result"`) {
+	s.Send(remoteInit)
+	if got := s.recv(); !strings.Contains(got, `"result"`) {
 		t.Fatalf("through the wrapped entry: %s", got)
 	}
-	s.in.Close()
-	s.waitWithin()
+	s.Stdin.Close()
+	s.ExitCode()
 	if code, _, errOut := cli(t, "unwrap", "--config", path); code != 0 {
 		t.Fatalf("unwrap: %s", errOut)
 	}
