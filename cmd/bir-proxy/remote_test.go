@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -341,4 +345,43 @@ func TestWrappedRemoteEntryRuns(t *testing.T) {
 	if got := readFile(t, path); string(got) != doc {
 		t.Fatalf("unwrap(wrap(x)) != x:\n%s", got)
 	}
+}
+
+// TestRemoteHonoursHTTPProxy: HTTP_PROXY applies to the server's requests (and
+// NO_PROXY exempts a host). Go never proxies loopback addresses, so the server is
+// named by a host that only the forward proxy here answers for.
+func TestRemoteHonoursHTTPProxy(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []string
+	fwd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.String())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"via-proxy","version":"0"}}}`)
+	}))
+	t.Cleanup(fwd.Close)
+	const url = "http://mcp.bir-test.invalid/mcp"
+	s := startProxy(t, []string{"HTTP_PROXY=" + fwd.URL, "http_proxy=" + fwd.URL, "NO_PROXY=", "no_proxy="}, "--server", "p", "--url", url, "--transport", "http")
+	s.Send(remoteInit)
+	if got := s.recv(); !strings.Contains(got, `"via-proxy"`) {
+		t.Fatalf("answer: %s", got)
+	}
+	s.Stdin.Close()
+	s.ExitCode()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) == 0 || seen[0] != "POST "+url {
+		t.Fatalf("the forward proxy saw %v", seen)
+	}
+
+	// NO_PROXY names the host: it is reached directly, which here cannot work.
+	s = startProxy(t, []string{"HTTP_PROXY=" + fwd.URL, "http_proxy=" + fwd.URL, "NO_PROXY=bir-test.invalid", "no_proxy=bir-test.invalid"}, "--server", "p", "--url", url, "--transport", "http")
+	s.Send(remoteInit)
+	if got := s.recv(); !strings.Contains(got, `"error"`) {
+		t.Fatalf("with NO_PROXY the request went through the proxy: %s", got)
+	}
+	s.Stdin.Close()
+	s.ExitCode()
 }
