@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -177,6 +178,8 @@ type pendingReq struct {
 	// abort ends the request's HTTP exchange: closing its response stream is how a
 	// stateless-era (2026-07-28) client cancels.
 	abort     context.CancelFunc
+	done      chan struct{} // closed when the exchange abort ends has ended
+	conn      net.Conn      // the connection it went out on (stateless era)
 	stateless bool
 }
 
@@ -494,12 +497,46 @@ func (c *remoteConn) cancelled(m *outMsg) bool {
 	c.mu.Lock()
 	p := c.pending[key]
 	delete(c.pending, key)
+	var conn net.Conn
+	var done chan struct{}
+	stateless := p != nil && p.stateless && p.abort != nil
+	if stateless {
+		conn, done = p.conn, p.done
+	}
 	c.mu.Unlock()
-	if p != nil && p.stateless && p.abort != nil {
+	if stateless {
+		c.log.Debug("the host cancelled a stateless-era request: closing its stream", "server", c.name, "connection known", conn != nil)
 		p.abort()
+		// What the host sends next must not reach the server before it sees this
+		// stream closed, as on stdio the cancel comes first: a server asked right
+		// after what it saw must have seen the cancellation. Cancelling the context
+		// closes an HTTP/1 connection on the transport's own goroutine, later; so the
+		// connection is closed here, now, and the exchange waited for. (Over HTTP/2
+		// the cancel is a stream reset on the shared connection, ahead of any later
+		// request by construction, and the connection must stay.)
+		if conn != nil && !isHTTP2(conn) {
+			// A reset rather than a FIN: a server that still owes this response
+			// keeps a half-closed connection open until its next write fails, and
+			// would see the cancellation only then.
+			if tc, ok := conn.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			conn.Close()
+		}
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
 		return true
 	}
 	return false
+}
+
+func isHTTP2(conn net.Conn) bool {
+	tc, ok := conn.(*tls.Conn)
+	return ok && tc.ConnectionState().NegotiatedProtocol == "h2"
 }
 
 // deliver hands a message from the server to Read, after the bookkeeping: answers end

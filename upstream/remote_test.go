@@ -502,6 +502,14 @@ func TestStatelessCancelClosesTheStream(t *testing.T) {
 			t.Errorf("the stateless era cancels by closing the stream; the notification was POSTed too")
 		}
 	}
+	testutil.Eventually(t, "the server to see the cancelled request's stream closed", func() bool {
+		for _, r := range requests(t, record) {
+			if r.Method == "EVENT" && r.Path == "closed" && r.Body == "1" {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func TestLegacySSEViaAuto(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
@@ -121,26 +122,42 @@ func (c *remoteConn) post(m *outMsg) (sent <-chan struct{}, status <-chan int) {
 	sentCh := make(chan struct{})
 	statusCh := make(chan int, 1)
 	ctx, abort := context.WithCancel(c.ctx)
-	c.setAbort(m, abort)
+	done := make(chan struct{})
+	c.setAbort(m, abort, done)
 	c.reqs.Add(1)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer c.reqs.Done()
+		defer close(done)
 		defer abort()
 		c.exchange(ctx, m, sentCh, statusCh)
 	}()
 	return sentCh, statusCh
 }
 
-func (c *remoteConn) setAbort(m *outMsg, abort context.CancelFunc) {
+// setConn notes the connection a stateless-era request went out on, so that a cancel
+// can close it at once (see cancelled).
+func (c *remoteConn) setConn(m *outMsg, conn net.Conn) {
+	c.mu.Lock()
+	for _, id := range m.ids {
+		if p := c.pending[jsonlex.IDKey(id)]; p != nil {
+			p.conn = conn
+		}
+	}
+	c.mu.Unlock()
+}
+
+// setAbort gives a stateless-era request's pending entry the means to cancel it:
+// abort ends its exchange, and done is closed when the exchange has ended.
+func (c *remoteConn) setAbort(m *outMsg, abort context.CancelFunc, done chan struct{}) {
 	if m.version == "" {
 		return
 	}
 	c.mu.Lock()
 	for _, id := range m.ids {
 		if p := c.pending[jsonlex.IDKey(id)]; p != nil {
-			p.abort = abort
+			p.abort, p.done = abort, done
 		}
 	}
 	c.mu.Unlock()
@@ -178,7 +195,13 @@ func (c *remoteConn) roundTrip(ctx context.Context, m *outMsg, sent chan struct{
 	defer markSent()
 	for attempt := 0; ; attempt++ {
 		var wrote atomic.Bool
-		req, sid := c.newPost(withWriteTrace(ctx, &wrote, markSent), m)
+		trace := withWriteTrace(ctx, &wrote, markSent)
+		if m.version != "" {
+			trace = httptrace.WithClientTrace(trace, &httptrace.ClientTrace{
+				GotConn: func(info httptrace.GotConnInfo) { c.setConn(m, info.Conn) },
+			})
+		}
+		req, sid := c.newPost(trace, m)
 		resp, err := c.client.Do(req)
 		if err == nil {
 			return resp, sid, nil
@@ -777,10 +800,12 @@ func (c *remoteConn) ownCall(m *outMsg) ([]byte, error) {
 // is handled as such.
 func (c *remoteConn) firstPost(m *outMsg) {
 	ctx, abort := context.WithCancel(c.ctx)
-	c.setAbort(m, abort)
+	done := make(chan struct{})
+	c.setAbort(m, abort, done)
 	resp, sid, err := c.roundTrip(ctx, m, nil)
 	if err != nil {
 		abort()
+		close(done)
 		c.fail(m, c.httpFailure(err)) // still undecided: the next message tries again
 		return
 	}
@@ -792,6 +817,7 @@ func (c *remoteConn) firstPost(m *outMsg) {
 		if f, ok := jsonlex.TopFields(bytes.TrimSpace(body)); !ok || f.Error == nil {
 			if c.legacyConnect() == nil {
 				abort()
+				close(done)
 				c.mu.Lock()
 				c.mode = modeLegacy
 				c.mu.Unlock()
@@ -811,6 +837,7 @@ func (c *remoteConn) firstPost(m *outMsg) {
 	go func() {
 		defer c.wg.Done()
 		defer c.reqs.Done()
+		defer close(done)
 		defer abort()
 		c.handleAnswer(ctx, m, resp, sid)
 	}()

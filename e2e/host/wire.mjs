@@ -60,8 +60,10 @@ export class Wire {
 
   // fetch returns a fetch for an official HTTP client transport that records every
   // message the server side sent as its raw bytes, before the SDK parses it: a JSON
-  // answer's body, and each event's data of an event stream (read from a tee of the
-  // body, beside the SDK). tapSend then records what the host sent, as tap does.
+  // answer's body, and each event's data of an event stream, recorded as its event
+  // completes and before the SDK is handed the bytes (so a message is in the step
+  // during which the SDK got it, as with a stdio tap). tapSend then records what the
+  // host sent, as tap does.
   fetch(conn) {
     return async (url, init) => {
       const res = await fetch(url, init);
@@ -70,9 +72,29 @@ export class Wire {
         return res;
       }
       if (type.includes('text/event-stream')) {
-        const [sdk, ours] = res.body.tee();
-        this.readEvents(conn, ours);
-        return new Response(sdk, { status: res.status, statusText: res.statusText, headers: res.headers });
+        const reader = res.body.getReader();
+        const events = this.eventReader(conn);
+        const body = new ReadableStream({
+          async pull(controller) {
+            let chunk;
+            try {
+              chunk = await reader.read();
+            } catch (err) {
+              controller.error(err);
+              return;
+            }
+            if (chunk.done) {
+              controller.close();
+              return;
+            }
+            events(chunk.value);
+            controller.enqueue(chunk.value);
+          },
+          cancel(reason) {
+            return reader.cancel(reason);
+          },
+        });
+        return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
       }
       if (type.includes('application/json')) {
         const body = Buffer.from(await res.arrayBuffer());
@@ -83,10 +105,10 @@ export class Wire {
     };
   }
 
-  // readEvents records the data of each event of an SSE body (lines joined by LF, as
-  // the standard says; a message is one data line), skipping the "endpoint" event of
-  // the HTTP+SSE transport and events with no data.
-  async readEvents(conn, body) {
+  // eventReader returns a function fed the chunks of an SSE body that records the data
+  // of each event as it completes (lines joined by LF, as the standard says), skipping
+  // the "endpoint" event of the HTTP+SSE transport and events with no data.
+  eventReader(conn) {
     let pending = '';
     const decoder = new TextDecoder();
     const dispatch = (block) => {
@@ -105,18 +127,14 @@ export class Wire {
         this.onLine(conn, data.join('\n'));
       }
     };
-    try {
-      for await (const chunk of body) {
-        pending += decoder.decode(chunk, { stream: true });
-        let m;
-        while ((m = /\r\n\r\n|\n\n|\r\r/.exec(pending))) {
-          dispatch(pending.slice(0, m.index));
-          pending = pending.slice(m.index + m[0].length);
-        }
+    return (chunk) => {
+      pending += decoder.decode(chunk, { stream: true });
+      let m;
+      while ((m = /\r\n\r\n|\n\n|\r\r/.exec(pending))) {
+        dispatch(pending.slice(0, m.index));
+        pending = pending.slice(m.index + m[0].length);
       }
-    } catch {
-      // The stream was closed (the SDK aborted it): what was read is recorded.
-    }
+    };
   }
 
   // tapSend records what the host sends on an HTTP client transport.

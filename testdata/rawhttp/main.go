@@ -27,7 +27,8 @@
 //	                   an unknown one 404, as the official servers do)
 //	echo               text content = the raw params.arguments
 //	big                text content of --reply-size bytes (or arguments.bytes)
-//	hang               never answered (until the client goes away)
+//	hang               never answered; when the client goes away, a record line
+//	                   {"method":"EVENT","path":"closed","body":ID}
 //	sample             sends sampling/createMessage (id "srv-N") on the request's
 //	                   stream (or, with --legacy, the event stream), waits for the
 //	                   client's answer, and returns its raw bytes as the text
@@ -179,6 +180,18 @@ func (s *server) record(r *http.Request, body []byte) {
 		}
 	}
 	line, _ := json.Marshal(map[string]any{"method": r.Method, "path": r.URL.RequestURI(), "header": h, "body": string(body)})
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	_, _ = s.rec.Write(append(line, '\n'))
+}
+
+// recordEvent notes something the server saw that is not a request (a request whose
+// stream the client closed), as a record line with method "EVENT".
+func (s *server) recordEvent(what, detail string) {
+	if s.rec == nil {
+		return
+	}
+	line, _ := json.Marshal(map[string]any{"method": "EVENT", "path": what, "body": detail})
 	s.recMu.Lock()
 	defer s.recMu.Unlock()
 	_, _ = s.rec.Write(append(line, '\n'))
@@ -396,6 +409,8 @@ func (s *server) handle(ctx context.Context, st *stream, ss *sess, msg gjson.Res
 		case "hang":
 			st.begin()
 			<-ctx.Done()
+			// What the server saw: the client closed the request's stream.
+			s.recordEvent("closed", id)
 		case "big":
 			n := int(args.Get("bytes").Int())
 			text := s.big
