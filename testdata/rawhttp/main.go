@@ -296,11 +296,12 @@ func (s *server) post(w http.ResponseWriter, r *http.Request, body []byte) {
 		s.sessions[ss.id] = ss
 		s.mu.Unlock()
 		w.Header().Set("Mcp-Session-Id", ss.id)
-		defer func() {
-			s.mu.Lock()
-			ss.initialized = true
-			s.mu.Unlock()
-		}()
+		// Initialized as the answer is made, as the official server does: from then on
+		// a request on the session is taken (one sent before, without the session id
+		// only the answer carries, could not name it).
+		s.mu.Lock()
+		ss.initialized = true
+		s.mu.Unlock()
 	}
 	st := newStream(w, s, s.cfg.answer == "sse")
 	s.handle(r.Context(), st, ss, msg, body)
