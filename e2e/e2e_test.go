@@ -139,13 +139,10 @@ func TestE2E(t *testing.T) {
 		})
 	}
 
-	// Remote upstreams, issue 4's remote half, go here once bir-proxy has --url: start
-	// server-everything as `node …/dist/index.js streamableHttp` and `… sse` with PORT
-	// set to a free port (it listens on every interface; reach it on 127.0.0.1 only),
-	// run the everything scenario with a host transport for that URL as the direct run,
-	// and as the proxied run the same stdio host against
-	// `bir-proxy --server everything-http --url http://127.0.0.1:PORT/mcp` (…/sse for
-	// the legacy transport). See docs/e2e.md.
+	t.Run("remote upstreams", func(t *testing.T) {
+		t.Parallel()
+		testRemote(t, s, proxy)
+	})
 
 	t.Run("the suite sees a changed byte", func(t *testing.T) {
 		t.Parallel()

@@ -116,6 +116,12 @@ type launch struct {
 	wrap    func(sc scenario) []string // the argv before the server command; nil: direct
 	env     []string                   // for the wrapping program (or the server), besides the scenario's
 	callIDs bool                       // add the correlation key, as the host hook does
+
+	// A remote server: url makes the host talk HTTP to it itself (urlTransport
+	// "http" or "sse"); remote is the whole command instead (bir-proxy --url ...).
+	url, urlTransport string
+	remote            []string
+	skip              []string // scenario steps left out
 }
 
 // run is what one scripted host left behind.
@@ -153,9 +159,15 @@ func (s *suite) runHost(t *testing.T, sc scenario, l launch) *run {
 	if err := os.MkdirAll(r.state, 0o700); err != nil {
 		t.Fatalf("e2e: %v", err)
 	}
-	command := sc.server(s, tmp)
-	if l.wrap != nil {
-		command = append(l.wrap(sc), command...)
+	var command []string
+	switch {
+	case l.remote != nil:
+		command = l.remote
+	case l.url == "":
+		command = sc.server(s, tmp)
+		if l.wrap != nil {
+			command = append(l.wrap(sc), command...)
+		}
 	}
 	transcriptPath := filepath.Join(tmp, "transcript.txt")
 	callsPath := filepath.Join(tmp, "calls.json")
@@ -178,8 +190,15 @@ func (s *suite) runHost(t *testing.T, sc scenario, l launch) *run {
 	for _, kv := range l.env {
 		args = append(args, "--env", kv)
 	}
-	args = append(args, "--")
-	args = append(args, command...)
+	for _, step := range l.skip {
+		args = append(args, "--skip", step)
+	}
+	if l.url != "" {
+		args = append(args, "--url", l.url, "--url-transport", l.urlTransport)
+	} else {
+		args = append(args, "--")
+		args = append(args, command...)
+	}
 
 	// No deadline of its own: every holder of a slot gives it back within Guard.
 	select {

@@ -238,6 +238,9 @@ type Server struct {
 	// "--". Empty for remote and unknown entries.
 	Command []string
 	URL     string // remote entries
+	// Transport is a remote entry's: auto, http or sse (--transport, or what its
+	// "type" means).
+	Transport string
 	// ProxyName is the --server name of a wrapped entry; it differs from
 	// Name when an entry was renamed after it was wrapped.
 	ProxyName string
@@ -248,10 +251,17 @@ type Server struct {
 func (d *Document) Servers() []Server {
 	var out []Server
 	for _, e := range d.entries() {
-		out = append(out, Server{
+		s := Server{
 			Name: e.name, Kind: e.kind, Command: e.upstream(), URL: e.url,
 			ProxyName: e.proxyName, Problem: e.problem,
-		})
+		}
+		switch e.kind {
+		case KindRemote:
+			s.Transport = e.remoteTransport()
+		case KindWrappedRemote:
+			s.Transport = e.transport
+		}
+		out = append(out, s)
 	}
 	return out
 }
@@ -291,7 +301,7 @@ func (c *Change) Save() (backup string, err error) {
 
 // Wrap rewrites the named entries, or all when names is empty, to start
 // through the bir-proxy at proxyPath. Entries that are wrapped already,
-// remote, not understood, or named RecorderName are left alone, each with
+// not understood, or named RecorderName are left alone, each with
 // an Outcome saying so. A name not in the file is an error.
 func (d *Document) Wrap(names []string, proxyPath string) (*Change, error) {
 	if !IsProxyCommand(proxyPath) {
@@ -306,8 +316,8 @@ func (d *Document) Wrap(names []string, proxyPath string) (*Change, error) {
 			o.Note = "already wrapped"
 		case e.name == RecorderName:
 			o.Note = "the recorder's own server is never wrapped"
-		case e.kind == KindRemote:
-			o.Note = errRemote.Error()
+		case e.kind == KindRemote && e.problem != "":
+			o.Note, o.Warn = "remote entry left alone: "+e.problem, true
 		default:
 			text, err := e.wrap(proxyPath)
 			if err != nil {
@@ -334,14 +344,16 @@ func (d *Document) Unwrap(names []string) (*Change, error) {
 			o.Note, o.Warn = "not understood ("+e.problem+"); left alone", true
 		case KindStdio, KindRemote:
 			o.Note = "not wrapped"
-		case KindWrappedRemote:
-			o.Note, o.Warn = errRemoteUnwrap.Error(), true
 		default:
 			text, err := e.unwrap()
 			if err != nil {
 				return "", o, err
 			}
-			if k := parseEntry(e.name, text).kind; k != KindStdio {
+			want := KindStdio
+			if e.kind == KindWrappedRemote {
+				want = KindRemote
+			}
+			if k := parseEntry(e.name, text).kind; k != want {
 				return "", o, fmt.Errorf("server %q: unwrapping gives a %s entry; left the file alone (please report this)", e.name, k)
 			}
 			o.Changed = true

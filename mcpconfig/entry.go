@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
 // Kind is the shape of a server entry, as far as wrapping is concerned.
@@ -74,6 +76,10 @@ type entry struct {
 	typ     string
 	url     string
 
+	// For KindRemote and KindWrappedRemote: the members involved, -1 if absent.
+	typIdx, urlIdx, headersIdx int
+	transport                  string // KindWrappedRemote: the --transport value
+
 	// For KindWrapped: the index in argv of the "--" that ends the
 	// proxy's flags, and the --server value.
 	dashdash  int
@@ -82,7 +88,7 @@ type entry struct {
 }
 
 func parseEntry(name, raw string) entry {
-	e := entry{name: name, raw: raw, command: -1, args: -1}
+	e := entry{name: name, raw: raw, command: -1, args: -1, typIdx: -1, urlIdx: -1, headersIdx: -1}
 	ms, ok := members(raw)
 	if !ok {
 		return e.unknown("not a JSON object")
@@ -105,22 +111,32 @@ func parseEntry(name, raw string) entry {
 			return e.unknown(fmt.Sprintf("key %q appears more than once", k))
 		}
 	}
-	for _, m := range e.members {
+	for _, k := range []string{"headers"} {
+		if seen[k] > 1 {
+			return e.unknown(fmt.Sprintf("key %q appears more than once", k))
+		}
+	}
+	for i, m := range e.members {
 		switch m.key {
 		case "type":
 			if !m.value.isString() {
 				return e.unknown(`"type" is not a string`)
 			}
 			e.typ = m.value.Str
+			e.typIdx = i
 		case "url":
 			if m.value.isString() {
 				e.url = m.value.Str
 			}
+			e.urlIdx = i
+		case "headers":
+			e.headersIdx = i
 		}
 	}
 
 	if e.typ == "http" || e.typ == "sse" || (e.typ == "" && e.command < 0 && e.url != "") {
 		e.kind = KindRemote
+		e.problem = e.remoteProblem()
 		return e
 	}
 	if e.typ != "" && e.typ != "stdio" {
@@ -185,6 +201,7 @@ scan:
 		e.kind = KindWrapped
 	case e.dashdash < 0 && url:
 		e.kind = KindWrappedRemote
+		e.url, e.transport = e.remoteArgs()
 	case e.dashdash >= 0:
 		return e.unknown(`runs bir-proxy with nothing after "--"`)
 	default:
@@ -206,13 +223,6 @@ func IsProxyCommand(command string) bool {
 	return base == "bir-proxy" || strings.EqualFold(base, "bir-proxy.exe")
 }
 
-// errRemote and errRemoteUnwrap are why remote entries are left alone for
-// now.
-var (
-	errRemote       = errors.New("remote entries are not wrapped yet: bir-proxy cannot reach remote upstreams, so the entry is left as it is")
-	errRemoteUnwrap = errors.New("unwrapping a remote entry comes with remote upstreams; left as it is")
-)
-
 // wrap returns the entry's text rewritten to start the server through the
 // proxy at proxyPath.
 func (e entry) wrap(proxyPath string) (string, error) {
@@ -220,9 +230,10 @@ func (e entry) wrap(proxyPath string) (string, error) {
 	case KindStdio:
 		return e.wrapStdio(proxyPath), nil
 	case KindRemote:
-		// Becomes wrapRemote (--url, --transport, --header with ${VAR}
-		// kept unexpanded) once the proxy has remote upstreams.
-		return "", errRemote
+		if e.problem != "" {
+			return "", errors.New(e.problem)
+		}
+		return e.wrapRemote(proxyPath), nil
 	default:
 		return "", fmt.Errorf("cannot wrap a %s entry", e.kind)
 	}
@@ -234,7 +245,7 @@ func (e entry) unwrap() (string, error) {
 	case KindWrapped:
 		return e.unwrapStdio(), nil
 	case KindWrappedRemote:
-		return "", errRemoteUnwrap
+		return e.unwrapRemote()
 	default:
 		return "", fmt.Errorf("cannot unwrap a %s entry", e.kind)
 	}
@@ -335,4 +346,216 @@ func (e entry) upstream() []string {
 		}
 	}
 	return argv
+}
+
+// A remote entry ("type": "http" or "sse", or a "url" with no "command") is wrapped
+// into a stdio entry that runs `bir-proxy --server NAME --url URL --transport T
+// --header "Name: value"...`. The edits are splices, each exactly undone by unwrap:
+//   - the "url" member becomes "command" (the proxy) and "args", the URL's JSON
+//     string going into args as its exact bytes, with the url member's own colon
+//     spacing;
+//   - a "type" member's value becomes "stdio" (hosts that read "type" must start the
+//     command; --transport keeps what it was);
+//   - "headers" stays as it is, for unwrap; its members are given to the proxy as
+//     --header arguments, ${VAR} references as written (the host or the proxy
+//     expands them when the proxy starts, never into the file). Hosts ignore a
+//     "headers" member on a stdio entry.
+//
+// Unwrap reads the URL and transport back from args; an entry wrapped by hand (no
+// "type", "headers" only as --header arguments) gets "type" and "headers" members
+// built from its flags.
+
+// remoteProblem is why a remote entry cannot be wrapped exactly ("" when it can).
+func (e entry) remoteProblem() string {
+	switch {
+	case e.command >= 0 || e.args >= 0:
+		return `a remote entry with "command" or "args" is ambiguous; left alone`
+	case e.urlIdx < 0 || !e.members[e.urlIdx].value.isString() || e.url == "":
+		return `no "url" string`
+	case e.raw[e.members[e.urlIdx].keyStart:e.members[e.urlIdx].keyEnd] != `"url"`:
+		return `the "url" key is spelled with escapes`
+	}
+	if e.typIdx >= 0 {
+		if raw := e.members[e.typIdx].value.Raw; raw != `"http"` && raw != `"sse"` {
+			return `the "type" value is spelled with escapes`
+		}
+	}
+	if e.headersIdx >= 0 {
+		h := gjson.Parse(e.members[e.headersIdx].value.Raw)
+		if !h.IsObject() {
+			return `"headers" is not an object`
+		}
+		bad := ""
+		h.ForEach(func(k, v gjson.Result) bool {
+			switch {
+			case v.Type != gjson.String:
+				bad = fmt.Sprintf("header %q is not a string", k.Str)
+			case k.Str == "" || strings.ContainsAny(k.Str, ": \t\r\n"):
+				bad = fmt.Sprintf("header name %q is not one", k.Str)
+			case strings.ContainsAny(v.Str, "\r\n"):
+				bad = fmt.Sprintf("header %q holds a line break", k.Str)
+			}
+			return bad == ""
+		})
+		if bad != "" {
+			return bad
+		}
+	}
+	return ""
+}
+
+// remoteTransport is the --transport a remote entry's "type" means.
+func (e entry) remoteTransport() string {
+	switch e.typ {
+	case "http", "sse":
+		return e.typ
+	}
+	return "auto"
+}
+
+// memberSep is the text the entry puts between two members (a comma and its
+// spacing), for a member wrap adds.
+func (e entry) memberSep(inline string) string {
+	if len(e.members) > 1 {
+		return e.raw[e.members[0].valEnd:e.members[1].keyStart]
+	}
+	return inline
+}
+
+func (e entry) wrapRemote(proxyPath string) string {
+	u := e.members[e.urlIdx]
+	colon := e.raw[u.keyEnd:u.valStart]
+	inline := ","
+	if strings.Contains(colon, " ") {
+		inline = ", "
+	}
+	args := []string{`"--server"`, quote(e.name), `"--url"`, e.raw[u.valStart:u.valEnd], `"--transport"`, quote(e.remoteTransport())}
+	if e.headersIdx >= 0 {
+		gjson.Parse(e.members[e.headersIdx].value.Raw).ForEach(func(k, v gjson.Result) bool {
+			args = append(args, `"--header"`, quote(k.Str+": "+v.Str))
+			return true
+		})
+	}
+	text := `"command"` + colon + quote(proxyPath) + e.memberSep(inline) + `"args"` + colon + "[" + strings.Join(args, inline) + "]"
+	edits := []edit{{u.keyStart, u.valEnd, text}}
+	if e.typIdx >= 0 {
+		t := e.members[e.typIdx]
+		edits = append(edits, edit{t.valStart, t.valEnd, `"stdio"`})
+	}
+	return splice(e.raw, edits)
+}
+
+// remoteArgs reads the URL and transport of a wrapped remote entry's args.
+func (e entry) remoteArgs() (url, transport string) {
+	transport = "auto"
+	for i := 0; i < len(e.argv); i++ {
+		a := e.argv[i].value.Str
+		if name, val, ok := strings.Cut(strings.TrimLeft(a, "-"), "="); ok && strings.HasPrefix(a, "-") {
+			switch name {
+			case "url":
+				url = val
+			case "transport":
+				transport = val
+			}
+			continue
+		}
+		if strings.HasPrefix(a, "-") && takesValue(strings.TrimLeft(a, "-")) && i+1 < len(e.argv) {
+			i++
+			switch strings.TrimLeft(a, "-") {
+			case "url":
+				url = e.argv[i].value.Str
+			case "transport":
+				transport = e.argv[i].value.Str
+			}
+		}
+	}
+	return url, transport
+}
+
+// unwrapRemote is the exact inverse of wrapRemote.
+func (e entry) unwrapRemote() (string, error) {
+	cmd, args := e.members[e.command], e.members[e.args]
+	a := e.raw[args.valStart:args.valEnd]
+	var rawURL string
+	var headers []string
+	for i := 0; i < len(e.argv); i++ {
+		v := e.argv[i].value.Str
+		switch {
+		case (v == "--url" || v == "-url") && i+1 < len(e.argv):
+			i++
+			rawURL = a[e.argv[i].start:e.argv[i].end]
+		case strings.HasPrefix(v, "--url=") || strings.HasPrefix(v, "-url="):
+			_, u, _ := strings.Cut(v, "=")
+			rawURL = quote(u)
+		case (v == "--header" || v == "-header") && i+1 < len(e.argv):
+			i++
+			headers = append(headers, e.argv[i].value.Str)
+		case strings.HasPrefix(v, "-") && !strings.Contains(v, "=") && takesValue(strings.TrimLeft(v, "-")):
+			i++
+		}
+	}
+	if rawURL == "" {
+		return "", errors.New("no --url value")
+	}
+	colon := e.raw[cmd.keyEnd:cmd.valStart]
+	inline := ","
+	if strings.Contains(colon, " ") {
+		inline = ", "
+	}
+	sep := e.memberSep(inline)
+	urlText := `"url"` + colon + rawURL
+	typ := e.transport
+	if typ != "sse" {
+		typ = "http"
+	}
+	var edits []edit
+	typeMember := -1
+	for i, m := range e.members {
+		if m.key == "type" {
+			typeMember = i
+		}
+	}
+	switch {
+	case typeMember >= 0 && e.transport == "auto":
+		// wrap keeps "type" only for an entry that had one, so auto means this one
+		// was written by hand: a "type" of "stdio" would now be wrong.
+		t := e.members[typeMember]
+		edits = append(edits, edit{t.valStart, t.valEnd, quote(typ)})
+	case typeMember >= 0:
+		t := e.members[typeMember]
+		edits = append(edits, edit{t.valStart, t.valEnd, quote(e.transport)})
+	case e.transport != "auto" || !e.hasMember("headers") && len(headers) > 0:
+		// Written by hand: the type the flags say, which hosts need.
+		urlText = `"type"` + colon + quote(typ) + sep + urlText
+	}
+	if !e.hasMember("headers") && len(headers) > 0 {
+		hs := make([]string, 0, len(headers))
+		for _, h := range headers {
+			name, value, _ := strings.Cut(h, ":")
+			hs = append(hs, quote(strings.TrimSpace(name))+colon+quote(strings.TrimLeft(value, " \t")))
+		}
+		urlText += sep + `"headers"` + colon + "{" + strings.Join(hs, inline) + "}"
+	}
+	if e.command+1 == e.args && strings.Trim(e.raw[cmd.valEnd:args.keyStart], " \t\r\n") == "," {
+		edits = append(edits, edit{cmd.keyStart, args.valEnd, urlText})
+	} else {
+		// command and args apart (edited by hand): the url takes command's place,
+		// args goes with the separator before it.
+		edits = append(edits, edit{cmd.keyStart, cmd.valEnd, urlText})
+		if e.args > 0 {
+			edits = append(edits, edit{e.members[e.args-1].valEnd, args.valEnd, ""})
+		} else {
+			edits = append(edits, edit{args.keyStart, e.members[1].keyStart, ""})
+		}
+	}
+	return splice(e.raw, edits), nil
+}
+
+func (e entry) hasMember(key string) bool {
+	for _, m := range e.members {
+		if m.key == key {
+			return true
+		}
+	}
+	return false
 }

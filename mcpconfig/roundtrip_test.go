@@ -114,6 +114,10 @@ func checkWrapped(t *testing.T, orig, wrapped *Document) {
 		if a.name != b.name {
 			t.Fatalf("entry %d: name %q became %q", i, b.name, a.name)
 		}
+		if b.kind == KindRemote && b.problem == "" {
+			checkWrappedRemote(t, b, a)
+			continue
+		}
 		if b.kind != KindStdio || b.name == RecorderName {
 			if a.raw != b.raw {
 				t.Errorf("%q (%s) was edited: %s", b.name, b.kind, a.raw)
@@ -141,6 +145,47 @@ func checkWrapped(t *testing.T, orig, wrapped *Document) {
 	}
 	if got, want := outsideServers(wrapped), outsideServers(orig); got != want {
 		t.Errorf("text outside mcpServers changed:\n%s", unifiedDiff("outside", []byte(want), []byte(got)))
+	}
+}
+
+// checkWrappedRemote: a remote entry now runs `bir-proxy --server NAME --url URL
+// --transport T --header ...` with ${VAR} as written, "type" (if any) says stdio, and
+// every member but url is still there.
+func checkWrappedRemote(t *testing.T, b, a entry) {
+	t.Helper()
+	if a.kind != KindWrappedRemote || a.members[a.command].value.Str != testProxy {
+		t.Errorf("%q is not wrapped: %s", b.name, a.raw)
+		return
+	}
+	var argv []string
+	for _, el := range a.argv {
+		argv = append(argv, el.value.Str)
+	}
+	want := []string{"--server", b.name, "--url", b.url, "--transport", b.remoteTransport()}
+	if b.headersIdx >= 0 {
+		gjson.Parse(b.members[b.headersIdx].value.Raw).ForEach(func(k, v gjson.Result) bool {
+			want = append(want, "--header", k.Str+": "+v.Str)
+			return true
+		})
+	}
+	if !slices.Equal(argv, want) {
+		t.Errorf("%q args = %q, want %q", b.name, argv, want)
+	}
+	if a.url != b.url || a.transport != b.remoteTransport() {
+		t.Errorf("%q reads back as %q %q", b.name, a.url, a.transport)
+	}
+	var kept []string
+	for _, m := range b.members {
+		switch m.key {
+		case "url":
+		case "type":
+			kept = append(kept, `type="stdio"`)
+		default:
+			kept = append(kept, m.key+"="+m.value.Raw)
+		}
+	}
+	if got := otherMembers(a); !slices.Equal(got, kept) {
+		t.Errorf("%q other members = %q, want %q", b.name, got, kept)
 	}
 }
 
@@ -212,8 +257,8 @@ func TestWrapStyle(t *testing.T) {
 }
 
 // An entry written by hand in the SPEC's shape unwraps, other proxy flags
-// before "--" are dropped, and a wrapped remote entry is left alone with a
-// warning.
+// before "--" are dropped, and a remote entry wrapped by hand gets the "type"
+// hosts need and its --header flags as "headers".
 func TestUnwrapHandWrapped(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "hand-wrapped.json"))
 	if err != nil {
@@ -227,9 +272,9 @@ func TestUnwrapHandWrapped(t *testing.T) {
   "github": {"command": "npx",
              "args": ["-y", "@modelcontextprotocol/server-github"],
              "env": {"GITHUB_TOKEN": "..."}},
-  "linear": {"command": "bir-proxy",
-             "args": ["--server", "linear", "--url", "https://mcp.linear.app/mcp",
-                      "--header", "Authorization: Bearer ${LINEAR_TOKEN}"]},
+  "linear": {"type": "http",
+             "url": "https://mcp.linear.app/mcp",
+             "headers": {"Authorization": "Bearer ${LINEAR_TOKEN}"}},
   "plain": {"command": "npx", "args": ["-y", "pkg"]}
 }}
 `
@@ -240,7 +285,7 @@ func TestUnwrapHandWrapped(t *testing.T) {
 	for _, o := range c.Outcomes {
 		got[o.Name] = o
 	}
-	if !got["github"].Changed || got["linear"].Changed || !got["linear"].Warn || got["plain"].Changed || got["plain"].Note != "not wrapped" {
+	if !got["github"].Changed || !got["linear"].Changed || got["plain"].Changed || got["plain"].Note != "not wrapped" {
 		t.Errorf("outcomes: %+v", c.Outcomes)
 	}
 }
@@ -358,5 +403,57 @@ func TestLocate(t *testing.T) {
 	}
 	if _, err := ParseScope("global"); err == nil {
 		t.Error("unknown scope accepted")
+	}
+}
+
+// TestWrapRemote pins the text of wrapped remote entries and their way back.
+func TestWrapRemote(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{
+			"http with headers, one member a line",
+			"{\"mcpServers\": {\n  \"linear\": {\n    \"type\": \"http\",\n    \"url\": \"https://mcp.linear.app/mcp\",\n    \"headers\": {\n      \"Authorization\": \"Bearer ${LINEAR_TOKEN}\",\n      \"X-Team\": \"core\"\n    }\n  }\n}}\n",
+			"{\"mcpServers\": {\n  \"linear\": {\n    \"type\": \"stdio\",\n    \"command\": \"/usr/local/bin/bir-proxy\",\n    \"args\": [\"--server\", \"linear\", \"--url\", \"https://mcp.linear.app/mcp\", \"--transport\", \"http\", \"--header\", \"Authorization: Bearer ${LINEAR_TOKEN}\", \"--header\", \"X-Team: core\"],\n    \"headers\": {\n      \"Authorization\": \"Bearer ${LINEAR_TOKEN}\",\n      \"X-Team\": \"core\"\n    }\n  }\n}}\n",
+		},
+		{
+			"sse, compact",
+			`{"mcpServers":{"s":{"type":"sse","url":"https://h/sse?x=1\u0026y=2"}}}`,
+			`{"mcpServers":{"s":{"type":"stdio","command":"/usr/local/bin/bir-proxy","args":["--server","s","--url","https://h/sse?x=1\u0026y=2","--transport","sse"]}}}`,
+		},
+		{
+			"url alone",
+			`{"mcpServers": {"r": {"url": "https://example.com/mcp"}}}`,
+			`{"mcpServers": {"r": {"command": "/usr/local/bin/bir-proxy", "args": ["--server", "r", "--url", "https://example.com/mcp", "--transport", "auto"]}}}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := mustParse(t, Location{File: "x.json"}, []byte(tc.in))
+			c, err := d.Wrap(nil, testProxy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(c.New) != tc.want {
+				t.Fatalf("got:\n%s\nwant:\n%s", c.New, tc.want)
+			}
+			servers := mustParse(t, Location{File: "x.json"}, c.New).Servers()
+			if servers[0].Kind != KindWrappedRemote || servers[0].URL == "" {
+				t.Errorf("status sees %+v", servers[0])
+			}
+			u, err := mustParse(t, Location{File: "x.json"}, c.New).Unwrap(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(u.New) != tc.in {
+				t.Fatalf("unwrap gives:\n%s\nwant:\n%s", u.New, tc.in)
+			}
+		})
+	}
+	// What cannot be undone exactly is left alone, with a warning.
+	d := mustParse(t, Location{File: "x.json"}, []byte(`{"mcpServers": {"n": {"type": "http", "url": "https://h/mcp", "headers": {"X-N": 1}}}}`))
+	c, err := d.Wrap(nil, testProxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Changed() || !c.Outcomes[0].Warn {
+		t.Errorf("a header that is not a string: %+v", c.Outcomes)
 	}
 }

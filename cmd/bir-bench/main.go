@@ -7,6 +7,7 @@
 //	go run ./cmd/bir-bench                      # all workloads, default sizes
 //	taskset -c 0 go run ./cmd/bir-bench         # pinned to one CPU
 //	go run ./cmd/bir-bench -only seq -n 20000   # one workload, more samples
+//	go run ./cmd/bir-bench -only http           # bir-proxy --url against a minimal HTTP bridge
 //
 // It builds bir-proxy and the fixture servers itself (go build), so run it from the
 // module root.
@@ -37,12 +38,15 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "copy-relay" {
 		os.Exit(copyRelay(os.Args[2:]))
 	}
+	if len(os.Args) > 2 && os.Args[1] == "http-bridge" {
+		os.Exit(httpBridge(os.Args[2:]))
+	}
 	var (
 		n        = flag.Int("n", 5000, "sequential round trips per variant")
 		pipeN    = flag.Int("pipe-n", 50000, "messages in the pipelined workload")
 		bigMB    = flag.Int("big-mb", 64, "size of the large message, MiB")
 		starts   = flag.Int("starts", 30, "process starts per variant for the startup workload")
-		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,start,idle (default all)")
+		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,start,idle,http (default all)")
 		blocking = flag.Bool("blocking", false, "also measure the proxy with host stdio forced blocking and forced non-blocking (BIR_BLOCKING_STDIO=1, =0)")
 		rec      = flag.Bool("recording", false, "also measure the proxy recording to a reference recorder (and its faults)")
 		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof")
@@ -193,6 +197,9 @@ func main() {
 			fmt.Printf("  %-24s +%s over the copy relay\n", v.name, (res[v.name] - res["copy-relay"]).Round(10*time.Microsecond))
 		}
 		fmt.Println()
+	}
+	if want("http") {
+		httpWorkloads(bins, *n, *pipeN, *bigMB, *gap, *profile)
 	}
 	if want("idle") {
 		fmt.Println("Idle for 3 s after one call:")
@@ -503,6 +510,7 @@ func build(dir string) map[string]string {
 	for name, pkg := range map[string]string{
 		"bir-proxy": "./cmd/bir-proxy",
 		"rawserver": "./testdata/rawserver",
+		"rawhttp":   "./testdata/rawhttp",
 		"bench":     "./cmd/bir-bench",
 	} {
 		out := filepath.Join(dir, name)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -43,6 +45,8 @@ const usage = `bir-proxy — a transparent MCP proxy that records every tool cal
 
 Usage:
   bir-proxy [--server NAME] [flags] -- COMMAND [ARGS...]   run COMMAND as the MCP server, relaying stdio
+  bir-proxy [--server NAME] [flags] --url URL [--header "Name: value"]...
+                                                          relay stdio to a remote MCP server over HTTP
   bir-proxy wrap   [--config PATH] [--scope project|local|user] [--dry-run] [NAME...]
   bir-proxy unwrap [--config PATH] [--scope project|local|user] [--dry-run] [NAME...]
   bir-proxy status [--config PATH] [--scope project|local|user]
@@ -52,6 +56,7 @@ Usage:
 Examples:
   # In .mcp.json, in place of the server's own command:
   bir-proxy --server github -- npx -y @modelcontextprotocol/server-github
+  bir-proxy --server linear --url https://mcp.linear.app/mcp --header 'Authorization: Bearer ${LINEAR_TOKEN}'
   # Put every server of this project's .mcp.json behind bir-proxy, and take it away:
   bir-proxy wrap
   bir-proxy unwrap
@@ -92,7 +97,20 @@ type proxyFlags struct {
 	noRevive       bool
 	logLevel       string
 	command        []string
+
+	// A remote upstream (--url) instead of a command.
+	url            string // as given, ${VAR} references unexpanded
+	transport      string
+	headers        []string
+	headerFiles    []string
+	connectTimeout time.Duration
 }
+
+// repeated is a flag that may be given many times.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ", ") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
 func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
 	f := &proxyFlags{}
@@ -108,6 +126,11 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
 	fs.DurationVar(&f.stopGrace, "stop-grace", upstream.DefaultInputGrace, "how long the server has to exit after its stdin closes, before SIGTERM")
 	fs.BoolVar(&f.noRevive, "no-revive", false, "when the server dies, end the session with its status instead of starting it again")
 	fs.StringVar(&f.logLevel, "log-level", envOr("BIR_LOG_LEVEL", "info"), "debug, info, warn or error (env BIR_LOG_LEVEL)")
+	fs.StringVar(&f.url, "url", "", "a remote MCP server's URL (Streamable HTTP or HTTP+SSE) instead of a command; ${VAR} is expanded")
+	fs.StringVar(&f.transport, "transport", upstream.TransportAuto, "with --url: auto (Streamable HTTP, falling back to HTTP+SSE), http or sse")
+	fs.Var((*repeated)(&f.headers), "header", "with --url: a header sent with every request, \"Name: value\" (repeatable; ${VAR} is expanded)")
+	fs.Var((*repeated)(&f.headerFiles), "header-file", "with --url: a file of \"Name: value\" lines, for secrets kept out of the argument list (repeatable)")
+	fs.DurationVar(&f.connectTimeout, "connect-timeout", upstream.DefaultConnectTimeout, "with --url: how long to wait for a connection to the server")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if code, ok := parseFlags(fs, args); !ok {
 		return nil, code, false
@@ -121,14 +144,75 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
 		return nil, 2, false
 	}
 	f.command = fs.Args()
+	if f.url != "" {
+		if len(f.command) > 0 {
+			fmt.Fprintln(stderr, "bir-proxy: give either --url or a server command, not both")
+			return nil, 2, false
+		}
+		switch f.transport {
+		case upstream.TransportAuto, upstream.TransportHTTP, upstream.TransportSSE:
+		default:
+			fmt.Fprintf(stderr, "bir-proxy: --transport %q: want auto, http or sse\n", f.transport)
+			return nil, 2, false
+		}
+		if f.server == "" {
+			f.server = urlHost(f.url)
+		}
+		return f, 0, true
+	}
+	if len(f.headers) > 0 || len(f.headerFiles) > 0 {
+		fmt.Fprintln(stderr, "bir-proxy: --header and --header-file go with --url")
+		return nil, 2, false
+	}
 	if len(f.command) == 0 {
-		fmt.Fprintln(stderr, "bir-proxy: no server command: put it after --, e.g. bir-proxy -- npx -y @modelcontextprotocol/server-everything")
+		fmt.Fprintln(stderr, "bir-proxy: no server command: put it after --, e.g. bir-proxy -- npx -y @modelcontextprotocol/server-everything (or give --url)")
 		return nil, 2, false
 	}
 	if f.server == "" {
 		f.server = strings.TrimSuffix(filepath.Base(f.command[0]), ".exe")
 	}
 	return f, 0, true
+}
+
+// urlHost is the default server name of a remote upstream: its host name.
+func urlHost(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Hostname() != "" {
+		return u.Hostname()
+	}
+	return "remote"
+}
+
+// remote builds the Dialer of a --url upstream: the URL and headers with ${VAR}
+// expanded from the environment now, at start, so an unset variable stops the proxy
+// with a message naming it rather than sending requests without their credentials.
+func (f *proxyFlags) remote(logger *slog.Logger, notes io.Writer) (upstream.Remote, error) {
+	lookup := os.LookupEnv
+	u, err := upstream.Expand(f.url, "--url", lookup)
+	if err != nil {
+		return upstream.Remote{}, err
+	}
+	h := http.Header{}
+	for _, line := range f.headers {
+		if err := upstream.AddHeader(h, line, "", lookup); err != nil {
+			return upstream.Remote{}, err
+		}
+	}
+	for _, path := range f.headerFiles {
+		if err := upstream.ReadHeaderFile(h, path, lookup); err != nil {
+			return upstream.Remote{}, err
+		}
+	}
+	return upstream.Remote{
+		URL:            u,
+		Transport:      f.transport,
+		Header:         h,
+		Name:           f.server,
+		Logger:         logger,
+		MaxMessage:     f.maxMessage,
+		ConnectTimeout: f.connectTimeout,
+		CloseGrace:     f.stopGrace,
+		Stderr:         notes,
+	}, nil
 }
 
 func runProxy(args []string) int {
@@ -154,40 +238,61 @@ func runProxy(args []string) int {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 
-	var dialer upstream.Dialer = upstream.Command{
-		Path:       f.command[0],
-		Args:       f.command[1:],
-		Env:        upstream.ChildEnv(os.Environ()),
-		Name:       f.server,
-		Notes:      diag,
-		Supervisor: supervisor(),
-		MaxMessage: f.maxMessage,
-		Logger:     logger,
-		InputGrace: f.stopGrace,
-	}
-	first, err := dialer.Dial(ctx)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "bir-proxy: cannot start the server: %v\n", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return 127
+	var (
+		conn     upstream.Conn
+		reporter *reporting
+		err      error
+	)
+	idPrefix := func() string { return "bir:" + reporter.proxyID() + ":" }
+	if f.url != "" {
+		// A remote server's Dial touches no network, so the reporter, whose proxy
+		// id names the connection's own requests, comes first.
+		var r upstream.Remote
+		if r, err = f.remote(logger, diag); err != nil {
+			fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
+			return 1
 		}
-		return 126
-	}
-
-	reporter := openReporter(ctx, f, logger)
-	idPrefix := "bir:" + reporter.proxyID() + ":"
-	conn := first
-	if !f.noRevive {
-		// A server that dies while the host is connected is started again behind the
-		// same Conn: the relay sees one upstream whose Read says, once, that the
-		// server was replaced (docs/revive.md).
-		conn = revive.New(first, revive.Options{
-			Dialer:   dialer,
-			Name:     f.server,
-			IDPrefix: idPrefix,
-			Logger:   logger,
-			Revived:  reporter.learned,
-		})
+		reporter = openReporter(ctx, f, logger)
+		r.IDPrefix = idPrefix()
+		if conn, err = r.Dial(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
+			reporter.close()
+			return 1
+		}
+	} else {
+		var dialer upstream.Dialer = upstream.Command{
+			Path:       f.command[0],
+			Args:       f.command[1:],
+			Env:        upstream.ChildEnv(os.Environ()),
+			Name:       f.server,
+			Notes:      diag,
+			Supervisor: supervisor(),
+			MaxMessage: f.maxMessage,
+			Logger:     logger,
+			InputGrace: f.stopGrace,
+		}
+		first, err := dialer.Dial(ctx)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bir-proxy: cannot start the server: %v\n", err)
+			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+				return 127
+			}
+			return 126
+		}
+		reporter = openReporter(ctx, f, logger)
+		conn = first
+		if !f.noRevive {
+			// A server that dies while the host is connected is started again behind
+			// the same Conn: the relay sees one upstream whose Read says, once, that
+			// the server was replaced (docs/revive.md).
+			conn = revive.New(first, revive.Options{
+				Dialer:   dialer,
+				Name:     f.server,
+				IDPrefix: idPrefix(),
+				Logger:   logger,
+				Revived:  reporter.learned,
+			})
+		}
 	}
 
 	// Signals are caught from the start (catchSignals): one that came while the
@@ -219,7 +324,7 @@ func runProxy(args []string) int {
 		HostOut:    hostOut,
 		Upstream:   conn,
 		Intercept:  icpt,
-		IDPrefix:   idPrefix,
+		IDPrefix:   idPrefix(),
 		MaxMessage: f.maxMessage,
 		Logger:     logger,
 	})

@@ -12,7 +12,9 @@ import (
 
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/recorder/logview"
+	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/report"
+	"github.com/bir-dev/bir-proxy/upstream"
 )
 
 // closeGrace is how long the proxy, at exit, lets reports still in flight reach the
@@ -45,7 +47,7 @@ func openReporter(ctx context.Context, f *proxyFlags, log *slog.Logger) *reporti
 		Endpoint:    ep,
 		Server:      f.server,
 		Version:     version,
-		Upstream:    recorder.Upstream{Transport: "stdio", Command: f.command},
+		Upstream:    f.upstreamFacts(),
 		JournalPath: f.journal,
 		SpoolMax:    f.spoolMax.n,
 		Logger:      log,
@@ -55,6 +57,21 @@ func openReporter(ctx context.Context, f *proxyFlags, log *slog.Logger) *reporti
 		return &reporting{id: randomID()}
 	}
 	return &reporting{r: r, id: r.ProxyID()}
+}
+
+// upstreamFacts is how the registration describes the upstream. A remote one is its
+// URL as given (${VAR} references unexpanded: they name secrets, they are not ones),
+// with credentials and query secrets redacted. "http" stands for auto too: the
+// fallback to HTTP+SSE is learnt later, and said in the log.
+func (f *proxyFlags) upstreamFacts() recorder.Upstream {
+	if f.url == "" {
+		return recorder.Upstream{Transport: "stdio", Command: f.command}
+	}
+	transport := "http"
+	if f.transport == upstream.TransportSSE {
+		transport = "sse"
+	}
+	return recorder.Upstream{Transport: transport, URL: redact.URL(f.url)}
 }
 
 func (p *reporting) sink() report.Sink {

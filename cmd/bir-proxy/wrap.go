@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/bir-dev/bir-proxy/mcpconfig"
+	"github.com/bir-dev/bir-proxy/redact"
 )
 
 const wrapUsage = `Usage: bir-proxy wrap [--config PATH] [--scope project|local|user] [--proxy-path PATH] [--dry-run] [NAME...]
@@ -341,11 +342,17 @@ func printServers(w io.Writer, servers []mcpconfig.Server) {
 				what += fmt.Sprintf("  (reports as %q)", s.ProxyName)
 			}
 		case mcpconfig.KindWrappedRemote:
-			state, what = "wrapped", "remote"
+			state, what = "wrapped", fmt.Sprintf("%s  (remote, %s)", redact.URL(s.URL), s.Transport)
+			if s.ProxyName != "" && s.ProxyName != s.Name {
+				what += fmt.Sprintf("  (reports as %q)", s.ProxyName)
+			}
 		case mcpconfig.KindStdio:
 			state, what = "not wrapped", commandLine(s.Command)
 		case mcpconfig.KindRemote:
-			state, what = "not wrapped", s.URL+"  (remote: not wrappable yet)"
+			state, what = "not wrapped", fmt.Sprintf("%s  (remote, %s)", redact.URL(s.URL), s.Transport)
+			if s.Problem != "" {
+				what += "  (cannot be wrapped: " + s.Problem + ")"
+			}
 		default:
 			state, what = "not understood", s.Problem
 		}

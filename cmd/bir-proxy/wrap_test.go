@@ -70,9 +70,9 @@ func TestWrapUnwrapCommands(t *testing.T) {
 	}
 	for _, want := range []string{
 		"wrapped github\n", "wrapped postgres\n", "wrapped local-tool\n",
-		"unchanged sentry: remote entries are not wrapped yet",
+		"wrapped sentry\n", "wrapped linear\n",
 		"unchanged bir: the recorder's own server is never wrapped",
-		"wrapped 5 entries (previous version kept in ",
+		"wrapped 7 entries (previous version kept in ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("wrap output lacks %q:\n%s", want, out)
@@ -262,7 +262,7 @@ func TestClaudeJSONScopes(t *testing.T) {
 
 func TestStatus(t *testing.T) {
 	_, path, _ := projectConfig(t, "claude-code-project.json")
-	if code, _, errOut := cli(t, "wrap", "--config", path, "--proxy-path", fakeProxy, "github"); code != 0 {
+	if code, _, errOut := cli(t, "wrap", "--config", path, "--proxy-path", fakeProxy, "github", "linear"); code != 0 {
 		t.Fatal(errOut)
 	}
 	code, out, errOut := cli(t, "status", "--config", path)
@@ -274,8 +274,8 @@ func TestStatus(t *testing.T) {
   filesystem  not wrapped  npx -y @modelcontextprotocol/server-filesystem /Users/dev/projects /Users/dev/Documents
   postgres    not wrapped  docker run -i --rm -e DATABASE_URL mcp/postgres -- --read-only
   fetch       not wrapped  uvx mcp-server-fetch --ignore-robots-txt
-  sentry      not wrapped  https://mcp.sentry.dev/mcp  (remote: not wrappable yet)
-  linear      not wrapped  https://mcp.linear.app/sse  (remote: not wrappable yet)
+  sentry      not wrapped  https://mcp.sentry.dev/mcp  (remote, http)
+  linear      wrapped      https://mcp.linear.app/sse  (remote, sse)
   local-tool  not wrapped  /usr/local/bin/my-mcp-server
   bir         not wrapped  bir mcp  (the recorder's own server)
 recorder: stub

@@ -11,9 +11,12 @@ import { CORRELATION_KEY } from './fingerprint.mjs';
 //   --call-ids           add the correlation key to every tools/call, as a host hook does
 //   --tmp DIR            a per-run directory: the scenario's files, masked in the transcript
 //   --env KEY=VALUE      set for the server command (repeatable)
+//   --url URL            talk to a server over HTTP instead of starting a command
+//   --url-transport T    with --url: http (Streamable HTTP, the default) or sse
+//   --skip STEP          leave out the scenario step of that name (repeatable)
 //   -- COMMAND ARGS...   the server command (possibly bir-proxy wrapping it)
 export function parseArgs(argv) {
-  const opts = { env: {}, callIds: false, tmp: '', command: [] };
+  const opts = { env: {}, callIds: false, tmp: '', command: [], url: '', urlTransport: 'http', skip: [] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => {
@@ -33,12 +36,15 @@ export function parseArgs(argv) {
         opts.env[kv.slice(0, eq)] = kv.slice(eq + 1);
         break;
       }
+      case '--url': opts.url = next(); break;
+      case '--url-transport': opts.urlTransport = next(); break;
+      case '--skip': opts.skip.push(next()); break;
       case '--': opts.command = argv.slice(i + 1); i = argv.length; break;
       default: throw new Error(`unknown argument ${a}`);
     }
   }
-  if (!opts.scenario || opts.command.length === 0) {
-    throw new Error('usage: --scenario NAME [--transcript F] [--calls F] [--call-ids] [--tmp DIR] [--env K=V]... -- COMMAND...');
+  if (!opts.scenario || (opts.command.length === 0) === !opts.url) {
+    throw new Error('usage: --scenario NAME [--transcript F] [--calls F] [--call-ids] [--tmp DIR] [--env K=V]... (-- COMMAND... | --url URL [--url-transport http|sse])');
   }
   return opts;
 }
@@ -57,6 +63,10 @@ export class Session {
   }
 
   async step(name, fn) {
+    if (this.opts.skip.includes(name)) {
+      this.log(`step ${name} skipped (--skip)`);
+      return undefined;
+    }
     this.wire.begin(name);
     this.log(`step ${name}`);
     try {

@@ -7,6 +7,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import {
   CreateMessageRequestSchema,
   ElicitRequestSchema,
@@ -33,7 +35,11 @@ const SIMULATED_LOG = [
   ['critical', 'Critical-level message'],
   ['alert', 'Alert level-message'],
   ['emergency', 'Emergency-level message'],
-].map(([level, data]) => JSON.stringify({ method: 'notifications/message', params: { level, data }, jsonrpc: '2.0' }));
+].flatMap(([level, data]) => [
+  // Over HTTP the server names the session in each line (masked to <UUID>).
+  JSON.stringify({ method: 'notifications/message', params: { level, data }, jsonrpc: '2.0' }),
+  JSON.stringify({ method: 'notifications/message', params: { level, data: `${data} - SessionId <UUID>` }, jsonrpc: '2.0' }),
+]);
 
 const scenarios = {
   everything: {
@@ -90,10 +96,17 @@ if (caps.elicitation) client.setRequestHandler(ElicitRequestSchema, async (req) 
   };
 });
 
-const transport = s.wire.tap(
-  new StdioClientTransport({ command: opts.command[0], args: opts.command.slice(1), env: opts.env, stderr: 'pipe' }),
-);
-transport.stderr.on('data', (d) => process.stderr.write(d));
+// With --url the host talks HTTP to the server itself: the baseline of a run through
+// `bir-proxy --url`. The connection number is the tap's, as for stdio.
+function httpTransport() {
+  const conn = s.wire.connections + 1;
+  const Transport = opts.urlTransport === 'sse' ? SSEClientTransport : StreamableHTTPClientTransport;
+  return s.wire.tapSend(new Transport(new URL(opts.url), { fetch: s.wire.fetch(conn) })).transport;
+}
+const transport = opts.url
+  ? httpTransport()
+  : s.wire.tap(new StdioClientTransport({ command: opts.command[0], args: opts.command.slice(1), env: opts.env, stderr: 'pipe' }));
+transport.stderr?.on('data', (d) => process.stderr.write(d));
 
 const call = (name, args, options) => client.callTool({ name, arguments: s.args(args) }, undefined, options);
 const isLog = (re) => (m) => m.method === 'notifications/message' && re.test(String(m.params?.data));
@@ -287,6 +300,9 @@ await main(opts, s, async () => {
   await scenario.run();
   await s.step('close', async () => {
     await client.close();
+    if (opts.url) {
+      return; // no server command here; the remote suite checks the proxy's exit itself
+    }
     const { code, signal } = await s.wire.exited;
     s.note(`server command exited: code=${code} signal=${signal}`);
   });

@@ -2,7 +2,7 @@
 // stateless-host: a scripted MCP host of the stateless era (2026-07-28) on the official
 // v2 client (@modelcontextprotocol/client), pinned to that revision. Same command line
 // and outputs as session-host.mjs. See docs/e2e.md.
-import { Client } from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { Session, main, parseArgs } from './cli.mjs';
 import { probeArgs, probeCancel, probeSlow } from './probe-steps.mjs';
@@ -32,6 +32,11 @@ function newClient() {
 }
 
 function newTransport(Kind) {
+  if (opts.url) {
+    // The host talks HTTP itself: the baseline of a run through `bir-proxy --url`.
+    const conn = s.wire.connections + 1;
+    return s.wire.tapSend(new StreamableHTTPClientTransport(new URL(opts.url), { fetch: s.wire.fetch(conn) })).transport;
+  }
   const t = s.wire.tap(new Kind({ command: opts.command[0], args: opts.command.slice(1), env: opts.env, stderr: 'pipe' }));
   t.stderr.on('data', (d) => process.stderr.write(d));
   return t;
@@ -53,9 +58,15 @@ await main(opts, s, async () => {
   await s.step('big (2 MiB result line)', () => call('big', { bytes: 2 << 20 }));
   await s.step('close', async () => {
     await client.close();
+    if (opts.url) {
+      return; // no server command here; the remote suite checks the proxy's exit itself
+    }
     const { code, signal } = await s.wire.exited;
     s.note(`server command exited: code=${code} signal=${signal}`);
   });
+  if (opts.url) {
+    return; // the second connection is about a sibling process: stdio only
+  }
 
   const second = newClient();
   const transport2 = newTransport(StdioClientTransport);

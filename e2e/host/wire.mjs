@@ -58,6 +58,96 @@ export class Wire {
     return transport;
   }
 
+  // fetch returns a fetch for an official HTTP client transport that records every
+  // message the server side sent as its raw bytes, before the SDK parses it: a JSON
+  // answer's body, and each event's data of an event stream, recorded as its event
+  // completes and before the SDK is handed the bytes (so a message is in the step
+  // during which the SDK got it, as with a stdio tap). tapSend then records what the
+  // host sent, as tap does.
+  fetch(conn) {
+    return async (url, init) => {
+      const res = await fetch(url, init);
+      const type = res.headers.get('content-type') ?? '';
+      if (!res.body || !res.ok) {
+        return res;
+      }
+      if (type.includes('text/event-stream')) {
+        const reader = res.body.getReader();
+        const events = this.eventReader(conn);
+        const body = new ReadableStream({
+          async pull(controller) {
+            let chunk;
+            try {
+              chunk = await reader.read();
+            } catch (err) {
+              controller.error(err);
+              return;
+            }
+            if (chunk.done) {
+              controller.close();
+              return;
+            }
+            events(chunk.value);
+            controller.enqueue(chunk.value);
+          },
+          cancel(reason) {
+            return reader.cancel(reason);
+          },
+        });
+        return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+      }
+      if (type.includes('application/json')) {
+        const body = Buffer.from(await res.arrayBuffer());
+        this.onLine(conn, body.toString('utf8'));
+        return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+      }
+      return res;
+    };
+  }
+
+  // eventReader returns a function fed the chunks of an SSE body that records the data
+  // of each event as it completes (lines joined by LF, as the standard says), skipping
+  // the "endpoint" event of the HTTP+SSE transport and events with no data.
+  eventReader(conn) {
+    let pending = '';
+    const decoder = new TextDecoder();
+    const dispatch = (block) => {
+      let name = '';
+      const data = [];
+      for (const line of block.split(/\r\n|\r|\n/)) {
+        if (line.startsWith(':')) continue;
+        const i = line.indexOf(':');
+        const field = i < 0 ? line : line.slice(0, i);
+        let value = i < 0 ? '' : line.slice(i + 1);
+        if (value.startsWith(' ')) value = value.slice(1);
+        if (field === 'data') data.push(value);
+        if (field === 'event') name = value;
+      }
+      if (data.join('\n') !== '' && (name === '' || name === 'message')) {
+        this.onLine(conn, data.join('\n'));
+      }
+    };
+    return (chunk) => {
+      pending += decoder.decode(chunk, { stream: true });
+      let m;
+      while ((m = /\r\n\r\n|\n\n|\r\r/.exec(pending))) {
+        dispatch(pending.slice(0, m.index));
+        pending = pending.slice(m.index + m[0].length);
+      }
+    };
+  }
+
+  // tapSend records what the host sends on an HTTP client transport.
+  tapSend(transport) {
+    const conn = ++this.connections;
+    const send = transport.send.bind(transport);
+    transport.send = (message, options) => {
+      this.onSend(conn, message);
+      return send(message, options);
+    };
+    return { transport, conn };
+  }
+
   begin(step) {
     this.step = step;
     this.steps.push(step);

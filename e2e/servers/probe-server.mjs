@@ -4,7 +4,8 @@
 // initialize, the 2026-07-28 stateless era when it opens with server/discover). Its
 // tools exist to make a proxy's effect visible from the host side: what arguments
 // arrived, what the server saw of a cancellation, a multi round-trip, a slow call.
-import { McpServer, inputRequired, acceptedContent, ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
+import { createServer } from 'node:http';
+import { McpServer, inputRequired, acceptedContent, ProtocolError, ProtocolErrorCode, createMcpHandler } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import * as z from 'zod';
 
@@ -135,4 +136,55 @@ function build() {
   return server;
 }
 
-serveStdio(build, { onerror: (e) => console.error('probe-server:', e?.message ?? e) });
+// With --http PORT (or --http and PORT in the environment) the same server is served over Streamable HTTP on 127.0.0.1 with the
+// SDK's createMcpHandler (both eras: the 2026-07-28 stateless core, and 2025 requests
+// by its stateless legacy fallback); the raw body of each POST is remembered as a
+// stdin line is, and a client that closes the response stream aborts the request.
+const httpAt = process.argv.indexOf('--http');
+if (httpAt >= 0) {
+  const port = Number(process.argv[httpAt + 1] ?? process.env.PORT);
+  const handler = createMcpHandler(build);
+  const server = createServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const body = Buffer.concat(chunks);
+    try {
+      const msg = JSON.parse(body.toString('utf8'));
+      if (msg && msg.id !== undefined && msg.method !== undefined) {
+        rawRequests.set(JSON.stringify(msg.id), body.toString('utf8'));
+      }
+    } catch {
+      // not JSON: the handler answers it
+    }
+    const abort = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) abort.abort();
+    });
+    const headers = new Headers();
+    for (const [k, v] of Object.entries(req.headers)) {
+      if (typeof v === 'string') headers.set(k, v);
+    }
+    const request = new Request(`http://127.0.0.1:${port}${req.url}`, {
+      method: req.method,
+      headers,
+      body: req.method === 'GET' || req.method === 'HEAD' ? undefined : body,
+      signal: abort.signal,
+    });
+    const response = await handler.fetch(request);
+    res.writeHead(response.status, Object.fromEntries(response.headers));
+    if (!response.body) {
+      res.end();
+      return;
+    }
+    try {
+      for await (const chunk of response.body) res.write(chunk);
+    } catch {
+      // the client went away
+    }
+    res.end();
+  });
+  server.listen(port, '127.0.0.1', () => console.error(`probe-server: listening on http://127.0.0.1:${port}/mcp`));
+  process.on('SIGTERM', () => process.exit(0));
+} else {
+  serveStdio(build, { onerror: (e) => console.error('probe-server:', e?.message ?? e) });
+}

@@ -2,6 +2,7 @@
 // end-to-end tests:
 //
 //	demohost [--era auto|session|stateless] [--timeout 30s] -- COMMAND [ARGS...]
+//	demohost [--era ...] --url URL [--sse]
 //
 // e.g. `demohost -- bir-proxy --server demo -- mcpserver`. It starts COMMAND
 // as a stdio MCP server (mcp-go client), initializes, lists tools, then calls
@@ -53,6 +54,8 @@ func main() {
 	fs := flag.NewFlagSet("demohost", flag.ContinueOnError)
 	era := fs.String("era", "auto", "protocol era: auto, session or stateless")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up on the whole demo after `DURATION`")
+	serverURL := fs.String("url", "", "talk to this server over HTTP instead of starting a command")
+	sse := fs.Bool("sse", false, "with --url: the HTTP+SSE transport")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: demohost [--era auto|session|stateless] [--timeout 30s] -- COMMAND [ARGS...]\n")
 		fs.PrintDefaults()
@@ -61,7 +64,7 @@ func main() {
 		os.Exit(2)
 	}
 	command := fs.Args()
-	if len(command) == 0 {
+	if len(command) == 0 && *serverURL == "" {
 		fs.Usage()
 		os.Exit(2)
 	}
@@ -79,7 +82,7 @@ func main() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	d := &demo{out: os.Stdout, era: *era}
+	d := &demo{out: os.Stdout, era: *era, url: *serverURL, sse: *sse}
 	if err := d.run(ctx, command, opts); err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (gave up after --timeout %s)", err, *timeout)
@@ -91,6 +94,8 @@ func main() {
 
 type demo struct {
 	era string
+	url string // talk HTTP to this server instead of starting a command
+	sse bool
 	// stateless is set once initialize settles the era; the sampling and
 	// elicitation handlers read it from the transport's goroutines.
 	stateless atomic.Bool
@@ -117,15 +122,34 @@ func (d *demo) begin(step string) {
 
 func (d *demo) run(ctx context.Context, command []string, opts []client.ClientOption) error {
 	d.progress = make(chan mcp.JSONRPCNotification, 64)
+	if d.url != "" {
+		command = []string{d.url}
+	}
 	d.step = "start " + command[0]
 	// The server's stderr (bir-proxy's log, for one) goes to ours, so the
 	// transcript on stdout stays readable and nothing is lost.
-	stdio := transport.NewStdioWithOptions(command[0], nil, command[1:],
-		transport.WithCommandStderrWriter(os.Stderr))
+	var tr transport.Interface
+	switch {
+	case d.url != "" && d.sse:
+		sse, err := transport.NewSSE(d.url)
+		if err != nil {
+			return err
+		}
+		tr = sse
+	case d.url != "":
+		h, err := transport.NewStreamableHTTP(d.url, transport.WithContinuousListening())
+		if err != nil {
+			return err
+		}
+		tr = h
+	default:
+		tr = transport.NewStdioWithOptions(command[0], nil, command[1:],
+			transport.WithCommandStderrWriter(os.Stderr))
+	}
 	opts = append(opts,
 		client.WithSamplingHandler(samplingHandler{d}),
 		client.WithElicitationHandler(elicitationHandler{d}))
-	c := client.NewClient(stdio, opts...)
+	c := client.NewClient(tr, opts...)
 	if err := c.Start(ctx); err != nil {
 		return fmt.Errorf("starting %q: %w", strings.Join(command, " "), err)
 	}

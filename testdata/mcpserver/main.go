@@ -27,6 +27,10 @@
 // It also has one resource (fixture://greeting), one prompt (greet), the
 // logging capability and tools.listChanged. It exits 0 on stdin EOF, SIGTERM
 // or SIGINT. With --pidfile FILE it writes its pid to FILE at start.
+//
+// With --http it serves Streamable HTTP instead of stdio (--stateless: without
+// sessions), with --sse the 2024-11-05 HTTP+SSE transport, on 127.0.0.1, and
+// prints its URL as the first line of stdout; it still exits on stdin EOF.
 package main
 
 import (
@@ -36,6 +40,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -51,8 +57,18 @@ import (
 func main() {
 	fs := flag.NewFlagSet("mcpserver", flag.ContinueOnError)
 	pidfile := fs.String("pidfile", "", "write the pid to `FILE` at start")
+	httpMode := fs.Bool("http", false, "serve Streamable HTTP")
+	stateless := fs.Bool("stateless", false, "with --http: no sessions")
+	sseMode := fs.Bool("sse", false, "serve HTTP+SSE (2024-11-05)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
+	}
+	if *httpMode || *sseMode {
+		if err := serveHTTP(*sseMode, *stateless); err != nil {
+			fmt.Fprintf(os.Stderr, "mcpserver: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(*pidfile); err != nil {
 		fmt.Fprintf(os.Stderr, "mcpserver: %v\n", err)
@@ -82,6 +98,39 @@ func run(pidfile string) error {
 	err := stdio.Listen(ctx, os.Stdin, out)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("serving stdio: %w", err)
+	}
+	return nil
+}
+
+// serveHTTP serves the same server over HTTP until stdin closes or a signal comes.
+func serveHTTP(sse, stateless bool) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	s := newServer(nil)
+	var h http.Handler
+	path := "/mcp"
+	if sse {
+		path = "/sse"
+		h = server.NewSSEServer(s, server.WithBaseURL("http://"+ln.Addr().String()))
+	} else {
+		h = server.NewStreamableHTTPServer(s, server.WithStateLess(stateless))
+	}
+	srv := &http.Server{Handler: h}
+	fmt.Printf("http://%s%s\n", ln.Addr(), path)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
 	}
 	return nil
 }
@@ -209,7 +258,7 @@ func progress(out *lockedWriter) server.ToolHandlerFunc {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("progress cancelled at step %d: %w", i, err)
 			}
-			if err := writeProgress(out, token, i, steps, fmt.Sprintf("step %d/%d", i, steps)); err != nil {
+			if err := writeProgress(ctx, out, token, i, steps, fmt.Sprintf("step %d/%d", i, steps)); err != nil {
 				return nil, err
 			}
 		}
@@ -262,7 +311,7 @@ func slow(out *lockedWriter) server.ToolHandlerFunc {
 		timer := time.NewTimer(time.Duration(ms) * time.Millisecond)
 		defer timer.Stop()
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
-			if err := writeProgress(out, req.Params.Meta.ProgressToken, 0, 1, "waiting"); err != nil {
+			if err := writeProgress(ctx, out, req.Params.Meta.ProgressToken, 0, 1, "waiting"); err != nil {
 				return nil, err
 			}
 		}
@@ -277,16 +326,26 @@ func slow(out *lockedWriter) server.ToolHandlerFunc {
 
 // writeProgress writes a notifications/progress line directly, ahead of
 // anything the handler returns afterwards.
-func writeProgress(out *lockedWriter, token mcp.ProgressToken, progress, total int, message string) error {
+// Over HTTP (out is nil) the notification goes through the session instead.
+func writeProgress(ctx context.Context, out *lockedWriter, token mcp.ProgressToken, progress, total int, message string) error {
+	params := map[string]any{
+		"progressToken": token,
+		"progress":      progress,
+		"total":         total,
+		"message":       message,
+	}
+	if out == nil {
+		err := server.ServerFromContext(ctx).SendNotificationToClient(ctx, "notifications/progress", params)
+		// mcp-go's HTTP server drops a notification its forwarder took off the
+		// session's queue just as the request ended (it sees the request done and
+		// returns); a pause lets each one out before the next step.
+		time.Sleep(20 * time.Millisecond)
+		return err
+	}
 	line, err := json.Marshal(map[string]any{
 		"jsonrpc": "2.0",
 		"method":  "notifications/progress",
-		"params": map[string]any{
-			"progressToken": token,
-			"progress":      progress,
-			"total":         total,
-			"message":       message,
-		},
+		"params":  params,
 	})
 	if err != nil {
 		return fmt.Errorf("encoding progress notification: %w", err)

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The remote-upstream workloads (-only http): bir-proxy --url against a local
+// Streamable HTTP server (the rawhttp fixture, JSON answers, session era), beside a
+// minimal stdio→HTTP bridge (httpBridge) in the same run.
+
+// httpBridge is the floor for any stdio→HTTP wrapper: one POST per line, a keep-alive
+// pool, the session id carried, each answer body written as a line. It reads nothing
+// of what it carries but the session id header.
+func httpBridge(args []string) int {
+	url := args[0]
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
+	var sid atomic.Value
+	var mu sync.Mutex
+	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	in := bufio.NewReaderSize(os.Stdin, 1<<20)
+	var wg sync.WaitGroup
+	for {
+		line, err := in.ReadBytes('\n')
+		if body := bytes.TrimSpace(line); len(body) > 0 {
+			wg.Go(func() {
+				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				if s, _ := sid.Load().(string); s != "" {
+					req.Header.Set("Mcp-Session-Id", s)
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					return
+				}
+				defer resp.Body.Close()
+				if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
+					sid.Store(s)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				if len(b) == 0 {
+					return
+				}
+				mu.Lock()
+				out.Write(b)
+				out.WriteByte('\n')
+				out.Flush()
+				mu.Unlock()
+			})
+		}
+		if err != nil {
+			break
+		}
+	}
+	wg.Wait()
+	return 0
+}
+
+// httpServer is a running rawhttp.
+type httpServer struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	url string
+}
+
+func startHTTPServer(bin string, args ...string) *httpServer {
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	in := must(cmd.StdinPipe())
+	out := must(cmd.StdoutPipe())
+	check(cmd.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	check(err)
+	return &httpServer{cmd: cmd, in: in, url: strings.TrimSpace(line)}
+}
+
+func (s *httpServer) stop() {
+	s.in.Close()
+	_ = s.cmd.Wait()
+}
+
+func httpWorkloads(bins map[string]string, n, pipeN, bigMB int, gap time.Duration, profile string) {
+	srv := startHTTPServer(bins["rawhttp"], "--reply-size", strconv.Itoa(bigMB<<20))
+	defer srv.stop()
+	variants := []variant{
+		{name: "http-bridge", argv: []string{bins["bench"], "http-bridge", srv.url}},
+		{name: "bir-proxy/url", argv: []string{bins["bir-proxy"], "--server", "bench", "--url", srv.url}, env: []string{"BIR_OFF=1"}},
+	}
+	for i, v := range variants {
+		if v.name == profile {
+			variants[i].env = append(slices.Clone(v.env), "BIR_CPUPROFILE="+filepath.Join(must(os.Getwd()), "bench-"+strings.ReplaceAll(v.name, "/", "_")+".prof"))
+		}
+	}
+	bridge, proxy := variants[0].name, variants[1].name
+
+	fmt.Printf("Remote upstream (Streamable HTTP, JSON answers) — sequential tools/call round trips (%d each, interleaved in rounds):\n", n)
+	res := sequentialRounds(variants, n, 10, gap)
+	for _, v := range variants {
+		fmt.Printf("  %-24s p50 %8s  p99 %8s\n", v.name, res[v.name][0], res[v.name][1])
+	}
+	fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the bridge\n\n", proxy, ratio(res[proxy][0], res[bridge][0]), ratio(res[proxy][1], res[bridge][1]))
+
+	fmt.Printf("Remote upstream — 32 tools/call in flight (%d messages, interleaved in rounds):\n", pipeN)
+	tput := map[string]float64{}
+	const rounds = 5
+	for range rounds {
+		for _, v := range variants {
+			tput[v.name] += pipelined(v, pipeN/rounds, 32) / rounds
+		}
+	}
+	for _, v := range variants {
+		fmt.Printf("  %-24s %10.0f msg/s\n", v.name, tput[v.name])
+	}
+	fmt.Printf("  %-24s %.2fx the bridge's throughput\n\n", proxy, tput[proxy]/tput[bridge])
+
+	fmt.Printf("Remote upstream — one %d MiB tools/call answer (median of 3):\n", bigMB)
+	took := map[string]time.Duration{}
+	for _, v := range variants {
+		d, hwm := bigAnswer(v, bigMB<<20, 3)
+		took[v.name] = d
+		fmt.Printf("  %-24s %8s  peak RSS %d MiB (%.2fx the answer)\n", v.name, d.Round(time.Millisecond), hwm>>20, float64(hwm)/float64(bigMB<<20))
+	}
+	fmt.Printf("  %-24s %.2fx the bridge\n\n", proxy, ratio(took[proxy], took[bridge]))
+}
+
+// bigAnswer asks for the server's --reply-size answer runs times and returns the
+// median time from the request to the whole answer, and the process's peak RSS.
+func bigAnswer(v variant, size, runs int) (time.Duration, int64) {
+	p := start(v)
+	defer p.stop()
+	initialize(p)
+	var ds []time.Duration
+	for i := range runs {
+		t0 := time.Now()
+		resp := p.roundTrip([]byte(`{"jsonrpc":"2.0","id":"big-` + strconv.Itoa(i) + `","method":"tools/call","params":{"name":"big","arguments":{}}}`))
+		ds = append(ds, time.Since(t0))
+		if len(resp) < size {
+			log.Fatalf("%s: the large answer came back with %d bytes, want more than %d", v.name, len(resp), size)
+		}
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], procStatus(p.cmd.Process.Pid, "VmHWM")
+}

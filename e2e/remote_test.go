@@ -1,0 +1,253 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
+)
+
+// remoteSkips are the everything scenario's steps left out of the remote runs, and
+// why: after the host aborts a call, the SDK's HTTP client resumes with Last-Event-ID,
+// and server-everything's example event store answers a resumption with the events of
+// every stream after that id, old answers included; a direct HTTP host then sees a
+// flood of replayed messages that depends on timing. The proxy does not resume a
+// cancelled call's stream (the cancel is a notification, and the host expects no
+// answer), so the two runs would differ for the server's sake, not the proxy's.
+var remoteSkips = []string{"tools/call trigger-long-running-operation cancelled by the host"}
+
+// httpServer starts a Node server (argv after node) that listens on port, and returns
+// once it accepts connections. The returned func stops it and waits.
+func (s *suite) httpServer(t *testing.T, port int, argv ...string) func() {
+	t.Helper()
+	transport := strings.Join(argv, " ")
+	cmd := exec.Command(s.node, argv...)
+	cmd.Env = append(hostEnv(), fmt.Sprintf("PORT=%d", port))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", transport, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err == nil {
+			c.Close()
+			return stop
+		}
+		select {
+		case <-done:
+			t.Fatalf("%s exited before listening:\n%s", transport, out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is not listening on %d after 60 s:\n%s", transport, port, out.String())
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// testRemote runs scenarios against official servers over HTTP: once with the host
+// talking HTTP to the server itself (the official SDK's HTTP client transports), once
+// with the same stdio host as for every other scenario talking to `bir-proxy --url`,
+// recording to the reference recorder. The transcripts must be the same; the step
+// reports must be what the host's calls say. The server is started afresh for each
+// run, on the same port (answers name it).
+//
+//   - everything over Streamable HTTP (session era) and over HTTP+SSE, which the proxy
+//     finds with --transport auto: the first POST to the SSE URL fails the way the
+//     spec's backwards-compatibility section describes;
+//   - the probe server (v2 SDK, createMcpHandler) with the stateless-era host: the
+//     2026-07-28 headers, a multi round-trip, a cancellation, a 2 MiB answer.
+func testRemote(t *testing.T, s *suite, proxy string) {
+	for _, tr := range []struct {
+		name, scenario, path, host string
+		server                     func(s *suite) []string
+		skip                       []string
+		// hostOnly are lines only a stdio host writes: in the stateless era a stdio
+		// host cancels with notifications/cancelled, which the proxy turns into
+		// closing the request's stream, what an HTTP host does itself.
+		hostOnly string
+	}{
+		{
+			name: "streamable HTTP", scenario: "everything", path: "/mcp", host: "http", skip: remoteSkips,
+			server: func(s *suite) []string {
+				return []string{s.module("@modelcontextprotocol/server-everything/dist/index.js"), "streamableHttp"}
+			},
+		},
+		{
+			name: "HTTP+SSE via auto", scenario: "everything", path: "/sse", host: "sse", skip: remoteSkips,
+			server: func(s *suite) []string {
+				return []string{s.module("@modelcontextprotocol/server-everything/dist/index.js"), "sse"}
+			},
+		},
+		{
+			name: "stateless era", scenario: "probe-stateless", path: "/mcp", host: "http",
+			server: func(s *suite) []string {
+				return []string{filepath.Join(s.dir, "servers", "probe-server.mjs"), "--http"}
+			},
+			hostOnly: `-> {"jsonrpc":"2.0","method":"notifications/cancelled",`,
+			// The second connection is about the SDK starting the server command a
+			// second time for its probe: there is no command to start over HTTP. And
+			// "what the server saw" right after a cancel races it over HTTP: the
+			// closed stream and the next request travel different connections, with
+			// no order the server is bound to see (on stdio they share the pipe); the
+			// direct client wins the race by its timing, the proxy not always. That
+			// the proxy closes the stream, and that the server sees it, is tested
+			// with the raw fixture (upstream.TestStatelessCancelClosesTheStream).
+			skip: []string{
+				"cancellations (what the server saw)",
+				"second connection: connect (server/discover on a sibling process)",
+				"second connection: inspect-args",
+				"second connection: close",
+			},
+		},
+	} {
+		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
+			sc := scenarioNamed(t, tr.scenario)
+			port := freePort(t)
+			url := fmt.Sprintf("http://127.0.0.1:%d%s", port, tr.path)
+			argv := append(tr.server(s), strconv.Itoa(port))
+
+			stop := s.httpServer(t, port, argv...)
+			direct := s.runHost(t, sc, launch{mode: "direct-http", url: url, urlTransport: tr.host, skip: tr.skip})
+			stop()
+			if f := direct.hostFailure(); f != "" {
+				t.Fatalf("run directly over HTTP: %s", f)
+			}
+
+			stop = s.httpServer(t, port, argv...)
+			rec := recordertest.Start(t)
+			r := s.runHost(t, sc, launch{
+				mode:    "proxy-http",
+				remote:  []string{proxy, "--server", sc.name, "--url", url},
+				env:     rec.Env(),
+				callIDs: true,
+				skip:    tr.skip,
+			})
+			stop()
+			got := unordered(remoteTranscript(t, r.transcript, tr.hostOnly))
+			if err := compareTranscripts(unordered(direct.transcript), got); err != nil {
+				t.Errorf("%s through `bir-proxy --url` differs from the host talking HTTP itself at\n%v\n%s\nhost and proxy stderr ends:\n%s",
+					tr.name, err, r.hostFailure(), tail(r.stderr, 30))
+			} else if f := r.hostFailure(); f != "" {
+				t.Errorf("through bir-proxy --url: %s", f)
+			}
+
+			steps := rec.Steps()
+			reports := make([][]byte, len(steps))
+			for i, st := range steps {
+				reports[i] = st.Body
+			}
+			for _, p := range reportProblems(sc.name, r.calls, reports, append(r.calls.Secrets, rec.Token())) {
+				t.Error(p)
+			}
+			for _, reg := range rec.Registrations() {
+				if got := reg.Get("upstream.url").String(); got != url {
+					t.Errorf("registration: upstream.url = %q, want %q", got, url)
+				}
+				if got := reg.Get("upstream.transport").String(); got != "http" {
+					t.Errorf("registration: upstream.transport = %q, want http (auto)", got)
+				}
+			}
+			if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "DATA RACE") {
+				t.Errorf("the proxy's stderr:\n%s", tail(r.stderr, 40))
+			}
+		})
+	}
+}
+
+// unordered is a transcript as far as HTTP orders it. Messages on different HTTP
+// streams have no order between them — a notification or a server request on the GET
+// stream and an answer on a POST stream arrive either way round, to a host talking
+// HTTP as through the proxy — and a host's send over HTTP returns later than over a
+// pipe (once the POST is answered), so what either side sends on its own can fall
+// into the step before or after. So within each step the host's requests and the
+// server's answers to them stay, sorted; everything else (notifications both ways,
+// the server's requests and the host's answers to them) goes, sorted, into one
+// section at the end. Every byte and every message is still compared; only when the
+// asynchronous ones came is not.
+func unordered(transcript []byte) []byte {
+	var out, step, loose []string
+	flush := func() {
+		slices.Sort(step)
+		out = append(out, step...)
+		step = step[:0]
+	}
+	for _, line := range strings.SplitAfter(string(transcript), "\n") {
+		dir, msg, isMsg := strings.Cut(line, " ")
+		isMsg = isMsg && (dir == "->" || dir == "<-")
+		method, id := gjson.Get(msg, "method").Exists(), gjson.Get(msg, "id").Exists()
+		switch {
+		case strings.HasPrefix(line, "== "):
+			flush()
+			out = append(out, line)
+		case isMsg && dir == "->" && method && id, isMsg && dir == "<-" && !method && id:
+			step = append(step, line)
+		case isMsg:
+			loose = append(loose, line)
+		default:
+			out = append(out, line)
+		}
+	}
+	flush()
+	slices.Sort(loose)
+	out = append(out, "== notifications and server requests, in any step\n")
+	return []byte(strings.Join(append(out, loose...), ""))
+}
+
+// remoteTranscript is a proxied run's transcript as an HTTP host would have written
+// it: without the note of how the proxy exited (the HTTP server is not the host's
+// process; the note must say 0), and without the lines only a stdio host writes.
+func remoteTranscript(t *testing.T, transcript []byte, hostOnly string) []byte {
+	t.Helper()
+	const exited = "!! server command exited: code=0 signal=null"
+	var out []string
+	noted := false
+	for _, line := range strings.SplitAfter(string(transcript), "\n") {
+		switch {
+		case strings.TrimSuffix(line, "\n") == exited && !noted:
+			noted = true
+		case hostOnly != "" && strings.HasPrefix(line, hostOnly):
+		default:
+			out = append(out, line)
+		}
+	}
+	if !noted {
+		t.Errorf("the proxy did not exit 0:\n%s", tail(string(transcript), 5))
+	}
+	return []byte(strings.Join(out, ""))
+}

@@ -1,0 +1,737 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/redact"
+)
+
+// Transports of a remote upstream (--transport).
+const (
+	TransportAuto = "auto" // Streamable HTTP, falling back to HTTP+SSE as the spec says
+	TransportHTTP = "http" // Streamable HTTP only (both eras)
+	TransportSSE  = "sse"  // the 2024-11-05 HTTP+SSE transport only
+)
+
+const (
+	// DefaultConnectTimeout bounds reaching the server (TCP, TLS, a proxy's CONNECT).
+	// Nothing else has a time limit: a tool call or an event stream may run for hours.
+	DefaultConnectTimeout = 10 * time.Second
+	// deleteTimeout bounds the DELETE that ends a session at exit: a server that
+	// accepts the connection and never answers must not hold the proxy's exit.
+	deleteTimeout = 2 * time.Second
+	// outQueue is how many host messages may wait for the sender; past it Write waits,
+	// as a full pipe would.
+	outQueue = 256
+	// errorBodyCap is how much of a refused request's body is read to explain it.
+	errorBodyCap = 1 << 20
+	// readyWait bounds how long the host's next messages wait for the GET stream to
+	// open after notifications/initialized. A server that is slow to answer the GET
+	// only costs that much once; one that answers it at once costs nothing.
+	readyWait = 2 * time.Second
+	// ownAnswerWait bounds each request of a re-handshake.
+	ownAnswerWait = 30 * time.Second
+)
+
+// Remote is how to reach an MCP server over HTTP: the Dialer of a remote upstream.
+type Remote struct {
+	URL       string
+	Transport string // TransportAuto ("" too), TransportHTTP or TransportSSE
+	// Header is sent with every request (Authorization, API keys). Its values are
+	// secrets: they never appear in a log line or an error.
+	Header http.Header
+	// Name is the server's name in logs and in the errors the host gets.
+	Name   string
+	Logger *slog.Logger
+	// Stderr gets event data that is not a JSON-RPC message, as "[name] data" (as a
+	// stdio server's stray stdout lines are); nil means os.Stderr.
+	Stderr io.Writer
+	// MaxMessage caps one message from the server (0: 256 MiB, framing's default).
+	MaxMessage int
+	// ConnectTimeout bounds each connection attempt (0: DefaultConnectTimeout).
+	ConnectTimeout time.Duration
+	// CloseGrace is how long Close lets requests under way finish before it ends
+	// them (0: DefaultInputGrace, the stdio server's grace).
+	CloseGrace time.Duration
+	// IDPrefix starts the ids of the requests the connection sends on its own (the
+	// re-handshake after a session expired): a string no host uses.
+	IDPrefix string
+	// Client, when set, is used as is (tests); otherwise NewHTTPClient(ConnectTimeout).
+	Client *http.Client
+}
+
+// NewHTTPClient is the client of a remote upstream: HTTPS_PROXY/HTTP_PROXY/NO_PROXY
+// honoured (the recorder's own client ignores them: it is on loopback), a connect
+// timeout, keep-alive connections enough for many calls in flight, and no overall
+// timeout (http.Client.Timeout would cut a long tool call or an event stream).
+func NewHTTPClient(connectTimeout time.Duration) *http.Client {
+	if connectTimeout <= 0 {
+		connectTimeout = DefaultConnectTimeout
+	}
+	d := &net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   connectTimeout,
+		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		// The default of 2 idle connections per host would close and redial most
+		// connections under 32 calls in flight.
+		MaxIdleConns:        128,
+		MaxIdleConnsPerHost: 64,
+	}
+	return &http.Client{Transport: t}
+}
+
+// Dial returns a connection to the server. It does not touch the network: the first
+// host message makes the first request, so a server that is down when the host starts
+// costs the host an error answer per request, not a dead proxy.
+func (r Remote) Dial(context.Context) (Conn, error) {
+	return newRemote(r)
+}
+
+// mode is the transport a remoteConn settled on.
+type mode int
+
+const (
+	modeUndecided  mode = iota // auto, before the first answer
+	modeStreamable             // Streamable HTTP
+	modeLegacy                 // HTTP+SSE (2024-11-05)
+)
+
+// remoteConn is a Conn to a server over HTTP. Writes go to one sender goroutine, which
+// starts each POST in the order the host wrote them (the next starts once the previous
+// one's bytes are on the wire) and never waits for an answer, except where the server
+// needs it: after initialize (servers refuse a request sent before the initialize
+// answer) and after notifications/initialized (until the GET stream is open, or
+// server-initiated requests sent in between are lost). Each answer is read by the
+// request's own goroutine and handed to Read as each message completes.
+//
+// A network failure, a refused request or a stream that ends without an answer is
+// answered by the connection itself: Read returns a JSON-RPC error with the request's
+// id, naming the server and the cause. That, rather than an error from Write, is the
+// one way failures reach the host, because most of them happen after Write returned
+// (a POST is asynchronous), and so that Write never waits for a connection attempt.
+type remoteConn struct {
+	name     string
+	url      *url.URL
+	shownURL string // the URL with credentials and query secrets redacted
+	client   *http.Client
+	header   http.Header
+	log      *slog.Logger
+	stderr   io.Writer
+	scrub    *strings.Replacer // every secret value → [REDACTED], for any text we emit
+	max      int
+	forced   string // "", TransportHTTP or TransportSSE
+	idPrefix string
+	grace    time.Duration
+
+	ctx    context.Context // ends every request and stream: Close's last step
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine started
+	reqs   sync.WaitGroup // requests under way (the part of wg Close waits for gently)
+
+	out        chan *outMsg
+	closing    chan struct{} // closed when Close starts: Write refuses
+	senderDone chan struct{}
+	hurry      chan struct{} // Terminate: no grace
+	hurryOnce  sync.Once
+	closeOnce  sync.Once
+	finished   chan struct{} // everything has ended; Read returns io.EOF once inbox is empty
+	inbox      chan []byte
+	// setup remembers what the host set up, for the re-handshake of a new session.
+	setup  *Setup
+	ownSeq atomic.Uint64
+
+	mu       sync.Mutex
+	mode     mode
+	pending  map[string]*pendingReq // requests awaiting an answer, by jsonlex.IDKey
+	own      map[string]chan []byte // the connection's own requests, by IDKey
+	sess     session                // Streamable HTTP session state
+	legacy   legacyState            // HTTP+SSE state
+	authSaid bool                   // the 401/403 line was written
+	// toolHeaders are the x-mcp-header annotations of the tools, by tool name.
+	toolHeaders map[string][]paramHeader
+}
+
+// pendingReq is a request sent to the server, not yet answered.
+type pendingReq struct {
+	id     []byte // raw, as the host sent it
+	method string
+	// abort ends the request's HTTP exchange: closing its response stream is how a
+	// stateless-era (2026-07-28) client cancels.
+	abort     context.CancelFunc
+	done      chan struct{} // closed when the exchange abort ends has ended
+	conn      net.Conn      // the connection it went out on (stateless era)
+	stateless bool
+}
+
+// outMsg is one message on its way to the server, and what was read from it.
+type outMsg struct {
+	raw       []byte
+	ids       [][]byte // the ids of the requests in it (a batch may hold several)
+	method    string   // "" for a response or a batch
+	params    []byte
+	isRequest bool
+	// stateless-era request metadata (params._meta): the protocol version to send as
+	// a header, when the message carries one.
+	version string
+	retried bool // resent once after a session expired
+}
+
+func newRemote(r Remote) (*remoteConn, error) {
+	u, err := url.Parse(r.URL)
+	if err != nil {
+		return nil, fmt.Errorf("the server URL is not a URL: %w", redactErr(err, r.URL))
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("the server URL %s is not an http:// or https:// URL", redact.URL(r.URL))
+	}
+	c := &remoteConn{
+		name:       r.Name,
+		url:        u,
+		shownURL:   redact.URL(r.URL),
+		client:     r.Client,
+		header:     r.Header.Clone(),
+		log:        r.Logger,
+		stderr:     r.Stderr,
+		max:        r.MaxMessage,
+		idPrefix:   r.IDPrefix,
+		grace:      r.CloseGrace,
+		out:        make(chan *outMsg, outQueue),
+		closing:    make(chan struct{}),
+		senderDone: make(chan struct{}),
+		hurry:      make(chan struct{}),
+		finished:   make(chan struct{}),
+		inbox:      make(chan []byte, 64),
+		pending:    make(map[string]*pendingReq),
+		own:        make(map[string]chan []byte),
+		setup:      NewSetup(),
+	}
+	switch r.Transport {
+	case "", TransportAuto:
+	case TransportHTTP:
+		c.forced, c.mode = TransportHTTP, modeStreamable
+	case TransportSSE:
+		c.forced, c.mode = TransportSSE, modeLegacy
+	default:
+		return nil, fmt.Errorf("unknown transport %q: want auto, http or sse", r.Transport)
+	}
+	if c.client == nil {
+		c.client = NewHTTPClient(r.ConnectTimeout)
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.stderr == nil {
+		c.stderr = os.Stderr
+	}
+	if c.max <= 0 {
+		c.max = 256 << 20
+	}
+	if c.grace <= 0 {
+		c.grace = DefaultInputGrace
+	}
+	if c.idPrefix == "" {
+		c.idPrefix = "bir:"
+	}
+	c.scrub = secretScrubber(u, c.header)
+	c.sess.ready = closedChan()
+	c.legacy.ready = closedChan()
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wg.Add(1)
+	go c.sendLoop()
+	return c, nil
+}
+
+// secretScrubber replaces every secret this connection knows (header values, the URL's
+// password and user, query values under secret names) wherever it appears: the last
+// line of defence for text that reaches a log or the host, such as an error from a
+// proxy that quotes the request.
+func secretScrubber(u *url.URL, h http.Header) *strings.Replacer {
+	var secrets []string
+	add := func(s string) {
+		if len(s) >= 4 { // shorter ones would replace ordinary text
+			secrets = append(secrets, s, redact.Redacted)
+			if e := url.QueryEscape(s); e != s {
+				secrets = append(secrets, e, redact.Redacted)
+			}
+		}
+	}
+	for _, vs := range h {
+		for _, v := range vs {
+			add(v)
+			// "Bearer abc": the token alone may be quoted too.
+			if _, tok, ok := strings.Cut(v, " "); ok {
+				add(strings.TrimSpace(tok))
+			}
+		}
+	}
+	if u.User != nil {
+		add(u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			add(p)
+		}
+	}
+	for k, vs := range u.Query() {
+		if redact.IsSecretParam(k) {
+			for _, v := range vs {
+				add(v)
+			}
+		}
+	}
+	return strings.NewReplacer(secrets...)
+}
+
+// redactErr is err's text with raw (a URL that may hold secrets) redacted.
+func redactErr(err error, raw string) error {
+	return errors.New(strings.ReplaceAll(err.Error(), raw, redact.URL(raw)))
+}
+
+func closedChan() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// Read returns the next message from the server, or an answer the connection made
+// for a request the server could not answer.
+func (c *remoteConn) Read() ([]byte, error) {
+	select {
+	case m := <-c.inbox:
+		return m, nil
+	case <-c.finished:
+		select {
+		case m := <-c.inbox:
+			return m, nil
+		default:
+			return nil, io.EOF
+		}
+	}
+}
+
+// Buffered reports whether Read will return a message without waiting. With it (and
+// Hold) the connection is a Batcher, so under load the relay writes several answers
+// to the host in one system call instead of one each.
+func (c *remoteConn) Buffered() bool { return len(c.inbox) > 0 }
+
+// Hold is Write: a POST cannot wait for the next message.
+func (c *remoteConn) Hold(msg []byte) error { return c.Write(msg) }
+
+var errRemoteClosed = errors.New("the connection to the server is closed")
+
+// Write queues msg for the server. It waits only when outQueue messages are already
+// waiting (as a full pipe would), never for an answer.
+func (c *remoteConn) Write(msg []byte) error {
+	m := parseOut(msg)
+	select {
+	case <-c.closing:
+		return errRemoteClosed
+	default:
+	}
+	select {
+	case c.out <- m:
+		return nil
+	case <-c.closing:
+		return errRemoteClosed
+	}
+}
+
+// parseOut reads what the sender needs from a host message (the body is never
+// changed).
+func parseOut(msg []byte) *outMsg {
+	m := &outMsg{raw: msg}
+	single := false
+	jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
+		if f.IsRequest() {
+			m.ids = append(m.ids, f.ID)
+			m.isRequest = true
+		}
+		if !single {
+			single = true
+			if f.Method != nil {
+				m.method, _ = jsonlex.DecodeString(f.Method)
+			}
+			m.params = f.Params
+		} else {
+			m.method, m.params = "", nil // a batch: no one method
+		}
+	})
+	if meta := jsonlex.Get(m.params, "_meta"); meta != nil {
+		if v := jsonlex.Get(meta, "io.modelcontextprotocol/protocolVersion"); v != nil {
+			m.version, _ = jsonlex.DecodeString(v)
+		}
+	}
+	return m
+}
+
+// Close ends the session (SPEC §6, for a server that is not a process): no more
+// writes; what was written is sent; requests under way get CloseGrace to be answered;
+// the session is deleted (bounded); then everything still running is ended and waited
+// for. It returns once nothing it started is running; Read then returns what was
+// received and io.EOF.
+func (c *remoteConn) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closing)
+		deadline := time.NewTimer(c.grace)
+		defer deadline.Stop()
+		select {
+		case <-c.senderDone:
+		case <-deadline.C:
+		case <-c.hurry:
+		}
+		reqsDone := make(chan struct{})
+		go func() { c.reqs.Wait(); close(reqsDone) }()
+		select {
+		case <-reqsDone:
+		case <-deadline.C:
+		case <-c.hurry:
+		}
+		c.endSession()
+		c.cancel()
+		c.wg.Wait()
+		<-reqsDone
+		c.client.CloseIdleConnections()
+		close(c.finished)
+	})
+	<-c.finished
+	return nil
+}
+
+// Terminate is Close without the grace: the proxy was told to stop.
+func (c *remoteConn) Terminate() {
+	c.hurryOnce.Do(func() { close(c.hurry) })
+	c.Close()
+}
+
+func (c *remoteConn) sendLoop() {
+	defer c.wg.Done()
+	defer close(c.senderDone)
+	for {
+		select {
+		case m := <-c.out:
+			c.send(m)
+		case <-c.closing:
+			for {
+				select {
+				case m := <-c.out:
+					c.send(m)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// send sends one host message, in order.
+func (c *remoteConn) send(m *outMsg) {
+	if m.method == "notifications/cancelled" && c.cancelled(m) {
+		return
+	}
+	// Whatever comes after an initialize waits for its answer (servers refuse a
+	// request sent before it), as everything waits for a re-handshake under way.
+	if !c.waitReady() {
+		c.fail(m, "the proxy is stopping")
+		return
+	}
+	c.setup.FromHost(m.raw) // before the write: the answer may come before it returns
+	c.mu.Lock()
+	for _, id := range m.ids {
+		c.pending[jsonlex.IDKey(id)] = &pendingReq{id: id, method: m.method, stateless: m.version != ""}
+	}
+	if m.method == "initialize" && len(m.ids) == 1 {
+		c.sess.gen++
+		c.sess.id, c.sess.version = "", ""
+		c.sess.initKey = jsonlex.IDKey(m.ids[0])
+		c.sess.ready = make(chan struct{})
+		if c.sess.stopListen != nil {
+			c.sess.stopListen()
+			c.sess.stopListen = nil
+		}
+	}
+	if m.version != "" {
+		c.sess.statelessVersion = m.version
+	}
+	md := c.mode
+	c.mu.Unlock()
+	switch md {
+	case modeLegacy:
+		c.legacySend(m)
+	default:
+		c.streamableSend(m, md == modeUndecided)
+	}
+	if m.method == "initialize" {
+		c.waitReady()
+	}
+}
+
+// cancelled handles the host's notifications/cancelled. The request is no longer the
+// host's to wait for, so no error is made up for it if its stream ends unanswered. A
+// stateless-era request is cancelled by closing its response stream, the one way that
+// era's HTTP transport has; the notification itself is then not sent (the spec says
+// none is expected there). It reports whether the notification was consumed.
+func (c *remoteConn) cancelled(m *outMsg) bool {
+	id := jsonlex.Get(m.params, "requestId")
+	if id == nil {
+		return false
+	}
+	key := jsonlex.IDKey(id)
+	c.mu.Lock()
+	p := c.pending[key]
+	delete(c.pending, key)
+	var conn net.Conn
+	var done chan struct{}
+	stateless := p != nil && p.stateless && p.abort != nil
+	if stateless {
+		conn, done = p.conn, p.done
+	}
+	c.mu.Unlock()
+	if stateless {
+		c.log.Debug("the host cancelled a stateless-era request: closing its stream", "server", c.name, "connection known", conn != nil)
+		p.abort()
+		// What the host sends next must not reach the server before it sees this
+		// stream closed, as on stdio the cancel comes first: a server asked right
+		// after what it saw must have seen the cancellation. Cancelling the context
+		// closes an HTTP/1 connection on the transport's own goroutine, later; so the
+		// connection is closed here, now, and the exchange waited for. (Over HTTP/2
+		// the cancel is a stream reset on the shared connection, ahead of any later
+		// request by construction, and the connection must stay.)
+		if conn != nil && !isHTTP2(conn) {
+			// A reset rather than a FIN: a server that still owes this response
+			// keeps a half-closed connection open until its next write fails, and
+			// would see the cancellation only then.
+			if tc, ok := conn.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			conn.Close()
+		}
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		return true
+	}
+	return false
+}
+
+func isHTTP2(conn net.Conn) bool {
+	tc, ok := conn.(*tls.Conn)
+	return ok && tc.ConnectionState().NegotiatedProtocol == "h2"
+}
+
+// deliver hands a message from the server to Read, after the bookkeeping: answers end
+// their pending requests; answers to the connection's own requests go to their waiter
+// instead (the host never sees them); the initialize answer records the protocol
+// version and releases the messages held behind it.
+func (c *remoteConn) deliver(msg []byte) {
+	if !IsMessage(msg) {
+		c.notMessage(msg)
+		return
+	}
+	own := false
+	single := len(msg) > 0 && msg[0] == '{'
+	jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
+		if !f.IsResponse() {
+			return
+		}
+		key := jsonlex.IDKey(f.ID)
+		c.mu.Lock()
+		if w, ok := c.own[key]; ok && single {
+			delete(c.own, key)
+			delete(c.pending, key)
+			c.mu.Unlock()
+			w <- msg // buffered
+			own = true
+			return
+		}
+		if p := c.pending[key]; p != nil && p.method == "tools/list" && f.Result != nil {
+			defer c.learnTools(f.Result) // after the lock
+		}
+		delete(c.pending, key)
+		if c.sess.initKey != "" && key == c.sess.initKey {
+			c.sess.initKey = ""
+			if v := jsonlex.Get(f.Result, "protocolVersion"); v != nil {
+				c.sess.version, _ = jsonlex.DecodeString(v)
+			}
+			close(c.sess.ready)
+		}
+		c.mu.Unlock()
+	})
+	if own {
+		return
+	}
+	c.setup.FromServer(msg)
+	select {
+	case c.inbox <- msg:
+	case <-c.ctx.Done():
+	}
+}
+
+// notMessage shows event data that is not a JSON-RPC message on stderr, as a stdio
+// server's stray stdout lines are: the host must never see it.
+func (c *remoteConn) notMessage(data []byte) {
+	const show = 4096
+	if len(data) > show {
+		fmt.Fprintf(c.stderr, "[%s] %s… (%d bytes)\n", c.name, c.scrub.Replace(string(data[:show])), len(data))
+		return
+	}
+	fmt.Fprintf(c.stderr, "[%s] %s\n", c.name, c.scrub.Replace(string(bytes.TrimRight(data, "\r\n"))))
+}
+
+// fail answers every request of m still pending with a JSON-RPC error naming the
+// server and why; notifications and responses that could not be delivered are logged.
+func (c *remoteConn) fail(m *outMsg, why string) {
+	why = c.scrub.Replace(why)
+	if len(m.ids) == 0 {
+		c.log.Warn("could not deliver a message to the server", "server", c.name, "url", c.shownURL, "method", m.method, "err", why)
+		return
+	}
+	for _, id := range m.ids {
+		c.mu.Lock()
+		_, still := c.pending[jsonlex.IDKey(id)]
+		c.mu.Unlock()
+		if !still {
+			continue // answered, or cancelled by the host
+		}
+		c.log.Debug("answering a request the server could not answer", "server", c.name, "method", m.method, "err", why)
+		c.deliver(errorAnswer(id, remoteErrorCode, fmt.Sprintf("bir-proxy: server %s (%s): %s", c.name, c.shownURL, why)))
+	}
+}
+
+// remoteErrorCode is the code of the answers the connection makes itself: the one the
+// relay uses for a server that could not answer.
+const remoteErrorCode = -32000
+
+func errorAnswer(id []byte, code int, message string) []byte {
+	b := make([]byte, 0, 64+len(id)+len(message))
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"error":{"code":`...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, `,"message":`...)
+	b = jsonlex.AppendString(b, message)
+	return append(b, `}}`...)
+}
+
+// stillPending reports whether any request of m awaits its answer.
+func (c *remoteConn) stillPending(m *outMsg) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range m.ids {
+		if _, ok := c.pending[jsonlex.IDKey(id)]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// authRefused says, once, that the server refused the credentials, and answers m.
+func (c *remoteConn) authRefused(m *outMsg, status int) {
+	c.mu.Lock()
+	said := c.authSaid
+	c.authSaid = true
+	c.mu.Unlock()
+	if !said {
+		c.log.Error(fmt.Sprintf("server %s refused the credentials (HTTP %d %s): check the --header values it is given (OAuth sign-in is not supported yet)",
+			c.name, status, http.StatusText(status)), "url", c.shownURL)
+	}
+	c.fail(m, fmt.Sprintf("HTTP %d %s: the server refused the credentials", status, http.StatusText(status)))
+}
+
+// httpFailure is why a request failed at the HTTP level, for the host.
+func (c *remoteConn) httpFailure(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // its text quotes the URL, query secrets and all
+	}
+	if errors.Is(err, context.Canceled) {
+		return "the request was ended (the proxy is stopping)"
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "the server closed the connection before answering"
+	}
+	return "could not reach the server: " + err.Error()
+}
+
+// refusedBeforeSending reports whether err says no byte of the request left: the
+// connection was never made. Only then is a POST retried (a tool call has side
+// effects, and a request that may have reached the server must not run twice).
+func refusedBeforeSending(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// readBody reads a whole answer body, up to max bytes, into one exact-size slice when
+// the length is known.
+func readBody(r io.Reader, length int64, max int) ([]byte, error) {
+	if length > int64(max) {
+		return nil, fmt.Errorf("the answer is %d bytes, over the %d-byte cap", length, max)
+	}
+	if length >= 0 {
+		b := make([]byte, length)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(r, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > int64(max) {
+		return nil, fmt.Errorf("the answer is over the %d-byte cap", max)
+	}
+	return buf.Bytes(), nil
+}
+
+// oneLine makes a JSON text fit on one NDJSON line. JSON strings cannot hold a raw CR
+// or LF, so each one is whitespace between tokens; it becomes a space, which keeps the
+// tokens apart. Servers answer with compact JSON, whose bytes stay as they are.
+func oneLine(b []byte) []byte {
+	b = bytes.TrimSpace(b)
+	if bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 {
+		return b
+	}
+	for i, ch := range b {
+		if ch == '\n' || ch == '\r' {
+			b[i] = ' '
+		}
+	}
+	return b
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether the full time passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

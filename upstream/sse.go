@@ -1,0 +1,263 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// The HTTP+SSE transport of protocol version 2024-11-05: a GET opens an event stream
+// whose first event, "endpoint", names the URL to POST messages to; everything the
+// server sends arrives on that one stream as "message" events. A new stream is a new
+// session on the server, so a lost stream is a lost session: the requests it owed are
+// answered with errors, and the next stream is set up with the host's handshake again.
+
+const (
+	// endpointWait bounds the wait for the endpoint event once the stream is open.
+	endpointWait = 10 * time.Second
+	// legacyReconnects is how many times in a row a lost stream is reopened before
+	// the connection waits for the host's next message to try again.
+	legacyReconnects = 3
+)
+
+type legacyState struct {
+	endpoint string        // where messages go; "" while there is no stream
+	ready    chan struct{} // closed when no reconnection is under way
+	gen      int           // bumped by each stream
+}
+
+var errNoEndpoint = errors.New("the server's event stream did not start with an endpoint event")
+
+// legacyConnect opens the event stream and waits for its endpoint event; the stream is
+// then read by a goroutine of its own.
+func (c *remoteConn) legacyConnect() error {
+	ctx, stop := context.WithCancel(c.ctx)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url.String(), nil)
+	c.userHeaders(req)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		stop()
+		return errors.New(c.httpFailure(err))
+	}
+	code := resp.StatusCode
+	if code/100 != 2 || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
+		drain(resp.Body)
+		resp.Body.Close()
+		stop()
+		if code == http.StatusUnauthorized || code == http.StatusForbidden {
+			return fmt.Errorf("HTTP %d %s: the server refused the credentials", code, http.StatusText(code))
+		}
+		return fmt.Errorf("opening the event stream: HTTP %d %s", code, http.StatusText(code))
+	}
+	sr := newSSEReader(resp.Body, c.max)
+	// The wait for the endpoint is bounded by closing the body: a server that opens
+	// the stream and never says where to post would otherwise hold the sender.
+	timer := time.AfterFunc(endpointWait, stop)
+	endpoint, err := c.readEndpoint(sr)
+	if !timer.Stop() && err != nil {
+		err = fmt.Errorf("no endpoint event within %s", endpointWait)
+	}
+	if err != nil {
+		resp.Body.Close()
+		stop()
+		return err
+	}
+	c.mu.Lock()
+	c.legacy.endpoint = endpoint
+	c.legacy.gen++
+	gen := c.legacy.gen
+	c.mu.Unlock()
+	c.log.Debug("HTTP+SSE stream open", "server", c.name)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer stop()
+		defer resp.Body.Close()
+		c.legacyRead(ctx, gen, sr)
+	}()
+	return nil
+}
+
+// readEndpoint reads events up to the endpoint event and returns the absolute URL it
+// names. The endpoint must be on the stream's own origin: the proxy sends the
+// --header credentials there.
+func (c *remoteConn) readEndpoint(sr *sseReader) (string, error) {
+	for {
+		ev, err := sr.Next()
+		if err != nil {
+			return "", errNoEndpoint
+		}
+		if ev.Name != "endpoint" {
+			if len(ev.Data) > 0 {
+				return "", errNoEndpoint
+			}
+			continue
+		}
+		ref, err := url.Parse(strings.TrimSpace(string(ev.Data)))
+		if err != nil {
+			return "", fmt.Errorf("the endpoint event does not hold a URL: %w", err)
+		}
+		u := c.url.ResolveReference(ref)
+		if u.Scheme != c.url.Scheme || u.Host != c.url.Host {
+			return "", fmt.Errorf("the endpoint event names another origin (%s://%s); not sending the credentials there", u.Scheme, u.Host)
+		}
+		return u.String(), nil
+	}
+}
+
+// legacyRead forwards what the stream carries until it ends.
+func (c *remoteConn) legacyRead(ctx context.Context, gen int, sr *sseReader) {
+	for {
+		ev, err := sr.Next()
+		if err != nil {
+			break
+		}
+		switch {
+		case ev.Name == "endpoint":
+			if ref, err := url.Parse(strings.TrimSpace(string(ev.Data))); err == nil {
+				if u := c.url.ResolveReference(ref); u.Scheme == c.url.Scheme && u.Host == c.url.Host {
+					c.mu.Lock()
+					c.legacy.endpoint = u.String()
+					c.mu.Unlock()
+				}
+			}
+		case ev.Name != "" && ev.Name != "message":
+		case ev.TooLong:
+			c.log.Warn("dropped a message from the server: over the size cap", "server", c.name, "bytes", ev.Size, "cap", c.max)
+		case len(ev.Data) > 0:
+			c.deliver(oneLine(ev.Data))
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	c.legacyLost(gen)
+}
+
+// legacyLost handles the end of stream gen while the session goes on: the requests it
+// owed are answered with errors, and a new stream is opened and set up again.
+func (c *remoteConn) legacyLost(gen int) {
+	c.mu.Lock()
+	if c.legacy.gen != gen {
+		c.mu.Unlock()
+		return
+	}
+	c.legacy.endpoint = ""
+	ready := make(chan struct{})
+	c.legacy.ready = ready
+	lost := &outMsg{method: "(requests in flight)"}
+	for _, p := range c.pending {
+		lost.ids = append(lost.ids, p.id)
+	}
+	c.mu.Unlock()
+	defer close(ready)
+	c.log.Warn("the server's event stream ended; reconnecting", "server", c.name)
+	c.fail(lost, "the server's event stream ended before it answered")
+	for n := 1; n <= legacyReconnects; n++ {
+		if !sleepCtx(c.ctx, backoff(n)) {
+			return
+		}
+		if err := c.legacyConnect(); err != nil {
+			c.log.Debug("reconnecting the event stream failed", "server", c.name, "err", c.scrub.Replace(err.Error()))
+			continue
+		}
+		c.rehandshake()
+		return
+	}
+}
+
+// legacySend sends one host message over HTTP+SSE.
+func (c *remoteConn) legacySend(m *outMsg) {
+	c.mu.Lock()
+	ready := c.legacy.ready
+	c.mu.Unlock()
+	select {
+	case <-ready:
+	case <-c.ctx.Done():
+		c.fail(m, "the proxy is stopping")
+		return
+	}
+	c.mu.Lock()
+	connected := c.legacy.endpoint != ""
+	c.mu.Unlock()
+	if !connected {
+		if err := c.legacyConnect(); err != nil {
+			c.fail(m, c.scrub.Replace(err.Error()))
+			return
+		}
+		if m.method != "initialize" {
+			c.rehandshake()
+		}
+	}
+	status := make(chan int, 1)
+	ctx, abort := context.WithCancel(c.ctx)
+	c.reqs.Add(1)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer c.reqs.Done()
+		defer abort()
+		c.legacyPost(ctx, m, status)
+	}()
+	// The POST's own answer only says the server took the message (the answer comes
+	// on the stream), so it is waited for, briefly: servers of this transport handle
+	// each POST on its own, and the next message must not overtake this one.
+	waitStatus(c.ctx, status)
+}
+
+// legacyPost POSTs m to the endpoint. The answer comes on the event stream; the POST's
+// own answer only says whether the server took the message. status, when not nil,
+// gets the HTTP status (0 for none).
+func (c *remoteConn) legacyPost(ctx context.Context, m *outMsg, status chan int) {
+	code := 0
+	defer func() {
+		if status != nil {
+			status <- code
+		}
+	}()
+	c.mu.Lock()
+	endpoint := c.legacy.endpoint
+	c.mu.Unlock()
+	if endpoint == "" {
+		c.fail(m, "the server's event stream is not open")
+		return
+	}
+	var resp *http.Response
+	for attempt := 0; ; attempt++ {
+		var wrote atomic.Bool
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(m.raw))
+		c.userHeaders(req)
+		req.Header.Set("Content-Type", "application/json")
+		req = req.WithContext(withWriteTrace(req.Context(), &wrote, func() {}))
+		var err error
+		resp, err = c.client.Do(req)
+		if err == nil {
+			break
+		}
+		if wrote.Load() || attempt >= 2 || !refusedBeforeSending(err) || !sleepCtx(ctx, time.Duration(100<<attempt)*time.Millisecond) {
+			if ctx.Err() == nil {
+				c.fail(m, c.httpFailure(err))
+			}
+			return
+		}
+	}
+	defer resp.Body.Close()
+	code = resp.StatusCode
+	switch {
+	case code/100 == 2:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, errorBodyCap))
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		drain(resp.Body)
+		c.authRefused(m, code)
+	default:
+		c.refused(m, resp)
+	}
+}

@@ -1,0 +1,894 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+)
+
+// The Streamable HTTP client, both eras: the session era (2025-03-26 … 2025-11-25:
+// Mcp-Session-Id, a GET stream for server-initiated messages, resumable streams,
+// DELETE at the end) and the stateless era (2026-07-28: each request carries its
+// protocol version in params._meta, mirrored into MCP-Protocol-Version, Mcp-Method and
+// Mcp-Name headers; no session, no GET stream). Which era a message belongs to is read
+// from the message itself, so the host decides, as it would talking HTTP directly.
+
+// Header names (http.Header canonicalises them; the spec spells them MCP-…).
+const (
+	hdrSessionID   = "Mcp-Session-Id"
+	hdrVersion     = "Mcp-Protocol-Version"
+	hdrMethod      = "Mcp-Method"
+	hdrName        = "Mcp-Name"
+	hdrLastEventID = "Last-Event-Id"
+)
+
+const (
+	// maxResumes is how many times in a row a broken stream is resumed without a new
+	// event before its request is answered with an error (the go-sdk's limit).
+	maxResumes = 5
+	// reconnect backoff: 1 s growing by half each time, capped, with full jitter.
+	backoffBase = time.Second
+	backoffMax  = 30 * time.Second
+)
+
+// session is the state of a Streamable HTTP session (the session era).
+type session struct {
+	id      string // Mcp-Session-Id; "" when the server gave none
+	version string // the protocol version of the initialize answer
+	// initKey is the IDKey of the host's initialize while its answer is awaited.
+	initKey string
+	// ready is closed when requests may go: no initialize answer and no re-handshake
+	// is awaited.
+	ready chan struct{}
+	gen   int // bumped by each initialize; a GET stream serves one generation
+	// stopListen ends the GET stream of the current generation.
+	stopListen context.CancelFunc
+	// statelessVersion is the protocol version of the host's last stateless-era
+	// request, for its notifications (which carry no _meta).
+	statelessVersion string
+}
+
+func (c *remoteConn) waitReady() bool {
+	c.mu.Lock()
+	ch := c.sess.ready
+	c.mu.Unlock()
+	select {
+	case <-ch:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// streamableSend sends one host message over Streamable HTTP. In auto mode before the
+// transport is known, the first POST is made here and waited for, since a fallback
+// must resend it before anything that follows.
+func (c *remoteConn) streamableSend(m *outMsg, auto bool) {
+	if auto {
+		c.firstPost(m)
+		return
+	}
+	sent, status := c.post(m)
+	select {
+	case <-sent:
+	case <-c.ctx.Done():
+	}
+	switch {
+	case m.method == "notifications/initialized" && m.version == "":
+		// The GET stream opens before anything else goes: a server that sends a
+		// request unrelated to any POST (sampling, elicitation, roots) drops it
+		// when no GET stream is open.
+		select {
+		case <-status:
+		case <-c.ctx.Done():
+		}
+		c.startListen(true)
+	case !m.isRequest:
+		// A notification or a response is answered at once (202); waiting for that
+		// keeps it ahead of what the host sent next, where a server handles each
+		// POST on its own (a cancel overtaking its request). A request's answer may
+		// take as long as its tool, so a request is never waited for.
+		waitStatus(c.ctx, status)
+	}
+}
+
+// waitStatus waits for an exchange's HTTP status, at most readyWait.
+func waitStatus(ctx context.Context, status <-chan int) {
+	t := time.NewTimer(readyWait)
+	defer t.Stop()
+	select {
+	case <-status:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// post starts m's exchange on its own goroutine. sent is closed once the request is
+// on the wire (or failed); status gets the HTTP status (0 for none).
+func (c *remoteConn) post(m *outMsg) (sent <-chan struct{}, status <-chan int) {
+	sentCh := make(chan struct{})
+	statusCh := make(chan int, 1)
+	ctx, abort := context.WithCancel(c.ctx)
+	done := make(chan struct{})
+	c.setAbort(m, abort, done)
+	c.reqs.Add(1)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer c.reqs.Done()
+		defer close(done)
+		defer abort()
+		c.exchange(ctx, m, sentCh, statusCh)
+	}()
+	return sentCh, statusCh
+}
+
+// setConn notes the connection a stateless-era request went out on, so that a cancel
+// can close it at once (see cancelled).
+func (c *remoteConn) setConn(m *outMsg, conn net.Conn) {
+	c.mu.Lock()
+	for _, id := range m.ids {
+		if p := c.pending[jsonlex.IDKey(id)]; p != nil {
+			p.conn = conn
+		}
+	}
+	c.mu.Unlock()
+}
+
+// setAbort gives a stateless-era request's pending entry the means to cancel it:
+// abort ends its exchange, and done is closed when the exchange has ended.
+func (c *remoteConn) setAbort(m *outMsg, abort context.CancelFunc, done chan struct{}) {
+	if m.version == "" {
+		return
+	}
+	c.mu.Lock()
+	for _, id := range m.ids {
+		if p := c.pending[jsonlex.IDKey(id)]; p != nil {
+			p.abort, p.done = abort, done
+		}
+	}
+	c.mu.Unlock()
+}
+
+// exchange POSTs m and handles the answer. sent and status may be nil.
+func (c *remoteConn) exchange(ctx context.Context, m *outMsg, sent chan struct{}, status chan int) {
+	resp, sid, err := c.roundTrip(ctx, m, sent)
+	if err != nil {
+		if status != nil {
+			status <- 0
+		}
+		if ctx.Err() == nil { // else the host cancelled it, or the proxy is stopping
+			c.fail(m, c.httpFailure(err))
+		}
+		return
+	}
+	if status != nil {
+		status <- resp.StatusCode
+	}
+	c.handleAnswer(ctx, m, resp, sid)
+}
+
+// roundTrip POSTs m and returns the response once its headers arrived, and the
+// session id the request carried. A request refused before any byte of it was sent is
+// tried again (three times in all, 100 ms then 200 ms apart); one that may have
+// reached the server never is.
+func (c *remoteConn) roundTrip(ctx context.Context, m *outMsg, sent chan struct{}) (*http.Response, string, error) {
+	var once sync.Once
+	markSent := func() {
+		if sent != nil {
+			once.Do(func() { close(sent) })
+		}
+	}
+	defer markSent()
+	for attempt := 0; ; attempt++ {
+		var wrote atomic.Bool
+		trace := withWriteTrace(ctx, &wrote, markSent)
+		if m.version != "" {
+			trace = httptrace.WithClientTrace(trace, &httptrace.ClientTrace{
+				GotConn: func(info httptrace.GotConnInfo) { c.setConn(m, info.Conn) },
+			})
+		}
+		req, sid := c.newPost(trace, m)
+		resp, err := c.client.Do(req)
+		if err == nil {
+			return resp, sid, nil
+		}
+		if wrote.Load() || attempt >= 2 || !refusedBeforeSending(err) {
+			return nil, sid, err
+		}
+		c.log.Debug("connection refused; trying again", "server", c.name, "attempt", attempt+1)
+		if !sleepCtx(ctx, time.Duration(100<<attempt)*time.Millisecond) {
+			return nil, sid, err
+		}
+	}
+}
+
+// withWriteTrace notes, in wrote, that a request's first byte left (from then on it
+// may have reached the server and is never retried), and calls sent once all of it did.
+func withWriteTrace(ctx context.Context, wrote *atomic.Bool, sent func()) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteHeaders: func() { wrote.Store(true) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { sent() },
+	})
+}
+
+// newPost builds the POST of m: its exact bytes, and the headers of the era it belongs
+// to.
+func (c *remoteConn) newPost(ctx context.Context, m *outMsg) (*http.Request, string) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url.String(), bytes.NewReader(m.raw))
+	c.userHeaders(req)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	c.mu.Lock()
+	sid, version, stateless := c.sess.id, c.sess.version, c.sess.statelessVersion
+	c.mu.Unlock()
+	if m.method == "initialize" {
+		sid, version = "", "" // a new session; the version is not negotiated yet
+	}
+	if sid != "" {
+		req.Header.Set(hdrSessionID, sid)
+	}
+	switch {
+	case m.version != "":
+		// The stateless era: the header must match the body's _meta, and the method
+		// and name are mirrored for intermediaries (2026-07-28 "Request Metadata").
+		req.Header.Set(hdrVersion, m.version)
+		c.statelessHeaders(req.Header, m)
+	case version != "":
+		req.Header.Set(hdrVersion, version)
+	case stateless != "" && m.method != "" && m.method != "initialize":
+		req.Header.Set(hdrVersion, stateless)
+		c.statelessHeaders(req.Header, m)
+	}
+	return req, sid
+}
+
+// userHeaders puts the --header headers on req. The protocol's own headers are set
+// after them, so a user header cannot break the exchange.
+func (c *remoteConn) userHeaders(req *http.Request) {
+	for k, vs := range c.header {
+		if strings.EqualFold(k, "Host") && len(vs) > 0 {
+			req.Host = vs[0]
+			continue
+		}
+		req.Header[k] = vs
+	}
+}
+
+// statelessHeaders sets Mcp-Method and, for the methods that name something, Mcp-Name.
+func (c *remoteConn) statelessHeaders(h http.Header, m *outMsg) {
+	if m.method == "" {
+		return
+	}
+	h.Set(hdrMethod, m.method)
+	var src []byte
+	switch m.method {
+	case "tools/call", "prompts/get":
+		src = jsonlex.Get(m.params, "name")
+	case "resources/read":
+		src = jsonlex.Get(m.params, "uri")
+	}
+	if src != nil {
+		if s, ok := jsonlex.DecodeString(src); ok {
+			h.Set(hdrName, headerValue(s))
+		}
+	}
+	if m.method == "tools/call" {
+		c.paramHeaders(h, m)
+	}
+}
+
+// headerValue encodes a value for an Mcp-Name or Mcp-Param header: as it is when it is
+// plain visible ASCII without leading or trailing blanks, else "=?base64?…?=" (and so
+// is a plain value that looks like that form).
+func headerValue(s string) string {
+	plain := len(s) == 0 || (s[0] != ' ' && s[0] != '\t' && s[len(s)-1] != ' ' && s[len(s)-1] != '\t')
+	for i := 0; plain && i < len(s); i++ {
+		if c := s[i]; (c < 0x20 && c != '\t') || c > 0x7E {
+			plain = false
+		}
+	}
+	if plain && strings.HasPrefix(s, "=?base64?") && strings.HasSuffix(s, "?=") {
+		plain = false
+	}
+	if plain {
+		return s
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?="
+}
+
+// handleAnswer reads the answer to m (its body is closed here).
+func (c *remoteConn) handleAnswer(ctx context.Context, m *outMsg, resp *http.Response, sid string) {
+	defer resp.Body.Close()
+	code := resp.StatusCode
+	if m.method == "initialize" && code/100 == 2 {
+		if id := resp.Header.Get(hdrSessionID); id != "" {
+			c.mu.Lock()
+			c.sess.id = id
+			c.mu.Unlock()
+		}
+	}
+	switch {
+	case code == http.StatusNotFound && sid != "":
+		// The session expired (the spec: a 404 for a request carrying the session
+		// id). The request was refused, not run, so it is sent again on a new
+		// session, once.
+		drain(resp.Body)
+		if m.retried || m.method == "initialize" {
+			c.fail(m, "the server's session expired (HTTP 404), and starting a new one did not help")
+			return
+		}
+		if !c.sessionExpired(sid) {
+			c.fail(m, "the server's session expired (HTTP 404) and a new one could not be started")
+			return
+		}
+		m.retried = true
+		c.exchange(ctx, m, nil, nil)
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		drain(resp.Body)
+		c.authRefused(m, code)
+	case code/100 == 2:
+		c.readAnswer(ctx, m, resp)
+	default:
+		c.refused(m, resp)
+	}
+}
+
+// readAnswer reads a successful answer: one JSON message, an event stream, or nothing
+// (202 for a notification or a response).
+func (c *remoteConn) readAnswer(ctx context.Context, m *outMsg, resp *http.Response) {
+	ct := mediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case ct == "text/event-stream":
+		c.readStream(ctx, m, resp.Body)
+	case resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent || resp.ContentLength == 0:
+		drain(resp.Body)
+		if m.isRequest {
+			c.fail(m, fmt.Sprintf("the server answered HTTP %d with no response", resp.StatusCode))
+		}
+	case ct == "application/json" || ct == "":
+		body, err := readBody(resp.Body, resp.ContentLength, c.max)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.fail(m, "reading the answer: "+c.httpFailure(err))
+			}
+			return
+		}
+		if body = oneLine(body); len(body) == 0 {
+			if m.isRequest {
+				c.fail(m, "the server answered with an empty body")
+			}
+			return
+		}
+		c.deliver(body)
+		if c.stillPending(m) {
+			c.fail(m, "the server's answer did not answer the request")
+		}
+	default:
+		drain(resp.Body)
+		c.fail(m, fmt.Sprintf("the server answered with Content-Type %q, neither JSON nor an event stream", ct))
+	}
+}
+
+// refused answers m for an HTTP error status. A body that is a JSON-RPC error is the
+// server's own answer and is passed on with its bytes (the request's id put in when
+// the server left it null or out, as it may over HTTP); otherwise the status is said.
+func (c *remoteConn) refused(m *outMsg, resp *http.Response) {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyCap))
+	body = oneLine(body)
+	code := resp.StatusCode
+	if len(m.ids) == 1 && body != nil {
+		if f, ok := jsonlex.TopFields(body); ok && f.Error != nil && f.Method == nil && c.stillPending(m) {
+			if f.ID == nil || string(f.ID) == "null" || jsonlex.IDKey(f.ID) != jsonlex.IDKey(m.ids[0]) {
+				body = withAnswerID(body, m.ids[0])
+			}
+			c.deliver(body)
+			return
+		}
+	}
+	why := fmt.Sprintf("HTTP %d %s", code, http.StatusText(code))
+	if text := strings.TrimSpace(string(body)); text != "" && len(text) < 300 {
+		why += ": " + text
+	}
+	c.fail(m, why)
+}
+
+// withAnswerID returns msg (a JSON object) with its top-level id set to id, the member
+// added when msg has none.
+func withAnswerID(msg, id []byte) []byte {
+	ms, _, ok := jsonlex.Members(msg, jsonlex.SkipSpace(msg, 0))
+	if !ok {
+		return msg
+	}
+	out := make([]byte, 0, len(msg)+len(id)+8)
+	if v, found := jsonlex.Last(msg, ms, "id"); found {
+		out = append(out, msg[:v.Start]...)
+		out = append(out, id...)
+		return append(out, msg[v.End:]...)
+	}
+	i := jsonlex.SkipSpace(msg, 0) + 1
+	out = append(out, msg[:i]...)
+	out = append(out, `"id":`...)
+	out = append(out, id...)
+	if len(ms) > 0 {
+		out = append(out, ',')
+	}
+	return append(out, msg[i:]...)
+}
+
+// readStream reads an event stream answering m, forwarding each message as its event
+// completes, until m's requests are answered. A stream that breaks first is resumed
+// with a GET carrying Last-Event-ID, after the server's retry time (or a backoff), as
+// long as the server gave the stream event ids.
+func (c *remoteConn) readStream(ctx context.Context, m *outMsg, body io.Reader) {
+	lastID, retry, tries := "", time.Duration(0), 0
+	var resumed io.Closer // the body of the current resumption GET
+	defer func() {
+		if resumed != nil {
+			resumed.Close()
+		}
+	}()
+	for {
+		sr, tooLong := c.pump(ctx, m, body)
+		if ctx.Err() != nil || len(m.ids) == 0 || !c.stillPending(m) {
+			return
+		}
+		if sr.LastID != "" && sr.LastID != lastID {
+			lastID, tries = sr.LastID, 0
+		}
+		if sr.Retry > 0 {
+			retry = sr.Retry
+		}
+		switch {
+		case tooLong:
+			c.fail(m, fmt.Sprintf("the answer was over the %d-byte cap (--max-message)", c.max))
+			return
+		case lastID == "":
+			c.fail(m, "the server ended the stream before answering")
+			return
+		case tries >= maxResumes:
+			c.fail(m, fmt.Sprintf("the stream broke and could not be resumed (%d tries)", tries))
+			return
+		}
+		tries++
+		delay := retry
+		if delay <= 0 {
+			delay = backoff(tries)
+		}
+		if !sleepCtx(ctx, delay) {
+			return
+		}
+		resp, sid, err := c.get(ctx, lastID)
+		if err != nil {
+			body = bytes.NewReader(nil)
+			continue
+		}
+		if resp.StatusCode == http.StatusNotFound && sid != "" {
+			drain(resp.Body)
+			resp.Body.Close()
+			c.fail(m, "the server's session expired (HTTP 404) while the answer was on its way")
+			return
+		}
+		if resp.StatusCode/100 != 2 || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
+			drain(resp.Body)
+			resp.Body.Close()
+			c.fail(m, fmt.Sprintf("the stream broke and the server would not resume it (HTTP %d)", resp.StatusCode))
+			return
+		}
+		c.log.Debug("resuming a broken stream", "server", c.name, "last-event-id", lastID)
+		if resumed != nil {
+			resumed.Close()
+		}
+		body, resumed = resp.Body, resp.Body
+	}
+}
+
+// pump forwards the messages of one event stream until it ends, or until m (when
+// not nil) has been answered.
+func (c *remoteConn) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *sseReader, tooLong bool) {
+	sr = newSSEReader(body, c.max)
+	for {
+		ev, err := sr.Next()
+		if err != nil {
+			return sr, tooLong
+		}
+		if ev.Name != "" && ev.Name != "message" {
+			continue
+		}
+		if ev.TooLong {
+			c.log.Warn("dropped a message from the server: over the size cap", "server", c.name, "bytes", ev.Size, "cap", c.max)
+			tooLong = true
+			continue
+		}
+		if len(ev.Data) == 0 {
+			continue // a priming event: an id to resume from, no message
+		}
+		c.deliver(oneLine(ev.Data))
+		if m != nil && len(m.ids) > 0 && !c.stillPending(m) {
+			return sr, false
+		}
+		if ctx.Err() != nil {
+			return sr, false
+		}
+	}
+}
+
+// get opens an event stream with a GET: the standalone stream, or the resumption of a
+// broken one (lastID set).
+func (c *remoteConn) get(ctx context.Context, lastID string) (*http.Response, string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url.String(), nil)
+	c.userHeaders(req)
+	req.Header.Set("Accept", "text/event-stream")
+	c.mu.Lock()
+	sid, version := c.sess.id, c.sess.version
+	c.mu.Unlock()
+	if sid != "" {
+		req.Header.Set(hdrSessionID, sid)
+	}
+	if version != "" {
+		req.Header.Set(hdrVersion, version)
+	}
+	if lastID != "" {
+		req.Header.Set(hdrLastEventID, lastID)
+	}
+	resp, err := c.client.Do(req)
+	return resp, sid, err
+}
+
+// startListen opens the GET stream of the current session; with wait, it returns once
+// the stream is open (or refused), or after readyWait.
+func (c *remoteConn) startListen(wait bool) {
+	c.mu.Lock()
+	if c.sess.version >= "2026-07-28" { // that era has no GET stream
+		c.mu.Unlock()
+		return
+	}
+	if c.sess.stopListen != nil {
+		c.sess.stopListen()
+	}
+	ctx, stop := context.WithCancel(c.ctx)
+	c.sess.stopListen = stop
+	c.mu.Unlock()
+	opened := make(chan struct{})
+	c.wg.Add(1)
+	go c.listen(ctx, opened)
+	if !wait {
+		return
+	}
+	t := time.NewTimer(readyWait)
+	defer t.Stop()
+	select {
+	case <-opened:
+	case <-t.C:
+		c.log.Debug("the GET stream is slow to open; going on", "server", c.name)
+	case <-c.ctx.Done():
+	}
+}
+
+// listen keeps the GET stream open for server-initiated messages: reopened after a
+// break with Last-Event-ID, after the server's retry time or a growing backoff, until
+// the session ends or the server says it offers none.
+func (c *remoteConn) listen(ctx context.Context, opened chan struct{}) {
+	defer c.wg.Done()
+	var once sync.Once
+	open := func() { once.Do(func() { close(opened) }) }
+	defer open()
+	lastID, retry, failures := "", time.Duration(0), 0
+	for {
+		resp, sid, err := c.get(ctx, lastID)
+		open()
+		if ctx.Err() != nil {
+			if err == nil {
+				resp.Body.Close()
+			}
+			return
+		}
+		if err != nil {
+			failures++
+			c.log.Debug("the GET stream could not be opened", "server", c.name, "err", c.scrub.Replace(c.httpFailure(err)))
+		} else {
+			code := resp.StatusCode
+			switch {
+			case code == http.StatusMethodNotAllowed:
+				resp.Body.Close()
+				c.log.Debug("the server offers no GET stream", "server", c.name)
+				return
+			case code == http.StatusNotFound && sid != "":
+				resp.Body.Close()
+				// The session is gone: start a new one now, so that what the server
+				// sends on its own reaches the host again without waiting for a call.
+				c.wg.Add(1)
+				go func() {
+					defer c.wg.Done()
+					c.sessionExpired(sid)
+				}()
+				return
+			case code == http.StatusUnauthorized || code == http.StatusForbidden:
+				resp.Body.Close()
+				c.log.Warn("the server refused the GET stream", "server", c.name, "status", code)
+				return
+			case code/100 != 2 || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream":
+				resp.Body.Close()
+				if code < 500 && code != http.StatusTooManyRequests {
+					c.log.Warn("the server answered the GET stream with no event stream; server-initiated messages only come with calls", "server", c.name, "status", code)
+					return
+				}
+				failures++
+			default:
+				sr, _ := c.pump(ctx, nil, resp.Body)
+				resp.Body.Close()
+				if sr.LastID != "" && sr.LastID != lastID {
+					lastID, failures = sr.LastID, 0
+				}
+				if sr.Retry > 0 {
+					retry = sr.Retry
+				}
+				failures++
+			}
+		}
+		delay := backoff(failures)
+		if retry > 0 && failures <= 1 {
+			delay = retry
+		}
+		if !sleepCtx(ctx, delay) {
+			return
+		}
+	}
+}
+
+// sessionExpired replaces the session sid, which answered 404, by a new one (the
+// re-handshake, once however many requests got the 404), and reports whether requests
+// can be sent again.
+func (c *remoteConn) sessionExpired(sid string) bool {
+	c.mu.Lock()
+	if c.sess.id != sid {
+		ready := c.sess.ready
+		c.mu.Unlock()
+		select {
+		case <-ready:
+		case <-c.ctx.Done():
+			return false
+		}
+		c.mu.Lock()
+		ok := c.sess.id != ""
+		c.mu.Unlock()
+		return ok || c.setup.Era() != EraSession
+	}
+	c.log.Info("the server's session expired (HTTP 404); starting a new one with the host's initialize", "server", c.name)
+	c.sess.id = ""
+	c.sess.gen++
+	ready := make(chan struct{})
+	c.sess.ready = ready
+	if c.sess.stopListen != nil {
+		c.sess.stopListen()
+		c.sess.stopListen = nil
+	}
+	c.mu.Unlock()
+	ok := c.rehandshake()
+	close(ready)
+	return ok
+}
+
+// rehandshake replays what the host did to set the session up (upstream.Setup: its
+// initialize with an id of the proxy's own, its notifications/initialized, then its
+// log level and subscriptions), swallowing the answers, as a revived child is set up;
+// then reopens the GET stream, and tells the host when the server's tools changed.
+func (c *remoteConn) rehandshake() bool {
+	rh := c.setup.Rehandshake(c.ownIDFunc())
+	if rh.Initialize == nil {
+		return true // nothing was set up: the next request starts afresh
+	}
+	m := parseOut(rh.Initialize)
+	m.retried = true // a 404 now is a failure, not another expiry
+	ans, err := c.ownCall(m)
+	if err == nil {
+		var a InitAnswer
+		a, err = c.setup.CheckInitialize(ans)
+		c.mu.Lock()
+		c.sess.version = a.ProtocolVersion
+		c.mu.Unlock()
+	}
+	if err != nil {
+		c.log.Warn("re-initializing the server failed", "server", c.name, "err", c.scrub.Replace(err.Error()))
+		return false
+	}
+	for _, raw := range rh.After {
+		m := parseOut(raw)
+		m.retried = true
+		if len(m.ids) == 0 {
+			c.exchange(c.ctx, m, nil, nil)
+			continue
+		}
+		if _, err := c.ownCall(m); err != nil {
+			c.log.Warn("restoring what the host set up failed", "server", c.name, "method", m.method, "err", c.scrub.Replace(err.Error()))
+		}
+	}
+	if c.modeNow() == modeStreamable {
+		c.startListen(false)
+	}
+	c.toolsChanged()
+	return true
+}
+
+// toolsChanged tells the host, with notifications/tools/list_changed, when the new
+// session's tools differ from the list it was last given and it was told the list
+// may change (SPEC §7).
+func (c *remoteConn) toolsChanged() {
+	before := c.setup.Tools()
+	if before == nil || !c.setup.ToolsListChanged() {
+		return
+	}
+	id := c.ownIDFunc()()
+	list := parseOut([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"method":"tools/list"}`))
+	list.retried = true
+	ans, err := c.ownCall(list)
+	if err != nil {
+		return
+	}
+	f, _ := jsonlex.TopFields(ans)
+	if after := jsonlex.Get(f.Result, "tools"); after != nil && !bytes.Equal(bytes.TrimSpace(after), bytes.TrimSpace(before)) {
+		c.deliver([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+	}
+}
+
+func (c *remoteConn) modeNow() mode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mode
+}
+
+// ownIDFunc returns the maker of ids for the connection's own requests.
+func (c *remoteConn) ownIDFunc() func() []byte {
+	return func() []byte {
+		n := c.ownSeq.Add(1)
+		return jsonlex.AppendString(nil, fmt.Sprintf("%srehandshake:%d", c.idPrefix, n))
+	}
+}
+
+// ownCall sends a request of the connection's own and returns its answer, which the
+// host never sees.
+func (c *remoteConn) ownCall(m *outMsg) ([]byte, error) {
+	key := jsonlex.IDKey(m.ids[0])
+	ch := make(chan []byte, 1)
+	c.mu.Lock()
+	c.own[key] = ch
+	c.pending[key] = &pendingReq{id: m.ids[0], method: m.method}
+	md := c.mode
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.own, key)
+		delete(c.pending, key)
+		c.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(c.ctx, ownAnswerWait)
+	defer cancel()
+	if md == modeLegacy {
+		c.legacyPost(ctx, m, nil)
+	} else {
+		c.exchange(ctx, m, nil, nil)
+	}
+	select {
+	case ans := <-ch:
+		if f, ok := jsonlex.TopFields(ans); ok && f.Error != nil {
+			return ans, fmt.Errorf("the server answered %s with an error: %s", m.method, f.Error)
+		}
+		return ans, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("no answer to %s: %w", m.method, ctx.Err())
+	}
+}
+
+// firstPost is the first POST in auto mode. When it fails the way a server of the old
+// HTTP+SSE transport fails it (400, 404 or 405, with a body that is not a JSON-RPC
+// error: a JSON-RPC error proves the endpoint speaks MCP over POST), the URL is tried
+// as an SSE endpoint; if that works the connection uses HTTP+SSE from then on,
+// starting with this message. Otherwise it is a Streamable HTTP server, and the answer
+// is handled as such.
+func (c *remoteConn) firstPost(m *outMsg) {
+	ctx, abort := context.WithCancel(c.ctx)
+	done := make(chan struct{})
+	c.setAbort(m, abort, done)
+	resp, sid, err := c.roundTrip(ctx, m, nil)
+	if err != nil {
+		abort()
+		close(done)
+		c.fail(m, c.httpFailure(err)) // still undecided: the next message tries again
+		return
+	}
+	code := resp.StatusCode
+	if code == http.StatusBadRequest || code == http.StatusNotFound || code == http.StatusMethodNotAllowed {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyCap))
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		if f, ok := jsonlex.TopFields(bytes.TrimSpace(body)); !ok || f.Error == nil {
+			if c.legacyConnect() == nil {
+				abort()
+				close(done)
+				c.mu.Lock()
+				c.mode = modeLegacy
+				c.mu.Unlock()
+				c.log.Info("the server speaks the HTTP+SSE transport (2024-11-05); using it", "server", c.name, "url", c.shownURL)
+				c.legacySend(m)
+				return
+			}
+		}
+	}
+	c.mu.Lock()
+	if c.mode == modeUndecided {
+		c.mode = modeStreamable
+	}
+	c.mu.Unlock()
+	c.reqs.Add(1)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer c.reqs.Done()
+		defer close(done)
+		defer abort()
+		c.handleAnswer(ctx, m, resp, sid)
+	}()
+}
+
+// endSession deletes the session, if there is one (Close's gentle step). The answer
+// is not waited for beyond deleteTimeout.
+func (c *remoteConn) endSession() {
+	c.mu.Lock()
+	sid, version, md := c.sess.id, c.sess.version, c.mode
+	c.mu.Unlock()
+	if sid == "" || md == modeLegacy {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, deleteTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, c.url.String(), nil)
+	c.userHeaders(req)
+	req.Header.Set(hdrSessionID, sid)
+	if version != "" {
+		req.Header.Set(hdrVersion, version)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		c.log.Debug("could not end the session", "server", c.name, "err", c.scrub.Replace(c.httpFailure(err)))
+		return
+	}
+	drain(resp.Body)
+	resp.Body.Close()
+}
+
+// backoff is the wait before reconnection attempt n (from 1): the base growing by half
+// each time, capped, plus full jitter.
+func backoff(n int) time.Duration {
+	d := backoffBase
+	for i := 1; i < n && d < backoffMax; i++ {
+		d = d * 3 / 2
+	}
+	d = min(d, backoffMax)
+	return d + rand.N(d)
+}
+
+func mediaType(ct string) string {
+	t, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return strings.ToLower(strings.TrimSpace(ct))
+	}
+	return t
+}
+
+// drain reads a little of what is left of a body, so its connection can be reused.
+func drain(r io.Reader) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(r, 64<<10))
+}
