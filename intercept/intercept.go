@@ -233,10 +233,17 @@ func (q *queue) push(ev event, ends bool) {
 	}
 	q.bytes += int64(len(ev.msg))
 	q.events = append(q.events, ev)
+	piling := q.bytes >= q.budget/pileFraction
 	q.mu.Unlock()
 	switch {
 	case (ev.kind == evHost || ev.kind == evProxy) && len(ev.msg) >= holdMax:
 		q.signal() // a large request is looked at now, so its bytes can go
+	case piling:
+		// Requests whose answers are slow to come (a server that never answers) would
+		// otherwise wait here, whole, for an answer to wake bookkeeping: 100,000 of
+		// them filled the budget, and the rest lost their arguments. Looked at now,
+		// each keeps only what its report will hold.
+		q.signal()
 	case ends:
 		q.wakeSoon()
 	}
@@ -288,6 +295,10 @@ func shed(ev event) []byte {
 	}
 	return append(out, ']')
 }
+
+// pileFraction: once the bytes waiting pass this fraction of the budget, bookkeeping
+// runs without waiting for an answer to wake it.
+const pileFraction = 8
 
 // holdMax is the largest request left waiting in the queue for its answer; a larger
 // one is looked at at once, so its bytes can go while the tool runs.
