@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -623,14 +622,7 @@ func (c *remoteConn) fail(m *outMsg, why string) {
 const remoteErrorCode = -32000
 
 func errorAnswer(id []byte, code int, message string) []byte {
-	b := make([]byte, 0, 64+len(id)+len(message))
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"error":{"code":`...)
-	b = strconv.AppendInt(b, int64(code), 10)
-	b = append(b, `,"message":`...)
-	b = jsonlex.AppendString(b, message)
-	return append(b, `}}`...)
+	return jsonlex.ErrorResponse(id, code, message)
 }
 
 // stillPending reports whether any request of m awaits its answer.
