@@ -3,6 +3,7 @@ package mcpconfig
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -18,7 +19,7 @@ const (
 	// KindStdio is a plain command + args entry: it can be wrapped.
 	KindStdio
 	// KindWrapped is a stdio entry that already runs the server through
-	// bir-proxy (`bir-proxy [flags] -- COMMAND [ARGS...]`).
+	// bir-proxy (`bir-proxy [flags] [--] COMMAND [ARGS...]`).
 	KindWrapped
 	// KindRemote is an http or sse entry.
 	KindRemote
@@ -51,12 +52,17 @@ const RecorderName = "bir"
 // leave `"args": []` behind, with nothing stored outside the entry.
 const serverFlagEq = "--server="
 
-// takesValue reports whether a proxy flag takes its value as the next
-// argument, so that a value spelled "--" is not mistaken for the end of the
-// proxy's flags. Any other flag is taken to stand alone.
-func takesValue(flag string) bool {
+// TakesValue reports whether a bir-proxy flag takes its value as the next
+// argument (`--server NAME`), as opposed to standing alone (a bool flag).
+// Reading a wrapped entry depends on it: the server's command is the first
+// argument that is neither a flag nor a flag's value, so a value flag
+// missing here would turn its value into the command, and unwrap would
+// write that value as the command. cmd/bir-proxy checks this list against
+// the proxy's own flag set.
+func TakesValue(flag string) bool {
 	switch flag {
-	case "server", "url", "transport", "header", "recorder", "correlation-key", "journal":
+	case "server", "correlation-key", "recorder", "journal", "max-message", "stop-grace", "log-level",
+		"spool-max", "url", "transport", "header", "header-file", "connect-timeout":
 		return true
 	}
 	return false
@@ -80,9 +86,10 @@ type entry struct {
 	typIdx, urlIdx, headersIdx int
 	transport                  string // KindWrappedRemote: the --transport value
 
-	// For KindWrapped: the index in argv of the "--" that ends the
-	// proxy's flags, and the --server value.
-	dashdash  int
+	// For KindWrapped: the index in argv of the server's own command (the
+	// first argument after the proxy's flags, with or without a "--"
+	// before it), and the --server value.
+	cmdAt     int
 	proxyName string
 	eqForm    bool // --server was spelled --server=NAME
 }
@@ -168,22 +175,36 @@ func parseEntry(name, raw string) entry {
 }
 
 // parseProxyArgs reads the arguments of an entry whose command is bir-proxy.
+// The server's command starts after "--" or, as Go's flag package parses
+// the proxy's own command line, at the first argument that is not a flag
+// or a flag's value (SPEC §1). Both forms are read: wrap writes the second
+// (a bare "--" is split or dropped by some hosts and tools), hand-written
+// entries and older wraps use the first, and `gemini mcp add` turns the
+// first into the second by dropping the "--".
 func (e entry) parseProxyArgs() entry {
-	e.dashdash = -1
-	url := false
+	e.cmdAt = -1
+	dashdash, url := false, false
 scan:
 	for i := 0; i < len(e.argv); i++ {
 		a := e.argv[i].value.Str
 		switch {
 		case a == "--":
-			e.dashdash = i
+			dashdash = true
+			if i+1 < len(e.argv) {
+				e.cmdAt = i + 1
+			}
 			break scan
-		case strings.HasPrefix(a, serverFlagEq) || strings.HasPrefix(a, "-"+serverFlagEq):
+		case a == "-" || !strings.HasPrefix(a, "-"):
+			e.cmdAt = i
+			break scan
+		case strings.HasPrefix(a, serverFlagEq) || strings.HasPrefix(a, serverFlagEq[1:]):
 			_, e.proxyName, _ = strings.Cut(a, "=")
 			e.eqForm = true
-		case strings.HasPrefix(a, "-") && !strings.Contains(a, "="):
-			flag := strings.TrimLeft(a, "-")
-			if takesValue(flag) && i+1 < len(e.argv) {
+		case strings.HasPrefix(a, "--url=") || strings.HasPrefix(a, "-url="):
+			url = true
+		case !strings.Contains(a, "="):
+			flag := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+			if TakesValue(flag) && i+1 < len(e.argv) {
 				i++
 				switch flag {
 				case "server":
@@ -192,20 +213,18 @@ scan:
 					url = true
 				}
 			}
-		case strings.HasPrefix(a, "--url=") || strings.HasPrefix(a, "-url="):
-			url = true
 		}
 	}
 	switch {
-	case e.dashdash >= 0 && e.dashdash+1 < len(e.argv):
+	case e.cmdAt >= 0:
 		e.kind = KindWrapped
-	case e.dashdash < 0 && url:
+	case url:
 		e.kind = KindWrappedRemote
 		e.url, e.transport = e.remoteArgs()
-	case e.dashdash >= 0:
+	case dashdash:
 		return e.unknown(`runs bir-proxy with nothing after "--"`)
 	default:
-		return e.unknown(`runs bir-proxy without "--" or --url`)
+		return e.unknown(`runs bir-proxy with neither a server command nor --url`)
 	}
 	return e
 }
@@ -251,12 +270,23 @@ func (e entry) unwrap() (string, error) {
 	}
 }
 
-// wrapStdio moves command and args behind `--`. The original command's
-// and arguments' bytes are kept verbatim, and new text follows the style
-// the entry already has, so that unwrapStdio can restore every byte.
+// wrapStdio moves command and args behind the proxy's --server flag. The
+// original command's and arguments' bytes are kept verbatim, and new text
+// follows the style the entry already has, so that unwrapStdio can restore
+// every byte.
+//
+// The form is SPEC §1's: the command follows the flags directly, and "--"
+// comes before it only when the command itself starts with "-" (the proxy
+// would take it for a flag). A bare "--" in args is not safe with every
+// host: the MCP Inspector's --config mode splits the command line there,
+// and `gemini mcp add` drops it.
 func (e entry) wrapStdio(proxyPath string) string {
 	cmd := e.members[e.command]
 	cmdRaw := e.raw[cmd.valStart:cmd.valEnd]
+	var dashdash []string
+	if strings.HasPrefix(cmd.value.Str, "-") {
+		dashdash = []string{`"--"`}
+	}
 	edits := []edit{{cmd.valStart, cmd.valEnd, quote(proxyPath)}}
 	inline := ","
 	if strings.Contains(e.raw[cmd.keyEnd:cmd.valStart], " ") {
@@ -264,7 +294,7 @@ func (e entry) wrapStdio(proxyPath string) string {
 	}
 
 	if e.args < 0 {
-		arr := "[" + strings.Join([]string{quote(serverFlagEq + e.name), `"--"`, cmdRaw}, inline) + "]"
+		arr := "[" + strings.Join(slices.Concat([]string{quote(serverFlagEq + e.name)}, dashdash, []string{cmdRaw}), inline) + "]"
 		var sep string
 		switch {
 		case len(e.members) > 1:
@@ -281,7 +311,7 @@ func (e entry) wrapStdio(proxyPath string) string {
 
 	args := e.members[e.args]
 	a := e.raw[args.valStart:args.valEnd]
-	prefix := []string{`"--server"`, quote(e.name), `"--"`, cmdRaw}
+	prefix := slices.Concat([]string{`"--server"`, quote(e.name)}, dashdash, []string{cmdRaw})
 	var arr string
 	if len(e.argv) == 0 {
 		// Everything after '[' (whitespace and ']') stays, so unwrap can
@@ -308,8 +338,8 @@ func (e entry) unwrapStdio() string {
 	cmd := e.members[e.command]
 	args := e.members[e.args]
 	a := e.raw[args.valStart:args.valEnd]
-	orig := e.argv[e.dashdash+1]
-	rest := e.argv[e.dashdash+2:]
+	orig := e.argv[e.cmdAt]
+	rest := e.argv[e.cmdAt+1:]
 	edits := []edit{{cmd.valStart, cmd.valEnd, a[orig.start:orig.end]}}
 
 	switch {
@@ -331,7 +361,7 @@ func (e entry) unwrapStdio() string {
 }
 
 // upstream is the server's own command line: for a wrapped entry, what
-// follows "--".
+// follows the proxy's flags.
 func (e entry) upstream() []string {
 	var argv []string
 	switch e.kind {
@@ -341,7 +371,7 @@ func (e entry) upstream() []string {
 			argv = append(argv, el.value.Str)
 		}
 	case KindWrapped:
-		for _, el := range e.argv[e.dashdash+1:] {
+		for _, el := range e.argv[e.cmdAt:] {
 			argv = append(argv, el.value.Str)
 		}
 	}
@@ -459,7 +489,7 @@ func (e entry) remoteArgs() (url, transport string) {
 			}
 			continue
 		}
-		if strings.HasPrefix(a, "-") && takesValue(strings.TrimLeft(a, "-")) && i+1 < len(e.argv) {
+		if strings.HasPrefix(a, "-") && TakesValue(strings.TrimLeft(a, "-")) && i+1 < len(e.argv) {
 			i++
 			switch strings.TrimLeft(a, "-") {
 			case "url":
@@ -490,7 +520,7 @@ func (e entry) unwrapRemote() (string, error) {
 		case (v == "--header" || v == "-header") && i+1 < len(e.argv):
 			i++
 			headers = append(headers, e.argv[i].value.Str)
-		case strings.HasPrefix(v, "-") && !strings.Contains(v, "=") && takesValue(strings.TrimLeft(v, "-")):
+		case strings.HasPrefix(v, "-") && !strings.Contains(v, "=") && TakesValue(strings.TrimLeft(v, "-")):
 			i++
 		}
 	}

@@ -105,6 +105,11 @@ func pathOf(keys ...string) string {
 	esc := make([]string, len(keys))
 	for i, k := range keys {
 		esc[i] = gjson.Escape(k)
+		if strings.HasPrefix(esc[i], ":") {
+			// sjson reads a leading ':' as "this is a key, not an index" and
+			// drops it, so a server named ":x" would be written as "x".
+			esc[i] = `\` + esc[i]
+		}
 	}
 	return strings.Join(esc, ".")
 }

@@ -64,7 +64,7 @@ func TestBOMKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "\xef\xbb\xbf{\"mcpServers\": {\"a\": {\"command\": \"/usr/local/bin/bir-proxy\", \"args\": [\"--server=a\", \"--\", \"x\"]}}}"
+	want := "\xef\xbb\xbf{\"mcpServers\": {\"a\": {\"command\": \"/usr/local/bin/bir-proxy\", \"args\": [\"--server=a\", \"x\"]}}}"
 	if string(c.New) != want {
 		t.Errorf("got %q", c.New)
 	}

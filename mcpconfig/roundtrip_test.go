@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -99,8 +100,9 @@ func TestRoundTripCorpus(t *testing.T) {
 }
 
 // checkWrapped says what wrap must have done, independently of how: every
-// stdio entry but the recorder's now runs `bir-proxy --server NAME --
-// <the original command line>` with its other members (env first of all)
+// stdio entry but the recorder's now runs `bir-proxy --server NAME
+// <the original command line>` ("--" before it only for a command that
+// starts with "-") with its other members (env first of all)
 // untouched and in order, every other entry is as it was, and nothing
 // outside mcpServers moved.
 func checkWrapped(t *testing.T, orig, wrapped *Document) {
@@ -132,10 +134,14 @@ func checkWrapped(t *testing.T, orig, wrapped *Document) {
 		for _, el := range a.argv {
 			argv = append(argv, el.value.Str)
 		}
-		want := append([]string{"--server", b.name, "--"}, b.upstream()...)
+		flags := []string{"--server", b.name}
 		if b.args < 0 {
-			want = append([]string{"--server=" + b.name, "--"}, b.upstream()...)
+			flags = []string{"--server=" + b.name}
 		}
+		if strings.HasPrefix(b.upstream()[0], "-") {
+			flags = append(flags, "--")
+		}
+		want := append(flags, b.upstream()...)
 		if !slices.Equal(argv, want) {
 			t.Errorf("%q args = %q, want %q", b.name, argv, want)
 		}
@@ -211,37 +217,37 @@ func TestWrapStyle(t *testing.T) {
 		{
 			"one element per line",
 			"{\"mcpServers\": {\n  \"gh\": {\n    \"command\": \"npx\",\n    \"args\": [\n      \"-y\",\n      \"pkg\"\n    ]\n  }\n}}\n",
-			"{\"mcpServers\": {\n  \"gh\": {\n    \"command\": \"/usr/local/bin/bir-proxy\",\n    \"args\": [\n      \"--server\",\n      \"gh\",\n      \"--\",\n      \"npx\",\n      \"-y\",\n      \"pkg\"\n    ]\n  }\n}}\n",
+			"{\"mcpServers\": {\n  \"gh\": {\n    \"command\": \"/usr/local/bin/bir-proxy\",\n    \"args\": [\n      \"--server\",\n      \"gh\",\n      \"npx\",\n      \"-y\",\n      \"pkg\"\n    ]\n  }\n}}\n",
 		},
 		{
 			"inline",
 			`{"mcpServers": {"gh": {"command": "npx", "args": ["-y", "pkg"], "env": {"T": "${T}"}}}}`,
-			`{"mcpServers": {"gh": {"command": "/usr/local/bin/bir-proxy", "args": ["--server", "gh", "--", "npx", "-y", "pkg"], "env": {"T": "${T}"}}}}`,
+			`{"mcpServers": {"gh": {"command": "/usr/local/bin/bir-proxy", "args": ["--server", "gh", "npx", "-y", "pkg"], "env": {"T": "${T}"}}}}`,
 		},
 		{
 			"compact",
 			`{"mcpServers":{"gh":{"command":"npx","args":["-y","pkg"]}}}`,
-			`{"mcpServers":{"gh":{"command":"/usr/local/bin/bir-proxy","args":["--server","gh","--","npx","-y","pkg"]}}}`,
+			`{"mcpServers":{"gh":{"command":"/usr/local/bin/bir-proxy","args":["--server","gh","npx","-y","pkg"]}}}`,
 		},
 		{
 			"no args, more members",
 			"{\"mcpServers\": {\n  \"bin\": {\n    \"command\": \"/opt/srv\",\n    \"env\": {}\n  }\n}}",
-			"{\"mcpServers\": {\n  \"bin\": {\n    \"command\": \"/usr/local/bin/bir-proxy\",\n    \"args\": [\"--server=bin\", \"--\", \"/opt/srv\"],\n    \"env\": {}\n  }\n}}",
+			"{\"mcpServers\": {\n  \"bin\": {\n    \"command\": \"/usr/local/bin/bir-proxy\",\n    \"args\": [\"--server=bin\", \"/opt/srv\"],\n    \"env\": {}\n  }\n}}",
 		},
 		{
 			"no args, command alone",
 			"{\"mcpServers\": {\n  \"bin\": {\n    \"command\": \"/opt/srv\"\n  }\n}}",
-			"{\"mcpServers\": {\n  \"bin\": {\n    \"command\": \"/usr/local/bin/bir-proxy\",\n    \"args\": [\"--server=bin\", \"--\", \"/opt/srv\"]\n  }\n}}",
+			"{\"mcpServers\": {\n  \"bin\": {\n    \"command\": \"/usr/local/bin/bir-proxy\",\n    \"args\": [\"--server=bin\", \"/opt/srv\"]\n  }\n}}",
 		},
 		{
 			"empty args",
 			`{"mcpServers": {"e": {"command": "srv", "args": []}}}`,
-			`{"mcpServers": {"e": {"command": "/usr/local/bin/bir-proxy", "args": ["--server", "e", "--", "srv"]}}}`,
+			`{"mcpServers": {"e": {"command": "/usr/local/bin/bir-proxy", "args": ["--server", "e", "srv"]}}}`,
 		},
 		{
 			"escapes in the command stay as written",
 			`{"mcpServers": {"w": {"command": "C:\\Program Files\\node\u002eexe", "args": ["x"]}}}`,
-			`{"mcpServers": {"w": {"command": "/usr/local/bin/bir-proxy", "args": ["--server", "w", "--", "C:\\Program Files\\node\u002eexe", "x"]}}}`,
+			`{"mcpServers": {"w": {"command": "/usr/local/bin/bir-proxy", "args": ["--server", "w", "C:\\Program Files\\node\u002eexe", "x"]}}}`,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -329,7 +335,7 @@ func TestNamesAndRecorder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"mcpServers": {"a": {"command": "x"}, "b": {"command": "/usr/local/bin/bir-proxy", "args": ["--server=b", "--", "y"]}, "bir": {"command": "bir", "args": ["mcp"]}}}`
+	want := `{"mcpServers": {"a": {"command": "x"}, "b": {"command": "/usr/local/bin/bir-proxy", "args": ["--server=b", "y"]}, "bir": {"command": "bir", "args": ["mcp"]}}}`
 	if string(c.New) != want {
 		t.Errorf("got  %s\nwant %s", c.New, want)
 	}

@@ -133,7 +133,7 @@ func TestWrapDryRun(t *testing.T) {
 		"would wrap git\n",
 		"--- " + path + "\n+++ " + path + "\n",
 		"-\t\t\t\"command\": \"uvx\",\r\n+\t\t\t\"command\": \"/opt/bir/bin/bir-proxy\",\r\n",
-		"+\t\t\t\"args\": [\"--server=time\", \"--\", \"uvx\"]\r\n",
+		"+\t\t\t\"args\": [\"--server=time\", \"uvx\"]\r\n",
 		"dry run, nothing written",
 	} {
 		if !strings.Contains(out, want) {
@@ -227,8 +227,8 @@ func TestClaudeJSONScopes(t *testing.T) {
 	}
 	got := string(readFile(t, path))
 	for _, want := range []string{
-		`"u": {"type": "stdio", "command": "/opt/bir/bin/bir-proxy", "args": ["--server", "u", "--", "user-mcp"], "env": {}}`,
-		`"l": {"type": "stdio", "command": "/opt/bir/bin/bir-proxy", "args": ["--server", "l", "--", "local-mcp"], "env": {}}`,
+		`"u": {"type": "stdio", "command": "/opt/bir/bin/bir-proxy", "args": ["--server", "u", "user-mcp"], "env": {}}`,
+		`"l": {"type": "stdio", "command": "/opt/bir/bin/bir-proxy", "args": ["--server", "l", "local-mcp"], "env": {}}`,
 		`"o": {"command": "other-mcp"}`,
 	} {
 		if !strings.Contains(got, want) {
