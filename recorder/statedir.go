@@ -44,6 +44,10 @@ func JournalPath(stateDir, server string) string {
 
 func spoolDir(stateDir string) string { return filepath.Join(stateDir, "spool") }
 
+// SpoolDir is the directory of the spool files under a state directory, for
+// `bir-proxy log` to show the reports waiting there.
+func SpoolDir(stateDir string) string { return spoolDir(stateDir) }
+
 // fileSafe turns a server name into a file name part. It escapes rather than replaces
 // (so two names never share a file) and hashes names too long for a file system.
 func fileSafe(server string) string {

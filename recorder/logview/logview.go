@@ -1,7 +1,10 @@
-// Package logview prints the journal for `bir-proxy log`: the reports written when no
-// recorder was running, as a table or as their JSON lines. It only reads files, so it
-// lives apart from package recorder's HTTP delivery and spool; all it takes from there
-// is where the journals are (DefaultStateDir, JournalDir).
+// Package logview prints what bir-proxy recorded for `bir-proxy log`: the journal (the
+// reports written when no recorder is configured) and the reports waiting in the spool
+// for a recorder that did not answer, as a table, as JSON lines, or one call in full. It
+// only reads files, so it lives apart from package recorder's HTTP delivery; all it takes
+// from there is where the files are (DefaultStateDir, JournalDir, SpoolDir). It reads
+// the spool format (recorder/spool.go: report lines, then {"ack":SEQ} lines for the ones
+// the recorder took) and never writes it.
 package logview
 
 import (
@@ -16,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -24,6 +28,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/bir-dev/bir-proxy/recorder"
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // followEvery is how often PrintLog looks for new lines with Follow. Polling is fine
@@ -32,68 +37,148 @@ const followEvery = 200 * time.Millisecond
 
 // LogOptions says what PrintLog shows.
 type LogOptions struct {
-	Path   string // one journal file; when empty, every *.jsonl in Dir
-	Dir    string // when Path and Dir are empty, the default journal directory
-	Server string // only this server's reports
+	Path string // one journal file; when empty, every *.jsonl in Dir
+	Dir  string // when Path and Dir are empty, the default journal directory
+	// SpoolDir holds the reports waiting for a recorder. When Path and Dir are empty
+	// and SpoolDir is too, it is the default spool directory; with Path or Dir set, an
+	// empty SpoolDir means no spool is read.
+	SpoolDir string
+
+	Server   string    // only this server's reports
+	Tool     string    // only calls of this tool
+	Outcomes []string  // only these outcomes (report.Outcome*)
+	Failed   bool      // only calls that failed (FailedOutcomes)
+	Since    time.Time // only calls received at or after this
+
 	Follow bool   // keep printing new reports until ctx is done
 	JSON   bool   // print each report as its JSON line instead of a table row
 	Limit  int    // only the last Limit reports (0: all) before following
+	Show   string // print the one call with this ID (see ID) in full
+
+	// Recorder, when set, says which recorder the waiting reports wait for; it is
+	// called only when some are shown (it may take a moment: a reachability check).
+	Recorder func() string
+	// Notes receives what is said about the reports rather than the reports
+	// themselves (none match, some are waiting, under JSON); nil: discarded.
+	Notes io.Writer
 }
 
-// PrintLog prints journal reports to w for `bir-proxy log`: a table (local time,
-// server, tool, duration, outcome, a one-line excerpt of the arguments) or the JSON
-// lines themselves. Reports of several journals are merged by the time the call was
-// received.
+// FailedOutcomes are the outcomes --failed shows: the call did not do what was
+// asked. A cancelled call was stopped by the host, and an input_required round
+// waits for the user; neither is a failure.
+var FailedOutcomes = []string{report.OutcomeToolError, report.OutcomeRPCError, report.OutcomeUpstreamLost, report.OutcomeTimeout}
+
+// Outcomes are the outcomes a report can have (SPEC §5).
+var Outcomes = []string{report.OutcomeOK, report.OutcomeToolError, report.OutcomeRPCError, report.OutcomeCancelled,
+	report.OutcomeUpstreamLost, report.OutcomeInputRequired, report.OutcomeTimeout}
+
+// ErrNoReports is returned (wrapped, with what there is instead) when no report
+// matches.
+var ErrNoReports = errors.New("no reports")
+
+// record is one report line and where it is.
+type record struct {
+	line []byte
+	// waiting: in the spool and not acknowledged by a recorder. delivered: in the spool
+	// and acknowledged (shown only by Show: the recorder has it).
+	waiting, delivered bool
+	path               string
+}
+
+// ID is how the table and Show name a call: the first 6 characters of its proxyId
+// (one run of a proxy) and its seq in that run.
+func ID(proxyID string, seq uint64) string {
+	if len(proxyID) > 6 {
+		proxyID = proxyID[:6]
+	}
+	return proxyID + ":" + strconv.FormatUint(seq, 10)
+}
+
+func (r record) id() string {
+	return ID(gjson.GetBytes(r.line, "proxyId").String(), gjson.GetBytes(r.line, "seq").Uint())
+}
+
+// PrintLog prints reports to w for `bir-proxy log`: a table (an ID, local time,
+// server, tool, duration, outcome, where the report is, a one-line excerpt of the
+// arguments) or the JSON lines themselves. Reports of several files are merged by the
+// time the call was received.
 func PrintLog(ctx context.Context, w io.Writer, opts LogOptions) error {
-	dir := opts.Dir
+	dir, spoolDir := opts.Dir, opts.SpoolDir
 	if opts.Path == "" && dir == "" {
 		state, err := recorder.DefaultStateDir()
 		if err != nil {
 			return err
 		}
 		dir = recorder.JournalDir(state)
+		if spoolDir == "" {
+			spoolDir = recorder.SpoolDir(state)
+		}
 	}
-	files, err := journalFiles(opts.Path, dir)
+	notes := opts.Notes
+	if notes == nil {
+		notes = io.Discard
+	}
+	if !opts.Follow && opts.Path != "" {
+		if _, err := os.Stat(opts.Path); err != nil {
+			return fmt.Errorf("no journal: %w", err)
+		}
+	}
+	srcs, err := listSources(opts.Path, dir, spoolDir, nil)
 	if err != nil {
 		return err
 	}
-	if !opts.Follow {
-		if opts.Path != "" {
-			if _, err := os.Stat(opts.Path); err != nil {
-				return fmt.Errorf("no journal: %w", err)
-			}
-		} else if len(files) == 0 {
-			return fmt.Errorf("no journal in %s yet", dir)
+	all, err := readAll(srcs)
+	if err != nil {
+		return err
+	}
+	if opts.Show != "" {
+		return show(w, all, opts)
+	}
+
+	var shown []record
+	for _, r := range all {
+		if !r.delivered && opts.match(r.line) {
+			shown = append(shown, r)
 		}
+	}
+	slices.SortStableFunc(shown, func(a, b record) int { return receivedAt(a.line).Compare(receivedAt(b.line)) })
+	if opts.Limit > 0 && len(shown) > opts.Limit {
+		shown = shown[len(shown)-opts.Limit:]
+	}
+	if len(shown) == 0 {
+		err := noneMatch(all, opts, dir, spoolDir)
+		if !opts.Follow {
+			return err
+		}
+		fmt.Fprintf(notes, "%v; waiting for new ones\n", err)
 	}
 
 	p := &logPrinter{w: w, opts: opts}
-	var reports [][]byte
-	for _, jf := range files {
-		lines, err := jf.readNew(opts.Server)
-		if err != nil {
+	if len(shown) > 0 {
+		if err := p.header(); err != nil {
 			return err
 		}
-		if opts.Limit > 0 && len(lines) > opts.Limit {
-			lines = lines[len(lines)-opts.Limit:]
+	}
+	waiting := 0
+	for _, r := range shown {
+		if r.waiting {
+			waiting++
 		}
-		reports = append(reports, lines...)
-	}
-	if len(files) > 1 {
-		slices.SortStableFunc(reports, func(a, b []byte) int {
-			return gjson.GetBytes(a, "receivedAt").Time().Compare(gjson.GetBytes(b, "receivedAt").Time())
-		})
-	}
-	if opts.Limit > 0 && len(reports) > opts.Limit {
-		reports = reports[len(reports)-opts.Limit:]
-	}
-	if err := p.header(); err != nil {
-		return err
-	}
-	for _, line := range reports {
-		if err := p.print(line); err != nil {
+		if err := p.print(r); err != nil {
 			return err
 		}
+	}
+	if waiting > 0 {
+		what := "a recorder that has not answered"
+		if opts.Recorder != nil {
+			what = opts.Recorder()
+		}
+		out := w
+		if opts.JSON || opts.Follow {
+			out = notes // stdout stays JSON lines; a footer would end up mid-stream
+		}
+		fmt.Fprintf(out, "%d %s waiting in the spool (%s) for %s; the proxy that wrote %s, or the next run of its server, delivers %s when the recorder answers\n",
+			waiting, plural(waiting, "report is", "reports are"), spoolDir, what, plural(waiting, "it", "them"), plural(waiting, "it", "them"))
 	}
 	if !opts.Follow {
 		return nil
@@ -108,24 +193,27 @@ func PrintLog(ctx context.Context, w io.Writer, opts LogOptions) error {
 		case <-tick.C:
 		}
 		if opts.Path == "" {
-			// Journals of servers that start while we follow.
-			more, err := journalFiles("", dir)
-			if err != nil {
+			// Files of servers (and runs) that start while we follow.
+			if srcs, err = listSources("", dir, spoolDir, srcs); err != nil {
 				return err
 			}
-			for _, jf := range more {
-				if !slices.ContainsFunc(files, func(have *journalFile) bool { return have.path == jf.path }) {
-					files = append(files, jf)
-				}
-			}
 		}
-		for _, jf := range files {
-			lines, err := jf.readNew(opts.Server)
+		for _, s := range srcs {
+			lines, _, err := s.readNew()
 			if err != nil {
 				return err
 			}
 			for _, line := range lines {
-				if err := p.print(line); err != nil {
+				r := record{line: line, waiting: s.spool, path: s.path}
+				if !opts.match(line) {
+					continue
+				}
+				if !p.headed {
+					if err := p.header(); err != nil {
+						return err
+					}
+				}
+				if err := p.print(r); err != nil {
 					return err
 				}
 			}
@@ -133,113 +221,399 @@ func PrintLog(ctx context.Context, w io.Writer, opts LogOptions) error {
 	}
 }
 
-func journalFiles(path, dir string) ([]*journalFile, error) {
+// match reports whether a report line passes the filters.
+func (o LogOptions) match(line []byte) bool {
+	r := gjson.ParseBytes(line)
+	if o.Server != "" && r.Get("server").String() != o.Server {
+		return false
+	}
+	if o.Tool != "" && r.Get("tool").String() != o.Tool {
+		return false
+	}
+	outcome := r.Get("outcome").String()
+	if len(o.Outcomes) > 0 && !slices.Contains(o.Outcomes, outcome) {
+		return false
+	}
+	if o.Failed && !slices.Contains(FailedOutcomes, outcome) {
+		return false
+	}
+	if !o.Since.IsZero() && receivedAt(line).Before(o.Since) {
+		return false
+	}
+	return true
+}
+
+func receivedAt(line []byte) time.Time {
+	if t := gjson.GetBytes(line, "receivedAt"); t.Exists() {
+		return t.Time()
+	}
+	return gjson.GetBytes(line, "startedAt").Time()
+}
+
+// noneMatch says that no report matched and what there is instead: which servers
+// have reports, or that there are none at all.
+func noneMatch(all []record, opts LogOptions, dir, spoolDir string) error {
+	count := map[string]int{}
+	var names []string
+	for _, r := range all {
+		if r.delivered {
+			continue
+		}
+		s := printable(gjson.GetBytes(r.line, "server").String())
+		if count[s] == 0 {
+			names = append(names, s)
+		}
+		count[s]++
+	}
+	if len(names) == 0 {
+		where := "nothing in the journal (" + dir + ")"
+		if spoolDir != "" {
+			where += " and nothing waiting in the spool (" + spoolDir + ")"
+		}
+		return fmt.Errorf("%w yet: %s; reports appear once a wrapped server's tools are called", ErrNoReports, where)
+	}
+	slices.Sort(names)
+	var have []string
+	for _, n := range names {
+		have = append(have, fmt.Sprintf("%s (%d)", n, count[n]))
+	}
+	what := "match"
+	if opts.Server != "" && count[opts.Server] == 0 {
+		what = fmt.Sprintf("for server %q", opts.Server)
+	}
+	return fmt.Errorf("%w %s; servers with reports: %s", ErrNoReports, what, strings.Join(have, ", "))
+}
+
+// source is a journal or spool file being read: how far its whole lines have been read.
+type source struct {
+	path  string
+	spool bool
+	off   int64
+}
+
+// listSources lists the journal and spool files, keeping those of have (and where
+// they were read to).
+func listSources(path, dir, spoolDir string, have []*source) ([]*source, error) {
 	if path != "" {
-		return []*journalFile{{path: path}}, nil
+		if len(have) > 0 {
+			return have, nil
+		}
+		return []*source{{path: path}}, nil
 	}
-	des, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list journals: %w", err)
-	}
-	var out []*journalFile
-	for _, de := range des {
-		if de.Type().IsRegular() && strings.HasSuffix(de.Name(), ".jsonl") {
-			out = append(out, &journalFile{path: filepath.Join(dir, de.Name())})
+	out := have
+	for _, d := range []struct {
+		dir   string
+		spool bool
+	}{{dir, false}, {spoolDir, true}} {
+		if d.dir == "" {
+			continue
+		}
+		des, err := os.ReadDir(d.dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", d.dir, err)
+		}
+		for _, de := range des {
+			// A spool file is named only once its owner holds it; ".new" is one being
+			// created.
+			if !de.Type().IsRegular() || !strings.HasSuffix(de.Name(), ".jsonl") {
+				continue
+			}
+			p := filepath.Join(d.dir, de.Name())
+			if !slices.ContainsFunc(out, func(s *source) bool { return s.path == p }) {
+				out = append(out, &source{path: p, spool: d.spool})
+			}
 		}
 	}
 	return out, nil
 }
 
-// journalFile is a journal being read: how far its whole lines have been read.
-type journalFile struct {
-	path string
-	off  int64
+// readAll reads every source from its start: journal reports, and spool reports
+// marked waiting or delivered by the done marks after them.
+func readAll(srcs []*source) ([]record, error) {
+	var out []record
+	for _, s := range srcs {
+		lines, acks, err := s.readNew()
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range lines {
+			r := record{line: line, path: s.path}
+			if s.spool {
+				r.delivered = slices.Contains(acks, gjson.GetBytes(line, "seq").Uint())
+				r.waiting = !r.delivered
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
-// readNew returns the reports (of server, if set) in lines completed since the last
-// call. A line still being written is left for the next call.
-func (j *journalFile) readNew(server string) ([][]byte, error) {
-	f, err := os.Open(j.path)
+// readNew returns the reports and done marks in lines completed since the last call.
+// A line still being written is left for the next call.
+func (s *source) readNew() (reports [][]byte, acks []uint64, err error) {
+	f, err := os.Open(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil // not written yet, or removed
+		return nil, nil, nil // not written yet, or removed (a spool file delivered)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read journal: %w", err)
+		return nil, nil, fmt.Errorf("reading %s: %w", s.path, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("read journal: %w", err)
+		return nil, nil, fmt.Errorf("reading %s: %w", s.path, err)
 	}
-	if st.Size() < j.off {
-		j.off = 0 // truncated or replaced: start over
+	if st.Size() < s.off {
+		s.off = 0 // truncated (a compacted spool file) or replaced: start over
 	}
-	if _, err := f.Seek(j.off, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("read journal: %w", err)
+	if _, err := f.Seek(s.off, io.SeekStart); err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", s.path, err)
 	}
 	r := bufio.NewReaderSize(f, 64<<10)
-	var out [][]byte
 	for {
 		line, err := r.ReadBytes('\n')
 		if err != nil {
 			if err == io.EOF {
-				return out, nil
+				return reports, acks, nil
 			}
-			return out, fmt.Errorf("read journal %s: %w", j.path, err)
+			return reports, acks, fmt.Errorf("reading %s: %w", s.path, err)
 		}
-		j.off += int64(len(line))
+		s.off += int64(len(line))
 		line = bytes.TrimRight(line, "\r\n")
 		if !gjson.ValidBytes(line) {
 			continue
 		}
-		if server != "" && gjson.GetBytes(line, "server").String() != server {
+		if ack := gjson.GetBytes(line, "ack"); ack.Exists() {
+			acks = append(acks, ack.Uint())
 			continue
 		}
-		out = append(out, line)
+		reports = append(reports, line)
 	}
 }
 
 type logPrinter struct {
-	w    io.Writer
-	opts LogOptions
+	w      io.Writer
+	opts   LogOptions
+	headed bool
 }
 
 const (
+	idWidth     = 11
 	argsWidth   = 60
 	serverWidth = 12
 	toolWidth   = 24
 )
 
 func (p *logPrinter) header() error {
+	p.headed = true
 	if p.opts.JSON {
 		return nil
 	}
-	_, err := fmt.Fprintf(p.w, "%-12s  %-*s  %-*s  %8s  %-14s  %s\n",
-		"TIME", serverWidth, "SERVER", toolWidth, "TOOL", "DURATION", "OUTCOME", "ARGS")
+	_, err := fmt.Fprintf(p.w, "%-*s  %-12s  %-*s  %-*s  %8s  %-14s  %-7s  %s\n",
+		idWidth, "ID", "TIME", serverWidth, "SERVER", toolWidth, "TOOL", "DURATION", "OUTCOME", "REPORT", "ARGS")
 	return err
 }
 
-func (p *logPrinter) print(line []byte) error {
+// waitingMark is the member put first in a waiting report's JSON line, so that a
+// script tells it from one in the journal.
+const waitingMark = `"waiting":true`
+
+func (p *logPrinter) print(r record) error {
 	if p.opts.JSON {
+		line := r.line
+		if r.waiting && len(line) > 1 && line[0] == '{' {
+			sep := ","
+			if bytes.TrimSpace(line[1:])[0] == '}' {
+				sep = ""
+			}
+			line = slices.Concat([]byte("{"+waitingMark+sep), line[1:])
+		}
 		_, err := p.w.Write(append(line[:len(line):len(line)], '\n'))
 		return err
 	}
-	_, err := io.WriteString(p.w, tableRow(line, time.Now()))
+	_, err := io.WriteString(p.w, tableRow(r, time.Now()))
 	return err
 }
 
-func tableRow(line []byte, now time.Time) string {
-	r := gjson.ParseBytes(line)
-	return fmt.Sprintf("%-12s  %-*s  %-*s  %8s  %-14s  %s\n",
-		shortTime(r.Get("receivedAt").Time(), now),
+func tableRow(rec record, now time.Time) string {
+	r := gjson.ParseBytes(rec.line)
+	where := "journal"
+	if rec.waiting {
+		where = "waiting"
+	}
+	return fmt.Sprintf("%-*s  %-12s  %-*s  %-*s  %8s  %-14s  %-7s  %s\n",
+		idWidth, clip(printable(rec.id()), idWidth),
+		shortTime(receivedAt(rec.line), now),
 		serverWidth, clip(printable(r.Get("server").String()), serverWidth),
 		toolWidth, clip(printable(r.Get("tool").String()), toolWidth),
 		shortDuration(r.Get("durationMs").Float()),
 		clip(printable(r.Get("outcome").String()), 14),
+		where,
 		oneLineArgs(r.Get("args").Raw))
+}
+
+// show prints the call named opts.Show in full: its facts, then its arguments and
+// result (or error) indented, with text content printed as text.
+func show(w io.Writer, all []record, opts LogOptions) error {
+	want := opts.Show
+	var found []record
+	for _, r := range all {
+		if opts.Server != "" && gjson.GetBytes(r.line, "server").String() != opts.Server {
+			continue
+		}
+		pid := gjson.GetBytes(r.line, "proxyId").String()
+		seq := strconv.FormatUint(gjson.GetBytes(r.line, "seq").Uint(), 10)
+		prefix, s, ok := strings.Cut(want, ":")
+		if !ok {
+			prefix, s = "", want // a bare seq: enough when one run has it
+		}
+		if s == seq && strings.HasPrefix(pid, prefix) {
+			found = append(found, r)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return fmt.Errorf("%w with ID %q (the first column of bir-proxy log)", ErrNoReports, want)
+	case 1:
+	default:
+		var ids []string
+		for _, r := range found {
+			ids = append(ids, r.id())
+		}
+		return fmt.Errorf("%q names %d calls (%s); give the whole ID", want, len(found), strings.Join(ids, ", "))
+	}
+	rec := found[0]
+	r := gjson.ParseBytes(rec.line)
+	var b strings.Builder
+	where := "in the journal " + rec.path
+	switch {
+	case rec.waiting:
+		what := "a recorder that has not answered"
+		if opts.Recorder != nil {
+			what = opts.Recorder()
+		}
+		where = "waiting in the spool " + rec.path + " for " + what
+	case rec.delivered:
+		where = "delivered to the recorder (still in the spool " + rec.path + ")"
+	}
+	fmt.Fprintf(&b, "call %s, %s\n", rec.id(), where)
+	field := func(name, value string) {
+		if value != "" {
+			fmt.Fprintf(&b, "  %-12s %s\n", name, printable(value))
+		}
+	}
+	field("server", r.Get("server").String())
+	field("tool", r.Get("tool").String())
+	field("outcome", r.Get("outcome").String())
+	field("callId", r.Get("callId").String())
+	field("dispatchId", r.Get("dispatchId").String())
+	for _, k := range []string{"receivedAt", "startedAt", "endedAt"} {
+		if t := r.Get(k).Time(); !t.IsZero() {
+			field(strings.TrimSuffix(k, "At"), t.Local().Format("2006-01-02 15:04:05.000 MST"))
+		}
+	}
+	field("duration", shortDuration(r.Get("durationMs").Float()))
+	field("fingerprint", r.Get("argsFingerprint").String())
+	field("proxyId", r.Get("proxyId").String())
+	field("seq", r.Get("seq").String())
+
+	clipped := func(k string) string {
+		if r.Get(k).Bool() {
+			return " (clipped to fit the report)"
+		}
+		return ""
+	}
+	fmt.Fprintf(&b, "arguments%s:\n", clipped("argsClipped"))
+	b.WriteString(indentJSON(r.Get("args").Raw, "  "))
+	if res := r.Get("result"); res.Exists() {
+		fmt.Fprintf(&b, "result%s:\n", clipped("resultClipped"))
+		b.WriteString(readableResult(res))
+	}
+	if e := r.Get("error"); e.Exists() && e.Type != gjson.Null {
+		b.WriteString("error:\n")
+		if e.Get("message").Exists() {
+			fmt.Fprintf(&b, "  %s %s\n", e.Get("code").Raw, printableText(e.Get("message").String(), "  "))
+			if d := e.Get("data"); d.Exists() {
+				b.WriteString("  data:\n" + indentJSON(d.Raw, "    "))
+			}
+		} else {
+			b.WriteString(indentJSON(e.Raw, "  "))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// readableResult prints an MCP tool result: text content as text, other content and
+// structured content as indented JSON, isError said in words.
+func readableResult(res gjson.Result) string {
+	content := res.Get("content")
+	if !res.IsObject() || !content.IsArray() {
+		return indentJSON(res.Raw, "  ")
+	}
+	var b strings.Builder
+	if res.Get("isError").Bool() {
+		b.WriteString("  (the tool reported an error: isError is true)\n")
+	}
+	content.ForEach(func(_, c gjson.Result) bool {
+		if c.Get("type").String() == "text" && c.Get("text").Type == gjson.String {
+			text := c.Get("text").String()
+			if t := strings.TrimSpace(text); len(t) > 1 && (t[0] == '{' || t[0] == '[') && gjson.Valid(t) {
+				b.WriteString("  text (JSON):\n" + indentJSON(t, "    "))
+			} else {
+				b.WriteString("  text:\n    " + printableText(text, "    ") + "\n")
+			}
+			return true
+		}
+		b.WriteString("  " + printable(c.Get("type").String()) + ":\n" + indentJSON(c.Raw, "    "))
+		return true
+	})
+	res.ForEach(func(k, v gjson.Result) bool {
+		switch k.String() {
+		case "content", "isError":
+		default:
+			b.WriteString("  " + printable(k.String()) + ":\n" + indentJSON(v.Raw, "    "))
+		}
+		return true
+	})
+	return b.String()
+}
+
+// indentJSON is raw indented under prefix, one line per member. JSON escapes every
+// control character, so nothing in it can move the terminal's cursor.
+func indentJSON(raw, prefix string) string {
+	if raw == "" {
+		return prefix + "(none)\n"
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, []byte(raw), prefix, "  "); err != nil {
+		return prefix + printable(raw) + "\n"
+	}
+	return prefix + buf.String() + "\n"
+}
+
+// printableText is text for a terminal: its lines indented under prefix, other
+// control characters (escape sequences) made visible.
+func printableText(s, prefix string) string {
+	var b strings.Builder
+	for i, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if i > 0 {
+			b.WriteString("\n" + prefix)
+		}
+		b.WriteString(strings.Map(func(r rune) rune {
+			if r == '\t' {
+				return r
+			}
+			if unicode.IsControl(r) {
+				return '?'
+			}
+			return r
+		}, strings.TrimSuffix(line, "\r")))
+	}
+	return b.String()
 }
 
 func shortTime(t, now time.Time) string {
@@ -297,4 +671,11 @@ func printable(s string) string {
 		}
 		return r
 	}, s)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

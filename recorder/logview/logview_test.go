@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -63,7 +66,7 @@ func TestPrintLogTable(t *testing.T) {
 	if len(rows) != 4 {
 		t.Fatalf("want a header and 3 rows:\n%s", out.String())
 	}
-	for _, col := range []string{"TIME", "SERVER", "TOOL", "DURATION", "OUTCOME", "ARGS"} {
+	for _, col := range []string{"ID", "TIME", "SERVER", "TOOL", "DURATION", "OUTCOME", "REPORT", "ARGS"} {
 		if !strings.Contains(rows[0], col) {
 			t.Errorf("header lacks %s: %q", col, rows[0])
 		}
@@ -71,7 +74,7 @@ func TestPrintLogTable(t *testing.T) {
 	wantLocal := recordertest.StepTime.Local().Format("15:04")
 	if !strings.Contains(rows[1], wantLocal) || !strings.Contains(rows[1], "github") ||
 		!strings.Contains(rows[1], "create_issue") || !strings.Contains(rows[1], "183ms") ||
-		!strings.Contains(rows[1], " ok ") || !strings.Contains(rows[1], `{"i":1,"title":"issue <1>"}`) {
+		!strings.Contains(rows[1], " ok ") || !strings.Contains(rows[1], " journal ") || !strings.Contains(rows[1], `{"i":1,"title":"issue <1>"}`) {
 		t.Errorf("row 1: %q", rows[1])
 	}
 	args := rows[2][strings.Index(rows[2], "{"):]
@@ -149,7 +152,7 @@ func TestPrintLogFollow(t *testing.T) {
 		}
 		return lines.Text()
 	}
-	if h := next(); !strings.HasPrefix(h, "TIME") {
+	if h := next(); !strings.HasPrefix(h, "ID ") {
 		t.Fatalf("header: %q", h)
 	}
 	if row := next(); !strings.Contains(row, "before") {
@@ -167,4 +170,252 @@ func TestPrintLogFollow(t *testing.T) {
 	if err := testutil.Recv(t, done, "PrintLog --follow to end with its context"); err != nil {
 		t.Fatalf("PrintLog: %v", err)
 	}
+}
+
+// spoolReports submits steps to a Reporter whose recorder is down, so they stay in
+// the spool of state as a proxy leaves them.
+func spoolReports(t *testing.T, state, server string, steps ...report.Step) string {
+	t.Helper()
+	ep, err := recorder.Discover(recorder.DiscoverOptions{Flag: "http://127.0.0.1:1", Env: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r, err := recorder.Open(t.Context(), recorder.Config{Endpoint: ep, Server: server, StateDir: state, Logger: log})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	for _, s := range steps {
+		r.Submit(s)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	r.Close(ctx) // the recorder is down: the reports stay spooled
+	files, _ := filepath.Glob(filepath.Join(recorder.SpoolDir(state), "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("spool files: %v", files)
+	}
+	return files[0]
+}
+
+// TestPrintLogWaiting: reports in the spool show beside the journal's, marked
+// waiting and for which recorder; one the recorder acknowledged does not.
+func TestPrintLogWaiting(t *testing.T) {
+	state := t.TempDir()
+	writeJournal(t, recorder.JournalPath(state, "github"), "github", recordertest.SampleStep("in_journal", 1))
+	spool := spoolReports(t, state, "linear", recordertest.SampleStep("delivered", 2), recordertest.SampleStep("waits_a", 3), recordertest.SampleStep("waits_b", 4))
+	f, err := os.OpenFile(spool, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"ack":1}` + "\n")
+	f.Close()
+
+	opts := LogOptions{Dir: recorder.JournalDir(state), SpoolDir: recorder.SpoolDir(state),
+		Recorder: func() string { return "the recorder at http://127.0.0.1:1" }}
+	var out bytes.Buffer
+	if err := PrintLog(t.Context(), &out, opts); err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(rows) != 5 {
+		t.Fatalf("want a header, 3 rows and a footer:\n%s", out.String())
+	}
+	for i, want := range []string{"in_journal", "waits_a", "waits_b"} {
+		where := " waiting "
+		if i == 0 {
+			where = " journal "
+		}
+		if !strings.Contains(rows[i+1], want) || !strings.Contains(rows[i+1], where) {
+			t.Errorf("row %d: %q, want %s%s", i+1, rows[i+1], want, where)
+		}
+	}
+	if !strings.Contains(rows[4], "2 reports are waiting in the spool ("+recorder.SpoolDir(state)+") for the recorder at http://127.0.0.1:1") {
+		t.Errorf("footer: %q", rows[4])
+	}
+
+	out.Reset()
+	var notes bytes.Buffer
+	opts.JSON, opts.Notes = true, &notes
+	if err := PrintLog(t.Context(), &out, opts); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 3 || strings.HasPrefix(lines[0], `{"waiting"`) || !strings.HasPrefix(lines[1], `{"waiting":true,"proxyId":`) || !gjson.Valid(lines[2]) {
+		t.Errorf("--json:\n%s", out.String())
+	}
+	if !strings.Contains(notes.String(), "2 reports are waiting") {
+		t.Errorf("notes: %q", notes.String())
+	}
+
+	// A server with nothing says which servers have reports.
+	opts.JSON, opts.Server = false, "nosuch"
+	err = PrintLog(t.Context(), io.Discard, opts)
+	if !errors.Is(err, ErrNoReports) || !strings.Contains(err.Error(), `for server "nosuch"; servers with reports: github (1), linear (2)`) {
+		t.Errorf("--server nosuch: %v", err)
+	}
+	err = PrintLog(t.Context(), io.Discard, LogOptions{Dir: filepath.Join(state, "none"), SpoolDir: filepath.Join(state, "none2")})
+	if !errors.Is(err, ErrNoReports) || !strings.Contains(err.Error(), "no reports yet") {
+		t.Errorf("nothing at all: %v", err)
+	}
+}
+
+func TestPrintLogFilters(t *testing.T) {
+	dir := t.TempDir()
+	steps := []report.Step{recordertest.SampleStep("create_issue", 1), recordertest.SampleStep("search", 2), recordertest.SampleStep("create_issue", 3), recordertest.SampleStep("search", 4)}
+	steps[1].Outcome = report.OutcomeToolError
+	steps[2].Outcome = report.OutcomeCancelled
+	steps[3].Outcome = report.OutcomeUpstreamLost
+	for i := range steps {
+		steps[i].ReceivedAt = recordertest.StepTime.Add(time.Duration(i) * time.Hour)
+	}
+	writeJournal(t, filepath.Join(dir, "github.jsonl"), "github", steps...)
+	seqs := func(o LogOptions) string {
+		t.Helper()
+		o.Dir, o.JSON = dir, true
+		var out bytes.Buffer
+		if err := PrintLog(t.Context(), &out, o); err != nil && !errors.Is(err, ErrNoReports) {
+			t.Fatal(err)
+		}
+		var got []string
+		for line := range strings.Lines(out.String()) {
+			got = append(got, gjson.Get(line, "seq").String())
+		}
+		return strings.Join(got, ",")
+	}
+	for name, tc := range map[string]struct {
+		o    LogOptions
+		want string
+	}{
+		"tool":            {LogOptions{Tool: "create_issue"}, "1,3"},
+		"outcome":         {LogOptions{Outcomes: []string{"ok", "cancelled"}}, "1,3"},
+		"failed":          {LogOptions{Failed: true}, "2,4"},
+		"since":           {LogOptions{Since: recordertest.StepTime.Add(90 * time.Minute)}, "3,4"},
+		"tool and failed": {LogOptions{Tool: "search", Failed: true, Limit: 1}, "4"},
+		"none":            {LogOptions{Tool: "nope"}, ""},
+	} {
+		if got := seqs(tc.o); got != tc.want {
+			t.Errorf("%s: seqs %q, want %q", name, got, tc.want)
+		}
+	}
+	err := PrintLog(t.Context(), io.Discard, LogOptions{Dir: dir, Tool: "nope"})
+	if err == nil || !strings.Contains(err.Error(), "no reports match; servers with reports: github (4)") {
+		t.Errorf("no match: %v", err)
+	}
+}
+
+// TestShow prints one call readably: its facts, arguments indented, text content
+// as text (JSON text as JSON), and the error of a failed call.
+func TestShow(t *testing.T) {
+	state := t.TempDir()
+	ok := recordertest.SampleStep("create_issue", 1)
+	ok.Result = json.RawMessage(`{"content":[{"type":"text","text":"line one\nline two \u001b[31mred\u001b[0m"},{"type":"text","text":"{\"number\":42}"},{"type":"image","data":"[clipped]","mimeType":"image/png"}],"structuredContent":{"number":42}}`)
+	bad := recordertest.SampleStep("create_issue", 2)
+	bad.Outcome, bad.Result = report.OutcomeRPCError, nil
+	bad.Error = json.RawMessage(`{"code":-32602,"message":"bad title","data":{"field":"title"}}`)
+	writeJournal(t, recorder.JournalPath(state, "github"), "github", ok, bad)
+	spoolReports(t, state, "linear", recordertest.SampleStep("waits", 1))
+
+	show := func(id string) (string, error) {
+		var out bytes.Buffer
+		err := PrintLog(t.Context(), &out, LogOptions{Dir: recorder.JournalDir(state), SpoolDir: recorder.SpoolDir(state), Show: id,
+			Recorder: func() string { return "the test recorder" }})
+		return out.String(), err
+	}
+	var all bytes.Buffer
+	PrintLog(t.Context(), &all, LogOptions{Dir: recorder.JournalDir(state), SpoolDir: recorder.SpoolDir(state)})
+	// The IDs by what each row holds: the table's order is by time, and two of
+	// these share one.
+	ids := make([]string, 4)
+	for line := range strings.Lines(all.String()) {
+		switch {
+		case strings.Contains(line, "waits"):
+			ids[3] = strings.Fields(line)[0]
+		case strings.Contains(line, "rpc_error"):
+			ids[2] = strings.Fields(line)[0]
+		case strings.Contains(line, "create_issue"):
+			ids[1] = strings.Fields(line)[0]
+		}
+	}
+	if slices.Contains(ids[1:], "") {
+		t.Fatalf("table:\n%s", all.String())
+	}
+
+	out, err := show(ids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"call " + ids[1] + ", in the journal ",
+		"  tool         create_issue\n", "  outcome      ok\n", "  callId       c-1\n", "  duration     183ms\n",
+		"arguments:\n  {\n    \"i\": 1,\n    \"title\": \"issue <1>\"\n  }\n",
+		"result:\n  text:\n    line one\n    line two ?[31mred?[0m\n",
+		"  text (JSON):\n    {\n      \"number\": 42\n    }\n",
+		"  image:\n    {\n",
+		"  structuredContent:\n    {\n      \"number\": 42\n    }\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	out, _ = show(ids[2])
+	if !strings.Contains(out, "error:\n  -32602 bad title\n  data:\n    {\n      \"field\": \"title\"\n    }\n") {
+		t.Errorf("show of an error:\n%s", out)
+	}
+	out, _ = show(ids[3])
+	if !strings.Contains(out, ", waiting in the spool ") || !strings.Contains(out, " for the test recorder\n") {
+		t.Errorf("show of a waiting report:\n%s", out)
+	}
+	if _, err := show("1"); err == nil || !strings.Contains(err.Error(), "names 2 calls") {
+		t.Errorf("an ambiguous seq: %v", err)
+	}
+	if _, err := show("zzzzzz:1"); !errors.Is(err, ErrNoReports) {
+		t.Errorf("an unknown ID: %v", err)
+	}
+}
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 3, 10, 15, 30, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"90s":                  now.Add(-90 * time.Second),
+		"2h":                   now.Add(-2 * time.Hour),
+		"1h30m":                now.Add(-90 * time.Minute),
+		"3d":                   now.AddDate(0, 0, -3),
+		"1.5d":                 now.Add(-36 * time.Hour),
+		"1w":                   now.AddDate(0, 0, -7),
+		"2026-03-01":           time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC),
+		"2026-03-01 09:15":     time.Date(2026, 3, 1, 9, 15, 0, 0, time.UTC),
+		"2026-03-01T09:15:07":  time.Date(2026, 3, 1, 9, 15, 7, 0, time.UTC),
+		"2026-03-01T09:15:07Z": time.Date(2026, 3, 1, 9, 15, 7, 0, time.UTC),
+		"09:30":                time.Date(2026, 3, 10, 9, 30, 0, 0, time.UTC),
+	} {
+		got, err := ParseSince(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("%q: %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "yesterday", "-2h", "3x", "2026-13-01", "25:00", "d"} {
+		if _, err := ParseSince(bad, now); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// FuzzParseSince: any input is accepted or refused without a panic, and what is
+// accepted as a duration back is never in the future.
+func FuzzParseSince(f *testing.F) {
+	for _, s := range []string{"2h", "3d", "1.5w", "2026-03-01", "09:30", "2026-03-01T09:15:07Z", "99999999999d"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 3, 10, 15, 30, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseSince(s, now)
+		if err != nil {
+			return
+		}
+		// A date or time may be ahead; a duration back never is.
+		if !strings.ContainsAny(s, "-:T+") && got.After(now) {
+			t.Fatalf("%q is %v, after now", s, got)
+		}
+	})
 }
