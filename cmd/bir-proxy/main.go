@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -115,7 +114,7 @@ func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
 	f := &proxyFlags{}
 	fs := newFlagSet("bir-proxy", usage)
-	fs.StringVar(&f.server, "server", "", "the server's name in reports and logs (default: the command's base name)")
+	fs.StringVar(&f.server, "server", "", "the server's name in reports and logs (default: the package or program the command runs)")
 	fs.StringVar(&f.correlationKey, "correlation-key", envOr("BIR_CORRELATION_KEY", "_bir_call_id"), "argument key the host hook adds to each tools/call (env BIR_CORRELATION_KEY)")
 	fs.StringVar(&f.recorderURL, "recorder", "", "recorder URL (default: BIR_RECORDER_URL, then .bir/recorder.json)")
 	fs.BoolVar(&f.allowRemote, "allow-remote-recorder", false, "allow a recorder that is not on a loopback address")
@@ -169,7 +168,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
 		return nil, 2, false
 	}
 	if f.server == "" {
-		f.server = strings.TrimSuffix(filepath.Base(f.command[0]), ".exe")
+		f.server = defaultServerName(f.command)
 	}
 	return f, 0, true
 }
