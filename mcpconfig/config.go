@@ -72,16 +72,41 @@ func ClaudeJSON(configDir, home string) string {
 	return filepath.Join(home, ".claude.json")
 }
 
-// Locate is where scope keeps the servers of the project in dir;
-// claudeJSON is Claude Code's user file (see ClaudeJSON).
-func Locate(scope Scope, dir, claudeJSON string) Location {
+// ProjectFile is the name of a project's shared config, Claude Code's
+// project scope.
+const ProjectFile = ".mcp.json"
+
+// Locate is where scope keeps the servers of the project in dir, found as
+// Claude Code finds them from a session started in dir: for ScopeProject,
+// the .mcp.json of dir or of its nearest parent that has one (ok is false
+// when none has); for ScopeLocal, the project in claudeJSON (see ClaudeJSON)
+// whose path is dir or encloses it most closely, which Parse picks among
+// the file's projects keys.
+func Locate(scope Scope, dir, claudeJSON string) (loc Location, ok bool) {
 	switch scope {
 	case ScopeLocal:
-		return Location{File: claudeJSON, Project: dir}
+		return Location{File: claudeJSON, Project: dir}, true
 	case ScopeUser:
-		return Location{File: claudeJSON}
+		return Location{File: claudeJSON}, true
 	default:
-		return Location{File: filepath.Join(dir, ".mcp.json")}
+		path, ok := FindProjectFile(dir)
+		return Location{File: path}, ok
+	}
+}
+
+// FindProjectFile is the .mcp.json in dir or in its nearest parent that has
+// one. Without one, it returns the path in dir and false.
+func FindProjectFile(dir string) (string, bool) {
+	for d := dir; ; {
+		path := filepath.Join(d, ProjectFile)
+		if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+			return path, true
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return filepath.Join(dir, ProjectFile), false
+		}
+		d = parent
 	}
 }
 
@@ -149,11 +174,14 @@ func Parse(loc Location, data []byte) (*Document, error) {
 	if loc.Project != "" {
 		key, ok := projectKey(root.Get("projects"), loc.Project)
 		if !ok {
-			return nil, fmt.Errorf("%s has no entry for the project %s (Claude Code adds one the first time it runs there): %w",
+			return nil, fmt.Errorf("%s has no project for %s or a directory above it (Claude Code adds one the first time it runs there): %w",
 				loc.File, loc.Project, ErrNoServers)
 		}
 		d.servers = []string{"projects", key, "mcpServers"}
 		where = fmt.Sprintf("for the project %s", key)
+		// From here on the Location names the project found, which is what
+		// every message about this document should say.
+		d.loc.Project = key
 	}
 	switch s := root.Get(pathOf(d.servers...)); {
 	case !s.Exists():
@@ -168,6 +196,11 @@ func Parse(loc Location, data []byte) (*Document, error) {
 	return d, nil
 }
 
+// Location is where the document's servers are; for a project in a Claude
+// Code user file, the project found (which may enclose the directory that
+// was asked for).
+func (d *Document) Location() Location { return d.loc }
+
 // position is the line and column of data[offset].
 func position(data []byte, offset int64) (line, col int) {
 	before := data[:min(max(int(offset), 0), len(data))]
@@ -176,9 +209,12 @@ func position(data []byte, offset int64) (line, col int) {
 	return line, utf8.RuneCount(before[start:]) + 1
 }
 
-// projectKey finds dir among the keys of Claude Code's projects object. An
-// exact match wins; otherwise the paths are compared cleaned (Claude Code
-// writes Windows paths with forward slashes), and without case on Windows.
+// projectKey finds the project of dir among the keys of Claude Code's
+// projects object: dir itself or, from a subdirectory, the key that
+// encloses it most closely, as Claude Code resolves a session started
+// there. An exact match wins; otherwise the paths are compared cleaned
+// (Claude Code writes Windows paths with forward slashes), and without case
+// on Windows.
 func projectKey(projects gjson.Result, dir string) (string, bool) {
 	if !projects.IsObject() {
 		return "", false
@@ -190,15 +226,26 @@ func projectKey(projects gjson.Result, dir string) (string, bool) {
 		}
 		return p
 	}
+	want := norm(dir)
 	var found string
+	depth := -1
 	exact := false
 	projects.ForEach(func(k, _ gjson.Result) bool {
 		if k.Str == dir {
 			found, exact = k.Str, true
 			return false
 		}
-		if found == "" && norm(k.Str) == norm(dir) {
-			found = k.Str
+		if k.Str == "" {
+			return true
+		}
+		key := norm(k.Str)
+		if key != want && !strings.HasPrefix(want, strings.TrimSuffix(key, string(filepath.Separator))+string(filepath.Separator)) {
+			return true
+		}
+		// The longest enclosing path is the nearest: dir itself, spelled
+		// another way, is longer than any parent. Of equals the first wins.
+		if len(key) > depth {
+			found, depth = k.Str, len(key)
 		}
 		return true
 	})
@@ -244,7 +291,9 @@ type Server struct {
 	// ProxyName is the --server name of a wrapped entry; it differs from
 	// Name when an entry was renamed after it was wrapped.
 	ProxyName string
-	Problem   string // why a KindUnknown entry is not understood
+	// ProxyCommand is the bir-proxy a wrapped entry runs, as written.
+	ProxyCommand string
+	Problem      string // why a KindUnknown entry is not understood
 }
 
 // Servers lists the entries in file order.
@@ -260,6 +309,9 @@ func (d *Document) Servers() []Server {
 			s.Transport = e.remoteTransport()
 		case KindWrappedRemote:
 			s.Transport = e.transport
+		}
+		if e.kind == KindWrapped || e.kind == KindWrappedRemote {
+			s.ProxyCommand = e.members[e.command].value.Str
 		}
 		out = append(out, s)
 	}
@@ -292,11 +344,11 @@ func (c *Change) Diff() string {
 	return unifiedDiff(c.Location.File, c.Old, c.New)
 }
 
-// Save writes the change atomically, keeping the previous version beside
-// the file; it returns the backup's path. It refuses when the file was
-// changed by someone else since it was read.
-func (c *Change) Save() (backup string, err error) {
-	return replacer{rename: os.Rename}.replace(c.Location.File, c.Old, c.New)
+// Save writes the change atomically, keeping the previous version in bs
+// first. It refuses when the file was changed by someone else since it was
+// read.
+func (c *Change) Save(bs Backups) (Saved, error) {
+	return replacer{rename: os.Rename}.replace(c.Location.File, c.Old, c.New, bs)
 }
 
 // Wrap rewrites the named entries, or all when names is empty, to start

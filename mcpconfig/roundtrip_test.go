@@ -388,6 +388,11 @@ func TestLocalScope(t *testing.T) {
 	if _, err := Parse(Location{File: "claude.json", Project: "/elsewhere"}, data); err == nil {
 		t.Error("a project with no entry was accepted")
 	}
+	// From a subdirectory, the project that encloses it.
+	sub := mustParse(t, Location{File: "claude.json", Project: "/home/dev/work/my.app/src/lib"}, data)
+	if sub.loc.Project != "/home/dev/work/my.app" {
+		t.Errorf("a subdirectory found the project %q", sub.loc.Project)
+	}
 }
 
 func TestLocate(t *testing.T) {
@@ -399,11 +404,10 @@ func TestLocate(t *testing.T) {
 		t.Errorf("ClaudeJSON with CLAUDE_CONFIG_DIR = %s", got)
 	}
 	for scope, want := range map[Scope]Location{
-		ScopeProject: {File: filepath.Join("/p", ".mcp.json")},
-		ScopeLocal:   {File: cj, Project: "/p"},
-		ScopeUser:    {File: cj},
+		ScopeLocal: {File: cj, Project: "/p"},
+		ScopeUser:  {File: cj},
 	} {
-		if got := Locate(scope, "/p", cj); got != want {
+		if got, ok := Locate(scope, "/p", cj); got != want || !ok {
 			t.Errorf("%s: %+v, want %+v", scope, got, want)
 		}
 	}

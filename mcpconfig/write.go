@@ -9,11 +9,6 @@ import (
 	"runtime"
 )
 
-// BackupSuffix is appended to a config file's name for the copy of its
-// previous version. It names us, so that a .bak of the user's own is never
-// overwritten.
-const BackupSuffix = ".bir-proxy.bak"
-
 // replacer replaces a file's contents atomically. rename is os.Rename
 // outside tests, which make it fail or stop to show that the original
 // survives either.
@@ -21,49 +16,61 @@ type replacer struct {
 	rename func(oldpath, newpath string) error
 }
 
-// replace writes data to path in place of old: the previous version to
-// path+BackupSuffix, then the new one, each through a temporary file in
-// the same directory that is synced before it is renamed over the target.
-// A crash at any point leaves the target either wholly old or wholly new.
-func (r replacer) replace(path string, old, data []byte) (backup string, err error) {
+// Saved is what Save did.
+type Saved struct {
+	Backup Backup // the copy of the previous version
+	// Moved is an old bir-proxy backup that was beside the file (in the
+	// project) and is now with the other backups; "" when there was none.
+	Moved string
+}
+
+// replace writes data to path in place of old: the previous version as a
+// backup in bs, then the new one through a temporary file in the same
+// directory that is synced before it is renamed over the target. A crash at
+// any point leaves the target either wholly old or wholly new, and the
+// backup is complete before the target is touched.
+func (r replacer) replace(path string, old, data []byte, bs Backups) (saved Saved, err error) {
 	// A symlinked config (dotfiles) is written where it points: renaming
 	// over the link would replace it with a plain file.
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
+	path, err = canonical(path)
+	if err != nil {
+		return Saved{}, err
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return "", fmt.Errorf("writing MCP config: %w", err)
+		return Saved{}, fmt.Errorf("writing MCP config: %w", err)
 	}
 	mode := fi.Mode().Perm()
 	// The mode bit is checked, not just an open for writing: root may open
 	// anything, and the rename would replace a read-only file regardless.
 	if mode&0o200 == 0 {
-		return "", fmt.Errorf("%s is read-only (mode %#o); nothing was written", path, mode)
+		return Saved{}, fmt.Errorf("%s is read-only (mode %#o); nothing was written", path, mode)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
-		return "", fmt.Errorf("%s cannot be written (%w); nothing was written", path, err)
+		return Saved{}, fmt.Errorf("%s cannot be written (%w); nothing was written", path, err)
 	}
 	f.Close()
 	cur, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("writing MCP config: %w", err)
+		return Saved{}, fmt.Errorf("writing MCP config: %w", err)
 	}
 	if !bytes.Equal(cur, old) {
 		// Claude Code rewrites ~/.claude.json while it runs; writing our
 		// copy now would throw its change away.
-		return "", fmt.Errorf("%s changed since it was read (is the host running and writing it?); nothing was written, run the command again", path)
+		return Saved{}, fmt.Errorf("%s changed since it was read (is the host running and writing it?); nothing was written, run the command again", path)
 	}
 
-	backup = path + BackupSuffix
-	if err := r.writeAtomic(backup, old, mode); err != nil {
-		return "", fmt.Errorf("keeping a backup of %s: %w; nothing was written", path, err)
+	if saved.Moved, err = bs.importLegacy(r, path); err != nil {
+		return Saved{}, fmt.Errorf("%w; nothing was written", err)
+	}
+	if saved.Backup, err = bs.save(r, path, old, bs.now()); err != nil {
+		return saved, fmt.Errorf("keeping a backup of %s: %w; nothing was written", path, err)
 	}
 	if err := r.writeAtomic(path, data, mode); err != nil {
-		return "", fmt.Errorf("writing %s: %w; the file is unchanged", path, err)
+		return saved, fmt.Errorf("writing %s: %w; the file is unchanged", path, err)
 	}
-	return backup, nil
+	return saved, nil
 }
 
 func (r replacer) writeAtomic(path string, data []byte, mode fs.FileMode) (err error) {

@@ -40,7 +40,7 @@ func assertFile(t *testing.T, path string, want []byte) {
 	}
 }
 
-// tempFiles lists what a writer left in dir besides the config and backup.
+// tempFiles lists what a writer left in dir besides the config.
 func tempFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	var left []string
@@ -49,37 +49,44 @@ func tempFiles(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if n := e.Name(); n != ".mcp.json" && n != ".mcp.json"+BackupSuffix {
+		if n := e.Name(); n != ".mcp.json" {
 			left = append(left, n)
 		}
 	}
 	return left
 }
 
+// testBackups is a backup store in a directory of its own, apart from the
+// config's.
+func testBackups(t *testing.T) Backups {
+	return Backups{Dir: filepath.Join(t.TempDir(), "backups")}
+}
+
 func TestReplaceKeepsModeAndBackup(t *testing.T) {
 	path := writeConfig(t, 0o640)
-	backup, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText))
+	bs := testBackups(t)
+	saved, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText), bs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	assertFile(t, path, []byte(newText))
-	assertFile(t, backup, []byte(oldText))
-	if backup != path+BackupSuffix {
-		t.Errorf("backup at %s", backup)
+	assertFile(t, saved.Backup.Path, []byte(oldText))
+	if !strings.HasPrefix(saved.Backup.Path, bs.Dir+string(filepath.Separator)) {
+		t.Errorf("backup at %s, not in %s", saved.Backup.Path, bs.Dir)
 	}
 	if runtime.GOOS != "windows" {
-		for _, p := range []string{path, backup} {
+		for p, want := range map[string]os.FileMode{path: 0o640, saved.Backup.Path: 0o600} {
 			fi, err := os.Stat(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fi.Mode().Perm() != 0o640 {
-				t.Errorf("%s has mode %v, want 0640", p, fi.Mode().Perm())
+			if fi.Mode().Perm() != want {
+				t.Errorf("%s has mode %v, want %v", p, fi.Mode().Perm(), want)
 			}
 		}
 	}
 	if left := tempFiles(t, filepath.Dir(path)); len(left) > 0 {
-		t.Errorf("left behind: %q", left)
+		t.Errorf("left behind in the project: %q", left)
 	}
 }
 
@@ -91,7 +98,7 @@ func TestReplaceFailingRename(t *testing.T) {
 		}
 		return os.Rename(from, to)
 	}}
-	if _, err := failing.replace(path, []byte(oldText), []byte(newText)); err == nil || !strings.Contains(err.Error(), "injected") {
+	if _, err := failing.replace(path, []byte(oldText), []byte(newText), testBackups(t)); err == nil || !strings.Contains(err.Error(), "injected") {
 		t.Fatalf("error %v", err)
 	}
 	assertFile(t, path, []byte(oldText))
@@ -103,7 +110,7 @@ func TestReplaceFailingRename(t *testing.T) {
 func TestReplaceRefuses(t *testing.T) {
 	t.Run("read-only file", func(t *testing.T) {
 		path := writeConfig(t, 0o444)
-		_, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText))
+		_, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText), testBackups(t))
 		if err == nil || !strings.Contains(err.Error(), "read-only") {
 			t.Fatalf("error %v", err)
 		}
@@ -118,7 +125,7 @@ func TestReplaceRefuses(t *testing.T) {
 		if err := os.WriteFile(path, theirs, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText))
+		_, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText), testBackups(t))
 		if err == nil || !strings.Contains(err.Error(), "changed since it was read") {
 			t.Fatalf("error %v", err)
 		}
@@ -135,7 +142,7 @@ func TestReplaceThroughSymlink(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (replacer{rename: os.Rename}).replace(link, []byte(oldText), []byte(newText)); err != nil {
+	if _, err := (replacer{rename: os.Rename}).replace(link, []byte(oldText), []byte(newText), testBackups(t)); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
@@ -150,8 +157,9 @@ func TestMain(m *testing.M) {
 	testutil.MainWithHelpers(m, map[string]func([]string) int{"killed-writer": killedWriter})
 }
 
-// killedWriter replaces the config at args[0] with newText, and stops for good just
-// before the rename that would publish it, saying "renaming TEMPFILE" on stdout.
+// killedWriter replaces the config at args[0] with newText, keeping backups in
+// args[1], and stops for good just before the rename that would publish it, saying
+// "renaming TEMPFILE" on stdout.
 func killedWriter(args []string) int {
 	path := args[0]
 	stopping := replacer{rename: func(from, to string) error {
@@ -161,7 +169,7 @@ func killedWriter(args []string) int {
 		}
 		return os.Rename(from, to)
 	}}
-	_, err := stopping.replace(path, []byte(oldText), []byte(newText))
+	_, err := stopping.replace(path, []byte(oldText), []byte(newText), Backups{Dir: args[1]})
 	fmt.Fprintf(os.Stderr, "the writer was not stopped before its rename: %v\n", err)
 	return 1
 }
@@ -171,7 +179,7 @@ func killedWriter(args []string) int {
 // the config must still hold the old bytes.
 func TestReplaceKilledBeforeRename(t *testing.T) {
 	path := writeConfig(t, 0o600)
-	writer := testutil.Start(t, testutil.HelperCommand(t, "killed-writer", path))
+	writer := testutil.Start(t, testutil.HelperCommand(t, "killed-writer", path, testBackups(t).Dir))
 	line := writer.ReadLine()
 	if !strings.HasPrefix(line, "renaming ") {
 		t.Fatalf("the writer said %q", line)
@@ -188,7 +196,7 @@ func TestReplaceKilledBeforeRename(t *testing.T) {
 	assertFile(t, tmp, []byte(newText))
 
 	// A later run is not disturbed by what the killed one left.
-	if _, err := (replacer{rename: os.Rename}).replace(path, []byte(oldText), []byte(newText)); err != nil {
+	if _, err := (replacer{rename: os.Rename}).replace(path, []byte(oldText), []byte(newText), testBackups(t)); err != nil {
 		t.Fatal(err)
 	}
 	assertFile(t, path, []byte(newText))

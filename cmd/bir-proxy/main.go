@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,48 +41,21 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-const usage = `bir-proxy — a transparent MCP proxy that records every tool call.
-
-Usage:
-  bir-proxy [--server NAME] [flags] -- COMMAND [ARGS...]   run COMMAND as the MCP server, relaying stdio
-  bir-proxy [--server NAME] [flags] --url URL [--header "Name: value"]...
-                                                          relay stdio to a remote MCP server over HTTP
-  bir-proxy wrap   [--config PATH] [--scope project|local|user] [--dry-run] [NAME...]
-  bir-proxy unwrap [--config PATH] [--scope project|local|user] [--dry-run] [NAME...]
-  bir-proxy status [--config PATH] [--scope project|local|user]
-  bir-proxy log    [--server NAME] [--follow] [--json] [-n N]
-  bir-proxy --version
-
-Examples:
-  # In .mcp.json, in place of the server's own command:
-  bir-proxy --server github -- npx -y @modelcontextprotocol/server-github
-  bir-proxy --server linear --url https://mcp.linear.app/mcp --header 'Authorization: Bearer ${LINEAR_TOKEN}'
-  # Put every server of this project's .mcp.json behind bir-proxy, and take it away:
-  bir-proxy wrap
-  bir-proxy unwrap
-  # See what was recorded (the journal, when no recorder is running):
-  bir-proxy log --follow
-
-Proxy flags:
-`
-
 // run is the whole program; it returns the exit status.
 func run(args []string) int {
+	return runWith(&cli{stdout: os.Stdout, stderr: os.Stderr, recorderStatus: recorderStatus, proxyRuns: proxyRuns, backups: backups}, args)
+}
+
+// runWith runs a subcommand, or else the proxy, printing through c.
+func runWith(c *cli, args []string) int {
 	if len(args) > 0 {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		switch args[0] {
-		case "wrap":
-			return runWrap(ctx, args[1:], os.Stdout, os.Stderr)
-		case "unwrap":
-			return runUnwrap(ctx, args[1:], os.Stdout, os.Stderr)
-		case "status":
-			return runStatus(ctx, args[1:], os.Stdout, os.Stderr, recorderStatus)
-		case "log":
-			return runLog(ctx, args[1:])
+		if sc, ok := findSubcommand(args[0]); ok {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return sc.run(ctx, c, args[1:])
 		}
 	}
-	return runProxy(args)
+	return runProxy(c, args)
 }
 
 type proxyFlags struct {
@@ -95,6 +69,7 @@ type proxyFlags struct {
 	stopGrace      time.Duration
 	noRevive       bool
 	logLevel       string
+	showVersion    bool
 	command        []string
 
 	// A remote upstream (--url) instead of a command.
@@ -111,10 +86,12 @@ type repeated []string
 func (r *repeated) String() string     { return strings.Join(*r, ", ") }
 func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
-func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
+// defineProxyFlags defines the flags of the proxy itself on fs. Every flag
+// that takes a value must be one mcpconfig.TakesValue knows, or a wrapped
+// entry using it would be misread (a test checks).
+func defineProxyFlags(fs *flag.FlagSet) *proxyFlags {
 	f := &proxyFlags{}
-	fs := newFlagSet("bir-proxy", usage)
-	fs.StringVar(&f.server, "server", "", "the server's name in reports and logs (default: the package or program the command runs)")
+	fs.StringVar(&f.server, "server", "", "the server's name in reports and logs (default: the package or program the command runs; with --url, its host)")
 	fs.StringVar(&f.correlationKey, "correlation-key", envOr("BIR_CORRELATION_KEY", "_bir_call_id"), "argument key the host hook adds to each tools/call (env BIR_CORRELATION_KEY)")
 	fs.StringVar(&f.recorderURL, "recorder", "", "recorder URL (default: BIR_RECORDER_URL, then .bir/recorder.json)")
 	fs.BoolVar(&f.allowRemote, "allow-remote-recorder", false, "allow a recorder that is not on a loopback address")
@@ -130,29 +107,55 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
 	fs.Var((*repeated)(&f.headers), "header", "with --url: a header sent with every request, \"Name: value\" (repeatable; ${VAR} is expanded)")
 	fs.Var((*repeated)(&f.headerFiles), "header-file", "with --url: a file of \"Name: value\" lines, for secrets kept out of the argument list (repeatable)")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", upstream.DefaultConnectTimeout, "with --url: how long to wait for a connection to the server")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	if code, ok := parseFlags(fs, args); !ok {
-		return nil, code, false
+	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
+	return f
+}
+
+// parseProxyFlags parses the proxy's command line; ok is false when the
+// program should exit with code.
+func parseProxyFlags(c *cli, args []string) (f *proxyFlags, code int, ok bool) {
+	fs := newFlagSet("bir-proxy")
+	f = defineProxyFlags(fs)
+	cmd, err := parse(fs, args, false)
+	switch {
+	case errors.Is(err, errHelp):
+		printOverview(c.stdout)
+		return nil, 0, false
+	case err != nil:
+		return nil, c.usageError("", err), false
 	}
-	if *showVersion {
-		fmt.Fprintf(os.Stdout, "bir-proxy %s\n", version)
+	if f.showVersion {
+		fmt.Fprintf(c.stdout, "bir-proxy %s\n", version)
 		return nil, 0, false
 	}
-	if f.spoolMax.n < recorder.MinSpoolMax {
-		fmt.Fprintf(stderr, "bir-proxy: --spool-max %s is below the least it can be, %s\n", formatSize(f.spoolMax.n), formatSize(recorder.MinSpoolMax))
-		return nil, 2, false
+	if _, err := parseLogLevel(f.logLevel); err != nil {
+		set := false
+		fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "log-level" })
+		if set {
+			return nil, c.usageError("", err), false
+		}
+		// From BIR_LOG_LEVEL, which a host sets for every server at once: said,
+		// but not worth refusing to start the server over.
+		fmt.Fprintf(c.stderr, "bir-proxy: BIR_LOG_LEVEL %q is not a level (debug, info, warn or error); logging at info\n", f.logLevel)
+		f.logLevel = "info"
 	}
-	f.command = fs.Args()
+	switch {
+	case f.maxMessage < 0:
+		return nil, c.usageError("", fmt.Errorf("--max-message %d: want a size in bytes, or 0 for the default", f.maxMessage)), false
+	case f.stopGrace < 0:
+		return nil, c.usageError("", fmt.Errorf("--stop-grace %v: want a duration of 0 or more", f.stopGrace)), false
+	case f.spoolMax.n < recorder.MinSpoolMax:
+		return nil, c.usageError("", fmt.Errorf("--spool-max %s is below the least it can be, %s", formatSize(f.spoolMax.n), formatSize(recorder.MinSpoolMax))), false
+	}
+	f.command = cmd
 	if f.url != "" {
 		if len(f.command) > 0 {
-			fmt.Fprintln(stderr, "bir-proxy: give either --url or a server command, not both")
-			return nil, 2, false
+			return nil, c.usageError("", errors.New("give either --url or a server command, not both")), false
 		}
 		switch f.transport {
 		case upstream.TransportAuto, upstream.TransportHTTP, upstream.TransportSSE:
 		default:
-			fmt.Fprintf(stderr, "bir-proxy: --transport %q: want auto, http or sse\n", f.transport)
-			return nil, 2, false
+			return nil, c.usageError("", fmt.Errorf("--transport %q: want auto, http or sse", f.transport)), false
 		}
 		if f.server == "" {
 			f.server = urlHost(f.url)
@@ -160,12 +163,10 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, int, bool) {
 		return f, 0, true
 	}
 	if len(f.headers) > 0 || len(f.headerFiles) > 0 {
-		fmt.Fprintln(stderr, "bir-proxy: --header and --header-file go with --url")
-		return nil, 2, false
+		return nil, c.usageError("", errors.New("--header and --header-file go with --url")), false
 	}
 	if len(f.command) == 0 {
-		fmt.Fprintln(stderr, "bir-proxy: no server command: put it after --, e.g. bir-proxy -- npx -y @modelcontextprotocol/server-everything (or give --url)")
-		return nil, 2, false
+		return nil, c.usageError("", errors.New("no server command: give it after the flags, e.g. bir-proxy --server everything npx -y @modelcontextprotocol/server-everything (or give --url)")), false
 	}
 	if f.server == "" {
 		f.server = defaultServerName(f.command)
@@ -214,9 +215,9 @@ func (f *proxyFlags) remote(logger *slog.Logger, notes io.Writer) (upstream.Remo
 	}, nil
 }
 
-func runProxy(args []string) int {
+func runProxy(c *cli, args []string) int {
 	sigs := catchSignals()
-	f, code, ok := parseProxyFlags(args, os.Stderr)
+	f, code, ok := parseProxyFlags(c, args)
 	if !ok {
 		return code
 	}
@@ -382,11 +383,20 @@ func exitStatus(conn upstream.Conn) int {
 	return 0
 }
 
-func newLogger(w io.Writer, level, server string) *slog.Logger {
+// parseLogLevel reads a --log-level value. A misspelt level is an error:
+// silently logging at info would hide exactly the debug output asked for.
+func parseLogLevel(level string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
+		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
+	return l, nil
+}
+
+// newLogger is the proxy's own log, on w (stderr); level was checked by
+// parseProxyFlags.
+func newLogger(w io.Writer, level, server string) *slog.Logger {
+	l, _ := parseLogLevel(level)
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})).With("proxy", "bir-proxy", "server", server)
 }
 

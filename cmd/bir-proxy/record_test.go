@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -370,5 +371,54 @@ func TestJournalByDefault(t *testing.T) {
 	}
 	if !strings.Contains(string(data), `"callId":"j-1"`) || strings.Contains(string(data), "hunter2") {
 		t.Fatalf("journal: %s", data)
+	}
+}
+
+// TestLogShowsWaitingReports: with a recorder configured but down, the calls'
+// reports wait in the spool, and bir-proxy log shows them, marked waiting, naming
+// the recorder; a server with no reports is said to have none.
+func TestLogShowsWaitingReports(t *testing.T) {
+	t.Parallel()
+	raw := testutil.Build(t, "./testdata/rawserver")
+	bin := testutil.Build(t, "./cmd/bir-proxy")
+	rec := recordertest.Start(t)
+	rec.Down()
+	state := t.TempDir()
+	env := recording(rec, state)
+	s := startProxy(t, env, "--server", "down", "--", raw, "--reply")
+	s.Send(toolCall(1, `{"_bir_call_id":"w-1","q":"first"}`), toolCall(2, `{"q":"second"}`))
+	s.recv()
+	s.recv()
+	s.end()
+
+	log := func(args ...string) (int, string, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), testutil.Guard)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, append([]string{"log"}, args...)...)
+		cmd.Dir = t.TempDir()
+		cmd.Env = append(os.Environ(), env...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, stdout.String(), stderr.String()
+	}
+	code, out, errOut := log()
+	if code != 0 || strings.Count(out, "  waiting  ") != 2 || !strings.Contains(out, `{"q":"first"}`) ||
+		!strings.Contains(out, "2 reports are waiting in the spool") || !strings.Contains(out, "for the recorder at "+rec.URL()+" (from BIR_RECORDER_URL), which is not reachable") {
+		t.Fatalf("log: %d\n%s\n%s", code, out, errOut)
+	}
+	id := strings.Fields(strings.Split(out, "\n")[1])[0]
+	if code, out, _ := log("--show", id); code != 0 || !strings.Contains(out, "waiting in the spool") || !strings.Contains(out, "\"q\": \"first\"") {
+		t.Errorf("--show %s: %d\n%s", id, code, out)
+	}
+	if code, out, errOut := log("--server", "nosuch"); code != 1 || out != "" || !strings.Contains(errOut, `no reports for server "nosuch"; servers with reports: down (2)`) {
+		t.Errorf("--server nosuch: %d %q %q", code, out, errOut)
 	}
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -183,21 +186,82 @@ func recorderLine(ctx context.Context) string {
 	return fmt.Sprintf("recorder reachable at %s (from %s)", ep.URL, ep.Source)
 }
 
-func runLog(ctx context.Context, args []string) int {
-	const header = "Usage: bir-proxy log [--server NAME] [--journal PATH] [--follow] [--json] [-n N]\n\nPrints the journal: what was recorded when no recorder was running.\n\n"
-	fs := newFlagSet("bir-proxy log", header)
-	var o logview.LogOptions
-	fs.StringVar(&o.Server, "server", "", "only this server's calls")
-	fs.StringVar(&o.Path, "journal", "", "one journal file (default: every journal in $XDG_STATE_HOME/bir-proxy/journal)")
-	fs.BoolVar(&o.Follow, "follow", false, "keep printing calls as they are recorded")
-	fs.BoolVar(&o.JSON, "json", false, "print the reports as JSON lines")
-	fs.IntVar(&o.Limit, "n", 0, "only the last N calls (0: all)")
-	if code, ok := parseFlags(fs, args); !ok {
+// logFlags are the flags of bir-proxy log.
+type logFlags struct {
+	o        logview.LogOptions
+	outcomes string
+	since    string
+}
+
+func defineLogFlags(fs *flag.FlagSet) *logFlags {
+	f := &logFlags{}
+	fs.StringVar(&f.o.Server, "server", "", "only this server's calls")
+	fs.StringVar(&f.o.Tool, "tool", "", "only calls of this tool")
+	fs.StringVar(&f.outcomes, "outcome", "", "only calls with these outcomes, comma-separated: "+strings.Join(logview.Outcomes, ", "))
+	fs.BoolVar(&f.o.Failed, "failed", false, "only calls that failed: "+strings.Join(logview.FailedOutcomes, ", "))
+	fs.StringVar(&f.since, "since", "", "only calls since then: a duration back (15m, 2h, 3d), a date (2026-03-01), a time today (09:30) or an RFC 3339 time")
+	fs.StringVar(&f.o.Show, "show", "", "print the call with this ID (the table's first column) in full: arguments, result, error")
+	fs.StringVar(&f.o.Path, "journal", "", "one journal file (default: every journal in $XDG_STATE_HOME/bir-proxy/journal, and the spool)")
+	fs.BoolVar(&f.o.Follow, "follow", false, "keep printing calls as they are recorded")
+	fs.BoolVar(&f.o.JSON, "json", false, "print the reports as JSON lines (a waiting one starts with \"waiting\":true)")
+	fs.IntVar(&f.o.Limit, "n", 0, "only the last N calls (0: all)")
+	return f
+}
+
+func runLog(ctx context.Context, c *cli, args []string) int {
+	sc, _ := findSubcommand("log")
+	opts, rest, code, ok := c.parseCommand(sc, args, false)
+	if !ok {
 		return code
 	}
-	if err := logview.PrintLog(ctx, os.Stdout, o); err != nil && ctx.Err() == nil {
-		fmt.Fprintf(os.Stderr, "bir-proxy log: %v\n", err)
+	f := opts.(*logFlags)
+	o := f.o
+	switch {
+	case len(rest) > 0:
+		return c.usageError("log", fmt.Errorf("unexpected argument %q", rest[0]))
+	case o.Limit < 0:
+		return c.usageError("log", fmt.Errorf("-n %d: want a count of 0 or more", o.Limit))
+	case o.Show != "" && (o.Follow || o.JSON):
+		return c.usageError("log", errors.New("--show prints one call; it does not go with --follow or --json"))
+	}
+	if f.outcomes != "" {
+		for _, oc := range strings.Split(f.outcomes, ",") {
+			oc = strings.TrimSpace(oc)
+			if !slices.Contains(logview.Outcomes, oc) {
+				return c.usageError("log", fmt.Errorf("--outcome %q: want one of %s", oc, strings.Join(logview.Outcomes, ", ")))
+			}
+			o.Outcomes = append(o.Outcomes, oc)
+		}
+	}
+	if f.since != "" {
+		t, err := logview.ParseSince(f.since, time.Now())
+		if err != nil {
+			return c.usageError("log", err)
+		}
+		o.Since = t
+	}
+	o.Notes = c.stderr
+	o.Recorder = func() string { return waitingFor(ctx) }
+	if err := logview.PrintLog(ctx, c.stdout, o); err != nil && ctx.Err() == nil {
+		fmt.Fprintf(c.stderr, "bir-proxy log: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// waitingFor names the recorder spooled reports wait for, as far as this directory
+// knows: the spool does not record which recorder a report was meant for, so it is the
+// one a proxy started here would use.
+func waitingFor(ctx context.Context) string {
+	cwd, _ := os.Getwd()
+	ep, err := recorder.Discover(recorder.DiscoverOptions{Env: os.Getenv, Dir: cwd})
+	if err != nil || ep == nil {
+		return "the recorder their proxy was configured with (none is configured here)"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := recorder.Ping(ctx, ep); err != nil {
+		return fmt.Sprintf("the recorder at %s (from %s), which is not reachable: %v", ep.URL, ep.Source, err)
+	}
+	return fmt.Sprintf("the recorder at %s (from %s), which is reachable now", ep.URL, ep.Source)
 }

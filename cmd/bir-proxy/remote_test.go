@@ -315,7 +315,7 @@ func TestWrappedRemoteEntryRuns(t *testing.T) {
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errOut := cli(t, "wrap", "--config", path, "--proxy-path", proxy); code != 0 {
+	if code, _, errOut := runCmd(t, "wrap", "--config", path, "--proxy-path", proxy); code != 0 {
 		t.Fatalf("wrap: %s", errOut)
 	}
 	wrapped := readFile(t, path)
@@ -339,7 +339,7 @@ func TestWrappedRemoteEntryRuns(t *testing.T) {
 	}
 	s.Stdin.Close()
 	s.ExitCode()
-	if code, _, errOut := cli(t, "unwrap", "--config", path); code != 0 {
+	if code, _, errOut := runCmd(t, "unwrap", "--config", path); code != 0 {
 		t.Fatalf("unwrap: %s", errOut)
 	}
 	if got := readFile(t, path); string(got) != doc {

@@ -10,119 +10,156 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/bir-dev/bir-proxy/mcpconfig"
+	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/redact"
 )
 
-const wrapUsage = `Usage: bir-proxy wrap [--config PATH] [--scope project|local|user] [--proxy-path PATH] [--dry-run] [NAME...]
-
-Rewrites the named MCP server entries (all when none is named) so that the
-host starts them through bir-proxy. Undo with bir-proxy unwrap.
-
-`
-
-const unwrapUsage = `Usage: bir-proxy unwrap [--config PATH] [--scope project|local|user] [--dry-run] [NAME...]
-
-Restores the named entries (all when none is named) exactly as they were
-before bir-proxy wrap.
-
-`
-
-const statusUsage = `Usage: bir-proxy status [--config PATH] [--scope project|local|user]
-
-Lists every MCP server entry, wrapped or not, and whether a recorder is
-reachable. With neither flag, every Claude Code scope that exists is listed.
-
-`
-
-// configCmd is what wrap, unwrap and status share: which file and which
-// entries.
+// configCmd is what wrap, unwrap and status share: which files and scopes,
+// and which entries.
 type configCmd struct {
+	verb      string
 	config    string
 	scope     string
 	dryRun    bool
 	proxyPath string
+	restore   bool
 	names     []string
-	explicit  bool
 }
 
-// parseConfigCmd parses args; ok is false when the command should exit with
-// code (after --help, or a usage error said on stderr).
-func parseConfigCmd(name, usage string, args []string, stdout, stderr io.Writer) (c configCmd, code int, ok bool) {
-	fs := flag.NewFlagSet("bir-proxy "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.config, "config", "", "the MCP config file (default: .mcp.json here, or ~/.claude.json for --scope local and user)")
-	fs.StringVar(&c.scope, "scope", string(mcpconfig.ScopeProject), "Claude Code scope: project (.mcp.json), local (this project in ~/.claude.json) or user (~/.claude.json)")
-	if name != "status" {
+func defineConfigFlags(fs *flag.FlagSet, verb string) *configCmd {
+	c := &configCmd{verb: verb}
+	fs.StringVar(&c.config, "config", "", "an MCP config file to use instead of Claude Code's (Claude Desktop's, Cursor's, ...)")
+	fs.StringVar(&c.scope, "scope", "", "only this Claude Code scope: project (the nearest .mcp.json), local (this project in ~/.claude.json) or user (~/.claude.json); default: every scope that has servers")
+	if verb != "status" {
 		fs.BoolVar(&c.dryRun, "dry-run", false, "print the change as a diff and write nothing")
 	}
-	if name == "wrap" {
-		fs.StringVar(&c.proxyPath, "proxy-path", "", "the bir-proxy the host should run (default: this executable's absolute path)")
+	if verb == "wrap" {
+		fs.StringVar(&c.proxyPath, "proxy-path", "", "the bir-proxy the host should run (default: this executable's absolute path; bir-proxy from PATH in a file git shares)")
 	}
-	fs.Usage = func() {
-		fmt.Fprint(stdout, usage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+	if verb == "unwrap" {
+		fs.BoolVar(&c.restore, "restore", false, "list the backups of the config files; with an ID, put that version back")
 	}
-
-	// Names and flags may come in any order (`wrap github --dry-run`); the
-	// flag package stops at the first name, so parse again after each one.
-	rest := args
-	for {
-		err := fs.Parse(rest)
-		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
-			return c, 0, false
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "bir-proxy %s: %v (see bir-proxy %s --help)\n", name, err, name)
-			return c, 2, false
-		}
-		left := fs.Args()
-		if len(left) == 0 {
-			break
-		}
-		if consumed := len(rest) - len(left); consumed > 0 && rest[consumed-1] == "--" {
-			c.names = append(c.names, left...) // after "--" everything is a name
-			break
-		}
-		c.names = append(c.names, left[0])
-		rest = left[1:]
-	}
-	fs.Visit(func(f *flag.Flag) { c.explicit = c.explicit || f.Name == "scope" || f.Name == "config" })
-	if name == "status" && len(c.names) > 0 {
-		fmt.Fprintf(stderr, "bir-proxy status: unexpected argument %q (see bir-proxy status --help)\n", c.names[0])
-		return c, 2, false
-	}
-	return c, 0, true
+	return c
 }
 
-// location is the file and mcpServers object the flags point at.
-func (c configCmd) location() (mcpconfig.Location, mcpconfig.Scope, error) {
-	scope, err := mcpconfig.ParseScope(c.scope)
-	if err != nil {
-		return mcpconfig.Location{}, "", err
+// parseConfigCmd parses the arguments of wrap, unwrap or status.
+func parseConfigCmd(c *cli, verb string, args []string) (*configCmd, int, bool) {
+	sc, _ := findSubcommand(verb)
+	opts, names, code, ok := c.parseCommand(sc, args, true)
+	if !ok {
+		return nil, code, false
 	}
+	cc := opts.(*configCmd)
+	cc.names = names
+	if cc.scope != "" {
+		if _, err := mcpconfig.ParseScope(cc.scope); err != nil {
+			return nil, c.usageError(verb, err), false
+		}
+	}
+	switch {
+	case verb == "status" && len(names) > 0:
+		return nil, c.usageError(verb, fmt.Errorf("unexpected argument %q", names[0])), false
+	case cc.restore && len(names) > 1:
+		return nil, c.usageError(verb, errors.New("--restore takes one backup ID")), false
+	}
+	return cc, 0, true
+}
+
+// target is one mcpServers object a command acts on.
+type target struct {
+	scope mcpconfig.Scope // "" for the top level of a --config file
+	loc   mcpconfig.Location
+	found bool // false: there is no .mcp.json for the project scope
+}
+
+func (t target) label() string {
+	if t.scope == "" {
+		return "config"
+	}
+	return string(t.scope) + " scope"
+}
+
+// explicit reports whether the flags name one file or scope, which must
+// then exist; otherwise every scope that has servers is used, as status
+// lists them.
+func (c *configCmd) explicit() bool { return c.config != "" || c.scope != "" }
+
+// targets are the files and scopes the command acts on, as Claude Code
+// would find them from a session started in this directory.
+func (c *configCmd) targets() ([]target, error) {
 	dir, err := projectDir()
 	if err != nil {
-		return mcpconfig.Location{}, "", err
+		return nil, err
 	}
+	scope := mcpconfig.Scope(c.scope)
 	if c.config != "" {
-		loc := mcpconfig.Location{File: c.config}
+		t := target{loc: mcpconfig.Location{File: c.config}, found: true}
 		if scope == mcpconfig.ScopeLocal {
-			loc.Project = dir
+			t.scope, t.loc.Project = scope, dir
+		} else if scope != "" {
+			t.scope = scope
 		}
-		return loc, scope, nil
+		return []target{t}, nil
 	}
 	claudeJSON, err := claudeJSONPath()
 	if err != nil {
-		return mcpconfig.Location{}, "", err
+		return nil, err
 	}
-	return mcpconfig.Locate(scope, dir, claudeJSON), scope, nil
+	scopes := []mcpconfig.Scope{mcpconfig.ScopeProject, mcpconfig.ScopeLocal, mcpconfig.ScopeUser}
+	if scope != "" {
+		scopes = []mcpconfig.Scope{scope}
+	}
+	var ts []target
+	for _, s := range scopes {
+		loc, ok := mcpconfig.Locate(s, dir, claudeJSON)
+		ts = append(ts, target{scope: s, loc: loc, found: ok})
+	}
+	return ts, nil
+}
+
+// loaded is a target whose file was read and has servers there.
+type loaded struct {
+	target
+	data []byte
+	doc  *mcpconfig.Document
+}
+
+// load reads the targets. A scope not in use (no file, no servers there) is
+// skipped unless the flags named it; any other failure is an error.
+func (c *configCmd) load(ts []target) ([]loaded, error) {
+	var out []loaded
+	var errs []error
+	for _, t := range ts {
+		if !t.found {
+			if c.explicit() {
+				errs = append(errs, fmt.Errorf("no %s in %s or any directory above it", mcpconfig.ProjectFile, filepath.Dir(t.loc.File)))
+			}
+			continue
+		}
+		data, err := os.ReadFile(t.loc.File)
+		if err == nil {
+			var doc *mcpconfig.Document
+			if doc, err = mcpconfig.Parse(t.loc, data); err == nil {
+				t.loc = doc.Location()
+				out = append(out, loaded{t, data, doc})
+				continue
+			}
+		} else {
+			err = fmt.Errorf("reading MCP config: %w", err)
+		}
+		if !c.explicit() && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, mcpconfig.ErrNoServers)) {
+			continue
+		}
+		errs = append(errs, err)
+	}
+	return out, errors.Join(errs...)
 }
 
 // projectDir is the working directory as Claude Code names it in
@@ -144,6 +181,16 @@ func claudeJSONPath() (string, error) {
 		return "", fmt.Errorf("finding ~/.claude.json: %w", err)
 	}
 	return mcpconfig.ClaudeJSON(os.Getenv("CLAUDE_CONFIG_DIR"), home), nil
+}
+
+// backups is where wrap, unwrap and a restore keep the versions they
+// replace: bir-proxy's state directory, never the project.
+func backups() (mcpconfig.Backups, error) {
+	state, err := recorder.DefaultStateDir()
+	if err != nil {
+		return mcpconfig.Backups{}, fmt.Errorf("no place for backups: %w", err)
+	}
+	return mcpconfig.Backups{Dir: filepath.Join(state, "backups")}, nil
 }
 
 // defaultProxyPath is the running executable, by the path it was started
@@ -176,87 +223,332 @@ func sameFile(a, b string) bool {
 	return err == nil && os.SameFile(fa, fb)
 }
 
-func runWrap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, code, ok := parseConfigCmd("wrap", wrapUsage, args, stdout, stderr)
+func runWrap(ctx context.Context, c *cli, args []string) int {
+	cc, code, ok := parseConfigCmd(c, "wrap", args)
 	if !ok {
 		return code
 	}
-	proxy := c.proxyPath
-	if proxy == "" {
-		var err error
-		if proxy, err = defaultProxyPath(stderr); err != nil {
-			fmt.Fprintf(stderr, "bir-proxy wrap: %v\n", err)
-			return 1
-		}
-	}
-	return c.edit(ctx, "wrap", stdout, stderr, func(d *mcpconfig.Document) (*mcpconfig.Change, error) {
-		return d.Wrap(c.names, proxy)
-	})
+	return cc.edit(ctx, c)
 }
 
-func runUnwrap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, code, ok := parseConfigCmd("unwrap", unwrapUsage, args, stdout, stderr)
+func runUnwrap(ctx context.Context, c *cli, args []string) int {
+	cc, code, ok := parseConfigCmd(c, "unwrap", args)
 	if !ok {
 		return code
 	}
-	return c.edit(ctx, "unwrap", stdout, stderr, func(d *mcpconfig.Document) (*mcpconfig.Change, error) {
-		return d.Unwrap(c.names)
-	})
+	if cc.restore {
+		return cc.restoreBackup(c)
+	}
+	return cc.edit(ctx, c)
 }
 
-// edit loads the config, applies change, says what happened to each
-// entry, and writes the file (or, with --dry-run, prints the diff).
-func (c configCmd) edit(ctx context.Context, verb string, stdout, stderr io.Writer, change func(*mcpconfig.Document) (*mcpconfig.Change, error)) int {
+// fileEdit is every change one command makes to one file: local and user
+// scope share ~/.claude.json, and are written together, with one backup.
+type fileEdit struct {
+	file     string
+	old, cur []byte
+	parts    []loaded
+	changed  int
+}
+
+// edit is wrap or unwrap: it loads every target, applies the change to the
+// named entries, says what happened to each entry under its file and
+// scope, and writes each file that changed (or, with --dry-run, prints the
+// diff). Nothing is written when anything fails before the writes.
+func (cc *configCmd) edit(ctx context.Context, c *cli) int {
 	fail := func(err error) int {
-		fmt.Fprintf(stderr, "bir-proxy %s: %v\n", verb, err)
+		fmt.Fprintf(c.stderr, "bir-proxy %s: %v\n", cc.verb, err)
 		return 1
 	}
-	loc, _, err := c.location()
+	ts, err := cc.targets()
 	if err != nil {
 		return fail(err)
 	}
-	doc, err := mcpconfig.Load(loc)
+	ls, err := cc.load(ts)
 	if err != nil {
 		return fail(err)
 	}
-	ch, err := change(doc)
-	if err != nil {
+	if len(ls) == 0 {
+		return fail(errors.New(noServersHere))
+	}
+	if err := checkNames(cc.names, ls); err != nil {
+		return fail(err)
+	}
+	bs, err := c.backups()
+	if err != nil && !cc.dryRun {
 		return fail(err)
 	}
 
-	done := verb + "ped" // wrapped, unwrapped
-	if c.dryRun {
-		done = "would " + verb
+	var edits []*fileEdit
+	for _, l := range ls {
+		i := slices.IndexFunc(edits, func(e *fileEdit) bool { return e.file == l.loc.File })
+		if i < 0 {
+			edits = append(edits, &fileEdit{file: l.loc.File, old: l.data, cur: l.data})
+			i = len(edits) - 1
+		}
+		edits[i].parts = append(edits[i].parts, l)
+	}
+
+	for _, e := range edits {
+		proxy := ""
+		if cc.verb == "wrap" {
+			var note string
+			if proxy, note, err = cc.proxyFor(ctx, c, e.file); err != nil {
+				return fail(err)
+			}
+			if note != "" {
+				fmt.Fprintln(c.stdout, note)
+			}
+		}
+		for _, p := range e.parts {
+			doc, err := mcpconfig.Parse(p.loc, e.cur)
+			if err != nil {
+				return fail(err)
+			}
+			names := cc.names
+			if len(names) > 0 {
+				names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !hasServer(doc, n) })
+				if len(names) == 0 {
+					continue // the names asked for are in another scope
+				}
+			}
+			var ch *mcpconfig.Change
+			if cc.verb == "wrap" {
+				ch, err = doc.Wrap(names, proxy)
+			} else {
+				ch, err = doc.Unwrap(names)
+			}
+			if err != nil {
+				return fail(err)
+			}
+			e.cur = ch.New
+			fmt.Fprintf(c.stdout, "%s: %s\n", p.label(), doc.Location())
+			e.changed += printOutcomes(c, cc, p.label(), ch.Outcomes)
+		}
+	}
+
+	written := 0
+	for _, e := range edits {
+		ch := &mcpconfig.Change{Location: mcpconfig.Location{File: e.file}, Old: e.old, New: e.cur}
+		switch {
+		case !ch.Changed():
+			fmt.Fprintf(c.stdout, "%s: nothing to change\n", e.file)
+		case cc.dryRun:
+			fmt.Fprint(c.stdout, ch.Diff())
+			fmt.Fprintf(c.stdout, "%s: dry run, nothing written\n", e.file)
+		default:
+			if err := ctx.Err(); err != nil {
+				return fail(fmt.Errorf("nothing more written: %w", err))
+			}
+			saved, err := ch.Save(bs)
+			if err != nil {
+				return fail(err)
+			}
+			written++
+			if saved.Moved != "" {
+				fmt.Fprintf(c.stdout, "%s: moved the backup an older bir-proxy left in the project to %s\n", saved.Moved, filepath.Dir(saved.Backup.Path))
+			}
+			fmt.Fprintf(c.stdout, "%s: %s %d %s; the previous version is backup %s (bir-proxy unwrap --restore lists them)\n",
+				e.file, cc.verb+"ped", e.changed, plural(e.changed, "entry", "entries"), saved.Backup.ID)
+		}
+	}
+	if written > 0 {
+		fmt.Fprintln(c.stdout, "restart the host or reconnect its MCP servers to use the change")
+	}
+	return 0
+}
+
+const noServersHere = "no MCP servers found: no .mcp.json here or above, and no servers in ~/.claude.json for this project or user (--config names another file)"
+
+// checkNames fails when a name given on the command line is in none of the
+// files: a typo must not pass for "nothing to change".
+func checkNames(names []string, ls []loaded) error {
+	for _, n := range names {
+		if !slices.ContainsFunc(ls, func(l loaded) bool { return hasServer(l.doc, n) }) {
+			var where []string
+			for _, l := range ls {
+				where = append(where, l.label()+" "+l.loc.String())
+			}
+			return fmt.Errorf("no server named %q in %s", n, strings.Join(where, ", "))
+		}
+	}
+	return nil
+}
+
+func hasServer(d *mcpconfig.Document, name string) bool {
+	return slices.ContainsFunc(d.Servers(), func(s mcpconfig.Server) bool { return s.Name == name })
+}
+
+// printOutcomes says what happened to each entry and returns how many
+// changed.
+func printOutcomes(c *cli, cc *configCmd, label string, outcomes []mcpconfig.Outcome) int {
+	done := cc.verb + "ped" // wrapped, unwrapped
+	if cc.dryRun {
+		done = "would " + cc.verb
 	}
 	changed := 0
-	for _, o := range ch.Outcomes {
+	for _, o := range outcomes {
 		switch {
 		case o.Changed:
 			changed++
-			fmt.Fprintf(stdout, "%s %s\n", done, o.Name)
+			fmt.Fprintf(c.stdout, "  %s %s\n", done, o.Name)
 		case o.Warn:
-			fmt.Fprintf(stderr, "warning: %s: %s\n", o.Name, o.Note)
+			fmt.Fprintf(c.stderr, "warning: %s: %s: %s\n", label, o.Name, o.Note)
 		default:
-			fmt.Fprintf(stdout, "unchanged %s: %s\n", o.Name, o.Note)
+			fmt.Fprintf(c.stdout, "  unchanged %s: %s\n", o.Name, o.Note)
 		}
 	}
+	return changed
+}
 
-	switch {
-	case !ch.Changed():
-		fmt.Fprintf(stdout, "%s: nothing to change\n", loc)
-	case c.dryRun:
-		fmt.Fprint(stdout, ch.Diff())
-		fmt.Fprintf(stdout, "%s: dry run, nothing written\n", loc)
-	default:
-		if err := ctx.Err(); err != nil {
-			return fail(fmt.Errorf("nothing written: %w", err))
+// proxyFor is the bir-proxy command to write into file, and a note saying
+// why when it is not the default. A file git shares (a project's committed
+// .mcp.json, a dotfiles repository) gets a command that runs on every
+// machine: this machine's absolute path would be "Failed to connect" for a
+// teammate.
+func (cc *configCmd) proxyFor(ctx context.Context, c *cli, file string) (proxy, note string, err error) {
+	shared, how := gitShared(ctx, file)
+	if cc.proxyPath != "" {
+		if shared && filepath.IsAbs(cc.proxyPath) {
+			fmt.Fprintf(c.stderr, "warning: %s is %s; the path %s is written as asked, and runs only where bir-proxy is at that path\n", file, how, cc.proxyPath)
 		}
-		backup, err := ch.Save()
+		return cc.proxyPath, "", nil
+	}
+	if !shared {
+		proxy, err = defaultProxyPath(c.stderr)
+		return proxy, "", err
+	}
+	if p, lerr := exec.LookPath("bir-proxy"); lerr == nil {
+		return "bir-proxy", fmt.Sprintf("%s is %s: writing the command bir-proxy (here %s), which runs for everyone with bir-proxy on PATH", file, how, p), nil
+	}
+	self, _ := defaultProxyPath(io.Discard)
+	return "", "", fmt.Errorf("%s is %s, and this machine's path %s would not run for anyone else; nothing was written. "+
+		"Put bir-proxy on PATH (e.g. go install github.com/bir-dev/bir-proxy/cmd/bir-proxy@latest) and run wrap again, "+
+		"or pass --proxy-path bir-proxy (everyone then needs it on PATH), or --proxy-path %s to write this machine's path anyway", file, how, self, self)
+}
+
+// gitDeadline bounds the git command that asks whether a file is shared: a
+// wrap must not hang on a repository on a dead network mount.
+const gitDeadline = 5 * time.Second
+
+// gitShared reports whether git shares file: it is tracked, or it is in a
+// work tree and not ignored (the next `git add .` commits it). Without git,
+// or outside a repository, it is not.
+func gitShared(ctx context.Context, file string) (bool, string) {
+	if real, err := filepath.EvalSymlinks(file); err == nil {
+		file = real
+	}
+	ctx, cancel := context.WithTimeout(ctx, gitDeadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", "-C", filepath.Dir(file), "status", "--porcelain", "--ignored", "--", filepath.Base(file))
+	out, err := cmd.Output()
+	if err != nil {
+		return false, "" // not a repository, or no git
+	}
+	switch s := string(out); {
+	case strings.HasPrefix(s, "!!"):
+		return false, ""
+	case strings.HasPrefix(s, "??"):
+		return true, "in a git work tree and not ignored"
+	default:
+		return true, "tracked by git"
+	}
+}
+
+// restoreBackup is unwrap --restore: list the backups of the files in play,
+// or put one back.
+func (cc *configCmd) restoreBackup(c *cli) int {
+	fail := func(err error) int {
+		fmt.Fprintf(c.stderr, "bir-proxy unwrap --restore: %v\n", err)
+		return 1
+	}
+	bs, err := c.backups()
+	if err != nil {
+		return fail(err)
+	}
+	ts, err := cc.targets()
+	if err != nil {
+		return fail(err)
+	}
+	// The files, not their servers: a restore is what mends a file that no
+	// longer parses.
+	var files []string
+	for _, t := range ts {
+		if !t.found {
+			continue
+		}
+		if _, err := os.Stat(t.loc.File); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) || cc.explicit() {
+				return fail(err)
+			}
+			continue
+		}
+		if !slices.Contains(files, t.loc.File) {
+			files = append(files, t.loc.File)
+		}
+	}
+	if len(files) == 0 {
+		return fail(errors.New("no MCP config file here: no .mcp.json here or above, and no ~/.claude.json"))
+	}
+
+	if len(cc.names) == 0 {
+		for _, f := range files {
+			list, err := bs.List(f)
+			if err != nil {
+				return fail(err)
+			}
+			if len(list) == 0 {
+				fmt.Fprintf(c.stdout, "%s: no backups\n", f)
+				continue
+			}
+			fmt.Fprintf(c.stdout, "%s: %d %s, oldest first (the oldest is always kept)\n", f, len(list), plural(len(list), "backup", "backups"))
+			tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+			for _, bk := range list {
+				fmt.Fprintf(tw, "  %s\t%s\t%d bytes\n", bk.ID, bk.Time.Local().Format("2006-01-02 15:04:05 MST"), bk.Size)
+			}
+			tw.Flush()
+		}
+		fmt.Fprintf(c.stdout, "put one back with: bir-proxy unwrap --restore ID (the start of an ID will do)\n")
+		return 0
+	}
+
+	id := cc.names[0]
+	var found []mcpconfig.Backup
+	for _, f := range files {
+		bk, ok, err := bs.Find(f, id)
 		if err != nil {
 			return fail(err)
 		}
-		fmt.Fprintf(stdout, "%s: %s %d %s (previous version kept in %s); restart the host or reconnect its MCP servers to use %s\n",
-			loc, verb+"ped", changed, plural(changed, "entry", "entries"), backup, plural(changed, "it", "them"))
+		if ok {
+			found = append(found, bk)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return fail(fmt.Errorf("no backup %q of %s (bir-proxy unwrap --restore lists them)", id, strings.Join(files, " or ")))
+	case 1:
+	default:
+		return fail(fmt.Errorf("%q matches backups of %s and %s; give more of the ID, or --config or --scope", id, found[0].File, found[1].File))
+	}
+	bk := found[0]
+	ch, err := mcpconfig.Restore(bk)
+	if err != nil {
+		return fail(err)
+	}
+	switch {
+	case !ch.Changed():
+		fmt.Fprintf(c.stdout, "%s: already holds backup %s\n", bk.File, bk.ID)
+	case cc.dryRun:
+		fmt.Fprint(c.stdout, ch.Diff())
+		fmt.Fprintf(c.stdout, "%s: dry run, nothing written\n", bk.File)
+	default:
+		saved, err := ch.Save(bs)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(c.stdout, "%s: restored backup %s (%s); the version it replaced is backup %s\n",
+			bk.File, bk.ID, bk.Time.Local().Format("2006-01-02 15:04:05 MST"), saved.Backup.ID)
+		fmt.Fprintln(c.stdout, "restart the host or reconnect its MCP servers to use the change")
 	}
 	return 0
 }
@@ -268,66 +560,87 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// statusTarget is one config status lists.
-type statusTarget struct {
-	scope mcpconfig.Scope
-	loc   mcpconfig.Location
-}
-
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, recorderStatus func(ctx context.Context) string) int {
-	c, code, ok := parseConfigCmd("status", statusUsage, args, stdout, stderr)
+func runStatus(ctx context.Context, c *cli, args []string) int {
+	cc, code, ok := parseConfigCmd(c, "status", args)
 	if !ok {
 		return code
 	}
-	var targets []statusTarget
-	if c.explicit {
-		loc, scope, err := c.location()
-		if err != nil {
-			fmt.Fprintf(stderr, "bir-proxy status: %v\n", err)
-			return 1
-		}
-		targets = append(targets, statusTarget{scope, loc})
-	} else {
-		dir, err := projectDir()
-		if err != nil {
-			fmt.Fprintf(stderr, "bir-proxy status: %v\n", err)
-			return 1
-		}
-		claudeJSON, err := claudeJSONPath()
-		if err != nil {
-			fmt.Fprintf(stderr, "bir-proxy status: %v\n", err)
-			return 1
-		}
-		for _, s := range []mcpconfig.Scope{mcpconfig.ScopeProject, mcpconfig.ScopeLocal, mcpconfig.ScopeUser} {
-			targets = append(targets, statusTarget{s, mcpconfig.Locate(s, dir, claudeJSON)})
-		}
+	ts, err := cc.targets()
+	if err != nil {
+		fmt.Fprintf(c.stderr, "bir-proxy status: %v\n", err)
+		return 1
 	}
-
 	status := 0
-	listed := 0
-	for _, t := range targets {
-		doc, err := mcpconfig.Load(t.loc)
-		switch {
-		case err == nil:
-		case !c.explicit && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, mcpconfig.ErrNoServers)):
-			continue // a scope that is not in use
-		default:
-			fmt.Fprintf(stderr, "bir-proxy status: %v\n", err)
-			status = 1
-			continue
+	ls, err := cc.load(ts)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "bir-proxy status: %v\n", err)
+		status = 1
+	}
+	checks := map[string]proxyCheck{}
+	for _, l := range ls {
+		fmt.Fprintf(c.stdout, "%s: %s\n", l.label(), l.loc)
+		servers := l.doc.Servers()
+		for _, s := range servers {
+			if s.Kind == mcpconfig.KindWrapped || s.Kind == mcpconfig.KindWrappedRemote {
+				if _, done := checks[s.ProxyCommand]; !done {
+					v, err := c.proxyRuns(ctx, s.ProxyCommand)
+					checks[s.ProxyCommand] = proxyCheck{v, err}
+				}
+			}
 		}
-		listed++
-		fmt.Fprintf(stdout, "%s scope: %s\n", t.scope, t.loc)
-		printServers(stdout, doc.Servers())
+		printServers(c.stdout, servers, checks)
 	}
-	if listed == 0 && status == 0 {
-		fmt.Fprintln(stdout, "no MCP servers found: there is no .mcp.json here and no servers in ~/.claude.json for this project or user")
+	if len(ls) == 0 && status == 0 {
+		fmt.Fprintln(c.stdout, noServersHere)
 	}
-	fmt.Fprintln(stdout, recorderStatus(ctx))
+	cmds := make([]string, 0, len(checks))
+	for cmd := range checks {
+		cmds = append(cmds, cmd)
+	}
+	slices.Sort(cmds)
+	for _, cmd := range cmds {
+		if ch := checks[cmd]; ch.err != nil {
+			fmt.Fprintf(c.stdout, "the wrapped entries' %s does not run: %v; run bir-proxy wrap again, or fix the command\n", cmd, ch.err)
+			status = 1
+		} else {
+			fmt.Fprintf(c.stdout, "the wrapped entries' %s runs: %s\n", cmd, ch.version)
+		}
+	}
+	fmt.Fprintln(c.stdout, c.recorderStatus(ctx))
 	return status
 }
 
-func printServers(w io.Writer, servers []mcpconfig.Server) {
+type proxyCheck struct {
+	version string
+	err     error
+}
+
+// proxyDeadline bounds `bir-proxy --version`: a command that hangs is as
+// broken as one that is missing.
+const proxyDeadline = 5 * time.Second
+
+// proxyRuns checks that command resolves (as the host would look it up: on
+// PATH when it has no separator) and is a bir-proxy that runs, by running
+// it with --version.
+func proxyRuns(ctx context.Context, command string) (string, error) {
+	path, err := exec.LookPath(command)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, proxyDeadline)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", path, err)
+	}
+	v := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(v, "bir-proxy ") {
+		return "", fmt.Errorf("%s --version printed %q, not a bir-proxy version", path, v)
+	}
+	return v, nil
+}
+
+func printServers(w io.Writer, servers []mcpconfig.Server, checks map[string]proxyCheck) {
 	if len(servers) == 0 {
 		fmt.Fprintln(w, "  (no servers)")
 		return
@@ -355,6 +668,10 @@ func printServers(w io.Writer, servers []mcpconfig.Server) {
 			}
 		default:
 			state, what = "not understood", s.Problem
+		}
+		if ch, ok := checks[s.ProxyCommand]; ok && ch.err != nil && state == "wrapped" {
+			state = "BROKEN"
+			what += "  (" + s.ProxyCommand + " does not run)"
 		}
 		if s.Name == mcpconfig.RecorderName {
 			what += "  (the recorder's own server)"

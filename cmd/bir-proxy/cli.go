@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/bir-dev/bir-proxy/mcpconfig"
+)
+
+// cli is what a subcommand runs with: where it prints, and the parts that
+// ask the machine something, which tests replace.
+type cli struct {
+	stdout, stderr io.Writer
+	// recorderStatus says in one line where this directory's reports go.
+	recorderStatus func(ctx context.Context) string
+	// proxyRuns runs `command --version` and returns what it printed, or
+	// why it does not run.
+	proxyRuns func(ctx context.Context, command string) (string, error)
+	// backups is where wrap, unwrap and a restore keep the versions they
+	// replace (see backups in wrap.go).
+	backups func() (mcpconfig.Backups, error)
+}
+
+// subcommand is one of bir-proxy's commands other than running a server.
+type subcommand struct {
+	name     string
+	synopsis string // what follows "bir-proxy NAME" in the usage line
+	summary  string // one line for the overview
+	about    string // the paragraph under the usage line
+	// flags defines the command's flags on fs and returns where they land.
+	flags func(fs *flag.FlagSet) any
+	run   func(ctx context.Context, c *cli, args []string) int
+}
+
+// subcommands are listed in this order by `bir-proxy help`.
+func subcommands() []subcommand {
+	return []subcommand{
+		{
+			name: "wrap", synopsis: "[flags] [NAME...]",
+			summary: "make the host start MCP servers through bir-proxy",
+			about: `Rewrites the named MCP server entries (all when none is named) so that the
+host starts them through bir-proxy. With neither --scope nor --config it acts
+on every Claude Code scope that has servers for this directory: the nearest
+.mcp.json above it (project), this project in ~/.claude.json (local), and
+~/.claude.json's own servers (user). The previous version of each file is
+kept in bir-proxy's state directory. Undo with bir-proxy unwrap.`,
+			flags: func(fs *flag.FlagSet) any { return defineConfigFlags(fs, "wrap") },
+			run:   runWrap,
+		},
+		{
+			name: "unwrap", synopsis: "[flags] [NAME...]  |  unwrap --restore [ID]",
+			summary: "undo wrap; --restore lists and restores backups",
+			about: `Restores the named entries (all when none is named) exactly as they were
+before bir-proxy wrap, in the same scopes wrap acts on. With --restore it
+lists the backups of those files instead, and with an ID (or the start of
+one) puts that version back; the version it replaces is kept as a backup.`,
+			flags: func(fs *flag.FlagSet) any { return defineConfigFlags(fs, "unwrap") },
+			run:   runUnwrap,
+		},
+		{
+			name: "status", synopsis: "[--config PATH] [--scope project|local|user]",
+			summary: "which servers are wrapped, and where reports go",
+			about: `Lists every MCP server entry, wrapped or not, scope by scope, checks that the
+bir-proxy each wrapped entry runs is there and runs, and says whether a
+recorder is reachable. Exit status 1 when a file cannot be read or a wrapped
+entry's bir-proxy does not run.`,
+			flags: func(fs *flag.FlagSet) any { return defineConfigFlags(fs, "status") },
+			run:   runStatus,
+		},
+		{
+			name: "log", synopsis: "[flags]  |  log --show ID",
+			summary: "what was recorded: the journal and reports still waiting",
+			about: `Prints the calls bir-proxy recorded: the journal (reports written when no
+recorder is configured) and the reports waiting in the spool for a recorder
+that was not reachable. --show prints one call in full; its ID is in the
+table's first column.`,
+			flags: func(fs *flag.FlagSet) any { return defineLogFlags(fs) },
+			run:   runLog,
+		},
+		{
+			name: "help", synopsis: "[COMMAND]",
+			summary: "this overview, or a command's flags",
+			flags:   func(*flag.FlagSet) any { return nil },
+			run:     runHelp,
+		},
+	}
+}
+
+func findSubcommand(name string) (subcommand, bool) {
+	for _, sc := range subcommands() {
+		if sc.name == name {
+			return sc, true
+		}
+	}
+	return subcommand{}, false
+}
+
+// newFlagSet returns a flag set that prints nothing while parsing: parse
+// turns an error into one line on stderr (a host's log shows one clear
+// line, not a page of usage, and stdout stays clean) and --help into the
+// usage on stdout.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {} // flag calls it on every error; we decide what to print
+	return fs
+}
+
+// errHelp is returned by parse for -h, -help and --help.
+var errHelp = flag.ErrHelp
+
+// parse parses args into fs. With interleaved, names and flags may come in
+// any order (`wrap github --dry-run`): the flag package stops at the first
+// name, so parsing goes on after each one; after "--" everything is a name.
+func parse(fs *flag.FlagSet, args []string, interleaved bool) (names []string, err error) {
+	if !interleaved {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		return fs.Args(), nil
+	}
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return nil, err
+		}
+		left := fs.Args()
+		if len(left) == 0 {
+			return names, nil
+		}
+		if consumed := len(rest) - len(left); consumed > 0 && rest[consumed-1] == "--" {
+			return append(names, left...), nil
+		}
+		names = append(names, left[0])
+		rest = left[1:]
+	}
+}
+
+// usageError says what was wrong with the command line in one line on
+// stderr and returns the exit status for it, 2.
+func (c *cli) usageError(cmd string, err error) int {
+	msg := strings.TrimSpace(err.Error())
+	if cmd == "" {
+		fmt.Fprintf(c.stderr, "bir-proxy: %s (see bir-proxy --help)\n", msg)
+	} else {
+		fmt.Fprintf(c.stderr, "bir-proxy %s: %s (see bir-proxy help %s)\n", cmd, msg, cmd)
+	}
+	return 2
+}
+
+// parseCommand parses a subcommand's arguments. ok is false when the
+// command should exit with code: after --help (the usage on stdout), or a
+// usage error (one line on stderr).
+func (c *cli) parseCommand(sc subcommand, args []string, interleaved bool) (opts any, names []string, code int, ok bool) {
+	fs := newFlagSet("bir-proxy " + sc.name)
+	opts = sc.flags(fs)
+	names, err := parse(fs, args, interleaved)
+	switch {
+	case errors.Is(err, errHelp):
+		printCommandUsage(c.stdout, sc)
+		return nil, nil, 0, false
+	case err != nil:
+		return nil, nil, c.usageError(sc.name, err), false
+	}
+	return opts, names, 0, true
+}
+
+func printCommandUsage(w io.Writer, sc subcommand) {
+	fmt.Fprintf(w, "Usage: bir-proxy %s %s\n", sc.name, sc.synopsis)
+	if sc.about != "" {
+		fmt.Fprintf(w, "\n%s\n", sc.about)
+	}
+	fs := newFlagSet("bir-proxy " + sc.name)
+	sc.flags(fs)
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags {
+		fmt.Fprintln(w, "\nFlags:")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+}
+
+const overview = `bir-proxy — a transparent MCP proxy that records every tool call.
+
+Usage:
+  bir-proxy [flags] COMMAND [ARGS...]   run COMMAND as the MCP server, relaying stdio
+                                        (-- before a COMMAND that starts with - or is
+                                        named like one of the commands below)
+%s  bir-proxy --version
+
+Examples:
+  # In .mcp.json, in place of the server's own command:
+  bir-proxy --server github npx -y @modelcontextprotocol/server-github
+  # Put every server this project uses behind bir-proxy, and take it away:
+  bir-proxy wrap
+  bir-proxy unwrap
+  # See what was recorded:
+  bir-proxy log --follow
+
+Flags, when running a server:
+`
+
+// printOverview is the usage of bir-proxy as a whole: the commands and the
+// proxy's own flags.
+func printOverview(w io.Writer) {
+	var cmds strings.Builder
+	for _, sc := range subcommands() {
+		brief := map[string]string{"wrap": "[NAME...]", "unwrap": "[NAME...]", "help": "[COMMAND]"}[sc.name]
+		fmt.Fprintf(&cmds, "  bir-proxy %-26s  %s\n", sc.name+" "+brief, sc.summary)
+	}
+	fmt.Fprintf(w, overview, cmds.String())
+	fs := newFlagSet("bir-proxy")
+	defineProxyFlags(fs)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+func runHelp(_ context.Context, c *cli, args []string) int {
+	self, _ := findSubcommand("help")
+	_, args, code, ok := c.parseCommand(self, args, false)
+	if !ok {
+		return code
+	}
+	switch {
+	case len(args) == 0:
+		printOverview(c.stdout)
+		return 0
+	case len(args) > 1:
+		return c.usageError("help", fmt.Errorf("one command at a time, got %q", args))
+	}
+	sc, ok := findSubcommand(args[0])
+	if !ok {
+		return c.usageError("help", fmt.Errorf("no command %q: the commands are wrap, unwrap, status, log and help", args[0]))
+	}
+	printCommandUsage(c.stdout, sc)
+	return 0
+}
