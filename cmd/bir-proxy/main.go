@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strings"
 	"sync/atomic"
@@ -272,16 +271,21 @@ func runProxy(c *cli, args []string) int {
 			InputGrace: f.stopGrace,
 		}
 		first, err := dialer.Dial(ctx)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bir-proxy: cannot start the server: %v\n", err)
-			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-				return 127
-			}
-			return 126
-		}
 		reporter = openReporter(ctx, f, logger)
-		conn = first
-		if !f.noRevive {
+		switch {
+		case err != nil:
+			// A command that cannot start is not revived (a configuration to fix),
+			// but the host is told why: each request it sends gets the reason, which
+			// is what the host shows, and the proxy exits 127 or 126 as a shell would.
+			reason, code := startFailure(f.server, f.command, err)
+			fmt.Fprintln(os.Stderr, reason)
+			conn = guardFailed(reason, code, logger)
+		case f.noRevive:
+			// A server that exits before answering anything gets the host an error
+			// with its exit status and last stderr lines. (With revival, a server that
+			// never comes up is given up on, and revive says the same.)
+			conn = guardStarted(first, exitCause(f.server, f.command, first), logger)
+		default:
 			// A server that dies while the host is connected is started again behind
 			// the same Conn: the relay sees one upstream whose Read says, once, that
 			// the server was replaced (docs/revive.md).

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
@@ -220,10 +222,12 @@ func TestMissingOrBadCommand(t *testing.T) {
 	}{
 		{"no command", []string{"--server", "x"}, 2, "no server command"},
 		{"unknown flag", []string{"--nope", "--", "true"}, 2, "flag provided but not defined: -nope"},
-		{"not found", []string{"--", "/no/such/server"}, 127, "cannot start the server"},
+		{"not found", []string{"--", "/no/such/server"}, 127, `cannot start the MCP server "server" (/no/such/server)`},
+		{"not on PATH", []string{"no-such-server-anywhere"}, 127, "is it installed, and on the PATH"},
 	} {
 		var stdout, stderr bytes.Buffer
 		cmd := exec.CommandContext(testutil.Context(t), bin, tc.args...)
+		cmd.Env = append(os.Environ(), "BIR_OFF=1", "XDG_STATE_HOME="+t.TempDir())
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
 		var ee *exec.ExitError
@@ -237,6 +241,93 @@ func TestMissingOrBadCommand(t *testing.T) {
 			t.Errorf("%s: stderr %q, want one line with %q", tc.name, stderr.String(), tc.msg)
 		}
 	}
+}
+
+// hostError reads one answer from the proxy and checks that it is a JSON-RPC
+// error for id whose message says all of says.
+func hostError(t *testing.T, s *session, id string, says ...string) string {
+	t.Helper()
+	got := s.recv()
+	r := gjson.Parse(got)
+	if r.Get("id").Raw != id || r.Get("error.code").Int() != -32000 {
+		t.Fatalf("want an error answer to %s, got %s", id, got)
+	}
+	for _, want := range says {
+		if !strings.Contains(r.Get("error.message").String(), want) {
+			t.Errorf("the error lacks %q: %s", want, got)
+		}
+	}
+	return r.Get("error.message").String()
+}
+
+const initializeReq = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
+
+// TestMissingCommandAnswersTheHost: a server command that does not exist gets the
+// host an error it shows, naming the server and the exec error, for each request
+// it sends (a stateless-era host may send a tools/call first, which is recorded as
+// such); the proxy exits 127 as a shell would.
+func TestMissingCommandAnswersTheHost(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	s := startProxyIn(t, t.TempDir(), []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL="},
+		"--server", "ghost", "/no/such/mcp-server", "--stdio")
+	s.Send(initializeReq, `{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"echo","arguments":{"_bir_call_id":"k-1"}}}`)
+	hostError(t, s, "1", `cannot start the MCP server "ghost" (/no/such/mcp-server --stdio)`, "no such file or directory")
+	msg := hostError(t, s, `"c1"`, `"ghost"`)
+	s.Stdin.Close()
+	if code := s.ExitCode(); code != 127 {
+		t.Fatalf("exit %d, want 127", code)
+	}
+	journal := readLine(t, filepath.Join(state, "bir-proxy", "journal", "ghost.jsonl"), 0)
+	r := gjson.Parse(journal)
+	if r.Get("outcome").String() != "rpc_error" || r.Get("error.message").String() != msg || r.Get("callId").String() != "k-1" {
+		t.Errorf("the call was not recorded with the cause: %s", journal)
+	}
+}
+
+// TestExitAtStartAnswersTheHost: with --no-revive, a server that exits before
+// answering anything gets the host an error with its exit status and last stderr
+// lines, whether the host's request was written before the server died or after;
+// the proxy passes on the server's status. With revival (the default) the host's
+// request gets an error with the cause too, from revive, which gives up on a server
+// that never comes up.
+func TestExitAtStartAnswersTheHost(t *testing.T) {
+	t.Parallel()
+	raw := testutil.Build(t, "./testdata/rawserver")
+	t.Run("request after the exit", func(t *testing.T) {
+		t.Parallel()
+		s := startProxy(t, nil, "--server", "dies", "--no-revive", raw, "--exit-now", "--exit-code", "3",
+			"--stderr", "starting\n\x1b[31mfatal:\x1b[0m GITHUB_TOKEN is not set\nbye")
+		// The server is gone before the host writes.
+		if err := s.Stderr.WaitFor(testutil.Context(t), "went away before answering"); err != nil {
+			t.Fatal(err)
+		}
+		s.Send(initializeReq)
+		hostError(t, s, "1", `the MCP server "dies"`, "exited with status 3", "starting | fatal: GITHUB_TOKEN is not set | bye")
+		if code := s.ExitCode(); code != 3 {
+			t.Fatalf("exit %d, want the server's 3", code)
+		}
+	})
+	t.Run("request pending at the exit", func(t *testing.T) {
+		t.Parallel()
+		s := startProxy(t, nil, "--server", "dies", "--no-revive", raw, "--exit-after", "1", "--exit-code", "4", "--stderr", "unsupported protocol\n")
+		s.Send(initializeReq)
+		hostError(t, s, "1", "exited with status 4", "unsupported protocol")
+		s.Stdin.Close()
+		if code := s.ExitCode(); code != 4 {
+			t.Fatalf("exit %d, want the server's 4", code)
+		}
+	})
+	t.Run("revival gives up", func(t *testing.T) {
+		t.Parallel()
+		s := startProxy(t, nil, "--server", "dies", raw, "--exit-now", "--exit-code", "3", "--stderr", "fatal: GITHUB_TOKEN is not set\n")
+		s.Send(initializeReq)
+		hostError(t, s, "1", "dies", "exited with status 3", "GITHUB_TOKEN is not set")
+		s.Stdin.Close()
+		if code := s.ExitCode(); code != 3 {
+			t.Fatalf("exit %d, want the last server's 3", code)
+		}
+	})
 }
 
 func TestChildExitsAtOnce(t *testing.T) {
