@@ -290,40 +290,33 @@ func (cc *configCmd) edit(ctx context.Context, c *cli) int {
 	}
 
 	for _, e := range edits {
-		proxy := ""
+		// Which bir-proxy to write is asked only of a file that has something to
+		// wrap: a shared file with everything wrapped must not be refused. The
+		// probe's name is never written.
+		proxy := "bir-proxy"
 		if cc.verb == "wrap" {
-			var note string
-			if proxy, note, err = cc.proxyFor(ctx, c, e.file); err != nil {
-				return fail(err)
-			}
-			if note != "" {
-				fmt.Fprintln(c.stdout, note)
-			}
-		}
-		for _, p := range e.parts {
-			doc, err := mcpconfig.Parse(p.loc, e.cur)
+			probe, err := cc.apply(e, proxy)
 			if err != nil {
 				return fail(err)
 			}
-			names := cc.names
-			if len(names) > 0 {
-				names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !hasServer(doc, n) })
-				if len(names) == 0 {
-					continue // the names asked for are in another scope
+			if probe.changed > 0 {
+				var note string
+				if proxy, note, err = cc.proxyFor(ctx, c, e.file); err != nil {
+					return fail(err)
+				}
+				if note != "" {
+					fmt.Fprintln(c.stdout, note)
 				}
 			}
-			var ch *mcpconfig.Change
-			if cc.verb == "wrap" {
-				ch, err = doc.Wrap(names, proxy)
-			} else {
-				ch, err = doc.Unwrap(names)
-			}
-			if err != nil {
-				return fail(err)
-			}
-			e.cur = ch.New
-			fmt.Fprintf(c.stdout, "%s: %s\n", p.label(), doc.Location())
-			e.changed += printOutcomes(c, cc, p.label(), ch.Outcomes)
+		}
+		res, err := cc.apply(e, proxy)
+		if err != nil {
+			return fail(err)
+		}
+		e.cur, e.changed = res.cur, res.changed
+		for _, p := range res.parts {
+			fmt.Fprintf(c.stdout, "%s: %s\n", p.label, p.loc)
+			printOutcomes(c, cc, p.label, p.outcomes)
 		}
 	}
 
@@ -358,6 +351,55 @@ func (cc *configCmd) edit(ctx context.Context, c *cli) int {
 	return 0
 }
 
+// applied is what wrap or unwrap would make of one file.
+type applied struct {
+	cur     []byte
+	changed int
+	parts   []appliedPart
+}
+
+type appliedPart struct {
+	label    string
+	loc      mcpconfig.Location
+	outcomes []mcpconfig.Outcome
+}
+
+// apply runs the command's change over every scope of e's file in turn, each
+// on the text the one before left, without writing or printing anything.
+func (cc *configCmd) apply(e *fileEdit, proxy string) (applied, error) {
+	res := applied{cur: e.old}
+	for _, p := range e.parts {
+		doc, err := mcpconfig.Parse(p.loc, res.cur)
+		if err != nil {
+			return res, err
+		}
+		names := cc.names
+		if len(names) > 0 {
+			names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !hasServer(doc, n) })
+			if len(names) == 0 {
+				continue // the names asked for are in another scope
+			}
+		}
+		var ch *mcpconfig.Change
+		if cc.verb == "wrap" {
+			ch, err = doc.Wrap(names, proxy)
+		} else {
+			ch, err = doc.Unwrap(names)
+		}
+		if err != nil {
+			return res, err
+		}
+		res.cur = ch.New
+		for _, o := range ch.Outcomes {
+			if o.Changed {
+				res.changed++
+			}
+		}
+		res.parts = append(res.parts, appliedPart{p.label(), doc.Location(), ch.Outcomes})
+	}
+	return res, nil
+}
+
 const noServersHere = "no MCP servers found: no .mcp.json here or above, and no servers in ~/.claude.json for this project or user (--config names another file)"
 
 // checkNames fails when a name given on the command line is in none of the
@@ -379,18 +421,15 @@ func hasServer(d *mcpconfig.Document, name string) bool {
 	return slices.ContainsFunc(d.Servers(), func(s mcpconfig.Server) bool { return s.Name == name })
 }
 
-// printOutcomes says what happened to each entry and returns how many
-// changed.
-func printOutcomes(c *cli, cc *configCmd, label string, outcomes []mcpconfig.Outcome) int {
+// printOutcomes says what happened to each entry.
+func printOutcomes(c *cli, cc *configCmd, label string, outcomes []mcpconfig.Outcome) {
 	done := cc.verb + "ped" // wrapped, unwrapped
 	if cc.dryRun {
 		done = "would " + cc.verb
 	}
-	changed := 0
 	for _, o := range outcomes {
 		switch {
 		case o.Changed:
-			changed++
 			fmt.Fprintf(c.stdout, "  %s %s\n", done, o.Name)
 		case o.Warn:
 			fmt.Fprintf(c.stderr, "warning: %s: %s: %s\n", label, o.Name, o.Note)
@@ -398,7 +437,6 @@ func printOutcomes(c *cli, cc *configCmd, label string, outcomes []mcpconfig.Out
 			fmt.Fprintf(c.stdout, "  unchanged %s: %s\n", o.Name, o.Note)
 		}
 	}
-	return changed
 }
 
 // proxyFor is the bir-proxy command to write into file, and a note saying

@@ -531,6 +531,15 @@ func TestWrapGitSharedFile(t *testing.T) {
 	if code, out, _ := runCmdWith(t, proxyRuns, "status"); code != 0 || !strings.Contains(out, "the wrapped entries' bir-proxy runs: bir-proxy ") {
 		t.Errorf("status: %d\n%s", code, out)
 	}
+	// With nothing left to wrap, a shared file is not refused for want of
+	// bir-proxy on PATH.
+	if code, _, errOut := runCmd(t, "wrap", "--proxy-path", "bir-proxy"); code != 0 {
+		t.Fatalf("wrap the rest: %s", errOut)
+	}
+	t.Setenv("PATH", filepath.Dir(mustLookPath(t, "git")))
+	if code, out, errOut := runCmd(t, "wrap"); code != 0 || !strings.Contains(out, "nothing to change") {
+		t.Errorf("wrap of a wrapped shared file: %d %s %s", code, out, errOut)
+	}
 }
 
 func mustLookPath(t *testing.T, name string) string {
