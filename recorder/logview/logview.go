@@ -445,7 +445,7 @@ func tableRow(rec record, now time.Time) string {
 		where = "waiting"
 	}
 	return fmt.Sprintf("%-*s  %-12s  %-*s  %-*s  %8s  %-14s  %-7s  %s\n",
-		idWidth, clip(printable(rec.id()), idWidth),
+		idWidth, printable(rec.id()), // never cut: it is what --show is given
 		shortTime(receivedAt(rec.line), now),
 		serverWidth, clip(printable(r.Get("server").String()), serverWidth),
 		toolWidth, clip(printable(r.Get("tool").String()), toolWidth),
