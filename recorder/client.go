@@ -31,7 +31,8 @@ import (
 // tuning holds the timings of delivery. Zero fields take the defaults below; tests
 // shorten them so that failure paths run in milliseconds.
 type tuning struct {
-	maxInFlight    int           // reports posted at once
+	maxInFlight    int           // requests in flight at first and after a failure's probe
+	maxWindow      int           // requests in flight at most, while the recorder keeps accepting
 	backoffBase    time.Duration // between attempts, doubling with jitter...
 	backoffCap     time.Duration // ...up to this (SPEC §5: 30 s); also clamps Retry-After
 	requestTimeout time.Duration // one attempt
@@ -55,6 +56,10 @@ func (t tuning) withDefaults() tuning {
 	if t.maxInFlight <= 0 {
 		t.maxInFlight = 4
 	}
+	if t.maxWindow <= 0 {
+		t.maxWindow = max(64, t.maxInFlight)
+	}
+	t.maxWindow = max(t.maxWindow, t.maxInFlight)
 	def(&t.backoffBase, 500*time.Millisecond)
 	def(&t.backoffCap, 30*time.Second)
 	def(&t.requestTimeout, 60*time.Second)
@@ -86,8 +91,8 @@ func newClient(t tuning) *client {
 		// recorder alone.
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        t.maxInFlight * 2,
-		MaxIdleConnsPerHost: t.maxInFlight * 2,
+		MaxIdleConns:        t.maxWindow,
+		MaxIdleConnsPerHost: t.maxWindow,
 		IdleConnTimeout:     30 * time.Second,
 	}
 	return &client{hc: &http.Client{

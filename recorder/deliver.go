@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/report"
@@ -34,6 +37,9 @@ type lane struct {
 	regSent     int // factsVersion of the last register sent or succeeded
 	gen         int // counts successful registers
 	refusals    int // unknown_proxy answers in a row right after registering
+	// batch: the recorder's last register answer for this proxyId said it takes arrays
+	// of reports (SPEC §5). A recorder that did not say so gets one report per POST.
+	batch bool
 }
 
 type jobKind int
@@ -53,7 +59,8 @@ func (k jobKind) path() string {
 type job struct {
 	kind         jobKind
 	lane         *lane
-	entry        entry
+	entries      []entry // the reports of a step POST: one, or a batch
+	batch        bool    // post entries as a JSON array
 	gen          int // lane.gen when the step was sent
 	factsVersion int
 	payload      []byte // the register body
@@ -72,13 +79,24 @@ type result struct {
 	stopped bool // cancelled by Close, not an answer from the recorder
 }
 
+// Batches, as SPEC §5 bounds them.
+const (
+	maxBatch      = 256
+	maxBatchBytes = 1 << 20
+)
+
 // keepInMemory is how many waiting reports of this run may keep their bytes in memory;
 // past it, those already in the spool file are read back from there when sent.
 const keepInMemory = 256
 
 // dispatcher owns delivery: one goroutine (run) decides what to send, and each
-// request runs in its own goroutine, at most maxInFlight at once. It holds no timer or
-// goroutine while there is nothing to send, so an idle proxy costs no CPU.
+// request runs in its own goroutine, at most window at once. The window starts at
+// maxInFlight and grows by one with every report the recorder accepts while reports
+// are waiting, up to maxWindow: a recorder that answers slowly is not failing, and
+// with a fixed window its latency alone would set the throughput (4 in flight at 3 s
+// each is 1.3 reports a second, whatever the load). A failure shrinks it to one.
+// It holds no timer or goroutine while there is nothing to send, so an idle proxy
+// costs no CPU.
 type dispatcher struct {
 	log     *slog.Logger
 	tune    tuning
@@ -111,7 +129,7 @@ type dispatcher struct {
 	current  *lane
 	next     int // round robin over lanes
 	inflight int
-	window   int // requests allowed at once: 1 after a failure, then maxInFlight
+	window   int // requests allowed at once: 1 after a failure, then maxInFlight, growing
 	paused   bool
 	timer    *time.Timer
 	timerC   <-chan time.Time
@@ -151,7 +169,7 @@ func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoptio
 		},
 		ep:         cfg.Endpoint,
 		wake:       make(chan struct{}, 1),
-		results:    make(chan result, tune.maxInFlight),
+		results:    make(chan result, tune.maxWindow),
 		draining:   make(chan struct{}),
 		done:       make(chan struct{}),
 		reqCtx:     ctx,
@@ -356,12 +374,35 @@ func (d *dispatcher) nextJob() (job, bool) {
 		l := d.lanes[(d.next+i)%len(d.lanes)]
 		if l.known && len(l.queued) > 0 {
 			d.next = (d.next + i + 1) % len(d.lanes)
-			e := l.queued[0]
-			l.queued = l.queued[1:]
-			return job{kind: jobStep, lane: l, entry: e, gen: l.gen, ep: ep}, true
+			n := 1
+			if l.batch {
+				n = batchLen(l.queued)
+			}
+			// A copy: requeue inserts into l.queued, which must not write over a
+			// batch still being posted.
+			es := slices.Clone(l.queued[:n])
+			l.queued = l.queued[n:]
+			return job{kind: jobStep, lane: l, entries: es, batch: l.batch, gen: l.gen, ep: ep}, true
 		}
 	}
 	return job{}, false
+}
+
+// batchLen is how many of the first queued reports fit one batch: at most maxBatch and
+// maxBatchBytes (with the brackets and commas), and always at least one.
+func batchLen(q []entry) int {
+	size := 1
+	for i, e := range q {
+		n := e.n
+		if e.body != nil {
+			n = len(e.body)
+		}
+		size += n + 1
+		if i == maxBatch || i > 0 && size > maxBatchBytes {
+			return i
+		}
+	}
+	return len(q)
 }
 
 func (d *dispatcher) registerJob(l *lane, ep *Endpoint) job {
@@ -390,17 +431,43 @@ func (d *dispatcher) do(j job) result {
 	defer cancel()
 	body := j.payload
 	if j.kind == jobStep {
-		body = j.entry.body
-		if body == nil {
-			b, err := j.lane.file.read(j.entry)
-			if err != nil {
-				return result{job: j, response: response{err: &readError{err}}}
-			}
-			body = b
+		var err error
+		if body, err = j.stepBody(); err != nil {
+			return result{job: j, response: response{err: &readError{err}}}
 		}
 	}
 	resp := d.client.post(ctx, j.ep, j.kind.path(), body)
 	return result{job: j, response: resp, stopped: resp.err != nil && d.reqCtx.Err() != nil}
+}
+
+// stepBody is what a step POST carries: the one report, or the batch as a JSON array.
+func (j job) stepBody() ([]byte, error) {
+	report := func(e entry) ([]byte, error) {
+		if e.body != nil {
+			return e.body, nil
+		}
+		return j.lane.file.read(e)
+	}
+	if !j.batch {
+		return report(j.entries[0])
+	}
+	var body []byte
+	for i, e := range j.entries {
+		b, err := report(e)
+		if err != nil {
+			return nil, err
+		}
+		if body == nil {
+			body = make([]byte, 0, len(j.entries)*(len(b)+1)+1)
+		}
+		if i == 0 {
+			body = append(body, '[')
+		} else {
+			body = append(body, ',')
+		}
+		body = append(body, b...)
+	}
+	return append(body, ']'), nil
 }
 
 func (d *dispatcher) handle(res result) {
@@ -422,7 +489,7 @@ func (d *dispatcher) handle(res result) {
 	if res.err != nil {
 		var readErr *readError
 		if errors.As(res.err, &readErr) {
-			d.log.Error("cannot read a report back from the spool file; it is lost", "proxyId", l.proxyID, "seq", res.entry.seq, "err", res.err)
+			d.log.Error("cannot read a report back from the spool file; it is lost", "proxyId", l.proxyID, "seqs", seqRange(res.entries), "err", res.err)
 			d.done1(res)
 			return
 		}
@@ -449,6 +516,7 @@ func (d *dispatcher) handle(res result) {
 		d.ok()
 		if res.kind == jobRegister {
 			l.known = true
+			l.batch = gjson.GetBytes(res.body, "batch").Bool()
 			l.gen++
 			l.regSent = res.factsVersion
 			if l == d.current {
@@ -463,6 +531,10 @@ func (d *dispatcher) handle(res result) {
 			return
 		}
 		l.refusals = 0
+		if d.hasWork() {
+			// Accepted, however slowly: one more request may go at once.
+			d.window = min(d.window+1, d.tune.maxWindow)
+		}
 		d.done1(res)
 
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
@@ -490,7 +562,7 @@ func (d *dispatcher) handle(res result) {
 		// The recorder says this report can never be accepted; sending it again would
 		// only repeat the refusal forever, in this run and every later one.
 		d.log.Error("the recorder rejected a report; it is not sent again",
-			"proxyId", l.proxyID, "seq", res.entry.seq, "status", status, "body", string(res.body))
+			"proxyId", l.proxyID, "seqs", seqRange(res.entries), "status", status, "body", string(res.body))
 		d.done1(res)
 
 	default:
@@ -551,18 +623,34 @@ func (d *dispatcher) requeue(res result) {
 		l.regDue = true
 		return
 	}
-	i, _ := slices.BinarySearchFunc(l.queued, res.entry.seq, func(e entry, seq uint64) int { return cmp.Compare(e.seq, seq) })
-	l.queued = slices.Insert(l.queued, i, res.entry)
+	// The entries are in seq order and were taken from the front of the queue
+	// together, so they go back together where the first belongs.
+	i, _ := slices.BinarySearchFunc(l.queued, res.entries[0].seq, func(e entry, seq uint64) int { return cmp.Compare(e.seq, seq) })
+	l.queued = slices.Insert(l.queued, i, res.entries...)
+}
+
+// seqRange names the reports of a step POST in a message: "17" or "17-42".
+func seqRange(es []entry) string {
+	if len(es) == 0 {
+		return ""
+	}
+	first, last := strconv.FormatUint(es[0].seq, 10), strconv.FormatUint(es[len(es)-1].seq, 10)
+	if len(es) == 1 {
+		return first
+	}
+	return first + "-" + last
 }
 
 // done1 records that a report needs no more delivery, and lets an adopted file go
 // once all of its reports are done.
 func (d *dispatcher) done1(res result) {
 	l := res.lane
-	if l.file == nil {
-		l.memBytes -= int64(len(res.entry.body) + 1)
-	} else if err := l.file.markDone(res.entry.seq); err != nil {
-		d.log.Debug("cannot mark a report done", "err", err)
+	for _, e := range res.entries {
+		if l.file == nil {
+			l.memBytes -= int64(len(e.body) + 1)
+		} else if err := l.file.markDone(e.seq); err != nil {
+			d.log.Debug("cannot mark a report done", "err", err)
+		}
 	}
 	if d.finished(l) {
 		d.log.Info("delivered the reports left by an earlier run", "proxyId", l.proxyID)
@@ -585,7 +673,7 @@ func (d *dispatcher) finished(l *lane) bool {
 
 func (d *dispatcher) ok() {
 	d.failures = 0
-	d.window = d.tune.maxInFlight
+	d.window = max(d.window, d.tune.maxInFlight)
 	d.refused = false
 	d.misrouted = false
 	if d.outage {

@@ -28,6 +28,9 @@ func TestBacklogDeliveredAfterRecorderComesBack(t *testing.T) {
 			committed, failed := newCounter(), newCounter()
 			cfg := recorderConfig(t, rec, state)
 			cfg.tuning.maxInFlight = inFlight
+			if inFlight == 1 {
+				cfg.tuning.maxWindow = 1 // and it stays one: seq order is checked below
+			}
 			cfg.tuning.hooks.committed = committed.add
 			cfg.tuning.hooks.attempt = func(_ string, _ int, err error) {
 				if err != nil {

@@ -133,6 +133,8 @@ type Server struct {
 	slow       time.Duration
 	pollHold   time.Duration // 0: polls are held as long as waitMs asks
 	failStatus int
+	batch      bool // register answers batch: true, and step POSTs may carry arrays
+	loseSteps  int  // step POSTs still to take and then cut off without an answer
 	okStatus   int    // answers in place of 200 to what the recorder accepted
 	redirectTo string // Location of the redirect every /proxy/ request gets
 	redirectSt int
@@ -443,6 +445,26 @@ func (s *Server) HoldPolls(d time.Duration) {
 	s.mu.Unlock()
 }
 
+// Batch makes the recorder say, in its register answers, that it takes several reports
+// per step POST (SPEC §5), and accept a JSON array of reports there: all of them, or
+// none (answered with the status the first refused report gets). Off, an array is
+// refused with 400, as a recorder that never agreed to batching would.
+func (s *Server) Batch(on bool) {
+	s.mu.Lock()
+	s.batch = on
+	s.mu.Unlock()
+}
+
+// LoseAnswers makes the recorder take the next n step POSTs (storing their reports)
+// and then cut the connection instead of answering, as when a recorder dies between
+// committing and replying: the proxy must send them again, and the repeats are
+// ignored (Duplicates counts them).
+func (s *Server) LoseAnswers(n int) {
+	s.mu.Lock()
+	s.loseSteps = n
+	s.mu.Unlock()
+}
+
 // Fail makes every /proxy/ request answer status (e.g. 500) without acting on it;
 // 0 turns it off.
 func (s *Server) Fail(status int) {
@@ -630,6 +652,18 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
+	if r.URL.Path == "/proxy/step" && status >= 200 && status < 300 && s.loseSteps > 0 {
+		s.loseSteps--
+		s.notifyLocked()
+		s.mu.Unlock()
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+		}
+		s.mu.Lock()
+	}
 	s.requests = append(s.requests, Request{
 		Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body,
 		Status: status, At: time.Now(),
@@ -659,13 +693,16 @@ func (s *Server) route(r *http.Request, body []byte, gone chan struct{}) (int, [
 	if s.wrongToken {
 		want = "not-" + s.token
 	}
-	fail := s.failStatus
+	fail, batch := s.failStatus, s.batch
 	s.mu.Unlock()
 	if r.Header.Get("Authorization") != "Bearer "+want {
 		return http.StatusUnauthorized, errorBody("unauthorized")
 	}
 	if fail != 0 {
 		return fail, errorBody("injected_failure")
+	}
+	if r.URL.Path == "/proxy/step" && batch && gjson.ValidBytes(body) && gjson.ParseBytes(body).IsArray() {
+		return s.steps1(gjson.ParseBytes(body).Array())
 	}
 	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
 		return http.StatusBadRequest, errorBody("body is not a JSON object")
@@ -687,30 +724,15 @@ func (s *Server) route(r *http.Request, body []byte, gone chan struct{}) (int, [
 			ProxyID: proxyID, Server: server.String(),
 			PID: int(gjson.GetBytes(body, "pid").Int()), Body: body, At: time.Now(),
 		})
+		batch := s.batch
 		s.mu.Unlock()
+		if batch {
+			return http.StatusOK, []byte(`{"ok":true,"batch":true}`)
+		}
 		return http.StatusOK, []byte(`{"ok":true}`)
 
 	case "/proxy/step":
-		seq := gjson.GetBytes(body, "seq")
-		if seq.Type != gjson.Number || seq.Uint() == 0 || strconv.FormatUint(seq.Uint(), 10) != seq.Raw {
-			return http.StatusBadRequest, errorBody("seq must be a positive integer")
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if !s.known[proxyID] {
-			return http.StatusNotFound, errorBody("unknown_proxy")
-		}
-		key := stepKey{proxyID, seq.Uint()}
-		if s.seen[key] {
-			s.duplicates++
-			return http.StatusOK, []byte(`{"ok":true}`)
-		}
-		s.seen[key] = true
-		s.steps = append(s.steps, Step{
-			ProxyID: proxyID, Server: gjson.GetBytes(body, "server").String(), Seq: seq.Uint(),
-			Tool: gjson.GetBytes(body, "tool").String(), Body: body, At: time.Now(),
-		})
-		return http.StatusOK, []byte(`{"ok":true}`)
+		return s.steps1([]gjson.Result{gjson.ParseBytes(body)})
 
 	case "/proxy/poll":
 		s.mu.Lock()
@@ -769,6 +791,46 @@ func (s *Server) route(r *http.Request, body []byte, gone chan struct{}) (int, [
 		return http.StatusOK, []byte(`{"ok":true}`)
 	}
 	return http.StatusNotFound, errorBody("no_such_route")
+}
+
+// steps1 takes the reports of one step POST: every one of them, or none.
+func (s *Server) steps1(reports []gjson.Result) (int, []byte) {
+	if len(reports) == 0 {
+		return http.StatusBadRequest, errorBody("empty batch")
+	}
+	for _, rep := range reports {
+		if !rep.IsObject() {
+			return http.StatusBadRequest, errorBody("a report is not a JSON object")
+		}
+		if rep.Get("proxyId").String() == "" {
+			return http.StatusBadRequest, errorBody("proxyId missing")
+		}
+		seq := rep.Get("seq")
+		if seq.Type != gjson.Number || seq.Uint() == 0 || strconv.FormatUint(seq.Uint(), 10) != seq.Raw {
+			return http.StatusBadRequest, errorBody("seq must be a positive integer")
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, rep := range reports {
+		if !s.known[rep.Get("proxyId").String()] {
+			return http.StatusNotFound, errorBody("unknown_proxy")
+		}
+	}
+	now := time.Now()
+	for _, rep := range reports {
+		key := stepKey{rep.Get("proxyId").String(), rep.Get("seq").Uint()}
+		if s.seen[key] {
+			s.duplicates++
+			continue
+		}
+		s.seen[key] = true
+		s.steps = append(s.steps, Step{
+			ProxyID: key.proxyID, Server: rep.Get("server").String(), Seq: key.seq,
+			Tool: rep.Get("tool").String(), Body: []byte(rep.Raw), At: now,
+		})
+	}
+	return http.StatusOK, []byte(`{"ok":true}`)
 }
 
 func (s *Server) countPoll(delta int) {
