@@ -61,7 +61,7 @@ type job struct {
 	lane         *lane
 	entries      []entry // the reports of a step POST: one, or a batch
 	batch        bool    // post entries as a JSON array
-	gen          int // lane.gen when the step was sent
+	gen          int     // lane.gen when the step was sent
 	factsVersion int
 	payload      []byte // the register body
 	ep           *Endpoint

@@ -119,7 +119,8 @@ func httpWorkloads(bins map[string]string, n, pipeN, bigMB int, gap time.Duratio
 	const rounds = 5
 	for range rounds {
 		for _, v := range variants {
-			tput[v.name] += pipelined(v, pipeN/rounds, 32) / rounds
+			r, _ := pipelined(v, pipeN/rounds, 32)
+			tput[v.name] += r / rounds
 		}
 	}
 	for _, v := range variants {

@@ -81,6 +81,7 @@ func main() {
 			variant{name: "bir-proxy/poller", argv: variants[2].argv, env: []string{"BIR_OFF=1", "BIR_BLOCKING_STDIO=0"}})
 	}
 	if *rec {
+		variants = append(variants, variant{name: "bir-proxy/journal", argv: variants[2].argv, env: []string{"BIR_OFF=0", "BIR_RECORDER_URL=", "BIR_RECORDER_TOKEN="}, stateRoot: dir})
 		for _, v := range recordingVariants(dir) {
 			v.argv = variants[2].argv
 			variants = append(variants, v)
@@ -106,7 +107,7 @@ func main() {
 		fmt.Printf("Sequential tools/call round trips (%d each, interleaved in rounds):\n", *n)
 		res := sequentialRounds(variants, *n, 10, *gap)
 		for _, v := range variants {
-			fmt.Printf("  %-24s p50 %8s  p99 %8s\n", v.name, res[v.name][0], res[v.name][1])
+			fmt.Printf("  %-24s p50 %8s  p99 %8s  proxy CPU/call %8s\n", v.name, res[v.name][0], res[v.name][1], res[v.name][2])
 		}
 		base := res["copy-relay"]
 		for _, v := range variants[2:] {
@@ -114,8 +115,8 @@ func main() {
 			fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the copy relay   (p50 %.2fx direct)\n", v.name, ratio(r[0], base[0]), ratio(r[1], base[1]), ratio(r[0], res["direct"][0]))
 		}
 		for _, v := range variants {
-			if v.rec != nil {
-				fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the proxy with BIR_OFF=1\n", v.name, ratio(res[v.name][0], res["bir-proxy"][0]), ratio(res[v.name][1], res["bir-proxy"][1]))
+			if v.stateRoot != "" {
+				fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  CPU/call %.2fx  the proxy with BIR_OFF=1\n", v.name, ratio(res[v.name][0], res["bir-proxy"][0]), ratio(res[v.name][1], res["bir-proxy"][1]), ratio(res[v.name][2], res["bir-proxy"][2]))
 			}
 		}
 		for _, v := range variants {
@@ -151,17 +152,23 @@ func main() {
 	if want("pipe") {
 		fmt.Printf("Pipelined tools/call, 32 in flight (%d messages, interleaved in rounds):\n", *pipeN)
 		res := map[string]float64{}
+		cpu := map[string]time.Duration{}
 		const rounds = 5
 		for range rounds {
 			for _, v := range variants {
-				res[v.name] += pipelined(v, *pipeN/rounds, 32) / rounds
+				r, c := pipelined(v, *pipeN/rounds, 32)
+				res[v.name] += r / rounds
+				cpu[v.name] += c / (rounds * time.Duration(*pipeN/rounds))
 			}
 		}
 		for _, v := range variants {
-			fmt.Printf("  %-24s %10.0f msg/s\n", v.name, res[v.name])
+			fmt.Printf("  %-24s %10.0f msg/s  proxy CPU/call %8s\n", v.name, res[v.name], cpu[v.name])
 		}
 		for _, v := range variants[2:] {
 			fmt.Printf("  %-24s %.2fx the copy relay's throughput\n", v.name, res[v.name]/res["copy-relay"])
+		}
+		for _, v := range variants[3:] {
+			fmt.Printf("  %-24s %.2fx throughput  CPU/call %.2fx  the proxy with BIR_OFF=1\n", v.name, res[v.name]/res["bir-proxy"], ratio(cpu[v.name], cpu["bir-proxy"]))
 		}
 		fmt.Println()
 	}
@@ -204,8 +211,8 @@ func main() {
 	if want("idle") {
 		fmt.Println("Idle for 3 s after one call:")
 		for _, v := range variants[2:] {
-			cpu, rss := idle(v, 3*time.Second)
-			fmt.Printf("  %-24s CPU %s  RSS %.1f MiB\n", v.name, cpu, float64(rss)/(1<<20))
+			cpu, rss, wakes := idle(v, 3*time.Second)
+			fmt.Printf("  %-24s CPU %s  RSS %.1f MiB  wake-ups %.1f/s\n", v.name, cpu, float64(rss)/(1<<20), wakes)
 		}
 		if *replayOn {
 			fmt.Printf("\nIdle for %s with a healthy recorder (polls held %s), wake-ups:\n", *idleRec, "25s")
@@ -247,7 +254,7 @@ type proc struct {
 func start(v variant) *proc {
 	cmd := exec.Command(v.argv[0], v.argv[1:]...)
 	cmd.Env = append(os.Environ(), v.env...)
-	if v.rec != nil {
+	if v.stateRoot != "" {
 		// A fresh state directory per run: a later run would otherwise spend its
 		// time adopting the reports an earlier run left for a failing recorder.
 		cmd.Env = append(cmd.Env, "XDG_STATE_HOME="+must(os.MkdirTemp(v.stateRoot, "state-")))
@@ -264,9 +271,11 @@ func start(v variant) *proc {
 	return &proc{cmd: cmd, in: framing.NewWriter(inW), inF: inW, out: framing.NewReader(outR)}
 }
 
-func (p *proc) stop() {
+// stop ends the variant and returns the CPU time its process used in all.
+func (p *proc) stop() time.Duration {
 	p.inF.Close()
 	_ = p.cmd.Wait()
+	return p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
 }
 
 func (p *proc) roundTrip(msg []byte) []byte {
@@ -287,7 +296,7 @@ func initialize(p *proc) {
 
 // sequentialRounds measures every variant in turn, rounds times, so that the machine's
 // noise (other tenants, frequency changes) falls on all of them alike.
-func sequentialRounds(vs []variant, n, rounds int, gap time.Duration) map[string][2]time.Duration {
+func sequentialRounds(vs []variant, n, rounds int, gap time.Duration) map[string][3]time.Duration {
 	procs := make([]*proc, len(vs))
 	for i, v := range vs {
 		procs[i] = start(v)
@@ -300,6 +309,10 @@ func sequentialRounds(vs []variant, n, rounds int, gap time.Duration) map[string
 		if v.feed != nil {
 			v.feed.proxyID = proxyIDOf(v.rec, procs[i])
 		}
+	}
+	cpu0 := make([]time.Duration, len(vs))
+	for i, p := range procs {
+		cpu0[i] = cpuTime(p.cmd.Process.Pid)
 	}
 	lat := make([][]time.Duration, len(vs))
 	answered := make([]map[string]time.Time, len(vs)) // callId → when the host had the answer
@@ -334,12 +347,12 @@ func sequentialRounds(vs []variant, n, rounds int, gap time.Duration) map[string
 	for _, v := range vs {
 		v.feed.settle()
 	}
-	res := map[string][2]time.Duration{}
+	res := map[string][3]time.Duration{}
 	for i, v := range vs {
-		procs[i].stop()
+		cpu := procs[i].stop() - cpu0[i]
 		l := lat[i]
 		slices.Sort(l)
-		res[v.name] = [2]time.Duration{l[len(l)/2], l[len(l)*99/100]}
+		res[v.name] = [3]time.Duration{l[len(l)/2], l[len(l)*99/100], cpu / time.Duration(len(l))}
 	}
 	return res
 }
@@ -375,10 +388,12 @@ func reportLag(rec *recordertest.Server, answered map[string]time.Time) [2]time.
 // healthy, answering 500 to everything, and taking a second per request.
 func recordingVariants(dir string) []variant {
 	var vs []variant
-	for _, fault := range []string{"", "500", "slow"} {
+	for _, fault := range []string{"", "batch", "500", "slow"} {
 		rec, err := recordertest.Listen()
 		check(err)
 		switch fault {
+		case "batch":
+			rec.Batch(true)
 		case "500":
 			rec.Fail(500)
 		case "slow":
@@ -387,6 +402,9 @@ func recordingVariants(dir string) []variant {
 		name := "bir-proxy/recording"
 		if fault != "" {
 			name += "/recorder-" + fault
+		}
+		if fault == "batch" {
+			fault = "" // healthy: its reports are waited for like the plain one's
 		}
 		vs = append(vs, variant{
 			name:      name,
@@ -400,9 +418,14 @@ func recordingVariants(dir string) []variant {
 	return vs
 }
 
-func pipelined(v variant, n, window int) float64 {
+// pipelined returns the throughput and the CPU the variant's process used in all
+// (including what it did after the last answer: reports still being written or sent).
+func pipelined(v variant, n, window int) (float64, time.Duration) {
+	had := 0
+	if v.rec != nil {
+		had = stepCount(v.rec)
+	}
 	p := start(v)
-	defer p.stop()
 	initialize(p)
 	msgs := make([][]byte, n)
 	for i := range msgs {
@@ -424,7 +447,26 @@ func pipelined(v variant, n, window int) float64 {
 		check(p.in.Write(m))
 	}
 	<-done
-	return float64(n) / time.Since(t0).Seconds()
+	rate := float64(n) / time.Since(t0).Seconds()
+	if v.rec != nil && v.fault == "" {
+		// Delivery finishes before the process is let go, so its CPU is counted.
+		waitSteps(v.rec, had+n)
+	}
+	return rate, p.stop()
+}
+
+func stepCount(rec *recordertest.Server) int {
+	snap, _ := rec.Wait(context.Background(), func(recordertest.Snapshot) bool { return true })
+	return len(snap.Steps)
+}
+
+// waitSteps waits until the recorder holds at least n reports.
+func waitSteps(rec *recordertest.Server, n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool { return len(s.Steps) >= n }); err != nil {
+		log.Printf("not every report arrived: %v", err)
+	}
 }
 
 func big(v variant, size int) (time.Duration, int64) {
@@ -465,17 +507,18 @@ func startup(v variant, n int) time.Duration {
 	return ds[len(ds)/2]
 }
 
-func idle(v variant, d time.Duration) (time.Duration, int64) {
+func idle(v variant, d time.Duration) (time.Duration, int64, float64) {
 	p := start(v)
 	defer p.stop()
 	initialize(p)
 	p.roundTrip(call(1))
 	pid := p.cmd.Process.Pid
 	time.Sleep(500 * time.Millisecond) // let startup work (GC, spool setup) finish
-	before := cpuTime(pid)
+	before, w0 := cpuTime(pid), switches(pid)
 	time.Sleep(d)
-	return cpuTime(pid) - before, procStatus(pid, "VmRSS")
+	return cpuTime(pid) - before, procStatus(pid, "VmRSS"), float64(switches(pid)-w0) / d.Seconds()
 }
+
 
 // copyRelay is the floor: a wrapper process that starts the server and copies bytes
 // both ways, understanding nothing.

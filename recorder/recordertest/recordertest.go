@@ -133,8 +133,8 @@ type Server struct {
 	slow       time.Duration
 	pollHold   time.Duration // 0: polls are held as long as waitMs asks
 	failStatus int
-	batch      bool // register answers batch: true, and step POSTs may carry arrays
-	loseSteps  int  // step POSTs still to take and then cut off without an answer
+	batch      bool   // register answers batch: true, and step POSTs may carry arrays
+	loseSteps  int    // step POSTs still to take and then cut off without an answer
 	okStatus   int    // answers in place of 200 to what the recorder accepted
 	redirectTo string // Location of the redirect every /proxy/ request gets
 	redirectSt int
