@@ -52,6 +52,11 @@ type Config struct {
 	StateDir string
 	// JournalPath is the journal file; "" is <StateDir>/journal/<server>.jsonl.
 	JournalPath string
+	// JournalMaxBytes is the size at which the journal is rotated (0:
+	// DefaultJournalMaxBytes); JournalKeep is how many rotated files are kept besides
+	// the one being written (0: DefaultJournalKeep).
+	JournalMaxBytes int64
+	JournalKeep     int
 	// Logger gets the package's diagnostics (stderr); nil is slog.Default().
 	Logger *slog.Logger
 	// SpoolMax bounds the spool of this server, this run's file and the files of
@@ -83,7 +88,8 @@ type Reporter struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	journal *os.File // journal mode
+	journal *journal // journal mode
+	jbuf    []byte   // the journal's line buffer, reused by commitLoop
 	spool   *spoolFile
 	d       *dispatcher // recorder mode
 	adopted []string    // proxyIds of the earlier runs whose spool files this run took over (under mu)
@@ -149,17 +155,11 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 			}
 			warnIfShared(filepath.Dir(path), log)
 		}
-		// O_APPEND and one write per batch: several proxies of one server share the file
-		// and their lines must not cut into each other.
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		j, err := openJournal(path, cfg.JournalMaxBytes, cfg.JournalKeep, log)
 		if err != nil {
-			return nil, fmt.Errorf("open journal: %w", err)
+			return nil, err
 		}
-		if err := privateFile(f, log); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("open journal: %w", err)
-		}
-		r.journal = f
+		r.journal = j
 		go r.commitLoop()
 		return r, nil
 	}
@@ -271,7 +271,7 @@ func (r *Reporter) close(ctx context.Context) error {
 	}
 
 	if r.journal != nil {
-		err := r.journal.Close()
+		err := r.journal.close()
 		if err != nil {
 			return fmt.Errorf("close journal: %w", err)
 		}
@@ -288,10 +288,16 @@ const syncWindow = 50 * time.Millisecond
 
 // commitLoop moves queued reports to disk, as many as have queued at each turn, and
 // hands them to delivery; written files are fsynced at most syncWindow later (a group
-// commit). The timer exists only while something is unsynced.
+// commit). The timer runs only while something is unsynced: an idle proxy has none.
+// The queue's slices and the journal's line buffer are reused from turn to turn, so a
+// report costs no allocation here beyond what delivery must keep.
 func (r *Reporter) commitLoop() {
 	defer close(r.committed)
+	syncT := time.NewTimer(syncWindow)
+	syncT.Stop()
+	defer syncT.Stop()
 	var syncC <-chan time.Time
+	var spare []report.Step
 	for {
 		stopping := false
 		select {
@@ -305,14 +311,17 @@ func (r *Reporter) commitLoop() {
 		}
 		r.mu.Lock()
 		batch := r.queue
-		r.queue, r.queuedBytes = nil, 0
+		r.queue, r.queuedBytes = spare[:0], 0
 		r.mu.Unlock()
 		if len(batch) > 0 {
 			r.commit(batch)
 			if syncC == nil {
-				syncC = time.After(syncWindow)
+				syncT.Reset(syncWindow)
+				syncC = syncT.C
 			}
 		}
+		clear(batch) // the reports' bytes are the spool's or delivery's now
+		spare = batch
 		if stopping {
 			if syncC != nil {
 				r.sync()
@@ -326,7 +335,7 @@ func (r *Reporter) sync() {
 	var err error
 	switch {
 	case r.journal != nil:
-		err = r.journal.Sync()
+		err = r.journal.sync()
 	case r.spool != nil:
 		err = r.spool.sync()
 	}
@@ -336,46 +345,46 @@ func (r *Reporter) sync() {
 }
 
 func (r *Reporter) commit(batch []report.Step) {
-	lines := make([][]byte, 0, len(batch))
-	seqs := make([]uint64, 0, len(batch))
-	for _, s := range batch {
-		lines = append(lines, marshalStep(s))
-		seqs = append(seqs, s.Seq)
-	}
 	if r.journal != nil {
-		if err := r.appendJournal(lines); err != nil {
-			r.log.Error("cannot write the journal; reports are lost", "reports", len(lines), "err", err)
+		if err := r.appendJournal(batch); err != nil {
+			r.log.Error("cannot write the journal; reports are lost", "reports", len(batch), "err", err)
 		}
 	} else {
-		r.spoolAndHandOver(lines, seqs)
+		r.spoolAndHandOver(batch)
 	}
 	if r.hooks.committed != nil {
 		r.hooks.committed(len(batch))
 	}
 }
 
+// journalChunk bounds one journal write, so a backlog is not gathered into one huge
+// buffer first.
+const journalChunk = 1 << 20
+
 // appendJournal writes whole lines only: each write is a run of complete lines, so a
 // reader or a second proxy appending to the same file never sees a line cut in two.
-func (r *Reporter) appendJournal(lines [][]byte) error {
-	const chunk = 1 << 20
-	var buf []byte
-	flush := func() error {
-		if len(buf) == 0 {
-			return nil
+// The buffer is kept for the next batch.
+func (r *Reporter) appendJournal(batch []report.Step) error {
+	buf := r.jbuf[:0]
+	defer func() {
+		if cap(buf) <= 4*journalChunk { // one huge report must not pin its buffer
+			r.jbuf = buf[:0]
 		}
-		_, err := r.journal.Write(buf)
-		buf = buf[:0]
-		return err
-	}
-	for _, l := range lines {
-		if len(buf) > 0 && len(buf)+len(l) > chunk {
-			if err := flush(); err != nil {
+	}()
+	for i := range batch {
+		start := len(buf)
+		buf = append(batch[i].AppendJSON(buf), '\n')
+		if start > 0 && len(buf) > journalChunk {
+			if err := r.journal.write(buf[:start]); err != nil {
 				return err
 			}
+			buf = append(buf[:0], buf[start:]...)
 		}
-		buf = append(buf, l...)
 	}
-	return flush() // fsynced by commitLoop within syncWindow
+	if len(buf) == 0 {
+		return nil
+	}
+	return r.journal.write(buf) // fsynced by commitLoop within syncWindow
 }
 
 // spoolAndHandOver starts delivery of the batch and then writes it to the spool. The
@@ -384,25 +393,40 @@ func (r *Reporter) appendJournal(lines [][]byte) error {
 // report the recorder acknowledged before its line was written is delivered, and one it
 // did not is written within this call (surviving a SIGKILL of the proxy) and fsynced
 // within syncWindow (surviving a machine crash), as SPEC §5 asks.
-func (r *Reporter) spoolAndHandOver(lines [][]byte, seqs []uint64) {
-	entries := make([]entry, len(lines))
-	for i, l := range lines {
-		entries[i] = entry{seq: seqs[i], body: l[:len(l)-1]}
+//
+// The batch's lines are one buffer, which delivery keeps while the reports wait (one
+// allocation per batch, not per report).
+func (r *Reporter) spoolAndHandOver(batch []report.Step) {
+	size := 0
+	for i := range batch {
+		size += 512 + len(batch[i].Args) + len(batch[i].Result) + len(batch[i].Error)
+	}
+	buf := make([]byte, 0, size)
+	// spooled is where each line is in buf, and then in the spool file.
+	spooled := make([]entry, len(batch))
+	for i := range batch {
+		start := len(buf)
+		buf = append(batch[i].AppendJSON(buf), '\n')
+		spooled[i] = entry{seq: batch[i].Seq, off: int64(start), n: len(buf) - start - 1}
+	}
+	entries := make([]entry, len(batch))
+	for i, e := range spooled {
+		// Capped: nothing appended to one report's bytes may run into the next's.
+		entries[i] = entry{seq: e.seq, body: buf[e.off : e.off+int64(e.n) : e.off+int64(e.n)]}
 	}
 	r.d.add(entries)
 	if r.spool == nil {
 		return
 	}
-	offs, err := r.spool.appendReports(lines, seqs)
+	base, err := r.spool.appendBatch(buf, spooled)
 	if err != nil {
-		r.log.Warn("spool write failed; these reports are kept in memory until delivered", "reports", len(lines), "err", err)
+		r.log.Warn("spool write failed; these reports are kept in memory until delivered", "reports", len(batch), "err", err)
 		return
 	}
 	// Reports still waiting (the recorder is slow or down) can now be read back from
 	// the file instead of being held in memory.
-	spooled := make([]entry, len(lines))
-	for i, l := range lines {
-		spooled[i] = entry{seq: seqs[i], off: offs[i], n: len(l) - 1}
+	for i := range spooled {
+		spooled[i].off += base
 	}
 	r.d.spooled(spooled)
 }

@@ -96,20 +96,33 @@ func createSpool(dir, server, proxyID string) (*spoolFile, error) {
 }
 
 // appendReports writes lines (each ending in '\n', reports seqs, in order) in one write
-// and returns where each line starts. The Reporter fsyncs within syncWindow.
+// and returns where each line starts.
 func (s *spoolFile) appendReports(lines [][]byte, seqs []uint64) ([]int64, error) {
-	size := 0
-	for _, l := range lines {
-		size += len(l)
-	}
-	buf := make([]byte, 0, size)
-	offs := make([]int64, len(lines))
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	var buf []byte
+	rel := make([]entry, len(lines))
 	for i, l := range lines {
-		offs[i] = s.size + int64(len(buf))
+		rel[i] = entry{seq: seqs[i], off: int64(len(buf)), n: len(l) - 1}
 		buf = append(buf, l...)
 	}
+	base, err := s.appendBatch(buf, rel)
+	if err != nil {
+		return nil, err
+	}
+	offs := make([]int64, len(rel))
+	for i, e := range rel {
+		offs[i] = base + e.off
+	}
+	return offs, nil
+}
+
+// appendBatch writes buf, the lines of the reports in lines (in seq order; each
+// entry's off is where its line starts in buf, n its length without the '\n'), in one
+// write and returns the offset buf starts at in the file. The Reporter fsyncs within
+// syncWindow.
+func (s *spoolFile) appendBatch(buf []byte, lines []entry) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	base := s.size
 	if _, err := s.f.WriteAt(buf, s.size); err != nil {
 		// A partial line would glue itself to the next one.
 		s.f.Truncate(s.size)
@@ -117,20 +130,20 @@ func (s *spoolFile) appendReports(lines [][]byte, seqs []uint64) ([]int64, error
 		// would count against lines that are not here, so the count that allows
 		// compaction can no longer be trusted.
 		s.noCompact = true
-		return nil, fmt.Errorf("write spool file: %w", err)
+		return 0, fmt.Errorf("write spool file: %w", err)
 	}
 	// fsynced by the Reporter's commit loop within syncWindow.
-	for i, l := range lines {
-		s.idx = append(s.idx, loc{seq: seqs[i], off: offs[i], n: len(l) - 1})
+	for _, l := range lines {
+		s.idx = append(s.idx, loc{seq: l.seq, off: base + l.off, n: l.n})
 	}
 	s.liveBytes += int64(len(buf))
 	s.size += int64(len(buf))
 	s.live += len(lines)
-	if n := len(seqs); n > 0 && seqs[n-1] > s.spooledTo {
-		s.spooledTo = seqs[n-1]
+	if n := len(lines); n > 0 && lines[n-1].seq > s.spooledTo {
+		s.spooledTo = lines[n-1].seq
 	}
 	s.writeEarlyAcks()
-	return offs, nil
+	return base, nil
 }
 
 // holds reports whether the report seq was written to the file (own file: in seq order;

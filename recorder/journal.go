@@ -1,0 +1,126 @@
+package recorder
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strconv"
+)
+
+// Journal size bounds, by default: a proxy people leave on all day must not fill the
+// disk with reports nobody reads.
+const (
+	DefaultJournalMaxBytes = 64 << 20
+	DefaultJournalKeep     = 3
+)
+
+// RotatedJournal is the name of the n-th older file of the journal at path (1 is the
+// most recent): path + ".1", ".2", ... `bir-proxy log` reads them oldest first.
+func RotatedJournal(path string, n int) string { return path + "." + strconv.Itoa(n) }
+
+// journal appends report lines to the journal file, and rotates it once it holds
+// maxBytes: the file becomes path.1 (path.1 becomes path.2, and so on, keeping keep of
+// them) and a new one is started. Several proxies of one server share the file: each
+// checks before a write whether another has rotated it, and reopens.
+type journal struct {
+	path     string
+	maxBytes int64
+	keep     int
+	log      *slog.Logger
+
+	f    *os.File
+	size int64 // the file's size after our last write (others append too)
+}
+
+func openJournal(path string, maxBytes int64, keep int, log *slog.Logger) (*journal, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultJournalMaxBytes
+	}
+	if keep <= 0 {
+		keep = DefaultJournalKeep
+	}
+	j := &journal{path: path, maxBytes: maxBytes, keep: keep, log: log}
+	if err := j.open(); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+func (j *journal) open() error {
+	// O_APPEND and one write per run of whole lines: proxies sharing the file must not
+	// cut into each other's lines.
+	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open journal: %w", err)
+	}
+	// Every file of the rotation, not only the first: each holds reports.
+	if err := privateFile(f, j.log); err != nil {
+		f.Close()
+		return fmt.Errorf("open journal: %w", err)
+	}
+	if st, err := f.Stat(); err == nil {
+		j.size = st.Size()
+	}
+	j.f = f
+	return nil
+}
+
+// write appends buf, a run of whole lines, rotating first when the file is full or
+// another proxy has rotated it.
+func (j *journal) write(buf []byte) error {
+	if j.size+int64(len(buf)) > j.maxBytes && j.size > 0 {
+		j.rotate()
+	} else if st, err := os.Stat(j.path); err == nil {
+		if mine, err := j.f.Stat(); err == nil && !os.SameFile(st, mine) {
+			// Another proxy rotated it: lines written to our file now would land in an
+			// older file, out of order with the new one.
+			j.reopen()
+		}
+	} else if errors.Is(err, fs.ErrNotExist) {
+		j.reopen() // removed under us: start it again rather than write to nothing
+	}
+	_, err := j.f.Write(buf)
+	j.size += int64(len(buf))
+	return err
+}
+
+// rotate shifts the files and starts a new one. A failure leaves the proxy writing
+// where it was: reports matter more than the bound.
+func (j *journal) rotate() {
+	// Only if the file at path is still ours: another proxy may have rotated it since our
+	// last write, and rotating again would push its fresh file out of the way.
+	st, err := os.Stat(j.path)
+	mine, err2 := j.f.Stat()
+	if err != nil || err2 != nil || !os.SameFile(st, mine) {
+		j.reopen()
+		return
+	}
+	if err := os.Remove(RotatedJournal(j.path, j.keep)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		j.log.Warn("cannot remove the oldest journal file", "err", err)
+	}
+	for n := j.keep - 1; n >= 1; n-- {
+		if err := os.Rename(RotatedJournal(j.path, n), RotatedJournal(j.path, n+1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			j.log.Warn("cannot rotate the journal", "err", err)
+		}
+	}
+	if err := os.Rename(j.path, RotatedJournal(j.path, 1)); err != nil {
+		j.log.Warn("cannot rotate the journal; it keeps growing", "err", err)
+		j.size = 0 // try again in maxBytes, not at every write
+		return
+	}
+	j.reopen()
+}
+
+func (j *journal) reopen() {
+	old := j.f
+	if err := j.open(); err != nil {
+		j.log.Warn("cannot open the journal again; writing to the old file", "err", err)
+		return
+	}
+	old.Close()
+}
+
+func (j *journal) sync() error  { return j.f.Sync() }
+func (j *journal) close() error { return j.f.Close() }
