@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -67,12 +68,10 @@ func (j *journal) open() error {
 	return nil
 }
 
-// write appends buf, a run of whole lines, rotating first when the file is full or
-// another proxy has rotated it.
+// write appends buf, a run of whole lines, rotating first when another proxy has
+// rotated the file, and between lines wherever the file would pass maxBytes.
 func (j *journal) write(buf []byte) error {
-	if j.size+int64(len(buf)) > j.maxBytes && j.size > 0 {
-		j.rotate()
-	} else if st, err := os.Stat(j.path); err == nil {
+	if st, err := os.Stat(j.path); err == nil {
 		if mine, err := j.f.Stat(); err == nil && !os.SameFile(st, mine) {
 			// Another proxy rotated it: lines written to our file now would land in an
 			// older file, out of order with the new one.
@@ -81,9 +80,32 @@ func (j *journal) write(buf []byte) error {
 	} else if errors.Is(err, fs.ErrNotExist) {
 		j.reopen() // removed under us: start it again rather than write to nothing
 	}
-	_, err := j.f.Write(buf)
-	j.size += int64(len(buf))
-	return err
+	for len(buf) > 0 {
+		n := len(buf)
+		if room := j.maxBytes - j.size; int64(n) > room {
+			// The whole lines that fit; none fit: a new file, where at least one goes.
+			n = 0
+			if room > 0 {
+				n = bytes.LastIndexByte(buf[:room], '\n') + 1
+			}
+			if n == 0 {
+				if j.size > 0 {
+					j.rotate()
+					continue
+				}
+				n = bytes.IndexByte(buf, '\n') + 1 // one line larger than the bound
+				if n == 0 {
+					n = len(buf)
+				}
+			}
+		}
+		if _, err := j.f.Write(buf[:n]); err != nil {
+			return err
+		}
+		j.size += int64(n)
+		buf = buf[n:]
+	}
+	return nil
 }
 
 // rotate shifts the files and starts a new one. A failure leaves the proxy writing

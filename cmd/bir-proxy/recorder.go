@@ -52,8 +52,11 @@ func openReporter(ctx context.Context, f *proxyFlags, log *slog.Logger) *reporti
 		Version:     version,
 		Upstream:    f.upstreamFacts(),
 		JournalPath: f.journal,
-		SpoolMax:    f.spoolMax.n,
-		Logger:      log,
+		// The flags' zero or negative values take the defaults.
+		JournalMaxBytes: int64(f.journalMaxMB) << 20,
+		JournalKeep:     f.journalKeep,
+		SpoolMax:        f.spoolMax.n,
+		Logger:          log,
 	})
 	if err != nil {
 		log.Warn("recording is off for this session", "err", err)

@@ -127,7 +127,11 @@ func PrintLog(ctx context.Context, w io.Writer, opts LogOptions) error {
 	if err != nil {
 		return err
 	}
-	all, err := readAll(srcs)
+	limit := opts.Limit
+	if opts.Show != "" {
+		limit = 0 // the call asked for may be anywhere
+	}
+	all, err := readAll(srcs, limit, opts.match)
 	if err != nil {
 		return err
 	}
@@ -199,6 +203,9 @@ func PrintLog(ctx context.Context, w io.Writer, opts LogOptions) error {
 			}
 		}
 		for _, s := range srcs {
+			if s.rotated {
+				continue // read once: the live file's source follows across a rotation
+			}
 			lines, _, err := s.readNew()
 			if err != nil {
 				return err
@@ -284,11 +291,31 @@ func noneMatch(all []record, opts LogOptions, dir, spoolDir string) error {
 	return fmt.Errorf("%w %s; servers with reports: %s", ErrNoReports, what, strings.Join(have, ", "))
 }
 
-// source is a journal or spool file being read: how far its whole lines have been read.
+// source is a journal or spool file being read: how far its whole lines have been
+// read, in which file (a journal is rotated to path.1, path.2, ... under a follower).
 type source struct {
-	path  string
-	spool bool
-	off   int64
+	path    string
+	spool   bool
+	rotated bool // an older file of a journal (path.N): read at the start only
+	off     int64
+	file    os.FileInfo // what was at path when off was taken; nil before the first read
+}
+
+// rotatedKept bounds how many rotated files of one journal are looked for.
+const rotatedKept = 1000
+
+// withRotated returns the sources for a journal at path: its rotated files, oldest
+// first, then path itself.
+func withRotated(path string) []*source {
+	var out []*source
+	for n := 1; n <= rotatedKept; n++ {
+		p := recorder.RotatedJournal(path, n)
+		if _, err := os.Stat(p); err != nil {
+			break
+		}
+		out = append([]*source{{path: p, rotated: true}}, out...)
+	}
+	return append(out, &source{path: path})
 }
 
 // listSources lists the journal and spool files, keeping those of have (and where
@@ -298,7 +325,7 @@ func listSources(path, dir, spoolDir string, have []*source) ([]*source, error) 
 		if len(have) > 0 {
 			return have, nil
 		}
-		return []*source{{path: path}}, nil
+		return withRotated(path), nil
 	}
 	out := have
 	for _, d := range []struct {
@@ -322,8 +349,15 @@ func listSources(path, dir, spoolDir string, have []*source) ([]*source, error) 
 				continue
 			}
 			p := filepath.Join(d.dir, de.Name())
-			if !slices.ContainsFunc(out, func(s *source) bool { return s.path == p }) {
-				out = append(out, &source{path: p, spool: d.spool})
+			if slices.ContainsFunc(out, func(s *source) bool { return s.path == p }) {
+				continue
+			}
+			if d.spool {
+				out = append(out, &source{path: p, spool: true})
+			} else if have == nil {
+				out = append(out, withRotated(p)...)
+			} else {
+				out = append(out, &source{path: p}) // a journal begun while we follow
 			}
 		}
 	}
@@ -331,10 +365,22 @@ func listSources(path, dir, spoolDir string, have []*source) ([]*source, error) 
 }
 
 // readAll reads every source from its start: journal reports, and spool reports
-// marked waiting or delivered by the done marks after them.
-func readAll(srcs []*source) ([]record, error) {
+// marked waiting or delivered by the done marks after them. With limit > 0 a journal
+// file is read from its end, for its last limit reports that match: `log -n 5` on a
+// 100 MB journal reads a block or two, not all of it into memory.
+func readAll(srcs []*source, limit int, match func([]byte) bool) ([]record, error) {
 	var out []record
 	for _, s := range srcs {
+		if limit > 0 && !s.spool {
+			lines, err := s.tail(limit, match)
+			if err != nil {
+				return nil, err
+			}
+			for _, line := range lines {
+				out = append(out, record{line: line, path: s.path})
+			}
+			continue
+		}
 		lines, acks, err := s.readNew()
 		if err != nil {
 			return nil, err
@@ -366,6 +412,18 @@ func (s *source) readNew() (reports [][]byte, acks []uint64, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading %s: %w", s.path, err)
 	}
+	if s.file != nil && !s.spool && !os.SameFile(s.file, st) {
+		// Rotated: what was written to the old file since the last read is now in
+		// path.1; finish it before starting on the new one.
+		old := &source{path: recorder.RotatedJournal(s.path, 1), off: s.off}
+		if ost, err := os.Stat(old.path); err == nil && os.SameFile(s.file, ost) {
+			if reports, acks, err = old.readNew(); err != nil {
+				return nil, nil, err
+			}
+		}
+		s.off = 0
+	}
+	s.file = st
 	if st.Size() < s.off {
 		s.off = 0 // truncated (a compacted spool file) or replaced: start over
 	}
@@ -392,6 +450,68 @@ func (s *source) readNew() (reports [][]byte, acks []uint64, err error) {
 		}
 		reports = append(reports, line)
 	}
+}
+
+// tailChunk is how much of a journal tail reads at a time, from the end.
+const tailChunk = 64 << 10
+
+// tail returns the last want reports that match in the whole lines of the source's
+// file, oldest first, reading it backwards; following then starts at the end of its
+// whole lines (a line still being written is left for it).
+func (s *source) tail(want int, match func([]byte) bool) ([][]byte, error) {
+	f, err := os.Open(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", s.path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", s.path, err)
+	}
+	pos, end := st.Size(), int64(-1)
+	var carry []byte // the start of a line, whose beginning is before pos
+	var rev [][]byte // newest first
+	for pos > 0 && len(rev) < want {
+		n := min(tailChunk, pos)
+		pos -= n
+		data := make([]byte, n, n+int64(len(carry)))
+		if _, err := f.ReadAt(data, pos); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", s.path, err)
+		}
+		data = append(data, carry...)
+		if end < 0 {
+			i := bytes.LastIndexByte(data, '\n')
+			if i < 0 {
+				carry = data // no whole line yet
+				continue
+			}
+			end = pos + int64(i) + 1
+			data = data[:i]
+		}
+		// data ends where a line ends, without its newline; its first part may be the
+		// end of a line that starts before pos.
+		parts := bytes.Split(data, []byte("\n"))
+		first := 1
+		if pos == 0 {
+			first = 0
+		}
+		for k := len(parts) - 1; k >= first && len(rev) < want; k-- {
+			line := bytes.TrimRight(parts[k], "\r")
+			if len(line) > 0 && gjson.ValidBytes(line) && !gjson.GetBytes(line, "ack").Exists() && match(line) {
+				rev = append(rev, bytes.Clone(line))
+			}
+		}
+		carry = bytes.Clone(parts[0])
+	}
+	if end < 0 {
+		end = 0 // no whole line yet
+	}
+	s.off, s.file = end, st
+	slices.Reverse(rev)
+	return rev, nil
 }
 
 type logPrinter struct {
