@@ -211,12 +211,26 @@ type queue struct {
 	bytes  int64
 	budget int64
 	closed bool
-	armed  bool // a wake-up timer is pending
+	armed  bool // the wake-up timer is pending
 	wake   chan struct{}
+	// timer is the one wake-up timer, reset for each burst: an AfterFunc per burst
+	// allocated a timer and a closure for every sequential call.
+	timer *time.Timer
 }
 
 func newQueue(budget int64) *queue {
-	return &queue{budget: budget, wake: make(chan struct{}, 1)}
+	q := &queue{budget: budget, wake: make(chan struct{}, 1)}
+	q.timer = time.AfterFunc(time.Hour, q.fire)
+	q.timer.Stop()
+	return q
+}
+
+// fire is the wake-up timer's function.
+func (q *queue) fire() {
+	q.mu.Lock()
+	q.armed = false
+	q.mu.Unlock()
+	q.signal()
 }
 
 // push queues ev. ends says ev may end a call, so bookkeeping should run soon; other
@@ -256,12 +270,7 @@ func (q *queue) wakeSoon() {
 	q.armed = true
 	q.mu.Unlock()
 	if arm {
-		time.AfterFunc(wakeDelay, func() {
-			q.mu.Lock()
-			q.armed = false
-			q.mu.Unlock()
-			q.signal()
-		})
+		q.timer.Reset(wakeDelay)
 	}
 }
 
@@ -336,5 +345,6 @@ func (q *queue) close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
+	q.timer.Stop() // nothing of bookkeeping outlives Close
 	q.signal()
 }
