@@ -75,9 +75,14 @@ func (e *readError) Unwrap() error { return e.err }
 
 type result struct {
 	job
+	took time.Duration // from the request's start to its answer
 	response
 	stopped bool // cancelled by Close, not an answer from the recorder
 }
+
+// slowAnswer is how long an accepted step takes before delivery counts as bound by the
+// recorder's latency, and the window grows.
+const slowAnswer = 20 * time.Millisecond
 
 // Batches, as SPEC §5 bounds them.
 const (
@@ -91,8 +96,8 @@ const keepInMemory = 256
 
 // dispatcher owns delivery: one goroutine (run) decides what to send, and each
 // request runs in its own goroutine, at most window at once. The window starts at
-// maxInFlight and grows by one with every report the recorder accepts while reports
-// are waiting, up to maxWindow: a recorder that answers slowly is not failing, and
+// maxInFlight and grows by one with every report the recorder accepts slowly while
+// reports are waiting, up to maxWindow: a recorder that answers slowly is not failing, and
 // with a fixed window its latency alone would set the throughput (4 in flight at 3 s
 // each is 1.3 reports a second, whatever the load). A failure shrinks it to one.
 // It holds no timer or goroutine while there is nothing to send, so an idle proxy
@@ -436,8 +441,9 @@ func (d *dispatcher) do(j job) result {
 			return result{job: j, response: response{err: &readError{err}}}
 		}
 	}
+	start := time.Now()
 	resp := d.client.post(ctx, j.ep, j.kind.path(), body)
-	return result{job: j, response: resp, stopped: resp.err != nil && d.reqCtx.Err() != nil}
+	return result{job: j, took: time.Since(start), response: resp, stopped: resp.err != nil && d.reqCtx.Err() != nil}
 }
 
 // stepBody is what a step POST carries: the one report, or the batch as a JSON array.
@@ -531,9 +537,14 @@ func (d *dispatcher) handle(res result) {
 			return
 		}
 		l.refusals = 0
-		if d.hasWork() {
+		switch {
+		case res.took >= slowAnswer && d.hasWork():
 			// Accepted, however slowly: one more request may go at once.
 			d.window = min(d.window+1, d.tune.maxWindow)
+		case res.took < slowAnswer && d.window > d.tune.maxInFlight:
+			// Answers are quick again: more requests at once would only cost CPU (64
+			// one-report POSTs in flight cost three times the CPU per report of 4).
+			d.window--
 		}
 		d.done1(res)
 
