@@ -165,8 +165,10 @@ func (ic *Interceptor) Close() {
 
 func (ic *Interceptor) run() {
 	defer close(ic.done)
+	var batch []event
 	for {
-		batch, ok := ic.q.pop()
+		var ok bool
+		batch, ok = ic.q.pop(batch)
 		for _, ev := range batch {
 			ic.tracker.handle(ev)
 		}
@@ -326,12 +328,18 @@ func (q *queue) signal() {
 }
 
 // pop returns everything queued, waiting for something if empty; ok is false once the
-// queue is closed and drained.
-func (q *queue) pop() (batch []event, ok bool) {
+// queue is closed and drained. done is the batch pop returned last, handled: its array
+// becomes the queue's again, so the pumps' appends do not grow a new one for every
+// batch (the largest allocation per report, in bytes, of a sequential host).
+func (q *queue) pop(done []event) (batch []event, ok bool) {
+	clear(done) // the messages' bytes must not outlive their events
+	if cap(done) > maxKeptEvents {
+		done = nil // one burst must not pin its array for the rest of the session
+	}
 	for {
 		q.mu.Lock()
 		if len(q.events) > 0 || q.closed {
-			batch, q.events, q.bytes = q.events, nil, 0
+			batch, q.events, q.bytes = q.events, done[:0], 0
 			closed := q.closed
 			q.mu.Unlock()
 			return batch, !closed
@@ -340,6 +348,9 @@ func (q *queue) pop() (batch []event, ok bool) {
 		<-q.wake
 	}
 }
+
+// maxKeptEvents bounds the event array pop hands back to the queue.
+const maxKeptEvents = 16384 // 2 MiB of events
 
 func (q *queue) close() {
 	q.mu.Lock()

@@ -1,0 +1,49 @@
+package intercept
+
+import (
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/report"
+)
+
+type countSink struct{ n atomic.Int64 }
+
+func (c *countSink) Submit(report.Step)        { c.n.Add(1) }
+func (c *countSink) Learned(report.ServerFacts) {}
+
+// BenchmarkReport is bookkeeping's share of one small call: the key removed on the
+// host's path, then (off it) pairing, fingerprint, redaction and the report built.
+func BenchmarkReport(b *testing.B) {
+	sink := &countSink{}
+	ic := New(Options{Sink: sink})
+	const window = 1024
+	calls := make([][]byte, 1024)
+	answers := make([][]byte, len(calls))
+	for i := range calls {
+		id := strconv.Itoa(i)
+		calls[i] = []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-` + id + `"}}}`)
+		answers[i] = []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"hello, world"}]}}`)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	now := time.Now()
+	for i := range b.N {
+		k := i % len(calls)
+		ic.FromHost(calls[k], now)
+		ic.Forwarded(now)
+		ic.FromUpstream(answers[k], now)
+		// At most a window of calls ahead of bookkeeping, as a host with calls in
+		// flight is: a queue growing without bound would measure its growth.
+		for int64(i)-sink.n.Load() > window {
+			runtime.Gosched()
+		}
+	}
+	ic.Close()
+	if int(sink.n.Load()) != b.N {
+		b.Fatalf("%d reports for %d calls", sink.n.Load(), b.N)
+	}
+}
