@@ -12,7 +12,7 @@ import (
 
 type countSink struct{ n atomic.Int64 }
 
-func (c *countSink) Submit(report.Step)        { c.n.Add(1) }
+func (c *countSink) Submit(report.Step)         { c.n.Add(1) }
 func (c *countSink) Learned(report.ServerFacts) {}
 
 // BenchmarkReport is bookkeeping's share of one small call: the key removed on the
