@@ -30,6 +30,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
@@ -46,7 +48,8 @@ func main() {
 		pipeN    = flag.Int("pipe-n", 50000, "messages in the pipelined workload")
 		bigMB    = flag.Int("big-mb", 64, "size of the large message, MiB")
 		starts   = flag.Int("starts", 30, "process starts per variant for the startup workload")
-		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,start,idle,http (default all)")
+		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,start,idle,http,burst (default all but burst)")
+		burstN   = flag.Int("burst-n", 100000, "calls in the burst workload (with -recording)")
 		blocking = flag.Bool("blocking", false, "also measure the proxy with host stdio forced blocking and forced non-blocking (BIR_BLOCKING_STDIO=1, =0)")
 		rec      = flag.Bool("recording", false, "also measure the proxy recording to a reference recorder (and its faults)")
 		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof")
@@ -67,7 +70,9 @@ func main() {
 	defer os.RemoveAll(dir)
 	bins := build(dir)
 
-	want := func(w string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), w) }
+	want := func(w string) bool {
+		return *only == "" && w != "burst" || slices.Contains(strings.Split(*only, ","), w)
+	}
 	server := []string{bins["rawserver"], "--reply"}
 
 	variants := []variant{
@@ -172,6 +177,17 @@ func main() {
 		}
 		fmt.Println()
 	}
+	if want("burst") {
+		fmt.Printf("A burst of %d pipelined calls, 32 in flight: are all reports complete?\n", *burstN)
+		for _, v := range variants {
+			if v.stateRoot == "" || v.fault != "" {
+				continue
+			}
+			complete, total, d := burst(v, *burstN)
+			fmt.Printf("  %-34s %d of %d reports complete (arguments and result), all in %s\n", v.name, complete, total, d.Round(time.Millisecond))
+		}
+		fmt.Println()
+	}
 	if want("big") {
 		fmt.Printf("One %d MiB tools/call echoed back (server --echo):\n", *bigMB)
 		res := map[string]time.Duration{}
@@ -245,19 +261,22 @@ type variant struct {
 
 // proc is one running variant: the host's ends of its pipes.
 type proc struct {
-	cmd *exec.Cmd
-	in  *framing.Writer
-	inF *os.File
-	out *framing.Reader
+	cmd   *exec.Cmd
+	state string // its XDG_STATE_HOME, for a variant that records
+	in    *framing.Writer
+	inF   *os.File
+	out   *framing.Reader
 }
 
 func start(v variant) *proc {
 	cmd := exec.Command(v.argv[0], v.argv[1:]...)
 	cmd.Env = append(os.Environ(), v.env...)
+	state := ""
 	if v.stateRoot != "" {
 		// A fresh state directory per run: a later run would otherwise spend its
 		// time adopting the reports an earlier run left for a failing recorder.
-		cmd.Env = append(cmd.Env, "XDG_STATE_HOME="+must(os.MkdirTemp(v.stateRoot, "state-")))
+		state = must(os.MkdirTemp(v.stateRoot, "state-"))
+		cmd.Env = append(cmd.Env, "XDG_STATE_HOME="+state)
 	}
 	cmd.Stderr = os.Stderr
 	inR, inW, err := os.Pipe()
@@ -268,7 +287,7 @@ func start(v variant) *proc {
 	check(cmd.Start())
 	inR.Close()
 	outW.Close()
-	return &proc{cmd: cmd, in: framing.NewWriter(inW), inF: inW, out: framing.NewReader(outR)}
+	return &proc{cmd: cmd, state: state, in: framing.NewWriter(inW), inF: inW, out: framing.NewReader(outR)}
 }
 
 // stop ends the variant and returns the CPU time its process used in all.
@@ -469,6 +488,69 @@ func waitSteps(rec *recordertest.Server, n int) {
 	}
 }
 
+// burst sends n calls, 32 in flight, and then counts the reports of them that are
+// complete: the call's arguments and its result, not "bookkeeping fell behind". d is
+// from the first call until every report was in the journal or at the recorder.
+func burst(v variant, n int) (complete, total int, d time.Duration) {
+	had := 0
+	if v.rec != nil {
+		had = stepCount(v.rec)
+	}
+	p := start(v)
+	initialize(p)
+	t0 := time.Now()
+	sem := make(chan struct{}, 32)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range n {
+			_, err := p.out.Read()
+			check(err)
+			<-sem
+		}
+	}()
+	for i := range n {
+		sem <- struct{}{}
+		check(p.in.Write(call(1_000_000 + i)))
+	}
+	<-done
+	ok := func(line []byte) bool {
+		r := gjson.ParseBytes(line)
+		return r.Get("args.text").String() == "hello, world" && r.Get("result").Exists() &&
+			!bytes.Contains(line, []byte("fell behind")) && r.Get("callId").String() != ""
+	}
+	if v.rec != nil {
+		waitSteps(v.rec, had+n)
+		d = time.Since(t0)
+		p.stop()
+		snap, _ := v.rec.Wait(context.Background(), func(recordertest.Snapshot) bool { return true })
+		for _, st := range snap.Steps[had:] {
+			total++
+			if ok(st.Body) {
+				complete++
+			}
+		}
+		return complete, total, d
+	}
+	p.stop() // the journal is complete once the proxy has exited
+	d = time.Since(t0)
+	files, _ := filepath.Glob(filepath.Join(p.state, "bir-proxy", "journal", "*"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		check(err)
+		for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+			if gjson.GetBytes(line, "tool").String() != "echo" {
+				continue
+			}
+			total++
+			if ok(line) {
+				complete++
+			}
+		}
+	}
+	return complete, total, d
+}
+
 func big(v variant, size int) (time.Duration, int64) {
 	p := start(v)
 	defer p.stop()
@@ -518,7 +600,6 @@ func idle(v variant, d time.Duration) (time.Duration, int64, float64) {
 	time.Sleep(d)
 	return cpuTime(pid) - before, procStatus(pid, "VmRSS"), float64(switches(pid)-w0) / d.Seconds()
 }
-
 
 // copyRelay is the floor: a wrapper process that starts the server and copies bytes
 // both ways, understanding nothing.
