@@ -61,7 +61,7 @@ const serverFlagEq = "--server="
 // the proxy's own flag set.
 func TakesValue(flag string) bool {
 	switch flag {
-	case "server", "correlation-key", "recorder", "journal", "max-message", "stop-grace", "log-level",
+	case "server", "correlation-key", "recorder", "journal", "journal-max-mb", "journal-keep", "max-message", "stop-grace", "log-level",
 		"spool-max", "url", "transport", "header", "header-file", "connect-timeout":
 		return true
 	}
