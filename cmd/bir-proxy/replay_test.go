@@ -633,7 +633,12 @@ func TestReplayServerDiesUnderDispatches(t *testing.T) {
 	}
 	rs := s.results(ctx, ids...)
 	for id, r := range rs {
-		if r.Outcome != "upstream_lost" {
+		// The four running were lost with the server. The two still queued are lost
+		// too, or cancelled when the proxy's exit — which the loss causes without
+		// revival — is seen first: both are the SPEC's answers for a queued dispatch
+		// when the proxy exits because its server went away.
+		queued := id == "x4" || id == "x5"
+		if r.Outcome != "upstream_lost" && !(queued && r.Outcome == "cancelled") {
 			t.Errorf("%s posted %s, want upstream_lost", id, r.Body)
 		}
 	}
