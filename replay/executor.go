@@ -476,7 +476,16 @@ func (e *Executor) poll() {
 		a, err := e.rec.Post(reqCtx, "/proxy/poll", e.pollB, maxPollAnswer)
 		cancel()
 		if ctx.Err() != nil {
-			return // stopped: the request was cut, and nothing it brought is wanted
+			// Stopped. A cut request brought nothing; but an answer read whole before
+			// the cut holds dispatches the recorder now counts as handed to this
+			// proxy: they go to the scheduler, which posts them cancelled, rather
+			// than never being answered.
+			if err == nil && a.Status == 200 {
+				if ans, ok := parsePoll(a.Body, time.Now()); ok && len(ans.dispatches)+len(ans.cancels)+ans.bad > 0 {
+					e.arrivals <- ans
+				}
+			}
+			return
 		}
 		switch {
 		case err != nil:
