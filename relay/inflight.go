@@ -128,3 +128,10 @@ func (s *stale) take(set map[string]struct{}, id []byte) bool {
 	}
 	return false
 }
+
+// len is how many stale ids are remembered.
+func (s *stale) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.server) + len(s.host)
+}

@@ -528,11 +528,6 @@ func (r *Relay) replaced(re *upstream.ReplacedError) {
 	r.answerHost(lost, re.Reason)
 }
 
-func (s *stale) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.server) + len(s.host)
-}
 
 // answerHost sends the host a JSON-RPC error for each request id.
 func (r *Relay) answerHost(ids [][]byte, reason string) {
@@ -709,9 +704,3 @@ func (r *Relay) collect() {
 // its input, or the session is stopping. Run is then on its way out; a caller with
 // work of its own on the upstream can wind it down while the server is stopped.
 func (r *Relay) HostDone() <-chan struct{} { return r.hostDone }
-
-// WriteHost sends a message of the proxy's own to the host (an error answer for a
-// request the upstream can no longer answer). It never interleaves with relayed ones.
-func (r *Relay) WriteHost(msg []byte) error {
-	return r.hostOut.Write(msg)
-}
