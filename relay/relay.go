@@ -528,7 +528,6 @@ func (r *Relay) replaced(re *upstream.ReplacedError) {
 	r.answerHost(lost, re.Reason)
 }
 
-
 // answerHost sends the host a JSON-RPC error for each request id.
 func (r *Relay) answerHost(ids [][]byte, reason string) {
 	for _, id := range ids {
