@@ -1,7 +1,6 @@
 package revive
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -37,7 +35,7 @@ type fixture struct {
 	lost    chan string   // ReplacedError reasons
 	done    chan struct{} // closed when the reader ends, with readErr
 	readErr error
-	logs    *syncBuffer
+	logs    *testutil.SyncBuffer
 	facts   chan report.ServerFacts
 	dialed  atomic.Int64
 }
@@ -69,7 +67,7 @@ func newFixture(t *testing.T, p Policy, first, then []string) *fixture {
 		msgs:    make(chan []byte, 1024),
 		lost:    make(chan string, 64),
 		done:    make(chan struct{}),
-		logs:    &syncBuffer{},
+		logs:    &testutil.SyncBuffer{},
 		facts:   make(chan report.ServerFacts, 64),
 	}
 	d := &dialer{f: f, first: first, then: then, raw: testutil.Build(t, "./testdata/rawserver")}
@@ -178,23 +176,6 @@ func (f *fixture) session() {
 	if err := f.write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
 		f.t.Fatal(err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func fast() Policy {

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -87,35 +86,17 @@ func requests(t *testing.T, record string) []recorded {
 	return out
 }
 
-// syncBuffer is a log destination tests read while the connection writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // client is a Conn under test with its messages read into a channel.
 type client struct {
 	t    *testing.T
 	c    *remoteConn
 	msgs chan []byte
-	log  *syncBuffer
+	log  *testutil.SyncBuffer
 }
 
 func dial(t *testing.T, r Remote) *client {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
