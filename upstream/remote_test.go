@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,35 +26,7 @@ func rawHTTP(t *testing.T, args ...string) (url, record string) {
 	t.Helper()
 	bin := testutil.Build(t, "./testdata/rawhttp")
 	record = filepath.Join(t.TempDir(), "requests.jsonl")
-	cmd := exec.Command(bin, append([]string{"--record", record}, args...)...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(wait):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("rawhttp did not say its URL: %v", err)
-	}
-	return strings.TrimSpace(line), record
+	return testutil.HTTPFixture(t, bin, append([]string{"--record", record}, args...)...), record
 }
 
 type recorded struct {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -26,45 +25,7 @@ const remoteWait = 30 * time.Second
 // and returns its URL.
 func httpServer(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(remoteWait):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		lines <- strings.TrimSpace(line)
-	}()
-	select {
-	case u := <-lines:
-		if u == "" {
-			t.Fatalf("%s did not say its URL", bin)
-		}
-		return u
-	case <-time.After(remoteWait):
-		t.Fatalf("%s did not say its URL within %s", bin, remoteWait)
-		return ""
-	}
+	return testutil.HTTPFixture(t, bin, args...)
 }
 
 const remoteInit = `{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}},"jsonrpc":"2.0","id":0}`
