@@ -367,3 +367,451 @@ func TestFullFlowDCR(t *testing.T) {
 		t.Errorf("resources seen %q, want one on authorize, one on token", s.LastResource())
 	}
 }
+
+func TestWrongVerifierRefused(t *testing.T) {
+	s := Start(t, Options{DCR: true})
+	h := newHand(t, s)
+	h.register(nil)
+	got := h.authorize("", nil)
+	right := h.verifier
+	h.verifier = randomString(t)
+	status, body := h.exchange(got.Get("code"))
+	if status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("wrong verifier: %d %v, want 400 invalid_grant", status, body)
+	}
+	wantViolation(t, s, "PKCE verification failed")
+	// The failed attempt does not burn the code for the right verifier? It does
+	// not matter to a client; what matters is that a second, correct one works
+	// only if the code is still unused, which it is.
+	h.verifier = right
+	if status, body := h.exchange(got.Get("code")); status != http.StatusOK {
+		t.Fatalf("right verifier after a wrong one: %d %v", status, body)
+	}
+	if c := s.Counts(); c.CodeExchanges != 2 || c.CodesRefused != 1 {
+		t.Errorf("counts %+v", c)
+	}
+}
+
+func TestMissingVerifierRefused(t *testing.T) {
+	s := Start(t, Options{DCR: true})
+	h := newHand(t, s)
+	h.register(nil)
+	got := h.authorize("", nil)
+	status, body := h.token(url.Values{
+		"grant_type": {"authorization_code"}, "code": {got.Get("code")},
+		"redirect_uri": {h.cb.URL}, "resource": {s.MCPURL},
+	})
+	if status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("no verifier: %d %v", status, body)
+	}
+	wantViolation(t, s, "code_verifier missing")
+}
+
+func TestAuthorizeRefusals(t *testing.T) {
+	cases := []struct {
+		name      string
+		edit      func(url.Values)
+		wantError string
+		violation string
+	}{
+		{"no resource", func(v url.Values) { v.Del("resource") }, "invalid_target", "0 resource parameters"},
+		{"wrong resource", func(v url.Values) { v.Set("resource", "http://127.0.0.1:1/other") }, "invalid_target", "is not the MCP server's canonical URI"},
+		{"trailing slash path", func(v url.Values) { v.Set("resource", v.Get("resource")+"/") }, "invalid_target", "canonical URI"},
+		{"plain PKCE", func(v url.Values) { v.Set("code_challenge_method", "plain") }, "invalid_request", "want S256"},
+		{"no PKCE method", func(v url.Values) { v.Del("code_challenge_method") }, "invalid_request", "want S256"},
+		{"no challenge", func(v url.Values) { v.Del("code_challenge") }, "invalid_request", "code_challenge"},
+		{"no state", func(v url.Values) { v.Del("state") }, "invalid_request", "no state"},
+		{"token response type", func(v url.Values) { v.Set("response_type", "token") }, "unsupported_response_type", "response_type"},
+		{"unknown scope", func(v url.Values) { v.Set("scope", "root") }, "invalid_scope", "unknown scopes"},
+		{"two resources", func(v url.Values) { v.Add("resource", v.Get("resource")) }, "invalid_target", "2 resource parameters"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Start(t, Options{DCR: true})
+			h := newHand(t, s)
+			h.register(nil)
+			got := h.authorize("", tc.edit)
+			if got.Get("error") != tc.wantError || got.Get("code") != "" {
+				t.Fatalf("callback got %v, want error=%s", got, tc.wantError)
+			}
+			if got.Get("iss") != s.Issuer {
+				t.Errorf("error response iss %q", got.Get("iss"))
+			}
+			wantViolation(t, s, tc.violation)
+		})
+	}
+}
+
+func TestAuthorizeUppercaseResourceAccepted(t *testing.T) {
+	s := Start(t, Options{DCR: true})
+	h := newHand(t, s)
+	h.register(nil)
+	upper := strings.Replace(s.MCPURL, "http://", "HTTP://", 1)
+	got := h.authorize("", func(v url.Values) { v.Set("resource", upper) })
+	if got.Get("code") == "" {
+		t.Fatalf("uppercase scheme refused: %v (MCP: SHOULD accept)", got)
+	}
+	if len(s.Errors()) != 0 {
+		t.Fatalf("violations %q", s.Errors())
+	}
+}
+
+func TestRedirectURIMustMatchExactly(t *testing.T) {
+	s := Start(t, Options{DCR: true})
+	h := newHand(t, s)
+	h.register(nil)
+	other := startCallback(t, http.StatusOK)
+	resp, body := h.get(h.authorizeURL("", func(v url.Values) { v.Set("redirect_uri", other.URL) }))
+	if resp.StatusCode != http.StatusBadRequest || other.calls() != 0 || h.cb.calls() != 0 {
+		t.Fatalf("unregistered redirect_uri: %d %s; callbacks %d/%d — must be a 400 page, never a redirect",
+			resp.StatusCode, body, other.calls(), h.cb.calls())
+	}
+	wantViolation(t, s, "is not registered for client")
+
+	resp, _ = h.get(h.authorizeURL("", func(v url.Values) { v.Set("client_id", "nobody") }))
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("unknown client: %d", resp.StatusCode)
+	}
+	wantViolation(t, s, `client_id "nobody": not registered`)
+}
+
+func TestTokenRefusals(t *testing.T) {
+	s := Start(t, Options{DCR: true})
+	h := newHand(t, s)
+	h.register(nil)
+
+	code := h.authorize("", nil).Get("code")
+	status, body := h.token(url.Values{"grant_type": {"authorization_code"}, "code": {code},
+		"code_verifier": {h.verifier}, "redirect_uri": {h.cb.URL}})
+	if status != http.StatusBadRequest || body["error"] != "invalid_target" {
+		t.Fatalf("token without resource: %d %v", status, body)
+	}
+	wantViolation(t, s, "token (authorization_code): 0 resource parameters")
+
+	status, body = h.token(url.Values{"grant_type": {"authorization_code"}, "code": {code},
+		"code_verifier": {h.verifier}, "redirect_uri": {h.cb.URL + "x"}, "resource": {s.MCPURL}})
+	if status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("token with another redirect_uri: %d %v", status, body)
+	}
+	wantViolation(t, s, "differs from the authorization request's")
+
+	// The code is still good; use it, then replay it.
+	if status, body := h.exchange(code); status != http.StatusOK {
+		t.Fatalf("exchange: %d %v", status, body)
+	}
+	if status, body := h.exchange(code); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("replayed code: %d %v", status, body)
+	}
+	wantViolation(t, s, "authorization code used twice")
+}
+
+func TestReplayedCodeRevokesItsTokens(t *testing.T) {
+	s := Start(t, Options{DCR: true})
+	h := newHand(t, s)
+	h.register(nil)
+	code := h.authorize("", nil).Get("code")
+	_, tok := h.exchange(code)
+	h.exchange(code)
+	resp, _ := h.mcpPost(tok["access_token"].(string), "", initialize)
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("token of a replayed code: %d, want 401 (OAuth 2.1 §4.1.3)", resp.StatusCode)
+	}
+}
+
+func TestRefreshRotation(t *testing.T) {
+	s := Start(t, Options{DCR: true, RotateRefresh: true})
+	h := newHand(t, s)
+	h.register(nil)
+	tok := h.login("")
+	rt1 := tok["refresh_token"].(string)
+
+	status, tok2 := h.refresh(rt1, nil)
+	if status != http.StatusOK {
+		t.Fatalf("refresh: %d %v", status, tok2)
+	}
+	rt2, _ := tok2["refresh_token"].(string)
+	if rt2 == "" || rt2 == rt1 {
+		t.Fatalf("rotation gave refresh token %q (old %q)", rt2, rt1)
+	}
+	noErrors(t, s)
+	if resp, _ := h.mcpPost(tok2["access_token"].(string), "", initialize); resp.StatusCode != http.StatusOK {
+		t.Fatalf("refreshed token: %d", resp.StatusCode)
+	}
+
+	// The loser of a refresh race presents the rotated one.
+	status, body := h.refresh(rt1, nil)
+	if status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("rotated refresh token: %d %v", status, body)
+	}
+	wantViolation(t, s, "used again after rotation")
+	// Without ReuseRevokesGrant the new one still works.
+	if status, body := h.refresh(rt2, nil); status != http.StatusOK {
+		t.Fatalf("current refresh token after a reuse: %d %v", status, body)
+	}
+	c := s.Counts()
+	if c.Refreshes != 3 || c.RefreshRefused != 1 {
+		t.Errorf("counts %+v", c)
+	}
+}
+
+func TestRefreshReuseRevokesGrant(t *testing.T) {
+	s := Start(t, Options{DCR: true, RotateRefresh: true, ReuseRevokesGrant: true})
+	h := newHand(t, s)
+	h.register(nil)
+	rt1 := h.login("")["refresh_token"].(string)
+	_, tok2 := h.refresh(rt1, nil)
+	h.refresh(rt1, nil)
+	if status, body := h.refresh(tok2["refresh_token"].(string), nil); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("refresh after reuse detection: %d %v", status, body)
+	}
+	if resp, _ := h.mcpPost(tok2["access_token"].(string), "", initialize); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("access token of a revoked grant: %d", resp.StatusCode)
+	}
+}
+
+func TestRefreshNeedsResource(t *testing.T) {
+	s := Start(t, Options{DCR: true})
+	h := newHand(t, s)
+	h.register(nil)
+	rt := h.login("")["refresh_token"].(string)
+	status, body := h.refresh(rt, func(v url.Values) { v.Del("resource") })
+	if status != http.StatusBadRequest || body["error"] != "invalid_target" {
+		t.Fatalf("refresh without resource: %d %v", status, body)
+	}
+	wantViolation(t, s, "token (refresh_token): 0 resource parameters")
+	if c := s.Counts(); c.RefreshRefused != 1 {
+		t.Errorf("counts %+v", c)
+	}
+	// Without rotation the same refresh token keeps working and no new one comes.
+	status, tok := h.refresh(rt, nil)
+	if status != http.StatusOK || tok["refresh_token"] != nil {
+		t.Fatalf("refresh without rotation: %d %v", status, tok)
+	}
+	if status, _ := h.refresh(rt, func(v url.Values) { v.Set("scope", "mcp:admin") }); status != http.StatusBadRequest {
+		t.Fatalf("refresh widening the scope: %d", status)
+	}
+}
+
+func TestRevokeAndExpire(t *testing.T) {
+	s := Start(t, Options{DCR: true, MetadataInHeader: true})
+	h := newHand(t, s)
+	h.register(nil)
+	tok := h.login("")
+	at := tok["access_token"].(string)
+	if resp, _ := h.mcpPost(at, "", initialize); resp.StatusCode != http.StatusOK {
+		t.Fatalf("fresh token: %d", resp.StatusCode)
+	}
+
+	s.ExpireAccessTokens()
+	resp, _ := h.mcpPost(at, "", initialize)
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("expired token: %d, want 401", resp.StatusCode)
+	}
+	want := `Bearer resource_metadata="` + s.ResourceMetadataURL + `", error="invalid_token"`
+	if got := resp.Header.Get("WWW-Authenticate"); got != want {
+		t.Errorf("WWW-Authenticate %s, want %s", got, want)
+	}
+	status, tok2 := h.refresh(tok["refresh_token"].(string), nil)
+	if status != http.StatusOK {
+		t.Fatalf("refresh of an expired access token: %d %v", status, tok2)
+	}
+	at2 := tok2["access_token"].(string)
+	if resp, _ := h.mcpPost(at2, "", initialize); resp.StatusCode != http.StatusOK {
+		t.Fatalf("refreshed token: %d", resp.StatusCode)
+	}
+
+	s.Revoke()
+	if resp, _ := h.mcpPost(at2, "", initialize); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("revoked token: %d, want 401", resp.StatusCode)
+	}
+	if status, body := h.refresh(tok["refresh_token"].(string), nil); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("refresh of a revoked grant: %d %v", status, body)
+	}
+	// A revoked grant is the server's doing, not a client violation; and a new
+	// login works.
+	noErrors(t, s)
+	if resp, _ := h.mcpPost(h.login("")["access_token"].(string), "", initialize); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after re-login: %d", resp.StatusCode)
+	}
+	if c := s.Counts(); c.MCPUnauthorized != 2 || c.RefreshRefused != 1 || c.Authorizes != 2 {
+		t.Errorf("counts %+v", c)
+	}
+}
+
+func TestMadeUpTokenIsViolation(t *testing.T) {
+	s := Start(t, Options{})
+	h := newHand(t, s)
+	resp, _ := h.mcpPost("made-up", "", initialize)
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("made-up token: %d", resp.StatusCode)
+	}
+	if got := resp.Header.Get("WWW-Authenticate"); got != `Bearer error="invalid_token"` {
+		t.Errorf("WWW-Authenticate %q", got)
+	}
+	wantViolation(t, s, "never issued")
+}
+
+func TestStepUp(t *testing.T) {
+	s := Start(t, Options{DCR: true, MetadataInHeader: true, ChallengeScope: "mcp:read", StepUpTool: "admin", StepUpScope: "mcp:admin"})
+	h := newHand(t, s)
+	h.register(nil)
+	at := h.login("mcp:read")["access_token"].(string)
+	sid := h.session(at)
+	if resp, body := h.call(at, sid, "echo", `{}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("echo: %d %s", resp.StatusCode, body)
+	}
+	resp, _ := h.call(at, sid, "admin", `{}`)
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("step-up tool with base scope: %d, want 403", resp.StatusCode)
+	}
+	ch := resp.Header.Get("WWW-Authenticate")
+	want := `Bearer error="insufficient_scope", scope="mcp:read mcp:admin", resource_metadata="` + s.ResourceMetadataURL + `"`
+	if !strings.HasPrefix(ch, want) {
+		t.Fatalf("403 challenge\n got %s\nwant prefix %s", ch, want)
+	}
+	at2 := h.login("mcp:read mcp:admin")["access_token"].(string)
+	sid2 := h.session(at2)
+	if resp, body := h.call(at2, sid2, "admin", `{}`); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "stepped up") {
+		t.Fatalf("step-up tool with step-up scope: %d %s", resp.StatusCode, body)
+	}
+	// A token without the base scope is refused everything, with the base scope named.
+	at3 := h.login("mcp:admin")["access_token"].(string)
+	resp, _ = h.mcpPost(at3, "", initialize)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `scope="mcp:read"`) {
+		t.Fatalf("token without base scope: %d %s", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	noErrors(t, s)
+	if c := s.Counts(); c.MCPForbidden != 2 {
+		t.Errorf("counts %+v", c)
+	}
+}
+
+func TestPreRegisteredClients(t *testing.T) {
+	s := Start(t, Options{PreRegistered: map[string]string{"conf": "s3cret", "pub": ""}})
+	h := newHand(t, s)
+
+	t.Run("confidential basic", func(t *testing.T) {
+		h.t = t
+		h.clientID, h.secret = "conf", "s3cret"
+		at := h.login("")["access_token"].(string)
+		if resp, _ := h.mcpPost(at, "", initialize); resp.StatusCode != http.StatusOK {
+			t.Fatalf("pre-registered token: %d", resp.StatusCode)
+		}
+	})
+	t.Run("confidential post", func(t *testing.T) {
+		h.t = t
+		h.clientID, h.secret = "conf", ""
+		code := h.authorize("", nil).Get("code")
+		status, body := h.token(url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {h.verifier},
+			"resource": {s.MCPURL}, "client_secret": {"s3cret"}})
+		if status != http.StatusOK {
+			t.Fatalf("client_secret_post: %d %v", status, body)
+		}
+	})
+	t.Run("wrong secret", func(t *testing.T) {
+		h.t = t
+		h.clientID, h.secret = "conf", "wrong"
+		code := h.authorize("", nil).Get("code")
+		if status, body := h.exchange(code); status != http.StatusUnauthorized || body["error"] != "invalid_client" {
+			t.Fatalf("wrong secret: %d %v", status, body)
+		}
+		wantViolation(t, s, "wrong client_secret")
+	})
+	t.Run("confidential without secret", func(t *testing.T) {
+		h.t = t
+		h.clientID, h.secret = "conf", ""
+		code := h.authorize("", nil).Get("code")
+		if status, _ := h.exchange(code); status != http.StatusUnauthorized {
+			t.Fatalf("confidential client as public: %d", status)
+		}
+	})
+	t.Run("public", func(t *testing.T) {
+		h.t = t
+		h.clientID, h.secret = "pub", ""
+		if tok := h.login(""); tok["access_token"] == nil {
+			t.Fatalf("public client: %v", tok)
+		}
+	})
+	t.Run("pinned redirect", func(t *testing.T) {
+		h.t = t
+		h.clientID, h.secret = "pub", ""
+		moved := startCallback(t, http.StatusOK)
+		resp, _ := h.get(h.authorizeURL("", func(v url.Values) { v.Set("redirect_uri", moved.URL) }))
+		if resp.StatusCode != http.StatusBadRequest || moved.calls() != 0 {
+			t.Fatalf("pre-registered client's redirect URI moved: %d, callback calls %d", resp.StatusCode, moved.calls())
+		}
+		wantViolation(t, s, "is not registered for client \"pub\"")
+	})
+}
+
+func TestDCRValidation(t *testing.T) {
+	s := Start(t, Options{DCR: true})
+	h := newHand(t, s)
+	post := func(md map[string]any) (int, map[string]any) {
+		b, _ := json.Marshal(md)
+		req, _ := http.NewRequest(http.MethodPost, s.RegistrationEndpoint, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		resp, body := h.do(req)
+		var m map[string]any
+		json.Unmarshal(body, &m)
+		return resp.StatusCode, m
+	}
+	if st, m := post(map[string]any{"redirect_uris": []string{"http://example.com/cb"}, "application_type": "native"}); st != http.StatusBadRequest || m["error"] != "invalid_redirect_uri" {
+		t.Errorf("non-loopback http redirect: %d %v", st, m)
+	}
+	if st, m := post(map[string]any{"redirect_uris": []string{h.cb.URL}, "application_type": "web"}); st != http.StatusBadRequest || m["error"] != "invalid_redirect_uri" {
+		t.Errorf("web app with loopback redirect: %d %v", st, m)
+	}
+	// RFC 7591's default auth method is client_secret_basic: a secret comes back.
+	st, m := post(map[string]any{"redirect_uris": []string{h.cb.URL}, "application_type": "native"})
+	if st != http.StatusCreated || m["client_secret"] == nil || m["token_endpoint_auth_method"] != "client_secret_basic" {
+		t.Errorf("default auth method: %d %v", st, m)
+	}
+	if len(s.Errors()) != 2 {
+		t.Errorf("violations %q, want the two refusals", s.Errors())
+	}
+	// Missing application_type registers, but is a violation of 2026-07-28.
+	if st, _ := post(map[string]any{"redirect_uris": []string{h.cb.URL}, "token_endpoint_auth_method": "none"}); st != http.StatusCreated {
+		t.Errorf("no application_type: %d", st)
+	}
+	wantViolation(t, s, "no application_type")
+	if c := s.Counts(); c.Registrations != 2 {
+		t.Errorf("counts %+v", c)
+	}
+
+	// A confidential DCR client authenticates with Basic, and only with it.
+	h.register(map[string]any{"token_endpoint_auth_method": "client_secret_basic"})
+	if h.secret == "" {
+		t.Fatal("no secret for a client_secret_basic registration")
+	}
+	code := h.authorize("", nil).Get("code")
+	if status, body := h.exchange(code); status != http.StatusOK {
+		t.Fatalf("basic auth: %d %v", status, body)
+	}
+	secret := h.secret
+	h.secret = ""
+	code = h.authorize("", nil).Get("code")
+	status, body := h.token(url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {h.verifier},
+		"resource": {s.MCPURL}, "client_secret": {secret}})
+	if status != http.StatusUnauthorized {
+		t.Fatalf("client_secret_post by a client_secret_basic client: %d %v", status, body)
+	}
+}
+
+func TestNoDCRNoCIMD(t *testing.T) {
+	s := Start(t, Options{})
+	h := newHand(t, s)
+	md := h.getJSON(s.Issuer + "/.well-known/oauth-authorization-server")
+	if _, ok := md["registration_endpoint"]; ok {
+		t.Error("registration_endpoint offered without Options.DCR")
+	}
+	if _, ok := md["client_id_metadata_document_supported"]; ok {
+		t.Error("CIMD offered without Options.CIMD")
+	}
+	req, _ := http.NewRequest(http.MethodPost, s.Issuer+"/register", strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, _ := h.do(req); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("register without DCR: %d", resp.StatusCode)
+	}
+	wantViolation(t, s, "offers no registration_endpoint")
+}
