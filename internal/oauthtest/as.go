@@ -818,7 +818,10 @@ func cacheLifetime(h http.Header) time.Duration {
 		}
 		if v, ok := strings.CutPrefix(d, "max-age="); ok {
 			if n, err := strconv.Atoi(v); err == nil && n > 0 {
-				return time.Duration(n) * time.Second
+				// A day is the longest the fixture keeps a document; a larger
+				// max-age times time.Second would overflow into a negative
+				// lifetime (found by FuzzCacheLifetime).
+				return min(time.Duration(min(n, 86400))*time.Second, 24*time.Hour)
 			}
 		}
 	}

@@ -54,22 +54,30 @@ type callback struct {
 
 func startCallback(t *testing.T, status int) *callback {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cb := &callback{URL: "http://" + ln.Addr().String() + "/callback"}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	cb := &callback{}
+	cb.URL = startCallbackHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cb.mu.Lock()
 		cb.got = append(cb.got, r.URL.Query())
 		cb.mu.Unlock()
 		w.WriteHeader(status)
 		io.WriteString(w, "you may close this tab")
-	})}
+	})) + "/callback"
+	return cb
+}
+
+// startCallbackHandler serves h on 127.0.0.1 until the test ends and returns its
+// origin.
+func startCallbackHandler(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close(); <-done })
-	return cb
+	return "http://" + ln.Addr().String()
 }
 
 func (cb *callback) last(t *testing.T) url.Values {
