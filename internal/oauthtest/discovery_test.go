@@ -281,3 +281,18 @@ func TestRequestsLogHasNoQuery(t *testing.T) {
 		t.Errorf("secrets %d: want the code, access and refresh tokens", len(s.Secrets()))
 	}
 }
+
+func TestStatelessMCP(t *testing.T) {
+	s := Start(t, Options{DCR: true, Stateless: true, MCPPath: "/v1/mcp", MetadataAtPath: true})
+	h := newHand(t, s)
+	if !strings.HasSuffix(s.ResourceMetadataURL, "/.well-known/oauth-protected-resource/v1/mcp") {
+		t.Fatalf("metadata URL %s", s.ResourceMetadataURL)
+	}
+	h.register(nil)
+	at := h.login("")["access_token"].(string)
+	resp, body := h.call(at, "", "echo", `{"text":"x"}`)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") != "" || !strings.Contains(string(body), `\"text\":\"x\"`) {
+		t.Fatalf("stateless echo: %d %q %s", resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), body)
+	}
+	noErrors(t, s)
+}
