@@ -56,7 +56,11 @@
 //     StepUpTool also needs StepUpScope, else `403` with `WWW-Authenticate: Bearer
 //     error="insufficient_scope", scope="...", resource_metadata="..."` (MCP
 //     "Runtime Insufficient Scope Errors", RFC 6750 §3.1). A token in the query
-//     string is a violation (MCP "Token Requirements").
+//     string is a violation (MCP "Token Requirements"). A token the server never
+//     issued gets 401 and is counted (Counts.UnknownTokens), not a violation: a
+//     user's --header may carry one. Options.StaticTokens are accepted as such
+//     headers would be, with every scope, untouched by Revoke and
+//     ExpireAccessTokens.
 //
 // Authorization server:
 //   - Metadata (RFC 8414 §2; OIDC Discovery when served there): issuer,

@@ -646,17 +646,26 @@ func TestRevokeAndExpire(t *testing.T) {
 	}
 }
 
-func TestMadeUpTokenIsViolation(t *testing.T) {
-	s := Start(t, Options{})
+func TestUnknownAndStaticTokens(t *testing.T) {
+	s := Start(t, Options{StaticTokens: []string{"static-1"}, ChallengeScope: "mcp:read", StepUpTool: "admin", StepUpScope: "mcp:admin"})
 	h := newHand(t, s)
 	resp, _ := h.mcpPost("made-up", "", initialize)
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("made-up token: %d", resp.StatusCode)
 	}
-	if got := resp.Header.Get("WWW-Authenticate"); got != `Bearer error="invalid_token"` {
+	if got := resp.Header.Get("WWW-Authenticate"); got != `Bearer scope="mcp:read", error="invalid_token"` {
 		t.Errorf("WWW-Authenticate %q", got)
 	}
-	wantViolation(t, s, "never issued")
+	s.ExpireAccessTokens()
+	s.Revoke()
+	sid := h.session("static-1")
+	if resp, body := h.call("static-1", sid, "admin", `{}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("static token on the step-up tool: %d %s", resp.StatusCode, body)
+	}
+	if c := s.Counts(); c.UnknownTokens != 1 || c.MCPUnauthorized != 1 || c.MCPAuthorized != 2 {
+		t.Errorf("counts %+v", c)
+	}
+	noErrors(t, s)
 }
 
 func TestStepUp(t *testing.T) {

@@ -108,11 +108,12 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if live {
 		granted = at.scope
 	}
-	s.mu.Unlock()
 	if at == nil {
-		// A token the AS never issued: either made up or one for another resource.
-		s.violation("mcp: bearer token the authorization server never issued")
+		// Made up, meant for another server, or a user's --header: counted, not
+		// a violation, since a user-supplied header legitimately wins over OAuth.
+		s.counts.UnknownTokens++
 	}
+	s.mu.Unlock()
 	if !live {
 		s.unauthorized(w, "invalid_token")
 		return

@@ -60,6 +60,9 @@ type Options struct {
 	NoIss bool
 	// Stateless runs the MCP server without sessions (mcp-go WithStateLess).
 	Stateless bool
+	// StaticTokens are bearer tokens the MCP server accepts without any grant
+	// (never expiring, every scope), as a token given with --header would be.
+	StaticTokens []string
 }
 
 // WellKnown is a set of authorization server metadata URLs (MCP 2025-11-25
@@ -128,6 +131,7 @@ type Counts struct {
 	CodesRefused    int // authorization_code token requests refused
 	ResourceMetaGet int // protected resource metadata documents served
 	ASMetaGet       int // authorization server metadata documents served
+	UnknownTokens   int // MCP requests with a bearer token the authorization server never issued
 }
 
 type client struct {
@@ -163,6 +167,7 @@ type accessToken struct {
 	scope    []string
 	resource string
 	expires  time.Time
+	static   bool // Options.StaticTokens: no grant, never expired by ExpireAccessTokens
 }
 
 type refreshToken struct {
@@ -226,6 +231,11 @@ func Start(tb testing.TB, opt Options) *Server {
 	}
 	s.MCPURL = mcpBase + opt.MCPPath
 	s.resource = canonicalResource(s.MCPURL)
+	for _, tok := range opt.StaticTokens {
+		all := union(union(opt.ScopesSupported, splitScope(opt.ChallengeScope)), splitScope(opt.StepUpScope))
+		s.access[tok] = &accessToken{grant: &grant{clientID: "static"}, scope: all, resource: s.MCPURL, static: true,
+			expires: time.Now().Add(100 * 365 * 24 * time.Hour)}
+	}
 	if opt.MetadataAtPath && opt.MCPPath != "/" {
 		s.ResourceMetadataURL = mcpBase + prmRoot + opt.MCPPath
 	} else {
@@ -298,7 +308,7 @@ func (s *Server) ExpireAccessTokens() {
 	defer s.mu.Unlock()
 	past := s.now().Add(-time.Second)
 	for _, t := range s.access {
-		if t.expires.After(past) {
+		if !t.static && t.expires.After(past) {
 			t.expires = past
 		}
 	}
