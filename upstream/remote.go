@@ -158,6 +158,12 @@ type remoteConn struct {
 	// setup remembers what the host set up, for the re-handshake of a new session.
 	setup  *Setup
 	ownSeq atomic.Uint64
+	onWire []<-chan struct{} // sender only: requests posted, maybe not on the wire yet
+	// work hands an exchange to an idle worker goroutine (spawn).
+	work        chan func()
+	idleWorkers atomic.Int32
+	host        string                      // the Host of every request
+	postHdr     atomic.Pointer[postHeaders] // see postHeader
 
 	mu       sync.Mutex
 	mode     mode
@@ -215,6 +221,7 @@ func newRemote(r Remote) (*remoteConn, error) {
 		idPrefix:   r.IDPrefix,
 		grace:      r.CloseGrace,
 		out:        make(chan *outMsg, outQueue),
+		work:       make(chan func()),
 		closing:    make(chan struct{}),
 		senderDone: make(chan struct{}),
 		hurry:      make(chan struct{}),
@@ -252,6 +259,7 @@ func newRemote(r Remote) (*remoteConn, error) {
 		c.idPrefix = "bir:"
 	}
 	c.scrub = secretScrubber(u, c.header)
+	c.host = hostOf(u, c.header)
 	c.sess.ready = closedChan()
 	c.legacy.ready = closedChan()
 	c.ctx, c.cancel = context.WithCancel(context.Background())

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,7 +81,14 @@ func (c *remoteConn) streamableSend(m *outMsg, auto bool) {
 		c.firstPost(m)
 		return
 	}
+	if !m.isRequest {
+		c.waitOnWire()
+	}
 	sent, status := c.post(m)
+	if m.isRequest {
+		c.onWire = append(c.onWire, sent)
+		return
+	}
 	select {
 	case <-sent:
 	case <-c.ctx.Done():
@@ -105,6 +112,18 @@ func (c *remoteConn) streamableSend(m *outMsg, auto bool) {
 	}
 }
 
+// waitOnWire waits until every request sent before is on the wire (sender only).
+func (c *remoteConn) waitOnWire() {
+	for _, ch := range c.onWire {
+		select {
+		case <-ch:
+		case <-c.ctx.Done():
+		}
+	}
+	clear(c.onWire)
+	c.onWire = c.onWire[:0]
+}
+
 // waitStatus waits for an exchange's HTTP status, at most readyWait.
 func waitStatus(ctx context.Context, status <-chan int) {
 	t := time.NewTimer(readyWait)
@@ -116,24 +135,69 @@ func waitStatus(ctx context.Context, status <-chan int) {
 	}
 }
 
-// post starts m's exchange on its own goroutine. sent is closed once the request is
-// on the wire (or failed); status gets the HTTP status (0 for none).
+// post starts m's exchange on a goroutine of its own. sent is closed once the
+// request is on the wire (or failed); status gets the HTTP status (0 for none).
 func (c *remoteConn) post(m *outMsg) (sent <-chan struct{}, status <-chan int) {
 	sentCh := make(chan struct{})
 	statusCh := make(chan int, 1)
-	ctx, abort := context.WithCancel(c.ctx)
-	done := make(chan struct{})
-	c.setAbort(m, abort, done)
+	// Only a stateless-era request can be cancelled on its own (by ending its
+	// exchange); every other exchange ends with the connection's context, and a
+	// context of its own would cost each request an allocation and a lock on the
+	// connection's context shared by every request in flight.
+	ctx, abort := c.ctx, context.CancelFunc(nil)
+	var done chan struct{}
+	if m.version != "" {
+		ctx, abort = context.WithCancel(c.ctx)
+		done = make(chan struct{})
+		c.setAbort(m, abort, done)
+	}
 	c.reqs.Add(1)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.spawn(func() {
 		defer c.reqs.Done()
-		defer close(done)
-		defer abort()
+		if done != nil {
+			defer close(done)
+			defer abort()
+		}
 		c.exchange(ctx, m, sentCh, statusCh)
-	}()
+	})
 	return sentCh, statusCh
+}
+
+// maxIdleWorkers is how many exchange goroutines wait for the next exchange (about
+// the calls a busy host keeps in flight); more end when they finish.
+const maxIdleWorkers = 64
+
+// spawn runs f on an idle exchange goroutine, or on a new one. An exchange goes deep
+// into net/http, so a new goroutine grows (copies) its stack on the way, once per
+// request: a tenth of the proxy's CPU with 32 calls in flight. A goroutine kept for
+// the next exchange keeps its grown stack. Idle ones wait without a timer (no
+// wake-ups while the host is quiet) and end with the connection.
+func (c *remoteConn) spawn(f func()) {
+	select {
+	case c.work <- f:
+		return
+	default:
+	}
+	c.wg.Add(1)
+	go c.worker(f)
+}
+
+func (c *remoteConn) worker(f func()) {
+	defer c.wg.Done()
+	for {
+		f()
+		if c.idleWorkers.Add(1) > maxIdleWorkers {
+			c.idleWorkers.Add(-1)
+			return
+		}
+		select {
+		case f = <-c.work:
+			c.idleWorkers.Add(-1)
+		case <-c.ctx.Done():
+			c.idleWorkers.Add(-1)
+			return
+		}
+	}
 }
 
 // setConn notes the connection a stateless-era request went out on, so that a cancel
@@ -195,13 +259,14 @@ func (c *remoteConn) roundTrip(ctx context.Context, m *outMsg, sent chan struct{
 	defer markSent()
 	for attempt := 0; ; attempt++ {
 		var wrote atomic.Bool
-		trace := withWriteTrace(ctx, &wrote, markSent)
-		if m.version != "" {
-			trace = httptrace.WithClientTrace(trace, &httptrace.ClientTrace{
-				GotConn: func(info httptrace.GotConnInfo) { c.setConn(m, info.Conn) },
-			})
+		trace := &httptrace.ClientTrace{
+			WroteHeaders: func() { wrote.Store(true) },
+			WroteRequest: func(httptrace.WroteRequestInfo) { markSent() },
 		}
-		req, sid := c.newPost(trace, m)
+		if m.version != "" {
+			trace.GotConn = func(info httptrace.GotConnInfo) { c.setConn(m, info.Conn) }
+		}
+		req, sid := c.newPost(httptrace.WithClientTrace(ctx, trace), m)
 		resp, err := c.client.Do(req)
 		if err == nil {
 			return resp, sid, nil
@@ -226,34 +291,76 @@ func withWriteTrace(ctx context.Context, wrote *atomic.Bool, sent func()) contex
 }
 
 // newPost builds the POST of m: its exact bytes, and the headers of the era it belongs
-// to.
+// to. The request is built from parts made once (the parsed URL, the headers of the
+// session state), not from the URL's text, which would be parsed again for every call.
 func (c *remoteConn) newPost(ctx context.Context, m *outMsg) (*http.Request, string) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url.String(), bytes.NewReader(m.raw))
-	c.userHeaders(req)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
 	c.mu.Lock()
 	sid, version, stateless := c.sess.id, c.sess.version, c.sess.statelessVersion
 	c.mu.Unlock()
 	if m.method == "initialize" {
 		sid, version = "", "" // a new session; the version is not negotiated yet
 	}
-	if sid != "" {
-		req.Header.Set(hdrSessionID, sid)
-	}
+	mirror := false // the stateless era's Mcp-Method and Mcp-Name
 	switch {
 	case m.version != "":
 		// The stateless era: the header must match the body's _meta, and the method
 		// and name are mirrored for intermediaries (2026-07-28 "Request Metadata").
-		req.Header.Set(hdrVersion, m.version)
-		c.statelessHeaders(req.Header, m)
+		version, mirror = m.version, true
 	case version != "":
-		req.Header.Set(hdrVersion, version)
 	case stateless != "" && m.method != "" && m.method != "initialize":
-		req.Header.Set(hdrVersion, stateless)
-		c.statelessHeaders(req.Header, m)
+		version, mirror = stateless, true
 	}
-	return req, sid
+	h := c.postHeader(sid, version).Clone()
+	if mirror {
+		c.statelessHeaders(h, m)
+	}
+	raw := m.raw
+	req := &http.Request{
+		Method:        http.MethodPost,
+		URL:           c.url, // shared, never changed: the client and transport only read it
+		Host:          c.host,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Body:          io.NopCloser(bytes.NewReader(raw)),
+		ContentLength: int64(len(raw)),
+		// For a redirect (307/308) and for the transport's resend on a kept-alive
+		// connection the server had closed before any byte went.
+		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil },
+	}
+	return req.WithContext(ctx), sid
+}
+
+// postHeaders is the header set of the POSTs of one session state.
+type postHeaders struct {
+	sid, version string
+	h            http.Header // never changed once made: cloned for each request
+}
+
+// postHeader returns the headers every POST with this session id and protocol version
+// carries: the --header ones, then the protocol's own (set after them, so that a user
+// header cannot break the exchange). It is remade only when the session changes.
+func (c *remoteConn) postHeader(sid, version string) http.Header {
+	if p := c.postHdr.Load(); p != nil && p.sid == sid && p.version == version {
+		return p.h
+	}
+	h := make(http.Header, len(c.header)+4)
+	for k, vs := range c.header {
+		if !strings.EqualFold(k, "Host") {
+			h[k] = vs
+		}
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		h.Set(hdrSessionID, sid)
+	}
+	if version != "" {
+		h.Set(hdrVersion, version)
+	}
+	c.postHdr.Store(&postHeaders{sid: sid, version: version, h: h})
+	return h
 }
 
 // userHeaders puts the --header headers on req. The protocol's own headers are set
@@ -266,6 +373,21 @@ func (c *remoteConn) userHeaders(req *http.Request) {
 		}
 		req.Header[k] = vs
 	}
+}
+
+// hostOf is the Host of the requests to u: a --header "Host: …" or u's host, as
+// http.NewRequest sets it.
+func hostOf(u *url.URL, h http.Header) string {
+	for k, vs := range h {
+		if strings.EqualFold(k, "Host") && len(vs) > 0 {
+			return vs[0]
+		}
+	}
+	host := u.Host
+	if p := u.Port(); p == "" && strings.HasSuffix(host, ":") {
+		host = strings.TrimSuffix(host, ":") // NewRequest drops an empty port
+	}
+	return host
 }
 
 // statelessHeaders sets Mcp-Method and, for the methods that name something, Mcp-Name.
@@ -881,11 +1003,10 @@ func backoff(n int) time.Duration {
 }
 
 func mediaType(ct string) string {
-	t, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return strings.ToLower(strings.TrimSpace(ct))
-	}
-	return t
+	// A media type is ASCII, case-insensitive, and ends at its parameters;
+	// mime.ParseMediaType would also build a map of them, for every answer.
+	t, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(t))
 }
 
 // drain reads a little of what is left of a body, so its connection can be reused.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,11 @@ import (
 // pool, the session id carried, each answer body written as a line. It reads nothing
 // of what it carries but the session id header.
 func httpBridge(args []string) int {
+	if path := os.Getenv("BIR_CPUPROFILE"); path != "" { // -profile http-bridge
+		f := must(os.Create(path))
+		check(pprof.StartCPUProfile(f))
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	url := args[0]
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
 	var sid atomic.Value
@@ -93,7 +99,18 @@ func (s *httpServer) stop() {
 	_ = s.cmd.Wait()
 }
 
-func httpWorkloads(bins map[string]string, n, pipeN, bigMB int, gap time.Duration, profile string) {
+// httpParts is which of the remote workloads to run: "http" is all of them.
+func httpParts(want func(string) bool) map[string]bool {
+	parts := map[string]bool{}
+	for _, p := range []string{"seq", "pipe", "big"} {
+		if want("http") || want("http-"+p) {
+			parts[p] = true
+		}
+	}
+	return parts
+}
+
+func httpWorkloads(bins map[string]string, parts map[string]bool, n, pipeN, bigMB int, gap time.Duration, profile string) {
 	srv := startHTTPServer(bins["rawhttp"], "--reply-size", strconv.Itoa(bigMB<<20))
 	defer srv.stop()
 	variants := []variant{
@@ -101,41 +118,49 @@ func httpWorkloads(bins map[string]string, n, pipeN, bigMB int, gap time.Duratio
 		{name: "bir-proxy/url", argv: []string{bins["bir-proxy"], "--server", "bench", "--url", srv.url}, env: []string{"BIR_OFF=1"}},
 	}
 	for i, v := range variants {
-		if v.name == profile {
+		if v.name == profile || profile == "all" {
 			variants[i].env = append(slices.Clone(v.env), "BIR_CPUPROFILE="+filepath.Join(must(os.Getwd()), "bench-"+strings.ReplaceAll(v.name, "/", "_")+".prof"))
 		}
 	}
 	bridge, proxy := variants[0].name, variants[1].name
 
-	fmt.Printf("Remote upstream (Streamable HTTP, JSON answers) — sequential tools/call round trips (%d each, interleaved in rounds):\n", n)
-	res := sequentialRounds(variants, n, 10, gap)
-	for _, v := range variants {
-		fmt.Printf("  %-24s p50 %8s  p99 %8s\n", v.name, res[v.name][0], res[v.name][1])
-	}
-	fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the bridge\n\n", proxy, ratio(res[proxy][0], res[bridge][0]), ratio(res[proxy][1], res[bridge][1]))
-
-	fmt.Printf("Remote upstream — 32 tools/call in flight (%d messages, interleaved in rounds):\n", pipeN)
-	tput := map[string]float64{}
-	const rounds = 5
-	for range rounds {
+	if parts["seq"] {
+		fmt.Printf("Remote upstream (Streamable HTTP, JSON answers) — sequential tools/call round trips (%d each, interleaved in rounds):\n", n)
+		res := sequentialRounds(variants, n, 10, gap)
 		for _, v := range variants {
-			r, _ := pipelined(v, pipeN/rounds, 32)
-			tput[v.name] += r / rounds
+			fmt.Printf("  %-24s p50 %8s  p99 %8s\n", v.name, res[v.name][0], res[v.name][1])
 		}
-	}
-	for _, v := range variants {
-		fmt.Printf("  %-24s %10.0f msg/s\n", v.name, tput[v.name])
-	}
-	fmt.Printf("  %-24s %.2fx the bridge's throughput\n\n", proxy, tput[proxy]/tput[bridge])
+		fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the bridge\n\n", proxy, ratio(res[proxy][0], res[bridge][0]), ratio(res[proxy][1], res[bridge][1]))
 
-	fmt.Printf("Remote upstream — one %d MiB tools/call answer (median of 3):\n", bigMB)
-	took := map[string]time.Duration{}
-	for _, v := range variants {
-		d, hwm := bigAnswer(v, bigMB<<20, 3)
-		took[v.name] = d
-		fmt.Printf("  %-24s %8s  peak RSS %d MiB (%.2fx the answer)\n", v.name, d.Round(time.Millisecond), hwm>>20, float64(hwm)/float64(bigMB<<20))
 	}
-	fmt.Printf("  %-24s %.2fx the bridge\n\n", proxy, ratio(took[proxy], took[bridge]))
+	if parts["pipe"] {
+		fmt.Printf("Remote upstream — 32 tools/call in flight (%d messages, interleaved in rounds):\n", pipeN)
+		tput := map[string]float64{}
+		cpu := map[string]time.Duration{}
+		const rounds = 5
+		for range rounds {
+			for _, v := range variants {
+				r, c := pipelined(v, pipeN/rounds, 32)
+				tput[v.name] += r / rounds
+				cpu[v.name] += c
+			}
+		}
+		for _, v := range variants {
+			fmt.Printf("  %-24s %10.0f msg/s  CPU/msg %s\n", v.name, tput[v.name], (cpu[v.name] / time.Duration(pipeN/rounds*rounds)).Round(100*time.Nanosecond))
+		}
+		fmt.Printf("  %-24s %.2fx the bridge's throughput\n\n", proxy, tput[proxy]/tput[bridge])
+
+	}
+	if parts["big"] {
+		fmt.Printf("Remote upstream — one %d MiB tools/call answer (median of 3):\n", bigMB)
+		took := map[string]time.Duration{}
+		for _, v := range variants {
+			d, hwm := bigAnswer(v, bigMB<<20, 3)
+			took[v.name] = d
+			fmt.Printf("  %-24s %8s  peak RSS %d MiB (%.2fx the answer)\n", v.name, d.Round(time.Millisecond), hwm>>20, float64(hwm)/float64(bigMB<<20))
+		}
+		fmt.Printf("  %-24s %.2fx the bridge\n\n", proxy, ratio(took[proxy], took[bridge]))
+	}
 }
 
 // bigAnswer asks for the server's --reply-size answer runs times and returns the

@@ -48,7 +48,7 @@ func main() {
 		pipeN    = flag.Int("pipe-n", 50000, "messages in the pipelined workload")
 		bigMB    = flag.Int("big-mb", 64, "size of the large message, MiB")
 		starts   = flag.Int("starts", 30, "process starts per variant for the startup workload")
-		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,start,idle,http,burst (default all but burst)")
+		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,start,idle,http,burst (default all but burst); http is http-seq,http-pipe,http-big")
 		burstN   = flag.Int("burst-n", 100000, "calls in the burst workload (with -recording)")
 		blocking = flag.Bool("blocking", false, "also measure the proxy with host stdio forced blocking and forced non-blocking (BIR_BLOCKING_STDIO=1, =0)")
 		rec      = flag.Bool("recording", false, "also measure the proxy recording to a reference recorder (and its faults)")
@@ -221,8 +221,8 @@ func main() {
 		}
 		fmt.Println()
 	}
-	if want("http") {
-		httpWorkloads(bins, *n, *pipeN, *bigMB, *gap, *profile)
+	if parts := httpParts(want); len(parts) > 0 {
+		httpWorkloads(bins, parts, *n, *pipeN, *bigMB, *gap, *profile)
 	}
 	if want("idle") {
 		fmt.Println("Idle for 3 s after one call:")
