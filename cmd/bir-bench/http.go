@@ -110,29 +110,44 @@ func httpParts(want func(string) bool) map[string]bool {
 	return parts
 }
 
-func httpWorkloads(bins map[string]string, parts map[string]bool, n, pipeN, bigMB int, gap time.Duration, profile string) {
+func httpWorkloads(bins map[string]string, parts map[string]bool, n, pipeN, bigMB int, gap time.Duration, profile, mcpRemote string) {
 	srv := startHTTPServer(bins["rawhttp"], "--reply-size", strconv.Itoa(bigMB<<20))
 	defer srv.stop()
+	rss := map[string]*int64{}
 	variants := []variant{
 		{name: "http-bridge", argv: []string{bins["bench"], "http-bridge", srv.url}},
 		{name: "bir-proxy/url", argv: []string{bins["bir-proxy"], "--server", "bench", "--url", srv.url}, env: []string{"BIR_OFF=1"}},
+	}
+	if mcpRemote != "" {
+		variants = append(variants, mcpRemoteVariant(mcpRemote, srv.url))
 	}
 	for i, v := range variants {
 		if v.name == profile || profile == "all" {
 			variants[i].env = append(slices.Clone(v.env), "BIR_CPUPROFILE="+filepath.Join(must(os.Getwd()), "bench-"+strings.ReplaceAll(v.name, "/", "_")+".prof"))
 		}
+		rss[v.name] = new(int64)
+		variants[i].seqRSS = rss[v.name]
 	}
 	bridge, proxy := variants[0].name, variants[1].name
+	vsPeer := func(what string, f func(name string) float64) {
+		if mcpRemote != "" {
+			fmt.Printf("  %-24s %.2fx mcp-remote's %s\n", proxy, f(proxy)/f("mcp-remote"), what)
+		}
+	}
 
 	if parts["seq"] {
 		fmt.Printf("Remote upstream (Streamable HTTP, JSON answers) — sequential tools/call round trips (%d each, interleaved in rounds):\n", n)
 		res := sequentialRounds(variants, n, 10, gap)
 		for _, v := range variants {
-			fmt.Printf("  %-24s p50 %8s  p99 %8s\n", v.name, res[v.name][0], res[v.name][1])
+			fmt.Printf("  %-24s p50 %8s  p99 %8s  peak RSS %5.1f MiB\n", v.name, res[v.name][0], res[v.name][1], float64(*rss[v.name])/(1<<20))
 		}
-		fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the bridge\n\n", proxy, ratio(res[proxy][0], res[bridge][0]), ratio(res[proxy][1], res[bridge][1]))
-
+		fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the bridge\n", proxy, ratio(res[proxy][0], res[bridge][0]), ratio(res[proxy][1], res[bridge][1]))
+		vsPeer("p50", func(v string) float64 { return float64(res[v][0]) })
+		vsPeer("p99", func(v string) float64 { return float64(res[v][1]) })
+		vsPeer("peak RSS", func(v string) float64 { return float64(*rss[v]) })
+		fmt.Println()
 	}
+
 	if parts["pipe"] {
 		fmt.Printf("Remote upstream — 32 tools/call in flight (%d messages, interleaved in rounds):\n", pipeN)
 		tput := map[string]float64{}
@@ -148,18 +163,54 @@ func httpWorkloads(bins map[string]string, parts map[string]bool, n, pipeN, bigM
 		for _, v := range variants {
 			fmt.Printf("  %-24s %10.0f msg/s  CPU/msg %s\n", v.name, tput[v.name], (cpu[v.name] / time.Duration(pipeN/rounds*rounds)).Round(100*time.Nanosecond))
 		}
-		fmt.Printf("  %-24s %.2fx the bridge's throughput\n\n", proxy, tput[proxy]/tput[bridge])
-
+		fmt.Printf("  %-24s %.2fx the bridge's throughput\n", proxy, tput[proxy]/tput[bridge])
+		vsPeer("throughput", func(v string) float64 { return tput[v] })
+		fmt.Println()
 	}
+
 	if parts["big"] {
 		fmt.Printf("Remote upstream — one %d MiB tools/call answer (median of 3):\n", bigMB)
 		took := map[string]time.Duration{}
+		hwm := map[string]int64{}
 		for _, v := range variants {
-			d, hwm := bigAnswer(v, bigMB<<20, 3)
-			took[v.name] = d
-			fmt.Printf("  %-24s %8s  peak RSS %d MiB (%.2fx the answer)\n", v.name, d.Round(time.Millisecond), hwm>>20, float64(hwm)/float64(bigMB<<20))
+			d, m := bigAnswer(v, bigMB<<20, 3)
+			took[v.name], hwm[v.name] = d, m
+			fmt.Printf("  %-24s %8s  peak RSS %d MiB (%.2fx the answer)\n", v.name, d.Round(time.Millisecond), m>>20, float64(m)/float64(bigMB<<20))
 		}
-		fmt.Printf("  %-24s %.2fx the bridge\n\n", proxy, ratio(took[proxy], took[bridge]))
+		fmt.Printf("  %-24s %.2fx the bridge\n", proxy, ratio(took[proxy], took[bridge]))
+		vsPeer("time", func(v string) float64 { return float64(took[v]) })
+		vsPeer("peak RSS", func(v string) float64 { return float64(hwm[v]) })
+		fmt.Println()
+	}
+}
+
+// mcpRemoteVariant is mcp-remote (npm), the stdio→remote peer most hosts use today,
+// against url: Streamable HTTP only (as bir-proxy is given), its logs off (it writes
+// every message to stderr by default; silent is the cheaper setting for it), its
+// OAuth state in a directory of its own (the fixture asks for no sign-in). spec is
+// the path of its dist/proxy.js, or a version to install into the user cache
+// directory with npm, once.
+func mcpRemoteVariant(spec, url string) variant {
+	script := spec
+	if _, err := os.Stat(spec); err != nil {
+		dir := filepath.Join(must(os.UserCacheDir()), "bir-bench", "mcp-remote-"+spec)
+		script = filepath.Join(dir, "node_modules", "mcp-remote", "dist", "proxy.js")
+		if _, err := os.Stat(script); err != nil {
+			fmt.Fprintf(os.Stderr, "installing mcp-remote@%s into %s\n", spec, dir)
+			check(os.MkdirAll(dir, 0o755))
+			cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--no-save", "--prefix", dir, "mcp-remote@"+spec)
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				log.Fatalf("npm install mcp-remote@%s: %v", spec, err)
+			}
+		}
+	}
+	cfg := must(os.MkdirTemp("", "bir-bench-mcp-remote-"))
+	return variant{
+		name:  "mcp-remote",
+		argv:  []string{"node", script, url, "--transport", "http-only", "--silent"},
+		env:   []string{"MCP_REMOTE_CONFIG_DIR=" + cfg},
+		quiet: true,
 	}
 }
 

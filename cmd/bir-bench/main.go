@@ -59,6 +59,7 @@ func main() {
 		every    = flag.Duration("dispatch-every", 2*time.Millisecond, "with -replay: one dispatch per this interval while the replay variant is measured")
 		idleRec  = flag.Duration("idle-replay", 30*time.Second, "with -replay: how long to watch an idle proxy with a recorder for wake-ups")
 		rgap     = flag.Duration("replay-gap", 5*time.Millisecond, "with -replay: also compare the replay variants with this pause between host calls (0: not)")
+		mcpRem   = flag.String("mcp-remote", "", "with -only http: also measure mcp-remote (npm): a version to install with npm into the user cache directory (e.g. 0.15.1), or the path of its dist/proxy.js")
 	)
 	flag.Parse()
 	log.SetFlags(0)
@@ -222,7 +223,7 @@ func main() {
 		fmt.Println()
 	}
 	if parts := httpParts(want); len(parts) > 0 {
-		httpWorkloads(bins, parts, *n, *pipeN, *bigMB, *gap, *profile)
+		httpWorkloads(bins, parts, *n, *pipeN, *bigMB, *gap, *profile, *mcpRem)
 	}
 	if want("idle") {
 		fmt.Println("Idle for 3 s after one call:")
@@ -257,6 +258,10 @@ type variant struct {
 	reportLag *[2]time.Duration
 	// feed, for a replay variant, queues dispatches at rec while it is measured.
 	feed *feeder
+	// seqRSS, when set, gets the process's peak RSS after the sequential workload.
+	seqRSS *int64
+	// quiet sends the process's stderr nowhere (a peer that logs every message).
+	quiet bool
 }
 
 // proc is one running variant: the host's ends of its pipes.
@@ -279,6 +284,9 @@ func start(v variant) *proc {
 		cmd.Env = append(cmd.Env, "XDG_STATE_HOME="+state)
 	}
 	cmd.Stderr = os.Stderr
+	if v.quiet {
+		cmd.Stderr = nil
+	}
 	inR, inW, err := os.Pipe()
 	check(err)
 	outR, outW, err := os.Pipe()
@@ -368,6 +376,9 @@ func sequentialRounds(vs []variant, n, rounds int, gap time.Duration) map[string
 	}
 	res := map[string][3]time.Duration{}
 	for i, v := range vs {
+		if v.seqRSS != nil {
+			*v.seqRSS = procStatus(procs[i].cmd.Process.Pid, "VmHWM")
+		}
 		cpu := procs[i].stop() - cpu0[i]
 		l := lat[i]
 		slices.Sort(l)
