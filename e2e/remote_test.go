@@ -175,12 +175,27 @@ func testRemote(t *testing.T, s *suite, proxy string) {
 			for _, p := range reportProblems(sc.name, r.calls, reports, append(r.calls.Secrets, rec.Token())) {
 				t.Error(p)
 			}
-			for _, reg := range rec.Registrations() {
+			// The registration says the transport in use: with auto, "http" at start
+			// (what is tried first), and once a fallback to HTTP+SSE is known, "sse"
+			// (registered again before the initialize answer reaches the host, so
+			// every registration with the server's facts says it).
+			want := "http"
+			if tr.host == "sse" {
+				want = "sse"
+			}
+			regs := rec.Registrations()
+			for _, reg := range regs {
 				if got := reg.Get("upstream.url").String(); got != url {
 					t.Errorf("registration: upstream.url = %q, want %q", got, url)
 				}
-				if got := reg.Get("upstream.transport").String(); got != "http" {
-					t.Errorf("registration: upstream.transport = %q, want http (auto)", got)
+				got := reg.Get("upstream.transport").String()
+				if got != want && got != "http" || reg.Get("serverInfo").Exists() && got != want {
+					t.Errorf("registration: upstream.transport = %q, want %s (auto): %s", got, want, reg.Body)
+				}
+			}
+			if len(regs) > 0 {
+				if got := regs[len(regs)-1].Get("upstream.transport").String(); got != want {
+					t.Errorf("the last registration says upstream.transport = %q, want %s", got, want)
 				}
 			}
 			if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "DATA RACE") {

@@ -114,7 +114,9 @@ type dispatcher struct {
 	adoptedIn    []adoption
 	facts        report.ServerFacts
 	factsVersion int
-	ep           *Endpoint
+	// transport is the upstream's transport as settled ("" until then: regBase's).
+	transport string
+	ep        *Endpoint
 	// registered counts successful registers of this run's proxyId; regChanged is
 	// closed (and replaced) at each. forget asks run to register it again.
 	registered uint64
@@ -251,6 +253,24 @@ func (d *dispatcher) learn(f report.ServerFacts) {
 	if f.Tools != nil {
 		d.facts.Tools = slices.Clone(f.Tools)
 	}
+	d.factsVersion++
+	d.mu.Unlock()
+	d.poke()
+}
+
+// settleTransport has this run registered again when the upstream's transport turns
+// out to be another than the one registered (--transport auto falling back to sse).
+func (d *dispatcher) settleTransport(t string) {
+	d.mu.Lock()
+	said := d.transport
+	if said == "" {
+		said = d.regBase.Upstream.Transport
+	}
+	if t == "" || t == said {
+		d.mu.Unlock()
+		return
+	}
+	d.transport = t
 	d.factsVersion++
 	d.mu.Unlock()
 	d.poke()
@@ -417,6 +437,9 @@ func (d *dispatcher) registerJob(l *lane, ep *Endpoint) job {
 	if l == d.current {
 		d.mu.Lock()
 		reg.ServerInfo, reg.ProtocolVersion, reg.Tools = d.facts.ServerInfo, d.facts.ProtocolVersion, d.facts.Tools
+		if d.transport != "" {
+			reg.Upstream.Transport = d.transport
+		}
 		version = d.factsVersion
 		d.mu.Unlock()
 	}

@@ -269,6 +269,46 @@ func TestLearnedFactsRegisterAgain(t *testing.T) {
 	}
 }
 
+// A transport settled on later than the registration at start (--transport auto
+// falling back to sse) reaches the recorder in a fresh register call; the same
+// transport again registers nothing.
+func TestSettledTransportRegistersAgain(t *testing.T) {
+	ctx := testutil.Context(t)
+	rec := recordertest.Start(t)
+	cfg := recorderConfig(t, rec, t.TempDir())
+	cfg.Upstream = Upstream{Transport: "http", URL: "http://127.0.0.1:1/sse?token=s3cret-value"}
+	r := open(t, cfg)
+	if _, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool { return len(s.Registrations) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	r.SettledTransport("http") // what was said: nothing to say again
+	r.SettledTransport("sse")
+	snap, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
+		return len(s.Registrations) > 0 && s.Registrations[len(s.Registrations)-1].Get("upstream.transport").String() == "sse"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(snap.Registrations); n != 2 {
+		t.Errorf("%d registrations, want 2 (at start, then the transport)", n)
+	}
+	last := snap.Registrations[len(snap.Registrations)-1]
+	if u := last.Get("upstream.url").String(); strings.Contains(u, "s3cret") || !strings.HasPrefix(u, "http://127.0.0.1:1/sse") {
+		t.Errorf("upstream.url = %q", u)
+	}
+	r.Learned(report.ServerFacts{ProtocolVersion: "2024-11-05"})
+	if _, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
+		last := s.Registrations[len(s.Registrations)-1]
+		return last.Get("protocolVersion").String() == "2024-11-05"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	regs := rec.Registrations()
+	if tr := regs[len(regs)-1].Get("upstream.transport").String(); tr != "sse" {
+		t.Errorf("a later registration says transport %q, want sse", tr)
+	}
+}
+
 // Close with the recorder down returns without waiting out the backoff, leaves the
 // spool file, and the next run of the same server delivers it under the old proxyId.
 func TestCloseLeavesSpoolForNextRun(t *testing.T) {

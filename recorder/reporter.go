@@ -250,6 +250,16 @@ func (r *Reporter) Learned(f report.ServerFacts) {
 	}
 }
 
+// SettledTransport says which transport the upstream turned out to use ("http" or
+// "sse"), once the connection knows: with --transport auto the registration at start
+// says "http", the first try, and a fallback to HTTP+SSE is said in a fresh register
+// call. It does nothing in journal mode or when nothing changed.
+func (r *Reporter) SettledTransport(t string) {
+	if r.d != nil {
+		r.d.settleTransport(t)
+	}
+}
+
 // Close stops accepting reports, commits every queued one to disk, gives delivery a
 // short grace (bounded by ctx and by two seconds, and cut short when the recorder is
 // failing), and returns. What is not delivered stays in the spool for the next run.

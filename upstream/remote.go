@@ -73,6 +73,11 @@ type Remote struct {
 	IDPrefix string
 	// Client, when set, is used as is (tests); otherwise NewHTTPClient(ConnectTimeout).
 	Client *http.Client
+	// Settled, when set, is called once the transport is known: TransportHTTP or
+	// TransportSSE. A forced transport is known at once (Dial calls it); auto is known
+	// when the first POST is answered, before the answer reaches Read. It must not
+	// wait (it runs on the connection's sender).
+	Settled func(transport string)
 }
 
 // NewHTTPClient is the client of a remote upstream: HTTPS_PROXY/HTTP_PROXY/NO_PROXY
@@ -139,6 +144,7 @@ type remoteConn struct {
 	scrub    *strings.Replacer // every secret value → [REDACTED], for any text we emit
 	max      int
 	forced   string // "", TransportHTTP or TransportSSE
+	settled  func(string)
 	idPrefix string
 	grace    time.Duration
 
@@ -230,6 +236,7 @@ func newRemote(r Remote) (*remoteConn, error) {
 		pending:    make(map[string]*pendingReq),
 		own:        make(map[string]chan []byte),
 		setup:      NewSetup(),
+		settled:    r.Settled,
 	}
 	switch r.Transport {
 	case "", TransportAuto:
@@ -263,9 +270,19 @@ func newRemote(r Remote) (*remoteConn, error) {
 	c.sess.ready = closedChan()
 	c.legacy.ready = closedChan()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if c.forced != "" {
+		c.settle(c.forced)
+	}
 	c.wg.Add(1)
 	go c.sendLoop()
 	return c, nil
+}
+
+// settle says which transport the connection uses (Remote.Settled).
+func (c *remoteConn) settle(transport string) {
+	if c.settled != nil {
+		c.settled(transport)
+	}
 }
 
 // secretScrubber replaces every secret this connection knows (header values, the URL's

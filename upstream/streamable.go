@@ -944,16 +944,21 @@ func (c *remoteConn) firstPost(m *outMsg) {
 				c.mode = modeLegacy
 				c.mu.Unlock()
 				c.log.Info("the server speaks the HTTP+SSE transport (2024-11-05); using it", "server", c.name, "url", c.shownURL)
+				c.settle(TransportSSE)
 				c.legacySend(m)
 				return
 			}
 		}
 	}
 	c.mu.Lock()
-	if c.mode == modeUndecided {
+	decided := c.mode == modeUndecided
+	if decided {
 		c.mode = modeStreamable
 	}
 	c.mu.Unlock()
+	if decided {
+		c.settle(TransportHTTP)
+	}
 	c.reqs.Add(1)
 	c.wg.Add(1)
 	go func() {

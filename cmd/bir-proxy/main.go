@@ -257,6 +257,7 @@ func runProxy(c *cli, args []string) int {
 		}
 		reporter = openReporter(ctx, f, logger)
 		r.IDPrefix = idPrefix()
+		r.Settled = reporter.settledTransport
 		if conn, err = r.Dial(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
 			reporter.close()

@@ -67,8 +67,9 @@ func openReporter(ctx context.Context, f *proxyFlags, log *slog.Logger) *reporti
 
 // upstreamFacts is how the registration describes the upstream. A remote one is its
 // URL as given (${VAR} references unexpanded: they name secrets, they are not ones),
-// with credentials and query secrets redacted. "http" stands for auto too: the
-// fallback to HTTP+SSE is learnt later, and said in the log.
+// with credentials and query secrets redacted. For auto, the registration at start
+// says "http" (what is tried first); a fallback to HTTP+SSE, learnt from the first
+// POST's answer, is registered again (settledTransport).
 func (f *proxyFlags) upstreamFacts() recorder.Upstream {
 	if f.url == "" {
 		return recorder.Upstream{Transport: "stdio", Command: f.command}
@@ -78,6 +79,13 @@ func (f *proxyFlags) upstreamFacts() recorder.Upstream {
 		transport = "sse"
 	}
 	return recorder.Upstream{Transport: transport, URL: redact.URL(f.url)}
+}
+
+// settledTransport passes on the transport a remote connection settled on.
+func (p *reporting) settledTransport(t string) {
+	if p.r != nil {
+		p.r.SettledTransport(t)
+	}
 }
 
 func (p *reporting) sink() report.Sink {

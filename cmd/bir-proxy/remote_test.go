@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -260,6 +261,66 @@ func TestRemoteRecording(t *testing.T) {
 		if strings.Contains(r["body"].(string), "_bir_call_id") {
 			t.Errorf("the correlation key reached the server: %s", r["body"])
 		}
+	}
+}
+
+// TestRemoteRegistrationSaysTheSettledTransport: the registration says the transport
+// the proxy uses, not the one it was told to try. With --transport auto against a
+// server of the old HTTP+SSE transport only, the registration at start can only say
+// "http" (nothing was asked yet); once the first POST has been refused and the event
+// stream found, the proxy registers again saying "sse", before the host has the
+// initialize answer, and every registration after that says it.
+func TestRemoteRegistrationSaysTheSettledTransport(t *testing.T) {
+	t.Parallel()
+	raw := testutil.Build(t, "./testdata/rawhttp")
+	for _, c := range []struct {
+		name       string
+		server     []string
+		flags      []string
+		want       string
+		registered []string // every registration's transport may be one of these
+	}{
+		{"auto falls back to sse", []string{"--legacy"}, nil, "sse", []string{"http", "sse"}},
+		{"auto settles on http", nil, nil, "http", []string{"http"}},
+		{"forced sse", []string{"--legacy"}, []string{"--transport", "sse"}, "sse", []string{"sse"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			url := httpServer(t, raw, c.server...)
+			rec := recordertest.Start(t)
+			s := startProxy(t, recording(rec, t.TempDir()), append([]string{"--server", "remote", "--url", url}, c.flags...)...)
+			s.Send(remoteInit, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			if got := s.recv(); !strings.Contains(got, `"result"`) {
+				t.Fatalf("initialize: %s", got)
+			}
+			// The registration with the initialize result's facts comes after the
+			// transport was settled: it must say the settled one.
+			if _, err := rec.Wait(testutil.Context(t), func(sn recordertest.Snapshot) bool {
+				for _, reg := range sn.Registrations {
+					if reg.Get("serverInfo").Exists() {
+						return true
+					}
+				}
+				return false
+			}); err != nil {
+				t.Fatalf("no registration with the server's facts: %v", err)
+			}
+			s.Stdin.Close()
+			s.ExitCode()
+			regs := rec.Registrations()
+			for i, reg := range regs {
+				tr := reg.Get("upstream.transport").String()
+				if !slices.Contains(c.registered, tr) {
+					t.Errorf("registration %d says transport %q, want one of %v: %s", i, tr, c.registered, reg.Body)
+				}
+				if reg.Get("serverInfo").Exists() && tr != c.want {
+					t.Errorf("registration %d, made after the transport was settled, says %q, want %q: %s", i, tr, c.want, reg.Body)
+				}
+			}
+			if tr := regs[len(regs)-1].Get("upstream.transport").String(); tr != c.want {
+				t.Errorf("the last registration says transport %q, want %q", tr, c.want)
+			}
+		})
 	}
 }
 
