@@ -386,14 +386,20 @@ func (e entry) upstream() []string {
 //     spacing;
 //   - a "type" member's value becomes "stdio" (hosts that read "type" must start the
 //     command; --transport keeps what it was);
-//   - "headers" stays as it is, for unwrap; its members are given to the proxy as
-//     --header arguments, ${VAR} references as written (the host or the proxy
-//     expands them when the proxy starts, never into the file). Hosts ignore a
-//     "headers" member on a stdio entry.
+//   - the "headers" members are given to the proxy as --header arguments, ${VAR}
+//     references as written (the host or the proxy expands them when the proxy
+//     starts, never into the file), and the "headers" member is removed when unwrap
+//     can write it back byte for byte from those arguments (it follows the url, in
+//     the entry's own layout: one line, or one header a line indented as the
+//     entry's members are); otherwise it stays, unused. A stdio entry has no
+//     "headers" in any host's schema: Claude Code's (a non-strict zod object) drops
+//     the member when it reads the file, so it is dead text beside the arguments
+//     that do the work, a second copy of any literal secret, and a stricter host
+//     could refuse the entry for it.
 //
-// Unwrap reads the URL and transport back from args; an entry wrapped by hand (no
-// "type", "headers" only as --header arguments) gets "type" and "headers" members
-// built from its flags.
+// Unwrap reads the URL and transport back from args; an entry with no "headers"
+// member (wrapped so, or by hand) gets one built from its --header flags, and one
+// wrapped by hand with no "type" gets the type hosts need.
 
 // remoteProblem is why a remote entry cannot be wrapped exactly ("" when it can).
 func (e entry) remoteProblem() string {
@@ -453,6 +459,24 @@ func (e entry) memberSep(inline string) string {
 }
 
 func (e entry) wrapRemote(proxyPath string) string {
+	kept := e.wrapRemoteText(proxyPath, false)
+	if e.headersIdx < 0 {
+		return kept
+	}
+	if dropped := e.wrapRemoteText(proxyPath, true); parseEntry(e.name, dropped).unwrapsTo(e.raw) {
+		return dropped
+	}
+	return kept
+}
+
+// unwrapsTo reports whether e unwraps to exactly raw.
+func (e entry) unwrapsTo(raw string) bool {
+	back, err := e.unwrap()
+	return err == nil && back == raw
+}
+
+// wrapRemoteText is the wrapped entry, with or without its "headers" member.
+func (e entry) wrapRemoteText(proxyPath string, dropHeaders bool) string {
 	u := e.members[e.urlIdx]
 	colon := e.raw[u.keyEnd:u.valStart]
 	inline := ","
@@ -472,7 +496,42 @@ func (e entry) wrapRemote(proxyPath string) string {
 		t := e.members[e.typIdx]
 		edits = append(edits, edit{t.valStart, t.valEnd, `"stdio"`})
 	}
+	if h := e.headersIdx; dropHeaders && h >= 0 {
+		// The member goes with the separator before it (as the first member, the
+		// one after it).
+		if h > 0 {
+			edits = append(edits, edit{e.members[h-1].valEnd, e.members[h].valEnd, ""})
+		} else {
+			edits = append(edits, edit{e.members[0].keyStart, e.members[1].keyStart, ""})
+		}
+	}
 	return splice(e.raw, edits)
+}
+
+// headersMember is the text of a "headers" member holding headers ("Name: value"
+// each), in the entry's layout: one header a line when the entry has one member a
+// line and its closing brace on a line of its own (indented one step further than
+// the members, the step being how much further they are indented than that brace),
+// else on one line.
+func (e entry) headersMember(headers []string, colon, inline string) string {
+	hs := make([]string, 0, len(headers))
+	for _, h := range headers {
+		name, value, _ := strings.Cut(h, ":")
+		hs = append(hs, quote(strings.TrimSpace(name))+colon+quote(strings.TrimLeft(value, " \t")))
+	}
+	obj := "{" + strings.Join(hs, inline) + "}"
+	sep := e.memberSep(inline)
+	last := e.members[len(e.members)-1]
+	tail := e.raw[last.valEnd : len(e.raw)-1] // up to the entry's closing brace
+	i, j := strings.LastIndexByte(sep, '\n'), strings.LastIndexByte(tail, '\n')
+	if i >= 0 && j >= 0 {
+		indent, closing := sep[i+1:], tail[j+1:]
+		if strings.Trim(indent, " \t") == "" && len(indent) > len(closing) && strings.HasPrefix(indent, closing) {
+			inner := indent + indent[len(closing):]
+			obj = "{\n" + inner + strings.Join(hs, ",\n"+inner) + "\n" + indent + "}"
+		}
+	}
+	return `"headers"` + colon + obj
 }
 
 // remoteArgs reads the URL and transport of a wrapped remote entry's args.
@@ -559,12 +618,7 @@ func (e entry) unwrapRemote() (string, error) {
 		urlText = `"type"` + colon + quote(typ) + sep + urlText
 	}
 	if !e.hasMember("headers") && len(headers) > 0 {
-		hs := make([]string, 0, len(headers))
-		for _, h := range headers {
-			name, value, _ := strings.Cut(h, ":")
-			hs = append(hs, quote(strings.TrimSpace(name))+colon+quote(strings.TrimLeft(value, " \t")))
-		}
-		urlText += sep + `"headers"` + colon + "{" + strings.Join(hs, inline) + "}"
+		urlText += sep + e.headersMember(headers, colon, inline)
 	}
 	if e.command+1 == e.args && strings.Trim(e.raw[cmd.valEnd:args.keyStart], " \t\r\n") == "," {
 		edits = append(edits, edit{cmd.keyStart, args.valEnd, urlText})

@@ -16,6 +16,8 @@ func FuzzEntry(f *testing.F) {
 		`{ "command" : "node" }`, "{\n  \"command\": \"a\\u0062\",\n  \"args\": [ ]\n}",
 		`{"type":"stdio","command":"/bin/s\"h","args":["-c","echo <&>"]}`,
 		`{"command":"bir-proxy","args":["--server","x","--","srv"]}`, `{"url":"https://x"}`, `{"command":"a","command":"b"}`,
+		`{"type":"http","url":"https://h/mcp","headers":{"A":"${A}","B":"2"}}`,
+		"{\n  \"type\": \"sse\",\n  \"url\": \"https://h/sse\",\n  \"headers\": {\n    \"A\": \"1\"\n  }\n}",
 	} {
 		f.Add(s)
 	}
@@ -31,6 +33,10 @@ func FuzzEntry(f *testing.F) {
 					t.Fatalf("member %q of %s is not one encoding/json sees", mb.key, raw)
 				}
 			}
+		}
+		if e.kind == KindRemote && e.problem == "" {
+			checkRemoteWrap(t, e)
+			return
 		}
 		if e.kind != KindStdio {
 			return
@@ -50,4 +56,26 @@ func FuzzEntry(f *testing.F) {
 			t.Fatalf("unwrap(wrap(%s)) = %s, %v", raw, back, err)
 		}
 	})
+}
+
+// checkRemoteWrap: a remote entry wraps into a wrapped remote entry with the same URL
+// and the headers as --header arguments; when its "headers" member was removed,
+// unwrap gives back the very same bytes.
+func checkRemoteWrap(t *testing.T, e entry) {
+	text, err := e.wrap(testProxy)
+	if err != nil {
+		t.Fatalf("wrap(%s): %v", e.raw, err)
+	}
+	if !json.Valid([]byte(text)) {
+		t.Fatalf("wrap(%s) = %s: not JSON", e.raw, text)
+	}
+	w := parseEntry("srv", text)
+	if w.kind != KindWrappedRemote || w.url != e.url {
+		t.Fatalf("wrap(%s) = %s: a %s entry for %q", e.raw, text, w.kind, w.url)
+	}
+	if e.headersIdx >= 0 && w.headersIdx < 0 {
+		if back, err := w.unwrap(); err != nil || back != e.raw {
+			t.Fatalf("headers dropped but unwrap(wrap(%s)) = %s, %v", e.raw, back, err)
+		}
+	}
 }

@@ -180,18 +180,27 @@ func checkWrappedRemote(t *testing.T, b, a entry) {
 	if a.url != b.url || a.transport != b.remoteTransport() {
 		t.Errorf("%q reads back as %q %q", b.name, a.url, a.transport)
 	}
+	// "headers" goes when unwrap can write it back exactly, and stays as it was
+	// otherwise.
 	var kept []string
 	for _, m := range b.members {
 		switch m.key {
 		case "url":
 		case "type":
 			kept = append(kept, `type="stdio"`)
+		case "headers":
+			if a.headersIdx >= 0 {
+				kept = append(kept, m.key+"="+m.value.Raw)
+			}
 		default:
 			kept = append(kept, m.key+"="+m.value.Raw)
 		}
 	}
 	if got := otherMembers(a); !slices.Equal(got, kept) {
 		t.Errorf("%q other members = %q, want %q", b.name, got, kept)
+	}
+	if back, err := a.unwrap(); err != nil || back != b.raw {
+		t.Errorf("%q unwraps to %q (%v), want %q", b.name, back, err, b.raw)
 	}
 }
 
@@ -422,7 +431,32 @@ func TestWrapRemote(t *testing.T) {
 		{
 			"http with headers, one member a line",
 			"{\"mcpServers\": {\n  \"linear\": {\n    \"type\": \"http\",\n    \"url\": \"https://mcp.linear.app/mcp\",\n    \"headers\": {\n      \"Authorization\": \"Bearer ${LINEAR_TOKEN}\",\n      \"X-Team\": \"core\"\n    }\n  }\n}}\n",
-			"{\"mcpServers\": {\n  \"linear\": {\n    \"type\": \"stdio\",\n    \"command\": \"/usr/local/bin/bir-proxy\",\n    \"args\": [\"--server\", \"linear\", \"--url\", \"https://mcp.linear.app/mcp\", \"--transport\", \"http\", \"--header\", \"Authorization: Bearer ${LINEAR_TOKEN}\", \"--header\", \"X-Team: core\"],\n    \"headers\": {\n      \"Authorization\": \"Bearer ${LINEAR_TOKEN}\",\n      \"X-Team\": \"core\"\n    }\n  }\n}}\n",
+			"{\"mcpServers\": {\n  \"linear\": {\n    \"type\": \"stdio\",\n    \"command\": \"/usr/local/bin/bir-proxy\",\n    \"args\": [\"--server\", \"linear\", \"--url\", \"https://mcp.linear.app/mcp\", \"--transport\", \"http\", \"--header\", \"Authorization: Bearer ${LINEAR_TOKEN}\", \"--header\", \"X-Team: core\"]\n  }\n}}\n",
+		},
+		{
+			"http with headers, tab indented, more members after",
+			"{\n\t\"mcpServers\": {\n\t\t\"l\": {\n\t\t\t\"type\": \"http\",\n\t\t\t\"url\": \"https://h/mcp\",\n\t\t\t\"headers\": {\n\t\t\t\t\"X-Key\": \"${K}\"\n\t\t\t},\n\t\t\t\"timeout\": 5\n\t\t}\n\t}\n}\n",
+			"{\n\t\"mcpServers\": {\n\t\t\"l\": {\n\t\t\t\"type\": \"stdio\",\n\t\t\t\"command\": \"/usr/local/bin/bir-proxy\",\n\t\t\t\"args\": [\"--server\", \"l\", \"--url\", \"https://h/mcp\", \"--transport\", \"http\", \"--header\", \"X-Key: ${K}\"],\n\t\t\t\"timeout\": 5\n\t\t}\n\t}\n}\n",
+		},
+		{
+			"http with headers, inline",
+			`{"mcpServers": {"l": {"type": "http", "url": "https://h/mcp", "headers": {"A": "1", "B": "${B}"}}}}`,
+			`{"mcpServers": {"l": {"type": "stdio", "command": "/usr/local/bin/bir-proxy", "args": ["--server", "l", "--url", "https://h/mcp", "--transport", "http", "--header", "A: 1", "--header", "B: ${B}"]}}}`,
+		},
+		{
+			"headers before the url stay",
+			`{"mcpServers": {"l": {"type": "sse", "headers": {"A": "1"}, "url": "https://h/sse"}}}`,
+			`{"mcpServers": {"l": {"type": "stdio", "headers": {"A": "1"}, "command": "/usr/local/bin/bir-proxy", "args": ["--server", "l", "--url", "https://h/sse", "--transport", "sse", "--header", "A: 1"]}}}`,
+		},
+		{
+			"headers spelled with escapes stay",
+			`{"mcpServers": {"l": {"type": "http", "url": "https://h/mcp", "headers": {"A": "\u0031"}}}}`,
+			`{"mcpServers": {"l": {"type": "stdio", "command": "/usr/local/bin/bir-proxy", "args": ["--server", "l", "--url", "https://h/mcp", "--transport", "http", "--header", "A: 1"], "headers": {"A": "\u0031"}}}}`,
+		},
+		{
+			"headers of an entry without a type stay",
+			`{"mcpServers": {"l": {"url": "https://h/mcp", "headers": {"A": "1"}}}}`,
+			`{"mcpServers": {"l": {"command": "/usr/local/bin/bir-proxy", "args": ["--server", "l", "--url", "https://h/mcp", "--transport", "auto", "--header", "A: 1"], "headers": {"A": "1"}}}}`,
 		},
 		{
 			"sse, compact",
@@ -456,6 +490,16 @@ func TestWrapRemote(t *testing.T) {
 				t.Fatalf("unwrap gives:\n%s\nwant:\n%s", u.New, tc.in)
 			}
 		})
+	}
+	// The --header arguments are what counts while the entry is wrapped: an edit to
+	// them is what unwrap writes back.
+	wrapped := `{"mcpServers": {"l": {"type": "stdio", "command": "/usr/local/bin/bir-proxy", "args": ["--server", "l", "--url", "https://h/mcp", "--transport", "http", "--header", "A: 2", "--header", "C: ${C}"]}}}`
+	u, err := mustParse(t, Location{File: "x.json"}, []byte(wrapped)).Unwrap(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"mcpServers": {"l": {"type": "http", "url": "https://h/mcp", "headers": {"A": "2", "C": "${C}"}}}}`; string(u.New) != want {
+		t.Errorf("unwrap after editing the headers:\n%s\nwant:\n%s", u.New, want)
 	}
 	// What cannot be undone exactly is left alone, with a warning.
 	d := mustParse(t, Location{File: "x.json"}, []byte(`{"mcpServers": {"n": {"type": "http", "url": "https://h/mcp", "headers": {"X-N": 1}}}}`))

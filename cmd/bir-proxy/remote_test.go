@@ -344,6 +344,11 @@ func TestWrappedRemoteEntryRuns(t *testing.T) {
 	if !bytes.Contains(wrapped, []byte(`"--header", "Authorization: Bearer ${REMOTE_TOKEN}"`)) {
 		t.Fatalf("the wrapped entry: %s", wrapped)
 	}
+	// The headers are in the arguments only: a stdio entry's "headers" is read by no
+	// host, and unwrap writes it back from them.
+	if bytes.Contains(wrapped, []byte(`"headers"`)) {
+		t.Errorf("the wrapped entry keeps its headers member: %s", wrapped)
+	}
 	var cfg struct {
 		MCPServers map[string]struct {
 			Command string   `json:"command"`
