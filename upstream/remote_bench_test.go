@@ -3,6 +3,7 @@ package upstream
 import (
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -55,5 +56,27 @@ func BenchmarkStreamableCalls(b *testing.B) {
 	}
 	if err := <-done; err != nil {
 		b.Fatal(err)
+	}
+}
+
+// The requests awaiting their bytes on the wire do not pile up when nothing ever waits
+// for them (a host that sends only requests): those on the wire are forgotten.
+func TestUnsentListStaysSmall(t *testing.T) {
+	var list []<-chan struct{}
+	open := make(chan struct{})
+	for i := range 10000 {
+		ch := make(chan struct{})
+		if i%1000 != 0 {
+			close(ch)
+		} else {
+			ch = open
+		}
+		list = appendUnsent(list, ch)
+	}
+	if len(list) > 80 {
+		t.Errorf("%d requests remembered, want at most 80", len(list))
+	}
+	if n := len(slices.DeleteFunc(slices.Clone(list), func(ch <-chan struct{}) bool { return ch != open })); n != 10 {
+		t.Errorf("%d of the 10 requests not on the wire are remembered", n)
 	}
 }

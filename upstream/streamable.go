@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,7 +87,7 @@ func (c *remoteConn) streamableSend(m *outMsg, auto bool) {
 	}
 	sent, status := c.post(m)
 	if m.isRequest {
-		c.onWire = append(c.onWire, sent)
+		c.onWire = appendUnsent(c.onWire, sent)
 		return
 	}
 	select {
@@ -109,6 +110,26 @@ func (c *remoteConn) streamableSend(m *outMsg, auto bool) {
 		// POST on its own (a cancel overtaking its request). A request's answer may
 		// take as long as its tool, so a request is never waited for.
 		waitStatus(c.ctx, status)
+	}
+}
+
+// appendUnsent adds sent to the requests that may not be on the wire yet. A host
+// that only sends requests never has them waited for (waitOnWire empties the list),
+// so the ones already on the wire are forgotten as it grows, or it would grow for as
+// long as the session lasts.
+func appendUnsent(list []<-chan struct{}, sent <-chan struct{}) []<-chan struct{} {
+	if len(list) >= 64 {
+		list = slices.DeleteFunc(list, isClosed)
+	}
+	return append(list, sent)
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

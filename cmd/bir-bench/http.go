@@ -110,13 +110,16 @@ func httpParts(want func(string) bool) map[string]bool {
 	return parts
 }
 
-func httpWorkloads(bins map[string]string, parts map[string]bool, n, pipeN, bigMB int, gap time.Duration, profile, mcpRemote string) {
+func httpWorkloads(bins map[string]string, parts map[string]bool, n, pipeN, bigMB int, gap time.Duration, profile, mcpRemote, also string) {
 	srv := startHTTPServer(bins["rawhttp"], "--reply-size", strconv.Itoa(bigMB<<20))
 	defer srv.stop()
 	rss := map[string]*int64{}
 	variants := []variant{
 		{name: "http-bridge", argv: []string{bins["bench"], "http-bridge", srv.url}},
 		{name: "bir-proxy/url", argv: []string{bins["bir-proxy"], "--server", "bench", "--url", srv.url}, env: []string{"BIR_OFF=1"}},
+	}
+	if also != "" {
+		variants = append(variants, variant{name: "bir-proxy/also", argv: []string{also, "--server", "bench", "--url", srv.url}, env: []string{"BIR_OFF=1"}})
 	}
 	if mcpRemote != "" {
 		variants = append(variants, mcpRemoteVariant(mcpRemote, srv.url))
@@ -129,6 +132,11 @@ func httpWorkloads(bins map[string]string, parts map[string]bool, n, pipeN, bigM
 		variants[i].seqRSS = rss[v.name]
 	}
 	bridge, proxy := variants[0].name, variants[1].name
+	vsAlso := func(what string, f func(name string) float64) {
+		if also != "" {
+			fmt.Printf("  %-24s %.2fx bir-proxy/also's %s\n", proxy, f(proxy)/f("bir-proxy/also"), what)
+		}
+	}
 	vsPeer := func(what string, f func(name string) float64) {
 		if mcpRemote != "" {
 			fmt.Printf("  %-24s %.2fx mcp-remote's %s\n", proxy, f(proxy)/f("mcp-remote"), what)
@@ -142,6 +150,10 @@ func httpWorkloads(bins map[string]string, parts map[string]bool, n, pipeN, bigM
 			fmt.Printf("  %-24s p50 %8s  p99 %8s  peak RSS %5.1f MiB\n", v.name, res[v.name][0], res[v.name][1], float64(*rss[v.name])/(1<<20))
 		}
 		fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the bridge\n", proxy, ratio(res[proxy][0], res[bridge][0]), ratio(res[proxy][1], res[bridge][1]))
+		vsAlso("p50", func(v string) float64 { return float64(res[v][0]) })
+		if also != "" {
+			fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the bridge\n", "bir-proxy/also", ratio(res["bir-proxy/also"][0], res[bridge][0]), ratio(res["bir-proxy/also"][1], res[bridge][1]))
+		}
 		vsPeer("p50", func(v string) float64 { return float64(res[v][0]) })
 		vsPeer("p99", func(v string) float64 { return float64(res[v][1]) })
 		vsPeer("peak RSS", func(v string) float64 { return float64(*rss[v]) })
@@ -164,6 +176,9 @@ func httpWorkloads(bins map[string]string, parts map[string]bool, n, pipeN, bigM
 			fmt.Printf("  %-24s %10.0f msg/s  CPU/msg %s\n", v.name, tput[v.name], (cpu[v.name] / time.Duration(pipeN/rounds*rounds)).Round(100*time.Nanosecond))
 		}
 		fmt.Printf("  %-24s %.2fx the bridge's throughput\n", proxy, tput[proxy]/tput[bridge])
+		if also != "" {
+			fmt.Printf("  %-24s %.2fx the bridge's throughput\n", "bir-proxy/also", tput["bir-proxy/also"]/tput[bridge])
+		}
 		vsPeer("throughput", func(v string) float64 { return tput[v] })
 		fmt.Println()
 	}

@@ -59,6 +59,7 @@ func main() {
 		every    = flag.Duration("dispatch-every", 2*time.Millisecond, "with -replay: one dispatch per this interval while the replay variant is measured")
 		idleRec  = flag.Duration("idle-replay", 30*time.Second, "with -replay: how long to watch an idle proxy with a recorder for wake-ups")
 		rgap     = flag.Duration("replay-gap", 5*time.Millisecond, "with -replay: also compare the replay variants with this pause between host calls (0: not)")
+		httpAlso = flag.String("http-also", "", "with -only http: also measure this bir-proxy binary as bir-proxy/also (a before/after comparison in one run)")
 		mcpRem   = flag.String("mcp-remote", "", "with -only http: also measure mcp-remote (npm): a version to install with npm into the user cache directory (e.g. 0.15.1), or the path of its dist/proxy.js")
 	)
 	flag.Parse()
@@ -223,7 +224,7 @@ func main() {
 		fmt.Println()
 	}
 	if parts := httpParts(want); len(parts) > 0 {
-		httpWorkloads(bins, parts, *n, *pipeN, *bigMB, *gap, *profile, *mcpRem)
+		httpWorkloads(bins, parts, *n, *pipeN, *bigMB, *gap, *profile, *mcpRem, *httpAlso)
 	}
 	if want("idle") {
 		fmt.Println("Idle for 3 s after one call:")
