@@ -331,6 +331,8 @@ func (c *remoteConn) newPost(ctx context.Context, m *outMsg) (*http.Request, str
 	case stateless != "" && m.method != "" && m.method != "initialize":
 		version, mirror = stateless, true
 	}
+	// h is this request's own copy: a header that changes per request (a refreshed
+	// credential, say) is set on it, never on the shared set postHeader returns.
 	h := c.postHeader(sid, version).Clone()
 	if mirror {
 		c.statelessHeaders(h, m)
