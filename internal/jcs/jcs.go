@@ -36,8 +36,8 @@ import (
 // costs heap proportional to the input, never the goroutine stack (whose
 // overflow would kill the process, not fail the call).
 func Canonicalize(w io.Writer, raw []byte) error {
-	ws := new(jcsWorkspace)
-	ix, err := jcsScan(raw, ws)
+	ws := new(flatWorkspace)
+	ix, err := flatScan(raw, ws)
 	if err != nil {
 		return err
 	}
@@ -46,14 +46,14 @@ func Canonicalize(w io.Writer, raw []byte) error {
 		// which duplicates win, which only the writing pass works out; a dry
 		// run finds out before anything reaches w. Rare, so it may cost a
 		// second walk.
-		dry := newJCSEmitter(raw, ix, ws, bufio.NewWriterSize(io.Discard, 512))
+		dry := newFlatEmitter(raw, ix, ws, bufio.NewWriterSize(io.Discard, 512))
 		dry.run()
 		if dry.bad != nil {
 			return dry.bad
 		}
 	}
 	bw := bufio.NewWriterSize(w, jcsBufferSize(len(raw)))
-	e := newJCSEmitter(raw, ix, ws, bw)
+	e := newFlatEmitter(raw, ix, ws, bw)
 	// bufio.Writer keeps the first write error, so the writing pass need
 	// not check each write; Flush reports it.
 	e.run()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -248,4 +249,75 @@ func nestingDepth(data []byte) int {
 		}
 	}
 	return m
+}
+
+// flatSeeds are inputs aimed at the flat index: objects owned by members
+// and by arrays, duplicates whose dropped value holds objects, keys that
+// share long prefixes or differ only in spelling, and invalid input that
+// holds more open objects than valid JSON of its length could.
+var flatSeeds = []string{
+	`{"a":{"b":{"c":{}}},"a":{"x":1}}`, `[{"b":1,"a":[{"d":{},"c":{"f":1,"e":2}}]},{}]`,
+	`{"k":[{"b":0, "a":{"k":[{"b":0,"a":1}]}}]}`, `{"a":1,"\u0061":{"z":0},"a":[{"q":{}}]}`,
+	`{"long_common_prefix_a":1,"long_common_prefix_\u00e9":2,"long_common_prefix_":3,"long_common_prefix_é":4}`,
+	`{"abcdefgh\"":1,"abcdefgh":2,"abcdefgh\\":3,"abcdefg!":4,"abcdefgh ":5}`,
+	`{"":{"":{"":`, `[{"":[{"":[{"":[`, `{"a":{"b":1},`, `[{"a":1},{"a":2},{"a":3},{"a":4},{"a":5},{"a":6},{"a":7}]`,
+	`{ "b" : { } , "a" : { "y" : [ ] , "x" : { "q" : 1 } } }`, `{"a":"\ud800","a":{"b":"\ud800"},"a":{}}`,
+	`[{"x":1e400},{"x":{"y":"\udc00"}}]`,
+}
+
+// FuzzFlatIndexMatchesIndexed checks the flat index against the index it
+// replaced, kept as canonicalizeIndexed: the same bytes, the same error.
+func FuzzFlatIndexMatchesIndexed(f *testing.F) {
+	for _, v := range loadFingerprintVectors(f).Vectors {
+		f.Add([]byte(v.Arguments))
+	}
+	for _, s := range flatSeeds {
+		f.Add([]byte(s))
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	for range 50 {
+		var b bytes.Buffer
+		randomJSON(r, &b, 0)
+		f.Add(b.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkFlatMatchesIndexed(t, data)
+	})
+}
+
+func checkFlatMatchesIndexed(t *testing.T, data []byte) {
+	t.Helper()
+	var got, want bytes.Buffer
+	err := Canonicalize(&got, data)
+	wantErr := canonicalizeIndexed(&want, data)
+	if fmt.Sprint(err) != fmt.Sprint(wantErr) || !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("input %q:\n flat    %q, %v\n indexed %q, %v", data, got.Bytes(), err, want.Bytes(), wantErr)
+	}
+}
+
+// Random documents, whole and cut short anywhere, keyed from a pool that
+// makes duplicates and long shared prefixes common.
+func TestFlatIndexMatchesIndexed(t *testing.T) {
+	for _, s := range flatSeeds {
+		checkFlatMatchesIndexed(t, []byte(s))
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	n := 3000
+	if testing.Short() {
+		n = 300
+	}
+	for range n {
+		var b bytes.Buffer
+		randomJSON(r, &b, 0)
+		doc := b.Bytes()
+		if r.IntN(2) == 0 {
+			doc = bytes.ReplaceAll(doc, []byte(`"a"`), []byte(`"shared_prefix_over_8_bytes_a"`))
+			doc = bytes.ReplaceAll(doc, []byte(`"é"`), []byte(`"shared_prefix_over_8_bytes_é"`))
+			doc = bytes.ReplaceAll(doc, []byte(`"\u0061"`), []byte(`"shared_prefix_over_8_bytes_\u0061"`))
+		}
+		checkFlatMatchesIndexed(t, doc)
+		for range 3 {
+			checkFlatMatchesIndexed(t, doc[:r.IntN(len(doc)+1)])
+		}
+	}
 }
