@@ -70,12 +70,20 @@ func argumentsAbsent(args []byte) bool {
 // lowest. An object's pending entries take as many words as its segment
 // will, and every word is either pending or in a segment, so the two ends
 // never meet in an arena of members + 2 × objects words.
+//
+// Arrays, strings and numbers are not recorded (the writing pass walks them
+// again in the raw bytes), which keeps the index of big strings and long
+// arrays near zero.
 type flatIndex struct {
 	a        []uint32
 	objects  []flatObject // non-empty objects no member owns, by '{' offset
 	suspect  int          // offset of the first lone surrogate or infinite number, or -1
 	depth    int          // deepest container nesting
 	objDepth int          // deepest object nesting
+	// The writing pass's stacks, sized from depth and objDepth, for the
+	// dry run and the real one in turn.
+	frames []flatFrame
+	kinds  []uint64
 }
 
 type flatObject struct {
@@ -95,9 +103,6 @@ type flatWorkspace struct {
 	frames  [8]flatFrame
 	kinds   [2]uint64
 	num     [32]byte
-	// Stacks the writing pass sizes once for the dry run and the real one.
-	frameBuf []flatFrame
-	kindBuf  []uint64
 }
 
 // flatSizes bounds the arena (members + 2 × non-empty objects) and the
@@ -134,7 +139,9 @@ type flatScanner struct {
 	objDepth   int
 }
 
-func flatScan(raw []byte, ws *flatWorkspace) (*flatIndex, error) {
+// flatScan runs the validating pass over raw in s, whose index it returns.
+// Nothing of an earlier call survives in ws or s.
+func flatScan(raw []byte, ws *flatWorkspace, s *flatScanner) (*flatIndex, error) {
 	if uint64(len(raw)) > math.MaxInt32 {
 		return nil, &jcsError{offset: 0, reason: "input larger than 2 GiB"}
 	}
@@ -148,8 +155,8 @@ func flatScan(raw []byte, ws *flatWorkspace) (*flatIndex, error) {
 	if objectsSize > cap(objects) {
 		objects = make([]flatObject, 0, objectsSize)
 	}
-	s := flatScanner{
-		jcsScanner: jcsScanner{raw: raw, kinds: jcsKinds{bits: ws.kinds[:0]}, ix: jcsIndex{suspect: -1}},
+	*s = flatScanner{
+		jcsScanner: jcsScanner{raw: raw, kinds: jcsKinds{bits: ws.kinds[:0]}, suspectAt: -1},
 		flat:       flatIndex{a: arena, objects: objects},
 		top:        uint32(len(arena)),
 		cur:        flatNone,
@@ -157,7 +164,15 @@ func flatScan(raw []byte, ws *flatWorkspace) (*flatIndex, error) {
 	if err := s.run(); err != nil {
 		return nil, err
 	}
-	s.flat.suspect = s.jcsScanner.ix.suspect
+	s.flat.suspect = s.suspectAt
+	s.flat.frames = ws.frames[:0]
+	if s.flat.objDepth > len(ws.frames) {
+		s.flat.frames = make([]flatFrame, 0, s.flat.objDepth)
+	}
+	s.flat.kinds = ws.kinds[:0]
+	if n := s.flat.depth/64 + 1; n > len(ws.kinds) {
+		s.flat.kinds = make([]uint64, 0, n)
+	}
 	return &s.flat, nil
 }
 
@@ -477,20 +492,10 @@ type flatEmitter struct {
 type flatFrame struct{ seg, next uint32 }
 
 func newFlatEmitter(raw []byte, ix *flatIndex, ws *flatWorkspace, w *bufio.Writer) *flatEmitter {
-	if ws.frameBuf == nil {
-		ws.frameBuf = ws.frames[:0]
-		if ix.objDepth > len(ws.frames) {
-			ws.frameBuf = make([]flatFrame, 0, ix.objDepth)
-		}
-		ws.kindBuf = ws.kinds[:0]
-		if n := ix.depth/64 + 1; n > len(ws.kinds) {
-			ws.kindBuf = make([]uint64, 0, n)
-		}
-	}
 	return &flatEmitter{
-		jcsEmitter: jcsEmitter{raw: raw, w: w, kinds: jcsKinds{bits: ws.kindBuf[:0]}, num: ws.num[:0]},
+		jcsEmitter: jcsEmitter{raw: raw, w: w, kinds: jcsKinds{bits: ix.kinds[:0]}, num: ws.num[:0]},
 		flat:       ix,
-		frames:     ws.frameBuf[:0],
+		frames:     ix.frames[:0],
 	}
 }
 

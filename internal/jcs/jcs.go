@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -37,7 +36,7 @@ import (
 // overflow would kill the process, not fail the call).
 func Canonicalize(w io.Writer, raw []byte) error {
 	ws := new(flatWorkspace)
-	ix, err := flatScan(raw, ws)
+	ix, err := flatScan(raw, ws, new(flatScanner))
 	if err != nil {
 		return err
 	}
@@ -69,19 +68,6 @@ func jcsBufferSize(n int) int {
 	return min(max(n+16, 512), 64<<10)
 }
 
-// jcsWorkspace backs the slices of both passes with arrays sized for typical
-// tool arguments, so a small call costs one allocation instead of a dozen
-// slice regrowths; bigger inputs simply outgrow them.
-type jcsWorkspace struct {
-	objects [8]jcsObject
-	members [32]jcsMember
-	pending [32]jcsMember
-	open    [8]jcsOpenObject
-	frames  [8]jcsFrame
-	kinds   [2]uint64 // reused by each pass in turn
-	num     [32]byte
-}
-
 // A jcsError says why raw has no canonical form and where.
 type jcsError struct {
 	offset int
@@ -91,38 +77,6 @@ type jcsError struct {
 func (e *jcsError) Error() string {
 	return fmt.Sprintf("no canonical JSON form: %s at byte %d", e.reason, e.offset)
 }
-
-// jcsIndex is what the validating pass learns and the writing pass needs: the
-// members of every object, so they can be sorted. Arrays, strings and
-// numbers are not recorded (the writing pass walks them again in the raw
-// bytes), which keeps the extra memory for big strings and long arrays near
-// zero.
-type jcsIndex struct {
-	objects []jcsObject // in order of their '{' offset
-	members []jcsMember
-	suspect int // offset of the first lone surrogate or infinite number, or -1
-}
-
-// Offsets are uint32 to halve the index, with the top bit free for a flag;
-// scan refuses input past 2 GiB.
-type jcsObject struct {
-	start, end uint32 // offset of '{', offset just past '}'
-	first, n   uint32 // members[first : first+n]; n has orderedObject set once sorted
-}
-
-const jcsOrdered = 1 << 31
-
-type jcsMember struct {
-	key    uint32 // offset of the key's content, past its opening quote
-	keyLen uint32 // content length; plainKey bit set when no escapes and ASCII only
-	value  uint32 // offset of the value's first byte
-}
-
-const jcsPlainKey = 1 << 31
-
-func (m jcsMember) keyEnd() uint32 { return m.key + m.keyLen&^jcsPlainKey }
-
-func (m jcsMember) keyBytes(raw []byte) []byte { return raw[m.key:m.keyEnd()] }
 
 // jcsKinds records, per nesting level, whether the container is an object,
 // at one bit a level so that even absurd depth stays cheap.
@@ -151,38 +105,14 @@ func (s *jcsKinds) topIsObject() bool {
 	return s.bits[d/64]&(1<<uint(d%64)) != 0
 }
 
-// jcsOpenObject is an object the scanner is inside of: its slot in
-// jcsIndex.objects and where its members start on the pending stack.
-type jcsOpenObject struct {
-	obj, base uint32
-}
-
-// jcsScanner is the validating pass. It accepts exactly the grammar of
-// JSON.parse (RFC 8259) and records object members in the index.
+// jcsScanner is the grammar of the validating pass: exactly that of
+// JSON.parse (RFC 8259). flatScanner walks the structure with it and records
+// the index.
 type jcsScanner struct {
-	raw     []byte
-	pos     int
-	kinds   jcsKinds
-	open    []jcsOpenObject
-	pending []jcsMember // members of the objects still open, innermost last
-	ix      jcsIndex
-}
-
-func jcsScan(raw []byte, ws *jcsWorkspace) (*jcsIndex, error) {
-	if uint64(len(raw)) > math.MaxInt32 {
-		return nil, &jcsError{offset: 0, reason: "input larger than 2 GiB"}
-	}
-	s := jcsScanner{
-		raw:     raw,
-		kinds:   jcsKinds{bits: ws.kinds[:0]},
-		open:    ws.open[:0],
-		pending: ws.pending[:0],
-		ix:      jcsIndex{objects: ws.objects[:0], members: ws.members[:0], suspect: -1},
-	}
-	if err := s.run(); err != nil {
-		return nil, err
-	}
-	return &s.ix, nil
+	raw       []byte
+	pos       int
+	kinds     jcsKinds
+	suspectAt int // offset of the first lone surrogate or infinite number, or -1
 }
 
 func (s *jcsScanner) fail(reason string) error {
@@ -190,140 +120,9 @@ func (s *jcsScanner) fail(reason string) error {
 }
 
 func (s *jcsScanner) suspect(at int) {
-	if s.ix.suspect < 0 {
-		s.ix.suspect = at
+	if s.suspectAt < 0 {
+		s.suspectAt = at
 	}
-}
-
-func (s *jcsScanner) run() error {
-	s.pos = jsonlex.SkipSpace(s.raw, s.pos)
-	for {
-		opened, err := s.value()
-		if err != nil {
-			return err
-		}
-		if opened {
-			continue
-		}
-		// A value is complete: close containers until one wants another value.
-		for {
-			s.pos = jsonlex.SkipSpace(s.raw, s.pos)
-			if s.kinds.depth == 0 {
-				if s.pos != len(s.raw) {
-					return s.fail("data after the top-level value")
-				}
-				return nil
-			}
-			if s.pos == len(s.raw) {
-				return s.fail("unexpected end of input")
-			}
-			c := s.raw[s.pos]
-			inObject := s.kinds.topIsObject()
-			if c == ',' {
-				s.pos++
-				s.pos = jsonlex.SkipSpace(s.raw, s.pos)
-				if inObject {
-					if err := s.memberKey(); err != nil {
-						return err
-					}
-				}
-				break
-			}
-			if inObject && c == '}' {
-				s.closeObject()
-				continue
-			}
-			if !inObject && c == ']' {
-				s.pos++
-				s.kinds.pop()
-				continue
-			}
-			return s.fail("expected ',' or the end of the container")
-		}
-	}
-}
-
-// value consumes one value at s.pos. For a non-empty container it consumes
-// only the opening (and, for an object, the first key) and reports opened,
-// so the caller scans the first child next.
-func (s *jcsScanner) value() (opened bool, err error) {
-	if s.pos == len(s.raw) {
-		return false, s.fail("unexpected end of input")
-	}
-	switch c := s.raw[s.pos]; {
-	case c == '{':
-		s.open = append(s.open, jcsOpenObject{obj: uint32(len(s.ix.objects)), base: uint32(len(s.pending))})
-		s.ix.objects = append(s.ix.objects, jcsObject{start: uint32(s.pos)})
-		s.kinds.push(true)
-		s.pos++
-		s.pos = jsonlex.SkipSpace(s.raw, s.pos)
-		if s.pos < len(s.raw) && s.raw[s.pos] == '}' {
-			s.closeObject()
-			return false, nil
-		}
-		return true, s.memberKey()
-	case c == '[':
-		s.kinds.push(false)
-		s.pos++
-		s.pos = jsonlex.SkipSpace(s.raw, s.pos)
-		if s.pos < len(s.raw) && s.raw[s.pos] == ']' {
-			s.pos++
-			s.kinds.pop()
-			return false, nil
-		}
-		return true, nil
-	case c == '"':
-		_, err := s.str()
-		return false, err
-	case c == '-' || ('0' <= c && c <= '9'):
-		return false, s.number()
-	case c == 't':
-		return false, s.literal("true")
-	case c == 'f':
-		return false, s.literal("false")
-	case c == 'n':
-		return false, s.literal("null")
-	default:
-		return false, s.fail("expected a value")
-	}
-}
-
-// memberKey consumes `"key" :` and records the member whose value follows.
-func (s *jcsScanner) memberKey() error {
-	if s.pos == len(s.raw) || s.raw[s.pos] != '"' {
-		return s.fail("expected a string key")
-	}
-	start := s.pos + 1
-	escaped, err := s.str()
-	if err != nil {
-		return err
-	}
-	key := s.raw[start : s.pos-1]
-	n := uint32(len(key))
-	if !escaped && jcsIsASCII(key) {
-		n |= jcsPlainKey
-	}
-	s.pos = jsonlex.SkipSpace(s.raw, s.pos)
-	if s.pos == len(s.raw) || s.raw[s.pos] != ':' {
-		return s.fail("expected ':' after an object key")
-	}
-	s.pos++
-	s.pos = jsonlex.SkipSpace(s.raw, s.pos)
-	s.pending = append(s.pending, jcsMember{key: uint32(start), keyLen: n, value: uint32(s.pos)})
-	return nil
-}
-
-func (s *jcsScanner) closeObject() {
-	top := s.open[len(s.open)-1]
-	s.open = s.open[:len(s.open)-1]
-	o := &s.ix.objects[top.obj]
-	o.first = uint32(len(s.ix.members))
-	o.n = uint32(len(s.pending)) - top.base
-	s.ix.members = append(s.ix.members, s.pending[top.base:]...)
-	s.pending = s.pending[:top.base]
-	s.pos++
-	o.end = uint32(s.pos)
-	s.kinds.pop()
 }
 
 func (s *jcsScanner) literal(word string) error {
@@ -425,15 +224,6 @@ func jcsSurrogatePair(s []byte) (rune, bool) {
 	return utf16.DecodeRune(hi, lo), true
 }
 
-func jcsIsASCII(b []byte) bool {
-	for _, c := range b {
-		if c >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
-}
-
 // number consumes -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and notes
 // values JSON.parse turns into ±Infinity, which canonicalize rejects. It is
 // jsonlex.NumberEnd's grammar, kept here because the overflow check needs what
@@ -494,184 +284,22 @@ func jcsSkipDigits(raw []byte, i int) int {
 	return i
 }
 
-// jcsEmitter is the writing pass. It walks the validated input again, streaming
-// arrays and scalars in order and visiting object members in canonical order
-// through the index. Only objects move the read position out of order, so
-// only objects need a frame; arrays ride on one shared position.
+// jcsEmitter is the output of the writing pass: strings, numbers and
+// literals as the host writes them. flatEmitter walks the validated input
+// again with it, streaming arrays and scalars in order and visiting object
+// members in canonical order through the index.
 type jcsEmitter struct {
 	raw   []byte
-	ix    *jcsIndex
 	w     *bufio.Writer
 	pos   int
 	kinds jcsKinds
-	objs  []jcsFrame
 	num   []byte
 	bad   *jcsError // first value written that has no canonical form
-}
-
-func newJCSEmitter(raw []byte, ix *jcsIndex, ws *jcsWorkspace, w *bufio.Writer) *jcsEmitter {
-	return &jcsEmitter{
-		raw:   raw,
-		ix:    ix,
-		w:     w,
-		kinds: jcsKinds{bits: ws.kinds[:0]},
-		objs:  ws.frames[:0],
-		num:   ws.num[:0],
-	}
 }
 
 func (e *jcsEmitter) fail(at int, reason string) {
 	if e.bad == nil {
 		e.bad = &jcsError{offset: at, reason: reason}
-	}
-}
-
-type jcsFrame struct {
-	next, stop uint32 // jcsIndex.members cursor and end
-	first      uint32
-	end        uint32 // where the parent continues once this object is done
-}
-
-func (e *jcsEmitter) run() {
-	e.pos = jsonlex.SkipSpace(e.raw, e.pos)
-	for {
-		if e.value() {
-			continue
-		}
-		for {
-			if e.kinds.depth == 0 {
-				return
-			}
-			if e.kinds.topIsObject() {
-				f := &e.objs[len(e.objs)-1]
-				if f.next < f.stop {
-					if f.next != f.first {
-						e.w.WriteByte(',')
-					}
-					m := e.ix.members[f.next]
-					f.next++
-					e.writeString(int(m.key), int(m.keyEnd()))
-					e.w.WriteByte(':')
-					e.pos = int(m.value)
-					break
-				}
-				e.w.WriteByte('}')
-				e.pos = int(f.end)
-				e.objs = e.objs[:len(e.objs)-1]
-				e.kinds.pop()
-				continue
-			}
-			e.pos = jsonlex.SkipSpace(e.raw, e.pos)
-			if e.raw[e.pos] == ',' {
-				e.w.WriteByte(',')
-				e.pos++
-				e.pos = jsonlex.SkipSpace(e.raw, e.pos)
-				break
-			}
-			e.w.WriteByte(']')
-			e.pos++
-			e.kinds.pop()
-		}
-	}
-}
-
-// value writes the value at e.pos. For an array it writes only '[' and
-// reports opened when the first element should be written next; an object
-// gets a frame whose members the run loop writes.
-func (e *jcsEmitter) value() (opened bool) {
-	switch c := e.raw[e.pos]; {
-	case c == '[':
-		e.w.WriteByte('[')
-		e.pos++
-		e.pos = jsonlex.SkipSpace(e.raw, e.pos)
-		if e.raw[e.pos] == ']' {
-			e.w.WriteByte(']')
-			e.pos++
-			return false
-		}
-		e.kinds.push(false)
-		return true
-	case c == '{':
-		e.w.WriteByte('{')
-		o := e.lookup(e.pos)
-		if o.n&jcsOrdered == 0 {
-			ms := jcsMemberOrder(e.raw, e.ix.members[o.first:o.first+o.n])
-			o.n = uint32(len(ms)) | jcsOrdered
-		}
-		n := o.n &^ jcsOrdered
-		e.objs = append(e.objs, jcsFrame{next: o.first, stop: o.first + n, first: o.first, end: o.end})
-		e.kinds.push(true)
-		return false
-	case c == '"':
-		end := jsonlex.SkipString(e.raw, e.pos)
-		e.writeString(e.pos+1, end-1)
-		e.pos = end
-	case c == 't':
-		e.w.WriteString("true")
-		e.pos += 4
-	case c == 'f':
-		e.w.WriteString("false")
-		e.pos += 5
-	case c == 'n':
-		e.w.WriteString("null")
-		e.pos += 4
-	default:
-		e.writeNumber()
-	}
-	return false
-}
-
-func (e *jcsEmitter) lookup(pos int) *jcsObject {
-	i, _ := slices.BinarySearchFunc(e.ix.objects, uint32(pos), func(o jcsObject, p uint32) int {
-		return int(o.start) - int(p)
-	})
-	return &e.ix.objects[i]
-}
-
-// jcsMemberOrder sorts ms by key in UTF-16 code unit order and drops all
-// but the last of each run of equal keys (JSON.parse keeps the last), in
-// place, returning the kept prefix.
-func jcsMemberOrder(raw []byte, ms []jcsMember) []jcsMember {
-	if len(ms) < 2 {
-		return ms
-	}
-	// Source order breaks ties so the last duplicate sorts last; value
-	// offsets grow with source order.
-	slices.SortFunc(ms, func(a, b jcsMember) int {
-		if c := compareJCSKeys(raw, a, b); c != 0 {
-			return c
-		}
-		return int(a.value) - int(b.value)
-	})
-	out := ms[:0]
-	for i := range ms {
-		if i+1 < len(ms) && compareJCSKeys(raw, ms[i], ms[i+1]) == 0 {
-			continue
-		}
-		out = append(out, ms[i])
-	}
-	return out
-}
-
-func compareJCSKeys(raw []byte, a, b jcsMember) int {
-	ka, kb := a.keyBytes(raw), b.keyBytes(raw)
-	if a.keyLen&b.keyLen&jcsPlainKey != 0 {
-		return bytes.Compare(ka, kb)
-	}
-	ua, ub := utf16Units{s: ka}, utf16Units{s: kb}
-	for {
-		x, okx := ua.next()
-		y, oky := ub.next()
-		switch {
-		case !okx && !oky:
-			return 0
-		case !okx:
-			return -1
-		case !oky:
-			return 1
-		case x != y:
-			return int(x) - int(y)
-		}
 	}
 }
 
