@@ -42,8 +42,8 @@ func argumentsAbsent(args []byte) bool {
 }
 
 // The flat index: what the validating pass records so the writing pass can
-// visit object members in canonical order, in one []uint32 whose size is
-// known before the scan starts, so that memory stays a small multiple of the
+// visit object members in canonical order, in one []uint32 sized once from
+// a bound (see flatArenaSize), so that memory stays a small multiple of the
 // input for any shape. Nesting a million objects deep must cost a few words
 // a level, not the ~60 bytes a level (times the growth of five slices by
 // append) that separate object, member, pending, open and frame slices did.
@@ -105,28 +105,28 @@ type flatWorkspace struct {
 	num     [32]byte
 }
 
-// flatSizes bounds the arena (members + 2 × non-empty objects) and the
-// objects no member owns, so that neither grows by copies during the scan.
+// Bounds, so that nothing grows by repeated copies during the scan: an
+// input that outgrows the workspace gets its arena and objects sized once,
+// from a look at the whole input at memchr speed. An input of few members
+// (big strings, long arrays of numbers) never needs the look.
+//
 // Every member takes at least 5 bytes of its own (`"":`, its value's first
 // byte, and the ',' or '}' after it) and every non-empty object has a
-// member, so 3 × len/5 words always suffice; that needs no look at the
-// input, which settles small inputs. Otherwise a member has a ':' and an
-// object a '{', so counting those (inside strings too, which only
-// overestimates) gives a bound at memchr speed, near exact for structure
-// and near zero for text. An unowned object is the top-level value or an
-// array element, after a '[' or ',' and taking 7 bytes with it.
-func flatSizes(raw []byte, ws *flatWorkspace) (arena, objects int) {
-	arena = 3 * (len(raw) / 5)
-	if arena <= len(ws.arena) {
-		return arena, len(ws.objects)
-	}
-	braces := bytes.Count(raw, []byte{'{'})
-	arena = min(arena, bytes.Count(raw, []byte{':'})+2*braces)
-	objects = min(braces, len(raw)/7+1)
-	if objects > len(ws.objects) {
-		objects = min(objects, bytes.Count(raw, []byte{','})+bytes.Count(raw, []byte{'['})+1)
-	}
-	return arena, objects
+// member, so 3 × len/5 words always hold valid JSON. A member has a ':' and
+// an object a '{', so counting those bounds the arena for any input (every
+// word stands for one of them), counting inside strings too, which only
+// overestimates: near exact for structure, near zero for text.
+func flatArenaSize(raw []byte) (valid, any int) {
+	any = bytes.Count(raw, []byte{':'}) + 2*bytes.Count(raw, []byte{'{'})
+	return min(3*(len(raw)/5), any), any
+}
+
+// flatObjectsSize bounds the objects no member owns: each is the top-level
+// value or an array element, after a '[' or ',' and taking 7 bytes with it
+// (`{"":0}` and what follows it), and each has a '{'.
+func flatObjectsSize(raw []byte) int {
+	n := min(bytes.Count(raw, []byte{'{'}), len(raw)/7+1)
+	return min(n, bytes.Count(raw, []byte{','})+bytes.Count(raw, []byte{'['})+1)
 }
 
 // flatScanner is the validating pass (jcsScanner's grammar) recording the
@@ -137,6 +137,9 @@ type flatScanner struct {
 	top, out   uint32 // pending entries are a[top:], segments a[:out]
 	cur        uint32 // marker of the innermost open object, or flatNone
 	objDepth   int
+	// Whether the arena and objects have outgrown the workspace for
+	// arrays sized from the whole input.
+	arenaSized, objectsSized bool
 }
 
 // flatScan runs the validating pass over raw in s, whose index it returns.
@@ -145,20 +148,10 @@ func flatScan(raw []byte, ws *flatWorkspace, s *flatScanner) (*flatIndex, error)
 	if uint64(len(raw)) > math.MaxInt32 {
 		return nil, &jcsError{offset: 0, reason: "input larger than 2 GiB"}
 	}
-	arenaSize, objectsSize := flatSizes(raw, ws)
-	arena, objects := ws.arena[:], ws.objects[:0]
-	if arenaSize > len(arena) {
-		arena = make([]uint32, arenaSize)
-	} else {
-		arena = arena[:arenaSize]
-	}
-	if objectsSize > cap(objects) {
-		objects = make([]flatObject, 0, objectsSize)
-	}
 	*s = flatScanner{
 		jcsScanner: jcsScanner{raw: raw, kinds: jcsKinds{bits: ws.kinds[:0]}, suspectAt: -1},
-		flat:       flatIndex{a: arena, objects: objects},
-		top:        uint32(len(arena)),
+		flat:       flatIndex{a: ws.arena[:], objects: ws.objects[:0]},
+		top:        uint32(len(ws.arena)),
 		cur:        flatNone,
 	}
 	if err := s.run(); err != nil {
@@ -278,10 +271,15 @@ func (s *flatScanner) openObject() {
 	if s.kinds.depth == 0 || !s.kinds.topIsObject() {
 		objs := s.flat.objects
 		if len(objs) == cap(objs) {
-			// Only small or invalid input outgrows flatSizes. Doubling,
-			// not append's 1.25 for big slices, whose copies add up to
-			// five times the final size.
-			objs = append(make([]flatObject, 0, 2*cap(objs)), objs...)
+			// Past the workspace, the bound; past the bound (only input
+			// that is not JSON), doubling, not append's 1.25 for big
+			// slices, whose copies add up to five times the final size.
+			n := 2 * cap(objs)
+			if !s.objectsSized {
+				s.objectsSized = true
+				n = max(n, flatObjectsSize(s.raw))
+			}
+			objs = append(make([]flatObject, 0, n), objs...)
 		}
 		slot = uint32(len(objs))
 		s.flat.objects = append(objs, flatObject{start: uint32(s.pos)})
@@ -317,17 +315,22 @@ func (s *flatScanner) memberKey() error {
 	return nil
 }
 
-// reserve makes room for n more pending words. Only input that is not JSON
-// outgrows the length bound of flatArenaSize (an object never closed can
-// hold more than valid JSON of that length could); the count bound it then
-// moves to holds anything, as every word stands for a ':' or '{' of the
-// input. The error is then found where it is, as for any other input.
+// reserve makes room for n more pending words: past the workspace, in an
+// arena of flatArenaSize's bound for valid JSON. Only input that is not
+// JSON outgrows that (an object never closed can hold more than valid JSON
+// of its length could), and then the count bound, which holds anything; the
+// error is found where it is, as for any other input.
 func (s *flatScanner) reserve(n uint32) {
 	if s.top-s.out >= n {
 		return
 	}
 	old := s.flat.a
-	a := make([]uint32, bytes.Count(s.raw, []byte{':'})+2*bytes.Count(s.raw, []byte{'{'}))
+	size, any := flatArenaSize(s.raw)
+	if used := int(s.out) + len(old) - int(s.top); s.arenaSized || size < used+int(n) {
+		size = any
+	}
+	s.arenaSized = true
+	a := make([]uint32, size)
 	copy(a, old[:s.out])
 	delta := uint32(len(a) - len(old))
 	copy(a[s.top+delta:], old[s.top:])
