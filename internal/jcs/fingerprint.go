@@ -422,9 +422,6 @@ func flatKeyStops(x uint64) uint64 {
 // compareFlatKeys compares, in UTF-16 code units, the validated keys whose
 // content starts at raw[i] and raw[j] and ends at their closing quote.
 func compareFlatKeys(raw []byte, i, j int) int {
-	if i == j {
-		return 0
-	}
 	// Plain ASCII compares as bytes, 8 at a time where the input allows.
 	for max(i, j)+8 <= len(raw) {
 		x, y := binary.LittleEndian.Uint64(raw[i:]), binary.LittleEndian.Uint64(raw[j:])

@@ -320,4 +320,30 @@ func TestFlatIndexMatchesIndexed(t *testing.T) {
 			checkFlatMatchesIndexed(t, doc[:r.IntN(len(doc)+1)])
 		}
 	}
+	// Past the workspace: the arena and objects are sized from the input,
+	// and input cut short may outgrow the bound for valid JSON.
+	for _, size := range []int{300, 700, 5000} {
+		for _, doc := range memShapes(size) {
+			checkFlatMatchesIndexed(t, doc)
+			for range 20 {
+				if cut := doc[:r.IntN(len(doc)+1)]; !bytes.Equal(cut, doc) {
+					checkFlatMatchesIndexed(t, cut)
+				}
+			}
+		}
+	}
+	for range n / 10 {
+		var b bytes.Buffer
+		b.WriteByte('[')
+		for i := range 50 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			randomJSON(r, &b, 0)
+		}
+		b.WriteByte(']')
+		doc := b.Bytes()
+		checkFlatMatchesIndexed(t, doc)
+		checkFlatMatchesIndexed(t, doc[:r.IntN(len(doc)+1)])
+	}
 }
