@@ -49,7 +49,11 @@ func fingerprintIndexed(args []byte) (string, error) {
 	if err := canonicalizeIndexed(h, args); err != nil {
 		return "", fmt.Errorf("fingerprint arguments: %w", err)
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	const prefix = "sha256:"
+	var out [len(prefix) + 2*sha256.Size]byte
+	copy(out[:], prefix)
+	hex.Encode(out[len(prefix):], h.Sum(nil))
+	return string(out[:]), nil
 }
 
 // The index the flat one replaced, kept as it was but for its types' names.
