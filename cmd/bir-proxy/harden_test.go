@@ -313,7 +313,7 @@ func TestSIGKILLedProxyLeavesNoDescendant(t *testing.T) {
 // (strip, redaction, fingerprint, report) costs memory in proportion to the
 // message whatever its shape. 6 MB of arguments nested a million objects deep
 // took the proxy to 151 MB of RSS, 21 MB under BIR_OFF=1; the fingerprint's
-// index cost 60 bytes a level.
+// index allocated 360 bytes a level.
 func TestArgumentShapesCostMemoryInProportion(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads the proxy's peak RSS from /proc")
