@@ -56,7 +56,9 @@ type Remote struct {
 	// secrets: they never appear in a log line or an error.
 	Header http.Header
 	// Name is the server's name in logs and in the errors the host gets.
-	Name   string
+	Name string
+	// Logger gets the connection's log lines. It is expected to name the server
+	// already (the proxy's logger does); nil means slog.Default() with server=Name.
 	Logger *slog.Logger
 	// Stderr gets event data that is not a JSON-RPC message, as "[name] data" (as a
 	// stdio server's stray stdout lines are); nil means os.Stderr.
@@ -251,7 +253,7 @@ func newRemote(r Remote) (*remoteConn, error) {
 		c.client = NewHTTPClient(r.ConnectTimeout)
 	}
 	if c.log == nil {
-		c.log = slog.Default()
+		c.log = slog.Default().With("server", c.name)
 	}
 	if c.stderr == nil {
 		c.stderr = os.Stderr
@@ -529,7 +531,7 @@ func (c *remoteConn) cancelled(m *outMsg) bool {
 	}
 	c.mu.Unlock()
 	if stateless {
-		c.log.Debug("the host cancelled a stateless-era request: closing its stream", "server", c.name, "connection known", conn != nil)
+		c.log.Debug("the host cancelled a stateless-era request: closing its stream", "connection known", conn != nil)
 		p.abort()
 		// What the host sends next must not reach the server before it sees this
 		// stream closed, as on stdio the cancel comes first: a server asked right
@@ -627,7 +629,7 @@ func (c *remoteConn) notMessage(data []byte) {
 func (c *remoteConn) fail(m *outMsg, why string) {
 	why = c.scrub.Replace(why)
 	if len(m.ids) == 0 {
-		c.log.Warn("could not deliver a message to the server", "server", c.name, "url", c.shownURL, "method", m.method, "err", why)
+		c.log.Warn("could not deliver a message to the server", "url", c.shownURL, "method", m.method, "err", why)
 		return
 	}
 	for _, id := range m.ids {
@@ -637,7 +639,7 @@ func (c *remoteConn) fail(m *outMsg, why string) {
 		if !still {
 			continue // answered, or cancelled by the host
 		}
-		c.log.Debug("answering a request the server could not answer", "server", c.name, "method", m.method, "err", why)
+		c.log.Debug("answering a request the server could not answer", "method", m.method, "err", why)
 		c.deliver(errorAnswer(id, remoteErrorCode, fmt.Sprintf("bir-proxy: server %s (%s): %s", c.name, c.shownURL, why)))
 	}
 }

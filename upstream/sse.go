@@ -75,7 +75,7 @@ func (c *remoteConn) legacyConnect() error {
 	c.legacy.gen++
 	gen := c.legacy.gen
 	c.mu.Unlock()
-	c.log.Debug("HTTP+SSE stream open", "server", c.name)
+	c.log.Debug("HTTP+SSE stream open")
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -131,7 +131,7 @@ func (c *remoteConn) legacyRead(ctx context.Context, gen int, sr *sseReader) {
 			}
 		case ev.Name != "" && ev.Name != "message":
 		case ev.TooLong:
-			c.log.Warn("dropped a message from the server: over the size cap", "server", c.name, "bytes", ev.Size, "cap", c.max)
+			c.log.Warn("dropped a message from the server: over the size cap", "bytes", ev.Size, "cap", c.max)
 		case len(ev.Data) > 0:
 			c.deliver(oneLine(ev.Data))
 		}
@@ -159,14 +159,14 @@ func (c *remoteConn) legacyLost(gen int) {
 	}
 	c.mu.Unlock()
 	defer close(ready)
-	c.log.Warn("the server's event stream ended; reconnecting", "server", c.name)
+	c.log.Warn("the server's event stream ended; reconnecting")
 	c.fail(lost, "the server's event stream ended before it answered")
 	for n := 1; n <= legacyReconnects; n++ {
 		if !sleepCtx(c.ctx, backoff(n)) {
 			return
 		}
 		if err := c.legacyConnect(); err != nil {
-			c.log.Debug("reconnecting the event stream failed", "server", c.name, "err", c.scrub.Replace(err.Error()))
+			c.log.Debug("reconnecting the event stream failed", "err", c.scrub.Replace(err.Error()))
 			continue
 		}
 		c.rehandshake()

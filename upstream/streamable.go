@@ -295,7 +295,7 @@ func (c *remoteConn) roundTrip(ctx context.Context, m *outMsg, sent chan struct{
 		if wrote.Load() || attempt >= 2 || !refusedBeforeSending(err) {
 			return nil, sid, err
 		}
-		c.log.Debug("connection refused; trying again", "server", c.name, "attempt", attempt+1)
+		c.log.Debug("connection refused; trying again", "attempt", attempt+1)
 		if !sleepCtx(ctx, time.Duration(100<<attempt)*time.Millisecond) {
 			return nil, sid, err
 		}
@@ -633,7 +633,7 @@ func (c *remoteConn) readStream(ctx context.Context, m *outMsg, body io.Reader) 
 			c.fail(m, fmt.Sprintf("the stream broke and the server would not resume it (HTTP %d)", resp.StatusCode))
 			return
 		}
-		c.log.Debug("resuming a broken stream", "server", c.name, "last-event-id", lastID)
+		c.log.Debug("resuming a broken stream", "last-event-id", lastID)
 		if resumed != nil {
 			resumed.Close()
 		}
@@ -654,7 +654,7 @@ func (c *remoteConn) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *s
 			continue
 		}
 		if ev.TooLong {
-			c.log.Warn("dropped a message from the server: over the size cap", "server", c.name, "bytes", ev.Size, "cap", c.max)
+			c.log.Warn("dropped a message from the server: over the size cap", "bytes", ev.Size, "cap", c.max)
 			tooLong = true
 			continue
 		}
@@ -718,7 +718,7 @@ func (c *remoteConn) startListen(wait bool) {
 	select {
 	case <-opened:
 	case <-t.C:
-		c.log.Debug("the GET stream is slow to open; going on", "server", c.name)
+		c.log.Debug("the GET stream is slow to open; going on")
 	case <-c.ctx.Done():
 	}
 }
@@ -743,13 +743,13 @@ func (c *remoteConn) listen(ctx context.Context, opened chan struct{}) {
 		}
 		if err != nil {
 			failures++
-			c.log.Debug("the GET stream could not be opened", "server", c.name, "err", c.scrub.Replace(c.httpFailure(err)))
+			c.log.Debug("the GET stream could not be opened", "err", c.scrub.Replace(c.httpFailure(err)))
 		} else {
 			code := resp.StatusCode
 			switch {
 			case code == http.StatusMethodNotAllowed:
 				resp.Body.Close()
-				c.log.Debug("the server offers no GET stream", "server", c.name)
+				c.log.Debug("the server offers no GET stream")
 				return
 			case code == http.StatusNotFound && sid != "":
 				resp.Body.Close()
@@ -763,12 +763,12 @@ func (c *remoteConn) listen(ctx context.Context, opened chan struct{}) {
 				return
 			case code == http.StatusUnauthorized || code == http.StatusForbidden:
 				resp.Body.Close()
-				c.log.Warn("the server refused the GET stream", "server", c.name, "status", code)
+				c.log.Warn("the server refused the GET stream", "status", code)
 				return
 			case code/100 != 2 || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream":
 				resp.Body.Close()
 				if code < 500 && code != http.StatusTooManyRequests {
-					c.log.Warn("the server answered the GET stream with no event stream; server-initiated messages only come with calls", "server", c.name, "status", code)
+					c.log.Warn("the server answered the GET stream with no event stream; server-initiated messages only come with calls", "status", code)
 					return
 				}
 				failures++
@@ -812,7 +812,7 @@ func (c *remoteConn) sessionExpired(sid string) bool {
 		c.mu.Unlock()
 		return ok || c.setup.Era() != EraSession
 	}
-	c.log.Info("the server's session expired (HTTP 404); starting a new one with the host's initialize", "server", c.name)
+	c.log.Info("the server's session expired (HTTP 404); starting a new one with the host's initialize")
 	c.sess.id = ""
 	c.sess.gen++
 	ready := make(chan struct{})
@@ -847,7 +847,7 @@ func (c *remoteConn) rehandshake() bool {
 		c.mu.Unlock()
 	}
 	if err != nil {
-		c.log.Warn("re-initializing the server failed", "server", c.name, "err", c.scrub.Replace(err.Error()))
+		c.log.Warn("re-initializing the server failed", "err", c.scrub.Replace(err.Error()))
 		return false
 	}
 	for _, raw := range rh.After {
@@ -858,7 +858,7 @@ func (c *remoteConn) rehandshake() bool {
 			continue
 		}
 		if _, err := c.ownCall(m); err != nil {
-			c.log.Warn("restoring what the host set up failed", "server", c.name, "method", m.method, "err", c.scrub.Replace(err.Error()))
+			c.log.Warn("restoring what the host set up failed", "method", m.method, "err", c.scrub.Replace(err.Error()))
 		}
 	}
 	if c.modeNow() == modeStreamable {
@@ -966,7 +966,7 @@ func (c *remoteConn) firstPost(m *outMsg) {
 				c.mu.Lock()
 				c.mode = modeLegacy
 				c.mu.Unlock()
-				c.log.Info("the server speaks the HTTP+SSE transport (2024-11-05); using it", "server", c.name, "url", c.shownURL)
+				c.log.Info("the server speaks the HTTP+SSE transport (2024-11-05); using it", "url", c.shownURL)
 				c.settle(TransportSSE)
 				c.legacySend(m)
 				return
@@ -1012,7 +1012,7 @@ func (c *remoteConn) endSession() {
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		c.log.Debug("could not end the session", "server", c.name, "err", c.scrub.Replace(c.httpFailure(err)))
+		c.log.Debug("could not end the session", "err", c.scrub.Replace(c.httpFailure(err)))
 		return
 	}
 	drain(resp.Body)

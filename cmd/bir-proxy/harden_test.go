@@ -392,3 +392,29 @@ func procStatusKB(t *testing.T, pid int, field string) int64 {
 	t.Fatalf("/proc/%d/status has no %s", pid, field)
 	return 0
 }
+
+// TestRemoteLogLinesNameTheServerOnce: a remote upstream's log lines (a server that
+// refuses connections: retries, an undeliverable call) say server= once, as a
+// child's do; the upstream's logger already carries the name.
+func TestRemoteLogLinesNameTheServerOnce(t *testing.T) {
+	t.Parallel()
+	s := startProxy(t, nil, "--server", "far", "--url", "http://127.0.0.1:9/mcp", "--log-level", "debug")
+	s.Send(remoteInit)
+	if a := s.recv(); !strings.Contains(a, `"error"`) {
+		t.Fatalf("want an error answer for an unreachable server, got %s", a)
+	}
+	s.end()
+	lines := 0
+	for _, l := range strings.Split(s.Stderr.String(), "\n") {
+		if !strings.Contains(l, "level=") {
+			continue
+		}
+		lines++
+		if n := strings.Count(l, "server="); n != 1 {
+			t.Errorf("%d server= in %q", n, l)
+		}
+	}
+	if lines == 0 {
+		t.Fatalf("no log lines to check in %q", s.Stderr.String())
+	}
+}
