@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
@@ -165,7 +166,12 @@ func killedWriter(args []string) int {
 	stopping := replacer{rename: func(from, to string) error {
 		if to == path {
 			os.Stdout.WriteString("renaming " + from + "\n")
-			select {} // until killed
+			// Until killed. Not select{}: with every goroutine blocked the runtime
+			// ends the process ("all goroutines are asleep"), and under load that
+			// came before the kill ("os: process already finished").
+			for {
+				time.Sleep(time.Hour)
+			}
 		}
 		return os.Rename(from, to)
 	}}
