@@ -24,8 +24,6 @@ import (
 // ({"ack":17}) for the ones the recorder answered 200 for. Only the run that holds the
 // file's lock writes it; a later run adopts the file once that lock is free.
 
-var errLocked = errors.New("locked by another process")
-
 // compactAt is the size past which a spool file whose reports are all done is emptied,
 // so a long session with a healthy recorder does not grow a file of delivered reports.
 const compactAt = 1 << 20

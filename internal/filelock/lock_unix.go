@@ -1,6 +1,6 @@
 //go:build unix
 
-package recorder
+package filelock
 
 import (
 	"errors"
@@ -10,10 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openLocked opens path and takes an exclusive lock on it that lasts until the file is
-// closed (or its process dies). It fails with errLocked at once if another open file
+// Open opens path and takes an exclusive lock on it that lasts until the file is
+// closed (or its process dies). It fails with ErrLocked at once if another open file
 // holds the lock, which for a spool file means its proxy is still running.
-func openLocked(path string, flag int) (*os.File, error) {
+func Open(path string, flag int) (*os.File, error) {
 	f, err := os.OpenFile(path, flag, 0o600)
 	if err != nil {
 		return nil, err
@@ -27,16 +27,16 @@ func openLocked(path string, flag int) (*os.File, error) {
 	if err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, errLocked
+			return nil, ErrLocked
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return f, nil
 }
 
-// syncDir makes a new directory entry durable, so a file just created survives a
+// SyncDir makes a new directory entry durable, so a file just created survives a
 // machine crash under its name.
-func syncDir(dir string) {
+func SyncDir(dir string) {
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()
 		d.Close()

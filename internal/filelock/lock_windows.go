@@ -1,6 +1,6 @@
 //go:build windows
 
-package recorder
+package filelock
 
 import (
 	"errors"
@@ -9,13 +9,13 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// openLocked opens path and takes an exclusive lock on it that lasts until the file is
-// closed (or its process dies). It fails with errLocked at once if another handle holds
+// Open opens path and takes an exclusive lock on it that lasts until the file is
+// closed (or its process dies). It fails with ErrLocked at once if another handle holds
 // the lock, which for a spool file means its proxy is still running.
 //
 // The file is opened with FILE_SHARE_DELETE (os.OpenFile does not ask for it) so that a
 // locked spool file can be renamed into place and removed while open, as on Unix.
-func openLocked(path string, flag int) (*os.File, error) {
+func Open(path string, flag int) (*os.File, error) {
 	p, err := windows.UTF16PtrFromString(path)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
@@ -40,12 +40,12 @@ func openLocked(path string, flag int) (*os.File, error) {
 	if err != nil {
 		windows.CloseHandle(h)
 		if errors.Is(err, windows.ERROR_LOCK_VIOLATION) || errors.Is(err, windows.ERROR_IO_PENDING) {
-			return nil, errLocked
+			return nil, ErrLocked
 		}
 		return nil, &os.PathError{Op: "lock", Path: path, Err: err}
 	}
 	return os.NewFile(uintptr(h), path), nil
 }
 
-// syncDir is a no-op: Windows makes directory entries durable with the file.
-func syncDir(string) {}
+// SyncDir is a no-op: Windows makes directory entries durable with the file.
+func SyncDir(string) {}
