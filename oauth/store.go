@@ -1,0 +1,236 @@
+package oauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/filelock"
+)
+
+// Client identities, in the spec's order of preference.
+const (
+	KindPreRegistered = "pre-registered"
+	KindMetadataDoc   = "client-id-metadata-document"
+	KindDynamic       = "dynamic-registration"
+)
+
+// ClientInfo is the client's identity at the authorization server.
+type ClientInfo struct {
+	Kind        string `json:"kind"`
+	ID          string `json:"client_id"`
+	Secret      string `json:"client_secret,omitempty"`
+	AuthMethod  string `json:"token_endpoint_auth_method,omitempty"` // none, client_secret_basic, client_secret_post
+	RedirectURI string `json:"redirect_uri"`
+	Issuer      string `json:"issuer"`
+}
+
+// Token is a grant: the access token and what renews it.
+type Token struct {
+	AccessToken  string    `json:"access_token"`
+	RefreshToken string    `json:"refresh_token,omitempty"`
+	Expiry       time.Time `json:"expiry,omitzero"` // zero: the server gave no lifetime
+	Scope        string    `json:"scope,omitempty"`
+}
+
+// expired reports whether the token is expired, or will be within skew.
+func (t *Token) expired(now time.Time, skew time.Duration) bool {
+	return t != nil && !t.Expiry.IsZero() && now.Add(skew).After(t.Expiry)
+}
+
+// Entry is what the store keeps for one MCP server URL.
+type Entry struct {
+	ServerURL string          `json:"server_url"` // canonical: the key and the RFC 8707 resource
+	Server    *ServerMetadata `json:"authorization_server,omitempty"`
+	Client    *ClientInfo     `json:"client,omitempty"`
+	Token     *Token          `json:"token,omitempty"`
+	// Scopes are those asked for so far: a step-up asks for their union with the
+	// challenge's (2026-07-28: the client accumulates, the server names only what the
+	// operation needs).
+	Scopes  []string  `json:"scopes,omitempty"`
+	Updated time.Time `json:"updated"`
+}
+
+// Store is the token store: one file per MCP server URL (never per port or process),
+// 0600 in a 0700 directory, replaced atomically, with a lock file beside it that the
+// processes using that server take to change it.
+type Store struct{ dir string }
+
+// DefaultDir is where tokens are kept: $XDG_CONFIG_HOME/bir-proxy/oauth when set (on
+// every system, as the state directory honours XDG_STATE_HOME), else the user's
+// configuration directory's bir-proxy/oauth (~/.config, ~/Library/Application Support,
+// %AppData%).
+func DefaultDir() (string, error) {
+	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "bir-proxy", "oauth"), nil
+	}
+	d, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("find the configuration directory for the OAuth tokens: %w", err)
+	}
+	return filepath.Join(d, "bir-proxy", "oauth"), nil
+}
+
+// OpenStore opens (and creates, 0700) the store in dir; "" is DefaultDir.
+func OpenStore(dir string) (*Store, error) {
+	if dir == "" {
+		d, err := DefaultDir()
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create the OAuth token directory: %w", err)
+	}
+	if runtime.GOOS != "windows" {
+		// MkdirAll leaves an existing directory's mode alone: one left open to others
+		// would let them read every token.
+		if st, err := os.Stat(dir); err == nil && st.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("make the OAuth token directory %s private: %w", dir, err)
+			}
+		}
+	}
+	return &Store{dir: dir}, nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+func (s *Store) base(serverURL string) string {
+	sum := sha256.Sum256([]byte(serverURL))
+	return filepath.Join(s.dir, hex.EncodeToString(sum[:12]))
+}
+
+// Load reads the entry of serverURL (canonical); nil when there is none. Reads need no
+// lock: writes replace the file with a rename, so a reader sees one whole version.
+func (s *Store) Load(serverURL string) (*Entry, error) {
+	b, err := os.ReadFile(s.base(serverURL) + ".json")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the stored OAuth grant: %w", err)
+	}
+	var e Entry
+	if err := json.Unmarshal(b, &e); err != nil || e.ServerURL != serverURL {
+		// A damaged file (or a hash collision, which would be a first) is not used:
+		// the next sign-in replaces it.
+		return nil, nil
+	}
+	return &e, nil
+}
+
+// Save writes e atomically: a 0600 temporary file, synced, renamed over the old one.
+func (s *Store) Save(e *Entry) error {
+	e.Updated = time.Now().UTC()
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := s.base(e.ServerURL) + ".json"
+	f, err := os.CreateTemp(s.dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("save the OAuth grant: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after the rename: gone already
+	if err := f.Chmod(0o600); err != nil && runtime.GOOS != "windows" {
+		f.Close()
+		return fmt.Errorf("save the OAuth grant: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("save the OAuth grant: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("save the OAuth grant: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("save the OAuth grant: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("save the OAuth grant: %w", err)
+	}
+	filelock.SyncDir(s.dir)
+	return nil
+}
+
+// Delete removes the entry of serverURL; no entry is no error.
+func (s *Store) Delete(serverURL string) (bool, error) {
+	err := os.Remove(s.base(serverURL) + ".json")
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("remove the OAuth grant: %w", err)
+	}
+	os.Remove(s.base(serverURL) + ".pending")
+	return true, nil
+}
+
+// Lock takes the lock of serverURL's entry, waiting until ctx ends; unlock releases it.
+// It is held only to read, change and write the entry (a refresh, a registration, the
+// code exchange), never while a browser is waited for.
+func (s *Store) Lock(ctx context.Context, serverURL string) (unlock func(), err error) {
+	f, err := filelock.Wait(ctx, s.base(serverURL)+".lock")
+	if err != nil {
+		return nil, fmt.Errorf("lock the OAuth grant: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// List is every entry, by server URL.
+func (s *Store) List() ([]*Entry, error) {
+	names, err := filepath.Glob(filepath.Join(s.dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []*Entry
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			continue
+		}
+		var e Entry
+		if json.Unmarshal(b, &e) == nil && e.ServerURL != "" {
+			out = append(out, &e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ServerURL < out[j].ServerURL })
+	return out, nil
+}
+
+// setPending notes the authorization URL of a sign-in under way, so that another
+// process waiting for it (or `bir-proxy login`) can show it to the user. It holds no
+// secret: state and the code challenge are useless without the verifier and the
+// callback port.
+func (s *Store) setPending(serverURL, authURL string) {
+	p := s.base(serverURL) + ".pending"
+	if authURL == "" {
+		os.Remove(p)
+		return
+	}
+	tmp := p + ".tmp"
+	if os.WriteFile(tmp, []byte(authURL), 0o600) == nil {
+		os.Rename(tmp, p)
+	}
+}
+
+// pending is the authorization URL of a sign-in under way, or "".
+func (s *Store) pending(serverURL string) string {
+	b, _ := os.ReadFile(s.base(serverURL) + ".pending")
+	return strings.TrimSpace(string(b))
+}
