@@ -80,7 +80,29 @@ type Remote struct {
 	// when the first POST is answered, before the answer reaches Read. It must not
 	// wait (it runs on the connection's sender).
 	Settled func(transport string)
+	// Auth, when set, gives each request its Authorization header and is told of the
+	// 401s and 403s (OAuth). An Authorization in Header wins: Auth is then not used.
+	Auth Authorizer
 }
+
+// Authorizer gives a remote upstream's requests their credentials: the OAuth client
+// (package oauth) is one.
+type Authorizer interface {
+	// Header is the Authorization value for a request now ("" for none). It may
+	// refresh a token first (one round trip); it never waits for a person.
+	Header(ctx context.Context) (string, error)
+	// Refused is told that a request sent with the Authorization value sent was
+	// answered status (401 or 403) with these WWW-Authenticate values. retry says the
+	// request should be sent again (a 401 means the server did not act on it; a 403
+	// insufficient_scope, that it refused before acting). It may wait, within its own
+	// bound, for a sign-in; err says what the user must do when there is none.
+	Refused(ctx context.Context, status int, challenges []string, sent string) (retry bool, err error)
+}
+
+// maxAuthRetries bounds how often one message is sent again after a 401 or 403: a
+// new token, then a step-up, and no more (a server that keeps refusing must not make
+// the proxy loop).
+const maxAuthRetries = 2
 
 // NewHTTPClient is the client of a remote upstream: HTTPS_PROXY/HTTP_PROXY/NO_PROXY
 // honoured (the recorder's own client ignores them: it is on loopback), a connect
@@ -144,6 +166,7 @@ type remoteConn struct {
 	log      *slog.Logger
 	stderr   io.Writer
 	scrub    *strings.Replacer // every secret value → [REDACTED], for any text we emit
+	auth     Authorizer        // nil: no OAuth (none given, or --header Authorization)
 	max      int
 	forced   string // "", TransportHTTP or TransportSSE
 	settled  func(string)
@@ -207,6 +230,8 @@ type outMsg struct {
 	// a header, when the message carries one.
 	version string
 	retried bool // resent once after a session expired
+	// authTries counts the sends again after a 401/403 (maxAuthRetries).
+	authTries int
 }
 
 func newRemote(r Remote) (*remoteConn, error) {
@@ -269,6 +294,9 @@ func newRemote(r Remote) (*remoteConn, error) {
 	}
 	c.scrub = secretScrubber(u, c.header)
 	c.host = hostOf(u, c.header)
+	if r.Auth != nil && c.header.Get("Authorization") == "" {
+		c.auth = r.Auth
+	}
 	c.sess.ready = closedChan()
 	c.legacy.ready = closedChan()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -664,14 +692,40 @@ func (c *remoteConn) stillPending(m *outMsg) bool {
 	return false
 }
 
-// authRefused says, once, that the server refused the credentials, and answers m.
-func (c *remoteConn) authRefused(m *outMsg, status int) {
+// reauthorize asks the Authorizer what to do about a 401/403 answer to m; true means
+// send m again. why is what to tell the host otherwise.
+func (c *remoteConn) reauthorize(ctx context.Context, m *outMsg, resp *http.Response) (retry bool, why error) {
+	if c.auth == nil || m.authTries >= maxAuthRetries {
+		return false, nil
+	}
+	m.authTries++
+	sent := ""
+	if resp.Request != nil {
+		sent = resp.Request.Header.Get("Authorization")
+	}
+	return c.auth.Refused(ctx, resp.StatusCode, resp.Header.Values("WWW-Authenticate"), sent)
+}
+
+// authRefused says, once, that the server refused the credentials, and answers m;
+// why, when set, is the Authorizer's word on it (what the user must do).
+func (c *remoteConn) authRefused(m *outMsg, status int, why error) {
+	if why != nil {
+		c.fail(m, fmt.Sprintf("HTTP %d %s: %s", status, http.StatusText(status), why.Error()))
+		return
+	}
 	c.mu.Lock()
 	said := c.authSaid
 	c.authSaid = true
 	c.mu.Unlock()
+	if c.auth != nil {
+		if !said {
+			c.log.Error(fmt.Sprintf("server %s refused the credentials (HTTP %d %s) after an OAuth sign-in", c.name, status, http.StatusText(status)), "url", c.shownURL)
+		}
+		c.fail(m, fmt.Sprintf("HTTP %d %s: the server refused the OAuth credentials", status, http.StatusText(status)))
+		return
+	}
 	if !said {
-		c.log.Error(fmt.Sprintf("server %s refused the credentials (HTTP %d %s): check the --header values it is given (OAuth sign-in is not supported yet)",
+		c.log.Error(fmt.Sprintf("server %s refused the credentials (HTTP %d %s): check the --header values it is given",
 			c.name, status, http.StatusText(status)), "url", c.shownURL)
 	}
 	c.fail(m, fmt.Sprintf("HTTP %d %s: the server refused the credentials", status, http.StatusText(status)))

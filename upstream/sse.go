@@ -38,6 +38,25 @@ var errNoEndpoint = errors.New("the server's event stream did not start with an 
 // legacyConnect opens the event stream and waits for its endpoint event; the stream is
 // then read by a goroutine of its own.
 func (c *remoteConn) legacyConnect() error {
+	for tries := 0; ; tries++ {
+		refused, err := c.legacyOpen()
+		if refused == nil || c.auth == nil || tries >= maxAuthRetries {
+			return err
+		}
+		// The stream was refused (401/403): renew the credentials, then try again.
+		retry, why := c.auth.Refused(c.ctx, refused.StatusCode, refused.Header.Values("WWW-Authenticate"), refused.Request.Header.Get("Authorization"))
+		if !retry {
+			if why != nil {
+				return fmt.Errorf("HTTP %d %s: %w", refused.StatusCode, http.StatusText(refused.StatusCode), why)
+			}
+			return err
+		}
+	}
+}
+
+// legacyOpen is one try of legacyConnect; refused is the answer when it was a 401 or
+// 403.
+func (c *remoteConn) legacyOpen() (refused *http.Response, err error) {
 	ctx, stop := context.WithCancel(c.ctx)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url.String(), nil)
 	c.userHeaders(req)
@@ -45,7 +64,7 @@ func (c *remoteConn) legacyConnect() error {
 	resp, err := c.client.Do(req)
 	if err != nil {
 		stop()
-		return errors.New(c.httpFailure(err))
+		return nil, errors.New(c.httpFailure(err))
 	}
 	code := resp.StatusCode
 	if code/100 != 2 || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
@@ -53,9 +72,9 @@ func (c *remoteConn) legacyConnect() error {
 		resp.Body.Close()
 		stop()
 		if code == http.StatusUnauthorized || code == http.StatusForbidden {
-			return fmt.Errorf("HTTP %d %s: the server refused the credentials", code, http.StatusText(code))
+			return resp, fmt.Errorf("HTTP %d %s: the server refused the credentials", code, http.StatusText(code))
 		}
-		return fmt.Errorf("opening the event stream: HTTP %d %s", code, http.StatusText(code))
+		return nil, fmt.Errorf("opening the event stream: HTTP %d %s", code, http.StatusText(code))
 	}
 	sr := newSSEReader(resp.Body, c.max)
 	// The wait for the endpoint is bounded by closing the body: a server that opens
@@ -68,7 +87,7 @@ func (c *remoteConn) legacyConnect() error {
 	if err != nil {
 		resp.Body.Close()
 		stop()
-		return err
+		return nil, err
 	}
 	c.mu.Lock()
 	c.legacy.endpoint = endpoint
@@ -83,7 +102,7 @@ func (c *remoteConn) legacyConnect() error {
 		defer resp.Body.Close()
 		c.legacyRead(ctx, gen, sr)
 	}()
-	return nil
+	return nil, nil
 }
 
 // readEndpoint reads events up to the endpoint event and returns the absolute URL it
@@ -256,7 +275,13 @@ func (c *remoteConn) legacyPost(ctx context.Context, m *outMsg, status chan int)
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, errorBodyCap))
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		drain(resp.Body)
-		c.authRefused(m, code)
+		retry, why := c.reauthorize(ctx, m, resp)
+		if retry {
+			resp.Body.Close()
+			c.legacyPost(ctx, m, nil)
+			return
+		}
+		c.authRefused(m, code, why)
 	default:
 		c.refused(m, resp)
 	}

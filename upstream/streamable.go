@@ -337,6 +337,7 @@ func (c *remoteConn) newPost(ctx context.Context, m *outMsg) (*http.Request, str
 	if mirror {
 		c.statelessHeaders(h, m)
 	}
+	c.authHeader(ctx, h)
 	raw := m.raw
 	req := &http.Request{
 		Method:        http.MethodPost,
@@ -395,6 +396,22 @@ func (c *remoteConn) userHeaders(req *http.Request) {
 			continue
 		}
 		req.Header[k] = vs
+	}
+	c.authHeader(req.Context(), req.Header)
+}
+
+// authHeader sets the Authorizer's Authorization on h (a request's own headers), when
+// there is an Authorizer and it has a credential.
+func (c *remoteConn) authHeader(ctx context.Context, h http.Header) {
+	if c.auth == nil {
+		return
+	}
+	v, err := c.auth.Header(ctx)
+	if err != nil {
+		c.log.Debug("no OAuth credentials for the request", "server", c.name, "err", c.scrub.Replace(err.Error()))
+	}
+	if v != "" {
+		h.Set("Authorization", v)
 	}
 }
 
@@ -484,7 +501,12 @@ func (c *remoteConn) handleAnswer(ctx context.Context, m *outMsg, resp *http.Res
 		c.exchange(ctx, m, nil, nil)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		drain(resp.Body)
-		c.authRefused(m, code)
+		retry, why := c.reauthorize(ctx, m, resp)
+		if retry {
+			c.exchange(ctx, m, nil, nil)
+			return
+		}
+		c.authRefused(m, code, why)
 	case code/100 == 2:
 		c.readAnswer(ctx, m, resp)
 	default:
