@@ -548,7 +548,13 @@ func (c *Client) authorize(ctx context.Context, ln net.Listener, stale string, s
 			return
 		}
 		res := result{code: qs.Get("code")}
-		if e := qs.Get("error"); e != "" || res.code == "" {
+		// RFC 9207 (MCP 2026-07-28 "Authorization Response Validation"): the issuer
+		// the answer names must be the one the sign-in went to (a mix-up attack
+		// sends the code of another server here); required when the server says
+		// it sends it.
+		if iss, has := qs["iss"]; (has && (len(iss) != 1 || iss[0] != as.Issuer)) || (!has && as.IssParameterSupported) {
+			res.code, res.err = "", fmt.Errorf("the sign-in's answer came from another authorization server than %s (iss)", as.Issuer)
+		} else if e := qs.Get("error"); e != "" || res.code == "" {
 			d := qs.Get("error_description")
 			if e == "" {
 				e = "no code"
@@ -678,7 +684,7 @@ func (c *Client) clientFor(ctx context.Context, as *ServerMetadata, e *Entry, sc
 		if c.o.ClientMetadataURL != "" {
 			hint = " (it does not accept Client ID Metadata Documents)"
 		}
-		return nil, fmt.Errorf("the authorization server %s offers no dynamic client registration%s: register a client there with the redirect URI %s and give --oauth-client-id", as.Issuer, hint, c.redirect)
+		return nil, fmt.Errorf("the authorization server %s offers no dynamic client registration%s: register a client there with the redirect URI %s and give --client-id", as.Issuer, hint, c.redirect)
 	}
 	ci, err := register(ctx, c.hc, as, c.o.ClientName, c.redirect, scopes)
 	if err != nil {

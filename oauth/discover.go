@@ -32,6 +32,8 @@ type ServerMetadata struct {
 	CodeChallengeMethodsSupported     []string `json:"code_challenge_methods_supported,omitempty"`
 	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported,omitempty"`
 	ClientIDMetadataDocumentSupported bool     `json:"client_id_metadata_document_supported,omitempty"`
+	// RFC 9207: the authorization response names its issuer; the client checks it.
+	IssParameterSupported bool `json:"authorization_response_iss_parameter_supported,omitempty"`
 }
 
 // metadataCap bounds a metadata document: a server cannot make the client read an

@@ -40,12 +40,21 @@ type Token struct {
 	AccessToken  string    `json:"access_token"`
 	RefreshToken string    `json:"refresh_token,omitempty"`
 	Expiry       time.Time `json:"expiry,omitzero"` // zero: the server gave no lifetime
+	Issued       time.Time `json:"issued,omitzero"`
 	Scope        string    `json:"scope,omitempty"`
 }
 
-// expired reports whether the token is expired, or will be within skew.
+// expired reports whether the token is expired, or will be within skew. The skew is
+// at most a quarter of the token's lifetime: a token that lives less than the skew
+// would otherwise be refreshed before every request.
 func (t *Token) expired(now time.Time, skew time.Duration) bool {
-	return t != nil && !t.Expiry.IsZero() && now.Add(skew).After(t.Expiry)
+	if t == nil || t.Expiry.IsZero() {
+		return false
+	}
+	if !t.Issued.IsZero() {
+		skew = min(skew, t.Expiry.Sub(t.Issued)/4)
+	}
+	return now.Add(skew).After(t.Expiry)
 }
 
 // Entry is what the store keeps for one MCP server URL.

@@ -97,7 +97,7 @@ func tokenRequest(ctx context.Context, hc *http.Client, as *ServerMetadata, cl *
 	if tr.TokenType != "" && !strings.EqualFold(tr.TokenType, "bearer") {
 		return nil, fmt.Errorf("the token endpoint gave a %q token; only Bearer tokens are supported", tr.TokenType)
 	}
-	t := &Token{AccessToken: tr.AccessToken, RefreshToken: tr.RefreshToken, Scope: tr.Scope}
+	t := &Token{AccessToken: tr.AccessToken, RefreshToken: tr.RefreshToken, Scope: tr.Scope, Issued: start.UTC()}
 	var secs float64
 	if len(tr.ExpiresIn) > 0 {
 		// Some servers send the number as a string.
@@ -141,6 +141,9 @@ func register(ctx context.Context, hc *http.Client, as *ServerMetadata, name, re
 		"grant_types":                []string{"authorization_code", "refresh_token"},
 		"response_types":             []string{"code"},
 		"token_endpoint_auth_method": "none",
+		// The redirect URI is loopback: a native application (MCP 2026-07-28 has the
+		// client say so; an OpenID server refuses loopback redirects for "web").
+		"application_type": "native",
 	}
 	if len(scopes) > 0 {
 		meta["scope"] = strings.Join(scopes, " ")

@@ -82,6 +82,34 @@ table's first column.`,
 			run:   runLog,
 		},
 		{
+			name: "login", synopsis: "--url URL [--client-id ID] [--oauth-port N] [flags]",
+			summary: "sign in to a remote server (OAuth) ahead of time",
+			about: `Signs in to the MCP server at URL with OAuth from a terminal: opens the
+browser ($BROWSER, else the system's opener; the URL is printed too) and
+stores the token, which every bir-proxy --url of that server then uses.
+Give the same client flags as the proxy's (--client-id, --client-metadata-url,
+--oauth-port). See docs/oauth.md.`,
+			flags: func(fs *flag.FlagSet) any { return defineLoginFlags(fs, true) },
+			run:   runLogin,
+		},
+		{
+			name: "logout", synopsis: "--url URL",
+			summary: "delete the stored OAuth grant of a remote server",
+			about: `Deletes what is stored for the server at URL: its tokens and client
+registration. The next bir-proxy --url of it signs in again.`,
+			flags: func(fs *flag.FlagSet) any { return defineLoginFlags(fs, false) },
+			run:   runLogout,
+		},
+		{
+			name: "auth", synopsis: "status",
+			summary: "the stored OAuth grants (never their secrets)",
+			about: `Lists the OAuth grants bir-proxy keeps, one per server URL: whether the
+token is valid and refreshable, its scopes and client. Tokens and secrets
+are never shown.`,
+			flags: func(*flag.FlagSet) any { return nil },
+			run:   runAuth,
+		},
+		{
 			name: "help", synopsis: "[COMMAND]",
 			summary: "this overview, or a command's flags",
 			flags:   func(*flag.FlagSet) any { return nil },
@@ -210,7 +238,7 @@ Flags, when running a server:
 func printOverview(w io.Writer) {
 	var cmds strings.Builder
 	for _, sc := range subcommands() {
-		brief := map[string]string{"wrap": "[NAME...]", "unwrap": "[NAME...]", "help": "[COMMAND]"}[sc.name]
+		brief := map[string]string{"wrap": "[NAME...]", "unwrap": "[NAME...]", "help": "[COMMAND]", "login": "--url URL", "logout": "--url URL", "auth": "status"}[sc.name]
 		fmt.Fprintf(&cmds, "  bir-proxy %-26s  %s\n", sc.name+" "+brief, sc.summary)
 	}
 	fmt.Fprintf(w, overview, cmds.String())
@@ -235,7 +263,7 @@ func runHelp(_ context.Context, c *cli, args []string) int {
 	}
 	sc, ok := findSubcommand(args[0])
 	if !ok {
-		return c.usageError("help", fmt.Errorf("no command %q: the commands are wrap, unwrap, status, log and help", args[0]))
+		return c.usageError("help", fmt.Errorf("no command %q: the commands are wrap, unwrap, status, log, login, logout, auth and help", args[0]))
 	}
 	printCommandUsage(c.stdout, sc)
 	return 0

@@ -79,6 +79,7 @@ type proxyFlags struct {
 	headers        []string
 	headerFiles    []string
 	connectTimeout time.Duration
+	oauth          *oauthFlags
 }
 
 // repeated is a flag that may be given many times.
@@ -110,6 +111,7 @@ func defineProxyFlags(fs *flag.FlagSet) *proxyFlags {
 	fs.Var((*repeated)(&f.headers), "header", "with --url: a header sent with every request, \"Name: value\" (repeatable; ${VAR} is expanded)")
 	fs.Var((*repeated)(&f.headerFiles), "header-file", "with --url: a file of \"Name: value\" lines, for secrets kept out of the argument list (repeatable)")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", upstream.DefaultConnectTimeout, "with --url: how long to wait for a connection to the server")
+	f.oauth = defineOAuthFlags(fs, true)
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	return f
 }
@@ -258,6 +260,13 @@ func runProxy(c *cli, args []string) int {
 		reporter = openReporter(ctx, f, logger)
 		r.IDPrefix = idPrefix()
 		r.Settled = reporter.settledTransport
+		var closeAuth func()
+		if closeAuth, err = f.withOAuth(&r, logger, diag); err != nil {
+			fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
+			reporter.close()
+			return 1
+		}
+		defer closeAuth()
 		if conn, err = r.Dial(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
 			reporter.close()

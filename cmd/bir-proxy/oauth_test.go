@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/bir-dev/bir-proxy/internal/oauthtest"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
+	"github.com/bir-dev/bir-proxy/oauth"
+)
+
+// oauthWorld is one user's machine for the OAuth tests: a config directory (the
+// token store), a fake browser that logs its visits, a callback port of its own.
+type oauthWorld struct {
+	t       *testing.T
+	srv     *oauthtest.Server
+	config  string
+	visits  string
+	port    int
+	browser string
+	outputs []*testutil.SyncBuffer // every stderr captured, grepped for secrets
+	mu      sync.Mutex
+	texts   []string
+	extra   []string // more environment for every process
+}
+
+func newOAuthWorld(t *testing.T, opt oauthtest.Options) *oauthWorld {
+	t.Helper()
+	w := &oauthWorld{t: t, srv: oauthtest.Start(t, opt), config: t.TempDir(), port: freePort(t),
+		browser: testutil.Build(t, "./internal/oauthtest/fakebrowser")}
+	w.visits = filepath.Join(t.TempDir(), "visits.log")
+	t.Cleanup(w.checkClean)
+	return w
+}
+
+// freePort is a loopback port nothing listens on now (each test has its own
+// callback port: parallel tests must not share sign-ins).
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func (w *oauthWorld) env(browser string) []string {
+	if browser == "" {
+		browser = w.browser
+	}
+	return append([]string{"XDG_CONFIG_HOME=" + w.config, "BROWSER=" + browser, "FAKEBROWSER_LOG=" + w.visits, "FAKEBROWSER_TIMEOUT=20s"}, w.extra...)
+}
+
+// proxy starts bir-proxy --url against the fixture.
+func (w *oauthWorld) proxy(browser string, extra ...string) *session {
+	w.t.Helper()
+	args := append([]string{"--server", "fx", "--url", w.srv.MCPURL, "--transport", "http", "--oauth-port", strconv.Itoa(w.port)}, extra...)
+	s := startProxy(w.t, w.env(browser), args...)
+	w.mu.Lock()
+	w.outputs = append(w.outputs, s.Stderr)
+	w.mu.Unlock()
+	return s
+}
+
+// cli runs a bir-proxy subcommand and returns its exit status and output.
+func (w *oauthWorld) cli(browser string, args ...string) (int, string) {
+	w.t.Helper()
+	bin := testutil.Build(w.t, "./cmd/bir-proxy")
+	ctx, cancel := context.WithTimeout(context.Background(), remoteWait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), w.env(browser)...)
+	out, err := cmd.CombinedOutput()
+	w.mu.Lock()
+	w.texts = append(w.texts, string(out))
+	w.mu.Unlock()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		w.t.Fatalf("bir-proxy %v: %v", args, err)
+	}
+	return code, string(out)
+}
+
+func (w *oauthWorld) login(extra ...string) {
+	w.t.Helper()
+	args := append([]string{"login", "--url", w.srv.MCPURL, "--oauth-port", strconv.Itoa(w.port)}, extra...)
+	if code, out := w.cli("", args...); code != 0 {
+		w.t.Fatalf("login: exit %d: %s\nfixture errors: %v", code, out, w.srv.Errors())
+	}
+}
+
+func (w *oauthWorld) browserVisits() int {
+	b, err := os.ReadFile(w.visits)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// checkClean: the fixture saw no protocol violation, every resource was the MCP
+// URL, and no token, code or secret it issued is in any output or journal.
+func (w *oauthWorld) checkClean() {
+	t := w.t
+	if errs := w.srv.Errors(); len(errs) > 0 {
+		t.Errorf("the fixture saw protocol violations:\n  %s", strings.Join(errs, "\n  "))
+	}
+	want, _ := oauth.CanonicalURI(w.srv.MCPURL)
+	for _, r := range w.srv.LastResource() {
+		if r != want {
+			t.Errorf("resource %q, want %q", r, want)
+		}
+	}
+	w.mu.Lock()
+	texts := append([]string(nil), w.texts...)
+	for _, b := range w.outputs {
+		texts = append(texts, b.String())
+	}
+	w.mu.Unlock()
+	for _, secret := range w.srv.Secrets() {
+		for i, text := range texts {
+			if strings.Contains(text, secret) {
+				t.Errorf("a secret the fixture issued (%.6s…) is in output %d:\n%s", secret, i, text)
+			}
+		}
+	}
+}
+
+const oauthInit = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
+
+// handshake initializes s and checks the answer is the fixture's.
+func handshake(t *testing.T, s *session) {
+	t.Helper()
+	s.Send(oauthInit)
+	got := s.recv()
+	if !gjson.Get(got, "result.serverInfo").Exists() {
+		t.Fatalf("initialize: %s\nstderr: %s", got, s.Stderr.String())
+	}
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+}
+
+func echo(t *testing.T, s *session, id int, tool string) string {
+	t.Helper()
+	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"text":"hi %d"}}}`, id, tool, id))
+	return s.recv()
+}
+
+func wantResult(t *testing.T, s *session, got string) {
+	t.Helper()
+	if !gjson.Get(got, "result").Exists() || gjson.Get(got, "result.isError").Bool() {
+		t.Fatalf("want a result, got %s\nstderr: %s", got, s.Stderr.String())
+	}
+}
+
+// TestOAuthLoginThenProxy: `bir-proxy login` signs in once (discovery from the
+// 401's header, DCR, PKCE, resource), and a proxy started afterwards uses the stored
+// token with no further visit; auth status lists the grant without its secrets;
+// logout deletes it.
+func TestOAuthLoginThenProxy(t *testing.T) {
+	t.Parallel()
+	w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, DCR: true, ChallengeScope: "mcp:read"})
+	w.login()
+	s := w.proxy("")
+	handshake(t, s)
+	wantResult(t, s, echo(t, s, 1, "echo"))
+	s.end()
+	c := w.srv.Counts()
+	if c.Registrations != 1 || c.Authorizes != 1 || c.CodeExchanges != 1 || c.Refreshes != 0 {
+		t.Errorf("counts %+v: want one registration, one visit, one code exchange, no refresh", c)
+	}
+	if v := w.browserVisits(); v != 1 {
+		t.Errorf("%d browser visits, want 1", v)
+	}
+	code, out := w.cli("", "auth", "status")
+	if code != 0 || !strings.Contains(out, w.srv.MCPURL) || !strings.Contains(out, "token valid for") || !strings.Contains(out, "dynamic-registration") {
+		t.Errorf("auth status: exit %d:\n%s", code, out)
+	}
+	if code, out := w.cli("", "logout", "--url", w.srv.MCPURL); code != 0 || !strings.Contains(out, "signed out") {
+		t.Errorf("logout: exit %d: %s", code, out)
+	}
+	if _, out := w.cli("", "auth", "status"); strings.Contains(out, w.srv.MCPURL) {
+		t.Errorf("after logout, auth status still lists the server:\n%s", out)
+	}
+	// The store's files are the user's alone.
+	st, err := os.Stat(filepath.Join(w.config, "bir-proxy", "oauth"))
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("token directory: %v, mode %v; want 0700", err, st.Mode().Perm())
+	}
+}
+
+// TestOAuthProxySignsInItself: a proxy with no token meets the 401, finds the
+// metadata at the well-known path (no header), signs in through the browser, and
+// answers the host's initialize once it has the token.
+func TestOAuthProxySignsInItself(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		opt  oauthtest.Options
+	}{
+		{"well-known path form", oauthtest.Options{MetadataAtPath: true, DCR: true}},
+		{"well-known root form", oauthtest.Options{DCR: true}},
+		{"issuer with a path", oauthtest.Options{MetadataInHeader: true, DCR: true, ASPathIssuer: true}},
+		{"scope from the challenge", oauthtest.Options{MetadataInHeader: true, DCR: true, ChallengeScope: "mcp:write"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			w := newOAuthWorld(t, c.opt)
+			s := w.proxy("")
+			handshake(t, s)
+			wantResult(t, s, echo(t, s, 1, "echo"))
+			s.end()
+			if n := w.srv.Counts(); n.Authorizes != 1 || n.CodeExchanges != 1 {
+				t.Errorf("counts %+v", n)
+			}
+			if !strings.Contains(s.Stderr.String(), "needs an OAuth sign-in") {
+				t.Errorf("the proxy did not say it was signing in: %s", s.Stderr.String())
+			}
+		})
+	}
+}
+
+// TestOAuthClientIdentities: a pre-registered client (public, and with a secret),
+// and a Client ID Metadata Document, each sign in without a registration.
+func TestOAuthClientIdentities(t *testing.T) {
+	t.Parallel()
+	t.Run("pre-registered public", func(t *testing.T) {
+		t.Parallel()
+		w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, PreRegistered: map[string]string{"my-app": ""}})
+		w.login("--client-id", "my-app")
+		s := w.proxy("", "--client-id", "my-app")
+		handshake(t, s)
+		wantResult(t, s, echo(t, s, 1, "echo"))
+		s.end()
+		if n := w.srv.Counts(); n.Registrations != 0 || n.CodeExchanges != 1 {
+			t.Errorf("counts %+v", n)
+		}
+	})
+	t.Run("pre-registered with a secret", func(t *testing.T) {
+		t.Parallel()
+		w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, PreRegistered: map[string]string{"my-app": "s3cret-value-1"}})
+		w.extra = []string{"APP_SECRET=s3cret-value-1"}
+		w.login("--client-id", "my-app", "--client-secret", "${APP_SECRET}")
+		s := w.proxy("", "--client-id", "my-app", "--client-secret", "${APP_SECRET}")
+		handshake(t, s)
+		wantResult(t, s, echo(t, s, 1, "echo"))
+		s.end()
+		if n := w.srv.Counts(); n.Registrations != 0 || n.CodeExchanges != 1 {
+			t.Errorf("counts %+v", n)
+		}
+		// The secret is in the store (it is needed to refresh) and nowhere else.
+		_, out := w.cli("", "auth", "status")
+		if strings.Contains(out, "s3cret-value-1") || strings.Contains(s.Stderr.String(), "s3cret-value-1") {
+			t.Errorf("the client secret is shown:\n%s\n%s", out, s.Stderr.String())
+		}
+	})
+	t.Run("client ID metadata document", func(t *testing.T) {
+		t.Parallel()
+		w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, CIMD: true, DCR: true})
+		var docURL string
+		doc := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			rw.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(rw, `{"client_id":%q,"client_name":"bir-proxy test","redirect_uris":["http://127.0.0.1:%d/callback"],"grant_types":["authorization_code","refresh_token"],"response_types":["code"],"token_endpoint_auth_method":"none"}`, docURL, w.port)
+		}))
+		t.Cleanup(doc.Close)
+		docURL = doc.URL + "/client.json"
+		w.login("--client-metadata-url", docURL)
+		s := w.proxy("", "--client-metadata-url", docURL)
+		handshake(t, s)
+		wantResult(t, s, echo(t, s, 1, "echo"))
+		s.end()
+		if n := w.srv.Counts(); n.Registrations != 0 || n.CIMDFetches == 0 || n.CodeExchanges != 1 {
+			t.Errorf("counts %+v: want no registration, the document fetched, one exchange", n)
+		}
+	})
+}
