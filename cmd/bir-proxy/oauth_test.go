@@ -182,10 +182,20 @@ func TestOAuthLoginThenProxy(t *testing.T) {
 	t.Parallel()
 	w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, DCR: true, ChallengeScope: "mcp:read"})
 	w.login()
-	s := w.proxy("")
+	// Recording on, to a journal: the journal is grepped for secrets too.
+	journal := filepath.Join(t.TempDir(), "journal.jsonl")
+	w.extra = []string{"BIR_OFF=0"}
+	s := w.proxy("", "--journal", journal)
 	handshake(t, s)
 	wantResult(t, s, echo(t, s, 1, "echo"))
 	s.end()
+	b, err := os.ReadFile(journal)
+	if err != nil || !strings.Contains(string(b), `"echo"`) {
+		t.Fatalf("the journal: %v\n%s", err, b)
+	}
+	w.mu.Lock()
+	w.texts = append(w.texts, string(b))
+	w.mu.Unlock()
 	c := w.srv.Counts()
 	if c.Registrations != 1 || c.Authorizes != 1 || c.CodeExchanges != 1 || c.Refreshes != 0 {
 		t.Errorf("counts %+v: want one registration, one visit, one code exchange, no refresh", c)
