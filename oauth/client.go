@@ -285,18 +285,22 @@ func (c *Client) refresh(ctx context.Context, stale string, after401 bool) (*Tok
 			return e.Token, nil
 		}
 		c.log.Warn("the authorization server refused to refresh the token: a new sign-in is needed", "server", c.o.Name, "err", err)
-		e.Token = nil // the registration stays
-		if err := c.o.Store.Save(e); err != nil {
+		// A copy: the cached entry is read by other requests without the lock, so
+		// a cached entry is never changed, only replaced.
+		ne := *e
+		ne.Token = nil // the registration stays
+		if err := c.o.Store.Save(&ne); err != nil {
 			return nil, err
 		}
-		c.setCached(e)
+		c.setCached(&ne)
 		return nil, errNoGrant
 	}
-	e.Token = t
-	if err := c.o.Store.Save(e); err != nil {
+	ne := *e
+	ne.Token = t
+	if err := c.o.Store.Save(&ne); err != nil {
 		return nil, err
 	}
-	c.setCached(e)
+	c.setCached(&ne)
 	return t, nil
 }
 
