@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -451,5 +452,45 @@ func TestOAuthHeaderWins(t *testing.T) {
 	s.end()
 	if c := w.srv.Counts(); c.Authorizes != 0 || c.Registrations != 0 {
 		t.Errorf("counts %+v: no sign-in wanted", c)
+	}
+}
+
+// TestOAuthWrappedRemoteEntry: a remote entry of a server that needs OAuth is
+// wrapped with nothing secret in the file, and the wrapped command uses the token
+// `bir-proxy login` stored (the store is per URL: its port plays no part).
+func TestOAuthWrappedRemoteEntry(t *testing.T) {
+	t.Parallel()
+	w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, DCR: true})
+	proxy := testutil.Build(t, "./cmd/bir-proxy")
+	path := filepath.Join(t.TempDir(), ".mcp.json")
+	doc := `{"mcpServers": {"fx": {"type": "http", "url": "` + w.srv.MCPURL + `"}}}` + "\n"
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := w.cli("", "wrap", "--config", path, "--proxy-path", proxy); code != 0 {
+		t.Fatalf("wrap: %s", out)
+	}
+	w.login()
+	wrapped := readFile(t, path)
+	w.mu.Lock()
+	w.texts = append(w.texts, string(wrapped))
+	w.mu.Unlock()
+	var cfg struct {
+		MCPServers map[string]struct {
+			Args []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(wrapped, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	s := startProxy(t, w.env("false"), cfg.MCPServers["fx"].Args...)
+	w.mu.Lock()
+	w.outputs = append(w.outputs, s.Stderr)
+	w.mu.Unlock()
+	handshake(t, s)
+	wantResult(t, s, echo(t, s, 1, "echo"))
+	s.end()
+	if code, out := w.cli("", "unwrap", "--config", path); code != 0 || string(readFile(t, path)) != doc {
+		t.Fatalf("unwrap: exit %d %s\n%s", code, out, readFile(t, path))
 	}
 }
