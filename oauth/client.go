@@ -167,6 +167,16 @@ func (c *Client) Close() {
 	c.wg.Wait()
 }
 
+// Preload reads the stored grant now, on its own goroutine, so that the first
+// request does not wait for the file (it waits only if it comes first).
+func (c *Client) Preload() {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.cached()
+	}()
+}
+
 // cached is the entry as last known, read from the store the first time.
 func (c *Client) cached() *Entry {
 	c.mu.Lock()

@@ -87,6 +87,7 @@ func (f *proxyFlags) withOAuth(r *upstream.Remote, logger *slog.Logger, notes io
 		return nil, fmt.Errorf("OAuth: %w", err)
 	}
 	r.Auth = c
+	c.Preload() // while the host starts up, not on its first request
 	return c.Close, nil
 }
 
