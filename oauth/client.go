@@ -388,10 +388,13 @@ type NeedLoginError struct {
 
 func (e *NeedLoginError) Error() string {
 	s := fmt.Sprintf("server %s needs an OAuth sign-in", e.Name)
-	if e.Cause != nil {
-		s += " (" + e.Cause.Error() + ")"
-	} else if e.Wait > 0 {
+	switch {
+	case e.Cause != nil:
+		s += ", which failed: " + e.Cause.Error() + ";"
+	case e.Wait > 0:
 		s += fmt.Sprintf(", which did not finish within %s: finish it in the browser (its URL is on the proxy's stderr), or", e.Wait)
+	default:
+		s += ":"
 	}
 	return s + fmt.Sprintf(" run `bir-proxy login --url %s` in a terminal, then call again", e.URL)
 }
