@@ -21,6 +21,7 @@ import (
 	"github.com/bir-dev/bir-proxy/internal/oauthtest"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/oauth"
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
 // oauthWorld is one user's machine for the OAuth tests: a config directory (the
@@ -493,5 +494,55 @@ func TestOAuthWrappedRemoteEntry(t *testing.T) {
 	s.end()
 	if code, out := w.cli("", "unwrap", "--config", path); code != 0 || string(readFile(t, path)) != doc {
 		t.Fatalf("unwrap: exit %d %s\n%s", code, out, readFile(t, path))
+	}
+}
+
+// TestOAuthNothingSecretReachesTheRecorder: a proxy that signs in itself, recording to
+// a recorder: neither the registration nor the report holds a token, code or secret.
+func TestOAuthNothingSecretReachesTheRecorder(t *testing.T) {
+	t.Parallel()
+	w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, DCR: true, ChallengeScope: "mcp:read"})
+	rec := recordertest.Start(t)
+	w.extra = recording(rec, t.TempDir())
+	s := w.proxy("")
+	handshake(t, s)
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi","_bir_call_id":"c-1"}}}`)
+	wantResult(t, s, s.recv())
+	if _, err := rec.WaitSteps(testutil.Context(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	s.end()
+	w.mu.Lock()
+	for _, r := range rec.Requests() {
+		w.texts = append(w.texts, string(r.Body))
+	}
+	w.mu.Unlock()
+	if c := w.srv.Counts(); c.Authorizes != 1 {
+		t.Errorf("counts %+v", c)
+	}
+}
+
+// TestOAuthNoBrowserNeverHangsTheHost: no token and no browser: the host's initialize
+// is answered within --oauth-wait with the login advice, the URL to visit is on
+// stderr, and once a login from a terminal finishes that sign-in the host's next
+// initialize works.
+func TestOAuthNoBrowserNeverHangsTheHost(t *testing.T) {
+	t.Parallel()
+	w := newOAuthWorld(t, oauthtest.Options{DCR: true})
+	s := w.proxy("false", "--oauth-wait", "500ms")
+	s.Send(oauthInit)
+	msg := hostError(t, s, "0", "server fx", "needs an OAuth sign-in", "bir-proxy login --url "+w.srv.MCPURL)
+	if !strings.Contains(msg, "500ms") {
+		t.Errorf("the error does not say how long it waited: %s", msg)
+	}
+	if err := s.Stderr.WaitFor(testutil.Context(t), w.srv.AuthorizationEndpoint+"?"); err != nil {
+		t.Fatalf("no sign-in URL on stderr: %s", s.Stderr.String())
+	}
+	w.login()
+	handshake(t, s)
+	wantResult(t, s, echo(t, s, 1, "echo"))
+	s.end()
+	if c := w.srv.Counts(); c.Authorizes != 1 || c.Registrations != 1 || c.CodeExchanges != 1 {
+		t.Errorf("counts %+v: the login should have finished the proxy's own sign-in", c)
 	}
 }
