@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/bir-dev/bir-proxy/internal/filelock"
 )
 
@@ -132,13 +134,71 @@ func (s *Store) Load(serverURL string) (*Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the stored OAuth grant: %w", err)
 	}
-	var e Entry
-	if err := json.Unmarshal(b, &e); err != nil || e.ServerURL != serverURL {
+	e, ok := decodeEntry(b)
+	if !ok || e.ServerURL != serverURL {
 		// A damaged file (or a hash collision, which would be a first) is not used:
 		// the next sign-in replaces it.
 		return nil, nil
 	}
-	return &e, nil
+	return e, nil
+}
+
+// decodeEntry reads a stored entry with gjson rather than encoding/json: a proxy
+// reads its grant once, at start, and encoding/json's first decode of a type (its
+// reflection) cost that start ~200 µs, measured (docs/PERFORMANCE.md).
+func decodeEntry(b []byte) (*Entry, bool) {
+	if !gjson.ValidBytes(b) {
+		return nil, false
+	}
+	r := gjson.ParseBytes(b)
+	if !r.IsObject() {
+		return nil, false
+	}
+	strs := func(v gjson.Result) []string {
+		var out []string
+		for _, x := range v.Array() {
+			out = append(out, x.String())
+		}
+		return out
+	}
+	tm := func(v gjson.Result) time.Time {
+		t, _ := time.Parse(time.RFC3339Nano, v.String())
+		return t
+	}
+	e := &Entry{ServerURL: r.Get("server_url").String(), Scopes: strs(r.Get("scopes")), Updated: tm(r.Get("updated"))}
+	if a := r.Get("authorization_server"); a.IsObject() {
+		e.Server = &ServerMetadata{
+			Issuer:                            a.Get("issuer").String(),
+			AuthorizationEndpoint:             a.Get("authorization_endpoint").String(),
+			TokenEndpoint:                     a.Get("token_endpoint").String(),
+			RegistrationEndpoint:              a.Get("registration_endpoint").String(),
+			ScopesSupported:                   strs(a.Get("scopes_supported")),
+			CodeChallengeMethodsSupported:     strs(a.Get("code_challenge_methods_supported")),
+			TokenEndpointAuthMethodsSupported: strs(a.Get("token_endpoint_auth_methods_supported")),
+			ClientIDMetadataDocumentSupported: a.Get("client_id_metadata_document_supported").Bool(),
+			IssParameterSupported:             a.Get("authorization_response_iss_parameter_supported").Bool(),
+		}
+	}
+	if c := r.Get("client"); c.IsObject() {
+		e.Client = &ClientInfo{
+			Kind:        c.Get("kind").String(),
+			ID:          c.Get("client_id").String(),
+			Secret:      c.Get("client_secret").String(),
+			AuthMethod:  c.Get("token_endpoint_auth_method").String(),
+			RedirectURI: c.Get("redirect_uri").String(),
+			Issuer:      c.Get("issuer").String(),
+		}
+	}
+	if t := r.Get("token"); t.IsObject() {
+		e.Token = &Token{
+			AccessToken:  t.Get("access_token").String(),
+			RefreshToken: t.Get("refresh_token").String(),
+			Expiry:       tm(t.Get("expiry")),
+			Issued:       tm(t.Get("issued")),
+			Scope:        t.Get("scope").String(),
+		}
+	}
+	return e, true
 }
 
 // Save writes e atomically: a 0600 temporary file, synced, renamed over the old one.
@@ -213,9 +273,8 @@ func (s *Store) List() ([]*Entry, error) {
 		if err != nil {
 			continue
 		}
-		var e Entry
-		if json.Unmarshal(b, &e) == nil && e.ServerURL != "" {
-			out = append(out, &e)
+		if e, ok := decodeEntry(b); ok && e.ServerURL != "" {
+			out = append(out, e)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ServerURL < out[j].ServerURL })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"testing"
 	"time"
@@ -102,4 +103,42 @@ func TestTokenSkewIsBoundedByLifetime(t *testing.T) {
 	if (&Token{}).expired(now, refreshSkew) {
 		t.Error("a token without an expiry expired")
 	}
+}
+
+// TestDecodeEntryMatchesEncoding: the gjson reader gives back every field Save wrote.
+func TestDecodeEntryMatchesEncoding(t *testing.T) {
+	now := time.Now().UTC().Round(time.Millisecond)
+	e := &Entry{ServerURL: "https://h/mcp", Scopes: []string{"a", "b"},
+		Server: &ServerMetadata{Issuer: "https://as", AuthorizationEndpoint: "https://as/a", TokenEndpoint: "https://as/t",
+			RegistrationEndpoint: "https://as/r", ScopesSupported: []string{"x"}, CodeChallengeMethodsSupported: []string{"S256"},
+			TokenEndpointAuthMethodsSupported: []string{"none"}, ClientIDMetadataDocumentSupported: true, IssParameterSupported: true},
+		Client: &ClientInfo{Kind: KindDynamic, ID: "c", Secret: "s", AuthMethod: "client_secret_post", RedirectURI: "http://127.0.0.1:1/callback", Issuer: "https://as"},
+		Token:  &Token{AccessToken: "A", RefreshToken: "R", Expiry: now.Add(time.Hour), Issued: now, Scope: "a b"}}
+	s, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(e); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Load("https://h/mcp")
+	if err != nil || got == nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, e) {
+		t.Errorf("decoded\n %+v\nwant\n %+v", got, e)
+	}
+	for _, bad := range []string{"", "[]", "{", `{"server_url":1}`} {
+		if d, ok := decodeEntry([]byte(bad)); ok && d.ServerURL == "https://h/mcp" {
+			t.Errorf("decodeEntry(%q) = %+v", bad, d)
+		}
+	}
+}
+
+func FuzzDecodeEntry(f *testing.F) {
+	f.Add([]byte(`{"server_url":"https://h/mcp","token":{"access_token":"a","expiry":"2026-01-01T00:00:00Z"},"scopes":["a"]}`))
+	f.Add([]byte(`{"client":{"client_id":1},"authorization_server":[]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		decodeEntry(b) // never panics, whatever is in the file
+	})
 }
