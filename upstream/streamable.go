@@ -408,7 +408,7 @@ func (c *remoteConn) authHeader(ctx context.Context, h http.Header) {
 	}
 	v, err := c.auth.Header(ctx)
 	if err != nil {
-		c.log.Debug("no OAuth credentials for the request", "server", c.name, "err", c.scrub.Replace(err.Error()))
+		c.log.Debug("no OAuth credentials for the request", "err", c.scrub.Replace(err.Error()))
 	}
 	if v != "" {
 		h.Set("Authorization", v)
@@ -785,6 +785,14 @@ func (c *remoteConn) listen(ctx context.Context, opened chan struct{}) {
 				return
 			case code == http.StatusUnauthorized || code == http.StatusForbidden:
 				resp.Body.Close()
+				// With OAuth, a renewed token reopens it (after the backoff, so a
+				// server that keeps refusing costs a request a growing while).
+				if c.auth != nil && failures < maxResumes {
+					if retry, _ := c.auth.Refused(ctx, code, resp.Header.Values("WWW-Authenticate"), resp.Request.Header.Get("Authorization")); retry {
+						failures++
+						break
+					}
+				}
 				c.log.Warn("the server refused the GET stream", "status", code)
 				return
 			case code/100 != 2 || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream":
