@@ -288,13 +288,19 @@ func TestOAuthClientIdentities(t *testing.T) {
 	t.Run("client ID metadata document", func(t *testing.T) {
 		t.Parallel()
 		w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, CIMD: true, DCR: true})
-		var docURL string
-		doc := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		docURL := "http://" + ln.Addr().String() + "/client.json" // known before the server serves
+		doc := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			rw.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(rw, `{"client_id":%q,"client_name":"bir-proxy test","redirect_uris":["http://127.0.0.1:%d/callback"],"grant_types":["authorization_code","refresh_token"],"response_types":["code"],"token_endpoint_auth_method":"none"}`, docURL, w.port)
 		}))
+		doc.Listener.Close()
+		doc.Listener = ln
+		doc.Start()
 		t.Cleanup(doc.Close)
-		docURL = doc.URL + "/client.json"
 		w.login("--client-metadata-url", docURL)
 		s := w.proxy("", "--client-metadata-url", docURL)
 		handshake(t, s)
