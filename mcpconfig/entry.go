@@ -63,7 +63,7 @@ func TakesValue(flag string) bool {
 	switch flag {
 	case "server", "correlation-key", "recorder", "journal", "journal-max-mb", "journal-keep", "max-message", "stop-grace", "log-level",
 		"spool-max", "url", "transport", "header", "header-file", "connect-timeout",
-		"client-id", "client-secret", "client-metadata-url", "oauth-port", "scope", "oauth-wait":
+		"client-id", "client-secret", "client-metadata-url", "oauth-port", "oauth-scope", "oauth-wait":
 		return true
 	}
 	return false

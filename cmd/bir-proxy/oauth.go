@@ -34,7 +34,7 @@ func defineOAuthFlags(fs *flag.FlagSet, proxy bool) *oauthFlags {
 	fs.StringVar(&o.clientSecret, "client-secret", "", "with --client-id: its secret, if it has one (${VAR} is expanded; keep it out of files)")
 	fs.StringVar(&o.clientMetadataURL, "client-metadata-url", "", "with --url: the https URL of an OAuth Client ID Metadata Document to sign in as")
 	fs.IntVar(&o.port, "oauth-port", oauth.DefaultCallbackPort, "with --url: the loopback port of the OAuth sign-in's redirect URI (http://127.0.0.1:PORT/callback)")
-	fs.StringVar(&o.scope, "scope", "", "with --url: the OAuth scopes to ask for, space-separated (default: those the server names)")
+	fs.StringVar(&o.scope, "oauth-scope", "", "with --url: the OAuth scopes to ask for, space-separated (default: those the server names)")
 	if proxy {
 		fs.DurationVar(&o.wait, "oauth-wait", oauth.DefaultWait, "with --url: how long a request waits for an OAuth sign-in before it is answered with an error (the sign-in goes on)")
 		fs.BoolVar(&o.off, "no-oauth", false, "with --url: never sign in; a 401 is an error")
