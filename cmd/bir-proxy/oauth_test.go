@@ -552,3 +552,18 @@ func TestOAuthNoBrowserNeverHangsTheHost(t *testing.T) {
 		t.Errorf("counts %+v: the login should have finished the proxy's own sign-in", c)
 	}
 }
+
+// TestOAuthScopeChoice: with no challenge scope the resource's scopes_supported are
+// asked for; --oauth-scope replaces them.
+func TestOAuthScopeChoice(t *testing.T) {
+	t.Parallel()
+	w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, DCR: true, ScopesSupported: []string{"mcp:read", "mcp:write"}})
+	w.login()
+	if _, out := w.cli("", "auth", "status"); !strings.Contains(out, "scopes: mcp:read mcp:write") {
+		t.Errorf("want the scopes_supported asked for:\n%s", out)
+	}
+	w.login("--oauth-scope", "mcp:read")
+	if _, out := w.cli("", "auth", "status"); !strings.Contains(out, "scopes: mcp:read\n") {
+		t.Errorf("want only --oauth-scope's:\n%s", out)
+	}
+}
