@@ -116,3 +116,20 @@ func TestScopeSets(t *testing.T) {
 		t.Error("covers")
 	}
 }
+
+func TestSecureURL(t *testing.T) {
+	for u, ok := range map[string]bool{
+		"https://as.example/t":      true,
+		"http://127.0.0.1:9/t":      true,
+		"http://[::1]:9/t":          true,
+		"http://localhost:9/t":      true,
+		"http://as.example/t":       false,
+		"http://10.0.0.1/t":         false,
+		"ftp://as.example/t":        false,
+		"http://127.0.0.1.nip.io/t": false,
+	} {
+		if err := secureURL("x", u); (err == nil) != ok {
+			t.Errorf("secureURL(%q) = %v, want ok=%v", u, err, ok)
+		}
+	}
+}

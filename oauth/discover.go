@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -211,11 +212,37 @@ func checkResource(serverURL, resource string) error {
 	return fmt.Errorf("it describes %s, not %s", r, s)
 }
 
+// secureURL refuses an authorization server URL that is not https, except on a
+// loopback host (local servers and tests): the spec requires TLS for every
+// authorization server endpoint, which carries codes, tokens and client secrets.
+func secureURL(what, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("the %s %q is not a URL", what, raw)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		h := u.Hostname()
+		if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+			return nil
+		}
+		if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
+			return nil
+		}
+	}
+	return fmt.Errorf("the %s %s is not https: refusing to send credentials to it", what, raw)
+}
+
 // discoverServer reads the metadata of the authorization server issuer, trying the
 // spec's places in order, and checks it is usable: it names itself (RFC 8414 §3.3),
 // has the endpoints the flow needs, and offers PKCE S256 (the spec has a client refuse
 // an authorization server that does not say it does).
 func discoverServer(ctx context.Context, hc *http.Client, issuer string) (*ServerMetadata, error) {
+	if err := secureURL("authorization server", issuer); err != nil {
+		return nil, err
+	}
 	urls, err := serverMetadataURLs(issuer)
 	if err != nil {
 		return nil, err
@@ -234,6 +261,14 @@ func discoverServer(ctx context.Context, hc *http.Client, issuer string) (*Serve
 		}
 		if m.AuthorizationEndpoint == "" || m.TokenEndpoint == "" {
 			return nil, fmt.Errorf("the authorization server metadata %s has no authorization or token endpoint", u)
+		}
+		for what, e := range map[string]string{"authorization endpoint": m.AuthorizationEndpoint, "token endpoint": m.TokenEndpoint, "registration endpoint": m.RegistrationEndpoint} {
+			if e == "" {
+				continue
+			}
+			if err := secureURL(what, e); err != nil {
+				return nil, err
+			}
 		}
 		s256 := false
 		for _, c := range m.CodeChallengeMethodsSupported {
