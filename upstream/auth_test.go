@@ -104,3 +104,27 @@ func TestAuthHeaderFlagWins(t *testing.T) {
 		t.Errorf("the Authorizer was asked (%d Header, %d Refused) though --header gave Authorization", a.headers, len(a.refusals))
 	}
 }
+
+// TestAuthLegacyTransport: over HTTP+SSE the refused event stream and the refused
+// POSTs are renewed the same way, and every request carries the token after.
+func TestAuthLegacyTransport(t *testing.T) {
+	url, record := rawHTTP(t, "--legacy", "--auth", "Bearer good")
+	a := &fakeAuth{give: "Bearer good"}
+	cl := dial(t, Remote{URL: url, Transport: TransportSSE, Auth: a})
+	cl.write(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
+	if got := cl.next(); !strings.Contains(got, `"result"`) {
+		t.Fatalf("initialize over HTTP+SSE: %s", got)
+	}
+	if len(a.refusals) != 1 {
+		t.Errorf("Refused calls %q, want one (the event stream's 401)", a.refusals)
+	}
+	reqs := requests(t, record)
+	if len(reqs) < 3 || reqs[0].Method != "GET" || reqs[0].Header["Authorization"] != "" {
+		t.Fatalf("want the refused GET first, without a token, then more: %+v", reqs)
+	}
+	for _, r := range reqs[1:] {
+		if r.Header["Authorization"] != "Bearer good" {
+			t.Errorf("%s %s went with Authorization %q, want the renewed token", r.Method, r.Path, r.Header["Authorization"])
+		}
+	}
+}
