@@ -88,7 +88,16 @@ func New(o Options) *Interceptor {
 // returns, and a call must be known before its answer. Forwarded then supplies the
 // time it was sent.
 func (ic *Interceptor) FromHost(msg []byte, readAt time.Time) []byte {
-	out, sc := strip(msg, ic.key)
+	var lx jsonlex.Line
+	lx.Lex(msg)
+	return ic.FromHostLexed(msg, &lx, readAt)
+}
+
+// FromHostLexed is FromHost of a message the relay has already lexed into lx
+// (relay.LexedInterceptor): the host's path reads each message once. lx then
+// describes the bytes returned; it is the relay's, and not kept.
+func (ic *Interceptor) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) []byte {
+	out, sc := stripLexed(msg, ic.key, lx, ic.q != nil)
 	if ic.q != nil && sc.want != 0 {
 		ic.interested.Add(sc.awaiting)
 		ic.q.push(event{kind: evHost, msg: out, scan: sc, at: readAt}, sc.ends)

@@ -35,18 +35,85 @@ type hostScan struct {
 // returned unchanged: the upstream answers it with a parse error, which is the
 // host's business.
 func strip(msg []byte, key string) ([]byte, hostScan) {
-	var sc hostScan
-	var dels []jsonlex.Span
-	// A line should hold one value, but a server reading stdin with a streaming
-	// decoder would act on a second one too, so every object on the line is looked at.
-	jsonlex.EachObject(msg, func(obj jsonlex.Span) {
-		dels = scanRequest(msg, obj.Start, key, &sc, dels)
-	})
-	return splice(msg, dels), sc
+	var lx jsonlex.Line
+	lx.Lex(msg)
+	return stripLexed(msg, key, &lx, true)
 }
 
-// scanRequest looks at the object at msg[i] and appends the spans to delete.
-func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []jsonlex.Span) []jsonlex.Span {
+// stripLexed is strip of a message the caller lexed into lx (the host's path lexes
+// each message once, for every reader of it); lx then describes the bytes returned.
+// ids says whether the removed values are wanted (hostScan.callIDs): only bookkeeping
+// reads them, and a pure pipe need not allocate them.
+func stripLexed(msg []byte, key string, lx *jsonlex.Line, ids bool) ([]byte, hostScan) {
+	var sc hostScan
+	var delsBuf [4]jsonlex.Span
+	dels := delsBuf[:0]
+	// A line should hold one value, but a server reading stdin with a streaming
+	// decoder would act on a second one too, so every object on the line is looked at.
+	for i := range lx.Objs {
+		o := &lx.Objs[i]
+		if o.Dup {
+			dels = scanRequest(msg, o.Start, key, &sc, dels, ids)
+			continue
+		}
+		dels = scanLexed(msg, o, key, &sc, dels, ids)
+	}
+	if len(dels) == 0 {
+		return msg, sc
+	}
+	out := splice(msg, dels)
+	lx.Shift(dels)
+	return out, sc
+}
+
+// classify notes in sc what bookkeeping wants of a message whose (last) method is
+// method, with or without an id; it reports whether it is a tools/call.
+func classify(method []byte, hasID bool, sc *hostScan) (call bool) {
+	switch {
+	case method == nil:
+	case jsonlex.KeyIs(method, "tools/call"):
+		sc.want |= wantCall
+		sc.awaiting++
+		if !hasID {
+			sc.ends = true // a notification: no answer will come to end it
+		}
+		return true
+	case jsonlex.KeyIs(method, "notifications/cancelled"):
+		sc.want |= wantCancel
+		sc.ends = true
+	case jsonlex.KeyIs(method, "initialize"), jsonlex.KeyIs(method, "tools/list"), jsonlex.KeyIs(method, "server/discover"):
+		sc.want |= wantHandshake
+		if hasID {
+			sc.awaiting++
+		}
+	}
+	return false
+}
+
+// scanLexed is scanRequest for an object with one method and one params member at
+// most, read from its lex: the method the upstream acts on is the only one there is.
+func scanLexed(msg []byte, o *jsonlex.Obj, key string, sc *hostScan, dels []jsonlex.Span, ids bool) []jsonlex.Span {
+	f := o.Fields(msg)
+	if !classify(f.Method, f.ID != nil, sc) {
+		return dels
+	}
+	var callID *string
+	if f.Params != nil && f.Params[0] == '{' {
+		var v jsonlex.Span
+		var found bool
+		if dels, v, found = stripParams(msg, o.Params.Start, key, dels); found && ids {
+			callID = valueText(msg, v)
+		}
+	}
+	if ids {
+		sc.callIDs = append(sc.callIDs, callID)
+	}
+	return dels
+}
+
+// scanRequest looks at the object at msg[i], which has duplicate members, and appends
+// the spans to delete.
+func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []jsonlex.Span, ids bool) []jsonlex.Span {
 	// The method the upstream acts on is the last "method" member (JSON parsers keep
 	// the last duplicate), and bookkeeping follows it; but the key is removed if any
 	// "method" member says tools/call, so no parser, whatever it does with
@@ -73,59 +140,59 @@ func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []jsonlex.Spa
 	if !ok {
 		return dels
 	}
-	switch {
-	case method == nil:
-	case jsonlex.KeyIs(method, "tools/call"):
-		sc.want |= wantCall
-		sc.awaiting++
-		if !hasID {
-			sc.ends = true // a notification: no answer will come to end it
-		}
-	case jsonlex.KeyIs(method, "notifications/cancelled"):
-		sc.want |= wantCancel
-		sc.ends = true
-	case jsonlex.KeyIs(method, "initialize"), jsonlex.KeyIs(method, "tools/list"), jsonlex.KeyIs(method, "server/discover"):
-		sc.want |= wantHandshake
-		if hasID {
-			sc.awaiting++
-		}
-	}
+	call := classify(method, hasID, sc)
 	if !anyCall {
 		return dels
 	}
-	var callID *string
-	var argsBuf [16]jsonlex.Member
+	var last jsonlex.Span
+	var found bool
 	for _, p := range params {
-		jsonlex.EachMember(msg, p.Start, func(a jsonlex.Member) bool {
-			if !jsonlex.KeyIs(msg[a.Key.Start:a.Key.End], "arguments") || msg[a.Value.Start] != '{' {
-				return true
-			}
-			ams := argsBuf[:0]
-			if _, ok := jsonlex.EachMember(msg, a.Value.Start, func(m jsonlex.Member) bool {
-				ams = append(ams, m)
-				return true
-			}); !ok {
-				return true
-			}
-			var id *string
-			dels, id = deleteKey(msg, ams, key, dels)
-			if id != nil {
-				callID = id // the last occurrence wins, as in the host's JSON.parse
-			}
-			return true
-		})
+		var v jsonlex.Span
+		var ok bool
+		if dels, v, ok = stripParams(msg, p.Start, key, dels); ok {
+			last, found = v, true // the last occurrence wins, as in the host's JSON.parse
+		}
 	}
-	if jsonlex.KeyIs(method, "tools/call") {
+	if call && ids {
+		var callID *string
+		if found {
+			callID = valueText(msg, last)
+		}
 		sc.callIDs = append(sc.callIDs, callID)
 	}
 	return dels
 }
 
+// stripParams appends the spans that remove the key from every object-valued
+// "arguments" member of the params object at msg[i]; v is the value of the last
+// member removed, found false when there was none.
+func stripParams(msg []byte, i int, key string, dels []jsonlex.Span) (_ []jsonlex.Span, v jsonlex.Span, found bool) {
+	var argsBuf [16]jsonlex.Member
+	jsonlex.EachMember(msg, i, func(a jsonlex.Member) bool {
+		if !jsonlex.KeyIs(msg[a.Key.Start:a.Key.End], "arguments") || msg[a.Value.Start] != '{' {
+			return true
+		}
+		ams := argsBuf[:0]
+		if _, ok := jsonlex.EachMember(msg, a.Value.Start, func(m jsonlex.Member) bool {
+			ams = append(ams, m)
+			return true
+		}); !ok {
+			return true
+		}
+		var last jsonlex.Span
+		var ok bool
+		if dels, last, ok = deleteKey(msg, ams, key, dels); ok {
+			v, found = last, true
+		}
+		return true
+	})
+	return dels, v, found
+}
+
 // deleteKey appends the spans that remove every member of ams named key, together
 // with the separators that would otherwise be left dangling, and returns the value of
-// the last such member.
-func deleteKey(msg []byte, ams []jsonlex.Member, key string, dels []jsonlex.Span) ([]jsonlex.Span, *string) {
-	var callID *string
+// the last such member (found false when there was none).
+func deleteKey(msg []byte, ams []jsonlex.Member, key string, dels []jsonlex.Span) (_ []jsonlex.Span, v jsonlex.Span, found bool) {
 	n := len(ams)
 	for a := 0; a < n; {
 		if !jsonlex.KeyIs(msg[ams[a].Key.Start:ams[a].Key.End], key) {
@@ -135,7 +202,7 @@ func deleteKey(msg []byte, ams []jsonlex.Member, key string, dels []jsonlex.Span
 		// A run of removed members a..b-1.
 		b := a
 		for b < n && jsonlex.KeyIs(msg[ams[b].Key.Start:ams[b].Key.End], key) {
-			callID = valueText(msg, ams[b].Value)
+			v, found = ams[b].Value, true
 			b++
 		}
 		switch {
@@ -152,7 +219,7 @@ func deleteKey(msg []byte, ams []jsonlex.Member, key string, dels []jsonlex.Span
 		}
 		a = b
 	}
-	return dels, callID
+	return dels, v, found
 }
 
 // valueText is the correlation value: a string decoded, anything else as its JSON text.

@@ -20,7 +20,8 @@ func BenchmarkNote(b *testing.B) {
 	b.ReportAllocs()
 	now := time.Now()
 	for i := 0; b.Loop(); i++ {
-		r.noteHost(reqs[i%1024])
+		r.lx.Lex(reqs[i%1024]) // the host path's one lex of the message
+		r.noteHost(reqs[i%1024], &r.lx)
 		r.noteUpstream(resps[i%1024], now)
 	}
 }

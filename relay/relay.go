@@ -55,6 +55,25 @@ type Interceptor interface {
 	UpstreamLost(at time.Time)
 }
 
+// LexedInterceptor is an Interceptor that reads a host message from the relay's lex of
+// it (jsonlex.Line) rather than lexing it again: the host's path lexes each message
+// once, for interception, the relay's registry and the upstream (LexedWriter).
+type LexedInterceptor interface {
+	Interceptor
+	// FromHostLexed is FromHost of msg, which lx describes. lx must describe the
+	// bytes returned (an edit moves its spans: jsonlex.Line.Shift); it is the
+	// relay's, valid only during the call.
+	FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) []byte
+}
+
+// LexedWriter is an upstream that reads a host message it is given from the relay's
+// lex of it (revive.Conn: its record of the handshake).
+type LexedWriter interface {
+	// WriteLexed is Write of msg, or Hold when hold is set (upstream.Batcher); lx
+	// describes msg and is valid only during the call.
+	WriteLexed(msg []byte, lx *jsonlex.Line, hold bool) error
+}
+
 // Own describes a message of the proxy's own to interception.
 type Own struct {
 	// Origin names who asked: a replay dispatch's id, which interception puts in the
@@ -87,7 +106,9 @@ type Relay struct {
 	hostOut *framing.Writer
 	up      upstream.Conn
 	batch   upstream.Batcher // up, when it can coalesce writes; else nil
+	lw      LexedWriter      // up, when it reads the relay's lex; else nil
 	ic      Interceptor
+	lic     LexedInterceptor // ic, when it reads the relay's lex; else nil
 	log     *slog.Logger
 
 	idPrefix string
@@ -105,6 +126,9 @@ type Relay struct {
 	// (after which the host pump touches nothing).
 	sendMu  sync.Mutex
 	stopped bool // under sendMu: Run has returned or is returning
+	// lx is the host message being forwarded, lexed once (under sendMu) for every
+	// reader of it on the host's path; reused, so it pins nothing and costs nothing.
+	lx jsonlex.Line
 
 	// hostReqs are the host's requests the upstream has not answered; serverReqs the
 	// upstream's requests the host has not answered.
@@ -143,13 +167,17 @@ func New(o Options) *Relay {
 		prefix = "bir:"
 	}
 	batch, _ := o.Upstream.(upstream.Batcher)
+	lw, _ := o.Upstream.(LexedWriter)
+	lic, _ := o.Intercept.(LexedInterceptor)
 	return &Relay{
 		hostIn:     framing.NewReader(o.HostIn, framing.WithMaxMessage(o.MaxMessage)),
 		hostSrc:    o.HostIn,
 		hostOut:    framing.NewWriter(o.HostOut),
 		up:         o.Upstream,
 		batch:      batch,
+		lw:         lw,
 		ic:         o.Intercept,
+		lic:        lic,
 		log:        log,
 		idPrefix:   prefix,
 		waiters:    make(map[string]*waiter),
@@ -266,8 +294,17 @@ func (r *Relay) forward(msg []byte, readAt time.Time) bool {
 	if r.stopped {
 		return false
 	}
-	if r.ic != nil {
-		msg = r.ic.FromHost(msg, readAt)
+	// One lex of the message for everyone on this path: interception, the registry,
+	// the upstream. An interceptor that cannot read it edits first, and what it
+	// returns is lexed.
+	if r.lic != nil {
+		r.lx.Lex(msg)
+		msg = r.lic.FromHostLexed(msg, &r.lx, readAt)
+	} else {
+		if r.ic != nil {
+			msg = r.ic.FromHost(msg, readAt)
+		}
+		r.lx.Lex(msg)
 	}
 	if r.staleCount.Load() > 0 && r.belongsToOldServer(msg) {
 		if r.ic != nil {
@@ -275,7 +312,7 @@ func (r *Relay) forward(msg []byte, readAt time.Time) bool {
 		}
 		return true
 	}
-	r.noteHost(msg)
+	r.noteHost(msg, &r.lx)
 	// The send time is taken as the write starts: an answer can be read before a
 	// large write returns, and a call must not end before it started.
 	sentAt := time.Now()
@@ -283,9 +320,13 @@ func (r *Relay) forward(msg []byte, readAt time.Time) bool {
 	// is already buffered, so the next Read cannot wait and a Write follows; a lone
 	// message always goes out at once.
 	var werr error
-	if r.batch != nil && r.hostIn.Buffered() {
+	hold := r.batch != nil && r.hostIn.Buffered()
+	switch {
+	case r.lw != nil:
+		werr = r.lw.WriteLexed(msg, &r.lx, hold)
+	case hold:
 		werr = r.batch.Hold(msg)
-	} else {
+	default:
 		werr = r.up.Write(msg)
 	}
 	if r.ic != nil {
@@ -340,10 +381,11 @@ func (r *Relay) refuseTooLong(e *framing.TooLongError, at time.Time) {
 	}
 }
 
-// noteHost registers the host's requests in msg as in flight, and retires the
-// upstream's requests it answers.
-func (r *Relay) noteHost(msg []byte) {
-	jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
+// noteHost registers the host's requests in msg, which lx describes, as in flight, and
+// retires the upstream's requests it answers.
+func (r *Relay) noteHost(msg []byte, lx *jsonlex.Line) {
+	for i, objs := 0, lx.RPC(); i < len(objs); i++ {
+		f := objs[i].Fields(msg)
 		switch {
 		case f.IsRequest():
 			r.hostReqs.add(f.ID)
@@ -356,7 +398,7 @@ func (r *Relay) noteHost(msg []byte) {
 				r.hostReqs.remove(id)
 			}
 		}
-	})
+	}
 }
 
 // answerUndelivered answers each request in msg, which reached no server, with an

@@ -751,12 +751,19 @@ func isResponse(msg []byte) bool {
 // waits for it (Policy.Wait at most); while the server is down, or between its end
 // and the relay settling what it left (see upstream.ReplacedError), it fails at once
 // with why. It never waits for an answer.
-func (c *Conn) Write(msg []byte) error { return c.write(msg, false) }
+func (c *Conn) Write(msg []byte) error { return c.write(msg, nil, false) }
 
 // Hold is Write, except that the message may wait for the next Write (upstream.Batcher).
-func (c *Conn) Hold(msg []byte) error { return c.write(msg, true) }
+func (c *Conn) Hold(msg []byte) error { return c.write(msg, nil, true) }
 
-func (c *Conn) write(msg []byte, hold bool) error {
+// WriteLexed is Write (Hold when hold is set) of a message the relay has already lexed
+// into lx (relay.LexedWriter): the look at the handshake reads the relay's lex rather
+// than lexing the message once more on the host's path. lx is not kept.
+func (c *Conn) WriteLexed(msg []byte, lx *jsonlex.Line, hold bool) error {
+	return c.write(msg, lx, hold)
+}
+
+func (c *Conn) write(msg []byte, lx *jsonlex.Line, hold bool) error {
 	g := c.serving.Load()
 	if g == nil {
 		var err error
@@ -765,7 +772,11 @@ func (c *Conn) write(msg []byte, hold bool) error {
 		}
 	}
 	// Before the write: the server can answer before Write returns.
-	c.setup.FromHost(msg)
+	if lx != nil {
+		c.setup.FromHostLexed(msg, lx)
+	} else {
+		c.setup.FromHost(msg)
+	}
 	if !g.wrote.Load() {
 		g.wrote.Store(true)
 	}

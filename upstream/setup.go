@@ -125,41 +125,55 @@ func (s *Setup) FromHost(msg []byte) {
 	if len(msg) > setupScanMax {
 		return
 	}
-	jsonlex.EachRPC(msg, func(obj []byte, f jsonlex.Fields) {
-		if f.Method == nil {
-			return // a response to a server request: sets nothing up
+	jsonlex.EachRPC(msg, s.fromHost)
+}
+
+// FromHostLexed is FromHost of a message the caller has already lexed into lx (the
+// relay lexes each host message once, for every reader of it on the host's path).
+func (s *Setup) FromHostLexed(msg []byte, lx *jsonlex.Line) {
+	if len(msg) > setupScanMax {
+		return
+	}
+	for i, objs := 0, lx.RPC(); i < len(objs); i++ {
+		s.fromHost(objs[i].Bytes(msg), objs[i].Fields(msg))
+	}
+}
+
+// fromHost looks at one object of a host message, with its JSON-RPC members f.
+func (s *Setup) fromHost(obj []byte, f jsonlex.Fields) {
+	if f.Method == nil {
+		return // a response to a server request: sets nothing up
+	}
+	m := f.Method
+	switch {
+	case jsonlex.KeyIs(m, "notifications/initialized"):
+		if f.ID == nil {
+			s.mu.Lock()
+			s.initialized = bytes.Clone(obj)
+			s.mu.Unlock()
 		}
-		m := f.Method
-		switch {
-		case jsonlex.KeyIs(m, "notifications/initialized"):
-			if f.ID == nil {
-				s.mu.Lock()
-				s.initialized = bytes.Clone(obj)
-				s.mu.Unlock()
-			}
-			return
-		case f.ID == nil:
-			return // any other notification
-		case jsonlex.KeyIs(m, "initialize"):
-			s.ask(f.ID, asked{kind: askInitialize, msg: bytes.Clone(obj)})
-		case jsonlex.KeyIs(m, "logging/setLevel"):
-			s.ask(f.ID, asked{kind: askSetLevel, msg: bytes.Clone(obj)})
-		case jsonlex.KeyIs(m, "resources/subscribe"):
-			s.ask(f.ID, asked{kind: askSubscribe, msg: bytes.Clone(obj), uri: jsonlex.StringOf(jsonlex.Get(f.Params, "uri"))})
-		case jsonlex.KeyIs(m, "resources/unsubscribe"):
-			s.ask(f.ID, asked{kind: askUnsubscribe, uri: jsonlex.StringOf(jsonlex.Get(f.Params, "uri"))})
-		case jsonlex.KeyIs(m, "tools/list"):
-			// Only the first page: a paged list is the host's to reassemble, and the
-			// first page differing is enough to say the list changed.
-			if jsonlex.Get(f.Params, "cursor") == nil {
-				s.ask(f.ID, asked{kind: askToolsList})
-			}
-		case jsonlex.KeyIs(m, "server/discover"):
-			s.ask(f.ID, asked{kind: askDiscover})
-		default:
-			s.noteMeta(f.Params)
+		return
+	case f.ID == nil:
+		return // any other notification
+	case jsonlex.KeyIs(m, "initialize"):
+		s.ask(f.ID, asked{kind: askInitialize, msg: bytes.Clone(obj)})
+	case jsonlex.KeyIs(m, "logging/setLevel"):
+		s.ask(f.ID, asked{kind: askSetLevel, msg: bytes.Clone(obj)})
+	case jsonlex.KeyIs(m, "resources/subscribe"):
+		s.ask(f.ID, asked{kind: askSubscribe, msg: bytes.Clone(obj), uri: jsonlex.StringOf(jsonlex.Get(f.Params, "uri"))})
+	case jsonlex.KeyIs(m, "resources/unsubscribe"):
+		s.ask(f.ID, asked{kind: askUnsubscribe, uri: jsonlex.StringOf(jsonlex.Get(f.Params, "uri"))})
+	case jsonlex.KeyIs(m, "tools/list"):
+		// Only the first page: a paged list is the host's to reassemble, and the
+		// first page differing is enough to say the list changed.
+		if jsonlex.Get(f.Params, "cursor") == nil {
+			s.ask(f.ID, asked{kind: askToolsList})
 		}
-	})
+	case jsonlex.KeyIs(m, "server/discover"):
+		s.ask(f.ID, asked{kind: askDiscover})
+	default:
+		s.noteMeta(f.Params)
+	}
 }
 
 // noteMeta marks the host stateless when a request carries the stateless era's

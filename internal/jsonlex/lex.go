@@ -258,6 +258,16 @@ func Elements(b []byte, i int) (vs []Span, ok bool) {
 // KeyIs reports whether the string literal lit decodes to name. Keys are compared
 // decoded because "\u006dethod" is "method" to every JSON parser a peer might use.
 func KeyIs(lit []byte, name string) bool {
+	// An escape is always longer than what it decodes to, so a literal of exactly
+	// the plain spelling's length matches only as that spelling, and a shorter one
+	// never: the scan for a backslash is for longer literals only (every key of
+	// every message passes here, and almost none matches).
+	switch n := len(name) + 2; {
+	case len(lit) == n:
+		return string(lit[1:len(lit)-1]) == name && strings.IndexByte(name, '\\') < 0
+	case len(lit) < n:
+		return false
+	}
 	if bytes.IndexByte(lit, '\\') < 0 {
 		return len(lit) == len(name)+2 && string(lit[1:len(lit)-1]) == name
 	}

@@ -1,0 +1,326 @@
+package jsonlex
+
+// Line is what one pass of the lexer learns of a line of JSON-RPC: where each of its
+// objects lies (the message, or each object element of a batch) and, in each, where
+// its JSON-RPC members are. The host's path lexes every message once into a Line it
+// reuses, and the key strip (intercept), the registry of requests in flight (relay)
+// and revival's record of the handshake (upstream.Setup) all read it: lexed by each of
+// them, a small tools/call was read four times on its way to the server.
+//
+// A Line holds spans, never a slice of the message, so reusing one pins nothing; after
+// an edit of the message, Shift moves the spans with it.
+type Line struct {
+	// Objs are the objects on the line in order, each one whose members the lexer
+	// can follow: what EachObject finds, less the objects TopFields could not read.
+	Objs []Obj
+	// rpc is how many of Objs EachRPC shows: it stops at the first top-level value
+	// it cannot follow, where EachObject steps over an object whose members are
+	// broken, or a batch whose elements are, when its brackets still match.
+	rpc int
+}
+
+// Obj is one object of a Line and its JSON-RPC members, each the value of the last
+// member of that name (the duplicate-key rule); a zero Span is an absent member.
+type Obj struct {
+	Span
+	Method, ID, Params, Result, Error Span
+	// Dup says "method", "id" or "params" occurs more than once: a reader that must
+	// look at every member of a name, not only the last, reads the object itself.
+	Dup bool
+}
+
+// maxKeptObjs bounds the array a Line keeps between two lines: one huge batch must
+// not pin its descriptor for the rest of the session.
+const maxKeptObjs = 1024
+
+// Lex reads line (one message or a batch, as framing returns it) into l, replacing
+// what l held. It allocates only when the line has more objects than any line l has
+// held before.
+func (l *Line) Lex(line []byte) {
+	if cap(l.Objs) > maxKeptObjs {
+		l.Objs = nil
+	}
+	l.Objs = l.Objs[:0]
+	l.rpc = -1
+	for i := SkipSpace(line, 0); i < len(line); {
+		var end int
+		switch line[i] {
+		case '{':
+			var o Obj
+			e, ok := lexObj(line, i, &o)
+			if ok {
+				l.Objs = append(l.Objs, o)
+				end = e
+			} else {
+				l.stopRPC()
+				end = SkipValue(line, i)
+			}
+		case '[':
+			e, ok := l.lexBatch(line, i)
+			if ok {
+				end = e
+			} else {
+				l.stopRPC()
+				end = SkipValue(line, i)
+			}
+		default:
+			end = SkipValue(line, i)
+		}
+		if end < 0 {
+			break
+		}
+		i = SkipSpace(line, end)
+	}
+	if l.rpc < 0 {
+		l.rpc = len(l.Objs)
+	}
+}
+
+func (l *Line) stopRPC() {
+	if l.rpc < 0 {
+		l.rpc = len(l.Objs)
+	}
+}
+
+// RPC is the objects EachRPC would show for the line.
+func (l *Line) RPC() []Obj {
+	if l.rpc < 0 || l.rpc > len(l.Objs) {
+		return l.Objs
+	}
+	return l.Objs[:l.rpc]
+}
+
+// lexBatch reads the array at b[i], appending its objects; on a broken array it
+// appends nothing and returns ok false.
+func (l *Line) lexBatch(b []byte, i int) (end int, ok bool) {
+	n := len(l.Objs)
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		var v int
+		if i < len(b) && b[i] == '{' {
+			var o Obj
+			e, ok := lexObj(b, i, &o)
+			if ok {
+				l.Objs = append(l.Objs, o)
+				v = e
+			} else {
+				v = SkipValue(b, i) // an element EachRPC steps over
+			}
+		} else {
+			v = SkipValue(b, i)
+		}
+		if v < 0 {
+			l.Objs = l.Objs[:n]
+			return 0, false
+		}
+		i = SkipSpace(b, v)
+		if i >= len(b) {
+			l.Objs = l.Objs[:n]
+			return 0, false
+		}
+		switch b[i] {
+		case ',':
+			i = SkipSpace(b, i+1)
+		case ']':
+			return i + 1, true
+		default:
+			l.Objs = l.Objs[:n]
+			return 0, false
+		}
+	}
+}
+
+// Member names lexObj looks for, as bits of seen.
+const (
+	seenMethod = 1 << iota
+	seenID
+	seenParams
+)
+
+// lexObj reads the object at b[i] (b[i] == '{') into o, as EachMember walks it.
+func lexObj(b []byte, i int, o *Obj) (end int, ok bool) {
+	start := i
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		o.Span = Span{start, i + 1}
+		return i + 1, true
+	}
+	seen := 0
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return 0, false
+		}
+		k := SkipString(b, i)
+		if k < 0 {
+			return 0, false
+		}
+		key := b[i:k]
+		i = SkipSpace(b, k)
+		if i >= len(b) || b[i] != ':' {
+			return 0, false
+		}
+		i = SkipSpace(b, i+1)
+		v := SkipValue(b, i)
+		if v < 0 {
+			return 0, false
+		}
+		val := Span{i, v}
+		switch rpcMember(key) {
+		case memberMethod:
+			o.Method = val
+			o.Dup = o.Dup || seen&seenMethod != 0
+			seen |= seenMethod
+		case memberID:
+			o.ID = val
+			o.Dup = o.Dup || seen&seenID != 0
+			seen |= seenID
+		case memberParams:
+			o.Params = val
+			o.Dup = o.Dup || seen&seenParams != 0
+			seen |= seenParams
+		case memberResult:
+			o.Result = val
+		case memberError:
+			o.Error = val
+		}
+		i = SkipSpace(b, v)
+		if i >= len(b) {
+			return 0, false
+		}
+		switch b[i] {
+		case ',':
+			i = SkipSpace(b, i+1)
+		case '}':
+			o.Span = Span{start, i + 1}
+			return i + 1, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+type member uint8
+
+const (
+	memberOther member = iota
+	memberMethod
+	memberID
+	memberParams
+	memberResult
+	memberError
+)
+
+// rpcMember says which JSON-RPC member the key literal k names. An escape is always
+// longer than what it decodes to, and spelling a letter takes \uXXXX, five bytes more
+// than the letter: so a key no longer than "method" with its quotes is one of these
+// names only as its plain spelling, and is compared byte for byte (no scan for a
+// backslash, which KeyIs would make of every key of every message).
+func rpcMember(k []byte) member {
+	switch len(k) {
+	case 4:
+		if k[1] == 'i' && k[2] == 'd' {
+			return memberID
+		}
+	case 7:
+		if string(k[1:6]) == "error" {
+			return memberError
+		}
+	case 8:
+		switch string(k[1:7]) {
+		case "method":
+			return memberMethod
+		case "params":
+			return memberParams
+		case "result":
+			return memberResult
+		}
+	default:
+		if len(k) > 8 {
+			return escapedMember(k)
+		}
+	}
+	return memberOther
+}
+
+// escapedMember is rpcMember for a key too long to be a plain spelling.
+func escapedMember(k []byte) member {
+	for _, c := range k {
+		if c == '\\' {
+			s, ok := DecodeString(k)
+			if !ok {
+				return memberOther
+			}
+			switch s {
+			case "id":
+				return memberID
+			case "method":
+				return memberMethod
+			case "params":
+				return memberParams
+			case "result":
+				return memberResult
+			case "error":
+				return memberError
+			}
+			return memberOther
+		}
+	}
+	return memberOther
+}
+
+// Fields are o's members as subslices of line, the line o was lexed from.
+func (o *Obj) Fields(line []byte) Fields {
+	return Fields{
+		Method: spanOf(line, o.Method),
+		ID:     spanOf(line, o.ID),
+		Params: spanOf(line, o.Params),
+		Result: spanOf(line, o.Result),
+		Error:  spanOf(line, o.Error),
+	}
+}
+
+// Bytes is the object itself, a subslice of line.
+func (o *Obj) Bytes(line []byte) []byte { return line[o.Start:o.End] }
+
+func spanOf(line []byte, s Span) []byte {
+	if s.End == 0 {
+		return nil
+	}
+	return line[s.Start:s.End]
+}
+
+// Shift moves l's spans as an edit of its line moved their bytes: dels, sorted and
+// disjoint, were cut out of it. No span of l starts or ends inside a cut (the cuts an
+// editor makes are inside one member's value: the key strip's, inside arguments).
+func (l *Line) Shift(dels []Span) {
+	if len(dels) == 0 {
+		return
+	}
+	at := func(p int) int {
+		n := 0
+		for _, d := range dels {
+			if d.End > p {
+				break
+			}
+			n += d.End - d.Start
+		}
+		return p - n
+	}
+	move := func(s *Span) {
+		if s.End != 0 {
+			s.Start, s.End = at(s.Start), at(s.End)
+		}
+	}
+	for i := range l.Objs {
+		o := &l.Objs[i]
+		move(&o.Span)
+		move(&o.Method)
+		move(&o.ID)
+		move(&o.Params)
+		move(&o.Result)
+		move(&o.Error)
+	}
+}

@@ -1,0 +1,144 @@
+package jsonlex
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// lineAgrees checks that one Lex of line finds what the per-reader walks found before
+// it: EachRPC's objects and fields (RPC), and EachObject's objects less those TopFields
+// cannot read (Objs); Dup only when a method, id or params member is repeated.
+func lineAgrees(t *testing.T, line []byte) {
+	t.Helper()
+	var lx Line
+	lx.Lex(line)
+	var want []string
+	EachRPC(line, func(obj []byte, f Fields) {
+		want = append(want, fmt.Sprintf("%s|%s|%s|%s|%s|%s", obj, f.Method, f.ID, f.Params, f.Result, f.Error))
+	})
+	var got []string
+	for _, o := range lx.RPC() {
+		f := o.Fields(line)
+		got = append(got, fmt.Sprintf("%s|%s|%s|%s|%s|%s", o.Bytes(line), f.Method, f.ID, f.Params, f.Result, f.Error))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Lex(%q).RPC():\n got %q\nwant %q (EachRPC)", line, got, want)
+	}
+	var objs []string
+	EachObject(line, func(s Span) {
+		if _, ok := TopFields(line[s.Start:s.End]); ok {
+			objs = append(objs, string(line[s.Start:s.End]))
+		}
+	})
+	got = got[:0]
+	for i, o := range lx.Objs {
+		got = append(got, string(o.Bytes(line)))
+		ms, _, _ := Members(line, o.Start)
+		n := map[string]int{}
+		for _, m := range ms {
+			n[StringOf(line[m.Key.Start:m.Key.End])]++
+		}
+		if dup := n["method"] > 1 || n["id"] > 1 || n["params"] > 1; dup != o.Dup {
+			t.Fatalf("Lex(%q): object %d Dup %v, want %v", line, i, o.Dup, dup)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(objs) {
+		t.Fatalf("Lex(%q).Objs:\n got %q\nwant %q (EachObject)", line, got, objs)
+	}
+}
+
+func TestLineAgreesWithEachRPC(t *testing.T) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":1}}}`,
+		` {"jsonrpc":"2.0","id":1,"method":"a","params":{"x":1}} [{"id":"s","result":{}},{"error":{"code":1},"id":null}] 7 {"\u0069d":9,"id":10}`,
+		`{"method":"a","method":"b","params":1,"params":{"x":2}}`,
+		`{"i\u0064":1,"\u006dethod":"x","\u0070arams":{},"r\u0065sult":1,"\u0065rror":2,"\"id":3,"id\u0000":4}`,
+		`{}`, `[]`, `[{}]`, `[1,{"id":2},[{"id":3}]]`,
+		`{"id" 1} {"id":2}`,          // a broken object: EachRPC stops, EachObject does not
+		`[{"id":1} {"id":2}] {"id":3}`, // a broken batch whose brackets match
+		`[{"id":1},{"id" 2},{"id":3}]`, // a broken element: both step over it
+		`{"id":1`, `{"a":"\"}`, `"x" {"id":5}`, `{"id":1}}{"id":2}`,
+		`{"id":"a\\"}`, `{"method":"\u0074ools/call"}`,
+	} {
+		lineAgrees(t, []byte(s))
+	}
+}
+
+func TestLineShift(t *testing.T) {
+	line := []byte(`[{"id":1,"params":{"arguments":{"k":"x","a":2}},"method":"m"},{"params":{"arguments":{"k":1}},"id":2}]`)
+	var lx Line
+	lx.Lex(line)
+	// Cut `"k":"x",` and `"k":1` as the key strip would.
+	var dels []Span
+	for _, cut := range []string{`"k":"x",`, `"k":1`} {
+		i := bytes.Index(line, []byte(cut))
+		dels = append(dels, Span{i, i + len(cut)})
+	}
+	out := append([]byte(nil), line[:dels[0].Start]...)
+	out = append(out, line[dels[0].End:dels[1].Start]...)
+	out = append(out, line[dels[1].End:]...)
+	lx.Shift(dels)
+	var fresh Line
+	fresh.Lex(out)
+	if fmt.Sprint(lx.Objs) != fmt.Sprint(fresh.Objs) {
+		t.Fatalf("shifted %v, lexed afresh %v", lx.Objs, fresh.Objs)
+	}
+}
+
+// TestLineReuse: a Line reused for the next message allocates nothing, and a huge
+// batch's array is not kept.
+func TestLineReuse(t *testing.T) {
+	var lx Line
+	msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+	lx.Lex(msg)
+	if n := testing.AllocsPerRun(100, func() { lx.Lex(msg) }); n != 0 {
+		t.Fatalf("Lex allocated %v times", n)
+	}
+	big := append([]byte{'['}, bytes.Repeat([]byte(`{"id":1},`), 2000)...)
+	big[len(big)-1] = ']'
+	lx.Lex(big)
+	if len(lx.Objs) != 2000 {
+		t.Fatalf("%d objects, want 2000", len(lx.Objs))
+	}
+	lx.Lex(msg)
+	if cap(lx.Objs) > maxKeptObjs {
+		t.Fatalf("kept an array of %d objects", cap(lx.Objs))
+	}
+}
+
+// FuzzLine: one Lex finds what EachRPC and EachObject find, whatever the input.
+func FuzzLine(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"_bir_call_id":"c"}}}`,
+		`[{"id":1,"result":{}},{"id" 2}] {"id":3}`, `{"\u0069d":1,"id":2,"method":"x","method":"y"}`,
+		`{"id" 1} {"id":2}`, `[{"id":1} {"id":2}] {"id":3}`, `7 "x" [] {}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { lineAgrees(t, b) })
+}
+
+// FuzzKeyIs: the length shortcuts of KeyIs and of the lexer's member names agree with
+// decoding the literal and comparing.
+func FuzzKeyIs(f *testing.F) {
+	for _, s := range [][2]string{{`"id"`, "id"}, {`"\u0069d"`, "id"}, {`"i\\"`, `i\`}, {`"a\b"`, `a\b`}, {`"method"`, "method"}, {`"\u006dethod"`, "method"}, {`"x"`, ""}} {
+		f.Add([]byte(s[0]), s[1])
+	}
+	f.Fuzz(func(t *testing.T, lit []byte, name string) {
+		if len(lit) < 2 || lit[0] != '"' || SkipString(lit, 0) != len(lit) {
+			return // not a string literal: never a key the lexer passes on
+		}
+		s, ok := DecodeString(lit)
+		if want := ok && s == name; KeyIs(lit, name) != want {
+			t.Fatalf("KeyIs(%q, %q) = %v, want %v", lit, name, !want, want)
+		}
+		want := memberOther
+		if ok {
+			want = map[string]member{"id": memberID, "method": memberMethod, "params": memberParams, "result": memberResult, "error": memberError}[s]
+		}
+		if got := rpcMember(lit); got != want {
+			t.Fatalf("rpcMember(%q) = %v, want %v", lit, got, want)
+		}
+	})
+}
