@@ -55,7 +55,7 @@ func TestLineAgreesWithEachRPC(t *testing.T) {
 		`{"method":"a","method":"b","params":1,"params":{"x":2}}`,
 		`{"i\u0064":1,"\u006dethod":"x","\u0070arams":{},"r\u0065sult":1,"\u0065rror":2,"\"id":3,"id\u0000":4}`,
 		`{}`, `[]`, `[{}]`, `[1,{"id":2},[{"id":3}]]`,
-		`{"id" 1} {"id":2}`,          // a broken object: EachRPC stops, EachObject does not
+		`{"id" 1} {"id":2}`,            // a broken object: EachRPC stops, EachObject does not
 		`[{"id":1} {"id":2}] {"id":3}`, // a broken batch whose brackets match
 		`[{"id":1},{"id" 2},{"id":3}]`, // a broken element: both step over it
 		`{"id":1`, `{"a":"\"}`, `"x" {"id":5}`, `{"id":1}}{"id":2}`,
