@@ -52,11 +52,11 @@ func stripLexed(msg []byte, key string, lx *jsonlex.Line, ids bool) ([]byte, hos
 	// decoder would act on a second one too, so every object on the line is looked at.
 	for i := range lx.Objs {
 		o := &lx.Objs[i]
-		if o.Dup {
+		if o.Recheck {
 			dels = scanRequest(msg, o.Start, key, &sc, dels, ids)
 			continue
 		}
-		dels = scanLexed(msg, o, key, &sc, dels, ids)
+		dels = scanLexed(msg, lx, o, key, &sc, dels, ids)
 	}
 	if len(dels) == 0 {
 		return msg, sc
@@ -90,18 +90,19 @@ func classify(method []byte, hasID bool, sc *hostScan) (call bool) {
 	return false
 }
 
-// scanLexed is scanRequest for an object with one method and one params member at
-// most, read from its lex: the method the upstream acts on is the only one there is.
-func scanLexed(msg []byte, o *jsonlex.Obj, key string, sc *hostScan, dels []jsonlex.Span, ids bool) []jsonlex.Span {
+// scanLexed is scanRequest for an object with one method, one params and in it one
+// arguments member at most, read from its lex alone: the method the upstream acts on
+// is the only one there is, and the lex has the members of the arguments.
+func scanLexed(msg []byte, lx *jsonlex.Line, o *jsonlex.Obj, key string, sc *hostScan, dels []jsonlex.Span, ids bool) []jsonlex.Span {
 	f := o.Fields(msg)
 	if !classify(f.Method, f.ID != nil, sc) {
 		return dels
 	}
 	var callID *string
-	if f.Params != nil && f.Params[0] == '{' {
+	if args := lx.Arguments(o); len(args) > 0 {
 		var v jsonlex.Span
 		var found bool
-		if dels, v, found = stripParams(msg, o.Params.Start, key, dels); found && ids {
+		if dels, v, found = deleteKey(msg, args, key, dels); found && ids {
 			callID = valueText(msg, v)
 		}
 	}
@@ -111,8 +112,8 @@ func scanLexed(msg []byte, o *jsonlex.Obj, key string, sc *hostScan, dels []json
 	return dels
 }
 
-// scanRequest looks at the object at msg[i], which has duplicate members, and appends
-// the spans to delete.
+// scanRequest looks at the object at msg[i], which the lex left to its readers
+// (jsonlex.Obj.Recheck: duplicate members, say), and appends the spans to delete.
 func scanRequest(msg []byte, i int, key string, sc *hostScan, dels []jsonlex.Span, ids bool) []jsonlex.Span {
 	// The method the upstream acts on is the last "method" member (JSON parsers keep
 	// the last duplicate), and bookkeeping follows it; but the key is removed if any

@@ -74,6 +74,14 @@ type LexedWriter interface {
 	WriteLexed(msg []byte, lx *jsonlex.Line, hold bool) error
 }
 
+// Untimed is an Interceptor that can say it reads none of the times the pumps give it
+// (a pure pipe, BIR_OFF=1: nothing is recorded). The pumps then do not read the clock
+// for every message: three time.Now per call, ~60 ns each on this project's VMs, were
+// a tenth of the relay's own work per message.
+type Untimed interface {
+	Untimed() bool
+}
+
 // Own describes a message of the proxy's own to interception.
 type Own struct {
 	// Origin names who asked: a replay dispatch's id, which interception puts in the
@@ -109,6 +117,7 @@ type Relay struct {
 	lw      LexedWriter      // up, when it reads the relay's lex; else nil
 	ic      Interceptor
 	lic     LexedInterceptor // ic, when it reads the relay's lex; else nil
+	clock   bool             // ic reads the times it is given (see Untimed)
 	log     *slog.Logger
 
 	idPrefix string
@@ -169,6 +178,10 @@ func New(o Options) *Relay {
 	batch, _ := o.Upstream.(upstream.Batcher)
 	lw, _ := o.Upstream.(LexedWriter)
 	lic, _ := o.Intercept.(LexedInterceptor)
+	clock := o.Intercept != nil
+	if u, ok := o.Intercept.(Untimed); ok && u.Untimed() {
+		clock = false
+	}
 	return &Relay{
 		hostIn:     framing.NewReader(o.HostIn, framing.WithMaxMessage(o.MaxMessage)),
 		hostSrc:    o.HostIn,
@@ -178,6 +191,7 @@ func New(o Options) *Relay {
 		lw:         lw,
 		ic:         o.Intercept,
 		lic:        lic,
+		clock:      clock,
 		log:        log,
 		idPrefix:   prefix,
 		waiters:    make(map[string]*waiter),
@@ -273,7 +287,7 @@ func (r *Relay) hostPump() {
 			}
 			return
 		}
-		readAt := time.Now()
+		readAt := r.now()
 		// msg is not used after forward: interception may replace it (a copy with the
 		// key spliced out), and a 64 MB original kept alive here would be a third
 		// copy of the message in memory.
@@ -285,6 +299,14 @@ func (r *Relay) hostPump() {
 			r.collect()
 		}
 	}
+}
+
+// now is the time for interception to be given: the zero time when it reads none.
+func (r *Relay) now() time.Time {
+	if !r.clock {
+		return time.Time{}
+	}
+	return time.Now()
 }
 
 // forward sends one host message upstream; it returns false once Run has ended.
@@ -315,7 +337,7 @@ func (r *Relay) forward(msg []byte, readAt time.Time) bool {
 	r.noteHost(msg, &r.lx)
 	// The send time is taken as the write starts: an answer can be read before a
 	// large write returns, and a call must not end before it started.
-	sentAt := time.Now()
+	sentAt := r.now()
 	// Under load, messages leave together: a message is held only when the next one
 	// is already buffered, so the next Read cannot wait and a Write follows; a lone
 	// message always goes out at once.
@@ -454,7 +476,7 @@ func (r *Relay) upstreamPump() error {
 			}
 			return fmt.Errorf("reading from the upstream: %w", err)
 		}
-		readAt := time.Now()
+		readAt := r.now()
 		if r.noteUpstream(msg, readAt) {
 			if err := r.hostOut.Flush(); err != nil {
 				return fmt.Errorf("writing to the host: %w", err)

@@ -13,6 +13,8 @@ type Line struct {
 	// Objs are the objects on the line in order, each one whose members the lexer
 	// can follow: what EachObject finds, less the objects TopFields could not read.
 	Objs []Obj
+	// args holds the members of each object's params.arguments (see Arguments).
+	args []Member
 	// rpc is how many of Objs EachRPC shows: it stops at the first top-level value
 	// it cannot follow, where EachObject steps over an object whose members are
 	// broken, or a batch whose elements are, when its brackets still match.
@@ -24,14 +26,23 @@ type Line struct {
 type Obj struct {
 	Span
 	Method, ID, Params, Result, Error Span
-	// Dup says "method", "id" or "params" occurs more than once: a reader that must
-	// look at every member of a name, not only the last, reads the object itself.
-	Dup bool
+	// Recheck says a reader that must look at every member of a name, not only the
+	// last, reads the object itself: "method", "id" or "params" occurs more than
+	// once, params has several "arguments", or their members cannot be followed.
+	Recheck bool
+	// args is where the members of params.arguments are in Line.args, when params
+	// is an object with one "arguments" member, an object (hasArgs).
+	args    [2]int32
+	hasArgs bool
 }
 
-// maxKeptObjs bounds the array a Line keeps between two lines: one huge batch must
-// not pin its descriptor for the rest of the session.
-const maxKeptObjs = 1024
+// maxKeptObjs and maxKeptArgs bound the arrays a Line keeps between two lines: one
+// huge batch, or a call with a huge arguments object, must not pin its descriptor for
+// the rest of the session.
+const (
+	maxKeptObjs = 1024
+	maxKeptArgs = 4096
+)
 
 // Lex reads line (one message or a batch, as framing returns it) into l, replacing
 // what l held. It allocates only when the line has more objects than any line l has
@@ -40,14 +51,17 @@ func (l *Line) Lex(line []byte) {
 	if cap(l.Objs) > maxKeptObjs {
 		l.Objs = nil
 	}
-	l.Objs = l.Objs[:0]
+	if cap(l.args) > maxKeptArgs {
+		l.args = nil
+	}
+	l.Objs, l.args = l.Objs[:0], l.args[:0]
 	l.rpc = -1
 	for i := SkipSpace(line, 0); i < len(line); {
 		var end int
 		switch line[i] {
 		case '{':
 			var o Obj
-			e, ok := lexObj(line, i, &o)
+			e, ok := l.lexObj(line, i, &o)
 			if ok {
 				l.Objs = append(l.Objs, o)
 				end = e
@@ -102,7 +116,7 @@ func (l *Line) lexBatch(b []byte, i int) (end int, ok bool) {
 		var v int
 		if i < len(b) && b[i] == '{' {
 			var o Obj
-			e, ok := lexObj(b, i, &o)
+			e, ok := l.lexObj(b, i, &o)
 			if ok {
 				l.Objs = append(l.Objs, o)
 				v = e
@@ -141,8 +155,13 @@ const (
 )
 
 // lexObj reads the object at b[i] (b[i] == '{') into o, as EachMember walks it.
-func lexObj(b []byte, i int, o *Obj) (end int, ok bool) {
-	start := i
+func (l *Line) lexObj(b []byte, i int, o *Obj) (end int, ok bool) {
+	start, nargs := i, len(l.args)
+	defer func() {
+		if !ok {
+			l.args = l.args[:nargs] // of an object that is not one
+		}
+	}()
 	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		o.Span = Span{start, i + 1}
@@ -163,23 +182,29 @@ func lexObj(b []byte, i int, o *Obj) (end int, ok bool) {
 			return 0, false
 		}
 		i = SkipSpace(b, i+1)
-		v := SkipValue(b, i)
+		which := rpcMember(key)
+		var v int
+		if which == memberParams && i < len(b) && b[i] == '{' {
+			v = l.lexParams(b, i, o)
+		} else {
+			v = SkipValue(b, i)
+		}
 		if v < 0 {
 			return 0, false
 		}
 		val := Span{i, v}
-		switch rpcMember(key) {
+		switch which {
 		case memberMethod:
 			o.Method = val
-			o.Dup = o.Dup || seen&seenMethod != 0
+			o.Recheck = o.Recheck || seen&seenMethod != 0
 			seen |= seenMethod
 		case memberID:
 			o.ID = val
-			o.Dup = o.Dup || seen&seenID != 0
+			o.Recheck = o.Recheck || seen&seenID != 0
 			seen |= seenID
 		case memberParams:
 			o.Params = val
-			o.Dup = o.Dup || seen&seenParams != 0
+			o.Recheck = o.Recheck || seen&seenParams != 0
 			seen |= seenParams
 		case memberResult:
 			o.Result = val
@@ -200,6 +225,91 @@ func lexObj(b []byte, i int, o *Obj) (end int, ok bool) {
 			return 0, false
 		}
 	}
+}
+
+// lexParams walks the params object at b[i], as SkipValue would, recording in o the
+// members of its "arguments" (the key strip's business: so the message is read once).
+// Anything unusual sets o.Recheck instead.
+func (l *Line) lexParams(b []byte, i int, o *Obj) (end int) {
+	if o.hasArgs {
+		o.Recheck = true // a second params: its reader reads the object itself
+		o.hasArgs = false
+	}
+	start := i
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1
+	}
+	found := false
+	for {
+		if i >= len(b) || b[i] != '"' {
+			break
+		}
+		k := SkipString(b, i)
+		if k < 0 {
+			break
+		}
+		key := b[i:k]
+		i = SkipSpace(b, k)
+		if i >= len(b) || b[i] != ':' {
+			break
+		}
+		i = SkipSpace(b, i+1)
+		var v int
+		if KeyIs(key, "arguments") {
+			if found {
+				o.Recheck = true
+			}
+			found = true
+			if i < len(b) && b[i] == '{' && !o.Recheck {
+				n := len(l.args)
+				e, ok := EachMember(b, i, func(m Member) bool {
+					l.args = append(l.args, m)
+					return true
+				})
+				if ok {
+					o.args, o.hasArgs, v = [2]int32{int32(n), int32(len(l.args))}, true, e
+				} else {
+					l.args = l.args[:n]
+					o.Recheck = true
+					v = SkipValue(b, i)
+				}
+			} else {
+				v = SkipValue(b, i)
+			}
+		} else {
+			v = SkipValue(b, i)
+		}
+		if v < 0 {
+			break
+		}
+		i = SkipSpace(b, v)
+		if i >= len(b) {
+			break
+		}
+		switch b[i] {
+		case ',':
+			i = SkipSpace(b, i+1)
+			continue
+		case '}':
+			return i + 1
+		}
+		break
+	}
+	// Members this walk cannot follow: the value may still be one SkipValue can
+	// (it checks brackets, not separators), and the reader that cares looks itself.
+	o.Recheck, o.hasArgs = true, false
+	return SkipValue(b, start)
+}
+
+// Arguments is the members of o's params.arguments, an object, when o has one params
+// and it one arguments member; nil otherwise (none, or o.Recheck). Their spans are of
+// the line as lexed: an edit (Shift) drops them.
+func (l *Line) Arguments(o *Obj) []Member {
+	if !o.hasArgs || o.Recheck {
+		return nil
+	}
+	return l.args[o.args[0]:o.args[1]:o.args[1]]
 }
 
 type member uint8
@@ -295,9 +405,14 @@ func spanOf(line []byte, s Span) []byte {
 // Shift moves l's spans as an edit of its line moved their bytes: dels, sorted and
 // disjoint, were cut out of it. No span of l starts or ends inside a cut (the cuts an
 // editor makes are inside one member's value: the key strip's, inside arguments).
+// The members of arguments are not kept: they are what such an edit changes.
 func (l *Line) Shift(dels []Span) {
 	if len(dels) == 0 {
 		return
+	}
+	l.args = l.args[:0]
+	for i := range l.Objs {
+		l.Objs[i].hasArgs = false
 	}
 	at := func(p int) int {
 		n := 0

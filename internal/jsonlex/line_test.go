@@ -8,7 +8,8 @@ import (
 
 // lineAgrees checks that one Lex of line finds what the per-reader walks found before
 // it: EachRPC's objects and fields (RPC), and EachObject's objects less those TopFields
-// cannot read (Objs); Dup only when a method, id or params member is repeated.
+// cannot read (Objs); Recheck whenever a method, id or params member is repeated, and
+// otherwise the members of params.arguments recorded, as Members reads them.
 func lineAgrees(t *testing.T, line []byte) {
 	t.Helper()
 	var lx Line
@@ -39,8 +40,35 @@ func lineAgrees(t *testing.T, line []byte) {
 		for _, m := range ms {
 			n[StringOf(line[m.Key.Start:m.Key.End])]++
 		}
-		if dup := n["method"] > 1 || n["id"] > 1 || n["params"] > 1; dup != o.Dup {
-			t.Fatalf("Lex(%q): object %d Dup %v, want %v", line, i, o.Dup, dup)
+		if dup := n["method"] > 1 || n["id"] > 1 || n["params"] > 1; dup && !o.Recheck {
+			t.Fatalf("Lex(%q): object %d has duplicates but no Recheck", line, i)
+		}
+		if o.Recheck {
+			continue
+		}
+		var want []Member
+		if f := o.Fields(line); f.Params != nil && f.Params[0] == '{' {
+			pms, _, ok := Members(line, o.Params.Start)
+			if !ok {
+				t.Fatalf("Lex(%q): object %d: params unreadable, no Recheck", line, i)
+			}
+			nargs := 0
+			for _, m := range pms {
+				if KeyIs(line[m.Key.Start:m.Key.End], "arguments") {
+					nargs++
+					if line[m.Value.Start] == '{' {
+						if want, _, ok = Members(line, m.Value.Start); !ok {
+							t.Fatalf("Lex(%q): object %d: arguments unreadable, no Recheck", line, i)
+						}
+					}
+				}
+			}
+			if nargs > 1 {
+				t.Fatalf("Lex(%q): object %d: %d arguments, no Recheck", line, i, nargs)
+			}
+		}
+		if got := lx.Arguments(&lx.Objs[i]); fmt.Sprint(got) != fmt.Sprint(want) && len(got)+len(want) > 0 {
+			t.Fatalf("Lex(%q): object %d: arguments %v, want %v", line, i, got, want)
 		}
 	}
 	if fmt.Sprint(got) != fmt.Sprint(objs) {
@@ -60,8 +88,18 @@ func TestLineAgreesWithEachRPC(t *testing.T) {
 		`[{"id":1},{"id" 2},{"id":3}]`, // a broken element: both step over it
 		`{"id":1`, `{"a":"\"}`, `"x" {"id":5}`, `{"id":1}}{"id":2}`,
 		`{"id":"a\\"}`, `{"method":"\u0074ools/call"}`,
+		`{"params":{"arguments":{"a":1,"b":[2]},"x":3}}`, `{"params":{"\u0061rguments":{"a":1}}}`,
+		`{"params":{"arguments":{"a":1},"arguments":{"b":2}}}`, `{"params":{"arguments":{"a":1} "x"}}`,
+		`{"params":{"arguments":{"a" 1}}}`, `{"params":{"arguments":[1]}}`, `{"params":{}}`, `{"params":{"arguments":{}}}`,
 	} {
 		lineAgrees(t, []byte(s))
+	}
+	// The usual messages need no second look, and a call's arguments are at hand.
+	var lx Line
+	call := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi","_bir_call_id":"c"}}}`)
+	lx.Lex(call)
+	if len(lx.Objs) != 1 || lx.Objs[0].Recheck || len(lx.Arguments(&lx.Objs[0])) != 2 {
+		t.Fatalf("Lex(%s) = %+v", call, lx.Objs)
 	}
 }
 
@@ -81,9 +119,21 @@ func TestLineShift(t *testing.T) {
 	lx.Shift(dels)
 	var fresh Line
 	fresh.Lex(out)
-	if fmt.Sprint(lx.Objs) != fmt.Sprint(fresh.Objs) {
-		t.Fatalf("shifted %v, lexed afresh %v", lx.Objs, fresh.Objs)
+	if fmt.Sprint(spans(&lx)) != fmt.Sprint(spans(&fresh)) {
+		t.Fatalf("shifted %v, lexed afresh %v", spans(&lx), spans(&fresh))
 	}
+	if lx.Arguments(&lx.Objs[0]) != nil {
+		t.Fatal("the arguments' members outlived the edit")
+	}
+}
+
+// spans is what Shift keeps of a Line.
+func spans(l *Line) [][7]Span {
+	var out [][7]Span
+	for _, o := range l.Objs {
+		out = append(out, [7]Span{o.Span, o.Method, o.ID, o.Params, o.Result, o.Error, {Start: len(l.RPC())}})
+	}
+	return out
 }
 
 // TestLineReuse: a Line reused for the next message allocates nothing, and a huge
