@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bytes"
+	"strconv"
 	"sync"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -14,25 +15,58 @@ import (
 // server behind the upstream is replaced every one of them gets an error instead of a
 // hang.
 type pending struct {
-	mu  sync.Mutex
-	ids map[string][]byte
+	mu sync.Mutex
+	// ints holds the ids whose key is an integer of at most 18 digits (the ids
+	// every SDK uses): hashed as a number, and added without allocating a key.
+	ints map[int64][]byte
+	ids  map[string][]byte
 }
 
-func newPending() *pending { return &pending{ids: make(map[string][]byte)} }
+func newPending() *pending {
+	return &pending{ints: make(map[int64][]byte), ids: make(map[string][]byte)}
+}
+
+// maxIntKey is the most digits an integer key has to be held in pending.ints.
+const maxIntKey = 18
+
+// intKey reads k, an IDKey, as the integer it is, when it is one of at most 18 digits.
+func intKey(k []byte) (int64, bool) {
+	d := k
+	if len(d) > 0 && d[0] == '-' {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > maxIntKey {
+		return 0, false
+	}
+	var n int64
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if len(d) < len(k) {
+		n = -n
+	}
+	return n, true
+}
 
 func (p *pending) add(id []byte) {
 	// The id is a slice of its message: kept as it is, it would pin a 64 MB request
 	// in memory until its answer. The usual ids are spelled out by their key, so only
 	// the rare others are copied.
-	var k string
+	kb, plain := jsonlex.IDKeyBytes(id)
 	var raw []byte
-	if kb, ok := jsonlex.IDKeyBytes(id); ok {
-		k = string(kb)
-	} else {
-		k, raw = jsonlex.IDKey(id), bytes.Clone(id)
+	if !plain {
+		kb, raw = []byte(jsonlex.IDKey(id)), bytes.Clone(id)
 	}
+	n, isInt := intKey(kb)
 	p.mu.Lock()
-	p.ids[k] = raw
+	if isInt {
+		p.ints[n] = raw
+	} else {
+		p.ids[string(kb)] = raw
+	}
 	p.mu.Unlock()
 }
 
@@ -49,21 +83,33 @@ func rawOf(k string, raw []byte) []byte {
 }
 
 func (p *pending) remove(id []byte) {
+	kb, plain := jsonlex.IDKeyBytes(id)
+	if !plain {
+		kb = []byte(jsonlex.IDKey(id))
+	}
+	n, isInt := intKey(kb)
 	p.mu.Lock()
-	if len(p.ids) > 0 {
-		if kb, ok := jsonlex.IDKeyBytes(id); ok {
-			delete(p.ids, string(kb)) // no allocation: the compiler reads kb in place
-		} else {
-			delete(p.ids, jsonlex.IDKey(id))
+	switch {
+	case isInt:
+		if len(p.ints) > 0 {
+			delete(p.ints, n)
 		}
+	case len(p.ids) > 0:
+		delete(p.ids, string(kb)) // no allocation: the compiler reads kb in place
 	}
 	p.mu.Unlock()
 }
 
 // hasKey reports whether an id with IDKey k is in flight.
 func (p *pending) hasKey(k string) bool {
+	n, isInt := intKey([]byte(k))
 	p.mu.Lock()
-	_, ok := p.ids[k]
+	var ok bool
+	if isInt {
+		_, ok = p.ints[n]
+	} else {
+		_, ok = p.ids[k]
+	}
 	p.mu.Unlock()
 	return ok
 }
@@ -71,18 +117,25 @@ func (p *pending) hasKey(k string) bool {
 func (p *pending) len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.ids)
+	return len(p.ints) + len(p.ids)
 }
 
 // drain empties the set and returns the raw ids it held.
 func (p *pending) drain() [][]byte {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([][]byte, 0, len(p.ids))
+	out := make([][]byte, 0, len(p.ints)+len(p.ids))
+	for n, raw := range p.ints {
+		if raw == nil {
+			raw = strconv.AppendInt(nil, n, 10)
+		}
+		out = append(out, raw)
+	}
+	clear(p.ints)
 	for k, raw := range p.ids {
 		out = append(out, rawOf(k, raw))
-		delete(p.ids, k)
 	}
+	clear(p.ids)
 	return out
 }
 

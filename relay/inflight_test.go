@@ -3,6 +3,8 @@ package relay
 import (
 	"slices"
 	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
 // TestPendingKeepsExactIDs: what drain returns is each id byte for byte, however it
@@ -52,5 +54,42 @@ func TestPendingRemoveMatchesJSONRPC(t *testing.T) {
 	p.remove([]byte(`"7"`))
 	if p.len() != 1 {
 		t.Fatal(`"7" removed the number 7`)
+	}
+}
+
+// TestPendingIntegerKeys: ids held as numbers match as JSON-RPC matches them, at the
+// edges of what is held so: signs, zero, 18 and 19 digits, re-printed forms.
+func TestPendingIntegerKeys(t *testing.T) {
+	for _, c := range []struct{ add, remove string }{
+		{`0`, `-0`}, {`0`, `0.0`}, {`-5`, `-5e0`}, {`999999999999999999`, `999999999999999999.0`},
+		{`1000000000000000000`, `1e18`}, {`12345678901234567890`, `1234567890123456789e1`}, {`7`, `70e-1`},
+	} {
+		p := newPending()
+		p.add([]byte(c.add))
+		if !p.hasKey(jsonlex.IDKey([]byte(c.remove))) {
+			t.Errorf("%s is not found as %s", c.add, c.remove)
+		}
+		p.remove([]byte(c.remove))
+		if p.len() != 0 {
+			t.Errorf("%s is not removed by %s", c.add, c.remove)
+		}
+		p.add([]byte(c.remove))
+		if got := p.drain(); len(got) != 1 || string(got[0]) != c.remove {
+			t.Errorf("drain after adding %s = %q", c.remove, got)
+		}
+	}
+	p := newPending()
+	p.add([]byte(`1`))
+	p.remove([]byte(`"1"`))
+	p.remove([]byte(`-1`))
+	p.remove([]byte(`10`))
+	if p.len() != 1 {
+		t.Fatal("another id removed the number 1")
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		p.add([]byte(`123456`))
+		p.remove([]byte(`123456`))
+	}); n != 0 {
+		t.Errorf("an integer id in and out allocated %v times", n)
 	}
 }

@@ -138,6 +138,8 @@ type Relay struct {
 	// lx is the host message being forwarded, lexed once (under sendMu) for every
 	// reader of it on the host's path; reused, so it pins nothing and costs nothing.
 	lx jsonlex.Line
+	// upLx is the same for the upstream pump's message.
+	upLx jsonlex.Line
 
 	// hostReqs are the host's requests the upstream has not answered; serverReqs the
 	// upstream's requests the host has not answered.
@@ -505,18 +507,20 @@ func (r *Relay) upstreamPump() error {
 // requests, so only a message that is one object can answer one.
 func (r *Relay) noteUpstream(msg []byte, readAt time.Time) (own bool) {
 	single := len(msg) > 0 && msg[0] == '{'
-	jsonlex.EachRPC(msg, func(obj []byte, f jsonlex.Fields) {
+	r.upLx.Lex(msg)
+	for i, objs := 0, r.upLx.RPC(); i < len(objs); i++ {
+		f := objs[i].Fields(msg)
 		switch {
 		case f.IsResponse():
-			if single && r.deliverOwn(obj, f.ID, readAt) {
+			if single && r.deliverOwn(objs[i].Bytes(msg), f.ID, readAt) {
 				own = true
-				return
+				continue
 			}
 			r.hostReqs.remove(f.ID)
 		case f.IsRequest():
 			r.serverReqs.add(f.ID)
 		}
-	})
+	}
 	return own
 }
 
