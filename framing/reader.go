@@ -58,6 +58,11 @@ type Reader struct {
 	peek *jsonlex.Peek
 
 	unterminated bool // the line Read last returned was ended by the stream, not a newline
+
+	// slab, with WithSlab, is the block small messages are carved from; slabOn says
+	// the option is set.
+	slab   []byte
+	slabOn bool
 }
 
 // Option configures a Reader.
@@ -70,6 +75,23 @@ func WithMaxMessage(n int) Option {
 			r.max = n
 		}
 	}
+}
+
+// Slab sizes (WithSlab): a block holds a few hundred small messages, and a message
+// larger than slabMsgMax is allocated on its own as without the option.
+const (
+	slabSize   = 16 << 10
+	slabMsgMax = 2 << 10
+)
+
+// WithSlab makes Read carve small messages out of shared blocks instead of allocating
+// each: one allocation per few hundred messages rather than one per message (at
+// 150,000 messages a second, the allocation and the sweeping after it were a tenth
+// of a relay's CPU). A message is still the caller's alone, its bytes never reused,
+// but while any message of a block is held the whole block stays in memory: it is for
+// a caller that holds no message long (a pure pipe), not one that queues them.
+func WithSlab() Option {
+	return func(r *Reader) { r.slabOn = true }
 }
 
 // NewReader returns a Reader over r.
@@ -212,7 +234,7 @@ func (r *Reader) finish(tail []byte) (msg []byte, err error, ok bool) {
 		if isBlank(tail) {
 			return nil, nil, false
 		}
-		msg = make([]byte, total)
+		msg = r.alloc(int(total))
 		copy(msg, tail)
 		return msg, nil, true
 	}
@@ -227,6 +249,20 @@ func (r *Reader) finish(tail []byte) (msg []byte, err error, ok bool) {
 		return nil, nil, false
 	}
 	return msg, nil, true
+}
+
+// alloc returns n bytes for a message: from the slab (WithSlab), or its own.
+func (r *Reader) alloc(n int) []byte {
+	if !r.slabOn || n > slabMsgMax {
+		return make([]byte, n)
+	}
+	if len(r.slab) < n {
+		r.slab = make([]byte, slabSize)
+	}
+	// Capped at its length: a caller's append must not run into the next message.
+	msg := r.slab[:n:n]
+	r.slab = r.slab[n:]
+	return msg
 }
 
 // lastByte is the last byte of the line being finished; when the line ended exactly at

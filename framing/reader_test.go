@@ -67,13 +67,13 @@ func expected(input string, max int) []result {
 	return out
 }
 
-func check(t testing.TB, input string, max, bufSize int, chunked bool) {
+func check(t testing.TB, input string, max, bufSize int, chunked bool, opts ...Option) {
 	t.Helper()
 	var src io.Reader = strings.NewReader(input)
 	if chunked {
 		src = iotest.OneByteReader(src)
 	}
-	got := readAll(t, NewReader(src, WithMaxMessage(max), withBufSize(bufSize)))
+	got := readAll(t, NewReader(src, append([]Option{WithMaxMessage(max), withBufSize(bufSize)}, opts...)...))
 	want := expected(input, max)
 	if len(got) != len(want) {
 		t.Fatalf("input %q (max %d, buf %d): got %d messages %+v, want %d %+v", input, max, bufSize, len(got), got, len(want), want)
@@ -108,6 +108,7 @@ func TestReaderFraming(t *testing.T) {
 			for _, buf := range []int{1, 2, 7, 64, 4096} {
 				check(t, in, 200, buf, false)
 				check(t, in, 200, buf, true)
+				check(t, in, 200, buf, false, WithSlab())
 			}
 		})
 	}
@@ -119,6 +120,44 @@ func TestReaderOwnership(t *testing.T) {
 	second, _ := r.Read()
 	if string(first) != `{"a":1}` || string(second) != `{"b":2}` {
 		t.Fatalf("a later Read changed an earlier message: %q %q", first, second)
+	}
+}
+
+// TestReaderSlabOwnership: messages carved from one block are still each the caller's:
+// an edit in place, or an append, of one leaves the others as they were.
+func TestReaderSlabOwnership(t *testing.T) {
+	var in strings.Builder
+	for i := range 2000 { // several blocks' worth
+		in.WriteString(`{"n":` + strings.Repeat("7", i%50) + "1}\n")
+	}
+	in.WriteString(`{"big":"` + strings.Repeat("b", slabMsgMax) + "\"}\n")
+	r := NewReader(strings.NewReader(in.String()), WithSlab())
+	var msgs [][]byte
+	for {
+		m, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	want := strings.Split(strings.TrimSuffix(in.String(), "\n"), "\n")
+	if len(msgs) != len(want) {
+		t.Fatalf("%d messages, want %d", len(msgs), len(want))
+	}
+	for i, m := range msgs {
+		if cap(m) != len(m) {
+			t.Fatalf("message %d has room for %d more bytes: an append would reach the next", i, cap(m)-len(m))
+		}
+		m[0] = 'X'
+		_ = append(m, "junk"...)
+	}
+	for i, m := range msgs {
+		if string(m[1:]) != want[i][1:] {
+			t.Fatalf("message %d = %q, want %q: another message's edit reached it", i, m, want[i])
+		}
 	}
 }
 

@@ -106,9 +106,9 @@ func (ic *Interceptor) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.T
 	return out
 }
 
-// Untimed reports that nothing is recorded (no Sink): none of the times the relay
-// gives is read (relay.Untimed).
-func (ic *Interceptor) Untimed() bool { return ic.q == nil }
+// Passive reports that nothing is recorded (no Sink): no time the relay gives is
+// read, and no message kept past the call (relay.Passive).
+func (ic *Interceptor) Passive() bool { return ic.q == nil }
 
 // Forwarded records when the bytes FromHost last returned reached the upstream.
 func (ic *Interceptor) Forwarded(sentAt time.Time) {
