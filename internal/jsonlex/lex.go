@@ -37,6 +37,21 @@ func SkipSpace(b []byte, i int) int {
 	return i
 }
 
+// skipShort is SkipString for a literal whose end is near and has no escape before
+// it: the usual key and id, skipped without a call. It returns -1 when the literal
+// is not one of those, and SkipString must look.
+func skipShort(b []byte, i int) int {
+	for j, lim := i+1, min(len(b), i+24); j < lim; j++ {
+		switch b[j] {
+		case '"':
+			return j + 1
+		case '\\':
+			return -1
+		}
+	}
+	return -1
+}
+
 // SkipString returns the index just past the string literal starting at b[i] == '"',
 // or -1 when it is unterminated. It jumps from quote to quote (memchr speed), so a
 // 100 MB string costs milliseconds.

@@ -172,9 +172,11 @@ func (l *Line) lexObj(b []byte, i int, o *Obj) (end int, ok bool) {
 		if i >= len(b) || b[i] != '"' {
 			return 0, false
 		}
-		k := SkipString(b, i)
+		k := skipShort(b, i)
 		if k < 0 {
-			return 0, false
+			if k = SkipString(b, i); k < 0 {
+				return 0, false
+			}
 		}
 		key := b[i:k]
 		i = SkipSpace(b, k)
@@ -184,9 +186,14 @@ func (l *Line) lexObj(b []byte, i int, o *Obj) (end int, ok bool) {
 		i = SkipSpace(b, i+1)
 		which := rpcMember(key)
 		var v int
-		if which == memberParams && i < len(b) && b[i] == '{' {
+		switch {
+		case which == memberParams && i < len(b) && b[i] == '{':
 			v = l.lexParams(b, i, o)
-		} else {
+		case i < len(b) && b[i] == '"':
+			if v = skipShort(b, i); v < 0 {
+				v = SkipString(b, i)
+			}
+		default:
 			v = SkipValue(b, i)
 		}
 		if v < 0 {
