@@ -39,6 +39,10 @@ type Interceptor struct {
 	// sentPending is set by FromHost when it queued a message, for Forwarded. Both
 	// run on the one host pump, in turn, so it needs no lock.
 	sentPending bool
+	// lx is the lex of a message FromHost or FromProxy is given unlexed (an
+	// interceptor wrapping this one, replay.Gate, does not pass the relay's lex on);
+	// never used by two at once (relay.Interceptor's contract), so reused.
+	lx jsonlex.Line
 
 	// interested counts host requests whose answers bookkeeping wants (calls in
 	// flight, handshake requests). While it is zero the upstream path queues nothing.
@@ -88,9 +92,8 @@ func New(o Options) *Interceptor {
 // returns, and a call must be known before its answer. Forwarded then supplies the
 // time it was sent.
 func (ic *Interceptor) FromHost(msg []byte, readAt time.Time) []byte {
-	var lx jsonlex.Line
-	lx.Lex(msg)
-	return ic.FromHostLexed(msg, &lx, readAt)
+	ic.lx.Lex(msg)
+	return ic.FromHostLexed(msg, &ic.lx, readAt)
 }
 
 // FromHostLexed is FromHost of a message the relay has already lexed into lx
@@ -139,7 +142,8 @@ func (ic *Interceptor) FromUpstream(msg []byte, readAt time.Time) {
 // FromHost/Forwarded pair also runs under, so the two never race on the queue order.
 // A notifications/cancelled marked TimedOut ends its call as a timeout.
 func (ic *Interceptor) FromProxy(msg []byte, own relay.Own, sentAt time.Time) []byte {
-	out, sc := strip(msg, ic.key)
+	ic.lx.Lex(msg)
+	out, sc := stripLexed(msg, ic.key, &ic.lx, ic.q != nil)
 	if ic.q != nil && sc.want != 0 {
 		ic.interested.Add(sc.awaiting)
 		ic.q.push(event{kind: evProxy, msg: out, scan: sc, at: sentAt, origin: own.Origin, timedOut: own.TimedOut}, sc.ends)
