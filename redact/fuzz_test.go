@@ -7,7 +7,8 @@ import (
 )
 
 // FuzzReport: whatever the bytes and whatever the budget (from 256 up), Report must not
-// panic, must return valid JSON, and must stay within the budget.
+// panic, must return valid JSON, and must stay within the budget; a Redactor used
+// before must give the same bytes.
 func FuzzReport(f *testing.F) {
 	seeds := []string{
 		`{"a":1}`, `[1,2,3]`, `"text"`, `null`, ``, `{"password":"x","url":"https://u:p@h/?key=k"}`,
@@ -24,7 +25,10 @@ func FuzzReport(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte, extra uint16) {
 		budget := 256 + int(extra)
-		out, _ := Report(in, budget)
+		out, clipped := Report(in, budget)
+		if again, c := usedRedactor().Report(in, budget); string(again) != string(out) || c != clipped {
+			t.Fatalf("Report(%q, %d) = %q, but a reused Redactor gives %q", in, budget, out, again)
+		}
 		if !json.Valid(out) {
 			t.Fatalf("Report(%q, %d) = %q: not valid JSON", in, budget, out)
 		}

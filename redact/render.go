@@ -166,6 +166,9 @@ type renderer struct {
 	dec   []byte
 	red   []byte
 	spans []span
+	// inner is where embedded JSON is rendered, before it is quoted into out; nested
+	// embedded JSON (JSON text in a string of JSON text) grows one of its own.
+	inner []byte
 }
 
 func (r *renderer) render(d *doc, lim limits, budget int) error {
@@ -528,14 +531,16 @@ func (r *renderer) text(d *doc, p int, body []byte, depth int, h hint) (flag boo
 // redacting and clipping it like any other value. ok is false when it turned out not to
 // be JSON after all.
 func (r *renderer) embedded(in, d *doc, p, depth int) (ok bool, err error) {
-	outer, max := r.out, r.max
-	r.out, r.max = make([]byte, 0, 256), max-len(outer)
+	outer, max, kept := r.out, r.max, r.inner
+	// The scratch is taken while this string renders: one nested inside it gets a
+	// buffer of its own.
+	r.out, r.max, r.inner = kept[:0], max-len(outer), nil
 	end, _, err := r.value(in, 0, depth, hintNone)
 	if err == nil && jsonlex.SkipSpace(in.src, end) != len(in.src) {
 		err = errSyntax
 	}
 	inner := r.out
-	r.out, r.max = outer, max
+	r.out, r.max, r.inner = outer, max, inner[:0]
 	switch {
 	case err == errSyntax:
 		if d.inner != nil {

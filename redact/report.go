@@ -26,15 +26,57 @@ func Report(raw []byte, budget int) (out json.RawMessage, clipped bool) {
 	if budget <= 0 {
 		budget = DefaultBudget
 	}
-	d := &doc{src: raw}
-	r := &renderer{
+	z := &Redactor{r: renderer{
 		// Sized for the common case, a small value shown whole: growing the buffers
 		// costs more than the rendering.
 		out:   make([]byte, 0, min(budget, len(raw)+len(raw)/8+16)),
 		dec:   make([]byte, 0, 512),
 		red:   make([]byte, 0, 512),
 		spans: make([]span, 0, 8),
+	}}
+	return z.report(raw, budget)
+}
+
+// A Redactor is Report with its buffers kept from one value to the next, for a
+// goroutine that redacts one value after another (the proxy's bookkeeping: Report
+// allocated four buffers per value, the most objects of any step of a report). Its
+// zero value is ready; it is not safe for concurrent use.
+type Redactor struct {
+	r renderer
+	d doc
+}
+
+// maxKept bounds a buffer a Redactor keeps for the next value: one huge value must not
+// pin its buffers for the rest of the session.
+const maxKept = 256 << 10
+
+// Report is the package's Report. The returned JSON is in the Redactor's buffer: it is
+// valid until the next call, and whoever keeps it copies it.
+func (z *Redactor) Report(raw []byte, budget int) (out json.RawMessage, clipped bool) {
+	out, clipped = z.report(raw, budget)
+	r := &z.r
+	for _, b := range []*[]byte{&r.dec, &r.red, &r.inner} {
+		if cap(*b) > maxKept {
+			*b = nil
+		}
 	}
+	if cap(r.spans) > maxKept/16 {
+		r.spans = nil
+	}
+	if cap(r.out) > maxKept {
+		r.out = nil // out is the caller's until the next call; only the next one drops it
+	}
+	z.d = doc{} // the value's bytes and memos must not outlive the call
+	return out, clipped
+}
+
+func (z *Redactor) report(raw []byte, budget int) (out json.RawMessage, clipped bool) {
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	r := &z.r
+	z.d = doc{src: raw}
+	d := &z.d
 	for level := 0; level < len(levels); level++ {
 		err := r.render(d, levels[level], budget)
 		if err == nil {

@@ -17,10 +17,13 @@ import (
 )
 
 // report runs Report and checks what must hold of every output: valid JSON, within the
-// budget.
+// budget, and the same bytes from a Redactor that has rendered another value before.
 func report(t *testing.T, in []byte, budget int) (string, bool) {
 	t.Helper()
 	out, clipped := Report(in, budget)
+	if again, c := usedRedactor().Report(in, budget); !bytes.Equal(again, out) || c != clipped {
+		t.Fatalf("Report(%.80q, %d) = %.200q (clipped %v), but a reused Redactor gives %.200q (clipped %v)", in, budget, out, clipped, again, c)
+	}
 	if !json.Valid(out) {
 		t.Fatalf("Report(%.80q, %d) = %.200q: not valid JSON", in, budget, out)
 	}
@@ -31,6 +34,29 @@ func report(t *testing.T, in []byte, budget int) (string, bool) {
 		t.Fatalf("Report(%.80q, %d): %d bytes, over the budget", in, budget, len(out))
 	}
 	return string(out), clipped
+}
+
+// usedRedactor returns a Redactor whose buffers hold what an earlier value left in them:
+// clipped text, a secret, JSON inside a string inside a string.
+func usedRedactor() *Redactor {
+	z := new(Redactor)
+	inner := `{"token":"ghp_` + strings.Repeat("x", 36) + `","a":[` + strings.Repeat(`"yyyy",`, 200) + `1]}`
+	dirty, _ := json.Marshal(map[string]any{
+		"password": "hunter2",
+		"text":     strings.Repeat("long text ", 400),
+		"json":     inner,
+		"deeper":   string(must(json.Marshal(inner))),
+	})
+	z.Report(dirty, 2000)
+	z.Report(dirty, 0)
+	return z
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 func TestRedactionCorpus(t *testing.T) {
