@@ -35,8 +35,27 @@ import (
 // costs heap proportional to the input, never the goroutine stack (whose
 // overflow would kill the process, not fail the call).
 func Canonicalize(w io.Writer, raw []byte) error {
-	ws := new(flatWorkspace)
-	ix, err := flatScan(raw, ws, new(flatScanner))
+	return new(Canonicalizer).Canonicalize(w, raw)
+}
+
+// A Canonicalizer is Canonicalize with its workspace, scanner and write buffer kept
+// from one value to the next, for a goroutine that canonicalizes one value after
+// another (the proxy's bookkeeping, which fingerprints every call: the workspace, the
+// scanner, a bufio.Writer and its buffer were four allocations per call). Its zero
+// value is ready; it is not safe for concurrent use.
+type Canonicalizer struct {
+	ws   flatWorkspace
+	scan flatScanner
+	bw   *bufio.Writer
+	dry  *bufio.Writer
+}
+
+// Canonicalize is the package's Canonicalize.
+func (c *Canonicalizer) Canonicalize(w io.Writer, raw []byte) error {
+	// The scanner's index may have outgrown the workspace on a big value: it must not
+	// be kept for the next one.
+	defer func() { c.scan = flatScanner{} }()
+	ix, err := flatScan(raw, &c.ws, &c.scan)
 	if err != nil {
 		return err
 	}
@@ -45,14 +64,27 @@ func Canonicalize(w io.Writer, raw []byte) error {
 		// which duplicates win, which only the writing pass works out; a dry
 		// run finds out before anything reaches w. Rare, so it may cost a
 		// second walk.
-		dry := newFlatEmitter(raw, ix, ws, bufio.NewWriterSize(io.Discard, 512))
+		if c.dry == nil {
+			c.dry = bufio.NewWriterSize(io.Discard, 512)
+		}
+		c.dry.Reset(io.Discard)
+		dry := newFlatEmitter(raw, ix, &c.ws, c.dry)
 		dry.run()
 		if dry.bad != nil {
 			return dry.bad
 		}
 	}
-	bw := bufio.NewWriterSize(w, jcsBufferSize(len(raw)))
-	e := newFlatEmitter(raw, ix, ws, bw)
+	// The buffer grows to what the values need (up to jcsBufferSize's cap), and is
+	// then kept: a small one for small arguments, large chunks for big payloads.
+	if size := jcsBufferSize(len(raw)); c.bw == nil || c.bw.Size() < size {
+		// Made on io.Discard, not w: given a big enough *bufio.Writer, NewWriterSize
+		// returns that one, which this would then keep and reset under its owner.
+		c.bw = bufio.NewWriterSize(io.Discard, size)
+	}
+	bw := c.bw
+	bw.Reset(w)
+	defer bw.Reset(io.Discard) // w must not be kept past the call
+	e := newFlatEmitter(raw, ix, &c.ws, bw)
 	// bufio.Writer keeps the first write error, so the writing pass need
 	// not check each write; Flush reports it.
 	e.run()
