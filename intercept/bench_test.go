@@ -1,6 +1,7 @@
 package intercept
 
 import (
+	"log/slog"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -64,5 +65,43 @@ func TestFromHostAllocations(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("FromHost allocated %v times per call", n)
+	}
+}
+
+// BenchmarkBookkeeping is bookkeeping's own work for one small call, run in line on
+// the benchmark's goroutine (no queue, no wake-up): pairing, the fingerprint,
+// redaction of the arguments and result, the report built and submitted. It is what
+// a profile of the proxy's bookkeeping goroutine shows, without the scheduler.
+func BenchmarkBookkeeping(b *testing.B) {
+	sink := &countSink{}
+	var interested atomic.Int64
+	var parked atomic.Bool
+	tr := newTracker(sink, DefaultReportCap, &interested, slog.New(slog.DiscardHandler))
+	tr.later = func() {}
+	tr.parked = &parked
+	calls := make([][]byte, 1024)
+	answers := make([][]byte, len(calls))
+	for i := range calls {
+		id := strconv.Itoa(i)
+		calls[i] = []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-` + id + `"}}}`)
+		answers[i] = []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"hello, world"}]}}`)
+	}
+	// The key is removed once, on the host's path; bookkeeping sees what is left.
+	scans := make([]hostScan, len(calls))
+	for i := range calls {
+		calls[i], scans[i] = strip(calls[i], DefaultCorrelationKey)
+	}
+	now := time.Now()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		k := i % len(calls)
+		tr.handle(event{kind: evHost, msg: calls[k], scan: scans[k], at: now})
+		tr.handle(event{kind: evSent, at: now})
+		tr.handle(event{kind: evUpstream, msg: answers[k], at: now})
+	}
+	b.StopTimer()
+	if int(sink.n.Load()) != b.N {
+		b.Fatalf("%d reports for %d calls", sink.n.Load(), b.N)
 	}
 }

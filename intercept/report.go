@@ -1,10 +1,12 @@
 package intercept
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/jcs"
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -21,31 +23,68 @@ const (
 	maxCallID = 1024
 )
 
+// scratch is what bookkeeping reuses from one report to the next: redaction's and the
+// fingerprint's buffers (allocated afresh for every value, they were most of a report's
+// allocations), and the names of the tools already seen.
+type scratch struct {
+	red   redact.Redactor
+	fp    jcs.Fingerprinter
+	tools map[string]toolName // by the name's raw JSON string
+}
+
+// toolName is a tool's name as reports show it (decoded, redacted, cut to maxTool), and
+// the length of the decoded name, which the report's size bound counts.
+type toolName struct {
+	shown string
+	n     int
+}
+
+// maxTools bounds the tool names remembered; past it the map starts again.
+const maxTools = 4096
+
+// tool sets c's tool from the raw JSON string naming it. A server has a handful of
+// tools, called again and again: each name is decoded and redacted once, not once per
+// call.
+func (sc *scratch) tool(c *call, raw []byte) {
+	t, ok := sc.tools[string(raw)]
+	if !ok {
+		if sc.tools == nil || len(sc.tools) >= maxTools {
+			sc.tools = make(map[string]toolName)
+		}
+		name := jsonlex.StringOf(raw)
+		t = toolName{shown: redact.Label(name, maxTool), n: len(name)}
+		sc.tools[string(raw)] = t
+	}
+	c.tool, c.toolLen = t.shown, t.n
+}
+
 // describeArgs fills in what a report says about a call's arguments, as soon as the
 // call is seen: the fingerprint over the raw arguments (key already removed, nothing
 // redacted), then the arguments redacted and clipped to half a report. Doing it then,
 // rather than when the call ends, lets the message's bytes go: a 50 MB call would
 // otherwise be held for as long as the tool runs.
-func describeArgs(c *call, capBytes int) {
+func (sc *scratch) describeArgs(c *call, capBytes int) {
 	if c.msg != nil {
 		// Fingerprint errors mean arguments that are not JSON; the report still goes,
 		// with an empty fingerprint the recorder cannot match (it joins by callId).
-		c.fingerprint, _ = jcs.Fingerprint(c.args)
+		c.fingerprint, _ = sc.fp.Fingerprint(c.args)
 	}
 	args := c.args
 	if args == nil {
 		args = json.RawMessage(`{}`)
 	}
-	c.argsOut, c.argsClipped = redact.Report(args, max((capBytes-fixedSize(c))/2, minPart))
+	out, clipped := sc.red.Report(args, max((capBytes-fixedSize(c))/2, minPart))
+	c.argsOut, c.argsClipped = bytes.Clone(out), clipped // kept while the call is in flight
+	c.callIDOut = clipID(c.callID)
 	c.msg, c.args = nil, nil
 }
 
 // buildStep makes the report for a finished call: its arguments as describeArgs left
 // them, the result and error redacted and clipped into the rest of capBytes.
-func buildStep(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage, capBytes int) report.Step {
+func (sc *scratch) buildStep(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage, capBytes int) report.Step {
 	st := report.Step{
-		CallID:          clipID(c.callID),
-		Tool:            redact.Label(c.tool, maxTool),
+		CallID:          c.callIDOut,
+		Tool:            c.tool,
 		Args:            c.argsOut,
 		ArgsFingerprint: c.fingerprint,
 		ArgsClipped:     c.argsClipped,
@@ -58,11 +97,13 @@ func buildStep(c *call, endedAt time.Time, outcome string, result, rpcErr json.R
 	}
 	avail := capBytes - fixedSize(c) - len(st.Args)
 	if rpcErr != nil {
-		st.Error, _ = redact.Report(rpcErr, max(avail/4, minPart))
+		out, _ := sc.red.Report(rpcErr, max(avail/4, minPart))
+		st.Error = bytes.Clone(out) // the result below reuses the Redactor
 		avail -= len(st.Error)
 	}
 	if result != nil {
-		st.Result, st.ResultClipped = redact.Report(result, max(avail, minPart))
+		out, clipped := sc.red.Report(result, max(avail, minPart))
+		st.Result, st.ResultClipped = bytes.Clone(out), clipped
 	}
 	return st
 }
@@ -73,6 +114,9 @@ func clipID(id *string) *string {
 		return nil
 	}
 	s := redact.Label(*id, maxCallID)
+	if s == *id {
+		return id
+	}
 	return &s
 }
 
@@ -80,7 +124,7 @@ func clipID(id *string) *string {
 // members' names, the timestamps and ids at their longest, and the host-chosen strings
 // with every byte escaped.
 func fixedSize(c *call) int {
-	return 1024 + 6*min(len(c.tool), maxTool) + 6*min(len(deref(c.callID)), maxCallID)
+	return 1024 + 6*min(c.toolLen, maxTool) + 6*min(len(deref(c.callID)), maxCallID)
 }
 
 func deref(s *string) string {

@@ -1,6 +1,7 @@
 package intercept
 
 import (
+	"bytes"
 	"encoding/json"
 	"log/slog"
 	"sync/atomic"
@@ -30,8 +31,12 @@ type tracker struct {
 	handshake map[string]string
 	// unsent are the calls of the last host message, until its evSent gives them
 	// their startedAt; one that ends before that waits here for it.
-	unsent    []*call
-	facts     report.ServerFacts
+	unsent  []*call
+	facts   report.ServerFacts
+	scratch scratch
+	// kbuf holds the map key of the id being looked up: a lookup by string(kbuf)
+	// allocates nothing.
+	kbuf      []byte
 	sawInit   bool
 	sawTools  bool
 	warnedShd bool
@@ -39,11 +44,14 @@ type tracker struct {
 
 // call is a tools/call in flight.
 type call struct {
-	id         []byte // raw id, as the host sent it
-	msg        []byte // the request as forwarded (key removed); nil when shed
-	args       []byte // params.arguments within msg
-	tool       string
-	callID     *string
+	id         []byte  // raw id, as the host sent it
+	key        string  // its key in tracker.calls
+	msg        []byte  // the request as forwarded (key removed); nil when shed
+	args       []byte  // params.arguments within msg
+	tool       string  // as reports show it (redacted, clipped)
+	toolLen    int     // the length of the name as the host sent it, decoded
+	callID     *string // as the host sent it
+	callIDOut  *string // as reports show it
 	dispatchID *string // the origin of a request of the proxy's own; nil for the host's
 	receivedAt time.Time
 	startedAt  time.Time // zero until the message is known to have been sent
@@ -142,7 +150,9 @@ func (t *tracker) host(ev event) {
 	if own {
 		keyPrefix = ownKey
 		if ev.origin != "" {
-			origin = &ev.origin
+			// A copy: a pointer into ev moved every event to the heap.
+			o := ev.origin
+			origin = &o
 		}
 	}
 	// pend waits for the host message's send time; the proxy's own were sent at ev.at.
@@ -161,7 +171,7 @@ func (t *tracker) host(ev event) {
 				id = nil
 			}
 			c := &call{callID: id, receivedAt: ev.at}
-			describeArgs(c, t.cap)
+			t.scratch.describeArgs(c, t.cap)
 			pend(c)
 			t.finish(c, ev.at, report.OutcomeRPCError, nil,
 				json.RawMessage(`{"code":-32603,"message":"not recorded: the proxy's bookkeeping fell behind"}`))
@@ -175,7 +185,7 @@ func (t *tracker) host(ev event) {
 		if !ok {
 			return
 		}
-		switch method := jsonlex.StringOf(f.Method); method {
+		switch method := methodOf(f.Method); method {
 		case "tools/call":
 			var callID *string
 			// A dispatch's report has no callId (SPEC §5): the key a recorder may
@@ -191,10 +201,10 @@ func (t *tracker) host(ev event) {
 			}
 			pend(c)
 			if f.Params != nil && f.Params[0] == '{' {
-				c.tool = jsonlex.StringOf(jsonlex.Get(f.Params, "name"))
+				t.scratch.tool(c, jsonlex.Get(f.Params, "name"))
 				c.args = jsonlex.Get(f.Params, "arguments")
 			}
-			describeArgs(c, t.cap)
+			t.scratch.describeArgs(c, t.cap)
 			if f.ID == nil {
 				// A tools/call without an id is a notification: no answer will ever
 				// come. It is still reported (never dropped), as the invalid request
@@ -204,13 +214,14 @@ func (t *tracker) host(ev event) {
 				return
 			}
 			c.id = f.ID
-			k := keyPrefix + jsonlex.IDKey(f.ID)
-			if old, dup := t.calls[k]; dup {
+			k := t.idKey(keyPrefix, f.ID)
+			if old, dup := t.calls[string(k)]; dup {
 				// The host reused an id still in flight; the two can no longer be told
 				// apart, so the older one ends here.
 				t.finish(old, ev.at, report.OutcomeRPCError, nil, json.RawMessage(`{"code":-32600,"message":"the host reused this request id before it was answered"}`))
 			}
-			t.calls[k] = c
+			c.key = string(k)
+			t.calls[c.key] = c
 		case "notifications/cancelled":
 			if f.Params == nil || f.Params[0] != '{' {
 				return
@@ -242,9 +253,9 @@ func (t *tracker) upstream(m []byte, at time.Time, keyPrefix string) {
 	if !ok || f.Method != nil || f.ID == nil {
 		return // a request or notification of the server's own
 	}
-	k := keyPrefix + jsonlex.IDKey(f.ID)
-	if c, ok := t.calls[k]; ok {
-		delete(t.calls, k)
+	k := t.idKey(keyPrefix, f.ID)
+	if c, ok := t.calls[string(k)]; ok {
+		delete(t.calls, c.key)
 		switch {
 		case f.Error != nil:
 			t.finish(c, at, report.OutcomeRPCError, nil, f.Error)
@@ -257,8 +268,8 @@ func (t *tracker) upstream(m []byte, at time.Time, keyPrefix string) {
 		}
 		return
 	}
-	if method, ok := t.handshake[k]; ok {
-		t.forgetHandshake(k)
+	if method, ok := t.handshake[string(k)]; ok {
+		t.forgetHandshake(string(k))
 		if f.Result != nil {
 			t.learn(method, gjson.ParseBytes(f.Result))
 		}
@@ -317,5 +328,40 @@ func (t *tracker) finish(c *call, endedAt time.Time, outcome string, result, rpc
 }
 
 func (t *tracker) report(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage) {
-	t.sink.Submit(buildStep(c, endedAt, outcome, result, rpcErr, t.cap))
+	t.sink.Submit(t.scratch.buildStep(c, endedAt, outcome, result, rpcErr, t.cap))
+}
+
+// idKey returns the key in calls (or handshake) of the id raw under prefix, in t's
+// scratch: valid until the next call, for lookups by string(key), which allocate
+// nothing; a key that is kept is copied.
+func (t *tracker) idKey(prefix string, raw []byte) []byte {
+	t.kbuf = append(t.kbuf[:0], prefix...)
+	if kb, ok := jsonlex.IDKeyBytes(raw); ok {
+		t.kbuf = append(t.kbuf, kb...)
+	} else {
+		t.kbuf = append(t.kbuf, jsonlex.IDKey(raw)...)
+	}
+	return t.kbuf
+}
+
+// methodOf is the method a request's raw "method" value names, for the methods
+// bookkeeping follows, without allocating for the usual unescaped names; any other
+// method may come back as "".
+func methodOf(raw []byte) string {
+	if len(raw) < 2 || raw[0] != '"' || bytes.IndexByte(raw, '\\') >= 0 {
+		return jsonlex.StringOf(raw)
+	}
+	switch string(raw[1 : len(raw)-1]) {
+	case "tools/call":
+		return "tools/call"
+	case "notifications/cancelled":
+		return "notifications/cancelled"
+	case "initialize":
+		return "initialize"
+	case "tools/list":
+		return "tools/list"
+	case "server/discover":
+		return "server/discover"
+	}
+	return ""
 }
