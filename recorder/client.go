@@ -9,10 +9,11 @@
 // came back ahead of the register it needed. No request here lacks the outer loop, so
 // go-retryablehttp has no place left; plain net/http is the client.
 //
-// The one resend left is net/http's own, on a kept-alive connection that turns out to
-// be dead (the recorder closed it while idle): see post. That is not a retry policy —
-// no answer came, nothing waits — and without it every such race would look like an
-// outage: a warning on stderr, a pause, and every proxyId registered again.
+// The one resend left is on a kept-alive connection that turns out to be dead (the
+// recorder closed it while idle): http1's, or net/http's own for the URLs it posts to
+// (see send). That is not a retry policy — no answer came, nothing waits — and without
+// it every such race would look like an outage: a warning on stderr, a pause, and every
+// proxyId registered again.
 
 package recorder
 
@@ -70,7 +71,9 @@ func (t tuning) withDefaults() tuning {
 // client posts JSON to the recorder. It knows nothing of reports, so a poll loop can
 // use it beside delivery.
 type client struct {
-	hc *http.Client
+	hc      *http.Client
+	h1      *http1        // plain http:// recorders; hc for the rest (and all, when nil)
+	timeout time.Duration // bounds one step or register POST
 }
 
 // response is what came back from one attempt.
@@ -95,7 +98,7 @@ func newClient(t tuning) *client {
 		MaxIdleConnsPerHost: t.maxWindow,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	return &client{hc: &http.Client{
+	return &client{h1: newHTTP1(t), timeout: t.requestTimeout, hc: &http.Client{
 		Transport: transport,
 		// A redirect would carry the token to wherever it points.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -110,15 +113,30 @@ func jitter(base, max time.Duration, attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// post sends body to path under ep, once. Whatever fails is the caller's to back off
-// from.
+// post sends body to path under ep, once, within the request timeout. Whatever fails
+// is the caller's to back off from.
 func (c *client) post(ctx context.Context, ep *Endpoint, path string, body []byte) response {
-	return c.postLimit(ctx, ep, path, body, 4<<10)
+	return c.send(ctx, ep, path, body, 4<<10, c.timeout)
 }
 
 // postLimit is post keeping up to limit bytes of the answer (a poll answer carries
-// dispatches; a step's answer is read only for messages).
+// dispatches; a step's answer is read only for messages), bounded by ctx alone (a
+// poll may be held by the recorder).
 func (c *client) postLimit(ctx context.Context, ep *Endpoint, path string, body []byte, limit int64) response {
+	return c.send(ctx, ep, path, body, limit, 0)
+}
+
+func (c *client) send(ctx context.Context, ep *Endpoint, path string, body []byte, limit int64, timeout time.Duration) response {
+	if c.h1 != nil {
+		if resp, ok := c.h1.post(ctx, ep, path, body, limit, timeout); ok {
+			return resp
+		}
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL+path, bytes.NewReader(body))
 	if err != nil {
 		return response{err: fmt.Errorf("post %s: %w", path, err)}
@@ -156,7 +174,12 @@ func retryAfter(resp *http.Response) time.Duration {
 	return 0
 }
 
-func (c *client) closeIdle() { c.hc.CloseIdleConnections() }
+func (c *client) closeIdle() {
+	c.hc.CloseIdleConnections()
+	if c.h1 != nil {
+		c.h1.closeIdle()
+	}
+}
 
 // Ping asks the recorder at ep whether it is up (GET /health), for `bir-proxy status`.
 func Ping(ctx context.Context, ep *Endpoint) error {

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,5 +122,102 @@ func TestPostResentWhenKeptAliveConnectionDies(t *testing.T) {
 	got := []string{testutil.Recv(t, served, "the first request served"), testutil.Recv(t, served, "the second request served")}
 	if want := []string{"conn 1: /proxy/register", "conn 2: /proxy/step"}; !slices.Equal(got, want) {
 		t.Errorf("served %v, want %v", got, want)
+	}
+}
+
+// The client's own HTTP/1.1 reads every shape of answer net/http reads (chunked, closing
+// the connection, HTTP/1.0, after a 100 Continue), keeps the connection only when the
+// answer left it usable, and posts on a new one after an answer that closed it.
+func TestHTTP1AnswerShapes(t *testing.T) {
+	ctx := testutil.Context(t)
+	answers := []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"ok\":true}",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"ok\r\n7\r\n\":true}\r\n0\r\n\r\n",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"ok\":true}",
+		"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 7\r\nContent-Length: 11\r\n\r\n{\"ok\":true}",
+		"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 11\r\n\r\n{\"ok\":true}",
+		"HTTP/1.0 200 OK\r\n\r\n{\"ok\":true}",
+		"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"ok\":true}",
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type seen struct {
+		conn int
+		req  *http.Request
+		body string
+	}
+	requests := make(chan seen, len(answers))
+	go func() {
+		next := 0
+		for conn := 1; ; conn++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(testutil.Guard))
+				br := bufio.NewReader(c)
+				for next < len(answers) {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					b, _ := io.ReadAll(req.Body)
+					requests <- seen{conn, req, string(b)}
+					a := answers[next]
+					next++
+					io.WriteString(c, a)
+					if strings.Contains(a, "close") || strings.HasPrefix(a, "HTTP/1.0") {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	c := newClient(tuning{}.withDefaults())
+	defer c.closeIdle()
+	ep := &Endpoint{URL: "http://" + ln.Addr().String(), Token: "s3cret"}
+	for i, a := range answers {
+		res := c.post(ctx, ep, "/proxy/step", []byte(`{"n":`+strconv.Itoa(i)+`}`))
+		wantStatus := http.StatusOK
+		if strings.Contains(a, "503") {
+			wantStatus = http.StatusServiceUnavailable
+			if res.retryAfter != 7*time.Second {
+				t.Errorf("answer %d: Retry-After %v, want 7s", i, res.retryAfter)
+			}
+		}
+		if res.err != nil || res.status != wantStatus || string(res.body) != `{"ok":true}` {
+			t.Fatalf("answer %d: status %d, body %q, err %v", i, res.status, res.body, res.err)
+		}
+		got := testutil.Recv(t, requests, "the request")
+		if got.req.Method != "POST" || got.req.URL.Path != "/proxy/step" || got.req.Header.Get("Authorization") != "Bearer s3cret" ||
+			got.req.Header.Get("Content-Type") != "application/json" || got.body != `{"n":`+strconv.Itoa(i)+`}` {
+			t.Fatalf("answer %d: the recorder got %s %s %v %q", i, got.req.Method, got.req.URL, got.req.Header, got.body)
+		}
+		// Connections: the first five answers on one; a new one after each that closed.
+		wantConn := map[int]int{0: 1, 1: 1, 2: 1, 3: 1, 4: 1, 5: 2, 6: 3}[i]
+		if got.conn != wantConn {
+			t.Errorf("answer %d came on connection %d, want %d", i, got.conn, wantConn)
+		}
+	}
+}
+
+// A token that would break the request head (a line break in it) is not written into
+// one: the request goes to net/http, which refuses it.
+func TestHTTP1RefusesATokenWithALineBreak(t *testing.T) {
+	ctx := testutil.Context(t)
+	rec := recordertest.Start(t)
+	c := newClient(tuning{}.withDefaults())
+	defer c.closeIdle()
+	ep := &Endpoint{URL: rec.URL(), Token: "t\r\nX-Injected: 1"}
+	if res := c.post(ctx, ep, "/proxy/register", []byte(`{}`)); res.err == nil {
+		t.Fatalf("posted with a token holding a line break: status %d", res.status)
+	}
+	for _, r := range rec.Requests() {
+		t.Errorf("the recorder got a request: %+v", r)
 	}
 }

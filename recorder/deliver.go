@@ -455,8 +455,7 @@ func (d *dispatcher) registerJob(l *lane, ep *Endpoint) job {
 
 // do runs one request, in its own goroutine.
 func (d *dispatcher) do(j job) result {
-	ctx, cancel := context.WithTimeout(d.reqCtx, d.tune.requestTimeout)
-	defer cancel()
+	ctx := d.reqCtx // the client bounds each request by tune.requestTimeout
 	body := j.payload
 	if j.kind == jobStep {
 		var err error
