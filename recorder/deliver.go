@@ -132,6 +132,7 @@ type dispatcher struct {
 	cancelReqs context.CancelFunc
 
 	// Owned by run.
+	seqs     []uint64 // scratch: the seqs of one answer's reports
 	lanes    []*lane
 	current  *lane
 	next     int // round robin over lanes
@@ -678,11 +679,18 @@ func seqRange(es []entry) string {
 // once all of its reports are done.
 func (d *dispatcher) done1(res result) {
 	l := res.lane
-	for _, e := range res.entries {
-		if l.file == nil {
+	if l.file == nil {
+		for _, e := range res.entries {
 			l.memBytes -= int64(len(e.body) + 1)
-		} else if err := l.file.markDone(e.seq); err != nil {
-			d.log.Debug("cannot mark a report done", "err", err)
+		}
+	} else {
+		seqs := d.seqs[:0]
+		for _, e := range res.entries {
+			seqs = append(seqs, e.seq)
+		}
+		d.seqs = seqs[:0]
+		if err := l.file.markDone(seqs...); err != nil {
+			d.log.Debug("cannot mark reports done", "err", err)
 		}
 	}
 	if d.finished(l) {

@@ -48,6 +48,8 @@ type spoolFile struct {
 
 	spooledTo uint64   // the highest seq whose line is in the file (own file only)
 	early     []uint64 // done marks waiting for their report's line
+	ready     []uint64 // scratch: the marks of one markDone that can be written now
+	ackBuf    []byte   // scratch: their lines
 	noCompact bool     // a write failed: live no longer counts the lines in the file
 
 	// idx is where each report line not yet done is, by seq: reads go through it, so
@@ -162,53 +164,75 @@ func (s *spoolFile) sync() error {
 	return nil
 }
 
-// markDone appends the done mark for seq. It is not synced: a mark lost to a machine
-// crash only means the report is sent once more, and the recorder ignores repeats. A
-// report is handed to delivery before its line is written, so its mark can come first;
-// it then waits for the line, or a compaction could empty the file between the mark and
-// the line and leave the line looking undelivered.
-func (s *spoolFile) markDone(seq uint64) error {
+// markDone appends the done marks for seqs, in one write. They are not synced: a mark
+// lost to a machine crash only means the report is sent once more, and the recorder
+// ignores repeats. A report is handed to delivery before its line is written, so its
+// mark can come first; it then waits for the line, or a compaction could empty the
+// file between the mark and the line and leave the line looking undelivered.
+func (s *spoolFile) markDone(seqs ...uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.own && seq > s.spooledTo {
-		s.early = append(s.early, seq)
-		return nil
+	now := seqs
+	if s.own {
+		now = s.ready[:0]
+		for _, seq := range seqs {
+			if seq > s.spooledTo {
+				s.early = append(s.early, seq)
+			} else {
+				now = append(now, seq)
+			}
+		}
+		s.ready = now[:0]
 	}
-	return s.writeAck(seq)
+	return s.writeAcks(now)
 }
 
 func (s *spoolFile) writeEarlyAcks() {
-	kept := s.early[:0]
+	kept, now := s.early[:0], s.ready[:0]
 	for _, seq := range s.early {
 		if seq > s.spooledTo {
 			kept = append(kept, seq)
 			continue
 		}
-		_ = s.writeAck(seq) // as markDone: a lost mark only means a harmless resend
+		now = append(now, seq)
 	}
-	s.early = kept
+	s.early, s.ready = kept, now[:0]
+	_ = s.writeAcks(now) // as markDone: a lost mark only means a harmless resend
 }
 
-func (s *spoolFile) writeAck(seq uint64) error {
-	line := strconv.AppendUint([]byte(`{"ack":`), seq, 10)
-	line = append(line, "}\n"...)
+// writeAcks writes the done marks of seqs in one write (a batch of 256 reports was 256
+// writes), then counts them done.
+func (s *spoolFile) writeAcks(seqs []uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	line := s.ackBuf[:0]
+	for _, seq := range seqs {
+		line = strconv.AppendUint(append(line, `{"ack":`...), seq, 10)
+		line = append(line, "}\n"...)
+	}
+	if cap(line) <= 64<<10 {
+		s.ackBuf = line[:0]
+	}
 	if _, err := s.f.WriteAt(line, s.size); err != nil {
 		s.f.Truncate(s.size)
-		return fmt.Errorf("mark report %d done in spool file: %w", seq, err)
+		return fmt.Errorf("mark reports %d-%d done in spool file: %w", seqs[0], seqs[len(seqs)-1], err)
 	}
 	s.size += int64(len(line))
-	s.live--
-	if i, ok := s.find(seq); ok {
-		s.liveBytes -= int64(s.idx[i].n + 1)
-		s.idx[i].done = true
-		// Marks come mostly in seq order: dropping the done ones at the front keeps
-		// the index as short as what is waiting, at no cost per mark.
-		k := 0
-		for k < len(s.idx) && s.idx[k].done {
-			k++
+	for _, seq := range seqs {
+		s.live--
+		if i, ok := s.find(seq); ok {
+			s.liveBytes -= int64(s.idx[i].n + 1)
+			s.idx[i].done = true
 		}
-		s.idx = s.idx[k:]
 	}
+	// Marks come mostly in seq order: dropping the done ones at the front keeps the
+	// index as short as what is waiting, at no cost per mark.
+	k := 0
+	for k < len(s.idx) && s.idx[k].done {
+		k++
+	}
+	s.idx = s.idx[k:]
 	if s.own && !s.noCompact && s.live == 0 && len(s.early) == 0 && s.size > compactAt {
 		// Everything in the file is done: nothing is lost if we crash right after this.
 		if err := s.f.Truncate(0); err == nil {
@@ -239,7 +263,7 @@ func (s *spoolFile) drop(seq uint64) (n int64, ok bool) {
 	n = int64(s.idx[i].n + 1)
 	// As markDone: a mark lost to a failed write only means the report is sent after
 	// all, by this run's compaction or a later run.
-	_ = s.writeAck(seq)
+	_ = s.writeAcks([]uint64{seq})
 	return n, true
 }
 

@@ -198,3 +198,40 @@ func TestSpoolEarlyAckWaitsForItsLine(t *testing.T) {
 		t.Fatalf("%d reports left live", s.live)
 	}
 }
+
+// The done marks of a batch go in one write, each a whole line, and a mark that comes
+// before its report's line waits for the line; the next run then has nothing to send.
+func TestDoneMarksOfABatch(t *testing.T) {
+	dir := t.TempDir()
+	s, err := createSpool(dir, "github", testID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := func(seq int) string { return fmt.Sprintf(`{"proxyId":%q,"server":"github","seq":%d}`+"\n", testID, seq) }
+	buf := line(1) + line(2) + line(3)
+	es := []entry{{seq: 1, off: 0, n: len(line(1)) - 1}, {seq: 2, off: int64(len(line(1))), n: len(line(2)) - 1}, {seq: 3, off: int64(len(line(1)) * 2), n: len(line(3)) - 1}}
+	if _, err := s.appendBatch([]byte(buf), es); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.markDone(1, 2, 3, 4); err != nil { // 4: acknowledged before its line is written
+		t.Fatal(err)
+	}
+	if _, err := s.appendBatch([]byte(line(4)), []entry{{seq: 4, n: len(line(4)) - 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, live := s.usage(); live != 0 {
+		t.Errorf("%d bytes of reports still waiting, want none", live)
+	}
+	b, _ := os.ReadFile(s.path)
+	if want := buf + `{"ack":1}` + "\n" + `{"ack":2}` + "\n" + `{"ack":3}` + "\n" + line(4) + `{"ack":4}` + "\n"; string(b) != want {
+		t.Errorf("spool file:\n%s\nwant:\n%s", b, want)
+	}
+	s.close()
+	got := adoptSpools(t.Context(), dir, "github", "ffffffffffffffffffffffffffffffff", testLogger(t))
+	for _, a := range got {
+		if len(a.entries) > 0 {
+			t.Errorf("the next run would send %d reports again", len(a.entries))
+		}
+		a.file.close()
+	}
+}
