@@ -1,6 +1,7 @@
 package intercept
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -23,6 +24,8 @@ type memSink struct {
 func (m *memSink) Submit(s report.Step) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// The raw fields are bookkeeping's scratch (report.Sink): kept, they are copied.
+	s.Args, s.Result, s.Error = bytes.Clone(s.Args), bytes.Clone(s.Result), bytes.Clone(s.Error)
 	m.steps = append(m.steps, s)
 	select {
 	case m.changed <- struct{}{}:

@@ -27,9 +27,10 @@ const (
 // fingerprint's buffers (allocated afresh for every value, they were most of a report's
 // allocations), and the names of the tools already seen.
 type scratch struct {
-	red   redact.Redactor
-	fp    jcs.Fingerprinter
-	tools map[string]toolName // by the name's raw JSON string
+	red    redact.Redactor // arguments, then results: behind Step.Result until the next report
+	errRed redact.Redactor // errors: behind Step.Error until the next report
+	fp     jcs.Fingerprinter
+	tools  map[string]toolName // by the name's raw JSON string
 }
 
 // toolName is a tool's name as reports show it (decoded, redacted, cut to maxTool), and
@@ -80,7 +81,9 @@ func (sc *scratch) describeArgs(c *call, capBytes int) {
 }
 
 // buildStep makes the report for a finished call: its arguments as describeArgs left
-// them, the result and error redacted and clipped into the rest of capBytes.
+// them, the result and error redacted and clipped into the rest of capBytes. The
+// result and error are in sc's buffers, valid until the next call (report.Sink says
+// so).
 func (sc *scratch) buildStep(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage, capBytes int) report.Step {
 	st := report.Step{
 		CallID:          c.callIDOut,
@@ -97,13 +100,11 @@ func (sc *scratch) buildStep(c *call, endedAt time.Time, outcome string, result,
 	}
 	avail := capBytes - fixedSize(c) - len(st.Args)
 	if rpcErr != nil {
-		out, _ := sc.red.Report(rpcErr, max(avail/4, minPart))
-		st.Error = bytes.Clone(out) // the result below reuses the Redactor
+		st.Error, _ = sc.errRed.Report(rpcErr, max(avail/4, minPart))
 		avail -= len(st.Error)
 	}
 	if result != nil {
-		out, clipped := sc.red.Report(result, max(avail, minPart))
-		st.Result, st.ResultClipped = bytes.Clone(out), clipped
+		st.Result, st.ResultClipped = sc.red.Report(result, max(avail, minPart))
 	}
 	return st
 }

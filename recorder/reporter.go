@@ -75,12 +75,12 @@ type Reporter struct {
 	log     *slog.Logger
 	hooks   hooks
 
-	mu          sync.Mutex
-	seq         uint64
-	queue       []report.Step
-	queuedBytes int
-	closed      bool
-	dropping    bool
+	mu       sync.Mutex
+	seq      uint64
+	lines    []byte  // the queued reports, encoded: one line each
+	queued   []entry // where each one's line is in lines (off, n), by seq
+	closed   bool
+	dropping bool
 
 	wake      chan struct{} // a report was queued
 	stop      chan struct{} // Close: commit what is queued, then end
@@ -89,7 +89,6 @@ type Reporter struct {
 	closeErr  error
 
 	journal *journal // journal mode
-	jbuf    []byte   // the journal's line buffer, reused by commitLoop
 	spool   *spoolFile
 	d       *dispatcher // recorder mode
 	adopted []string    // proxyIds of the earlier runs whose spool files this run took over (under mu)
@@ -205,9 +204,9 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 // ProxyID is this run's proxyId.
 func (r *Reporter) ProxyID() string { return r.proxyID }
 
-// Submit numbers the report, stamps it with the proxyId and server, and queues it. It
-// returns at once; the report reaches the spool or journal within milliseconds. The
-// raw fields of s must not be modified afterwards.
+// Submit numbers the report, stamps it with the proxyId and server, encodes it and
+// queues the line. It returns at once; the report reaches the spool or journal within
+// milliseconds. Nothing of s is kept: its raw fields may be reused once Submit returns.
 func (r *Reporter) Submit(s report.Step) {
 	size := len(s.Args) + len(s.Result) + len(s.Error) + 512
 	r.mu.Lock()
@@ -216,7 +215,7 @@ func (r *Reporter) Submit(s report.Step) {
 		r.log.Debug("report submitted after close; dropped", "tool", s.Tool)
 		return
 	}
-	if r.queuedBytes+size > maxQueued {
+	if len(r.lines)+size > maxQueued {
 		warn := !r.dropping
 		r.dropping = true
 		r.mu.Unlock()
@@ -228,13 +227,16 @@ func (r *Reporter) Submit(s report.Step) {
 	r.dropping = false
 	r.seq++
 	s.ProxyID, s.Server, s.Seq = r.proxyID, r.server, r.seq
-	// Only the report that finds the queue empty wakes the writer: the others join a
-	// batch it has not taken yet, and skip waking a goroutine (a syscall when it sleeps).
-	first := len(r.queue) == 0
-	r.queue = append(r.queue, s)
-	r.queuedBytes += size
+	// Encoded here, into the queue's one buffer: bookkeeping's buffers behind s's raw
+	// fields are its own again as soon as this returns, and the commit loop only
+	// writes. Only the report that finds the queue empty wakes the writer: the others
+	// join a batch it has not taken yet, and skip waking a goroutine (a syscall when it
+	// sleeps).
+	start := len(r.lines)
+	r.lines = append(s.AppendJSON(r.lines), '\n')
+	r.queued = append(r.queued, entry{seq: s.Seq, off: int64(start), n: len(r.lines) - start - 1})
 	r.mu.Unlock()
-	if first {
+	if start == 0 {
 		select {
 		case r.wake <- struct{}{}:
 		default:
@@ -299,15 +301,17 @@ const syncWindow = 50 * time.Millisecond
 // commitLoop moves queued reports to disk, as many as have queued at each turn, and
 // hands them to delivery; written files are fsynced at most syncWindow later (a group
 // commit). The timer runs only while something is unsynced: an idle proxy has none.
-// The queue's slices and the journal's line buffer are reused from turn to turn, so a
-// report costs no allocation here beyond what delivery must keep.
+// In journal mode the queue's buffers are reused from turn to turn, so a report costs
+// no allocation here; with a recorder, delivery keeps a turn's buffer while its
+// reports wait.
 func (r *Reporter) commitLoop() {
 	defer close(r.committed)
 	syncT := time.NewTimer(syncWindow)
 	syncT.Stop()
 	defer syncT.Stop()
 	var syncC <-chan time.Time
-	var spare []report.Step
+	var spareLines []byte
+	var spareQueued []entry
 	for {
 		stopping := false
 		select {
@@ -320,18 +324,26 @@ func (r *Reporter) commitLoop() {
 			stopping = true // Submit no longer queues: this batch is the last
 		}
 		r.mu.Lock()
-		batch := r.queue
-		r.queue, r.queuedBytes = spare[:0], 0
+		lines, queued := r.lines, r.queued
+		if r.journal == nil && len(lines) > 0 {
+			// Delivery keeps this buffer: the next one is sized like it, rather than
+			// grown from nothing line by line.
+			spareLines, spareQueued = make([]byte, 0, len(lines)), nil
+		}
+		r.lines, r.queued = spareLines[:0], spareQueued[:0]
 		r.mu.Unlock()
-		if len(batch) > 0 {
-			r.commit(batch)
+		if len(queued) > 0 {
+			r.commit(lines, queued)
 			if syncC == nil {
 				syncT.Reset(syncWindow)
 				syncC = syncT.C
 			}
 		}
-		clear(batch) // the reports' bytes are the spool's or delivery's now
-		spare = batch
+		if r.journal != nil && cap(lines) <= maxKeptLines {
+			spareLines, spareQueued = lines[:0], queued[:0] // written: the buffers are free
+		} else {
+			spareLines, spareQueued = nil, nil
+		}
 		if stopping {
 			if syncC != nil {
 				r.sync()
@@ -340,6 +352,10 @@ func (r *Reporter) commitLoop() {
 		}
 	}
 }
+
+// maxKeptLines bounds the journal's line buffer kept from turn to turn: one burst
+// must not pin its buffer for the rest of the session.
+const maxKeptLines = 4 << 20
 
 func (r *Reporter) sync() {
 	var err error
@@ -354,72 +370,54 @@ func (r *Reporter) sync() {
 	}
 }
 
-func (r *Reporter) commit(batch []report.Step) {
+// commit writes one turn's reports: lines holds them, queued says where each is.
+func (r *Reporter) commit(lines []byte, queued []entry) {
 	if r.journal != nil {
-		if err := r.appendJournal(batch); err != nil {
-			r.log.Error("cannot write the journal; reports are lost", "reports", len(batch), "err", err)
+		if err := r.appendJournal(lines, queued); err != nil {
+			r.log.Error("cannot write the journal; reports are lost", "reports", len(queued), "err", err)
 		}
 	} else {
-		r.spoolAndHandOver(batch)
+		r.spoolAndHandOver(lines, queued)
 	}
 	if r.hooks.committed != nil {
-		r.hooks.committed(len(batch))
+		r.hooks.committed(len(queued))
 	}
 }
 
-// journalChunk bounds one journal write, so a backlog is not gathered into one huge
-// buffer first.
+// journalChunk bounds one journal write: a backlog goes out in runs of whole lines of
+// at most this much (or one line, when it is longer).
 const journalChunk = 1 << 20
 
 // appendJournal writes whole lines only: each write is a run of complete lines, so a
 // reader or a second proxy appending to the same file never sees a line cut in two.
-// The buffer is kept for the next batch.
-func (r *Reporter) appendJournal(batch []report.Step) error {
-	buf := r.jbuf[:0]
-	defer func() {
-		if cap(buf) <= 4*journalChunk { // one huge report must not pin its buffer
-			r.jbuf = buf[:0]
-		}
-	}()
-	for i := range batch {
-		start := len(buf)
-		buf = append(batch[i].AppendJSON(buf), '\n')
-		if start > 0 && len(buf) > journalChunk {
-			if err := r.journal.write(buf[:start]); err != nil {
+// Fsynced by commitLoop within syncWindow.
+func (r *Reporter) appendJournal(lines []byte, queued []entry) error {
+	from := 0
+	for i, e := range queued {
+		if end := int(e.off) + e.n + 1; end-from > journalChunk && int(e.off) > from {
+			if err := r.journal.write(lines[from:e.off]); err != nil {
 				return err
 			}
-			buf = append(buf[:0], buf[start:]...)
+			from = int(e.off)
+		}
+		if i == len(queued)-1 {
+			return r.journal.write(lines[from:])
 		}
 	}
-	if len(buf) == 0 {
-		return nil
-	}
-	return r.journal.write(buf) // fsynced by commitLoop within syncWindow
+	return nil
 }
 
-// spoolAndHandOver starts delivery of the batch and then writes it to the spool. The
-// order matters for the recorder's view: a report reaches it without waiting for the
-// fsync (which costs a millisecond or more on a busy disk). Safety does not suffer: a
-// report the recorder acknowledged before its line was written is delivered, and one it
-// did not is written within this call (surviving a SIGKILL of the proxy) and fsynced
-// within syncWindow (surviving a machine crash), as SPEC §5 asks.
+// spoolAndHandOver starts delivery of the turn's reports and then writes them to the
+// spool. The order matters for the recorder's view: a report reaches it without waiting
+// for the fsync (which costs a millisecond or more on a busy disk). Safety does not
+// suffer: a report the recorder acknowledged before its line was written is delivered,
+// and one it did not is written within this call (surviving a SIGKILL of the proxy) and
+// fsynced within syncWindow (surviving a machine crash), as SPEC §5 asks.
 //
-// The batch's lines are one buffer, which delivery keeps while the reports wait (one
-// allocation per batch, not per report).
-func (r *Reporter) spoolAndHandOver(batch []report.Step) {
-	size := 0
-	for i := range batch {
-		size += 512 + len(batch[i].Args) + len(batch[i].Result) + len(batch[i].Error)
-	}
-	buf := make([]byte, 0, size)
-	// spooled is where each line is in buf, and then in the spool file.
-	spooled := make([]entry, len(batch))
-	for i := range batch {
-		start := len(buf)
-		buf = append(batch[i].AppendJSON(buf), '\n')
-		spooled[i] = entry{seq: batch[i].Seq, off: int64(start), n: len(buf) - start - 1}
-	}
-	entries := make([]entry, len(batch))
+// Delivery keeps buf, the turn's lines, while the reports wait (one buffer per turn,
+// not per report); spooled, where each line is, becomes where it is in the file.
+func (r *Reporter) spoolAndHandOver(buf []byte, spooled []entry) {
+	entries := make([]entry, len(spooled))
 	for i, e := range spooled {
 		// Capped: nothing appended to one report's bytes may run into the next's.
 		entries[i] = entry{seq: e.seq, body: buf[e.off : e.off+int64(e.n) : e.off+int64(e.n)]}
@@ -430,7 +428,7 @@ func (r *Reporter) spoolAndHandOver(batch []report.Step) {
 	}
 	base, err := r.spool.appendBatch(buf, spooled)
 	if err != nil {
-		r.log.Warn("spool write failed; these reports are kept in memory until delivered", "reports", len(batch), "err", err)
+		r.log.Warn("spool write failed; these reports are kept in memory until delivered", "reports", len(spooled), "err", err)
 		return
 	}
 	// Reports still waiting (the recorder is slow or down) can now be read back from

@@ -207,7 +207,9 @@ func TestDoneMarksOfABatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := func(seq int) string { return fmt.Sprintf(`{"proxyId":%q,"server":"github","seq":%d}`+"\n", testID, seq) }
+	line := func(seq int) string {
+		return fmt.Sprintf(`{"proxyId":%q,"server":"github","seq":%d}`+"\n", testID, seq)
+	}
 	buf := line(1) + line(2) + line(3)
 	es := []entry{{seq: 1, off: 0, n: len(line(1)) - 1}, {seq: 2, off: int64(len(line(1))), n: len(line(2)) - 1}, {seq: 3, off: int64(len(line(1)) * 2), n: len(line(3)) - 1}}
 	if _, err := s.appendBatch([]byte(buf), es); err != nil {

@@ -25,6 +25,9 @@ type ServerFacts struct {
 // Sink receives finished reports. Submit must never block on the network or the disk:
 // it is called from the proxy's bookkeeping goroutine, which the host path feeds.
 type Sink interface {
+	// Submit takes one report. The bytes of its raw fields (Result, Error) may be
+	// the caller's scratch, reused for the next report: a Sink that keeps them after
+	// Submit returns copies them (recorder.Reporter encodes the report at once).
 	Submit(Step)
 	// Learned is called when the upstream's initialize result or first tools/list
 	// result has passed by; a recorder-backed sink registers again with them.
