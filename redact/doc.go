@@ -6,7 +6,8 @@
 // order, numbers their exact text (9007199254740993 stays 9007199254740993), and a
 // 100 MB value is scanned, not materialised. Only what is shown is decoded and run
 // through the redaction rules; what is cut is only hashed. Report and Text keep no
-// state between calls and are safe to call from any number of goroutines.
+// state between calls and are safe to call from any number of goroutines; a Redactor
+// is Report for one goroutine, keeping its buffers from one value to the next.
 //
 // # Clip markers
 //
