@@ -161,7 +161,11 @@ func (c *client) send(ctx context.Context, ep *Endpoint, path string, body []byt
 }
 
 func retryAfter(resp *http.Response) time.Duration {
-	v := resp.Header.Get("Retry-After")
+	return retryAfterValue(resp.Header.Get("Retry-After"))
+}
+
+// retryAfterValue reads a Retry-After header's value: seconds, or an HTTP date.
+func retryAfterValue(v string) time.Duration {
 	if v == "" {
 		return 0
 	}

@@ -129,7 +129,7 @@ type dispatcher struct {
 
 	wake     chan struct{}
 	results  chan result
-	jobs     chan job // to a request goroutine waiting for its next request
+	jobs     chan job      // to a request goroutine waiting for its next request
 	draining chan struct{} // Close began: finish what can be finished quickly
 	done     chan struct{} // run has ended and every request with it
 

@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -142,6 +143,13 @@ func (h *http1) roundTrip(ctx context.Context, c *conn1, t target, ep *Endpoint,
 	if _, err := bufs.WriteTo(c.nc); err != nil {
 		return response{}, ctxErr(ctx, err)
 	}
+	if _, err := c.br.Peek(1); err != nil { // the answer's first bytes (or none)
+		return response{}, ctxErr(ctx, err)
+	}
+	if r, ok := c.quick(limit); ok {
+		keep = r.keep
+		return r.response, nil
+	}
 	resp, err := http.ReadResponse(c.br, nil)
 	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 		resp, err = http.ReadResponse(c.br, nil) // an informational answer comes before the answer
@@ -160,6 +168,132 @@ func (h *http1) roundTrip(ctx context.Context, c *conn1, t target, ep *Endpoint,
 	}
 	return response{status: resp.StatusCode, body: trimSpace(answer), retryAfter: retryAfter(resp),
 		location: resp.Header.Get("Location"), cut: cut}, nil
+}
+
+// quickAnswer is an answer quick read, and whether its connection can be kept.
+type quickAnswer struct {
+	response
+	keep bool
+}
+
+// quick reads the answer the usual recorder gives (HTTP/1.1, a status, plain headers,
+// a Content-Length body) without building an http.Response: net/http's parsing of the
+// head (textproto, a header map) was 9% of the proxy's CPU with a plain recorder. It
+// looks only at a head already buffered whole, and takes nothing from the reader
+// unless it understands every line of it; anything else (HTTP/1.0, an informational
+// answer, chunked or close-delimited bodies, folded or repeated framing headers, a
+// head not yet all here) is left for http.ReadResponse, byte for byte.
+func (c *conn1) quick(limit int64) (quickAnswer, bool) {
+	head, err := c.br.Peek(c.br.Buffered())
+	if err != nil {
+		return quickAnswer{}, false
+	}
+	end := bytes.Index(head, []byte("\r\n\r\n"))
+	if end < 0 {
+		return quickAnswer{}, false
+	}
+	head = head[:end+2] // every line with its CRLF
+	for i, c := range head {
+		// A lone CR or LF (net/http takes a bare LF for a line's end) or any other
+		// control character: not the usual answer.
+		if (c < ' ' && c != '\t' || c == 0x7f) && !(c == '\r' && head[i+1] == '\n' || c == '\n' && i > 0 && head[i-1] == '\r') {
+			return quickAnswer{}, false
+		}
+	}
+	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
+	if len(line) < 12 || string(line[:9]) != "HTTP/1.1 " || (len(line) > 12 && line[12] != ' ') {
+		return quickAnswer{}, false
+	}
+	status := 0
+	for _, d := range line[9:12] {
+		if d < '0' || d > '9' {
+			return quickAnswer{}, false
+		}
+		status = status*10 + int(d-'0')
+	}
+	if status < 200 || status > 599 {
+		return quickAnswer{}, false
+	}
+	var q quickAnswer
+	q.status, q.keep = status, true
+	length := int64(-1)
+	sawRetry, sawLocation := false, false
+	for len(rest) > 0 {
+		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || len(name) == 0 || !tokenBytes(name) {
+			return quickAnswer{}, false // also a folded line (leading space)
+		}
+		value = bytes.Trim(value, " \t")
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			if length >= 0 || len(value) == 0 || len(value) > 15 {
+				return quickAnswer{}, false
+			}
+			length = 0
+			for _, d := range value {
+				if d < '0' || d > '9' {
+					return quickAnswer{}, false
+				}
+				length = length*10 + int64(d-'0')
+			}
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			return quickAnswer{}, false
+		case bytes.EqualFold(name, []byte("Connection")):
+			switch {
+			case bytes.EqualFold(value, []byte("close")):
+				q.keep = false
+			case bytes.EqualFold(value, []byte("keep-alive")):
+			default:
+				return quickAnswer{}, false
+			}
+		case bytes.EqualFold(name, []byte("Retry-After")):
+			if !sawRetry { // the first, as Header.Get reads it
+				q.retryAfter, sawRetry = retryAfterValue(string(value)), true
+			}
+		case bytes.EqualFold(name, []byte("Location")):
+			if !sawLocation {
+				q.location, sawLocation = string(value), true
+			}
+		}
+	}
+	if status == http.StatusNoContent || status == http.StatusNotModified {
+		if length > 0 {
+			return quickAnswer{}, false
+		}
+		length = 0
+	}
+	if length < 0 {
+		return quickAnswer{}, false // the body runs to the connection's end
+	}
+	c.br.Discard(end + 4)
+	keepN := min(length, limit)
+	body := make([]byte, keepN)
+	if n, err := io.ReadFull(c.br, body); err != nil {
+		q.body, q.cut, q.keep = trimSpace(body[:n]), err, false // as much as came, as net/http gives it
+		return q, true
+	}
+	q.body = trimSpace(body)
+	if rest := length - keepN; rest > 0 {
+		// Read so the connection can carry the next request, up to 1 MiB.
+		if rest > 1<<20 {
+			q.keep = false
+		} else if _, err := c.br.Discard(int(rest)); err != nil {
+			q.keep = false
+		}
+	}
+	q.keep = q.keep && c.br.Buffered() == 0
+	return q, true
+}
+
+// tokenBytes reports whether b is an HTTP token (a header name).
+func tokenBytes(b []byte) bool {
+	for _, c := range b {
+		if c <= ' ' || c >= 0x7f || bytes.IndexByte([]byte(`"(),/:;<=>?@[\]{}`), c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // aLongTimeAgo is a deadline that has passed: setting it wakes a blocked read or write.
