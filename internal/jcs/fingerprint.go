@@ -3,10 +3,7 @@ package jcs
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
-	"fmt"
 	"math"
 	"math/bits"
 	"slices"
@@ -22,19 +19,7 @@ import (
 // The canonical bytes stream into the hash and are never held in memory, so
 // a call carrying a 100 MB string costs little beyond the string itself.
 func Fingerprint(args []byte) (string, error) {
-	if argumentsAbsent(args) {
-		// The host sees an empty tool_input when arguments are absent or null.
-		args = []byte("{}")
-	}
-	h := sha256.New()
-	if err := Canonicalize(h, args); err != nil {
-		return "", fmt.Errorf("fingerprint arguments: %w", err)
-	}
-	const prefix = "sha256:"
-	var out [len(prefix) + 2*sha256.Size]byte
-	copy(out[:], prefix)
-	hex.Encode(out[len(prefix):], h.Sum(nil))
-	return string(out[:]), nil
+	return new(Fingerprinter).Fingerprint(args)
 }
 
 func argumentsAbsent(args []byte) bool {
