@@ -47,7 +47,13 @@ type Command struct {
 	Notes io.Writer
 	// MaxMessage caps one message from the server (0: framing's default).
 	MaxMessage int
-	Logger     *slog.Logger
+	// Slab says nothing keeps the server's messages once they are forwarded (nothing
+	// records: BIR_OFF=1): small ones are then carved out of shared blocks
+	// (framing.WithSlab) instead of allocated one by one. It was the one allocation
+	// per call left on a pure pipe. A message is still never reused, only the memory
+	// of its block is held while any message of it is.
+	Slab   bool
+	Logger *slog.Logger
 
 	InputGrace, TermGrace time.Duration // 0: the defaults
 
@@ -222,7 +228,11 @@ func Start(c Command) (*Process, error) {
 	p.inFile = inW
 	p.in = framing.NewWriter(inW)
 	p.outF = outR
-	p.out = framing.NewReader(outR, framing.WithMaxMessage(c.MaxMessage))
+	opts := []framing.Option{framing.WithMaxMessage(c.MaxMessage)}
+	if c.Slab {
+		opts = append(opts, framing.WithSlab())
+	}
+	p.out = framing.NewReader(outR, opts...)
 	go p.wait()
 	return p, nil
 }

@@ -5,6 +5,9 @@ package upstream
 import (
 	"bytes"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -75,5 +78,65 @@ func TestTailBuffer(t *testing.T) {
 	tb.write(bytes.Repeat([]byte("y"), 3*tailSize))
 	if len(tb.buf) != tailSize {
 		t.Fatalf("tail holds %d bytes", len(tb.buf))
+	}
+}
+
+// TestProcessSlab: a Process whose messages are carved out of shared blocks (Slab, a
+// pure pipe) returns the same messages, byte for byte, as one that allocates each; no
+// message is overwritten by the ones read after it (each is still whole once all are
+// read); and what is not a message still goes to Notes, never to the caller.
+func TestProcessSlab(t *testing.T) {
+	raw := testutil.Build(t, "./testdata/rawserver")
+	var script strings.Builder
+	var want []string
+	for i := range 3000 {
+		switch i % 500 {
+		case 7:
+			script.WriteString("Server listening on stdio\n")
+		case 8:
+			script.WriteString("{not json}\n")
+		case 9:
+			// Larger than a slab's small message: allocated on its own.
+			m := `{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"result":{"text":"` + strings.Repeat("y", 5000) + `"}}`
+			script.WriteString(m + "\r\n")
+			want = append(want, m)
+		default:
+			m := `{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"result":{"content":[{"type":"text","text":"\u00e9 ` + strconv.Itoa(i*7919) + `"}]}}`
+			script.WriteString(m + "\n")
+			want = append(want, m)
+		}
+	}
+	emit := filepath.Join(t.TempDir(), "emit")
+	if err := os.WriteFile(emit, []byte(script.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, slab := range []bool{false, true} {
+		var notes testutil.SyncBuffer
+		p, err := Start(Command{Path: raw, Args: []string{"--emit", emit}, Name: "raw", Stderr: io.Discard, Notes: &notes, Slab: slab})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got [][]byte
+		for len(got) < len(want) {
+			msg, err := p.Read()
+			if err != nil {
+				t.Fatalf("slab %v: message %d: %v", slab, len(got), err)
+			}
+			got = append(got, msg)
+			// Buffered reads ahead, as the relay's pump does under load.
+			p.Buffered()
+		}
+		p.Close()
+		for i := range want {
+			if string(got[i]) != want[i] {
+				t.Fatalf("slab %v: message %d is %.80q, want %.80q", slab, i, got[i], want[i])
+			}
+		}
+		if n := strings.Count(notes.String(), "[raw] Server listening on stdio\n"); n != 6 {
+			t.Fatalf("slab %v: %d banner lines on Notes, want 6: %.200q", slab, n, notes.String())
+		}
+		if n := strings.Count(notes.String(), "[raw] {not json}\n"); n != 6 {
+			t.Fatalf("slab %v: %d non-JSON lines on Notes, want 6", slab, n)
+		}
 	}
 }

@@ -281,6 +281,7 @@ func runProxy(c *cli, args []string) int {
 			Notes:      diag,
 			Supervisor: supervisor(),
 			MaxMessage: f.maxMessage,
+			Slab:       off(), // nothing records: no server message is kept
 			Logger:     logger,
 			InputGrace: f.stopGrace,
 		}
