@@ -19,6 +19,10 @@ type Line struct {
 	// it cannot follow, where EachObject steps over an object whose members are
 	// broken, or a batch whose elements are, when its brackets still match.
 	rpc int
+	// strict is set while LexValid lexes: keys and values are walked by the strict
+	// check (validString, validEnd) instead of skipped; unchecked says a part was
+	// skipped all the same (a params object), and the line is checked whole after.
+	strict, unchecked bool
 }
 
 // Obj is one object of a Line and its JSON-RPC members, each the value of the last
@@ -88,6 +92,29 @@ func (l *Line) Lex(line []byte) {
 	if l.rpc < 0 {
 		l.rpc = len(l.Objs)
 	}
+}
+
+// LexValid is Lex of line, and reports whether line is a message a host can parse:
+// one JSON object (or a batch array) that Valid accepts, with only JSON whitespace
+// around it. It is one pass where Lex then Valid would be two: the object's members
+// are walked by the strict check rather than skipped (an upstream reads every server
+// line so, and the relay reads the lex). When it returns false, l is not necessarily
+// what Lex would make of line; when true, it is.
+func (l *Line) LexValid(line []byte) bool {
+	i := SkipSpace(line, 0)
+	if i >= len(line) || line[i] != '{' {
+		// A batch (rare from a server) or no message at all: lexed and checked apart.
+		l.Lex(line)
+		return i < len(line) && line[i] == '[' && Valid(line)
+	}
+	l.strict, l.unchecked = true, false
+	l.Lex(line)
+	unchecked := l.unchecked
+	l.strict, l.unchecked = false, false
+	if unchecked {
+		return Valid(line)
+	}
+	return len(l.Objs) == 1 && l.Objs[0].Start == i && SkipSpace(line, l.Objs[0].End) == len(line)
 }
 
 func (l *Line) stopRPC() {
@@ -172,8 +199,12 @@ func (l *Line) lexObj(b []byte, i int, o *Obj) (end int, ok bool) {
 		if i >= len(b) || b[i] != '"' {
 			return 0, false
 		}
-		k := skipShort(b, i)
-		if k < 0 {
+		var k int
+		if l.strict {
+			if k = validString(b, i); k < 0 {
+				return 0, false
+			}
+		} else if k = skipShort(b, i); k < 0 {
 			if k = SkipString(b, i); k < 0 {
 				return 0, false
 			}
@@ -189,6 +220,11 @@ func (l *Line) lexObj(b []byte, i int, o *Obj) (end int, ok bool) {
 		switch {
 		case which == memberParams && i < len(b) && b[i] == '{':
 			v = l.lexParams(b, i, o)
+			if l.strict {
+				l.unchecked = true // lexParams skips: the line is checked whole
+			}
+		case l.strict:
+			v = validEnd(b, i)
 		case i < len(b) && b[i] == '"':
 			if v = skipShort(b, i); v < 0 {
 				v = SkipString(b, i)
