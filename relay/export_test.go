@@ -7,5 +7,5 @@ import "time"
 func (r *Relay) Forward(msg []byte, readAt time.Time) bool { return r.forward(msg, readAt) }
 
 func (r *Relay) NoteUpstream(msg []byte, readAt time.Time) bool {
-	return r.noteUpstream(msg, readAt)
+	return r.noteUpstream(msg, false, readAt)
 }

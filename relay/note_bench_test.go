@@ -22,6 +22,6 @@ func BenchmarkNote(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		r.lx.Lex(reqs[i%1024]) // the host path's one lex of the message
 		r.noteHost(reqs[i%1024], &r.lx)
-		r.noteUpstream(resps[i%1024], now)
+		r.noteUpstream(resps[i%1024], false, now)
 	}
 }

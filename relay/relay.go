@@ -74,6 +74,15 @@ type LexedWriter interface {
 	WriteLexed(msg []byte, lx *jsonlex.Line, hold bool) error
 }
 
+// LexedReader is an upstream that lexes each message it returns (it checks every
+// server line is a message, and the check is a lex: upstream.Process, revive.Conn).
+// The upstream pump then reads that lex instead of lexing the message again.
+type LexedReader interface {
+	// ReadLexed is Read, leaving lx describing the message returned. lx is the
+	// relay's; the upstream must not keep it past the call.
+	ReadLexed(lx *jsonlex.Line) ([]byte, error)
+}
+
 // Passive is an Interceptor that can say it records nothing (a pure pipe, BIR_OFF=1):
 // it reads none of the times the pumps give it and keeps none of the messages past
 // its call. The pumps then do not read the clock for every message (three time.Now
@@ -117,6 +126,7 @@ type Relay struct {
 	up      upstream.Conn
 	batch   upstream.Batcher // up, when it can coalesce writes; else nil
 	lw      LexedWriter      // up, when it reads the relay's lex; else nil
+	lr      LexedReader      // up, when it lexes what it reads; else nil
 	ic      Interceptor
 	lic     LexedInterceptor // ic, when it reads the relay's lex; else nil
 	clock   bool             // ic reads the times it is given (see Passive)
@@ -181,6 +191,7 @@ func New(o Options) *Relay {
 	}
 	batch, _ := o.Upstream.(upstream.Batcher)
 	lw, _ := o.Upstream.(LexedWriter)
+	lr, _ := o.Upstream.(LexedReader)
 	lic, _ := o.Intercept.(LexedInterceptor)
 	passive := o.Intercept == nil
 	if p, ok := o.Intercept.(Passive); ok && p.Passive() {
@@ -199,6 +210,7 @@ func New(o Options) *Relay {
 		up:         o.Upstream,
 		batch:      batch,
 		lw:         lw,
+		lr:         lr,
 		ic:         o.Intercept,
 		lic:        lic,
 		clock:      !passive,
@@ -474,7 +486,14 @@ func (r *Relay) belongsToOldServer(msg []byte) bool {
 
 func (r *Relay) upstreamPump() error {
 	for {
-		msg, err := r.up.Read()
+		var msg []byte
+		var err error
+		lexed := r.lr != nil
+		if lexed {
+			msg, err = r.lr.ReadLexed(&r.upLx)
+		} else {
+			msg, err = r.up.Read()
+		}
 		if err != nil {
 			if re, ok := upstream.IsReplaced(err); ok {
 				r.replaced(re)
@@ -487,7 +506,7 @@ func (r *Relay) upstreamPump() error {
 			return fmt.Errorf("reading from the upstream: %w", err)
 		}
 		readAt := r.now()
-		if r.noteUpstream(msg, readAt) {
+		if r.noteUpstream(msg, lexed, readAt) {
 			if err := r.hostOut.Flush(); err != nil {
 				return fmt.Errorf("writing to the host: %w", err)
 			}
@@ -512,10 +531,13 @@ func (r *Relay) upstreamPump() error {
 // noteUpstream reads msg once: it retires the host requests msg answers, registers
 // the server's requests, and hands an answer to one of the proxy's own requests to its
 // caller, returning true (the host never sees it). The proxy never batches its own
-// requests, so only a message that is one object can answer one.
-func (r *Relay) noteUpstream(msg []byte, readAt time.Time) (own bool) {
+// requests, so only a message that is one object can answer one. lexed says r.upLx
+// already describes msg (LexedReader).
+func (r *Relay) noteUpstream(msg []byte, lexed bool, readAt time.Time) (own bool) {
 	single := len(msg) > 0 && msg[0] == '{'
-	r.upLx.Lex(msg)
+	if !lexed {
+		r.upLx.Lex(msg)
+	}
 	for i, objs := 0, r.upLx.RPC(); i < len(objs); i++ {
 		f := objs[i].Fields(msg)
 		switch {

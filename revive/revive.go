@@ -170,6 +170,7 @@ const (
 type gen struct {
 	conn    upstream.Conn
 	batch   upstream.Batcher
+	lexed   lexedReader // conn, when it lexes what it reads; else nil
 	started time.Time
 	// Read side.
 	answered bool // it sent something: it came up
@@ -231,6 +232,7 @@ func New(first upstream.Conn, o Options) *Conn {
 func newGen(conn upstream.Conn) *gen {
 	g := &gen{conn: conn, started: time.Now()}
 	g.batch, _ = conn.(upstream.Batcher)
+	g.lexed, _ = conn.(lexedReader)
 	return g
 }
 
@@ -258,7 +260,20 @@ func (c *Conn) dial() (*gen, error) {
 // session goes on, Read returns an *upstream.ReplacedError saying why (if it may have
 // left requests unanswered), and the next Read starts the next server and returns
 // its messages. Read returns io.EOF only once the session is ending (Close, Terminate).
-func (c *Conn) Read() ([]byte, error) {
+func (c *Conn) Read() ([]byte, error) { return c.read(nil) }
+
+// ReadLexed is Read, leaving lx describing the message returned (relay.LexedReader):
+// a server's message is lexed by its Conn as it is checked (upstream.Process), one
+// of revival's own is lexed here.
+func (c *Conn) ReadLexed(lx *jsonlex.Line) ([]byte, error) { return c.read(lx) }
+
+// lexedReader is a server's Conn that lexes what it reads (upstream.Process).
+type lexedReader interface {
+	ReadLexed(lx *jsonlex.Line) ([]byte, error)
+}
+
+// read is Read, and ReadLexed when lx is set.
+func (c *Conn) read(lx *jsonlex.Line) ([]byte, error) {
 	c.mu.Lock()
 	if c.st == stBetween {
 		c.startingLocked()
@@ -269,6 +284,9 @@ func (c *Conn) Read() ([]byte, error) {
 			msg := c.out[0]
 			c.out[0] = nil
 			c.out = c.out[1:]
+			if lx != nil {
+				lx.Lex(msg)
+			}
 			return msg, nil
 		}
 		g := c.rcur
@@ -278,7 +296,13 @@ func (c *Conn) Read() ([]byte, error) {
 			}
 			continue
 		}
-		msg, err := g.conn.Read()
+		var msg []byte
+		var err error
+		if g.lexed != nil && lx != nil {
+			msg, err = g.lexed.ReadLexed(lx)
+		} else if msg, err = g.conn.Read(); err == nil && lx != nil {
+			lx.Lex(msg)
+		}
 		if err == nil {
 			if !g.answered {
 				g.answered = true

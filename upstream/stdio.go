@@ -95,7 +95,8 @@ type Process struct {
 	inFile *os.File
 	out    *framing.Reader
 	outF   *os.File
-	next   []byte // a message Buffered already read and validated
+	next   []byte       // a message Buffered already read and validated
+	nextLx jsonlex.Line // next, lexed as it was validated (see ReadLexed)
 
 	inputGrace, termGrace time.Duration
 	supervised            bool // cmd is a supervisor running the server (Command.Supervisor)
@@ -273,9 +274,21 @@ func (p *Process) copyStderr() {
 
 // Read returns the next message from the server. Lines that are not JSON-RPC messages
 // are written to Stderr as "[name] line" and skipped.
-func (p *Process) Read() ([]byte, error) {
+func (p *Process) Read() ([]byte, error) { return p.read(nil) }
+
+// ReadLexed is Read, leaving lx describing the message returned (relay.LexedReader):
+// each line is checked to be a message anyway, and the check lexes it
+// (jsonlex.Line.LexValid), so the relay's look at the message needs no pass of its
+// own. A strict JSON check and the relay's lex were two full walks of every answer.
+func (p *Process) ReadLexed(lx *jsonlex.Line) ([]byte, error) { return p.read(lx) }
+
+// read is Read, and ReadLexed when lx is set.
+func (p *Process) read(lx *jsonlex.Line) ([]byte, error) {
 	if msg := p.next; msg != nil {
 		p.next = nil
+		if lx != nil {
+			*lx, p.nextLx = p.nextLx, *lx // no copy: the two Lines trade their arrays
+		}
 		return msg, nil
 	}
 	for {
@@ -310,12 +323,25 @@ func (p *Process) Read() ([]byte, error) {
 			p.log.Warn("discarded the unfinished line the server was writing when it ended", "bytes", len(msg))
 			continue
 		}
-		if !IsMessage(msg) {
+		if !p.isMessage(msg, lx) {
 			p.notMessage(msg)
 			continue
 		}
 		return msg, nil
 	}
+}
+
+// isMessage is IsMessage of line, lexing it into lx on the way when lx is set: the
+// same judgement in one pass (a line over smallLine is judged by its ends either way).
+func (p *Process) isMessage(line []byte, lx *jsonlex.Line) bool {
+	if lx == nil {
+		return IsMessage(line)
+	}
+	if len(line) > smallLine {
+		lx.Lex(line)
+		return IsMessage(line)
+	}
+	return lx.LexValid(line)
 }
 
 // refuseTooLong stands in for a message dropped for its size, so nobody waits for it
@@ -362,7 +388,8 @@ func (p *Process) Buffered() bool {
 		if err != nil {
 			return false // not reached: a buffered line is returned without reading
 		}
-		if IsMessage(msg) {
+		// Lexed as it is checked: ReadLexed hands the lex on.
+		if p.isMessage(msg, &p.nextLx) {
 			p.next = msg
 		} else {
 			p.notMessage(msg)

@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
@@ -84,7 +86,8 @@ func TestTailBuffer(t *testing.T) {
 // TestProcessSlab: a Process whose messages are carved out of shared blocks (Slab, a
 // pure pipe) returns the same messages, byte for byte, as one that allocates each; no
 // message is overwritten by the ones read after it (each is still whole once all are
-// read); and what is not a message still goes to Notes, never to the caller.
+// read); and what is not a message still goes to Notes, never to the caller. The same
+// with ReadLexed, whose Line describes the message it returns.
 func TestProcessSlab(t *testing.T) {
 	raw := testutil.Build(t, "./testdata/rawserver")
 	var script strings.Builder
@@ -110,17 +113,27 @@ func TestProcessSlab(t *testing.T) {
 	if err := os.WriteFile(emit, []byte(script.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, slab := range []bool{false, true} {
+	for _, tc := range []struct{ slab, lexed bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		slab := tc.slab
 		var notes testutil.SyncBuffer
 		p, err := Start(Command{Path: raw, Args: []string{"--emit", emit}, Name: "raw", Stderr: io.Discard, Notes: &notes, Slab: slab})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got [][]byte
+		var lx, fresh jsonlex.Line
 		for len(got) < len(want) {
-			msg, err := p.Read()
+			var msg []byte
+			if tc.lexed {
+				msg, err = p.ReadLexed(&lx)
+			} else {
+				msg, err = p.Read()
+			}
 			if err != nil {
-				t.Fatalf("slab %v: message %d: %v", slab, len(got), err)
+				t.Fatalf("%+v: message %d: %v", tc, len(got), err)
+			}
+			if fresh.Lex(msg); tc.lexed && !reflect.DeepEqual(lx, fresh) {
+				t.Fatalf("%+v: message %d lexed as %+v, want %+v", tc, len(got), lx, fresh)
 			}
 			got = append(got, msg)
 			// Buffered reads ahead, as the relay's pump does under load.
