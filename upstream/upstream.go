@@ -126,7 +126,9 @@ const smallLine = 1 << 20
 // array). A server that prints a banner or a log line to stdout breaks hosts, which
 // abort on a parse error; such lines are shown on stderr instead.
 func IsMessage(line []byte) bool {
-	line = bytes.TrimSpace(line)
+	// Only JSON's whitespace: the line is forwarded untrimmed, and a "\v" or a U+00A0
+	// around it (which bytes.TrimSpace took away) is a parse error for the host.
+	line = bytes.Trim(line, " \t\r\n")
 	if len(line) < 2 {
 		return false
 	}
