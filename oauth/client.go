@@ -40,6 +40,11 @@ const (
 	// refreshSkew: a token this close to its expiry is refreshed before it is used,
 	// so a request does not leave with a token that expires on its way.
 	refreshSkew = 30 * time.Second
+	// refreshPause is how long after a refresh that failed (the token endpoint
+	// unreachable, slow, or answering an error other than a refused grant) no request
+	// tries again: each would otherwise wait for the endpoint in turn, up to
+	// requestTimeout apiece.
+	refreshPause = 5 * time.Second
 	// portPoll is how often a process that does not hold the callback port looks for
 	// the token the holder is getting, and tries the port again.
 	portPoll = 100 * time.Millisecond
@@ -94,7 +99,13 @@ type Client struct {
 	// used as it is until then, without asking again on every request.
 	keepUntil time.Time
 	flow      *flow // the sign-in under way in this process
-	renew     sync.Mutex
+	// renew is held (a token in it) by the one refresh of this process under way;
+	// a channel, so that a request waiting for it can stop with its context.
+	renew chan struct{}
+	// refreshFailed is the last refresh's failure, and no request tries again
+	// before retryAt (refreshPause).
+	refreshFailed error
+	retryAt       time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -147,7 +158,7 @@ func New(o Options) (*Client, error) {
 	}
 	c := &Client{o: o, resource: res, log: o.Logger,
 		redirect: "http://127.0.0.1:" + strconv.Itoa(o.CallbackPort) + "/callback",
-		hc:       o.HTTPClient}
+		hc:       o.HTTPClient, renew: make(chan struct{}, 1)}
 	if c.hc == nil {
 		c.hc = &http.Client{Transport: http.DefaultTransport}
 	}
@@ -223,12 +234,17 @@ func (c *Client) Header(ctx context.Context) (string, error) {
 	keep := now.Before(c.keepUntil)
 	c.mu.Unlock()
 	if t.expired(now, refreshSkew) && !keep {
-		nt, err := c.refresh(ctx, t.AccessToken, false)
+		// A token that still works goes now when the refresh is another request's
+		// (or another process's) to make: it must not wait on a slow endpoint.
+		nt, err := c.renewToken(ctx, t.AccessToken, false, !t.expired(now, 0))
+		var paused *pausedError
 		switch {
 		case err == nil:
 			t = nt
 		case errors.Is(err, errNoGrant):
 			return "", nil
+		case errors.Is(err, errBusy), errors.As(err, &paused):
+			// Said once, by the attempt that failed.
 		default:
 			c.log.Warn("refreshing the OAuth token failed; using the one there is", "server", c.o.Name, "err", err)
 		}
@@ -239,21 +255,68 @@ func (c *Client) Header(ctx context.Context) (string, error) {
 // errNoGrant: there is no grant to use or refresh; only a sign-in gets one.
 var errNoGrant = errors.New("no OAuth grant")
 
+// errBusy: another request or process is refreshing, and the caller did not wait.
+var errBusy = errors.New("a refresh is under way")
+
+// pausedError is a refresh not tried, because the last one failed a moment ago.
+type pausedError struct {
+	err   error
+	until time.Time
+}
+
+func (e *pausedError) Error() string {
+	return fmt.Sprintf("%v (not tried again before %s)", e.err, e.until.Format(time.TimeOnly))
+}
+
+func (e *pausedError) Unwrap() error { return e.err }
+
 // refresh renews the grant whose access token is stale, under the store's lock: when
 // another process (or request) already replaced that token, its token is used and no
 // request is made, so many proxies refresh once. after401 says the server refused the
 // stale token; otherwise it is only close to its expiry, and a refused refresh keeps
 // it while it lasts.
 func (c *Client) refresh(ctx context.Context, stale string, after401 bool) (*Token, error) {
-	c.renew.Lock()
-	defer c.renew.Unlock()
+	return c.renewToken(ctx, stale, after401, false)
+}
+
+// renewToken is refresh; with noWait, errBusy instead of waiting when a refresh is
+// already under way here or in another process (the caller has a token that works).
+// After a failed attempt, none is made for refreshPause: the failure is returned
+// (a pausedError), so that requests do not each wait on the endpoint in turn.
+func (c *Client) renewToken(ctx context.Context, stale string, after401, noWait bool) (*Token, error) {
+	if noWait {
+		select {
+		case c.renew <- struct{}{}:
+		default:
+			return nil, errBusy
+		}
+	} else {
+		select {
+		case c.renew <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the refresh under way: %w", ctx.Err())
+		}
+	}
+	defer func() { <-c.renew }()
 	now := time.Now()
 	if e := c.cached(); e != nil && e.Token != nil && e.Token.AccessToken != stale && !e.Token.expired(now, refreshSkew) {
 		return e.Token, nil
 	}
-	lctx, cancel := context.WithTimeout(ctx, 2*requestTimeout)
-	defer cancel()
-	unlock, err := c.o.Store.Lock(lctx, c.resource)
+	c.mu.Lock()
+	failed, until := c.refreshFailed, c.retryAt
+	c.mu.Unlock()
+	if failed != nil && now.Before(until) {
+		return nil, &pausedError{err: failed, until: until}
+	}
+	var unlock func()
+	var err error
+	if noWait {
+		unlock, err = c.o.Store.tryLock(c.resource)
+	} else {
+		lctx, cancel := context.WithTimeout(ctx, 2*requestTimeout)
+		defer cancel()
+		unlock, err = c.o.Store.Lock(lctx, c.resource)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -282,10 +345,18 @@ func (c *Client) refresh(ctx context.Context, stale string, after401 bool) (*Tok
 	}
 	c.log.Debug("refreshing the OAuth token", "server", c.o.Name)
 	t, err := tokenRequest(ctx, c.hc, e.Server, e.Client, form, e.Token, e.Scopes)
-	if err != nil {
-		if !invalidGrant(err) {
-			return nil, err
+	if err != nil && !invalidGrant(err) {
+		if ctx.Err() == nil { // not the caller giving up: the endpoint failed
+			c.mu.Lock()
+			c.refreshFailed, c.retryAt = err, time.Now().Add(refreshPause)
+			c.mu.Unlock()
 		}
+		return nil, err
+	}
+	c.mu.Lock()
+	c.refreshFailed = nil
+	c.mu.Unlock()
+	if err != nil {
 		if !after401 && !e.Token.expired(now, 0) {
 			// The access token still works: keep the grant until it does not.
 			c.log.Warn("the authorization server refused to refresh the token; using it until it expires", "server", c.o.Name, "err", err)

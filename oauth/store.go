@@ -261,6 +261,18 @@ func (s *Store) Lock(ctx context.Context, serverURL string) (unlock func(), err 
 	return func() { f.Close() }, nil
 }
 
+// tryLock is Lock that does not wait: errBusy when another process holds it.
+func (s *Store) tryLock(serverURL string) (unlock func(), err error) {
+	f, err := filelock.Open(s.base(serverURL)+".lock", os.O_RDWR|os.O_CREATE)
+	if errors.Is(err, filelock.ErrLocked) {
+		return nil, errBusy
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock the OAuth grant: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
 // List is every entry, by server URL.
 func (s *Store) List() ([]*Entry, error) {
 	names, err := filepath.Glob(filepath.Join(s.dir, "*.json"))
