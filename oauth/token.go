@@ -64,7 +64,7 @@ func tokenRequest(ctx context.Context, hc *http.Client, as *ServerMetadata, cl *
 		req.SetBasicAuth(url.QueryEscape(cl.ID), url.QueryEscape(cl.Secret))
 	}
 	start := time.Now()
-	resp, err := hc.Do(req)
+	resp, err := noRedirects(hc).Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("the token endpoint: %w", urlErr(err))
 	}
@@ -118,6 +118,16 @@ func tokenRequest(ctx context.Context, hc *http.Client, as *ServerMetadata, cl *
 		}
 	}
 	return t, nil
+}
+
+// noRedirects is hc not following redirects. A token request's body holds the code
+// and its verifier, a refresh token, maybe the client secret; net/http sends that
+// body on with a 307 or 308, to wherever it points (plain http, another host): a
+// redirect is an answer, and not a token.
+func noRedirects(hc *http.Client) *http.Client {
+	c := *hc
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
 }
 
 // urlErr is err without net/url's quoting of the request URL and method.
