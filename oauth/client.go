@@ -369,7 +369,13 @@ func (c *Client) renewToken(ctx context.Context, stale string, after401, noWait 
 		// A copy: the cached entry is read by other requests without the lock, so
 		// a cached entry is never changed, only replaced.
 		ne := *e
-		ne.Token = nil // the registration stays
+		ne.Token = nil // the registration stays, unless the server no longer knows it
+		if forgotClient(err) && ne.Client != nil && ne.Client.Kind == KindDynamic {
+			// Kept, every sign-in after would use it, and an authorization server
+			// answers an unknown client_id with an error page, never a redirect:
+			// no sign-in could finish. The next one registers again.
+			ne.Client = nil
+		}
 		if err := c.o.Store.Save(&ne); err != nil {
 			return nil, err
 		}

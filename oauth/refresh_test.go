@@ -128,3 +128,24 @@ func TestConcurrentRefreshOnce(t *testing.T) {
 		t.Errorf("the rotated refresh token was not kept: %+v", e.Token)
 	}
 }
+
+// TestRefreshInvalidClientDropsTheRegistration: a refresh refused with invalid_client
+// (the authorization server forgot the dynamically registered client: a restart of
+// an in-memory store, an expiry) drops that registration with the grant. Kept, it
+// would be used by every sign-in after, and an authorization server answers an
+// unknown client_id with an error page, never a redirect: no sign-in could finish.
+func TestRefreshInvalidClientDropsTheRegistration(t *testing.T) {
+	srv, _ := tokenServer(t, func(int) (int, string) { return 401, `{"error":"invalid_client"}` })
+	now := time.Now()
+	c, st := testClient(t, srv.URL, &Token{AccessToken: "A", RefreshToken: "R", Issued: now.Add(-time.Hour), Expiry: now.Add(-time.Second)})
+	if _, err := c.refresh(context.Background(), "A", true); err != errNoGrant {
+		t.Fatalf("refresh: %v, want errNoGrant", err)
+	}
+	e, _ := st.Load("https://h.example/mcp")
+	if e == nil || e.Token != nil || e.Client != nil {
+		t.Fatalf("after invalid_client: %+v; want neither the grant nor the registration", e)
+	}
+	if e.Server == nil {
+		t.Error("the authorization server's metadata went too")
+	}
+}

@@ -39,6 +39,14 @@ func invalidGrant(err error) bool {
 	return errors.As(err, &te) && (te.Code == "invalid_grant" || te.Code == "invalid_client" || te.Code == "unauthorized_client")
 }
 
+// forgotClient reports whether err says the server does not know (or no longer
+// accepts) the client (RFC 6749 §5.2 invalid_client): its registration is dead.
+// unauthorized_client is not: the client is known, only not allowed that grant.
+func forgotClient(err error) bool {
+	var te *tokenError
+	return errors.As(err, &te) && te.Code == "invalid_client"
+}
+
 // tokenRequest POSTs a token request (RFC 6749 §4.1.3, §6) with the client's
 // authentication, and reads the answer into a Token. old is the grant being
 // refreshed: its refresh token is kept when the server sends no new one.
