@@ -37,3 +37,32 @@ func TestTokenRequestFollowsNoRedirect(t *testing.T) {
 		t.Error("the refresh token was sent on to where the token endpoint redirected")
 	}
 }
+
+// TestTokenErrorQuotesNoSecret: a token endpoint whose error_description echoes
+// what it was sent (the refresh token, the client secret) does not get them into the
+// error, which reaches stderr and the host's error answer.
+func TestTokenErrorQuotesNoSecret(t *testing.T) {
+	srv, _ := tokenServer(t, func(int) (int, string) {
+		return 400, `{"error":"invalid_request","error_description":"refresh_token=R-secret-1 client_secret=S-secret-2: unexpected"}`
+	})
+	now := time.Now()
+	c, st := testClient(t, srv.URL, &Token{AccessToken: "A", RefreshToken: "R-secret-1", Issued: now.Add(-time.Hour), Expiry: now.Add(-time.Second)})
+	e, _ := st.Load("https://h.example/mcp")
+	e.Client = &ClientInfo{Kind: KindPreRegistered, ID: "c1", Secret: "S-secret-2", AuthMethod: "client_secret_post"}
+	if err := st.Save(e); err != nil {
+		t.Fatal(err)
+	}
+	c.reload()
+	_, err := c.refresh(context.Background(), "A", true)
+	if err == nil {
+		t.Fatal("the refresh succeeded")
+	}
+	for _, s := range []string{"R-secret-1", "S-secret-2"} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("the error quotes %s: %v", s, err)
+		}
+	}
+	if !strings.Contains(err.Error(), "unexpected") {
+		t.Errorf("the server's description is gone: %v", err)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/redact"
 )
 
 // tokenError is an error answer of the token endpoint (RFC 6749 §5.2).
@@ -88,7 +90,7 @@ func tokenRequest(ctx context.Context, hc *http.Client, as *ServerMetadata, cl *
 			Description string `json:"error_description"`
 		}
 		if json.Unmarshal(body, &e) == nil {
-			te.Code, te.Description = e.Error, e.Description
+			te.Code, te.Description = e.Error, scrubSecrets(e.Description, form, cl.Secret)
 		}
 		return nil, te
 	}
@@ -126,6 +128,23 @@ func tokenRequest(ctx context.Context, hc *http.Client, as *ServerMetadata, cl *
 		}
 	}
 	return t, nil
+}
+
+// scrubSecrets is a server's error description without what the request sent that
+// is secret: a server that echoes its input ("unknown refresh token …") would
+// otherwise put it on stderr and in the host's error answer.
+func scrubSecrets(desc string, form url.Values, secret string) string {
+	for _, k := range []string{"code", "code_verifier", "refresh_token", "client_secret"} {
+		for _, v := range form[k] {
+			if len(v) >= 4 {
+				desc = strings.ReplaceAll(desc, v, redact.Redacted)
+			}
+		}
+	}
+	if len(secret) >= 4 {
+		desc = strings.ReplaceAll(desc, secret, redact.Redacted)
+	}
+	return desc
 }
 
 // noRedirects is hc not following redirects. A token request's body holds the code
