@@ -544,7 +544,7 @@ func (c *Client) runFlow(ctx context.Context, stale string, scopes, need []strin
 	said := false
 	t := time.NewTicker(portPoll)
 	defer t.Stop()
-	for {
+	for polls := 0; ; polls++ {
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", c.o.CallbackPort))
 		if err == nil {
 			err = c.authorize(ctx, ln, stale, scopes, need, prmURL)
@@ -556,6 +556,11 @@ func (c *Client) runFlow(ctx context.Context, stale string, scopes, need []strin
 		}
 		if e := c.reload(); fresh(e, stale, need) {
 			return nil
+		}
+		if polls%probeEvery == 0 && c.portHeldByOther(ctx) {
+			// No sign-in is coming from there: waiting would only hold each request
+			// for --oauth-wait, and tell it to finish a browser page there is not.
+			return fmt.Errorf("the sign-in's callback port 127.0.0.1:%d is held by another program, not a bir-proxy: end it, or give --oauth-port another port (the redirect URI changes with it: a pre-registered client needs it registered)", c.o.CallbackPort)
 		}
 		if !said {
 			said = true
@@ -574,6 +579,34 @@ func (c *Client) runFlow(ctx context.Context, stale string, scopes, need []strin
 			return fmt.Errorf("no token came: %w", ctx.Err())
 		}
 	}
+}
+
+// holderHeader marks the answers of a bir-proxy's callback server, so that a process
+// finding the port taken can tell a bir-proxy's sign-in (to wait for) from another
+// program (nothing to wait for).
+const holderHeader = "X-Bir-Proxy-Sign-In"
+
+// probeEvery: the port's holder is looked at on the first poll, then every this many.
+const probeEvery = 20
+
+// portHeldByOther reports whether the callback port is held by a program that is not
+// a bir-proxy: it answered HTTP without holderHeader. Anything else (no answer yet: a
+// bir-proxy's server starts after discovery; the port freed) is not known to be.
+func (c *Client) portHeldByOther(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", c.o.CallbackPort), nil)
+	if err != nil {
+		return false
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.Header.Get(holderHeader) == ""
 }
 
 func isAddrInUse(err error) bool {
@@ -678,7 +711,10 @@ func (c *Client) authorize(ctx context.Context, ln net.Listener, stale string, s
 		}
 		fmt.Fprintf(w, "<p>Signed in to %s. You can close this tab.</p>", html.EscapeString(c.o.Name))
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(holderHeader, "1")
+		mux.ServeHTTP(w, r)
+	})}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()
 	defer func() {

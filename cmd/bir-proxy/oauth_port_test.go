@@ -1,0 +1,47 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/oauthtest"
+)
+
+// holdPort serves plain HTTP on 127.0.0.1:port, as an unrelated program would.
+func holdPort(t *testing.T, port int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("some dev server"))
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+}
+
+// TestOAuthCallbackPortHeldByAnotherProgram: when the callback port is held by a
+// program that is not a bir-proxy, no sign-in is coming: the host's request is
+// answered with that, naming the port and --oauth-port, at once rather than after
+// --oauth-wait with "finish it in the browser" (there is no browser page), and
+// `bir-proxy login` says so rather than wait out its --timeout.
+func TestOAuthCallbackPortHeldByAnotherProgram(t *testing.T) {
+	t.Parallel()
+	w := newOAuthWorld(t, oauthtest.Options{DCR: true})
+	holdPort(t, w.port)
+	s := w.proxy("", "--oauth-wait", "1m")
+	s.Send(oauthInit)
+	hostError(t, s, "0", "needs an OAuth sign-in", "127.0.0.1:"+strconv.Itoa(w.port), "another program", "--oauth-port")
+	s.end()
+	code, out := w.cli("", "login", "--url", w.srv.MCPURL, "--oauth-port", strconv.Itoa(w.port), "--timeout", "1m")
+	if code == 0 || !strings.Contains(out, "another program") || !strings.Contains(out, "--oauth-port") {
+		t.Errorf("login: exit %d: %s", code, out)
+	}
+	if n := w.browserVisits(); n != 0 {
+		t.Errorf("%d browser visits", n)
+	}
+}
