@@ -45,3 +45,27 @@ func TestOAuthCallbackPortHeldByAnotherProgram(t *testing.T) {
 		t.Errorf("%d browser visits", n)
 	}
 }
+
+// TestOAuthDebugLogHoldsNoSecret: at --log-level debug, through a sign-in, an expiry
+// and its refresh (rotated), a revoked grant and the sign-in again, and a step-up,
+// no token, code or secret the fixture issued is on stderr (checkClean).
+func TestOAuthDebugLogHoldsNoSecret(t *testing.T) {
+	t.Parallel()
+	w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, DCR: true, RotateRefresh: true,
+		ChallengeScope: "mcp:read", StepUpTool: "admin", StepUpScope: "mcp:admin"})
+	s := w.proxy("", "--log-level", "debug")
+	handshake(t, s)
+	wantResult(t, s, echo(t, s, 1, "echo"))
+	w.srv.ExpireAccessTokens()
+	wantResult(t, s, echo(t, s, 2, "echo"))
+	w.srv.Revoke()
+	wantResult(t, s, echo(t, s, 3, "echo"))
+	wantResult(t, s, echo(t, s, 4, "admin"))
+	s.end()
+	if c := w.srv.Counts(); c.Refreshes < 1 || c.Authorizes < 3 {
+		t.Errorf("counts %+v: want a refresh and three sign-ins", c)
+	}
+	if !strings.Contains(s.Stderr.String(), "level=DEBUG") && !strings.Contains(s.Stderr.String(), "DEBUG") {
+		t.Errorf("no debug lines: %s", s.Stderr.String())
+	}
+}
