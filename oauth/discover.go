@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/redact"
 )
 
 // ResourceMetadata is what the client reads of an RFC 9728 protected resource
@@ -209,7 +211,7 @@ func checkResource(serverURL, resource string) error {
 	if s == r || strings.HasPrefix(s, strings.TrimSuffix(r, "/")+"/") {
 		return nil
 	}
-	return fmt.Errorf("it describes %s, not %s", r, s)
+	return fmt.Errorf("it describes %s, not %s", redact.URL(r), redact.URL(s))
 }
 
 // secureURL refuses an authorization server URL that is not https, except on a

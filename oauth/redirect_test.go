@@ -66,3 +66,16 @@ func TestTokenErrorQuotesNoSecret(t *testing.T) {
 		t.Errorf("the server's description is gone: %v", err)
 	}
 }
+
+// TestResourceMismatchQuotesNoURLSecret: metadata that names another resource is
+// refused with an error that shows the server URL redacted (the error reaches
+// bir-proxy login's stderr as it is).
+func TestResourceMismatchQuotesNoURLSecret(t *testing.T) {
+	err := checkResource("https://h.example/mcp?api_key=sk-live-123456", "https://other.example/mcp")
+	if err == nil {
+		t.Fatal("another resource accepted")
+	}
+	if strings.Contains(err.Error(), "sk-live-123456") {
+		t.Errorf("the error quotes the URL's secret: %v", err)
+	}
+}

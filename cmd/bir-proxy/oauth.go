@@ -136,7 +136,7 @@ func runLogin(ctx context.Context, c *cli, args []string) int {
 		fmt.Fprintf(c.stderr, "bir-proxy login: %s: %v\n", redact.URL(l.url), err)
 		return 1
 	}
-	fmt.Fprintf(c.stdout, "signed in to %s\n", cl.Resource())
+	fmt.Fprintf(c.stdout, "signed in to %s\n", redact.URL(cl.Resource()))
 	return 0
 }
 
