@@ -432,6 +432,12 @@ func (c *Client) Refused(ctx context.Context, status int, challenges []string, s
 		if e != nil && e.Token != nil && e.Token.AccessToken != stale && covers(scopeList(e.Token.Scope), need) {
 			return true, nil // another process stepped up
 		}
+		if e != nil && e.Token != nil && e.Token.AccessToken == stale && covers(scopeList(e.Token.Scope), need) {
+			// The refused token has what the challenge names: a sign-in for the same
+			// scopes (a browser tab per call) would get the same refusal.
+			c.log.Warn("the server refuses a token that has the scopes it names", "server", c.o.Name, "scopes", strings.Join(need, " "))
+			return false, nil
+		}
 		var had []string
 		if e != nil {
 			had = e.Scopes

@@ -2,6 +2,10 @@ package oauth
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -82,4 +86,55 @@ func TestFailedRefreshIsNotRetriedByEveryRequest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStepUpNotForScopesAlreadyGranted: a 403 insufficient_scope naming scopes the
+// refused token was granted is not answered with a sign-in (a browser tab) for those
+// same scopes: it would end with the same token's worth and the same refusal.
+func TestStepUpNotForScopesAlreadyGranted(t *testing.T) {
+	st, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Entry{ServerURL: "https://h.example/mcp", Scopes: []string{"read", "admin"},
+		Token: &Token{AccessToken: "A", Scope: "read admin", Expiry: time.Now().Add(time.Hour)}}
+	if err := st.Save(e); err != nil {
+		t.Fatal(err)
+	}
+	var opened atomic.Int32
+	ln := listenFree(t)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	c, err := New(Options{ServerURL: "https://h.example/mcp", Store: st, Notify: io.Discard, CallbackPort: port,
+		Wait: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		HTTPClient: &http.Client{Transport: refuseAll{}},
+		Open:       func(context.Context, string) error { opened.Add(1); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	retry, err := c.Refused(context.Background(), http.StatusForbidden,
+		[]string{`Bearer error="insufficient_scope", scope="admin"`}, "Bearer A")
+	if retry || err != nil {
+		t.Errorf("Refused = %v, %v; want no retry and no sign-in", retry, err)
+	}
+	c.Close()
+	if opened.Load() != 0 {
+		t.Error("a browser was opened for scopes the token has")
+	}
+}
+
+type refuseAll struct{}
+
+func (refuseAll) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("no network in this test")
+}
+
+func listenFree(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
 }
