@@ -71,12 +71,16 @@ func TestWellKnownOrder(t *testing.T) {
 
 func TestCanonicalURI(t *testing.T) {
 	for in, want := range map[string]string{
-		"HTTPS://MCP.Example.COM/mcp":     "https://mcp.example.com/mcp",
-		"https://mcp.example.com:443/":    "https://mcp.example.com",
-		"http://127.0.0.1:8080/mcp#frag":  "http://127.0.0.1:8080/mcp",
-		"https://u:p@h.example/a/b?x=1":   "https://h.example/a/b?x=1",
-		"https://[::1]:9/mcp":             "https://[::1]:9/mcp",
-		"https://mcp.example.com/server/": "https://mcp.example.com/server/",
+		"HTTPS://MCP.Example.COM/mcp":    "https://mcp.example.com/mcp",
+		"https://mcp.example.com:443/":   "https://mcp.example.com",
+		"http://127.0.0.1:8080/mcp#frag": "http://127.0.0.1:8080/mcp",
+		"https://u:p@h.example/a/b?x=1":  "https://h.example/a/b?x=1",
+		// A secret in the query never goes to the authorization server; a tenant stays.
+		"https://h.example/mcp?api_key=s3cr3t&tenant=a&access%5Ftoken=t": "https://h.example/mcp?tenant=a",
+		"https://h.example/mcp?token=s3cr3t":                             "https://h.example/mcp",
+		"https://h.example/?apikey=s3cr3t":                               "https://h.example",
+		"https://[::1]:9/mcp":                                            "https://[::1]:9/mcp",
+		"https://mcp.example.com/server/":                                "https://mcp.example.com/server/",
 	} {
 		if got, err := CanonicalURI(in); err != nil || got != want {
 			t.Errorf("CanonicalURI(%q) = %q, %v; want %q", in, got, err, want)

@@ -51,7 +51,11 @@ const requestTimeout = 30 * time.Second
 // CanonicalURI is the canonical form of an MCP server URL used as the RFC 8707
 // `resource` and as the token store's key: scheme and host lower-cased, the default
 // port and the fragment dropped, a lone "/" path dropped (the spec's examples use the
-// form without it); the path and query are kept as they are.
+// form without it); the path is kept as it is, and so is the query but for its
+// secret parameters (`api_key=`, `token=`, as redact names them), which are dropped:
+// RFC 8707 says a resource SHOULD NOT have a query, and this one travels to the
+// authorization server (maybe a third party) and into the sign-in URL printed on
+// stderr. A query that tells tenants apart stays, so their grants stay apart.
 func CanonicalURI(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -73,10 +77,30 @@ func CanonicalURI(raw string) (string, error) {
 		u.Host += ":" + port
 	}
 	u.Fragment, u.RawFragment, u.User = "", "", nil
+	u.RawQuery, u.ForceQuery = withoutSecretParams(u.RawQuery), false
 	if u.Path == "/" && u.RawQuery == "" {
 		u.Path, u.RawPath = "", ""
 	}
 	return u.String(), nil
+}
+
+// withoutSecretParams is the query q without the parameters whose names redact takes
+// for secrets, the others kept in their order and spelling.
+func withoutSecretParams(q string) string {
+	if q == "" {
+		return ""
+	}
+	kept := make([]string, 0, strings.Count(q, "&")+1)
+	for _, p := range strings.Split(q, "&") {
+		name, _, _ := strings.Cut(p, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		if p != "" && !redact.IsSecretParam(name) {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, "&")
 }
 
 // protectedResourceURLs are where the protected resource metadata of serverURL may

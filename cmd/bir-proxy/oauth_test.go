@@ -567,3 +567,31 @@ func TestOAuthScopeChoice(t *testing.T) {
 		t.Errorf("want only --oauth-scope's:\n%s", out)
 	}
 }
+
+// TestOAuthQuerySecretStaysHome: a secret in --url's query is not part of the
+// resource: it reaches neither the authorization server nor the sign-in URL the
+// proxy prints, and the sign-in still works (the resource is the server's).
+func TestOAuthQuerySecretStaysHome(t *testing.T) {
+	t.Parallel()
+	const secret = "QuerySecret4e7a91"
+	w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, DCR: true})
+	s := startProxy(w.t, w.env(""), "--server", "fx", "--url", w.srv.MCPURL+"?api_key="+secret,
+		"--transport", "http", "--oauth-port", strconv.Itoa(w.port), "--log-level", "debug")
+	w.mu.Lock()
+	w.outputs = append(w.outputs, s.Stderr)
+	w.mu.Unlock()
+	handshake(t, s)
+	wantResult(t, s, echo(t, s, 1, "echo"))
+	s.end()
+	if strings.Contains(s.Stderr.String(), secret) {
+		t.Errorf("the query's secret is on stderr:\n%s", s.Stderr.String())
+	}
+	for _, r := range w.srv.LastResource() {
+		if strings.Contains(r, secret) {
+			t.Errorf("the authorization server was sent resource %q", r)
+		}
+	}
+	if n := w.srv.Counts(); n.CodeExchanges != 1 {
+		t.Errorf("counts %+v", n)
+	}
+}
