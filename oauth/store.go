@@ -237,9 +237,16 @@ func (s *Store) Save(e *Entry) error {
 	return nil
 }
 
-// Delete removes the entry of serverURL; no entry is no error.
-func (s *Store) Delete(serverURL string) (bool, error) {
-	err := os.Remove(s.base(serverURL) + ".json")
+// Delete removes the entry of serverURL; no entry is no error. It takes the entry's
+// lock (waiting until ctx ends): a refresh under way in a running proxy saves its
+// result under that lock, and without it would write back the grant just deleted.
+func (s *Store) Delete(ctx context.Context, serverURL string) (bool, error) {
+	unlock, err := s.Lock(ctx, serverURL)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	err = os.Remove(s.base(serverURL) + ".json")
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}

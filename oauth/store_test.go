@@ -50,10 +50,25 @@ func TestStoreFilesArePrivateAndAtomic(t *testing.T) {
 	if len(list) != 1 || list[0].ServerURL != "https://h/mcp" {
 		t.Errorf("List: %+v", list)
 	}
-	if gone, err := s.Delete("https://h/mcp"); !gone || err != nil {
+	// While the entry is locked (a refresh under way elsewhere) Delete waits: here
+	// until its context ends, and the entry is still there.
+	unlock, err := s.Lock(context.Background(), "https://h/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	if gone, err := s.Delete(ctx, "https://h/mcp"); gone || err == nil {
+		t.Errorf("Delete under another's lock: %v %v, want it to wait and fail", gone, err)
+	}
+	cancel()
+	if e, err := s.Load("https://h/mcp"); e == nil || err != nil {
+		t.Errorf("the entry went while locked: %v %v", e, err)
+	}
+	unlock()
+	if gone, err := s.Delete(context.Background(), "https://h/mcp"); !gone || err != nil {
 		t.Errorf("Delete: %v %v", gone, err)
 	}
-	if gone, _ := s.Delete("https://h/mcp"); gone {
+	if gone, _ := s.Delete(context.Background(), "https://h/mcp"); gone {
 		t.Error("deleted twice")
 	}
 }

@@ -140,7 +140,7 @@ func runLogin(ctx context.Context, c *cli, args []string) int {
 	return 0
 }
 
-func runLogout(_ context.Context, c *cli, args []string) int {
+func runLogout(ctx context.Context, c *cli, args []string) int {
 	sc, _ := findSubcommand("logout")
 	opts, names, code, ok := c.parseCommand(sc, args, false)
 	if !ok {
@@ -160,7 +160,11 @@ func runLogout(_ context.Context, c *cli, args []string) int {
 	}
 	var gone bool
 	if err == nil {
-		gone, err = store.Delete(u)
+		// A running proxy's refresh holds the lock for one token request (bounded
+		// at 30 s); past a minute something is wrong, and saying so beats waiting.
+		lctx, cancel := context.WithTimeout(ctx, time.Minute)
+		gone, err = store.Delete(lctx, u)
+		cancel()
 	}
 	if err != nil {
 		fmt.Fprintf(c.stderr, "bir-proxy logout: %v\n", err)
