@@ -87,3 +87,18 @@ func BenchmarkRedactorSmallArgs(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRedactorToolResult is the result most tools give, and the bench server's:
+// a text item holding JSON, which redaction reads as the document it is.
+func BenchmarkRedactorToolResult(b *testing.B) {
+	in := []byte(`{"content":[{"type":"text","text":"{\"text\":\"hello, world\",\"items\":[{\"id\":1,\"name\":\"first\"},{\"id\":2,\"name\":\"second\"}],\"next\":null}"}],"isError":false}`)
+	var z Redactor
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		out, _ := z.Report(in, DefaultBudget)
+		if len(out) > DefaultBudget {
+			b.Fatalf("%d bytes over the budget", len(out))
+		}
+	}
+}

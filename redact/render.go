@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"strconv"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -125,7 +124,7 @@ func (d *doc) innerDoc(p int, body, dec []byte, complete bool) *doc {
 		}
 	}
 	var in *doc
-	if last := lastNonWS(full); (last == '}' || last == ']') && json.Valid(full) {
+	if last := lastNonWS(full); (last == '}' || last == ']') && jsonlex.Valid(full) {
 		in = &doc{src: full}
 	}
 	if len(body) >= memoMin {
