@@ -91,7 +91,7 @@ func BenchmarkRedactorSmallArgs(b *testing.B) {
 // BenchmarkRedactorToolResult is the result most tools give, and the bench server's:
 // a text item holding JSON, which redaction reads as the document it is.
 func BenchmarkRedactorToolResult(b *testing.B) {
-	in := []byte(`{"content":[{"type":"text","text":"{\"text\":\"hello, world\",\"items\":[{\"id\":1,\"name\":\"first\"},{\"id\":2,\"name\":\"second\"}],\"next\":null}"}],"isError":false}`)
+	in := []byte(toolResult)
 	var z Redactor
 	b.SetBytes(int64(len(in)))
 	b.ReportAllocs()
@@ -102,3 +102,6 @@ func BenchmarkRedactorToolResult(b *testing.B) {
 		}
 	}
 }
+
+// toolResult is the typical tool result: a text item holding JSON.
+const toolResult = `{"content":[{"type":"text","text":"{\"text\":\"hello, world\",\"items\":[{\"id\":1,\"name\":\"first\"},{\"id\":2,\"name\":\"second\"}],\"next\":null}"}],"isError":false}`
