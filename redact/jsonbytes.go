@@ -32,6 +32,32 @@ func decodePrefix(dst, body []byte, max int, plain bool) ([]byte, int, error) {
 	return dst, used, nil
 }
 
+// verbatim marks the bytes that are the same in a JSON string body, in its decoded
+// text and in that text quoted again: printable ASCII but the quote and the backslash.
+var verbatim = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// decodeText is decodePrefix for a renderer: when the prefix is made only of verbatim
+// bytes (most keys and values are), its text is the body itself, so it is returned
+// in place (raw is true) instead of being copied into dst, and needs no escaping to be
+// quoted again.
+func decodeText(dst, body []byte, max int, plain bool) (dec []byte, used int, raw bool, err error) {
+	n := min(len(body), max)
+	i := 0
+	for i < n && verbatim[body[i]] {
+		i++
+	}
+	if i == n {
+		return body[:n:n], n, true, nil
+	}
+	dec, used, err = decodePrefix(dst, body, max, plain)
+	return dec, used, false, err
+}
+
 // digestString returns the decoded length and the sha256 of the decoded text of a JSON
 // string body, streaming: the body is hashed in place between escapes and never copied
 // whole. Escapes past the checked prefix are decoded leniently (an invalid one counts as

@@ -110,14 +110,20 @@ func (d *doc) digest(p int, body []byte) (int64, [32]byte) {
 // innerDoc returns the JSON object or array that the string at p holds as text (tools
 // often return JSON that way), or nil. dec is the string's text decoded so far, all of
 // it when complete.
-func (d *doc) innerDoc(p int, body, dec []byte, complete bool) *doc {
+//
+// raw says dec is body itself, in d's source: the inner doc then reads it in place,
+// since d's source outlives it, where dec in the renderer's scratch must be copied.
+func (d *doc) innerDoc(p int, body, dec []byte, complete, raw bool) *doc {
 	if in, ok := d.inner[p]; ok {
 		return in
 	}
 	var full []byte
-	if complete {
+	switch {
+	case complete && raw:
+		full = dec
+	case complete:
 		full = bytes.Clone(dec)
-	} else {
+	default:
 		var err error
 		if full, _, err = decodePrefix(make([]byte, 0, len(body)), body, len(body), false); err != nil {
 			full = nil
@@ -469,8 +475,10 @@ const (
 // key renders the object key whose string spans [p, e) and says what kind it is.
 func (r *renderer) key(d *doc, p, e int) (keyKind, error) {
 	body := d.src[p+1 : e-1]
-	dec, used, err := decodePrefix(r.dec[:0], body, r.lim.key+margin, false)
-	r.dec = dec[:0]
+	dec, used, raw, err := decodeText(r.dec[:0], body, r.lim.key+margin, false)
+	if !raw {
+		r.dec = dec[:0]
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -489,7 +497,7 @@ func (r *renderer) key(d *doc, p, e int) (keyKind, error) {
 	case bytes.EqualFold(dec, []byte("name")) || bytes.EqualFold(dec, []byte("key")):
 		kind = keyName
 	}
-	err = r.shown(d, p, body, dec, used == len(body), r.lim.key)
+	err = r.shown(d, p, body, dec, used == len(body), raw, r.lim.key)
 	return kind, err
 }
 
@@ -497,21 +505,25 @@ func (r *renderer) key(d *doc, p, e int) (keyKind, error) {
 // doc) starts the value at p: as embedded JSON if it holds some, else as redacted text
 // cut to the string limit (fewer bytes for a blob).
 func (r *renderer) text(d *doc, p int, body []byte, depth int, h hint) (flag bool, err error) {
-	dec, used, err := decodePrefix(r.dec[:0], body, r.lim.str+margin, d.plain)
-	r.dec = dec[:0]
+	dec, used, raw, err := decodeText(r.dec[:0], body, r.lim.str+margin, d.plain)
+	if !raw {
+		r.dec = dec[:0]
+	}
 	if err != nil {
 		return false, err
 	}
 	complete := used == len(body)
 	if !d.plain && len(body) <= innerMax {
 		if w := jsonlex.SkipSpace(dec, 0); w < len(dec) && (dec[w] == '{' || dec[w] == '[') {
-			if in := d.innerDoc(p, body, dec, complete); in != nil {
+			if in := d.innerDoc(p, body, dec, complete, raw); in != nil {
 				if ok, err := r.embedded(in, d, p, depth); ok || err != nil {
 					return false, err
 				}
 				// The attempt used the scratch dec lives in.
-				dec, _, _ = decodePrefix(r.dec[:0], body, r.lim.str+margin, d.plain)
-				r.dec = dec[:0]
+				if !raw {
+					dec, _, _ = decodePrefix(r.dec[:0], body, r.lim.str+margin, d.plain)
+					r.dec = dec[:0]
+				}
 			}
 		}
 	}
@@ -523,7 +535,7 @@ func (r *renderer) text(d *doc, p int, body []byte, depth int, h hint) (flag boo
 	if complete && len(dec) <= 64 && len(dec) > 1 && dec[0] == '-' && bytes.IndexAny(dec, "= ") < 0 {
 		flag = isSecretName(dec)
 	}
-	return flag, r.shown(d, p, body, dec, complete, keep)
+	return flag, r.shown(d, p, body, dec, complete, raw, keep)
 }
 
 // embedded renders the JSON text held by the string at p of d as a string again, after
@@ -556,14 +568,19 @@ func (r *renderer) embedded(in, d *doc, p, depth int) (ok bool, err error) {
 // shown writes the redacted text of a string cut to keep bytes, with a clip marker when
 // anything was cut. dec is the start of its decoded text (all of it when complete),
 // decoded a margin past keep so that a secret straddling the cut is still recognised.
-func (r *renderer) shown(d *doc, p int, body, dec []byte, complete bool, keep int) error {
+// raw says dec is made of verbatim bytes only, so quoting it escapes nothing.
+func (r *renderer) shown(d *doc, p int, body, dec []byte, complete, raw bool, keep int) error {
 	spans := findSecrets(r.spans[:0], dec)
 	r.spans = spans[:0]
 	if complete && len(dec) <= keep+markerRoom {
 		keep = -1 // a marker would take more room than it saves
 	}
 	if complete && len(spans) == 0 && keep < 0 {
-		r.out = appendQuoted(r.out, dec)
+		if raw {
+			r.out = append(append(append(r.out, '"'), dec...), '"')
+		} else {
+			r.out = appendQuoted(r.out, dec)
+		}
 		return r.check()
 	}
 	red, used := applySpans(r.red[:0], dec, spans, keep)

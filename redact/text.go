@@ -51,27 +51,58 @@ type span struct{ start, end int }
 // shape needs the caller to keep a margin after whatever it shows).
 func findSecrets(spans []span, b []byte) []span {
 	n0 := len(spans)
-	spans = scanWords(spans, b)
-	if bytes.Contains(b, []byte("://")) {
+	// One pass says which rules can match at all: each but scanWords needs one of a few
+	// bytes, and most strings (keys, names, ids) have none of them.
+	var seen uint8
+	for _, c := range b {
+		seen |= triggers[c]
+	}
+	if seen == 0 && len(b) < minWordSecret {
+		return spans
+	}
+	if len(b) >= minWordSecret {
+		spans = scanWords(spans, b)
+	}
+	if seen&trigColon != 0 && bytes.Contains(b, []byte("://")) {
 		spans = scanURLs(spans, b)
 	}
-	if bytes.IndexByte(b, '=') >= 0 || bytes.IndexByte(b, ':') >= 0 {
+	if seen&(trigEquals|trigColon) != 0 {
 		spans = scanAssignments(spans, b)
 	}
-	if bytes.Contains(b, []byte("--")) {
-		spans = scanFlags(spans, b)
+	if seen&trigDash != 0 {
+		if bytes.Contains(b, []byte("--")) {
+			spans = scanFlags(spans, b)
+		}
+		if bytes.Contains(b, []byte("-p")) {
+			spans = scanShortPassword(spans, b)
+		}
+		if bytes.Contains(b, []byte("-----BEGIN ")) {
+			spans = scanPEM(spans, b)
+		}
 	}
-	if bytes.Contains(b, []byte("-p")) {
-		spans = scanShortPassword(spans, b)
-	}
-	if bytes.Contains(b, []byte("-----BEGIN ")) {
-		spans = scanPEM(spans, b)
-	}
-	if bytes.IndexByte(b, '@') >= 0 {
+	if seen&trigAt != 0 {
 		spans = scanDSN(spans, b)
 	}
 	return mergeSpans(spans, n0)
 }
+
+// minWordSecret is the shortest text scanWords can find a secret in: "Basic " and an
+// 8-character credential, or a JWT's "eyJ" header of 10 and two dots around 2 more;
+// every token shape is longer.
+const minWordSecret = 14
+
+// The bytes the rules other than scanWords need one of, as bits of triggers.
+const (
+	trigColon  = 1 << iota // "://" of a URL, "key: value"
+	trigEquals             // "key=value"
+	trigDash               // flags, -p, PEM
+	trigAt                 // DSNs
+)
+
+var triggers = func() (t [256]uint8) {
+	t[':'], t['='], t['-'], t['@'] = trigColon, trigEquals, trigDash, trigAt
+	return t
+}()
 
 // mergeSpans sorts spans[from:] and merges overlapping or touching ranges, so that each
 // secret becomes one marker.
