@@ -482,6 +482,33 @@ func (r *renderer) key(d *doc, p, e int) (keyKind, error) {
 	if err != nil {
 		return 0, err
 	}
+	kind := keyKindOf(dec)
+	err = r.shown(d, p, body, dec, used == len(body), raw, r.lim.key)
+	return kind, err
+}
+
+// keyKindOf says what kind of key the decoded key name dec is.
+func keyKindOf(dec []byte) keyKind {
+	if lowerWord(dec) {
+		// Most keys are one lower-case word ("id", "name", "items"): it is the only
+		// word isSecretName would split it into, so the switches decide alone.
+		if isSecretWord(dec) || isSecretJoin(dec) {
+			return keySecret
+		}
+		switch string(dec) {
+		case "data":
+			return keyData
+		case "blob":
+			return keyBlob
+		case "value":
+			return keyValue
+		case "type":
+			return keyType
+		case "name", "key":
+			return keyName
+		}
+		return keyPlain
+	}
 	kind := keyPlain
 	switch {
 	case isSecretName(dec):
@@ -497,8 +524,21 @@ func (r *renderer) key(d *doc, p, e int) (keyKind, error) {
 	case bytes.EqualFold(dec, []byte("name")) || bytes.EqualFold(dec, []byte("key")):
 		kind = keyName
 	}
-	err = r.shown(d, p, body, dec, used == len(body), raw, r.lim.key)
-	return kind, err
+	return kind
+}
+
+// lowerWord reports whether b is made only of a-z, at most maxWordLen of them: one word
+// as isSecretName splits names (a longer one takes the general path).
+func lowerWord(b []byte) bool {
+	if len(b) > maxWordLen {
+		return false
+	}
+	for _, c := range b {
+		if c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
 }
 
 // text renders a string whose body (between the quotes, or the whole text of a plain
