@@ -113,7 +113,10 @@ func (d *doc) digest(p int, body []byte) (int64, [32]byte) {
 //
 // raw says dec is body itself, in d's source: the inner doc then reads it in place,
 // since d's source outlives it, where dec in the renderer's scratch must be copied.
-func (d *doc) innerDoc(p int, body, dec []byte, complete, raw bool) *doc {
+// A string too small to be remembered across passes gets its doc in s, reused from
+// string to string, so that the common tool result (a text item holding JSON) costs
+// no allocation; s is nil for one that is remembered.
+func (d *doc) innerDoc(p int, body, dec []byte, complete, raw bool, s *nestScratch) *doc {
 	if in, ok := d.inner[p]; ok {
 		return in
 	}
@@ -121,6 +124,9 @@ func (d *doc) innerDoc(p int, body, dec []byte, complete, raw bool) *doc {
 	switch {
 	case complete && raw:
 		full = dec
+	case complete && s != nil:
+		s.buf = append(s.buf[:0], dec...)
+		full = s.buf
 	case complete:
 		full = bytes.Clone(dec)
 	default:
@@ -131,7 +137,12 @@ func (d *doc) innerDoc(p int, body, dec []byte, complete, raw bool) *doc {
 	}
 	var in *doc
 	if last := lastNonWS(full); (last == '}' || last == ']') && jsonlex.Valid(full) {
-		in = &doc{src: full}
+		if s != nil {
+			s.d = doc{src: full}
+			in = &s.d
+		} else {
+			in = &doc{src: full}
+		}
 	}
 	if len(body) >= memoMin {
 		if d.inner == nil {
@@ -140,6 +151,21 @@ func (d *doc) innerDoc(p int, body, dec []byte, complete, raw bool) *doc {
 		d.inner[p] = in
 	}
 	return in
+}
+
+// nestScratch is where the JSON text held by a small string is decoded and read, one
+// per level of JSON held in JSON being rendered.
+type nestScratch struct {
+	buf []byte
+	d   doc
+}
+
+// scratch returns the nestScratch of the current level of embedded JSON.
+func (r *renderer) scratch() *nestScratch {
+	for len(r.nested) <= r.nest {
+		r.nested = append(r.nested, new(nestScratch))
+	}
+	return r.nested[r.nest]
 }
 
 func lastNonWS(b []byte) byte {
@@ -174,6 +200,10 @@ type renderer struct {
 	// inner is where embedded JSON is rendered, before it is quoted into out; nested
 	// embedded JSON (JSON text in a string of JSON text) grows one of its own.
 	inner []byte
+	// nested[nest] is where the JSON text held by a small string at the current level
+	// of embedding is decoded; a level's is free again once its string is rendered.
+	nested []*nestScratch
+	nest   int
 }
 
 func (r *renderer) render(d *doc, lim limits, budget int) error {
@@ -555,7 +585,11 @@ func (r *renderer) text(d *doc, p int, body []byte, depth int, h hint) (flag boo
 	complete := used == len(body)
 	if !d.plain && len(body) <= innerMax {
 		if w := jsonlex.SkipSpace(dec, 0); w < len(dec) && (dec[w] == '{' || dec[w] == '[') {
-			if in := d.innerDoc(p, body, dec, complete, raw); in != nil {
+			var s *nestScratch
+			if len(body) < memoMin {
+				s = r.scratch()
+			}
+			if in := d.innerDoc(p, body, dec, complete, raw, s); in != nil {
 				if ok, err := r.embedded(in, d, p, depth); ok || err != nil {
 					return false, err
 				}
@@ -586,7 +620,9 @@ func (r *renderer) embedded(in, d *doc, p, depth int) (ok bool, err error) {
 	// The scratch is taken while this string renders: one nested inside it gets a
 	// buffer of its own.
 	r.out, r.max, r.inner = kept[:0], max-len(outer), nil
+	r.nest++
 	end, _, err := r.value(in, 0, depth, hintNone)
+	r.nest--
 	if err == nil && jsonlex.SkipSpace(in.src, end) != len(in.src) {
 		err = errSyntax
 	}

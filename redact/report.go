@@ -50,6 +50,9 @@ type Redactor struct {
 // pin its buffers for the rest of the session.
 const maxKept = 256 << 10
 
+// maxNested bounds the levels of embedded JSON whose scratch a Redactor keeps.
+const maxNested = 8
+
 // Report is the package's Report. The returned JSON is in the Redactor's buffer: it is
 // valid until the next call, and whoever keeps it copies it.
 func (z *Redactor) Report(raw []byte, budget int) (out json.RawMessage, clipped bool) {
@@ -59,6 +62,15 @@ func (z *Redactor) Report(raw []byte, budget int) (out json.RawMessage, clipped 
 		if cap(*b) > maxKept {
 			*b = nil
 		}
+	}
+	for _, s := range r.nested {
+		if cap(s.buf) > maxKept {
+			s.buf = nil
+		}
+		s.d = doc{} // it may read the caller's bytes in place
+	}
+	if len(r.nested) > maxNested {
+		r.nested = r.nested[:maxNested]
 	}
 	if cap(r.spans) > maxKept/16 {
 		r.spans = nil
