@@ -19,6 +19,11 @@ func IsSecretKey(name string) bool { return isSecretName(name) }
 // checking one costs no allocation.
 func isSecretName[T ~string | ~[]byte](name T) bool {
 	var prev, cur [maxWordLen]byte
+	if lowerWord(name) {
+		// One lower-case word (most names are) splits into itself alone.
+		w := cur[:copy(cur[:], name)]
+		return isSecretWord(w) || isSecretJoin(w)
+	}
 	prevLen := -1
 	for i := 0; i < len(name); {
 		start, end := nextWord(name, i)
@@ -150,4 +155,18 @@ func lower(c byte) byte {
 		return c + 'a' - 'A'
 	}
 	return c
+}
+
+// lowerWord reports whether name is made only of a-z, at most maxWordLen of them: one
+// word as nextWord splits names (a longer one takes the general path).
+func lowerWord[T ~string | ~[]byte](name T) bool {
+	if len(name) > maxWordLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
 }

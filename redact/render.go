@@ -557,20 +557,6 @@ func keyKindOf(dec []byte) keyKind {
 	return kind
 }
 
-// lowerWord reports whether b is made only of a-z, at most maxWordLen of them: one word
-// as isSecretName splits names (a longer one takes the general path).
-func lowerWord(b []byte) bool {
-	if len(b) > maxWordLen {
-		return false
-	}
-	for _, c := range b {
-		if c < 'a' || c > 'z' {
-			return false
-		}
-	}
-	return true
-}
-
 // text renders a string whose body (between the quotes, or the whole text of a plain
 // doc) starts the value at p: as embedded JSON if it holds some, else as redacted text
 // cut to the string limit (fewer bytes for a blob).
