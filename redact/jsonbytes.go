@@ -109,9 +109,27 @@ func sum(h hash.Hash) (s [32]byte) {
 // appendQuoted appends s as a JSON string. Invalid UTF-8 becomes \ufffd so that the
 // output is valid JSON whatever the input held; U+2028 and U+2029 stay as they are,
 // since a report is only ever read as JSON.
+//
+// Printable ASCII, what rendered JSON held in a string mostly is, is quoted here in one
+// table-driven pass; from the first other byte on, jsonlex's escaper takes over (it
+// escapes rune by rune, so the two parts quote as the whole would).
 func appendQuoted(dst, s []byte) []byte {
 	dst = append(dst, '"')
-	dst = jsonlex.AppendEscaped(dst, s)
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if verbatim[c] {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		if c != '"' && c != '\\' {
+			dst = jsonlex.AppendEscaped(dst, s[i:])
+			return append(dst, '"')
+		}
+		dst = append(dst, '\\')
+		start = i
+	}
+	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
 
