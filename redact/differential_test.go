@@ -111,3 +111,13 @@ func FuzzReportReference(f *testing.F) {
 		sameAsReference(t, in, budget, z, rz)
 	})
 }
+
+// TestShortestWordSecrets holds minWordSecret to the shortest texts scanWords finds a
+// secret in (14 bytes): were it one more, these would pass unredacted.
+func TestShortestWordSecrets(t *testing.T) {
+	for _, s := range []string{"Basic YWI6Yw==", "eyJhbGciOi.ab."} {
+		if got := Text(s); got == s || got != refPubText(s) {
+			t.Errorf("Text(%q) = %q, the reference gives %q", s, got, refPubText(s))
+		}
+	}
+}
