@@ -34,8 +34,11 @@ type digest struct {
 }
 
 func (d *doc) stringEnd(p int) int {
-	if e, ok := d.ends[p]; ok {
-		return e
+	// Most docs remember nothing (no value of memoMin bytes): no map lookup for them.
+	if d.ends != nil {
+		if e, ok := d.ends[p]; ok {
+			return e
+		}
 	}
 	e := jsonlex.SkipString(d.src, p)
 	d.remember(p, e)
