@@ -70,6 +70,7 @@ func (z *Redactor) Report(raw []byte, budget int) (out json.RawMessage, clipped 
 		s.d = doc{} // it may read the caller's bytes in place
 	}
 	if len(r.nested) > maxNested {
+		clear(r.nested[maxNested:]) // so that the backing array doesn't keep them
 		r.nested = r.nested[:maxNested]
 	}
 	if cap(r.spans) > maxKept/16 {
