@@ -494,6 +494,9 @@ func TestBackupsAndRestore(t *testing.T) {
 // every machine, bir-proxy from PATH, or is refused with the fix.
 func TestWrapGitSharedFile(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
+		if testutil.InCI() {
+			t.Fatal("no git on PATH: CI checks the repository out with git, so it must be there")
+		}
 		t.Skip("no git")
 	}
 	isolate(t)
@@ -506,6 +509,9 @@ func TestWrapGitSharedFile(t *testing.T) {
 		}
 	}
 	t.Chdir(dir)
+	// Built before PATH is narrowed: the build needs the go command. (Run alone, the
+	// test failed here; in the suite an earlier test's build was cached.)
+	proxyBin := testutil.Build(t, "./cmd/bir-proxy")
 
 	t.Setenv("PATH", t.TempDir()+string(os.PathListSeparator)+filepath.Dir(mustLookPath(t, "git")))
 	code, out, errOut := runCmd(t, "wrap")
@@ -517,7 +523,7 @@ func TestWrapGitSharedFile(t *testing.T) {
 	}
 
 	bin := t.TempDir()
-	if err := os.Symlink(testutil.Build(t, "./cmd/bir-proxy"), filepath.Join(bin, "bir-proxy")); err != nil {
+	if err := os.Symlink(proxyBin, filepath.Join(bin, "bir-proxy")); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
