@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,6 +54,7 @@ func main() {
 		blocking = flag.Bool("blocking", false, "also measure the proxy with host stdio forced blocking and forced non-blocking (BIR_BLOCKING_STDIO=1, =0)")
 		rec      = flag.Bool("recording", false, "also measure the proxy recording to a reference recorder (and its faults)")
 		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof")
+		selfProf = flag.String("self-profile", "", "write a CPU profile of this process (the host's side and the reference recorders) during the named variant's first pipelined round to bench-self-<variant>.prof")
 		gap      = flag.Duration("gap", 0, "pause between sequential round trips (a host that is not saturating the machine)")
 		extraEnv = flag.String("variant-env", "", "also measure the proxy with these extra environment variables (comma-separated K=V)")
 		replayOn = flag.Bool("replay", false, "also measure host calls while replay dispatches run on the same upstream (vs none, both recording), and idle wake-ups with a recorder")
@@ -163,7 +165,13 @@ func main() {
 		const rounds = 5
 		for range rounds {
 			for _, v := range variants {
+				stopProf := func() {}
+				if v.name == *selfProf {
+					*selfProf = "" // the first round only: a profile cannot be resumed
+					stopProf = startSelfProfile("bench-self-" + strings.ReplaceAll(v.name, "/", "_") + ".prof")
+				}
 				r, c := pipelined(v, *pipeN/rounds, 32)
+				stopProf()
 				res[v.name] += r / rounds
 				cpu[v.name] += c / (rounds * time.Duration(*pipeN/rounds))
 			}
@@ -722,5 +730,16 @@ func must[T any](v T, err error) T {
 func check(err error) {
 	if err != nil {
 		log.Fatal(err)
+	}
+}
+
+// startSelfProfile writes a CPU profile of this process to path until the returned
+// function is called.
+func startSelfProfile(path string) func() {
+	f := must(os.Create(path))
+	check(pprof.StartCPUProfile(f))
+	return func() {
+		pprof.StopCPUProfile()
+		check(f.Close())
 	}
 }

@@ -619,7 +619,7 @@ func (s *Server) serve(ln net.Listener) {
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	body, err := readBody(r)
 	if err != nil {
 		return // the connection is gone; nothing was received
 	}
@@ -701,10 +701,13 @@ func (s *Server) route(r *http.Request, body []byte, gone chan struct{}) (int, [
 	if fail != 0 {
 		return fail, errorBody("injected_failure")
 	}
-	if r.URL.Path == "/proxy/step" && batch && gjson.ValidBytes(body) && gjson.ParseBytes(body).IsArray() {
+	if !gjson.ValidBytes(body) {
+		return http.StatusBadRequest, errorBody("body is not a JSON object")
+	}
+	if r.URL.Path == "/proxy/step" && batch && firstByte(body) == '[' {
 		return s.steps1(gjson.ParseBytes(body).Array())
 	}
-	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+	if firstByte(body) != '{' {
 		return http.StatusBadRequest, errorBody("body is not a JSON object")
 	}
 	proxyID := gjson.GetBytes(body, "proxyId").String()
@@ -793,44 +796,96 @@ func (s *Server) route(r *http.Request, body []byte, gone chan struct{}) (int, [
 	return http.StatusNotFound, errorBody("no_such_route")
 }
 
-// steps1 takes the reports of one step POST: every one of them, or none.
+// steps1 takes the reports of one step POST: every one of them, or none. reports are
+// the body's values (one, or the elements of an array); each is read in one pass.
 func (s *Server) steps1(reports []gjson.Result) (int, []byte) {
 	if len(reports) == 0 {
 		return http.StatusBadRequest, errorBody("empty batch")
 	}
+	taken := make([]Step, 0, len(reports))
 	for _, rep := range reports {
 		if !rep.IsObject() {
 			return http.StatusBadRequest, errorBody("a report is not a JSON object")
 		}
-		if rep.Get("proxyId").String() == "" {
+		st := Step{Body: []byte(rep.Raw)}
+		var seq gjson.Result
+		// One pass over the report's members. Of a repeated name the first is kept,
+		// as gjson's Get would.
+		var got [4]bool
+		rep.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "proxyId":
+				if !got[0] {
+					got[0], st.ProxyID = true, v.String()
+				}
+			case "seq":
+				if !got[1] {
+					got[1], seq = true, v
+				}
+			case "server":
+				if !got[2] {
+					got[2], st.Server = true, v.String()
+				}
+			case "tool":
+				if !got[3] {
+					got[3], st.Tool = true, v.String()
+				}
+			}
+			return true
+		})
+		if st.ProxyID == "" {
 			return http.StatusBadRequest, errorBody("proxyId missing")
 		}
-		seq := rep.Get("seq")
 		if seq.Type != gjson.Number || seq.Uint() == 0 || strconv.FormatUint(seq.Uint(), 10) != seq.Raw {
 			return http.StatusBadRequest, errorBody("seq must be a positive integer")
 		}
+		st.Seq = seq.Uint()
+		taken = append(taken, st)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, rep := range reports {
-		if !s.known[rep.Get("proxyId").String()] {
+	for _, st := range taken {
+		if !s.known[st.ProxyID] {
 			return http.StatusNotFound, errorBody("unknown_proxy")
 		}
 	}
 	now := time.Now()
-	for _, rep := range reports {
-		key := stepKey{rep.Get("proxyId").String(), rep.Get("seq").Uint()}
+	for _, st := range taken {
+		key := stepKey{st.ProxyID, st.Seq}
 		if s.seen[key] {
 			s.duplicates++
 			continue
 		}
 		s.seen[key] = true
-		s.steps = append(s.steps, Step{
-			ProxyID: key.proxyID, Server: rep.Get("server").String(), Seq: key.seq,
-			Tool: rep.Get("tool").String(), Body: []byte(rep.Raw), At: now,
-		})
+		st.At = now
+		s.steps = append(s.steps, st)
 	}
 	return http.StatusOK, []byte(`{"ok":true}`)
+}
+
+// firstByte is the first byte of body that is not JSON whitespace, or 0.
+func firstByte(body []byte) byte {
+	for _, c := range body {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c
+	}
+	return 0
+}
+
+// readBody reads a request's body, at most maxBody bytes, into a buffer of the size
+// Content-Length announces, so a large batch is not grown by doubling.
+func readBody(r *http.Request) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= maxBody {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(io.LimitReader(r.Body, maxBody))
 }
 
 func (s *Server) countPoll(delta int) {
