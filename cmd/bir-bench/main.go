@@ -162,6 +162,8 @@ func main() {
 		fmt.Printf("Pipelined tools/call, 32 in flight (%d messages, interleaved in rounds):\n", *pipeN)
 		res := map[string]float64{}
 		cpu := map[string]time.Duration{}
+		posts := map[string]int{}
+		self := map[string]time.Duration{} // this process: the host's side, and the variant's recorder
 		const rounds = 5
 		for range rounds {
 			for _, v := range variants {
@@ -170,20 +172,29 @@ func main() {
 					*selfProf = "" // the first round only: a profile cannot be resumed
 					stopProf = startSelfProfile("bench-self-" + strings.ReplaceAll(v.name, "/", "_") + ".prof")
 				}
+				posts0 := stepPosts(v.rec)
+				self0 := cpuTime(os.Getpid())
 				r, c := pipelined(v, *pipeN/rounds, 32)
+				self[v.name] += (cpuTime(os.Getpid()) - self0) / (rounds * time.Duration(*pipeN/rounds))
 				stopProf()
+				posts[v.name] += stepPosts(v.rec) - posts0
 				res[v.name] += r / rounds
 				cpu[v.name] += c / (rounds * time.Duration(*pipeN/rounds))
 			}
 		}
 		for _, v := range variants {
-			fmt.Printf("  %-24s %10.0f msg/s  proxy CPU/call %8s\n", v.name, res[v.name], cpu[v.name])
+			fmt.Printf("  %-24s %10.0f msg/s  proxy CPU/call %8s  host+recorder CPU/call %8s\n", v.name, res[v.name], cpu[v.name], self[v.name])
 		}
 		for _, v := range variants[2:] {
 			fmt.Printf("  %-24s %.2fx the copy relay's throughput\n", v.name, res[v.name]/res["copy-relay"])
 		}
 		for _, v := range variants[3:] {
 			fmt.Printf("  %-24s %.2fx throughput  CPU/call %.2fx  the proxy with BIR_OFF=1\n", v.name, res[v.name]/res["bir-proxy"], ratio(cpu[v.name], cpu["bir-proxy"]))
+		}
+		for _, v := range variants {
+			if v.rec != nil && v.fault == "" && posts[v.name] > 0 {
+				fmt.Printf("  %-24s %d step POSTs, %.1f reports each\n", v.name, posts[v.name], float64(*pipeN)/float64(posts[v.name]))
+			}
 		}
 		fmt.Println()
 	}
@@ -492,6 +503,21 @@ func pipelined(v variant, n, window int) (float64, time.Duration) {
 		waitSteps(v.rec, had+n)
 	}
 	return rate, p.stop()
+}
+
+// stepPosts is how many step POSTs rec has answered (0 for no recorder).
+func stepPosts(rec *recordertest.Server) int {
+	if rec == nil {
+		return 0
+	}
+	snap, _ := rec.Wait(context.Background(), func(recordertest.Snapshot) bool { return true })
+	n := 0
+	for _, r := range snap.Requests {
+		if r.Path == "/proxy/step" {
+			n++
+		}
+	}
+	return n
 }
 
 func stepCount(rec *recordertest.Server) int {
