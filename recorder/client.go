@@ -182,6 +182,26 @@ func retryAfterValue(v string) time.Duration {
 	return 0
 }
 
+// pipelines reports whether postGroup pipelines requests to ep (a plain http://
+// recorder that has not refused it).
+func (c *client) pipelines(ep *Endpoint) bool { return c.h1 != nil && c.h1.pipelines(ep) }
+
+// postGroup posts each of bodies to path as its own request, pipelined on one
+// connection where pipelines says so (else the first alone), within the request
+// timeout; see http1.postGroup for what the responses say.
+func (c *client) postGroup(ctx context.Context, ep *Endpoint, path string, bodies [][]byte) []response {
+	if c.h1 != nil {
+		if out, ok := c.h1.postGroup(ctx, ep, path, bodies, 4<<10, c.timeout); ok {
+			return out
+		}
+	}
+	out := []response{c.post(ctx, ep, path, bodies[0])}
+	for len(out) < len(bodies) {
+		out = append(out, response{err: errUnanswered})
+	}
+	return out
+}
+
 func (c *client) closeIdle() {
 	c.hc.CloseIdleConnections()
 	if c.h1 != nil {

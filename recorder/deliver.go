@@ -65,6 +65,7 @@ type job struct {
 	lane         *lane
 	entries      []entry // the reports of a step POST: one, or a batch
 	batch        bool    // post entries as a JSON array
+	group        bool    // post entries one per request, pipelined on one connection
 	gen          int     // lane.gen when the step was sent
 	factsVersion int
 	payload      []byte // the register body
@@ -81,6 +82,8 @@ type result struct {
 	job
 	took time.Duration // from the request's start to its answer
 	response
+	// group holds a group job's answers, one per entry (response is then unused).
+	group   []response
 	stopped bool // cancelled by Close, not an answer from the recorder
 }
 
@@ -101,6 +104,15 @@ const (
 // more CPU than the reports did, on the cores the host's calls need. The spool write
 // does not wait for this: SPEC §5's ~100 ms bound is the disk's, and it is kept.
 const batchLinger = 10 * time.Millisecond
+
+// maxGroup bounds the one-report POSTs to a plain recorder pipelined on one
+// connection. They are answered one after another, so a group is only made while the
+// recorder answers each within groupAnswer: a recorder taking 3 s per answer would
+// hold a group of 16 for 48 s, where 16 connections take 3.
+const (
+	maxGroup    = 16
+	groupAnswer = 5 * time.Millisecond
+)
 
 // keepInMemory is how many waiting reports of this run may keep their bytes in memory;
 // past it, those already in the spool file are read back from there when sent.
@@ -148,16 +160,21 @@ type dispatcher struct {
 	cancelReqs context.CancelFunc
 
 	// Owned by run.
-	idle     int      // request goroutines that have answered and wait on jobs
-	seqs     []uint64 // scratch: the seqs of one answer's reports
-	lanes    []*lane
-	current  *lane
-	next     int // round robin over lanes
-	inflight int
-	window   int // requests allowed at once: 1 after a failure, then maxInFlight, growing
-	paused   bool
-	timer    *time.Timer
-	timerC   <-chan time.Time
+	// perAnswer is how long the recorder took per report in its last accepted step
+	// answer (slowAnswer until one came: a recorder is not taken to be quick unheard).
+	perAnswer time.Duration
+	grouping  bool     // handling a group's answers: done1 gathers into groupDone
+	groupDone []entry  // the reports of a group the recorder took, marked done together
+	idle      int      // request goroutines that have answered and wait on jobs
+	seqs      []uint64 // scratch: the seqs of one answer's reports
+	lanes     []*lane
+	current   *lane
+	next      int // round robin over lanes
+	inflight  int
+	window    int // requests allowed at once: 1 after a failure, then maxInFlight, growing
+	paused    bool
+	timer     *time.Timer
+	timerC    <-chan time.Time
 	// linger wakes run when a batch that waits to fill is due (lingerC is nil when it
 	// is not armed): one timer, armed only while such reports are queued.
 	linger      *time.Timer
@@ -207,6 +224,7 @@ func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoptio
 		reqCtx:     ctx,
 		cancelReqs: cancel,
 		window:     tune.maxInFlight,
+		perAnswer:  slowAnswer,
 		spoolMax:   cfg.SpoolMax,
 		regChanged: make(chan struct{}),
 	}
@@ -342,7 +360,11 @@ func (d *dispatcher) run() {
 			d.idle++ // its goroutine now waits on jobs
 			d.inflight--
 			res.lane.inflight--
-			d.handle(res)
+			if res.group != nil {
+				d.handleGroup(res)
+			} else {
+				d.handle(res)
+			}
 		case <-d.timerC:
 			d.timerC = nil
 			d.resume()
@@ -453,19 +475,23 @@ func (d *dispatcher) nextJob() (job, bool) {
 	for i := range d.lanes {
 		l := d.lanes[(d.next+i)%len(d.lanes)]
 		if l.known && len(l.queued) > 0 {
-			n := 1
-			if l.batch {
+			n, group := 1, false
+			switch {
+			case l.batch:
 				n = batchLen(l.queued)
 				if n == len(l.queued) && d.lingering(l) {
 					continue // not full, and not due yet
 				}
+			case len(l.queued) > 1 && d.perAnswer < groupAnswer && d.window <= d.tune.maxInFlight && d.client.pipelines(ep):
+				n = min(len(l.queued), maxGroup)
+				group = n > 1
 			}
 			d.next = (d.next + i + 1) % len(d.lanes)
 			// A copy: requeue inserts into l.queued, which must not write over a
 			// batch still being posted.
 			es := slices.Clone(l.queued[:n])
 			l.queued = l.queued[n:]
-			return job{kind: jobStep, lane: l, entries: es, batch: l.batch, gen: l.gen, ep: ep}, true
+			return job{kind: jobStep, lane: l, entries: es, batch: l.batch, group: group, gen: l.gen, ep: ep}, true
 		}
 	}
 	return job{}, false
@@ -535,6 +561,9 @@ func (d *dispatcher) registerJob(l *lane, ep *Endpoint) job {
 
 // do runs one request, in its own goroutine.
 func (d *dispatcher) do(j job) result {
+	if j.group {
+		return d.doGroup(j)
+	}
 	ctx := d.reqCtx // the client bounds each request by tune.requestTimeout
 	body := j.payload
 	if j.kind == jobStep {
@@ -546,6 +575,63 @@ func (d *dispatcher) do(j job) result {
 	start := time.Now()
 	resp := d.client.post(ctx, j.ep, j.kind.path(), body)
 	return result{job: j, took: time.Since(start), response: resp, stopped: resp.err != nil && d.reqCtx.Err() != nil}
+}
+
+// doGroup posts a group's reports, one per request, pipelined on one connection.
+func (d *dispatcher) doGroup(j job) result {
+	bodies := make([][]byte, 0, len(j.entries))
+	var readErr error
+	for _, e := range j.entries {
+		b := e.body
+		if b == nil {
+			var err error
+			if b, err = j.lane.file.read(e); err != nil {
+				readErr = err // this one is lost; those after it are sent again
+				break
+			}
+		}
+		bodies = append(bodies, b)
+	}
+	start := time.Now()
+	var group []response
+	if len(bodies) > 0 {
+		group = d.client.postGroup(d.reqCtx, j.ep, j.kind.path(), bodies)
+	}
+	if readErr != nil {
+		group = append(group, response{err: &readError{readErr}})
+	}
+	for len(group) < len(j.entries) {
+		group = append(group, response{err: errUnanswered})
+	}
+	return result{job: j, took: time.Since(start), group: group}
+}
+
+// handleGroup acts on each answer of a group as on the answer to a POST of its own,
+// and marks the reports the recorder took done in one write. A report the recorder
+// did not get to goes back in the queue, and is no failure of the recorder's.
+func (d *dispatcher) handleGroup(res result) {
+	d.grouping = true
+	for i, r := range res.group {
+		sub := res
+		sub.group = nil
+		sub.entries = res.entries[i : i+1 : i+1]
+		sub.response = r
+		sub.took = res.took / time.Duration(len(res.group)) // answered one after another
+		sub.stopped = r.err != nil && d.reqCtx.Err() != nil
+		if errors.Is(r.err, errUnanswered) {
+			d.requeue(sub)
+			continue
+		}
+		d.handle(sub)
+	}
+	d.grouping = false
+	if len(d.groupDone) > 0 {
+		done := res
+		done.group, done.entries = nil, d.groupDone
+		d.done1(done)
+		clear(d.groupDone)
+		d.groupDone = d.groupDone[:0]
+	}
 }
 
 // stepBody is what a step POST carries: the one report, or the batch as a JSON array.
@@ -639,6 +725,7 @@ func (d *dispatcher) handle(res result) {
 			return
 		}
 		l.refusals = 0
+		d.perAnswer = res.took
 		switch {
 		case res.took >= slowAnswer && d.hasWork():
 			// Accepted, however slowly: one more request may go at once.
@@ -759,6 +846,10 @@ func seqRange(es []entry) string {
 // done1 records that a report needs no more delivery, and lets an adopted file go
 // once all of its reports are done.
 func (d *dispatcher) done1(res result) {
+	if d.grouping {
+		d.groupDone = append(d.groupDone, res.entries...)
+		return
+	}
 	l := res.lane
 	if l.file == nil {
 		for _, e := range res.entries {

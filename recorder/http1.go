@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -30,6 +31,9 @@ type http1 struct {
 
 	mu   sync.Mutex
 	idle []*conn1 // most recently used last
+	// serial is set once the recorder ended a connection that had requests pipelined
+	// on it still unanswered: from then on, one request per exchange.
+	serial bool
 	// base is the last endpoint URL parsed, and what it gave.
 	base   string
 	target target
@@ -46,7 +50,8 @@ type target struct {
 type conn1 struct {
 	nc   net.Conn
 	br   *bufio.Reader
-	head []byte // the request head, rebuilt for every request
+	head []byte // the request heads, rebuilt for every exchange
+	ends []int  // where each of head's requests ends
 	addr string
 }
 
@@ -91,7 +96,8 @@ func (h *http1) post(ctx context.Context, ep *Endpoint, path string, body []byte
 	if err != nil {
 		return response{err: fmt.Errorf("post %s: %w", path, err)}, true
 	}
-	resp, err := h.roundTrip(ctx, c, t, ep, path, body, limit, timeout)
+	bodies := [][]byte{body}
+	out, err := h.exchange(ctx, c, t, ep, path, bodies, limit, timeout, nil)
 	if err != nil && reused && ctx.Err() == nil {
 		// A kept-alive connection the recorder closed while it was idle (its idle
 		// timeout racing this request): no answer came, so the request goes again
@@ -99,16 +105,81 @@ func (h *http1) post(ctx context.Context, ep *Endpoint, path string, body []byte
 		// Every route posted to is: a repeated (proxyId, seq) is ignored, a register
 		// may repeat.
 		if c, err = h.dial(ctx, t.addr); err == nil {
-			resp, err = h.roundTrip(ctx, c, t, ep, path, body, limit, timeout)
+			out, err = h.exchange(ctx, c, t, ep, path, bodies, limit, timeout, out[:0])
 		}
 	}
 	if err != nil {
 		return response{err: fmt.Errorf("post %s: %w", path, err)}, true
 	}
-	return resp, true
+	return out[0], true
 }
 
-func (h *http1) roundTrip(ctx context.Context, c *conn1, t target, ep *Endpoint, path string, body []byte, limit int64, timeout time.Duration) (response, error) {
+// pipelines reports whether postGroup writes a group's requests together to ep.
+func (h *http1) pipelines(ep *Endpoint) bool {
+	if !h.targetOf(ep.URL).ok || !headerValue(ep.Token) {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.serial
+}
+
+// errUnanswered is the answer to a pipelined request the recorder did not get to: it
+// ended the connection after answering those before it. It is not a failure of the
+// recorder's; the report is simply sent again.
+var errUnanswered = errors.New("not answered: the recorder ended the connection first")
+
+// postGroup posts each of bodies to path as a request of its own, all written at once
+// on one connection and answered in order (HTTP/1.1 pipelining, RFC 9112 §9.3.2). A
+// plain recorder gets one report per POST; sent one at a time, each cost the proxy a
+// write, a read and a goroutine's wake-up, and the recorder a read, about 30 µs of the
+// proxy's CPU per report when a sequential host made one every 100 µs. Pipelining a
+// POST is safe here because every step POST is idempotent (a repeated (proxyId, seq)
+// is ignored), which is the RFC's condition for it.
+//
+// It returns one response per body, in order. One the recorder did not get to has
+// errUnanswered; when nothing was answered at all, the first has the error and the
+// rest errUnanswered. ok is false when the URL is not one http1 posts to.
+func (h *http1) postGroup(ctx context.Context, ep *Endpoint, path string, bodies [][]byte, limit int64, timeout time.Duration) ([]response, bool) {
+	if len(bodies) == 1 || !h.pipelines(ep) {
+		r, ok := h.post(ctx, ep, path, bodies[0], limit, timeout)
+		out := []response{r}
+		for len(out) < len(bodies) {
+			out = append(out, response{err: errUnanswered})
+		}
+		return out, ok
+	}
+	t := h.targetOf(ep.URL)
+	out := make([]response, 0, len(bodies))
+	var err error
+	if c, _, gerr := h.get(ctx, t.addr); gerr == nil {
+		out, err = h.exchange(ctx, c, t, ep, path, bodies, limit, timeout, out)
+	}
+	if len(out) == 0 {
+		// Nothing answered: a stale kept-alive connection, a recorder that cuts
+		// pipelined requests short, or one that is down. The first report goes
+		// alone, as it would unpipelined (with post's retry on a fresh connection),
+		// so its answer, whatever it is, is heard.
+		r, _ := h.post(ctx, ep, path, bodies[0], limit, timeout)
+		out = append(out, r)
+	} else if len(out) < len(bodies) && err == nil {
+		// The recorder ended the connection with requests unanswered: it does not
+		// take pipelined requests (or not many). Once is enough to stop.
+		h.mu.Lock()
+		h.serial = true
+		h.mu.Unlock()
+	}
+	for len(out) < len(bodies) {
+		out = append(out, response{err: errUnanswered})
+	}
+	return out, true
+}
+
+// exchange writes the requests of bodies to c in one write and reads their answers,
+// appending them to out. It stops early, with no error, at an answer after which c
+// cannot carry more; c is kept for reuse only when every answer came and nothing
+// else did.
+func (h *http1) exchange(ctx context.Context, c *conn1, t target, ep *Endpoint, path string, bodies [][]byte, limit int64, timeout time.Duration, out []response) ([]response, error) {
 	keep := false
 	defer func() {
 		if keep {
@@ -129,45 +200,74 @@ func (h *http1) roundTrip(ctx context.Context, c *conn1, t target, ep *Endpoint,
 	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(aLongTimeAgo) })
 	defer stop()
 
-	c.head = append(c.head[:0], "POST "...)
-	c.head = append(c.head, t.prefix...)
-	c.head = append(c.head, path...)
-	c.head = append(c.head, " HTTP/1.1\r\nHost: "...)
-	c.head = append(c.head, t.host...)
-	c.head = append(c.head, "\r\nUser-Agent: bir-proxy\r\nContent-Type: application/json\r\nAuthorization: Bearer "...)
-	c.head = append(c.head, ep.Token...)
-	c.head = append(c.head, "\r\nContent-Length: "...)
-	c.head = strconv.AppendInt(c.head, int64(len(body)), 10)
-	c.head = append(c.head, "\r\n\r\n"...)
-	bufs := net.Buffers{c.head, body}
+	// Every head first, into the one buffer (which may move as it grows), then the
+	// write of heads and bodies in turn.
+	c.head, c.ends = c.head[:0], c.ends[:0]
+	for _, body := range bodies {
+		c.head = append(c.head, "POST "...)
+		c.head = append(c.head, t.prefix...)
+		c.head = append(c.head, path...)
+		c.head = append(c.head, " HTTP/1.1\r\nHost: "...)
+		c.head = append(c.head, t.host...)
+		c.head = append(c.head, "\r\nUser-Agent: bir-proxy\r\nContent-Type: application/json\r\nAuthorization: Bearer "...)
+		c.head = append(c.head, ep.Token...)
+		c.head = append(c.head, "\r\nContent-Length: "...)
+		c.head = strconv.AppendInt(c.head, int64(len(body)), 10)
+		c.head = append(c.head, "\r\n\r\n"...)
+		c.ends = append(c.ends, len(c.head))
+	}
+	bufs := make(net.Buffers, 0, 2*len(bodies))
+	from := 0
+	for i, body := range bodies {
+		bufs = append(bufs, c.head[from:c.ends[i]], body)
+		from = c.ends[i]
+	}
 	if _, err := bufs.WriteTo(c.nc); err != nil {
-		return response{}, ctxErr(ctx, err)
+		return out, ctxErr(ctx, err)
 	}
+	for i := range bodies {
+		r, more, err := c.answer(ctx, limit)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+		if !more {
+			return out, nil
+		}
+		if i == len(bodies)-1 {
+			keep = c.br.Buffered() == 0
+		}
+	}
+	return out, nil
+}
+
+// answer reads the next answer on c. more says c can carry another after it (bytes
+// already buffered past it are the next answer's, or trouble: the caller judges).
+func (c *conn1) answer(ctx context.Context, limit int64) (r response, more bool, err error) {
 	if _, err := c.br.Peek(1); err != nil { // the answer's first bytes (or none)
-		return response{}, ctxErr(ctx, err)
+		return response{}, false, ctxErr(ctx, err)
 	}
-	if r, ok := c.quick(limit); ok {
-		keep = r.keep
-		return r.response, nil
+	if q, ok := c.quick(limit); ok {
+		return q.response, q.keep, nil
 	}
 	resp, err := http.ReadResponse(c.br, nil)
 	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 		resp, err = http.ReadResponse(c.br, nil) // an informational answer comes before the answer
 	}
 	if err != nil {
-		return response{}, ctxErr(ctx, err)
+		return response{}, false, ctxErr(ctx, err)
 	}
-	answer, cut := io.ReadAll(io.LimitReader(resp.Body, limit))
+	body, cut := io.ReadAll(io.LimitReader(resp.Body, limit))
 	// The rest is read so the connection can carry the next request; an answer that
 	// does not end (or ends the connection) closes it.
 	rest, err := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	keep = cut == nil && err == nil && rest < 1<<20 && !resp.Close && c.br.Buffered() == 0
+	more = cut == nil && err == nil && rest < 1<<20 && !resp.Close
 	resp.Body.Close()
 	if cut != nil {
 		cut = ctxErr(ctx, cut)
 	}
-	return response{status: resp.StatusCode, body: trimSpace(answer), retryAfter: retryAfter(resp),
-		location: resp.Header.Get("Location"), cut: cut}, nil
+	return response{status: resp.StatusCode, body: trimSpace(body), retryAfter: retryAfter(resp),
+		location: resp.Header.Get("Location"), cut: cut}, more, nil
 }
 
 // quickAnswer is an answer quick read, and whether its connection can be kept.
@@ -282,7 +382,6 @@ func (c *conn1) quick(limit int64) (quickAnswer, bool) {
 			q.keep = false
 		}
 	}
-	q.keep = q.keep && c.br.Buffered() == 0
 	return q, true
 }
 
