@@ -15,12 +15,12 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +41,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "copy-relay" {
 		os.Exit(copyRelay(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "recorder" {
+		os.Exit(recorderMain(os.Args[2:]))
+	}
 	if len(os.Args) > 2 && os.Args[1] == "http-bridge" {
 		os.Exit(httpBridge(os.Args[2:]))
 	}
@@ -53,6 +56,7 @@ func main() {
 		burstN   = flag.Int("burst-n", 100000, "calls in the burst workload (with -recording)")
 		blocking = flag.Bool("blocking", false, "also measure the proxy with host stdio forced blocking and forced non-blocking (BIR_BLOCKING_STDIO=1, =0)")
 		rec      = flag.Bool("recording", false, "also measure the proxy recording to a reference recorder (and its faults)")
+		recHere  = flag.Bool("recorder-in-process", false, "with -recording: run the reference recorders in this process (as before 2026-12), not each in a process of its own")
 		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof")
 		selfProf = flag.String("self-profile", "", "write a CPU profile of this process (the host's side and the reference recorders) during the named variant's first pipelined round to bench-self-<variant>.prof")
 		gap      = flag.Duration("gap", 0, "pause between sequential round trips (a host that is not saturating the machine)")
@@ -91,7 +95,15 @@ func main() {
 	}
 	if *rec {
 		variants = append(variants, variant{name: "bir-proxy/journal", argv: variants[2].argv, env: []string{"BIR_OFF=0", "BIR_RECORDER_URL=", "BIR_RECORDER_TOKEN="}, stateRoot: dir})
-		for _, v := range recordingVariants(dir) {
+		recs := recordingVariants(dir, bins["bench"], *recHere)
+		defer func() {
+			for _, v := range recs {
+				if ext, ok := v.recorder.(*extRecorder); ok {
+					ext.close()
+				}
+			}
+		}()
+		for _, v := range recs {
 			v.argv = variants[2].argv
 			variants = append(variants, v)
 		}
@@ -129,7 +141,7 @@ func main() {
 			}
 		}
 		for _, v := range variants {
-			if v.rec != nil && v.fault == "" && v.feed == nil {
+			if v.recorder != nil && v.fault == "" && v.feed == nil {
 				fmt.Printf("  %-24s report at the recorder %s after the host had the answer (p50; p99 %s)\n", v.name, v.reportLag[0], v.reportLag[1])
 			}
 		}
@@ -163,7 +175,8 @@ func main() {
 		res := map[string]float64{}
 		cpu := map[string]time.Duration{}
 		posts := map[string]int{}
-		self := map[string]time.Duration{} // this process: the host's side, and the variant's recorder
+		self := map[string]time.Duration{}   // this process: the host's side (and an in-process recorder)
+		recCPU := map[string]time.Duration{} // the variant's recorder's process
 		const rounds = 5
 		for range rounds {
 			for _, v := range variants {
@@ -172,18 +185,19 @@ func main() {
 					*selfProf = "" // the first round only: a profile cannot be resumed
 					stopProf = startSelfProfile("bench-self-" + strings.ReplaceAll(v.name, "/", "_") + ".prof")
 				}
-				posts0 := stepPosts(v.rec)
-				self0 := cpuTime(os.Getpid())
+				posts0 := stepPosts(v.recorder)
+				self0, rec0 := cpuTime(os.Getpid()), recorderCPU(v.recorder)
 				r, c := pipelined(v, *pipeN/rounds, 32)
 				self[v.name] += (cpuTime(os.Getpid()) - self0) / (rounds * time.Duration(*pipeN/rounds))
+				recCPU[v.name] += (recorderCPU(v.recorder) - rec0) / (rounds * time.Duration(*pipeN/rounds))
 				stopProf()
-				posts[v.name] += stepPosts(v.rec) - posts0
+				posts[v.name] += stepPosts(v.recorder) - posts0
 				res[v.name] += r / rounds
 				cpu[v.name] += c / (rounds * time.Duration(*pipeN/rounds))
 			}
 		}
 		for _, v := range variants {
-			fmt.Printf("  %-24s %10.0f msg/s  proxy CPU/call %8s  host+recorder CPU/call %8s\n", v.name, res[v.name], cpu[v.name], self[v.name])
+			fmt.Printf("  %-24s %10.0f msg/s  proxy CPU/call %8s  host %8s  recorder %8s\n", v.name, res[v.name], cpu[v.name], self[v.name], recCPU[v.name])
 		}
 		for _, v := range variants[2:] {
 			fmt.Printf("  %-24s %.2fx the copy relay's throughput\n", v.name, res[v.name]/res["copy-relay"])
@@ -192,7 +206,7 @@ func main() {
 			fmt.Printf("  %-24s %.2fx throughput  CPU/call %.2fx  the proxy with BIR_OFF=1\n", v.name, res[v.name]/res["bir-proxy"], ratio(cpu[v.name], cpu["bir-proxy"]))
 		}
 		for _, v := range variants {
-			if v.rec != nil && v.fault == "" && posts[v.name] > 0 {
+			if v.recorder != nil && v.fault == "" && posts[v.name] > 0 {
 				fmt.Printf("  %-24s %d step POSTs, %.1f reports each\n", v.name, posts[v.name], float64(*pipeN)/float64(posts[v.name]))
 			}
 		}
@@ -268,8 +282,10 @@ type variant struct {
 	argv []string
 	env  []string
 
-	// rec is the reference recorder a recording variant reports to; fault is what
-	// it is made to do wrong ("" for nothing).
+	// recorder is the reference recorder a recording variant reports to; fault is
+	// what it is made to do wrong ("" for nothing). rec is the same recorder when it
+	// runs in this process (a replay variant queues dispatches there).
+	recorder  benchRecorder
 	rec       *recordertest.Server
 	fault     string
 	stateRoot string
@@ -376,7 +392,7 @@ func sequentialRounds(vs []variant, n, rounds int, gap time.Duration) map[string
 				if gap > 0 {
 					time.Sleep(gap)
 				}
-				if vs[i].rec != nil {
+				if vs[i].recorder != nil {
 					if answered[i] == nil {
 						answered[i] = map[string]time.Time{}
 					}
@@ -387,8 +403,8 @@ func sequentialRounds(vs []variant, n, rounds int, gap time.Duration) map[string
 		}
 	}
 	for i, v := range vs {
-		if v.rec != nil && v.fault == "" && v.feed == nil {
-			*v.reportLag = reportLag(v.rec, answered[i])
+		if v.recorder != nil && v.fault == "" && v.feed == nil {
+			*v.reportLag = reportLag(v.recorder, answered[i])
 		}
 	}
 	for _, v := range vs {
@@ -409,45 +425,50 @@ func sequentialRounds(vs []variant, n, rounds int, gap time.Duration) map[string
 
 // reportLag waits for every call's report and returns how long after the host had
 // the answer the recorder had the report: p50 and p99.
-func reportLag(rec *recordertest.Server, answered map[string]time.Time) [2]time.Duration {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	snap, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool {
-		n := 0
-		for _, st := range s.Steps {
-			if _, ok := answered[st.Get("callId").String()]; ok {
-				n++
+func reportLag(rec benchRecorder, answered map[string]time.Time) [2]time.Duration {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		v := rec.view(0)
+		var lags []time.Duration
+		for _, st := range v.Steps {
+			if t, ok := answered[st.CallID]; ok {
+				lags = append(lags, st.At.Sub(t))
 			}
 		}
-		return n == len(answered)
-	})
-	if err != nil {
-		log.Fatalf("reports did not all arrive: %v", err)
-	}
-	var lags []time.Duration
-	for _, st := range snap.Steps {
-		if t, ok := answered[st.Get("callId").String()]; ok {
-			lags = append(lags, st.At.Sub(t))
+		if len(lags) == len(answered) {
+			slices.Sort(lags)
+			return [2]time.Duration{lags[len(lags)/2], lags[len(lags)*99/100]}
 		}
+		if time.Now().After(deadline) {
+			log.Fatalf("reports did not all arrive: %d of %d", len(lags), len(answered))
+		}
+		time.Sleep(20 * time.Millisecond) // not measured: the host's calls are over
 	}
-	slices.Sort(lags)
-	return [2]time.Duration{lags[len(lags)/2], lags[len(lags)*99/100]}
 }
 
 // recordingVariants are the proxy recording to a reference recorder on loopback:
-// healthy, answering 500 to everything, and taking a second per request.
-func recordingVariants(dir string) []variant {
+// healthy, agreeing to batches, answering 500 to everything, and taking a second per
+// request. Each recorder runs in a bir-bench process of its own (bench), or in this one.
+func recordingVariants(dir, bench string, here bool) []variant {
 	var vs []variant
 	for _, fault := range []string{"", "batch", "500", "slow"} {
-		rec, err := recordertest.Listen()
-		check(err)
-		switch fault {
-		case "batch":
-			rec.Batch(true)
-		case "500":
-			rec.Fail(500)
-		case "slow":
-			rec.Slow(time.Second)
+		var r benchRecorder
+		var env []string
+		if here {
+			rec, err := recordertest.Listen()
+			check(err)
+			switch fault {
+			case "batch":
+				rec.Batch(true)
+			case "500":
+				rec.Fail(500)
+			case "slow":
+				rec.Slow(time.Second)
+			}
+			r, env = localRecorder{rec}, rec.Env()
+		} else {
+			ext := startRecorder(bench, fault)
+			r, env = ext, ext.env
 		}
 		name := "bir-proxy/recording"
 		if fault != "" {
@@ -458,9 +479,9 @@ func recordingVariants(dir string) []variant {
 		}
 		vs = append(vs, variant{
 			name:      name,
-			env:       append(rec.Env(), "BIR_OFF=0"),
+			env:       append(env, "BIR_OFF=0"),
 			stateRoot: dir,
-			rec:       rec,
+			recorder:  r,
 			fault:     fault,
 			reportLag: new([2]time.Duration),
 		})
@@ -472,8 +493,8 @@ func recordingVariants(dir string) []variant {
 // (including what it did after the last answer: reports still being written or sent).
 func pipelined(v variant, n, window int) (float64, time.Duration) {
 	had := 0
-	if v.rec != nil {
-		had = stepCount(v.rec)
+	if v.recorder != nil {
+		had = v.recorder.view(math.MaxInt).Count
 	}
 	p := start(v)
 	initialize(p)
@@ -498,39 +519,38 @@ func pipelined(v variant, n, window int) (float64, time.Duration) {
 	}
 	<-done
 	rate := float64(n) / time.Since(t0).Seconds()
-	if v.rec != nil && v.fault == "" {
+	if v.recorder != nil && v.fault == "" {
 		// Delivery finishes before the process is let go, so its CPU is counted.
-		waitSteps(v.rec, had+n)
+		waitSteps(v.recorder, had+n)
 	}
 	return rate, p.stop()
 }
 
 // stepPosts is how many step POSTs rec has answered (0 for no recorder).
-func stepPosts(rec *recordertest.Server) int {
+func stepPosts(rec benchRecorder) int {
 	if rec == nil {
 		return 0
 	}
-	snap, _ := rec.Wait(context.Background(), func(recordertest.Snapshot) bool { return true })
-	n := 0
-	for _, r := range snap.Requests {
-		if r.Path == "/proxy/step" {
-			n++
-		}
-	}
-	return n
+	return rec.view(math.MaxInt).Posts
 }
 
-func stepCount(rec *recordertest.Server) int {
-	snap, _ := rec.Wait(context.Background(), func(recordertest.Snapshot) bool { return true })
-	return len(snap.Steps)
+// recorderCPU is rec's process's CPU time so far (0 for none, or one in this process).
+func recorderCPU(rec benchRecorder) time.Duration {
+	if rec == nil {
+		return 0
+	}
+	return rec.cpu()
 }
 
 // waitSteps waits until the recorder holds at least n reports.
-func waitSteps(rec *recordertest.Server, n int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := rec.Wait(ctx, func(s recordertest.Snapshot) bool { return len(s.Steps) >= n }); err != nil {
-		log.Printf("not every report arrived: %v", err)
+func waitSteps(rec benchRecorder, n int) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for rec.view(math.MaxInt).Count < n {
+		if time.Now().After(deadline) {
+			log.Printf("not every report arrived: %d of %d", rec.view(math.MaxInt).Count, n)
+			return
+		}
+		time.Sleep(5 * time.Millisecond) // not measured: the host's calls are over
 	}
 }
 
@@ -539,8 +559,8 @@ func waitSteps(rec *recordertest.Server, n int) {
 // from the first call until every report was in the journal or at the recorder.
 func burst(v variant, n int) (complete, total int, d time.Duration) {
 	had := 0
-	if v.rec != nil {
-		had = stepCount(v.rec)
+	if v.recorder != nil {
+		had = v.recorder.view(math.MaxInt).Count
 	}
 	p := start(v)
 	initialize(p)
@@ -560,19 +580,13 @@ func burst(v variant, n int) (complete, total int, d time.Duration) {
 		check(p.in.Write(call(1_000_000 + i)))
 	}
 	<-done
-	ok := func(line []byte) bool {
-		r := gjson.ParseBytes(line)
-		return r.Get("args.text").String() == "hello, world" && r.Get("result").Exists() &&
-			!bytes.Contains(line, []byte("fell behind")) && r.Get("callId").String() != ""
-	}
-	if v.rec != nil {
-		waitSteps(v.rec, had+n)
+	if v.recorder != nil {
+		waitSteps(v.recorder, had+n)
 		d = time.Since(t0)
 		p.stop()
-		snap, _ := v.rec.Wait(context.Background(), func(recordertest.Snapshot) bool { return true })
-		for _, st := range snap.Steps[had:] {
+		for _, st := range v.recorder.view(had).Steps {
 			total++
-			if ok(st.Body) {
+			if st.Complete {
 				complete++
 			}
 		}
@@ -589,7 +603,7 @@ func burst(v variant, n int) (complete, total int, d time.Duration) {
 				continue
 			}
 			total++
-			if ok(line) {
+			if completeReport(line) {
 				complete++
 			}
 		}

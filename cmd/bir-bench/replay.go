@@ -24,7 +24,7 @@ func replayVariants(dir string, every time.Duration) []variant {
 	for _, name := range []string{"bir-proxy/replay-none", "bir-proxy/replay-2ms"} {
 		rec, err := recordertest.Listen()
 		check(err)
-		v := variant{name: name, env: append(rec.Env(), "BIR_OFF=0"), stateRoot: dir, rec: rec, reportLag: new([2]time.Duration)}
+		v := variant{name: name, env: append(rec.Env(), "BIR_OFF=0"), stateRoot: dir, rec: rec, recorder: localRecorder{rec}, reportLag: new([2]time.Duration)}
 		if strings.HasSuffix(name, "2ms") {
 			v.feed = &feeder{rec: rec, every: every}
 		}
