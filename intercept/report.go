@@ -97,6 +97,7 @@ func (sc *scratch) buildStep(c *call, endedAt time.Time, outcome string, result,
 		DurationMs:      float64(endedAt.Sub(c.startedAt).Microseconds()) / 1000,
 		Outcome:         outcome,
 		DispatchID:      c.dispatchID,
+		RawChecked:      true, // every raw field below is redact.Report's
 	}
 	avail := capBytes - fixedSize(c) - len(st.Args)
 	if rpcErr != nil {

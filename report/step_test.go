@@ -31,6 +31,20 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		if !json.Valid(got) {
 			t.Fatalf("invalid JSON: %s", got)
 		}
+		// Raw fields that are valid and on one line, said to be so, are copied to the
+		// same document.
+		checked := s
+		checked.RawChecked = true
+		for _, raw := range []*json.RawMessage{&checked.Args, &checked.Result, &checked.Error} {
+			if len(*raw) > 0 && (!json.Valid(*raw) || bytes.ContainsAny(*raw, "\r\n")) {
+				*raw = json.RawMessage(`"x"`)
+			}
+		}
+		unchecked := checked
+		unchecked.RawChecked = false
+		if a, b := checked.AppendJSON(nil), unchecked.AppendJSON(nil); !bytes.Equal(a, b) {
+			t.Fatalf("RawChecked changes the document:\n%s\n%s", a, b)
+		}
 		// encoding/json's document for the same report, raw fields made valid first.
 		w := s
 		w.ReceivedAt, w.StartedAt, w.EndedAt = w.ReceivedAt.UTC(), w.StartedAt.UTC(), w.EndedAt.UTC()
