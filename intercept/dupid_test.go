@@ -13,14 +13,20 @@ import (
 // (it was reported upstream_lost at session end), and a request spelled so is the
 // call of its last id.
 func TestDuplicateIDsFollowTheLastMember(t *testing.T) {
-	s := newSession(t)
-	s.host(`{"jsonrpc":"2.0","id":"first","method":"tools/call","id":7,"params":{"name":"dup","arguments":{}}}`)
-	s.up(`{"jsonrpc":"2.0","id":"other","result":{"content":[]},"id":7}`)
-	steps := s.sink.wait(t, 1)
-	if steps[0].Tool != "dup" || steps[0].Outcome != "ok" {
-		t.Fatalf("reported %q as %q, want dup ok", steps[0].Tool, steps[0].Outcome)
+	for _, lexed := range []bool{false, true} {
+		s := newSession(t)
+		s.lexed = lexed
+		s.host(`{"jsonrpc":"2.0","id":"first","method":"tools/call","id":7,"params":{"name":"dup","arguments":{}}}`)
+		s.host(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"dup-result","arguments":{}}}`)
+		s.up(`{"jsonrpc":"2.0","id":"other","result":{"content":[]},"id":7}`)
+		// Of two "isError" the last counts, as for any member.
+		s.up(`{"jsonrpc":"2.0","id":8,"result":{"isError":true,"content":[],"isError":false}}`)
+		steps := s.sink.wait(t, 2)
+		if steps[0].Tool != "dup" || steps[0].Outcome != "ok" || steps[1].Outcome != "ok" {
+			t.Fatalf("lexed %v: reported %q as %q, %q as %q, want both ok", lexed, steps[0].Tool, steps[0].Outcome, steps[1].Tool, steps[1].Outcome)
+		}
+		s.close()
 	}
-	s.close()
 }
 
 // TestUnansweredCallsDoNotFillTheBudget: requests that are never answered must not

@@ -6,6 +6,7 @@ package intercept
 
 import (
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,6 +136,20 @@ func (ic *Interceptor) FromUpstream(msg []byte, readAt time.Time) {
 	ic.q.push(event{kind: evUpstream, msg: msg, at: readAt}, true)
 }
 
+// FromUpstreamLexed is FromUpstream of a message the upstream has lexed into lx
+// (relay.LexedUpstreamInterceptor). Where each of a lone message's members lies goes
+// with it to bookkeeping, which then does not read the message again to find them.
+func (ic *Interceptor) FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) {
+	if ic.q == nil || ic.interested.Load() == 0 {
+		return
+	}
+	ev := event{kind: evUpstream, msg: msg, at: readAt}
+	if len(lx.Objs) == 1 && len(lx.RPC()) == 1 && len(msg) <= math.MaxInt32 {
+		ev.top = spansOf(&lx.Objs[0])
+	}
+	ic.q.push(ev, true)
+}
+
 // FromProxy removes the correlation key from a request of the proxy's own (a replay
 // dispatch may carry one: the upstream never sees it) and queues it for bookkeeping
 // with its origin, which its report carries as dispatchId. Its send time is sentAt:
@@ -218,6 +233,32 @@ type event struct {
 	// says an evProxy cancel was sent because the request's deadline passed.
 	origin   string
 	timedOut bool
+	// top is where an evUpstream message's members lie, when the upstream's lex said.
+	top rpcSpans
+}
+
+// rpcSpans is where the JSON-RPC members of a message that is one object lie in it
+// (ok false: not known, and bookkeeping reads the message itself). Four spans of
+// int32, not a jsonlex.Obj: every event queued carries one.
+type rpcSpans struct {
+	ok                        bool
+	method, id, result, error [2]int32
+}
+
+func spansOf(o *jsonlex.Obj) rpcSpans {
+	sp := func(s jsonlex.Span) [2]int32 { return [2]int32{int32(s.Start), int32(s.End)} }
+	return rpcSpans{ok: true, method: sp(o.Method), id: sp(o.ID), result: sp(o.Result), error: sp(o.Error)}
+}
+
+// fields is what jsonlex.TopFields reads of msg, from the spans.
+func (r *rpcSpans) fields(msg []byte) jsonlex.Fields {
+	at := func(s [2]int32) []byte {
+		if s == [2]int32{} {
+			return nil // absent (jsonlex.Obj's zero Span)
+		}
+		return msg[s[0]:s[1]]
+	}
+	return jsonlex.Fields{Method: at(r.method), ID: at(r.id), Result: at(r.result), Error: at(r.error)}
 }
 
 // queue hands events from the pumps to bookkeeping. push never waits: it appends

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/jcs"
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -66,6 +67,10 @@ type session struct {
 	ic   *Interceptor
 	sink *memSink
 	now  time.Time
+	// lexed gives upstream messages through FromUpstreamLexed, lexed as an upstream
+	// lexes them, instead of FromUpstream.
+	lexed bool
+	lx    jsonlex.Line
 }
 
 func newSession(t *testing.T) *session {
@@ -89,15 +94,33 @@ func (s *session) host(msg string) string {
 	return string(out)
 }
 
-func (s *session) up(msg string) { s.ic.FromUpstream([]byte(msg), s.tick()) }
+func (s *session) up(msg string) {
+	if s.lexed {
+		if !s.lx.LexValid([]byte(msg)) {
+			s.t.Fatalf("the test's upstream line %s is not one an upstream passes on", msg)
+		}
+		s.ic.FromUpstreamLexed([]byte(msg), &s.lx, s.tick())
+		return
+	}
+	s.ic.FromUpstream([]byte(msg), s.tick())
+}
 
 func (s *session) close() []report.Step {
 	s.ic.Close()
 	return s.sink.steps
 }
 
+// TestTrackerOutcomes, with answers read by bookkeeping itself and from the upstream's
+// lex of them.
 func TestTrackerOutcomes(t *testing.T) {
+	for _, lexed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "read", true: "lexed"}[lexed], func(t *testing.T) { trackerOutcomes(t, lexed) })
+	}
+}
+
+func trackerOutcomes(t *testing.T, lexed bool) {
 	s := newSession(t)
+	s.lexed = lexed
 	s.host(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ok","arguments":{"_bir_call_id":"c1","a":1}}}`)
 	s.host(`{"jsonrpc":"2.0","id":"1","method":"tools/call","params":{"name":"str-id","arguments":{}}}`)
 	s.host(`{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{"name":"big-id","arguments":{}}}`)

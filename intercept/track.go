@@ -97,6 +97,10 @@ func (t *tracker) handle(ev event) {
 	case evProxy:
 		t.host(ev)
 	case evUpstream:
+		if ev.top.ok {
+			t.answer(ev.top.fields(ev.msg), ev.at, "")
+			return
+		}
 		jsonlex.EachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at, "") })
 	case evToProxy:
 		jsonlex.EachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at, ownKey) })
@@ -250,18 +254,27 @@ func (t *tracker) host(ev event) {
 // answer to the proxy's own request (ownKey).
 func (t *tracker) upstream(m []byte, at time.Time, keyPrefix string) {
 	f, ok := jsonlex.TopFields(m)
-	if !ok || f.Method != nil || f.ID == nil {
+	if !ok {
+		return
+	}
+	t.answer(f, at, keyPrefix)
+}
+
+// answer is upstream of a message whose members f has.
+func (t *tracker) answer(f jsonlex.Fields, at time.Time, keyPrefix string) {
+	if f.Method != nil || f.ID == nil {
 		return // a request or notification of the server's own
 	}
 	k := t.idKey(keyPrefix, f.ID)
 	if c, ok := t.calls[string(k)]; ok {
 		delete(t.calls, c.key)
+		inputRequired, isError := resultKind(f.Result)
 		switch {
 		case f.Error != nil:
 			t.finish(c, at, report.OutcomeRPCError, nil, f.Error)
-		case f.Result != nil && f.Result[0] == '{' && jsonlex.StringOf(jsonlex.Get(f.Result, "resultType")) == "input_required":
+		case inputRequired:
 			t.finish(c, at, report.OutcomeInputRequired, f.Result, nil)
-		case f.Result != nil && f.Result[0] == '{' && string(jsonlex.Get(f.Result, "isError")) == "true":
+		case isError:
 			t.finish(c, at, report.OutcomeToolError, f.Result, nil)
 		default:
 			t.finish(c, at, report.OutcomeOK, f.Result, nil)
@@ -274,6 +287,28 @@ func (t *tracker) upstream(m []byte, at time.Time, keyPrefix string) {
 			t.learn(method, gjson.ParseBytes(f.Result))
 		}
 	}
+}
+
+// resultKind reads a tools/call result's "resultType" and "isError" in one pass, as
+// jsonlex.Get would read each (the last member of a name; nothing of an object it
+// cannot follow): a result that asks for input, or a tool's error.
+func resultKind(result []byte) (inputRequired, isError bool) {
+	if len(result) == 0 || result[0] != '{' {
+		return false, false
+	}
+	var rt, ie []byte
+	if _, ok := jsonlex.EachMember(result, 0, func(m jsonlex.Member) bool {
+		switch k := result[m.Key.Start:m.Key.End]; {
+		case jsonlex.KeyIs(k, "resultType"):
+			rt = result[m.Value.Start:m.Value.End]
+		case jsonlex.KeyIs(k, "isError"):
+			ie = result[m.Value.Start:m.Value.End]
+		}
+		return true
+	}); !ok {
+		return false, false
+	}
+	return jsonlex.StringOf(rt) == "input_required", string(ie) == "true"
 }
 
 // learn collects what register wants from the handshake answers passing by.

@@ -66,6 +66,16 @@ type LexedInterceptor interface {
 	FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) []byte
 }
 
+// LexedUpstreamInterceptor is an Interceptor that reads an upstream message from the
+// lex the upstream made of it (LexedReader): bookkeeping then finds a response's id,
+// result and error without reading the message twice more (once to find where it
+// ends, once for its members).
+type LexedUpstreamInterceptor interface {
+	// FromUpstreamLexed is FromUpstream of msg, which lx describes; lx is the relay's,
+	// valid only during the call.
+	FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt time.Time)
+}
+
 // LexedWriter is an upstream that reads a host message it is given from the relay's
 // lex of it (revive.Conn: its record of the handshake).
 type LexedWriter interface {
@@ -128,8 +138,9 @@ type Relay struct {
 	lw      LexedWriter      // up, when it reads the relay's lex; else nil
 	lr      LexedReader      // up, when it lexes what it reads; else nil
 	ic      Interceptor
-	lic     LexedInterceptor // ic, when it reads the relay's lex; else nil
-	clock   bool             // ic reads the times it is given (see Passive)
+	lic     LexedInterceptor         // ic, when it reads the relay's lex; else nil
+	luc     LexedUpstreamInterceptor // ic, when it reads the upstream's lex; else nil
+	clock   bool                     // ic reads the times it is given (see Passive)
 	log     *slog.Logger
 
 	idPrefix string
@@ -193,6 +204,7 @@ func New(o Options) *Relay {
 	lw, _ := o.Upstream.(LexedWriter)
 	lr, _ := o.Upstream.(LexedReader)
 	lic, _ := o.Intercept.(LexedInterceptor)
+	luc, _ := o.Intercept.(LexedUpstreamInterceptor)
 	passive := o.Intercept == nil
 	if p, ok := o.Intercept.(Passive); ok && p.Passive() {
 		passive = true
@@ -213,6 +225,7 @@ func New(o Options) *Relay {
 		lr:         lr,
 		ic:         o.Intercept,
 		lic:        lic,
+		luc:        luc,
 		clock:      !passive,
 		log:        log,
 		idPrefix:   prefix,
@@ -519,7 +532,10 @@ func (r *Relay) upstreamPump() error {
 		if err := write(msg); err != nil {
 			return fmt.Errorf("writing to the host: %w", err)
 		}
-		if r.ic != nil {
+		switch {
+		case lexed && r.luc != nil:
+			r.luc.FromUpstreamLexed(msg, &r.upLx, readAt)
+		case r.ic != nil:
 			r.ic.FromUpstream(msg, readAt)
 		}
 		if len(msg) >= collectAfter {

@@ -107,6 +107,25 @@ func (g *Gate) FromHost(msg []byte, readAt time.Time) []byte {
 	return out
 }
 
+// FromHostLexed implements relay.LexedInterceptor: the relay's lex of the message goes
+// on to the inner Interceptor, which without it lexed every host message a second time
+// whenever replay was on (with every recorder).
+func (g *Gate) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) []byte {
+	out := msg
+	switch in := g.inner.(type) {
+	case relay.LexedInterceptor:
+		out = in.FromHostLexed(msg, lx, readAt)
+	case nil:
+	default:
+		out = in.FromHost(msg, readAt)
+		lx.Lex(out) // lx must describe what is returned; in's edit did not move it
+	}
+	if !g.ready.Load() {
+		g.watchHost(out)
+	}
+	return out
+}
+
 // Forwarded implements relay.Interceptor; what the last host message promised comes
 // true here, once it is on its way to the upstream (a dispatch written after this
 // follows it on the wire: framing.Writer keeps the order of held and written lines).
@@ -144,6 +163,11 @@ func (g *Gate) FromUpstream(msg []byte, readAt time.Time) {
 	if g.inner != nil {
 		g.inner.FromUpstream(msg, readAt)
 	}
+	g.afterUpstream(msg)
+}
+
+// afterUpstream is what the Gate itself does with an upstream message.
+func (g *Gate) afterUpstream(msg []byte) {
 	if g.ready.Load() {
 		return
 	}
@@ -153,6 +177,19 @@ func (g *Gate) FromUpstream(msg []byte, readAt time.Time) {
 	if waiting {
 		g.watchUpstream(msg)
 	}
+}
+
+// FromUpstreamLexed implements relay.LexedUpstreamInterceptor, passing the upstream's
+// lex on to the inner Interceptor.
+func (g *Gate) FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) {
+	switch in := g.inner.(type) {
+	case relay.LexedUpstreamInterceptor:
+		in.FromUpstreamLexed(msg, lx, readAt)
+	case nil:
+	default:
+		in.FromUpstream(msg, readAt)
+	}
+	g.afterUpstream(msg)
 }
 
 // ToProxy implements relay.Interceptor.
