@@ -104,7 +104,11 @@ func (ic *Interceptor) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.T
 	out, sc := stripLexed(msg, ic.key, lx, ic.q != nil)
 	if ic.q != nil && sc.want != 0 {
 		ic.interested.Add(sc.awaiting)
-		ic.q.push(event{kind: evHost, msg: out, scan: sc, at: readAt}, sc.ends)
+		ev := event{kind: evHost, msg: out, scan: sc, at: readAt}
+		if len(lx.Objs) == 1 && len(lx.RPC()) == 1 && !lx.Objs[0].Recheck && len(out) <= math.MaxInt32 {
+			ev.top = spansOf(&lx.Objs[0])
+		}
+		ic.q.push(ev, sc.ends)
 		ic.sentPending = true
 	}
 	return out
@@ -237,28 +241,36 @@ type event struct {
 	top rpcSpans
 }
 
-// rpcSpans is where the JSON-RPC members of a message that is one object lie in it
-// (ok false: not known, and bookkeeping reads the message itself). Four spans of
-// int32, not a jsonlex.Obj: every event queued carries one.
+// rpcSpans is where the JSON-RPC members of a message that is one object lie in it,
+// and a request's params.name and params.arguments (ok false: not known, and
+// bookkeeping reads the message itself). Spans of int32, not a jsonlex.Obj: every
+// event queued carries one.
 type rpcSpans struct {
-	ok                        bool
-	method, id, result, error [2]int32
+	ok                                   bool
+	obj, method, id, params, result, err span32
+	name, arguments                      span32
 }
+
+type span32 [2]int32
 
 func spansOf(o *jsonlex.Obj) rpcSpans {
-	sp := func(s jsonlex.Span) [2]int32 { return [2]int32{int32(s.Start), int32(s.End)} }
-	return rpcSpans{ok: true, method: sp(o.Method), id: sp(o.ID), result: sp(o.Result), error: sp(o.Error)}
+	sp := func(s jsonlex.Span) span32 { return span32{int32(s.Start), int32(s.End)} }
+	return rpcSpans{ok: true, obj: sp(o.Span), method: sp(o.Method), id: sp(o.ID), params: sp(o.Params),
+		result: sp(o.Result), err: sp(o.Error), name: sp(o.Name), arguments: sp(o.Arguments)}
 }
 
-// fields is what jsonlex.TopFields reads of msg, from the spans.
-func (r *rpcSpans) fields(msg []byte) jsonlex.Fields {
-	at := func(s [2]int32) []byte {
-		if s == [2]int32{} {
-			return nil // absent (jsonlex.Obj's zero Span)
-		}
-		return msg[s[0]:s[1]]
+// in is the bytes of msg s spans; nil for an absent member (jsonlex.Obj's zero Span).
+func (s span32) in(msg []byte) []byte {
+	if s == (span32{}) {
+		return nil
 	}
-	return jsonlex.Fields{Method: at(r.method), ID: at(r.id), Result: at(r.result), Error: at(r.error)}
+	return msg[s[0]:s[1]]
+}
+
+// fields is what jsonlex.TopFields reads of the message's object, from the spans.
+func (r *rpcSpans) fields(msg []byte) jsonlex.Fields {
+	return jsonlex.Fields{Method: r.method.in(msg), ID: r.id.in(msg), Params: r.params.in(msg),
+		Result: r.result.in(msg), Error: r.err.in(msg)}
 }
 
 // queue hands events from the pumps to bookkeeping. push never waits: it appends

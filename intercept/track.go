@@ -184,11 +184,9 @@ func (t *tracker) host(ev event) {
 		return
 	}
 	n := 0 // index into ev.scan.callIDs
-	jsonlex.EachMessage(ev.msg, func(m []byte) {
-		f, ok := jsonlex.TopFields(m)
-		if !ok {
-			return
-		}
+	// each handles one request: f its members; for a tools/call, name and args are
+	// its params' (lexed says they were found already, so are not read again).
+	each := func(m []byte, f jsonlex.Fields, lexed bool, name, args []byte) {
 		switch method := methodOf(f.Method); method {
 		case "tools/call":
 			var callID *string
@@ -205,8 +203,11 @@ func (t *tracker) host(ev event) {
 			}
 			pend(c)
 			if f.Params != nil && f.Params[0] == '{' {
-				t.scratch.tool(c, jsonlex.Get(f.Params, "name"))
-				c.args = jsonlex.Get(f.Params, "arguments")
+				if !lexed {
+					name, args = jsonlex.Get(f.Params, "name"), jsonlex.Get(f.Params, "arguments")
+				}
+				t.scratch.tool(c, name)
+				c.args = args
 			}
 			t.scratch.describeArgs(c, t.cap)
 			if f.ID == nil {
@@ -246,6 +247,16 @@ func (t *tracker) host(ev event) {
 			if f.ID != nil {
 				t.handshake[keyPrefix+jsonlex.IDKey(f.ID)] = method
 			}
+		}
+	}
+	if ev.top.ok {
+		sp := &ev.top
+		each(sp.obj.in(ev.msg), sp.fields(ev.msg), true, sp.name.in(ev.msg), sp.arguments.in(ev.msg))
+		return
+	}
+	jsonlex.EachMessage(ev.msg, func(m []byte) {
+		if f, ok := jsonlex.TopFields(m); ok {
+			each(m, f, false, nil, nil)
 		}
 	})
 }

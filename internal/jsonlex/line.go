@@ -34,6 +34,11 @@ type Obj struct {
 	// last, reads the object itself: "method", "id" or "params" occurs more than
 	// once, params has several "arguments", or their members cannot be followed.
 	Recheck bool
+	// Name and Arguments are params' "name" and "arguments" values, when params is
+	// an object this lexer follows (zero otherwise, or absent); read them only when
+	// Recheck is not set. Bookkeeping takes a tools/call's tool and arguments from
+	// them rather than reading the message again.
+	Name, Arguments Span
 	// args is where the members of params.arguments are in Line.args, when params
 	// is an object with one "arguments" member, an object (hasArgs).
 	args    [2]int32
@@ -299,7 +304,8 @@ func (l *Line) lexParams(b []byte, i int, o *Obj) (end int) {
 		}
 		i = SkipSpace(b, i+1)
 		var v int
-		if KeyIs(key, "arguments") {
+		isName, isArgs := KeyIs(key, "name"), KeyIs(key, "arguments")
+		if isArgs {
 			if found {
 				o.Recheck = true
 			}
@@ -325,6 +331,11 @@ func (l *Line) lexParams(b []byte, i int, o *Obj) (end int) {
 		}
 		if v < 0 {
 			break
+		}
+		if isName {
+			o.Name = Span{i, v} // the last wins
+		} else if isArgs {
+			o.Arguments = Span{i, v}
 		}
 		i = SkipSpace(b, v)
 		if i >= len(b) {
@@ -480,5 +491,7 @@ func (l *Line) Shift(dels []Span) {
 		move(&o.Params)
 		move(&o.Result)
 		move(&o.Error)
+		move(&o.Name)
+		move(&o.Arguments) // an edit's cuts are inside it: its end moves
 	}
 }

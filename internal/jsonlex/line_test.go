@@ -70,6 +70,17 @@ func lineAgrees(t *testing.T, line []byte) {
 		if got := lx.Arguments(&lx.Objs[i]); fmt.Sprint(got) != fmt.Sprint(want) && len(got)+len(want) > 0 {
 			t.Fatalf("Lex(%q): object %d: arguments %v, want %v", line, i, got, want)
 		}
+		// Name and Arguments are what Get reads of params.
+		if f := o.Fields(line); f.Params != nil && f.Params[0] == '{' {
+			for _, c := range []struct {
+				name string
+				got  Span
+			}{{"name", o.Name}, {"arguments", o.Arguments}} {
+				if g, w := spanOf(line, c.got), Get(f.Params, c.name); string(g) != string(w) || (g == nil) != (w == nil) {
+					t.Fatalf("Lex(%q): object %d: params.%s %q, Get reads %q", line, i, c.name, g, w)
+				}
+			}
+		}
 	}
 	if fmt.Sprint(got) != fmt.Sprint(objs) {
 		t.Fatalf("Lex(%q).Objs:\n got %q\nwant %q (EachObject)", line, got, objs)
@@ -91,6 +102,7 @@ func TestLineAgreesWithEachRPC(t *testing.T) {
 		`{"params":{"arguments":{"a":1,"b":[2]},"x":3}}`, `{"params":{"\u0061rguments":{"a":1}}}`,
 		`{"params":{"arguments":{"a":1},"arguments":{"b":2}}}`, `{"params":{"arguments":{"a":1} "x"}}`,
 		`{"params":{"arguments":{"a" 1}}}`, `{"params":{"arguments":[1]}}`, `{"params":{}}`, `{"params":{"arguments":{}}}`,
+		`{"params":{"name":"a","x":{"name":"in"},"name":"b","arguments":{"name":1}}}`, `{"params":{"n\u0061me":"e"}}`,
 	} {
 		lineAgrees(t, []byte(s))
 	}
@@ -104,7 +116,7 @@ func TestLineAgreesWithEachRPC(t *testing.T) {
 }
 
 func TestLineShift(t *testing.T) {
-	line := []byte(`[{"id":1,"params":{"arguments":{"k":"x","a":2}},"method":"m"},{"params":{"arguments":{"k":1}},"id":2}]`)
+	line := []byte(`[{"id":1,"params":{"arguments":{"k":"x","a":2},"name":"n"},"method":"m"},{"params":{"name":"o","arguments":{"k":1}},"id":2}]`)
 	var lx Line
 	lx.Lex(line)
 	// Cut `"k":"x",` and `"k":1` as the key strip would.
@@ -128,10 +140,10 @@ func TestLineShift(t *testing.T) {
 }
 
 // spans is what Shift keeps of a Line.
-func spans(l *Line) [][7]Span {
-	var out [][7]Span
+func spans(l *Line) [][9]Span {
+	var out [][9]Span
 	for _, o := range l.Objs {
-		out = append(out, [7]Span{o.Span, o.Method, o.ID, o.Params, o.Result, o.Error, {Start: len(l.RPC())}})
+		out = append(out, [9]Span{o.Span, o.Method, o.ID, o.Params, o.Result, o.Error, o.Name, o.Arguments, {Start: len(l.RPC())}})
 	}
 	return out
 }
