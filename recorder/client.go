@@ -182,6 +182,17 @@ func retryAfterValue(v string) time.Duration {
 	return 0
 }
 
+// postPieces is post of a body in pieces (a batch: its reports, and the brackets and
+// commas between them), written as they are where http1 posts, joined for net/http.
+func (c *client) postPieces(ctx context.Context, ep *Endpoint, path string, pieces [][]byte) response {
+	if c.h1 != nil {
+		if resp, ok := c.h1.postPieces(ctx, ep, path, reqBody(pieces), 4<<10, c.timeout); ok {
+			return resp
+		}
+	}
+	return c.post(ctx, ep, path, bytes.Join(pieces, nil))
+}
+
 // pipelines reports whether postGroup pipelines requests to ep (a plain http://
 // recorder that has not refused it).
 func (c *client) pipelines(ep *Endpoint) bool { return c.h1 != nil && c.h1.pipelines(ep) }

@@ -88,6 +88,24 @@ func (h *http1) targetOf(base string) target {
 // post is client.postLimit over http1. ok is false when the URL is not one http1
 // posts to, and nothing was sent.
 func (h *http1) post(ctx context.Context, ep *Endpoint, path string, body []byte, limit int64, timeout time.Duration) (response, bool) {
+	return h.postPieces(ctx, ep, path, reqBody{body}, limit, timeout)
+}
+
+// reqBody is a request's body in pieces, written in turn with one writev: a batch of
+// reports goes as the reports' own bytes between its brackets and commas, not copied
+// into a body of its own first.
+type reqBody [][]byte
+
+func (b reqBody) size() int64 {
+	n := 0
+	for _, p := range b {
+		n += len(p)
+	}
+	return int64(n)
+}
+
+// postPieces is post of a body in pieces.
+func (h *http1) postPieces(ctx context.Context, ep *Endpoint, path string, body reqBody, limit int64, timeout time.Duration) (response, bool) {
 	t := h.targetOf(ep.URL)
 	if !t.ok || !headerValue(ep.Token) {
 		return response{}, false // net/http's checks, and its error, apply
@@ -96,7 +114,7 @@ func (h *http1) post(ctx context.Context, ep *Endpoint, path string, body []byte
 	if err != nil {
 		return response{err: fmt.Errorf("post %s: %w", path, err)}, true
 	}
-	bodies := [][]byte{body}
+	bodies := []reqBody{body}
 	out, err := h.exchange(ctx, c, t, ep, path, bodies, limit, timeout, nil)
 	if err != nil && reused && ctx.Err() == nil {
 		// A kept-alive connection the recorder closed while it was idle (its idle
@@ -151,9 +169,13 @@ func (h *http1) postGroup(ctx context.Context, ep *Endpoint, path string, bodies
 	}
 	t := h.targetOf(ep.URL)
 	out := make([]response, 0, len(bodies))
+	reqs := make([]reqBody, len(bodies))
+	for i, b := range bodies {
+		reqs[i] = reqBody{b}
+	}
 	var err error
 	if c, _, gerr := h.get(ctx, t.addr); gerr == nil {
-		out, err = h.exchange(ctx, c, t, ep, path, bodies, limit, timeout, out)
+		out, err = h.exchange(ctx, c, t, ep, path, reqs, limit, timeout, out)
 	}
 	if len(out) == 0 {
 		// Nothing answered: a stale kept-alive connection, a recorder that cuts
@@ -179,7 +201,7 @@ func (h *http1) postGroup(ctx context.Context, ep *Endpoint, path string, bodies
 // appending them to out. It stops early, with no error, at an answer after which c
 // cannot carry more; c is kept for reuse only when every answer came and nothing
 // else did.
-func (h *http1) exchange(ctx context.Context, c *conn1, t target, ep *Endpoint, path string, bodies [][]byte, limit int64, timeout time.Duration, out []response) ([]response, error) {
+func (h *http1) exchange(ctx context.Context, c *conn1, t target, ep *Endpoint, path string, bodies []reqBody, limit int64, timeout time.Duration, out []response) ([]response, error) {
 	keep := false
 	defer func() {
 		if keep {
@@ -212,14 +234,19 @@ func (h *http1) exchange(ctx context.Context, c *conn1, t target, ep *Endpoint, 
 		c.head = append(c.head, "\r\nUser-Agent: bir-proxy\r\nContent-Type: application/json\r\nAuthorization: Bearer "...)
 		c.head = append(c.head, ep.Token...)
 		c.head = append(c.head, "\r\nContent-Length: "...)
-		c.head = strconv.AppendInt(c.head, int64(len(body)), 10)
+		c.head = strconv.AppendInt(c.head, body.size(), 10)
 		c.head = append(c.head, "\r\n\r\n"...)
 		c.ends = append(c.ends, len(c.head))
 	}
-	bufs := make(net.Buffers, 0, 2*len(bodies))
+	n := 0
+	for _, body := range bodies {
+		n += 1 + len(body)
+	}
+	bufs := make(net.Buffers, 0, n)
 	from := 0
 	for i, body := range bodies {
-		bufs = append(bufs, c.head[from:c.ends[i]], body)
+		bufs = append(bufs, c.head[from:c.ends[i]])
+		bufs = append(bufs, body...)
 		from = c.ends[i]
 	}
 	if _, err := bufs.WriteTo(c.nc); err != nil {

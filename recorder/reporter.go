@@ -326,9 +326,10 @@ func (r *Reporter) commitLoop() {
 		r.mu.Lock()
 		lines, queued := r.lines, r.queued
 		if r.journal == nil && len(lines) > 0 {
-			// Delivery keeps this buffer: the next one is sized like it, rather than
-			// grown from nothing line by line.
-			spareLines, spareQueued = make([]byte, 0, len(lines)), nil
+			// Delivery keeps this buffer: the next one is sized like it, with room
+			// for a busier turn, rather than grown from nothing line by line (every
+			// doubling a copy, and the copies were a recording proxy's GC).
+			spareLines, spareQueued = make([]byte, 0, len(lines)+len(lines)/2), nil
 		}
 		r.lines, r.queued = spareLines[:0], spareQueued[:0]
 		r.mu.Unlock()
