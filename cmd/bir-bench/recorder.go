@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -124,6 +125,14 @@ func recorderMain(args []string) int {
 	fs := flag.NewFlagSet("recorder", flag.ExitOnError)
 	fault := fs.String("fault", "", `"", "batch", "500" or "slow"`)
 	fs.Parse(args)
+	if path := os.Getenv("BIR_BENCH_RECORDER_PROFILE"); path != "" {
+		// A CPU profile of each recorder, to <path>-<fault>.prof: what the recorder's
+		// side of a report costs.
+		f, err := os.Create(path + "-" + *fault + ".prof")
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	rec, err := recordertest.Listen()
 	if err != nil {
 		log.Print(err)
