@@ -1,6 +1,7 @@
 package intercept
 
 import (
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"log/slog"
 	"runtime"
 	"strconv"
@@ -72,33 +73,51 @@ func TestFromHostAllocations(t *testing.T) {
 // the benchmark's goroutine (no queue, no wake-up): pairing, the fingerprint,
 // redaction of the arguments and result, the report built and submitted. It is what
 // a profile of the proxy's bookkeeping goroutine shows, without the scheduler.
+// "lexed" has the messages' members from the relay's lex, as the proxy does; "read"
+// has bookkeeping read each message itself (an upstream that does not lex, a batch).
 func BenchmarkBookkeeping(b *testing.B) {
+	for _, lexed := range []bool{true, false} {
+		b.Run(map[bool]string{true: "lexed", false: "read"}[lexed], func(b *testing.B) { benchBookkeeping(b, lexed) })
+	}
+}
+
+func benchBookkeeping(b *testing.B, lexed bool) {
 	sink := &countSink{}
 	var interested atomic.Int64
 	var parked atomic.Bool
 	tr := newTracker(sink, DefaultReportCap, &interested, slog.New(slog.DiscardHandler))
 	tr.later = func() {}
 	tr.parked = &parked
-	calls := make([][]byte, 1024)
-	answers := make([][]byte, len(calls))
-	for i := range calls {
+	hosts := make([]event, 1024)
+	answers := make([]event, len(hosts))
+	var lx jsonlex.Line
+	for i := range hosts {
 		id := strconv.Itoa(i)
-		calls[i] = []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-` + id + `"}}}`)
-		answers[i] = []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"hello, world"}]}}`)
-	}
-	// The key is removed once, on the host's path; bookkeeping sees what is left.
-	scans := make([]hostScan, len(calls))
-	for i := range calls {
-		calls[i], scans[i] = strip(calls[i], DefaultCorrelationKey)
+		call := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-` + id + `"}}}`)
+		answer := []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"hello, world"}]}}`)
+		// The key is removed once, on the host's path; bookkeeping sees what is left.
+		lx.Lex(call)
+		out, sc := stripLexed(call, DefaultCorrelationKey, &lx, true)
+		hosts[i] = event{kind: evHost, msg: out, scan: sc}
+		if lexed {
+			hosts[i].top = spansOf(&lx.Objs[0])
+		}
+		answers[i] = event{kind: evUpstream, msg: answer}
+		if lexed {
+			lx.LexValid(answer)
+			answers[i].top = spansOf(&lx.Objs[0])
+		}
 	}
 	now := time.Now()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		k := i % len(calls)
-		tr.handle(event{kind: evHost, msg: calls[k], scan: scans[k], at: now})
+		k := i % len(hosts)
+		h, a := hosts[k], answers[k]
+		h.at, a.at = now, now
+		tr.handle(h)
 		tr.handle(event{kind: evSent, at: now})
-		tr.handle(event{kind: evUpstream, msg: answers[k], at: now})
+		tr.handle(a)
 	}
 	b.StopTimer()
 	if int(sink.n.Load()) != b.N {
