@@ -298,6 +298,16 @@ func (r *Reporter) close(ctx context.Context) error {
 // call would put a disk flush on the machine between every two calls of a busy host.
 const syncWindow = 50 * time.Millisecond
 
+// writeWindow is how long reports may wait for the journal write after the last one:
+// a sequential host makes a report every ~100 µs, and bookkeeping's turns (one per
+// millisecond) each made a write of their own, the costliest syscall of a recording
+// proxy at that pace. A turn's reports are written at once when the last write is
+// older, or when they are many (writeNow). A SIGKILL loses at most this much more.
+const writeWindow = 10 * time.Millisecond
+
+// writeNow is how many bytes of reports are written without waiting for writeWindow.
+const writeNow = 64 << 10
+
 // commitLoop moves queued reports to disk, as many as have queued at each turn, and
 // hands them to delivery; written files are fsynced at most syncWindow later (a group
 // commit). The timer runs only while something is unsynced: an idle proxy has none.
@@ -312,10 +322,19 @@ func (r *Reporter) commitLoop() {
 	var syncC <-chan time.Time
 	var spareLines []byte
 	var spareQueued []entry
+	// The journal's write window (writeWindow): waitT wakes the loop when it ends, and
+	// runs only while reports wait for it.
+	waitT := time.NewTimer(writeWindow)
+	waitT.Stop()
+	defer waitT.Stop()
+	var waitC <-chan time.Time
+	var lastWrite time.Time
 	for {
 		stopping := false
 		select {
 		case <-r.wake:
+		case <-waitC:
+			waitC = nil
 		case <-syncC:
 			syncC = nil
 			r.sync()
@@ -324,6 +343,18 @@ func (r *Reporter) commitLoop() {
 			stopping = true // Submit no longer queues: this batch is the last
 		}
 		r.mu.Lock()
+		if r.journal != nil && !stopping && len(r.lines) > 0 && len(r.lines) < writeNow {
+			if wait := writeWindow - time.Since(lastWrite); wait > 0 {
+				// Written soon, with what else comes meanwhile: Submit does not wake
+				// the loop while these wait, the timer does.
+				r.mu.Unlock()
+				if waitC == nil {
+					waitT.Reset(wait)
+					waitC = waitT.C
+				}
+				continue
+			}
+		}
 		lines, queued := r.lines, r.queued
 		if r.journal == nil && len(lines) > 0 {
 			// Delivery keeps this buffer: the next one is sized like it, with room
@@ -334,6 +365,7 @@ func (r *Reporter) commitLoop() {
 		r.lines, r.queued = spareLines[:0], spareQueued[:0]
 		r.mu.Unlock()
 		if len(queued) > 0 {
+			lastWrite = time.Now()
 			r.commit(lines, queued)
 			if syncC == nil {
 				syncT.Reset(syncWindow)
