@@ -38,7 +38,6 @@ type tuning struct {
 	backoffCap     time.Duration // ...up to this (SPEC §5: 30 s); also clamps Retry-After
 	requestTimeout time.Duration // one attempt
 	closeGrace     time.Duration
-	batchLinger    time.Duration // how long a batch that is not full waits to fill (< 0: not at all)
 
 	hooks hooks
 }
@@ -66,9 +65,6 @@ func (t tuning) withDefaults() tuning {
 	def(&t.backoffCap, 30*time.Second)
 	def(&t.requestTimeout, 60*time.Second)
 	def(&t.closeGrace, closeGrace)
-	if t.batchLinger == 0 {
-		t.batchLinger = batchLinger
-	}
 	return t
 }
 

@@ -40,9 +40,6 @@ type lane struct {
 	// batch: the recorder's last register answer for this proxyId said it takes arrays
 	// of reports (SPEC §5). A recorder that did not say so gets one report per POST.
 	batch bool
-	// since is when the first of the reports now queued came, while they may wait to
-	// fill a batch (zero: they are due, being retried or adopted).
-	since time.Time
 }
 
 type jobKind int
@@ -96,14 +93,6 @@ const (
 	maxBatch      = 256
 	maxBatchBytes = 1 << 20
 )
-
-// batchLinger is how long the reports of a recorder that takes batches may wait for more
-// to join them before a batch that is not full is posted. A sequential host makes a
-// report every 100 µs or so; posted as they came (a few at each of bookkeeping's turns),
-// each step POST carried about eight, and the requests cost the proxy and the recorder
-// more CPU than the reports did, on the cores the host's calls need. The spool write
-// does not wait for this: SPEC §5's ~100 ms bound is the disk's, and it is kept.
-const batchLinger = 10 * time.Millisecond
 
 // maxGroup bounds the one-report POSTs to a plain recorder pipelined on one
 // connection. They are answered one after another, so a group is only made while the
@@ -175,16 +164,10 @@ type dispatcher struct {
 	paused    bool
 	timer     *time.Timer
 	timerC    <-chan time.Time
-	// linger wakes run when a batch that waits to fill is due (lingerC is nil when it
-	// is not armed): one timer, armed only while such reports are queued.
-	linger      *time.Timer
-	lingerC     <-chan time.Time
-	lingerAt    time.Time
-	drainingNow bool // Close began: nothing waits to fill a batch
-	failures    int
-	refresh     bool // read the discovery file again before the next attempt
-	outage      bool // said on stderr that the recorder is unreachable or failing
-	refused     bool // said on stderr that it refused the token
+	failures  int
+	refresh   bool // read the discovery file again before the next attempt
+	outage    bool // said on stderr that the recorder is unreachable or failing
+	refused   bool // said on stderr that it refused the token
 
 	spoolMax    int64  // bound of the spool files of all lanes together
 	droppedFile string // where the count of dropped reports is kept, for status
@@ -349,9 +332,6 @@ func (d *dispatcher) run() {
 			if d.timer != nil {
 				d.timer.Stop()
 			}
-			if d.linger != nil {
-				d.linger.Stop()
-			}
 			return
 		}
 		select {
@@ -368,11 +348,8 @@ func (d *dispatcher) run() {
 		case <-d.timerC:
 			d.timerC = nil
 			d.resume()
-		case <-d.lingerC:
-			d.lingerC = nil
 		case <-draining:
 			draining, isDraining = nil, true
-			d.drainingNow = true
 		case <-stopped:
 			stopped, isStopped = nil, true
 		}
@@ -396,9 +373,6 @@ func (d *dispatcher) takeInbox() {
 		// The poll loop heard unknown_proxy, or found the recorder again after it was
 		// unreachable: it may be a new process that knows no proxy.
 		d.current.known, d.current.regDue = false, true
-	}
-	if len(in) > 0 && len(d.current.queued) == 0 {
-		d.current.since = time.Now()
 	}
 	d.current.queued = append(d.current.queued, in...)
 	if d.current.file == nil {
@@ -479,9 +453,6 @@ func (d *dispatcher) nextJob() (job, bool) {
 			switch {
 			case l.batch:
 				n = batchLen(l.queued)
-				if n == len(l.queued) && d.lingering(l) {
-					continue // not full, and not due yet
-				}
 			case len(l.queued) > 1 && d.perAnswer < groupAnswer && d.window <= d.tune.maxInFlight && d.client.pipelines(ep):
 				n = min(len(l.queued), maxGroup)
 				group = n > 1
@@ -495,28 +466,6 @@ func (d *dispatcher) nextJob() (job, bool) {
 		}
 	}
 	return job{}, false
-}
-
-// lingering reports whether a batch lane's queued reports, not enough for a full batch,
-// should wait for more, and if so makes sure run wakes when they are due.
-func (d *dispatcher) lingering(l *lane) bool {
-	if l.since.IsZero() || d.drainingNow {
-		return false
-	}
-	due := l.since.Add(d.tune.batchLinger)
-	if !time.Now().Before(due) {
-		l.since = time.Time{}
-		return false
-	}
-	if d.lingerC == nil || due.Before(d.lingerAt) {
-		if d.linger == nil {
-			d.linger = time.NewTimer(time.Until(due))
-		} else {
-			d.linger.Reset(time.Until(due))
-		}
-		d.lingerC, d.lingerAt = d.linger.C, due
-	}
-	return true
 }
 
 // batchLen is how many of the first queued reports fit one batch: at most maxBatch and
@@ -833,7 +782,6 @@ func (d *dispatcher) requeue(res result) {
 	// together, so they go back together where the first belongs.
 	i, _ := slices.BinarySearchFunc(l.queued, res.entries[0].seq, func(e entry, seq uint64) int { return cmp.Compare(e.seq, seq) })
 	l.queued = slices.Insert(l.queued, i, res.entries...)
-	l.since = time.Time{} // reports that were sent once do not wait for company
 
 }
 
