@@ -30,7 +30,11 @@ type Options struct {
 	// Past it, events are still queued — no call goes unreported — but without their
 	// bytes, and their reports say so.
 	QueueBytes int64
-	Logger     *slog.Logger
+	// WakeDelay is how long an ended call waits for bookkeeping to start on it, and
+	// so how many calls of a sequential host one turn takes (default 1 ms; see
+	// DefaultWakeDelay).
+	WakeDelay time.Duration
+	Logger    *slog.Logger
 }
 
 // Interceptor implements relay.Interceptor.
@@ -76,7 +80,11 @@ func New(o Options) *Interceptor {
 	if o.QueueBytes <= 0 {
 		o.QueueBytes = 256 << 20
 	}
+	if o.WakeDelay <= 0 {
+		o.WakeDelay = DefaultWakeDelay
+	}
 	ic.q = newQueue(o.QueueBytes)
+	ic.q.delay = o.WakeDelay
 	ic.tracker = newTracker(o.Sink, o.ReportCap, &ic.interested, o.Logger)
 	ic.tracker.later = ic.q.wakeSoon
 	ic.tracker.parked = &ic.parked
@@ -148,7 +156,7 @@ func (ic *Interceptor) FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt ti
 		return
 	}
 	ev := event{kind: evUpstream, msg: msg, at: readAt}
-	if len(lx.Objs) == 1 && len(lx.RPC()) == 1 && len(msg) <= math.MaxInt32 {
+	if len(lx.Objs) == 1 && len(lx.RPC()) == 1 && len(msg) <= math.MaxInt32 && lexOf(msg, &lx.Objs[0]) {
 		ev.top = spansOf(&lx.Objs[0])
 	}
 	ic.q.push(ev, true)
@@ -253,6 +261,12 @@ type rpcSpans struct {
 
 type span32 [2]int32
 
+// lexOf is a cheap check that o was lexed from msg (a reader that hands on a lex of
+// another line would have bookkeeping read members that are not there).
+func lexOf(msg []byte, o *jsonlex.Obj) bool {
+	return o.End <= len(msg) && o.Start < o.End && msg[o.Start] == '{' && msg[o.End-1] == '}'
+}
+
 func spansOf(o *jsonlex.Obj) rpcSpans {
 	sp := func(s jsonlex.Span) span32 { return span32{int32(s.Start), int32(s.End)} }
 	return rpcSpans{ok: true, obj: sp(o.Span), method: sp(o.Method), id: sp(o.ID), params: sp(o.Params),
@@ -288,10 +302,11 @@ type queue struct {
 	// timer is the one wake-up timer, reset for each burst: an AfterFunc per burst
 	// allocated a timer and a closure for every sequential call.
 	timer *time.Timer
+	delay time.Duration // Options.WakeDelay
 }
 
 func newQueue(budget int64) *queue {
-	q := &queue{budget: budget, wake: make(chan struct{}, 1)}
+	q := &queue{budget: budget, wake: make(chan struct{}, 1), delay: DefaultWakeDelay}
 	q.timer = time.AfterFunc(time.Hour, q.fire)
 	q.timer.Stop()
 	return q
@@ -335,14 +350,14 @@ func (q *queue) push(ev event, ends bool) {
 	}
 }
 
-// wakeSoon wakes bookkeeping wakeDelay from now, unless a wake-up is already due.
+// wakeSoon wakes bookkeeping q.delay from now, unless a wake-up is already due.
 func (q *queue) wakeSoon() {
 	q.mu.Lock()
 	arm := !q.armed
 	q.armed = true
 	q.mu.Unlock()
 	if arm {
-		q.timer.Reset(wakeDelay)
+		q.timer.Reset(q.delay)
 	}
 }
 
@@ -385,10 +400,16 @@ const pileFraction = 8
 // one is looked at at once, so its bytes can go while the tool runs.
 const holdMax = 64 << 10
 
-// wakeDelay is how long an ended call waits before bookkeeping starts on it: long
-// enough for the host to have its answer and send the next request, short enough for
-// the recorder to have the report within a few milliseconds.
-const wakeDelay = time.Millisecond
+// DefaultWakeDelay is how long an ended call waits before bookkeeping starts on it:
+// long enough for the host to have its answer and send the next request, short enough
+// for the recorder to have the report within a few milliseconds. The journal, which no
+// one waits on, takes longer (JournalWakeDelay).
+const DefaultWakeDelay = time.Millisecond
+
+// JournalWakeDelay is WakeDelay for a proxy writing the journal: a sequential host's
+// calls are taken five times as many to a turn, and bookkeeping's timer and wake-ups
+// come a fifth as often. The journal writes at most every 10 ms anyway.
+const JournalWakeDelay = 5 * time.Millisecond
 
 func (q *queue) signal() {
 	select {

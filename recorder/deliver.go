@@ -559,13 +559,19 @@ func (d *dispatcher) doGroup(j job) result {
 // and marks the reports the recorder took done in one write. A report the recorder
 // did not get to goes back in the queue, and is no failure of the recorder's.
 func (d *dispatcher) handleGroup(res result) {
+	answered := 0
+	for _, r := range res.group {
+		if !errors.Is(r.err, errUnanswered) {
+			answered++
+		}
+	}
 	d.grouping = true
 	for i, r := range res.group {
 		sub := res
 		sub.group = nil
 		sub.entries = res.entries[i : i+1 : i+1]
 		sub.response = r
-		sub.took = res.took / time.Duration(len(res.group)) // answered one after another
+		sub.took = res.took / time.Duration(max(answered, 1)) // answered one after another
 		sub.stopped = r.err != nil && d.reqCtx.Err() != nil
 		if errors.Is(r.err, errUnanswered) {
 			d.requeue(sub)
@@ -705,7 +711,9 @@ func (d *dispatcher) handle(res result) {
 	case status == http.StatusNotFound && res.kind == jobStep:
 		// unknown_proxy: the recorder forgot us (it restarted). Register, then resend.
 		d.requeue(res)
-		if res.gen == l.gen {
+		if res.gen == l.gen && l.known {
+			// Once per register: the other answers to what was in flight with it (a
+			// pipelined group's, say) are the same refusal, not a second one.
 			l.known, l.regDue = false, true
 			l.refusals++
 		}
@@ -840,7 +848,11 @@ func (d *dispatcher) finished(l *lane) bool {
 
 func (d *dispatcher) ok() {
 	d.failures = 0
-	d.window = max(d.window, d.tune.maxInFlight)
+	if !d.paused {
+		// A success from before a pause (a group's answer after one that failed) does
+		// not open the window: after the pause, one request probes.
+		d.window = max(d.window, d.tune.maxInFlight)
+	}
 	d.refused = false
 	d.misrouted = false
 	if d.outage {

@@ -177,16 +177,20 @@ func (h *http1) postGroup(ctx context.Context, ep *Endpoint, path string, bodies
 	if c, _, gerr := h.get(ctx, t.addr); gerr == nil {
 		out, err = h.exchange(ctx, c, t, ep, path, reqs, limit, timeout, out)
 	}
-	if len(out) == 0 {
+	switch {
+	case len(out) == 0 && ctx.Err() != nil:
+		out = append(out, response{err: fmt.Errorf("post %s: %w", path, ctxErr(ctx, err))})
+	case len(out) == 0:
 		// Nothing answered: a stale kept-alive connection, a recorder that cuts
 		// pipelined requests short, or one that is down. The first report goes
 		// alone, as it would unpipelined (with post's retry on a fresh connection),
 		// so its answer, whatever it is, is heard.
 		r, _ := h.post(ctx, ep, path, bodies[0], limit, timeout)
 		out = append(out, r)
-	} else if len(out) < len(bodies) && err == nil {
-		// The recorder ended the connection with requests unanswered: it does not
-		// take pipelined requests (or not many). Once is enough to stop.
+	case len(out) < len(bodies):
+		// The recorder ended the connection with requests unanswered, saying so or
+		// not: it does not take pipelined requests (or not many). Once is enough
+		// to stop; each group would otherwise deliver one report and resend the rest.
 		h.mu.Lock()
 		h.serial = true
 		h.mu.Unlock()

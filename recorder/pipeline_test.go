@@ -111,49 +111,57 @@ func TestHTTP1PipelinesAGroup(t *testing.T) {
 	}
 }
 
-// A recorder that ends the connection partway through a group (Connection: close)
-// answers those before; the rest are unanswered, not failed, and from then on the
-// client sends one request per exchange.
+// A recorder that ends the connection partway through a group, saying so
+// (Connection: close) or not, answers those before; the rest are unanswered, not
+// failed, and from then on the client sends one request per exchange.
 func TestHTTP1GroupCutShortByTheRecorder(t *testing.T) {
-	ctx := testutil.Context(t)
-	perConn := make(chan int, 8)
-	url := rawRecorder(t, func(conn int, c net.Conn, br *bufio.Reader) {
-		for i := 1; ; i++ {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				perConn <- i - 1
-				return
+	for _, says := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Connection: close", false: "closes unsaid"}[says], func(t *testing.T) {
+			ctx := testutil.Context(t)
+			perConn := make(chan int, 8)
+			url := rawRecorder(t, func(conn int, c net.Conn, br *bufio.Reader) {
+				for i := 1; ; i++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						perConn <- i - 1
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if i == 2 {
+						if says {
+							io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+						} else {
+							io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+						}
+						perConn <- i
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+				}
+			})
+			c := newClient(tuning{}.withDefaults())
+			defer c.closeIdle()
+			ep := &Endpoint{URL: url, Token: "t"}
+			out := c.postGroup(ctx, ep, "/proxy/step", bodiesN(4))
+			for i, r := range out {
+				switch {
+				case i < 2 && (r.err != nil || r.status != http.StatusOK):
+					t.Errorf("answer %d: status %d, err %v; want 200", i, r.status, r.err)
+				case i >= 2 && !errors.Is(r.err, errUnanswered):
+					t.Errorf("request %d after the recorder closed: %d %v, want errUnanswered", i, r.status, r.err)
+				}
 			}
-			io.Copy(io.Discard, req.Body)
-			if i == 2 {
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
-				perConn <- i
-				return
+			if n := testutil.Recv(t, perConn, "the first connection's end"); n != 2 {
+				t.Errorf("the recorder answered %d on the first connection, want 2", n)
 			}
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-		}
-	})
-	c := newClient(tuning{}.withDefaults())
-	defer c.closeIdle()
-	ep := &Endpoint{URL: url, Token: "t"}
-	out := c.postGroup(ctx, ep, "/proxy/step", bodiesN(4))
-	for i, r := range out {
-		switch {
-		case i < 2 && (r.err != nil || r.status != http.StatusOK):
-			t.Errorf("answer %d: status %d, err %v; want 200", i, r.status, r.err)
-		case i >= 2 && !errors.Is(r.err, errUnanswered):
-			t.Errorf("request %d after the recorder closed: %d %v, want errUnanswered", i, r.status, r.err)
-		}
-	}
-	if n := testutil.Recv(t, perConn, "the first connection's end"); n != 2 {
-		t.Errorf("the recorder answered %d on the first connection, want 2", n)
-	}
-	if c.pipelines(ep) {
-		t.Errorf("still pipelining to a recorder that cut a group short")
-	}
-	out = c.postGroup(ctx, ep, "/proxy/step", bodiesN(3))
-	if out[0].err != nil || out[0].status != http.StatusOK || !errors.Is(out[1].err, errUnanswered) || !errors.Is(out[2].err, errUnanswered) {
-		t.Errorf("after: %+v, want the first alone answered", out)
+			if c.pipelines(ep) {
+				t.Errorf("still pipelining to a recorder that cut a group short")
+			}
+			out = c.postGroup(ctx, ep, "/proxy/step", bodiesN(3))
+			if out[0].err != nil || out[0].status != http.StatusOK || !errors.Is(out[1].err, errUnanswered) || !errors.Is(out[2].err, errUnanswered) {
+				t.Errorf("after: %+v, want the first alone answered", out)
+			}
+		})
 	}
 }
 

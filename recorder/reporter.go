@@ -235,8 +235,11 @@ func (r *Reporter) Submit(s report.Step) {
 	start := len(r.lines)
 	r.lines = append(s.AppendJSON(r.lines), '\n')
 	r.queued = append(r.queued, entry{seq: s.Seq, off: int64(start), n: len(r.lines) - start - 1})
+	// Also when the queue passes writeNow: the journal's write window does not hold
+	// back that much.
+	wake := start == 0 || start < writeNow && len(r.lines) >= writeNow
 	r.mu.Unlock()
-	if start == 0 {
+	if wake {
 		select {
 		case r.wake <- struct{}{}:
 		default:

@@ -301,6 +301,12 @@ func (p *Process) read(lx *jsonlex.Line) ([]byte, error) {
 		case errors.As(err, &tooLong):
 			p.log.Warn("dropped a message from the server: over the size cap", "bytes", tooLong.Size, "cap", tooLong.Max)
 			if answer := p.refuseTooLong(tooLong); answer != nil {
+				if lx != nil {
+					// lx must describe what is returned: left as it was, it described
+					// the server's previous line, and the relay read this answer's
+					// members at that line's offsets (past its end: a panic).
+					lx.Lex(answer)
+				}
 				return answer, nil
 			}
 			continue

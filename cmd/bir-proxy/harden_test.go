@@ -232,18 +232,27 @@ func TestDetachedGrandchildDoesNotHangTheSession(t *testing.T) {
 // is left waiting for it: the host gets an error for its own over-cap request and for
 // a server answer over the cap (both reported), and the server gets an error for its
 // own over-cap request.
+//
+// The server's first line is a notification under the cap but longer than the error
+// answer the proxy makes up for an over-cap one: that answer was handed on with the
+// notification's lex, so the relay read its members at the notification's offsets
+// (past its end) and bookkeeping took it for a notification.
 func TestOverCapMessagesAreAnswered(t *testing.T) {
 	dir := t.TempDir()
 	journal := filepath.Join(dir, "j.jsonl")
 	record := filepath.Join(dir, "received")
 	emit := filepath.Join(dir, "emit")
+	note := `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + strings.Repeat("n", 3000) + `"}}`
 	bigRequest := `{"jsonrpc":"2.0","method":"sampling/createMessage","params":{"pad":"` + strings.Repeat("s", 8000) + `"},"id":"srv-big"}`
-	if err := os.WriteFile(emit, []byte(bigRequest+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(emit, []byte(note+"\n"+bigRequest+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, in, out, done := rawProxy(t, nil, []string{"BIR_OFF=0", "BIR_RECORDER_URL="},
 		[]string{"--server", "cap", "--max-message", "4096", "--journal", journal},
 		"--reply", "--reply-size", "6000", "--record", record, "--emit", emit)
+	if got := readWithin(t, out); got != note {
+		t.Fatalf("the server's notification: host got %.200s", got)
+	}
 
 	big := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"pad":"` + strings.Repeat("p", 10000) + `"}}}`
 	in.WriteString(big + "\n")
