@@ -324,19 +324,14 @@ func runProxy(c *cli, args []string) int {
 		}
 	}, logger)
 
-	remote := reporter.remote()
-	wake := intercept.DefaultWakeDelay
-	if remote == nil {
-		wake = intercept.JournalWakeDelay // the journal (or nothing): no recorder waits
-	}
 	ic := intercept.New(intercept.Options{
 		CorrelationKey: f.correlationKey,
 		Sink:           reporter.sink(),
-		WakeDelay:      wake,
 		Logger:         logger,
 	})
 	// Replay (SPEC §4) only with a recorder: not under BIR_OFF, not with the journal.
 	var icpt relay.Interceptor = ic
+	remote := reporter.remote()
 	var gate *replay.Gate
 	if remote != nil {
 		gate = replay.NewGate(ic) // learns from the host's handshake when dispatches may go
