@@ -453,6 +453,16 @@ func (d *dispatcher) nextJob() (job, bool) {
 			switch {
 			case l.batch:
 				n = batchLen(l.queued)
+				if n == len(l.queued) && l.inflight > 0 {
+					// Not a full batch, and one of this lane's is on its way: these go
+					// when it is answered, with what came meanwhile. Under a pipelined
+					// host batches were ~75 reports where they can be 256, and the
+					// requests cost the recorder and the proxy more than the reports;
+					// a sequential host's next batch is due before the last is answered
+					// anyway. (A timer that held batches to fill them cost the
+					// sequential host's p99 instead.)
+					continue
+				}
 			case len(l.queued) > 1 && d.perAnswer < groupAnswer && d.window <= d.tune.maxInFlight && d.client.pipelines(ep):
 				n = min(len(l.queued), maxGroup)
 				group = n > 1
