@@ -457,14 +457,7 @@ func recordingVariants(dir, bench string, here bool) []variant {
 		if here {
 			rec, err := recordertest.Listen()
 			check(err)
-			switch fault {
-			case "batch":
-				rec.Batch(true)
-			case "500":
-				rec.Fail(500)
-			case "slow":
-				rec.Slow(time.Second)
-			}
+			withFault(rec, fault)
 			r, env = localRecorder{rec}, rec.Env()
 		} else {
 			ext := startRecorder(bench, fault)

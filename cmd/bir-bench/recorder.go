@@ -118,6 +118,19 @@ func (r *extRecorder) close() {
 	_ = r.cmd.Wait()
 }
 
+// withFault makes rec do what a recording variant's fault says: agree to batches
+// ("batch"), answer 500 to everything ("500"), or take a second per request ("slow").
+func withFault(rec *recordertest.Server, fault string) {
+	switch fault {
+	case "batch":
+		rec.Batch(true)
+	case "500":
+		rec.Fail(500)
+	case "slow":
+		rec.Slow(time.Second)
+	}
+}
+
 // recorderMain is `bir-bench recorder`: a reference recorder with a fault, and a
 // control endpoint for view. It prints {"env", "control"} as its first line and ends
 // when its stdin does.
@@ -139,14 +152,7 @@ func recorderMain(args []string) int {
 		return 1
 	}
 	defer rec.Close()
-	switch *fault {
-	case "batch":
-		rec.Batch(true)
-	case "500":
-		rec.Fail(500)
-	case "slow":
-		rec.Slow(time.Second)
-	}
+	withFault(rec, *fault)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Print(err)
