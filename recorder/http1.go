@@ -173,13 +173,12 @@ func (h *http1) postGroup(ctx context.Context, ep *Endpoint, path string, bodies
 	for i, b := range bodies {
 		reqs[i] = reqBody{b}
 	}
-	var err error
-	if c, _, gerr := h.get(ctx, t.addr); gerr == nil {
-		out, err = h.exchange(ctx, c, t, ep, path, reqs, limit, timeout, out)
+	if c, _, err := h.get(ctx, t.addr); err == nil {
+		out, _ = h.exchange(ctx, c, t, ep, path, reqs, limit, timeout, out) // what failed is in how many answered
 	}
 	switch {
 	case len(out) == 0 && ctx.Err() != nil:
-		out = append(out, response{err: fmt.Errorf("post %s: %w", path, ctxErr(ctx, err))})
+		out = append(out, response{err: fmt.Errorf("post %s: %w", path, ctx.Err())}) // Close: not sent again now
 	case len(out) == 0:
 		// Nothing answered: a stale kept-alive connection, a recorder that cuts
 		// pipelined requests short, or one that is down. The first report goes
