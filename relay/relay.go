@@ -533,7 +533,8 @@ func (r *Relay) upstreamPump() error {
 			return fmt.Errorf("writing to the host: %w", err)
 		}
 		switch {
-		case lexed && r.luc != nil:
+		case r.luc != nil:
+			// noteUpstream lexed msg into upLx if the upstream did not (an HTTP one).
 			r.luc.FromUpstreamLexed(msg, &r.upLx, readAt)
 		case r.ic != nil:
 			r.ic.FromUpstream(msg, readAt)
