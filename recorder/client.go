@@ -38,6 +38,7 @@ type tuning struct {
 	backoffCap     time.Duration // ...up to this (SPEC §5: 30 s); also clamps Retry-After
 	requestTimeout time.Duration // one attempt
 	closeGrace     time.Duration
+	writeWindow    time.Duration // the journal's and spool file's (default writeWindow)
 
 	hooks hooks
 }

@@ -117,13 +117,26 @@ func (s *spoolFile) appendReports(lines [][]byte, seqs []uint64) ([]int64, error
 
 // appendBatch writes buf, the lines of the reports in lines (in seq order; each
 // entry's off is where its line starts in buf, n its length without the '\n'), in one
-// write and returns the offset buf starts at in the file. The Reporter fsyncs within
-// syncWindow.
+// write and returns the offset buf starts at in the file. The done marks of these
+// reports that came before their lines (delivery has them first) follow the lines in
+// the same write, so buf may be appended to. The Reporter fsyncs within syncWindow.
 func (s *spoolFile) appendBatch(buf []byte, lines []entry) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	base := s.size
-	if _, err := s.f.WriteAt(buf, s.size); err != nil {
+	spooledTo := s.spooledTo
+	if n := len(lines); n > 0 && lines[n-1].seq > spooledTo {
+		spooledTo = lines[n-1].seq
+	}
+	ready := s.ready[:0]
+	for _, seq := range s.early {
+		if seq <= spooledTo {
+			ready = append(ready, seq)
+		}
+	}
+	s.ready = ready[:0]
+	out := appendAcks(buf, ready)
+	if _, err := s.f.WriteAt(out, s.size); err != nil {
 		// A partial line would glue itself to the next one.
 		s.f.Truncate(s.size)
 		// These reports are delivered from memory; their done marks, written later,
@@ -137,12 +150,13 @@ func (s *spoolFile) appendBatch(buf []byte, lines []entry) (int64, error) {
 		s.idx = append(s.idx, loc{seq: l.seq, off: base + l.off, n: l.n})
 	}
 	s.liveBytes += int64(len(buf))
-	s.size += int64(len(buf))
+	s.size += int64(len(out))
 	s.live += len(lines)
-	if n := len(lines); n > 0 && lines[n-1].seq > s.spooledTo {
-		s.spooledTo = lines[n-1].seq
+	s.spooledTo = spooledTo
+	if len(ready) > 0 {
+		s.early = slices.DeleteFunc(s.early, func(seq uint64) bool { return seq <= spooledTo })
+		s.countDone(ready)
 	}
-	s.writeEarlyAcks()
 	return base, nil
 }
 
@@ -187,17 +201,13 @@ func (s *spoolFile) markDone(seqs ...uint64) error {
 	return s.writeAcks(now)
 }
 
-func (s *spoolFile) writeEarlyAcks() {
-	kept, now := s.early[:0], s.ready[:0]
-	for _, seq := range s.early {
-		if seq > s.spooledTo {
-			kept = append(kept, seq)
-			continue
-		}
-		now = append(now, seq)
+// appendAcks appends the done marks of seqs to b, one line each.
+func appendAcks(b []byte, seqs []uint64) []byte {
+	for _, seq := range seqs {
+		b = strconv.AppendUint(append(b, `{"ack":`...), seq, 10)
+		b = append(b, "}\n"...)
 	}
-	s.early, s.ready = kept, now[:0]
-	_ = s.writeAcks(now) // as markDone: a lost mark only means a harmless resend
+	return b
 }
 
 // writeAcks writes the done marks of seqs in one write (a batch of 256 reports was 256
@@ -206,11 +216,7 @@ func (s *spoolFile) writeAcks(seqs []uint64) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	line := s.ackBuf[:0]
-	for _, seq := range seqs {
-		line = strconv.AppendUint(append(line, `{"ack":`...), seq, 10)
-		line = append(line, "}\n"...)
-	}
+	line := appendAcks(s.ackBuf[:0], seqs)
 	if cap(line) <= 64<<10 {
 		s.ackBuf = line[:0]
 	}
@@ -219,6 +225,13 @@ func (s *spoolFile) writeAcks(seqs []uint64) error {
 		return fmt.Errorf("mark reports %d-%d done in spool file: %w", seqs[0], seqs[len(seqs)-1], err)
 	}
 	s.size += int64(len(line))
+	s.countDone(seqs)
+	return nil
+}
+
+// countDone counts the reports seqs, whose done marks are in the file, done, and
+// empties the file once everything in it is.
+func (s *spoolFile) countDone(seqs []uint64) {
 	for _, seq := range seqs {
 		s.live--
 		if i, ok := s.find(seq); ok {
@@ -240,7 +253,6 @@ func (s *spoolFile) writeAcks(seqs []uint64) error {
 			s.idx, s.liveBytes = nil, 0
 		}
 	}
-	return nil
 }
 
 // usage returns the size of the file and what its reports not yet done take of it.

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -235,5 +237,73 @@ func TestDoneMarksOfABatch(t *testing.T) {
 			t.Errorf("the next run would send %d reports again", len(a.entries))
 		}
 		a.file.close()
+	}
+}
+
+// With a recorder, a turn's reports reach it at once and the spool file with the other
+// turns of the write window: the first report after a quiet spell is written at once,
+// the ones after it in one write at the window's end (here, Close).
+func TestSpoolWritesTakeAWindowsTurnsTogether(t *testing.T) {
+	ctx := shortCtx(t)
+	rec := recordertest.Start(t)
+	state := t.TempDir()
+	committed := newCounter()
+	var writes atomic.Int32
+	cfg := recorderConfig(t, rec, state)
+	cfg.tuning.writeWindow = time.Hour
+	cfg.tuning.hooks.committed = func(n int) { writes.Add(1); committed.add(n) }
+	r := open(t, cfg)
+	if _, err := rec.WaitRegistrations(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 5; i++ {
+		r.Submit(recordertest.SampleStep("t", i))
+		if _, err := rec.WaitSteps(ctx, i); err != nil { // one turn each
+			t.Fatal(err)
+		}
+	}
+	if err := committed.wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Delivered, and the four after the first not written yet: an hour of window is left.
+	if reports, _ := spoolLines(t, spoolFiles(t, state)[0]); reports != 1 {
+		t.Errorf("the spool file holds %d reports before the window ended, want 1", reports)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	committed.mu.Lock()
+	n := committed.n
+	committed.mu.Unlock()
+	if w := writes.Load(); n != 5 || w != 2 {
+		t.Errorf("%d reports written in %d writes, want 5 in 2", n, w)
+	}
+}
+
+// A report the recorder has not taken is in the spool file by the end of the window,
+// whether or not another report comes: a SIGKILL then loses nothing older.
+func TestSpoolWindowEndsByItself(t *testing.T) {
+	ctx := shortCtx(t)
+	rec := recordertest.Start(t)
+	state := t.TempDir()
+	committed := newCounter()
+	cfg := recorderConfig(t, rec, state)
+	cfg.tuning.writeWindow = 20 * time.Millisecond
+	cfg.tuning.hooks.committed = committed.add
+	r := open(t, cfg)
+	if _, err := rec.WaitRegistrations(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	rec.Fail(500)
+	r.Submit(recordertest.SampleStep("t", 1))
+	if err := committed.wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	r.Submit(recordertest.SampleStep("t", 2)) // inside the window the first write opened
+	if err := committed.wait(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if reports, acks := spoolLines(t, spoolFiles(t, state)[0]); reports != 2 || acks != 0 {
+		t.Errorf("the spool file holds %d reports and %d done marks, want 2 and 0", reports, acks)
 	}
 }

@@ -75,7 +75,12 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	if os.Getenv("BIR_BENCH_KEEP") == "" {
+		defer os.RemoveAll(dir)
+	} else {
+		// perf (perf record -a -g) reads the symbols of the binaries after the run.
+		log.Printf("bir-bench: BIR_BENCH_KEEP is set; the binaries and state are kept in %s", dir)
+	}
 	bins := build(dir)
 
 	want := func(w string) bool {
