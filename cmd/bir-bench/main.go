@@ -60,6 +60,7 @@ func main() {
 		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof")
 		selfProf = flag.String("self-profile", "", "write a CPU profile of this process (the host's side and the reference recorders) during the named variant's first pipelined round to bench-self-<variant>.prof")
 		gap      = flag.Duration("gap", 0, "pause between sequential round trips (a host that is not saturating the machine)")
+		alsoBin  = flag.String("also", "", "also measure this bir-proxy binary (BIR_OFF=1, the journal and, with -recording, the plain and batch recorders, each with a recorder of its own) as also:<variant>, in the same rounds: a before/after comparison in one run")
 		extraEnv = flag.String("variant-env", "", "also measure the proxy with these extra environment variables (comma-separated K=V)")
 		replayOn = flag.Bool("replay", false, "also measure host calls while replay dispatches run on the same upstream (vs none, both recording), and idle wake-ups with a recorder")
 		every    = flag.Duration("dispatch-every", 2*time.Millisecond, "with -replay: one dispatch per this interval while the replay variant is measured")
@@ -119,6 +120,26 @@ func main() {
 			variants = append(variants, v)
 		}
 	}
+	if *alsoBin != "" {
+		for _, v := range slices.Clone(variants) {
+			if v.name != "bir-proxy" && v.name != "bir-proxy/journal" && v.name != "bir-proxy/recording" && v.name != "bir-proxy/recording/recorder-batch" {
+				continue
+			}
+			a := v
+			a.name = "also:" + v.name
+			a.argv = append([]string{*alsoBin}, v.argv[1:]...)
+			if v.recorder != nil {
+				fault, _ := strings.CutPrefix(v.name, "bir-proxy/recording/recorder-")
+				if v.name == "bir-proxy/recording" {
+					fault = ""
+				}
+				ext := startRecorder(bins["bench"], fault)
+				defer ext.close()
+				a.recorder, a.env, a.reportLag = ext, append(slices.Clone(ext.env), "BIR_OFF=0"), new([2]time.Duration)
+			}
+			variants = append(variants, a)
+		}
+	}
 	if *extraEnv != "" {
 		variants = append(variants, variant{name: "bir-proxy/" + *extraEnv, argv: variants[2].argv, env: append([]string{"BIR_OFF=1"}, strings.Split(*extraEnv, ",")...)})
 	}
@@ -148,6 +169,11 @@ func main() {
 		for _, v := range variants {
 			if v.recorder != nil && v.fault == "" && v.feed == nil {
 				fmt.Printf("  %-24s report at the recorder %s after the host had the answer (p50; p99 %s)\n", v.name, v.reportLag[0], v.reportLag[1])
+			}
+		}
+		for _, v := range variants {
+			if b, ok := strings.CutPrefix(v.name, "also:"); ok {
+				fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  CPU/call %.2fx  %s\n", v.name, ratio(res[v.name][0], res[b][0]), ratio(res[v.name][1], res[b][1]), ratio(res[v.name][2], res[b][2]), b)
 			}
 		}
 		if r, base := res["bir-proxy/replay-2ms"], res["bir-proxy/replay-none"]; r[0] > 0 && base[0] > 0 {
@@ -213,6 +239,11 @@ func main() {
 		for _, v := range variants {
 			if v.recorder != nil && v.fault == "" && posts[v.name] > 0 {
 				fmt.Printf("  %-24s %d step POSTs, %.1f reports each\n", v.name, posts[v.name], float64(*pipeN)/float64(posts[v.name]))
+			}
+		}
+		for _, v := range variants {
+			if b, ok := strings.CutPrefix(v.name, "also:"); ok {
+				fmt.Printf("  %-24s %.2fx throughput  CPU/call %.2fx  %s\n", v.name, res[v.name]/res[b], ratio(cpu[v.name], cpu[b]), b)
 			}
 		}
 		fmt.Println()
