@@ -39,6 +39,7 @@ type tuning struct {
 	requestTimeout time.Duration // one attempt
 	closeGrace     time.Duration
 	writeWindow    time.Duration // the journal's and spool file's (default writeWindow)
+	serialPause    time.Duration // how long one request per exchange lasts after a group was cut short, at first
 
 	hooks hooks
 }
@@ -66,6 +67,7 @@ func (t tuning) withDefaults() tuning {
 	def(&t.backoffCap, 30*time.Second)
 	def(&t.requestTimeout, 60*time.Second)
 	def(&t.closeGrace, closeGrace)
+	def(&t.serialPause, time.Minute)
 	return t
 }
 

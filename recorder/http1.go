@@ -3,6 +3,7 @@ package recorder
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,9 +32,18 @@ type http1 struct {
 
 	mu   sync.Mutex
 	idle []*conn1 // most recently used last
-	// serial is set once the recorder ended a connection that had requests pipelined
-	// on it still unanswered: from then on, one request per exchange.
-	serial bool
+	// serialUntil is when pipelining is tried again after the recorder ended a
+	// connection that had requests pipelined on it still unanswered: until then, one
+	// request per exchange. pause is how long the last such spell was: it doubles
+	// while the tries fail (up to maxSerialPause), and starts again from the tuning's
+	// when a group is answered whole. A recorder that cuts a connection for a reason
+	// of its own (a restart, a limit of requests per connection) must not cost
+	// pipelining for the rest of a day-long session; one that never takes pipelined
+	// requests costs a group's resend once an hour.
+	serialUntil time.Time
+	pause       time.Duration
+	basePause   time.Duration
+	now         func() time.Time // time.Now; a test's clock
 	// base is the last endpoint URL parsed, and what it gave.
 	base   string
 	target target
@@ -57,10 +67,15 @@ type conn1 struct {
 
 func newHTTP1(t tuning) *http1 {
 	return &http1{
-		dialer:  net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
-		maxIdle: t.maxWindow,
+		dialer:    net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
+		maxIdle:   t.maxWindow,
+		basePause: cmp.Or(t.serialPause, time.Minute),
+		now:       time.Now,
 	}
 }
+
+// maxSerialPause bounds a spell of one request per exchange.
+const maxSerialPause = time.Hour
 
 // targetOf parses (and remembers) where base points.
 func (h *http1) targetOf(base string) target {
@@ -139,7 +154,7 @@ func (h *http1) pipelines(ep *Endpoint) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return !h.serial
+	return h.serialUntil.IsZero() || !h.now().Before(h.serialUntil)
 }
 
 // errUnanswered is the answer to a pipelined request the recorder did not get to: it
@@ -188,10 +203,16 @@ func (h *http1) postGroup(ctx context.Context, ep *Endpoint, path string, bodies
 		out = append(out, r)
 	case len(out) < len(bodies):
 		// The recorder ended the connection with requests unanswered, saying so or
-		// not: it does not take pipelined requests (or not many). Once is enough
-		// to stop; each group would otherwise deliver one report and resend the rest.
+		// not: it does not take pipelined requests (or not many), or it went away.
+		// Once is enough to stop for a while; each group would otherwise deliver one
+		// report and resend the rest.
 		h.mu.Lock()
-		h.serial = true
+		h.pause = min(max(2*h.pause, h.basePause), maxSerialPause)
+		h.serialUntil = h.now().Add(h.pause)
+		h.mu.Unlock()
+	default:
+		h.mu.Lock()
+		h.pause = 0 // answered whole: the next cut pauses pipelining for basePause again
 		h.mu.Unlock()
 	}
 	for len(out) < len(bodies) {

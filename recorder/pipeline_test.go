@@ -113,12 +113,13 @@ func TestHTTP1PipelinesAGroup(t *testing.T) {
 
 // A recorder that ends the connection partway through a group, saying so
 // (Connection: close) or not, answers those before; the rest are unanswered, not
-// failed, and from then on the client sends one request per exchange.
+// failed, and for a while (a minute, doubling while it goes on) the client sends one
+// request per exchange.
 func TestHTTP1GroupCutShortByTheRecorder(t *testing.T) {
 	for _, says := range []bool{true, false} {
 		t.Run(map[bool]string{true: "Connection: close", false: "closes unsaid"}[says], func(t *testing.T) {
 			ctx := testutil.Context(t)
-			perConn := make(chan int, 8)
+			perConn := make(chan int, 64)
 			url := rawRecorder(t, func(conn int, c net.Conn, br *bufio.Reader) {
 				for i := 1; ; i++ {
 					req, err := http.ReadRequest(br)
@@ -141,6 +142,10 @@ func TestHTTP1GroupCutShortByTheRecorder(t *testing.T) {
 			})
 			c := newClient(tuning{}.withDefaults())
 			defer c.closeIdle()
+			var mu sync.Mutex
+			clock := time.Now()
+			c.h1.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+			advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
 			ep := &Endpoint{URL: url, Token: "t"}
 			out := c.postGroup(ctx, ep, "/proxy/step", bodiesN(4))
 			for i, r := range out {
@@ -160,6 +165,32 @@ func TestHTTP1GroupCutShortByTheRecorder(t *testing.T) {
 			out = c.postGroup(ctx, ep, "/proxy/step", bodiesN(3))
 			if out[0].err != nil || out[0].status != http.StatusOK || !errors.Is(out[1].err, errUnanswered) || !errors.Is(out[2].err, errUnanswered) {
 				t.Errorf("after: %+v, want the first alone answered", out)
+			}
+
+			// Not for the rest of the session: after a minute, a group is tried again.
+			// Cut short again, the pause doubles; answered whole, it starts over.
+			advance(time.Minute)
+			if !c.pipelines(ep) {
+				t.Fatal("a minute after the cut, still one request per exchange")
+			}
+			if out := c.postGroup(ctx, ep, "/proxy/step", bodiesN(4)); !errors.Is(out[2].err, errUnanswered) {
+				t.Fatalf("the second try: %+v, want it cut short again", out)
+			}
+			advance(time.Minute)
+			if c.pipelines(ep) {
+				t.Error("cut short twice in a row, pipelining came back after one minute, not two")
+			}
+			advance(time.Minute)
+			if !c.pipelines(ep) {
+				t.Fatal("two minutes after the second cut, still one request per exchange")
+			}
+			if out := c.postGroup(ctx, ep, "/proxy/step", bodiesN(2)); out[1].err != nil || out[1].status != http.StatusOK {
+				t.Fatalf("a group of two: %+v, want both answered", out)
+			}
+			c.postGroup(ctx, ep, "/proxy/step", bodiesN(4)) // cut again
+			advance(time.Minute)
+			if !c.pipelines(ep) {
+				t.Error("after a group answered whole, a cut paused pipelining for more than a minute")
 			}
 		})
 	}
