@@ -3,6 +3,7 @@
 package recorder
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -318,9 +319,8 @@ const writeNow = 64 << 10
 // with a recorder hands them to delivery at once; written files are fsynced at most
 // syncWindow later (a group commit). Both the journal and the spool file are written
 // at most once a writeWindow, unless much is waiting. The timers run only while
-// something is unwritten or unsynced: an idle proxy has none. In journal mode the queue's buffers are reused from turn to turn, so a report costs
-// no allocation here; with a recorder, delivery keeps a turn's buffer while its
-// reports wait.
+// something is unwritten or unsynced: an idle proxy has none. The queue's buffers are
+// reused from turn to turn; with a recorder, delivery gets a copy of a turn's lines.
 func (r *Reporter) commitLoop() {
 	defer close(r.committed)
 	syncT := time.NewTimer(syncWindow)
@@ -369,12 +369,6 @@ func (r *Reporter) commitLoop() {
 			}
 		}
 		lines, queued := r.lines, r.queued
-		if r.journal == nil && len(lines) > 0 {
-			// Delivery keeps this buffer: the next one is sized like it, with room
-			// for a busier turn, rather than grown from nothing line by line (every
-			// doubling a copy, and the copies were a recording proxy's GC).
-			spareLines, spareQueued = make([]byte, 0, len(lines)+len(lines)/2), nil
-		}
 		r.lines, r.queued = spareLines[:0], spareQueued[:0]
 		r.mu.Unlock()
 		written := false
@@ -413,8 +407,9 @@ func (r *Reporter) commitLoop() {
 			syncT.Reset(syncWindow)
 			syncC = syncT.C
 		}
-		if r.journal != nil && cap(lines) <= maxKeptLines {
-			spareLines, spareQueued = lines[:0], queued[:0] // written: the buffers are free
+		if cap(lines) <= maxKeptLines {
+			// Written, or copied for delivery and the spool: the buffers are free.
+			spareLines, spareQueued = lines[:0], queued[:0]
 		} else {
 			spareLines, spareQueued = nil, nil
 		}
@@ -492,9 +487,12 @@ func (r *Reporter) appendJournal(lines []byte, queued []entry) error {
 // (surviving a SIGKILL of the proxy) and fsynced within syncWindow after that
 // (surviving a machine crash), inside SPEC §5's ~100 ms.
 //
-// Delivery keeps buf, the turn's lines, while the reports wait (one buffer per turn,
-// not per report).
-func (r *Reporter) handOver(buf []byte, queued []entry) {
+// Delivery keeps a copy of lines, the turn's, while the reports wait: one buffer of
+// exactly their size per turn, not per report. (It kept the queue's own buffer, and
+// the queue grew a new one for every turn, line by line: two thirds of the bytes a
+// pipelined host's recording proxy allocated, and its GC.)
+func (r *Reporter) handOver(lines []byte, queued []entry) {
+	buf := bytes.Clone(lines)
 	entries := make([]entry, len(queued))
 	for i, e := range queued {
 		// Capped: nothing appended to one report's bytes may run into the next's.

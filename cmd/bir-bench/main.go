@@ -57,7 +57,7 @@ func main() {
 		blocking = flag.Bool("blocking", false, "also measure the proxy with host stdio forced blocking and forced non-blocking (BIR_BLOCKING_STDIO=1, =0)")
 		rec      = flag.Bool("recording", false, "also measure the proxy recording to a reference recorder (and its faults)")
 		recHere  = flag.Bool("recorder-in-process", false, "with -recording: run the reference recorders in this process (as before 2026-12), not each in a process of its own")
-		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof")
+		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof, its allocations to bench-<variant>.mem.prof")
 		selfProf = flag.String("self-profile", "", "write a CPU profile of this process (the host's side and the reference recorders) during the named variant's first pipelined round to bench-self-<variant>.prof")
 		gap      = flag.Duration("gap", 0, "pause between sequential round trips (a host that is not saturating the machine)")
 		alsoBin  = flag.String("also", "", "also measure this bir-proxy binary (BIR_OFF=1, the journal and, with -recording, the plain and batch recorders, each with a recorder of its own) as also:<variant>, in the same rounds: a before/after comparison in one run")
@@ -145,7 +145,8 @@ func main() {
 	}
 	for i, v := range variants {
 		if v.name == *profile {
-			variants[i].env = append(slices.Clone(v.env), "BIR_CPUPROFILE="+filepath.Join(must(os.Getwd()), "bench-"+strings.ReplaceAll(v.name, "/", "_")+".prof"))
+			base := filepath.Join(must(os.Getwd()), "bench-"+strings.ReplaceAll(v.name, "/", "_"))
+			variants[i].env = append(slices.Clone(v.env), "BIR_CPUPROFILE="+base+".prof", "BIR_MEMPROFILE="+base+".mem.prof")
 		}
 	}
 	fmt.Printf("bir-proxy bench: GOMAXPROCS-visible CPUs %d, %s\n\n", cpus(), time.Now().Format(time.RFC3339))
