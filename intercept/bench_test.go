@@ -94,7 +94,9 @@ func benchBookkeeping(b *testing.B, lexed bool) {
 	for i := range hosts {
 		id := strconv.Itoa(i)
 		call := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-` + id + `"}}}`)
-		answer := []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"hello, world"}]}}`)
+		// What the bench's server (rawserver --reply) answers: the arguments it got,
+		// as a JSON string.
+		answer := []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"{\"text\":\"hello, world\"}"}],"isError":false}}`)
 		// The key is removed once, on the host's path; bookkeeping sees what is left.
 		lx.Lex(call)
 		out, sc := stripLexed(call, DefaultCorrelationKey, &lx, true)
