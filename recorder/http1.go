@@ -3,7 +3,6 @@ package recorder
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,10 +65,13 @@ type conn1 struct {
 }
 
 func newHTTP1(t tuning) *http1 {
+	if t.serialPause <= 0 {
+		t.serialPause = time.Minute
+	}
 	return &http1{
 		dialer:    net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
 		maxIdle:   t.maxWindow,
-		basePause: cmp.Or(t.serialPause, time.Minute),
+		basePause: t.serialPause,
 		now:       time.Now,
 	}
 }
@@ -205,14 +207,22 @@ func (h *http1) postGroup(ctx context.Context, ep *Endpoint, path string, bodies
 		// The recorder ended the connection with requests unanswered, saying so or
 		// not: it does not take pipelined requests (or not many), or it went away.
 		// Once is enough to stop for a while; each group would otherwise deliver one
-		// report and resend the rest.
+		// report and resend the rest. Only the first cut after a pause ends counts:
+		// the groups in flight beside it (up to the window) were cut by the same
+		// event, and each doubling the pause made one restart cost 8 minutes.
 		h.mu.Lock()
-		h.pause = min(max(2*h.pause, h.basePause), maxSerialPause)
-		h.serialUntil = h.now().Add(h.pause)
+		if now := h.now(); !now.Before(h.serialUntil) {
+			h.pause = min(max(2*h.pause, h.basePause), maxSerialPause)
+			h.serialUntil = now.Add(h.pause)
+		}
 		h.mu.Unlock()
 	default:
+		// Answered whole: the next cut pauses pipelining for basePause again. Not a
+		// group that was in flight when a pause began: it says nothing of the tries.
 		h.mu.Lock()
-		h.pause = 0 // answered whole: the next cut pauses pipelining for basePause again
+		if !h.now().Before(h.serialUntil) {
+			h.pause = 0
+		}
 		h.mu.Unlock()
 	}
 	for len(out) < len(bodies) {

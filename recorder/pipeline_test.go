@@ -168,14 +168,26 @@ func TestHTTP1GroupCutShortByTheRecorder(t *testing.T) {
 			}
 
 			// Not for the rest of the session: after a minute, a group is tried again.
-			// Cut short again, the pause doubles; answered whole, it starts over.
+			// Cut short again, the pause doubles; answered whole, it starts over. Each
+			// group goes on a fresh connection (the recorder closes every one after
+			// two answers; a kept one would be stale and answer nothing, a case
+			// that sets no pause).
+			cutShort := func(what string) {
+				t.Helper()
+				c.closeIdle()
+				out := c.postGroup(ctx, ep, "/proxy/step", bodiesN(4))
+				if out[0].err != nil || out[1].err != nil || !errors.Is(out[2].err, errUnanswered) {
+					t.Fatalf("%s: %+v, want two answered and the rest cut short", what, out)
+				}
+				if c.pipelines(ep) {
+					t.Fatalf("%s: pipelining right after the cut", what)
+				}
+			}
 			advance(time.Minute)
 			if !c.pipelines(ep) {
 				t.Fatal("a minute after the cut, still one request per exchange")
 			}
-			if out := c.postGroup(ctx, ep, "/proxy/step", bodiesN(4)); !errors.Is(out[2].err, errUnanswered) {
-				t.Fatalf("the second try: %+v, want it cut short again", out)
-			}
+			cutShort("the second try")
 			advance(time.Minute)
 			if c.pipelines(ep) {
 				t.Error("cut short twice in a row, pipelining came back after one minute, not two")
@@ -184,15 +196,73 @@ func TestHTTP1GroupCutShortByTheRecorder(t *testing.T) {
 			if !c.pipelines(ep) {
 				t.Fatal("two minutes after the second cut, still one request per exchange")
 			}
+			c.closeIdle()
 			if out := c.postGroup(ctx, ep, "/proxy/step", bodiesN(2)); out[1].err != nil || out[1].status != http.StatusOK {
 				t.Fatalf("a group of two: %+v, want both answered", out)
 			}
-			c.postGroup(ctx, ep, "/proxy/step", bodiesN(4)) // cut again
+			cutShort("after a group answered whole")
 			advance(time.Minute)
 			if !c.pipelines(ep) {
 				t.Error("after a group answered whole, a cut paused pipelining for more than a minute")
 			}
 		})
+	}
+}
+
+// Groups in flight together that one event cuts short (a recorder restarting under
+// the whole window) pause pipelining once, for a minute, not a minute doubled for each.
+func TestHTTP1GroupsCutTogetherPauseOnce(t *testing.T) {
+	ctx := testutil.Context(t)
+	const groups = 3
+	arrived := make(chan struct{}, groups)
+	release := make(chan struct{})
+	url := rawRecorder(t, func(conn int, c net.Conn, br *bufio.Reader) {
+		for i := 1; ; i++ {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			if i == 1 {
+				arrived <- struct{}{}
+				select { // every group is in flight before any is answered
+				case <-release:
+				case <-ctx.Done():
+					return
+				}
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+			if i == 2 {
+				return // two answered, the rest of the group cut short
+			}
+		}
+	})
+	c := newClient(tuning{}.withDefaults())
+	defer c.closeIdle()
+	var mu sync.Mutex
+	clock := time.Now()
+	c.h1.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	ep := &Endpoint{URL: url, Token: "t"}
+	var wg sync.WaitGroup
+	outs := make([][]response, groups)
+	for g := range groups {
+		wg.Go(func() { outs[g] = c.postGroup(ctx, ep, "/proxy/step", bodiesN(4)) })
+	}
+	for range groups {
+		testutil.Recv(t, arrived, "a group")
+	}
+	close(release)
+	wg.Wait()
+	for g, out := range outs {
+		if !errors.Is(out[2].err, errUnanswered) {
+			t.Fatalf("group %d: %+v, want it cut short", g, out)
+		}
+	}
+	mu.Lock()
+	clock = clock.Add(time.Minute)
+	mu.Unlock()
+	if !c.pipelines(ep) {
+		t.Error("three groups cut by one event paused pipelining for more than a minute")
 	}
 }
 

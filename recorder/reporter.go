@@ -4,7 +4,6 @@ package recorder
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -135,11 +134,14 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 		server:    cfg.Server,
 		log:       log,
 		hooks:     cfg.tuning.hooks,
-		window:    cmp.Or(cfg.tuning.writeWindow, writeWindow),
+		window:    writeWindow,
 		wake:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		committed: make(chan struct{}),
 		adoptDone: make(chan struct{}),
+	}
+	if cfg.tuning.writeWindow > 0 {
+		r.window = cfg.tuning.writeWindow
 	}
 
 	if cfg.Endpoint == nil {
@@ -406,6 +408,12 @@ func (r *Reporter) commitLoop() {
 		if written && syncC == nil {
 			syncT.Reset(syncWindow)
 			syncC = syncT.C
+		}
+		if written && waitC != nil && len(spoolEnt) == 0 {
+			// Written before the window's end (much waited, or Close): nothing is
+			// left for its timer.
+			waitT.Stop()
+			waitC = nil
 		}
 		if cap(lines) <= maxKeptLines {
 			// Written, or copied for delivery and the spool: the buffers are free.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -287,9 +288,17 @@ func TestSpoolWindowEndsByItself(t *testing.T) {
 	rec := recordertest.Start(t)
 	state := t.TempDir()
 	committed := newCounter()
+	const window = 200 * time.Millisecond
+	var mu sync.Mutex
+	var at []time.Time // when each write was done
 	cfg := recorderConfig(t, rec, state)
-	cfg.tuning.writeWindow = 20 * time.Millisecond
-	cfg.tuning.hooks.committed = committed.add
+	cfg.tuning.writeWindow = window
+	cfg.tuning.hooks.committed = func(n int) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		committed.add(n)
+	}
 	r := open(t, cfg)
 	if _, err := rec.WaitRegistrations(ctx, 1); err != nil {
 		t.Fatal(err)
@@ -301,8 +310,15 @@ func TestSpoolWindowEndsByItself(t *testing.T) {
 	}
 	r.Submit(recordertest.SampleStep("t", 2)) // inside the window the first write opened
 	if err := committed.wait(ctx, 2); err != nil {
-		t.Fatal(err)
+		t.Fatal(err) // the window's timer never wrote it
 	}
+	mu.Lock()
+	// The second write came at the window's end, not with its report (which a loaded
+	// machine may only submit after the window: then this holds too).
+	if d := at[1].Sub(at[0]); d < window-50*time.Millisecond {
+		t.Errorf("the second report was written %s after the first, inside the %s window", d, window)
+	}
+	mu.Unlock()
 	if reports, acks := spoolLines(t, spoolFiles(t, state)[0]); reports != 2 || acks != 0 {
 		t.Errorf("the spool file holds %d reports and %d done marks, want 2 and 0", reports, acks)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"runtime/pprof"
 )
 
@@ -26,6 +27,7 @@ func startProfile() (stop func()) {
 		if mem == "" {
 			return
 		}
+		runtime.GC() // the profile is of the last GC: have one cover the whole run
 		if f, err := os.Create(mem); err == nil {
 			pprof.Lookup("allocs").WriteTo(f, 0) //nolint:errcheck // a profile for a person to read
 			f.Close()
