@@ -164,9 +164,10 @@ func httpWorkloads(bins map[string]string, parts map[string]bool, n, pipeN, bigM
 		fmt.Printf("Remote upstream — 32 tools/call in flight (%d messages, interleaved in rounds):\n", pipeN)
 		tput := map[string]float64{}
 		cpu := map[string]time.Duration{}
-		const rounds = 5
-		for range rounds {
-			for _, v := range variants {
+		const rounds = 6 // even: each variant as often early in a round as late (roundOrder)
+		for round := range rounds {
+			for _, i := range roundOrder(len(variants), round) {
+				v := variants[i]
 				r, c := pipelined(v, pipeN/rounds, 32)
 				tput[v.name] += r / rounds
 				cpu[v.name] += c
