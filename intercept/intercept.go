@@ -239,6 +239,8 @@ type event struct {
 	timedOut bool
 	// top is where an evUpstream message's members lie, when the upstream's lex said.
 	top rpcSpans
+	// spared are the keys of the host's calls an evLost does not end (UpstreamLostSparing).
+	spared []string
 }
 
 // rpcSpans is where the JSON-RPC members of a message that is one object lie in it,

@@ -106,6 +106,9 @@ func (t *tracker) handle(ev event) {
 		jsonlex.EachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at, ownKey) })
 	case evLost:
 		for k, c := range t.calls {
+			if len(ev.spared) > 0 && isSpared(&ev, k) {
+				continue // held back from the lost server: the next one answers it
+			}
 			t.finish(c, ev.at, report.OutcomeUpstreamLost, nil, nil)
 			delete(t.calls, k)
 		}

@@ -55,6 +55,17 @@ type Interceptor interface {
 	UpstreamLost(at time.Time)
 }
 
+// SparingInterceptor is an Interceptor that can be told, when a server is replaced,
+// which of the host's requests in flight outlive it: held by the upstream while no
+// server could take them (upstream.Holder), they were never received by the server
+// that went away and will be answered by the next one. The relay calls
+// UpstreamLostSparing instead of UpstreamLost when there are such requests.
+type SparingInterceptor interface {
+	// UpstreamLostSparing is UpstreamLost, except for the calls whose raw ids are in
+	// spared: those go on.
+	UpstreamLostSparing(at time.Time, spared [][]byte)
+}
+
 // LexedInterceptor is an Interceptor that reads a host message from the relay's lex of
 // it (jsonlex.Line) rather than lexing it again: the host's path lexes each message
 // once, for interception, the relay's registry and the upstream (LexedWriter).
@@ -512,6 +523,14 @@ func (r *Relay) upstreamPump() error {
 				r.replaced(re)
 				continue
 			}
+			if ue, ok := upstream.IsUndelivered(err); ok {
+				// Messages the upstream held for a server that did not come back in
+				// time: answered as a write that failed would have been.
+				for _, m := range ue.Msgs {
+					r.answerUndelivered(m, "could not deliver the request to the server: "+ue.Reason)
+				}
+				continue
+			}
 			r.retireOwn(ErrUpstreamLost)
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -621,10 +640,20 @@ func (r *Relay) deliverOwn(msg, id []byte, readAt time.Time) bool {
 func (r *Relay) replaced(re *upstream.ReplacedError) {
 	r.sendMu.Lock()
 	lost := r.hostReqs.drain()
+	// The requests the upstream still holds never reached the server that went away:
+	// they are the next server's to answer, not losses (upstream.Holder).
+	var spared [][]byte
+	if h, ok := r.up.(upstream.Holder); ok {
+		lost, spared = r.spare(lost, h.Held())
+	}
 	orphans := r.serverReqs.drain()
 	r.retireOwn(fmt.Errorf("%w: %s", ErrUpstreamLost, re.Reason))
 	if r.ic != nil {
-		r.ic.UpstreamLost(time.Now())
+		if sp, ok := r.ic.(SparingInterceptor); ok && len(spared) > 0 {
+			sp.UpstreamLostSparing(time.Now(), spared)
+		} else {
+			r.ic.UpstreamLost(time.Now())
+		}
 	}
 	r.stale.addHost(lost)
 	r.stale.addServer(orphans)
@@ -641,6 +670,33 @@ func (r *Relay) replaced(re *upstream.ReplacedError) {
 	// Written after the lock: a host that is slow to read must not hold up its own
 	// requests' way to the new server.
 	r.answerHost(lost, re.Reason)
+}
+
+// spare splits lost, the host requests in flight when a server went away, into those
+// the server may have received and those in held, messages that reached no server:
+// the latter are registered in flight again, for the next server to answer.
+func (r *Relay) spare(lost, held [][]byte) (still, spared [][]byte) {
+	if len(held) == 0 {
+		return lost, nil
+	}
+	keys := make(map[string]bool)
+	for _, m := range held {
+		jsonlex.EachRPC(m, func(_ []byte, f jsonlex.Fields) {
+			if f.IsRequest() {
+				keys[jsonlex.IDKey(f.ID)] = true
+			}
+		})
+	}
+	still = lost[:0]
+	for _, id := range lost {
+		if keys[jsonlex.IDKey(id)] {
+			r.hostReqs.add(id)
+			spared = append(spared, id)
+		} else {
+			still = append(still, id)
+		}
+	}
+	return still, spared
 }
 
 // answerHost sends the host a JSON-RPC error for each request id.

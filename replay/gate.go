@@ -205,6 +205,12 @@ func (g *Gate) UpstreamLost(at time.Time) {
 	if g.inner != nil {
 		g.inner.UpstreamLost(at)
 	}
+	g.lostDispatches()
+}
+
+// lostDispatches tells the executor the server went away: dispatches still waiting to
+// be sent go nowhere now.
+func (g *Gate) lostDispatches() {
 	g.lostSeq.Store(g.seq.Add(1))
 	g.lostMu.Lock()
 	close(g.lostCh)

@@ -16,11 +16,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -134,9 +137,18 @@ type Conn struct {
 	cur      *gen          // the generation reads come from; nil between two
 	last     *gen          // the last generation started, for ExitCode
 	ready    chan struct{} // closed when st leaves stStarting
-	stateErr error         // why writes fail: stBetween, stDown
-	retryAt  time.Time     // stDown: when a write may ask for a start again
-	kick     chan struct{} // a write asks the reader for a start (stDown after CoolDown)
+	stateErr error         // why writes fail: stDown
+	// held are the host's messages accepted while no server could take them (between
+	// a server's death and the next one's handshake), oldest first: they go to the
+	// next server before anything written after them (upstream.Holder).
+	held      [][]byte
+	heldBytes int
+	heldSince time.Time // when the oldest was held
+	// flushMu is held while a held message is being written to a new server, so that
+	// Held never misses one that is neither held nor written.
+	flushMu sync.Mutex
+	retryAt time.Time     // stDown: when a write may ask for a start again
+	kick    chan struct{} // a write asks the reader for a start (stDown after CoolDown)
 
 	// Read side: touched by the reading goroutine only.
 	rcur     *gen              // cur, as the reader has it (no lock per message)
@@ -160,7 +172,7 @@ type state int
 
 const (
 	stUp       state = iota // cur serves; writes go to it
-	stBetween               // Read returned a ReplacedError; writes fail until Settled or Read
+	stBetween               // Read returned a ReplacedError; writes are held until the next server is up
 	stStarting              // a server is being started; writes wait (Policy.Wait)
 	stDown                  // given up; writes fail at once, until retryAt
 	stClosed
@@ -392,9 +404,12 @@ func (c *Conn) died(g *gen, readErr error) *upstream.ReplacedError {
 	c.mu.Lock()
 	c.cur = nil
 	if lost && c.st != stClosed {
+		if c.st == stStarting {
+			close(c.ready) // a flush to g was under way: its waiting writers now hold
+		}
 		c.serving.Store(nil)
 		c.st = stBetween
-		c.stateErr = errors.New(reason + "; it is being restarted")
+		c.stateErr = nil
 	} else {
 		c.startingLocked()
 	}
@@ -450,11 +465,18 @@ func (c *Conn) Settled() {
 }
 
 // restart starts servers until one is up, by the policy, and returns nil once it is;
-// it returns io.EOF when the session ends first. It runs on the reading goroutine,
+// it returns io.EOF when the session ends first, and an UndeliveredError when held
+// messages are due to be answered (it is called again after). It runs on the reading goroutine,
 // with no current generation.
 func (c *Conn) restart() error {
 	for {
-		if c.neverUp >= c.policy.GiveUpAfter || c.mismatch != nil {
+		giveUp := c.neverUp >= c.policy.GiveUpAfter || c.mismatch != nil
+		// What the host sent since the death waits Policy.Wait at most, as a write
+		// does, and not at all for a server that is given up on.
+		if msgs := c.expireHeld(giveUp); msgs != nil {
+			return &upstream.UndeliveredError{Msgs: msgs, Reason: fmt.Sprintf("server %s %s and was not back within %v", c.name, c.lastHow, c.policy.Wait)}
+		}
+		if giveUp {
 			if err := c.down(); err != nil {
 				return err
 			}
@@ -462,6 +484,9 @@ func (c *Conn) restart() error {
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:
+			case <-c.heldDue():
+				t.Stop()
+				continue
 			case <-c.ctx.Done():
 				t.Stop()
 				return io.EOF
@@ -673,7 +698,14 @@ func (c *Conn) up(g *gen) {
 	c.rcur = g
 	c.mu.Lock()
 	c.cur = g
-	c.leaveStartingLocked(stUp)
+	if len(c.held) > 0 {
+		// Writes keep waiting until what was held has gone first, in order. Written
+		// beside the reader: a server that answers as it reads would otherwise fill
+		// its stdout while we fill its stdin, and neither would move.
+		go c.flush(g)
+	} else {
+		c.leaveStartingLocked(stUp)
+	}
 	c.mu.Unlock()
 	if g.took {
 		c.announce(g)
@@ -791,7 +823,9 @@ func (c *Conn) write(msg []byte, lx *jsonlex.Line, hold bool) error {
 	g := c.serving.Load()
 	if g == nil {
 		var err error
-		if g, err = c.writable(); err != nil {
+		if g, err = c.writable(); err == errHold {
+			return c.hold(msg)
+		} else if err != nil {
 			return err
 		}
 	}
@@ -811,14 +845,128 @@ func (c *Conn) write(msg []byte, lx *jsonlex.Line, hold bool) error {
 		err = g.conn.Write(msg)
 	}
 	if err != nil {
-		if d, ok := g.conn.(upstream.ExitDescriber); ok && d.Exited() {
-			// The server died and its reader has not said so yet: say why rather than
-			// "broken pipe" (its stderr is read to its end by then, or within a moment).
-			return fmt.Errorf("server %s %s%s; it is being restarted", c.name, d.ExitReason(), stderrNote(quoteLines(d.StderrTail(3))))
+		if gone(g, err) {
+			// The server died and its reader has not said so yet. It never got this
+			// message: the next server does (its reader settles the rest).
+			return c.hold(msg)
 		}
 		return err
 	}
 	return nil
+}
+
+// gone reports whether a write to g failed because its server is gone: it exited, or
+// closed the pipe we write to.
+func gone(g *gen, err error) bool {
+	if d, ok := g.conn.(upstream.ExitDescriber); ok && d.Exited() {
+		return true
+	}
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed) || errors.Is(err, io.ErrClosedPipe)
+}
+
+// errHold is writable's word that the write is to be held for the next server.
+var errHold = errors.New("hold for the next server")
+
+// Bounds on what is held for the next server: a host that goes on sending while its
+// server is down must not grow the proxy without end. Past them a write fails, and
+// its writer answers it.
+const (
+	maxHeld      = 4096
+	maxHeldBytes = 64 << 20
+)
+
+// hold keeps msg for the next server (upstream.Holder).
+func (c *Conn) hold(msg []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.st == stClosed:
+		return ErrClosed
+	case len(c.held) >= maxHeld || c.heldBytes+len(msg) > maxHeldBytes:
+		return fmt.Errorf("server %s is being restarted, and %d messages (%d bytes) already wait for it", c.name, len(c.held), c.heldBytes)
+	}
+	if len(c.held) == 0 {
+		c.heldSince = time.Now()
+	}
+	c.held = append(c.held, msg)
+	c.heldBytes += len(msg)
+	return nil
+}
+
+// Held returns the messages held for the next server (upstream.Holder).
+func (c *Conn) Held() [][]byte {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.held)
+}
+
+// flush writes the held messages to g, the server just up, oldest first, then lets
+// the writers waiting for it go on. It stops, leaving the rest held, when g is no
+// longer current (it died: its reader settles that) or the session ends.
+func (c *Conn) flush(g *gen) {
+	for {
+		c.flushMu.Lock()
+		c.mu.Lock()
+		if c.cur != g || c.st != stStarting {
+			c.mu.Unlock()
+			c.flushMu.Unlock()
+			return
+		}
+		if len(c.held) == 0 {
+			c.heldBytes = 0
+			c.leaveStartingLocked(stUp)
+			c.mu.Unlock()
+			c.flushMu.Unlock()
+			return
+		}
+		msg := c.held[0]
+		c.mu.Unlock()
+		c.setup.FromHost(msg)
+		g.wrote.Store(true)
+		err := g.conn.Write(msg)
+		if err == nil {
+			c.mu.Lock()
+			c.held[0] = nil
+			c.held = c.held[1:]
+			c.heldBytes -= len(msg)
+			c.mu.Unlock()
+		}
+		c.flushMu.Unlock()
+		if err != nil {
+			if !gone(g, err) {
+				c.log.Warn("could not write a held message to the new server", "err", err)
+			}
+			return // g's reader finds it dead; what is left waits for the next one
+		}
+	}
+}
+
+// expireHeld takes what has been held longer than the policy's wait, or everything
+// when all is set, for the reader to answer (nil when nothing is due).
+func (c *Conn) expireHeld(all bool) [][]byte {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.held) == 0 || (!all && time.Since(c.heldSince) < c.policy.Wait) {
+		return nil
+	}
+	msgs := c.held
+	c.held, c.heldBytes = nil, 0
+	return msgs
+}
+
+// heldDue is when what is held is due to be answered, or nil when nothing is held.
+func (c *Conn) heldDue() <-chan time.Time {
+	c.mu.Lock()
+	n, since := len(c.held), c.heldSince
+	c.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	return time.After(max(time.Until(since.Add(c.policy.Wait)), 0))
 }
 
 // writable returns the generation a write goes to, waiting for one being started.
@@ -832,9 +980,14 @@ func (c *Conn) writable() (*gen, error) {
 			c.mu.Unlock()
 			return g, nil
 		case stBetween:
-			err := c.stateErr
 			c.mu.Unlock()
-			return nil, err
+			return nil, errHold
+		case stStarting:
+			if len(c.held) > 0 {
+				// Behind what is held already, in order.
+				c.mu.Unlock()
+				return nil, errHold
+			}
 		case stClosed:
 			c.mu.Unlock()
 			return nil, ErrClosed

@@ -58,6 +58,24 @@ func (d *dialer) Dial(ctx context.Context) (upstream.Conn, error) {
 
 func newFixture(t *testing.T, p Policy, first, then []string) *fixture {
 	t.Helper()
+	return newFixtureReader(t, p, first, then, func(f *fixture, err error) bool {
+		if re, ok := upstream.IsReplaced(err); ok {
+			// As the relay does: settled before anyone hears of the loss, so a
+			// test that writes the moment it does is not racing the next Read.
+			f.c.Settled()
+			f.lost <- re.Reason
+			f.c.Settled()
+			return true
+		}
+		_, ok := upstream.IsUndelivered(err) // as the relay does, answered and read on
+		return ok
+	})
+}
+
+// newFixtureReader is newFixture whose reader gives every Read error to signal first:
+// it returns true for a signal it handled, after which the reader reads on.
+func newFixtureReader(t *testing.T, p Policy, first, then []string, signal func(*fixture, error) bool) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	f := &fixture{
 		t: t, dir: dir,
@@ -83,12 +101,7 @@ func newFixture(t *testing.T, p Policy, first, then []string) *fixture {
 	go func() {
 		for {
 			msg, err := f.c.Read()
-			if re, ok := upstream.IsReplaced(err); ok {
-				// As the relay does: settled before anyone hears of the loss, so a
-				// test that writes the moment it does is not racing the next Read.
-				f.c.Settled()
-				f.lost <- re.Reason
-				f.c.Settled()
+			if err != nil && signal(f, err) {
 				continue
 			}
 			if err != nil {

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestReviveSoakInFlight is TestReviveSoak with 2 and with 8 calls in flight: a host
+// that does not wait for each answer before its next call. While a crashed server is
+// being replaced, what the host sends must wait for the new server, not fail: only the
+// calls the dead server had received (at most those in flight, and the one that made
+// it crash) may be answered with an error.
+func TestReviveSoakInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak")
+	}
+	for _, inFlight := range []int{2, 8} {
+		t.Run(strconv.Itoa(inFlight), func(t *testing.T) {
+			t.Parallel()
+			reviveSoakInFlight(t, inFlight)
+		})
+	}
+}
+
+func reviveSoakInFlight(t *testing.T, inFlight int) {
+	f := newReviveFixture(t)
+	// Recording to the journal: a call held back from a dead server and answered by the
+	// next one must be reported once, as answered, not as lost.
+	state := t.TempDir()
+	env := []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL="}
+	s := startProxyIn(t, t.TempDir(), env, f.args([]string{"--log-level", "debug"}, "--reply", "--crash-every", "50", "--exit-code", "1")...)
+	s.setUp()
+	pid := s.Cmd.Process.Pid
+	const calls = 5000
+	const first = 100
+	// The host: a call goes as soon as fewer than inFlight are unanswered. Sends run
+	// on their own goroutine so that reading answers never waits on a write.
+	slots := make(chan struct{}, inFlight)
+	sent := make(chan error, 1)
+	go func() {
+		for i := 1; i <= calls; i++ {
+			slots <- struct{}{}
+			if _, err := fmt.Fprintf(s.Stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"n":%d}}}`+"\n", first+i, i); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	var errs int
+	var errRuns []string
+	answered := make(map[int]bool)
+	var early, late procUsage
+	for len(answered) < calls {
+		msg, err := s.out.Read()
+		if err != nil {
+			t.Fatalf("after %d answers: %v (stderr: %s)", len(answered), err, s.Stderr.String())
+		}
+		checkHostLine(t, msg)
+		idText, ok := jsonID(msg)
+		if !ok {
+			continue // a notification
+		}
+		id, err := strconv.Atoi(idText)
+		if err != nil || id <= first || id > first+calls {
+			t.Fatalf("an answer with an id the host never used: %s", msg)
+		}
+		if answered[id] {
+			t.Fatalf("a second answer to call %d: %s", id, msg)
+		}
+		answered[id] = true
+		<-slots
+		if isError(string(msg)) {
+			errs++
+			if len(errRuns) < 5 {
+				errRuns = append(errRuns, string(msg))
+			}
+		} else if !echoes(msg, id-first) {
+			t.Fatalf("the answer to call %d does not echo its arguments: %s", id, msg)
+		}
+		// The least over a window of answers: with calls in flight a sample can fall
+		// inside a restart, while one server's pipes close and the next one's open.
+		switch n := len(answered); {
+		case n >= 1000 && n < 1100 && n%10 == 0:
+			early = leastUsage(early, procUsageOf(t, pid))
+		case n >= calls-110 && n < calls-10 && n%10 == 0:
+			late = leastUsage(late, procUsageOf(t, pid))
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatalf("sending: %v", err)
+	}
+	// Each server dies on the 50th call it receives; a call it had in its pipe when it
+	// died is its loss too, so the calls that got through make the crash count.
+	crashes := len(f.startPids(t)) - 1
+	if want := (calls - errs) / 50; crashes < want-1 {
+		t.Fatalf("%d crashes for %d calls answered, want about %d: the fixture did not crash as told", crashes, calls-errs, want)
+	}
+	if max := crashes * (inFlight + 1); errs > max {
+		t.Errorf("%d of %d calls answered with an error over %d crashes, want at most %d (calls in flight + 1 per crash); some: %q", errs, calls, crashes, max, errRuns)
+	}
+	if late.fds > early.fds+2 || late.threads > early.threads+2 {
+		t.Errorf("the proxy grew: after 1,000 calls %+v, after 5,000 %+v", early, late)
+	}
+	gs := goroutineCounts(s.Stderr.String())
+	if len(gs) < 40 {
+		t.Fatalf("%d revival lines with goroutine counts", len(gs))
+	}
+	if first, last := maxOf(gs[:20]), maxOf(gs[len(gs)-20:]); last > first+3 {
+		t.Errorf("goroutines grew from %d to %d across revivals", first, last)
+	}
+	t.Logf("%d in flight: %d errors over %d crashes (%d calls)", inFlight, errs, crashes, calls)
+	s.Stdin.Close()
+	s.ExitCode() // the last server's status: it may have just crashed
+	data, err := os.ReadFile(filepath.Join(state, "bir-proxy", "journal", "raw.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcomes := make(map[string]int)
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r struct{ Outcome string }
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("journal line %q: %v", l, err)
+		}
+		outcomes[r.Outcome]++
+	}
+	if outcomes["ok"] != calls-errs || outcomes["upstream_lost"] != errs || len(outcomes) != 2 {
+		t.Errorf("journal outcomes %v, want ok %d and upstream_lost %d", outcomes, calls-errs, errs)
+	}
+}
+
+// echoes reports whether a tools/call answer from rawserver's echo carries the
+// arguments {"n":n} it was called with.
+func echoes(msg []byte, n int) bool {
+	var a struct {
+		Result struct {
+			Content []struct{ Text string } `json:"content"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(msg, &a) != nil || len(a.Result.Content) == 0 {
+		return false
+	}
+	return strings.Contains(a.Result.Content[0].Text, `"n":`+strconv.Itoa(n)+`}`)
+}
+
+// leastUsage is the smaller of two samples, field by field (a zero a is none yet).
+func leastUsage(a, b procUsage) procUsage {
+	if a == (procUsage{}) {
+		return b
+	}
+	return procUsage{fds: min(a.fds, b.fds), threads: min(a.threads, b.threads)}
+}
