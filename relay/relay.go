@@ -182,6 +182,9 @@ type Relay struct {
 	staleCount           atomic.Int64 // ids in stale; 0 almost always, then nothing is looked up
 
 	collecting atomic.Bool
+	// abandoned is set when Run returned without the upstream pump, stuck in a write
+	// to the host: once that write returns, the pump stops at once.
+	abandoned atomic.Bool
 
 	hostDone chan struct{} // closed when the host pump has returned
 	hostErr  error
@@ -294,17 +297,44 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.log.Warn("host connection failed; closing the server", "err", r.hostErr)
 		}
 		r.up.Close()
-		err := <-upDone
+		err := r.waitPump(upDone)
 		if r.hostErr != nil {
 			return r.hostErr
 		}
 		return err
 	case <-ctx.Done():
 		r.up.Close()
-		<-upDone
+		r.waitPump(upDone)
 		return ctx.Err()
 	}
 }
+
+// pumpGrace bounds how long Run waits for the upstream pump once the upstream is
+// closed (the server has ended): what it sent last goes to the host in that time,
+// unless the host is not reading. Long enough for a host that reads to take the
+// largest message; short enough that a stop stays within --stop-grace, the
+// SIGTERM→SIGKILL step and a second (docs/processes.md).
+const pumpGrace = time.Second
+
+// waitPump waits for the upstream pump to end after the upstream was closed. A pump
+// still running after pumpGrace is stuck writing to a host that does not read (the
+// upstream is closed, so it is not reading from it): Run returns without it, or the
+// proxy would never exit. The pump touches nothing after its write (abandoned).
+func (r *Relay) waitPump(upDone <-chan error) error {
+	t := time.NewTimer(pumpGrace)
+	defer t.Stop()
+	select {
+	case err := <-upDone:
+		return err
+	case <-t.C:
+		r.abandoned.Store(true)
+		r.log.Warn("the host is not reading what the server sent; ending the session without it")
+		return errHostNotReading
+	}
+}
+
+// errHostNotReading is how a session ends whose host stopped reading.
+var errHostNotReading = errors.New("the host stopped reading its input (the proxy's stdout)")
 
 // stop ends the host pump's part in the session and joins it where its read can be
 // interrupted.
@@ -550,6 +580,9 @@ func (r *Relay) upstreamPump() error {
 		}
 		if err := write(msg); err != nil {
 			return fmt.Errorf("writing to the host: %w", err)
+		}
+		if r.abandoned.Load() {
+			return errHostNotReading // Run has returned: the interceptor may be closed
 		}
 		switch {
 		case r.luc != nil:

@@ -322,7 +322,7 @@ func runProxy(c *cli, args []string) int {
 		if ex := replaying.Load(); ex != nil {
 			ex.Stop()
 		}
-	}, logger)
+	}, stop, logger)
 
 	ic := intercept.New(intercept.Options{
 		CorrelationKey: f.correlationKey,
@@ -357,7 +357,8 @@ func runProxy(c *cli, args []string) int {
 	}
 	err = r.Run(ctx)
 	switch {
-	case err == nil, errors.Is(err, relay.ErrUpstreamEnded):
+	case err == nil, errors.Is(err, relay.ErrUpstreamEnded), errors.Is(err, context.Canceled):
+		// Canceled: a signal stopped the server, and said so.
 	default:
 		logger.Warn("session ended", "err", err)
 	}

@@ -23,9 +23,9 @@ func catchSignals() chan os.Signal {
 }
 
 // stopOnSignal turns SIGINT/SIGTERM/SIGHUP into the immediate stop sequence (SPEC §6),
-// calling stopReplay first. A caught SIGPIPE needs nothing: a write to a closed host
+// calling stopReplay first and endSession once the server is stopped. A caught SIGPIPE needs nothing: a write to a closed host
 // just fails and the session ends normally.
-func stopOnSignal(ctx context.Context, sigs chan os.Signal, conn upstream.Conn, stopReplay func(), logger *slog.Logger) {
+func stopOnSignal(ctx context.Context, sigs chan os.Signal, conn upstream.Conn, stopReplay, endSession func(), logger *slog.Logger) {
 	defer signal.Stop(sigs)
 	for {
 		select {
@@ -38,11 +38,17 @@ func stopOnSignal(ctx context.Context, sigs chan os.Signal, conn upstream.Conn, 
 			logger.Info("stopping the server", "signal", s.String())
 			// Before the server is stopped: its dispatches then end as cancelled.
 			stopReplay()
-			if t, ok := conn.(upstream.Terminator); ok {
-				go t.Terminate()
-			} else {
-				go conn.Close()
-			}
+			go func() {
+				if t, ok := conn.(upstream.Terminator); ok {
+					t.Terminate()
+				} else {
+					conn.Close()
+				}
+				// The server is stopped; the session ends now even if a pump is stuck
+				// (a host that stopped reading): the relay waits a moment for what the
+				// server sent last, and no more.
+				endSession()
+			}()
 		}
 	}
 }
