@@ -161,6 +161,10 @@ type Relay struct {
 	ownPending atomic.Int64
 	mu         sync.Mutex
 	waiters    map[string]*waiter // by the own id, decoded
+	// ended is set, under mu, once the upstream's read side has ended for good: a
+	// Call from then on fails at once rather than wait for an answer that cannot come
+	// (x/tools' jsonrpc2_v2 refuses at registration the same way).
+	ended error
 
 	// sendMu is held while a message is intercepted and written to the upstream, by
 	// the host pump and by Call. It orders those writes against the upstream pump's
@@ -561,6 +565,9 @@ func (r *Relay) upstreamPump() error {
 				}
 				continue
 			}
+			r.mu.Lock()
+			r.ended = fmt.Errorf("%w: %v", ErrUpstreamLost, err)
+			r.mu.Unlock()
 			r.retireOwn(ErrUpstreamLost)
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -795,6 +802,11 @@ func (r *Relay) Call(ctx context.Context, req Request) ([]byte, error) {
 	idJSON := jsonlex.AppendString(nil, id)
 	w := &waiter{ch: make(chan callResult, 1)}
 	r.mu.Lock()
+	if r.ended != nil {
+		err := r.ended
+		r.mu.Unlock()
+		return nil, fmt.Errorf("sending %s to the upstream: %w", req.Method, err)
+	}
 	r.waiters[id] = w
 	r.ownPending.Add(1)
 	r.mu.Unlock()

@@ -363,3 +363,30 @@ func TestOwnRequestIsReportedWithItsOrigin(t *testing.T) {
 		t.Fatalf("host got %s", got)
 	}
 }
+
+// TestCallAfterTheLossFailsAtOnce: once the upstream's read side has ended for good, a
+// Call fails at once with ErrUpstreamLost, even with a context that never ends: it is
+// refused at registration, not left waiting for an answer nobody will read.
+func TestCallAfterTheLossFailsAtOnce(t *testing.T) {
+	raw := testutil.Build(t, "./testdata/rawserver")
+	proc, err := upstream.Start(upstream.Command{Path: raw, Args: []string{"--reply"}, Name: "raw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Close()
+	r, host := wireConn(t, proc, nil)
+	if err := syscall.Kill(proc.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.runErr(t); !errors.Is(err, relay.ErrUpstreamEnded) {
+		t.Fatalf("Run returned %v, want ErrUpstreamEnded", err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.Call(context.Background(), relay.Request{Method: "tools/call", Params: []byte(`{"name":"echo","arguments":{}}`)})
+		errc <- err
+	}()
+	if err := testutil.Recv(t, errc, "a Call after the loss to fail"); !errors.Is(err, relay.ErrUpstreamLost) {
+		t.Fatalf("Call after the loss returned %v, want ErrUpstreamLost", err)
+	}
+}
