@@ -23,6 +23,7 @@ import (
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/replay"
 	"github.com/bir-dev/bir-proxy/revive"
+	"github.com/bir-dev/bir-proxy/servername"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
@@ -35,7 +36,7 @@ func main() {
 		// race-detector build os.Exit sleeps a second first (GORACE atexit_sleep_ms),
 		// which made the proxy's exit after a host closed stdin take over the two
 		// seconds an SDK host waits before it sends SIGTERM.
-		syscall.Exit(runSupervise(os.Args[2:]))
+		syscall.Exit(upstream.Supervise(os.Args[2:]))
 	}
 	os.Exit(run(os.Args[1:]))
 }
@@ -174,7 +175,7 @@ func parseProxyFlags(c *cli, args []string) (f *proxyFlags, code int, ok bool) {
 		return nil, c.usageError("", errors.New("no server command: give it after the flags, e.g. bir-proxy --server everything npx -y @modelcontextprotocol/server-everything (or give --url)")), false
 	}
 	if f.server == "" {
-		f.server = defaultServerName(f.command)
+		f.server = servername.Default(f.command)
 	}
 	return f, 0, true
 }

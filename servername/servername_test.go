@@ -1,4 +1,4 @@
-package main
+package servername
 
 import (
 	"strings"
@@ -51,7 +51,7 @@ func TestDefaultServerName(t *testing.T) {
 		if strings.HasPrefix(cmd, "sh -c") {
 			argv = []string{"sh", "-c", "npx -y @x/in-shell"}
 		}
-		if got := defaultServerName(argv); got != want {
+		if got := Default(argv); got != want {
 			t.Errorf("%s: %q, want %q", cmd, got, want)
 		}
 	}
@@ -64,7 +64,7 @@ func FuzzServerName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, cmdline string) {
-		name := defaultServerName(strings.Split(cmdline, "\x00"))
+		name := Default(strings.Split(cmdline, "\x00"))
 		if name == "" || strings.ContainsAny(name, `/\`) || strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 			t.Fatalf("%q named %q", cmdline, name)
 		}

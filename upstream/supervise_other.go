@@ -1,14 +1,14 @@
 //go:build !linux
 
-package main
+package upstream
 
 import (
 	"fmt"
 	"os"
 )
 
-// runSupervise exists only on Linux; upstream never starts a supervisor elsewhere.
-func runSupervise([]string) int {
+// Supervise exists only on Linux; a Command never starts a supervisor elsewhere.
+func Supervise([]string) int {
 	fmt.Fprintln(os.Stderr, "bir-proxy: __supervise is internal, and only used on Linux")
 	return 2
 }

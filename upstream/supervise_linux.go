@@ -1,11 +1,11 @@
-package main
+package upstream
 
 import (
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
+	ossignal "os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,13 +14,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// runSupervise is bir-proxy re-executed as the supervisor of one server (see
-// upstream.Command.Supervisor): a child subreaper between the proxy and the server, so
+// Supervise is the program re-executed as the supervisor of one server (see
+// Command.Supervisor; the proxy runs it for SuperviseArg): a child subreaper between the proxy and the server, so
 // that every process the server starts — a launcher's real server, a detached
 // daemon — becomes ours when its parent dies, and is ended with the session, even
 // when the proxy itself is killed with SIGKILL (SPEC §6). Its stdio is the server's;
 // it writes nothing but a failure to start, and exits the way the server did.
-func runSupervise(args []string) int {
+func Supervise(args []string) int {
 	if len(args) < 2 || args[0] != "--" {
 		fmt.Fprintln(os.Stderr, "bir-proxy: __supervise is internal: bir-proxy __supervise -- PROGRAM [ARGS...]")
 		return 2
@@ -34,7 +34,7 @@ func runSupervise(args []string) int {
 	// SIGUSR2: the proxy died (our parent-death signal) or asks for everything to end.
 	// SIGTERM, SIGINT, SIGHUP reach the server through the process group we share; the
 	// supervisor outlives them, so it can end what the server leaves behind.
-	signal.Notify(sigs, syscall.SIGUSR2, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	ossignal.Notify(sigs, syscall.SIGUSR2, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	if os.Getppid() != parent {
 		return 128 + int(syscall.SIGKILL) // the proxy died before we could hear it
 	}
@@ -149,7 +149,7 @@ func passOn(st *os.ProcessState) int {
 	}
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		sig := ws.Signal()
-		signal.Reset(sig)
+		ossignal.Reset(sig)
 		_ = syscall.Kill(os.Getpid(), sig)
 		time.Sleep(100 * time.Millisecond) // the signal is delivered; not reached for a fatal one
 		return 128 + int(sig)

@@ -1,16 +1,18 @@
-package main
+// Package servername derives a server's name from the command line that runs it:
+// the --server default of the proxy, and the name wrap gives an entry's reports.
+package servername
 
 import (
 	"path"
 	"strings"
 )
 
-// defaultServerName is the --server default: the name of what the command
+// Default is the --server default: the name of what the command
 // runs rather than of the launcher that runs it, so that reports from
 // `npx -y @modelcontextprotocol/server-github` say "server-github" and not
 // "npx" (which every other npm server would share). It is never empty and
 // never holds a path separator.
-func defaultServerName(argv []string) string {
+func Default(argv []string) string {
 	if name := launchedName(argv, 0); name != "" {
 		return name
 	}
