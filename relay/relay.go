@@ -186,6 +186,11 @@ type Relay struct {
 	staleCount           atomic.Int64 // ids in stale; 0 almost always, then nothing is looked up
 
 	collecting atomic.Bool
+	// endedWhy, under sendMu, is the reason a server that ended before serving the
+	// session gave (upstream.EndedError): while it is set, each host request is
+	// answered with it and goes nowhere. endedAnswer says one was.
+	endedWhy    string
+	endedAnswer chan struct{}
 	// abandoned is set when Run returned without the upstream pump, stuck in a write
 	// to the host: once that write returns, the pump stops at once.
 	abandoned atomic.Bool
@@ -234,23 +239,24 @@ func New(o Options) *Relay {
 		opts = append(opts, framing.WithSlab())
 	}
 	return &Relay{
-		hostIn:     framing.NewReader(o.HostIn, opts...),
-		hostSrc:    o.HostIn,
-		hostOut:    framing.NewWriter(o.HostOut),
-		up:         o.Upstream,
-		batch:      batch,
-		lw:         lw,
-		lr:         lr,
-		ic:         o.Intercept,
-		lic:        lic,
-		luc:        luc,
-		clock:      !passive,
-		log:        log,
-		idPrefix:   prefix,
-		waiters:    make(map[string]*waiter),
-		hostReqs:   newPending(),
-		serverReqs: newPending(),
-		hostDone:   make(chan struct{}),
+		hostIn:      framing.NewReader(o.HostIn, opts...),
+		hostSrc:     o.HostIn,
+		hostOut:     framing.NewWriter(o.HostOut),
+		up:          o.Upstream,
+		batch:       batch,
+		lw:          lw,
+		lr:          lr,
+		ic:          o.Intercept,
+		lic:         lic,
+		luc:         luc,
+		clock:       !passive,
+		log:         log,
+		idPrefix:    prefix,
+		waiters:     make(map[string]*waiter),
+		hostReqs:    newPending(),
+		serverReqs:  newPending(),
+		hostDone:    make(chan struct{}),
+		endedAnswer: make(chan struct{}, 1),
 	}
 }
 
@@ -391,10 +397,29 @@ func (r *Relay) now() time.Time {
 
 // forward sends one host message upstream; it returns false once Run has ended.
 func (r *Relay) forward(msg []byte, readAt time.Time) bool {
+	ok, ended := r.forwardLocked(msg, readAt)
+	if ended != nil {
+		// Written outside sendMu: a host that is slow to read must not hold the lock
+		// the end of Run takes.
+		r.answerInstead(ended.ids, ended.reason)
+	}
+	return ok
+}
+
+// endedRequests are host requests to be answered with the reason a server that
+// ended before serving the session gave.
+type endedRequests struct {
+	ids    [][]byte
+	reason string
+}
+
+// forwardLocked is forward under sendMu, but for the answers to requests after an
+// upstream.EndedError, which it returns.
+func (r *Relay) forwardLocked(msg []byte, readAt time.Time) (bool, *endedRequests) {
 	r.sendMu.Lock()
 	defer r.sendMu.Unlock()
 	if r.stopped {
-		return false
+		return false, nil
 	}
 	// One lex of the message for everyone on this path: interception, the registry,
 	// the upstream. An interceptor that cannot read it edits first, and what it
@@ -408,11 +433,25 @@ func (r *Relay) forward(msg []byte, readAt time.Time) bool {
 		}
 		r.lx.Lex(msg)
 	}
+	if r.endedWhy != "" {
+		// The server ended before serving the session: the host is told why, request
+		// by request (upstream.EndedError).
+		if r.ic != nil {
+			r.ic.Forwarded(time.Now())
+		}
+		e := &endedRequests{reason: r.endedWhy}
+		jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
+			if f.IsRequest() {
+				e.ids = append(e.ids, f.ID)
+			}
+		})
+		return true, e
+	}
 	if r.staleCount.Load() > 0 && r.belongsToOldServer(msg) {
 		if r.ic != nil {
 			r.ic.Forwarded(time.Now())
 		}
-		return true
+		return true, nil
 	}
 	r.noteHost(msg, &r.lx)
 	// The send time is taken as the write starts: an answer can be read before a
@@ -441,7 +480,7 @@ func (r *Relay) forward(msg []byte, readAt time.Time) bool {
 		r.log.Debug("could not forward a host message", "err", werr)
 		r.answerUndelivered(msg, "could not deliver the request to the server: "+werr.Error())
 	}
-	return true
+	return true, nil
 }
 
 // refuseTooLong answers for a host message dropped for its size, which would otherwise
@@ -513,7 +552,7 @@ func (r *Relay) answerUndelivered(msg []byte, reason string) {
 			ids = append(ids, f.ID)
 		}
 	})
-	r.answerHost(ids, reason)
+	r.answerInstead(ids, reason)
 }
 
 // belongsToOldServer reports whether msg, a single message from the host, is meant
@@ -556,6 +595,10 @@ func (r *Relay) upstreamPump() error {
 			if re, ok := upstream.IsReplaced(err); ok {
 				r.replaced(re)
 				continue
+			}
+			if ee, ok := upstream.IsEnded(err); ok {
+				r.endedBeforeServing(ee)
+				return nil
 			}
 			if ue, ok := upstream.IsUndelivered(err); ok {
 				// Messages the upstream held for a server that did not come back in
@@ -737,6 +780,75 @@ func (r *Relay) spare(lost, held [][]byte) (still, spared [][]byte) {
 		}
 	}
 	return still, spared
+}
+
+// Windows in which the host's requests are answered after a server ended before
+// serving the session. A host writes initialize the moment it has started the proxy,
+// so the first request comes within milliseconds; after an answer, a short settle
+// catches a request written alongside (a batch, a ping) before the session ends.
+const (
+	endedWindow = 2 * time.Second
+	endedSettle = 100 * time.Millisecond
+)
+
+// endedBeforeServing settles a server that ended before it served the session
+// (upstream.EndedError): every request in flight is answered with the reason, and so
+// is each one the host sends until endedWindow has passed with none, or endedSettle
+// after the last answer. Then the session ends, as for a server that went away.
+func (r *Relay) endedBeforeServing(ee *upstream.EndedError) {
+	r.mu.Lock()
+	r.ended = fmt.Errorf("%w: %s", ErrUpstreamLost, ee.Reason)
+	r.mu.Unlock()
+	r.retireOwn(ErrUpstreamLost)
+	r.log.Warn("the server went away before answering; the host's requests get the reason", "reason", ee.Reason, "requests", r.hostReqs.len())
+	select {
+	case <-r.endedAnswer: // an answer of before: not one of these
+	default:
+	}
+	r.sendMu.Lock()
+	r.endedWhy = ee.Reason
+	lost := r.hostReqs.drain()
+	r.sendMu.Unlock()
+	r.answerInstead(lost, ee.Reason)
+	wait := endedWindow
+	if len(lost) > 0 {
+		wait = endedSettle
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.endedAnswer:
+			t.Reset(endedSettle)
+		case <-t.C:
+			return
+		case <-r.hostDone:
+			return
+		}
+	}
+}
+
+// answerInstead answers the host's requests ids, which no server will, with reason;
+// interception records each as answered so (an rpc_error with the cause), at once
+// rather than as lost when the session ends. The host pump and the upstream pump may
+// both call it.
+func (r *Relay) answerInstead(ids [][]byte, reason string) {
+	for _, id := range ids {
+		answer := ErrorResponse(id, ServerErrorCode, reason)
+		if err := r.hostOut.Write(answer); err != nil {
+			r.log.Debug("could not answer the host", "err", err)
+			return
+		}
+		if r.ic != nil {
+			r.ic.FromUpstream(answer, time.Now())
+		}
+	}
+	if len(ids) > 0 {
+		select {
+		case r.endedAnswer <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // answerHost sends the host a JSON-RPC error for each request id.

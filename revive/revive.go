@@ -50,6 +50,12 @@ type Policy struct {
 	// Handshake bounds how long a new server may take to answer the replayed
 	// initialize (and its own requests may go unanswered before they are forgotten).
 	Handshake time.Duration
+	// NoRestart is --no-revive: a server that dies is not started again. One that
+	// had answered something ends the session (Read returns io.EOF); one that had
+	// not ends it after telling the host why (an upstream.EndedError with
+	// Options.Cause), since a server that dies at its start is a configuration to
+	// fix and its stderr is shown to almost nobody.
+	NoRestart bool
 }
 
 // DefaultPolicy is the policy of docs/revive.md.
@@ -88,6 +94,7 @@ func (p Policy) withDefaults() Policy {
 	if p.Handshake > 0 {
 		d.Handshake = p.Handshake
 	}
+	d.NoRestart = p.NoRestart
 	return d
 }
 
@@ -107,6 +114,10 @@ type Options struct {
 	// names when a revival listed them. It runs on the reading goroutine and must not
 	// wait.
 	Revived func(report.ServerFacts)
+	// Cause, when set, says why a server that died before answering anything went
+	// away, for the host (Policy.NoRestart); it may wait, boundedly, for the exit
+	// status. Without it the reason is the one of a revival's error answers.
+	Cause func(upstream.Conn) string
 }
 
 // Conn is an upstream.Conn that outlives the servers behind it. It is an
@@ -118,6 +129,7 @@ type Conn struct {
 	policy  Policy
 	log     *slog.Logger
 	revived func(report.ServerFacts)
+	cause   func(upstream.Conn) string
 	setup   *upstream.Setup
 
 	ctx     context.Context // ended by Close or Terminate: every wait of ours ends with it
@@ -175,6 +187,7 @@ const (
 	stBetween               // Read returned a ReplacedError; writes are held until the next server is up
 	stStarting              // a server is being started; writes wait (Policy.Wait)
 	stDown                  // given up; writes fail at once, until retryAt
+	stGone                  // Policy.NoRestart and the server died: writes fail at once, for good
 	stClosed
 )
 
@@ -193,6 +206,8 @@ type gen struct {
 	readyIn  time.Duration
 	// wrote is set by writers: something reached it, so its end loses requests.
 	wrote atomic.Bool
+	// servedAny is served, for writers.
+	servedAny atomic.Bool
 }
 
 type ownKind int
@@ -221,6 +236,7 @@ func New(first upstream.Conn, o Options) *Conn {
 		policy:  o.Policy.withDefaults(),
 		log:     o.Logger,
 		revived: o.Revived,
+		cause:   o.Cause,
 		setup:   upstream.NewSetup(),
 		ctx:     ctx,
 		cancel:  cancel,
@@ -290,7 +306,11 @@ func (c *Conn) read(lx *jsonlex.Line) ([]byte, error) {
 	if c.st == stBetween {
 		c.startingLocked()
 	}
+	gone := c.st == stGone
 	c.mu.Unlock()
+	if gone {
+		return nil, io.EOF
+	}
 	for {
 		if len(c.out) > 0 {
 			msg := c.out[0]
@@ -326,8 +346,9 @@ func (c *Conn) read(lx *jsonlex.Line) ([]byte, error) {
 				continue
 			}
 			c.setup.FromServer(msg)
-			if !g.served {
-				g.served = isResponse(msg)
+			if !g.served && isResponse(msg) {
+				g.served = true
+				g.servedAny.Store(true)
 			}
 			g.passed = true
 			return msg, nil
@@ -335,10 +356,43 @@ func (c *Conn) read(lx *jsonlex.Line) ([]byte, error) {
 		if c.ctx.Err() != nil {
 			return nil, io.EOF // the session is ending: the server was stopped, not lost
 		}
+		if c.policy.NoRestart {
+			return nil, c.endForGood(g, err)
+		}
 		if re := c.died(g, err); re != nil {
 			return nil, re
 		}
 	}
+}
+
+// endForGood settles the death of g under Policy.NoRestart: writes fail from now on,
+// and Read says how the session ends: io.EOF after a server that had answered, an
+// upstream.EndedError with why after one that had not.
+func (c *Conn) endForGood(g *gen, readErr error) error {
+	var reason string
+	if c.cause != nil && !g.served {
+		reason = c.cause(g.conn)
+	} else {
+		how, tail := c.obituary(g, readErr)
+		reason = fmt.Sprintf("server %s %s%s", c.name, how, stderrNote(tail))
+	}
+	c.rcur = nil
+	c.mu.Lock()
+	if c.st != stClosed {
+		if c.st == stStarting {
+			close(c.ready)
+		}
+		c.st = stGone
+		c.stateErr = errors.New(reason)
+		c.serving.Store(nil)
+	}
+	c.cur = nil
+	c.mu.Unlock()
+	c.stop(g)
+	if g.served {
+		return io.EOF
+	}
+	return &upstream.EndedError{Reason: reason}
 }
 
 // setCur makes g the generation reads come from (nil: none). Reader only.
@@ -846,6 +900,14 @@ func (c *Conn) write(msg []byte, lx *jsonlex.Line, hold bool) error {
 	}
 	if err != nil {
 		if gone(g, err) {
+			if c.policy.NoRestart {
+				if !g.servedAny.Load() {
+					// The reader answers it with why the server died (EndedError):
+					// it is in flight, with the others.
+					return nil
+				}
+				return fmt.Errorf("server %s ended: %w", c.name, err)
+			}
 			// The server died and its reader has not said so yet. It never got this
 			// message: the next server does (its reader settles the rest).
 			return c.hold(msg)
@@ -991,6 +1053,10 @@ func (c *Conn) writable() (*gen, error) {
 		case stClosed:
 			c.mu.Unlock()
 			return nil, ErrClosed
+		case stGone:
+			err := c.stateErr
+			c.mu.Unlock()
+			return nil, err
 		case stDown:
 			if time.Now().Before(c.retryAt) {
 				err := c.stateErr

@@ -295,12 +295,18 @@ func runProxy(c *cli, args []string) int {
 			// is what the host shows, and the proxy exits 127 or 126 as a shell would.
 			reason, code := startFailure(f.server, f.command, err)
 			fmt.Fprintln(os.Stderr, reason)
-			conn = guardFailed(reason, code, logger)
+			conn = &upstream.NoServer{Reason: reason, Code: code}
 		case f.noRevive:
 			// A server that exits before answering anything gets the host an error
 			// with its exit status and last stderr lines. (With revival, a server that
 			// never comes up is given up on, and revive says the same.)
-			conn = guardStarted(first, exitCause(f.server, f.command, first), logger)
+			conn = revive.New(first, revive.Options{
+				Name:     f.server,
+				IDPrefix: idPrefix(),
+				Logger:   logger,
+				Policy:   revive.Policy{NoRestart: true},
+				Cause:    func(c upstream.Conn) string { return exitCause(f.server, f.command, c) },
+			})
 		default:
 			// A server that dies while the host is connected is started again behind
 			// the same Conn: the relay sees one upstream whose Read says, once, that
