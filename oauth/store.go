@@ -147,7 +147,9 @@ func (s *Store) Load(serverURL string) (*Entry, error) {
 // reads its grant once, at start, and encoding/json's first decode of a type (its
 // reflection) cost that start ~200 µs, measured (docs/PERFORMANCE.md).
 func decodeEntry(b []byte) (*Entry, bool) {
-	if !gjson.ValidBytes(b) {
+	// gjson recurses once per level of nesting, with no limit: a damaged (or planted)
+	// file of a million '[' would overflow the stack, which is fatal, not an error.
+	if checkPeerJSON(b) != nil {
 		return nil, false
 	}
 	r := gjson.ParseBytes(b)
@@ -196,6 +198,16 @@ func decodeEntry(b []byte) (*Entry, bool) {
 			Expiry:       tm(t.Get("expiry")),
 			Issued:       tm(t.Get("issued")),
 			Scope:        t.Get("scope").String(),
+		}
+		// An older version stored whatever the token endpoint sent. An access token
+		// with CR/LF in it fails every request ("invalid header field value") and,
+		// being there, no sign-in would ever replace it: it is not a token; the
+		// request goes without, and the 401 starts a sign-in. A refresh token with
+		// control characters is dropped alone: the access token works till it expires.
+		if !b64token(e.Token.AccessToken) {
+			e.Token = nil
+		} else if e.Token.RefreshToken != "" && !vschars(e.Token.RefreshToken) {
+			e.Token.RefreshToken = ""
 		}
 	}
 	return e, true
