@@ -51,7 +51,7 @@ func TestHarden2DeepPeerJSONIsRefused(t *testing.T) {
 	})
 }
 
-// TestHarden2DeepStoreFileIsNotUsed: a store file nested millions deep (damaged, or
+// TestHarden2DeepStoreFileIsNotUsed: a store file nested 1.5 million deep (damaged, or
 // planted) is taken for no entry, as any damaged file is; gjson, which read it, has
 // no depth limit.
 func TestHarden2DeepStoreFileIsNotUsed(t *testing.T) {
@@ -60,7 +60,7 @@ func TestHarden2DeepStoreFileIsNotUsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	const u = "https://h.example/mcp"
-	if err := os.WriteFile(st.base(u)+".json", []byte(`{"server_url":"`+u+`","x":`+deepJSON(3<<20)+`}`), 0o600); err != nil {
+	if err := os.WriteFile(st.base(u)+".json", []byte(`{"server_url":"`+u+`","x":`+deepJSON(3<<19)+`}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if e, err := st.Load(u); e != nil || err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -92,8 +93,13 @@ func DefaultDir() (string, error) {
 	return filepath.Join(d, "bir-proxy", "oauth"), nil
 }
 
-// OpenStore opens (and creates, 0700) the store in dir; "" is DefaultDir.
-func OpenStore(dir string) (*Store, error) {
+// OpenStore opens (and creates, 0700) the store in dir; "" is DefaultDir. A directory
+// (or the directory holding it) that another user owns is refused, by the rule that
+// refuses a .bir/recorder.json (recorder/trust_unix.go): owned by you or root.
+func OpenStore(dir string) (*Store, error) { return openStore(dir, os.Getuid()) }
+
+// openStore is OpenStore for the user uid (tests: another user than the one running).
+func openStore(dir string, uid int) (*Store, error) {
 	if dir == "" {
 		d, err := DefaultDir()
 		if err != nil {
@@ -105,6 +111,17 @@ func OpenStore(dir string) (*Store, error) {
 		return nil, fmt.Errorf("create the OAuth token directory: %w", err)
 	}
 	if runtime.GOOS != "windows" {
+		// Its owner could read every token, whatever the mode; the owner of the
+		// directory above could swap it for one of theirs.
+		for _, d := range []string{filepath.Dir(dir), dir} {
+			st, err := os.Stat(d)
+			if err != nil {
+				return nil, fmt.Errorf("the OAuth token directory: %w", err)
+			}
+			if owner, ok := fileOwner(st); ok && owner != uid && owner != 0 {
+				return nil, fmt.Errorf("the OAuth token directory: %s is owned by uid %d, not by you (uid %d) or root: its owner could read or replace every token in it; remove it or give it back (chown)", d, owner, uid)
+			}
+		}
 		// MkdirAll leaves an existing directory's mode alone: one left open to others
 		// would let them read every token.
 		if st, err := os.Stat(dir); err == nil && st.Mode().Perm()&0o077 != 0 {
@@ -127,7 +144,7 @@ func (s *Store) base(serverURL string) string {
 // Load reads the entry of serverURL (canonical); nil when there is none. Reads need no
 // lock: writes replace the file with a rename, so a reader sees one whole version.
 func (s *Store) Load(serverURL string) (*Entry, error) {
-	b, err := os.ReadFile(s.base(serverURL) + ".json")
+	b, err := readPrivate(s.base(serverURL) + ".json")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -300,7 +317,7 @@ func (s *Store) List() ([]*Entry, error) {
 	}
 	var out []*Entry
 	for _, n := range names {
-		b, err := os.ReadFile(n)
+		b, err := readPrivate(n)
 		if err != nil {
 			continue
 		}
@@ -322,14 +339,44 @@ func (s *Store) setPending(serverURL, authURL string) {
 		os.Remove(p)
 		return
 	}
-	tmp := p + ".tmp"
-	if os.WriteFile(tmp, []byte(authURL), 0o600) == nil {
-		os.Rename(tmp, p)
+	// A temporary file of a random name, created O_EXCL (never one planted there,
+	// link or not: the fixed name ".pending.tmp" was written through a planted
+	// symbolic link), renamed over the pending file (rename replaces a link there, it
+	// does not follow it).
+	f, err := os.CreateTemp(s.dir, ".pending-*")
+	if err != nil {
+		return
+	}
+	_, err = f.WriteString(authURL)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || os.Rename(f.Name(), p) != nil {
+		os.Remove(f.Name())
 	}
 }
 
 // pending is the authorization URL of a sign-in under way, or "".
 func (s *Store) pending(serverURL string) string {
-	b, _ := os.ReadFile(s.base(serverURL) + ".pending")
+	b, _ := readPrivate(s.base(serverURL) + ".pending")
 	return strings.TrimSpace(string(b))
+}
+
+// entryCap bounds a store file read: an entry is a few kilobytes.
+const entryCap = 4 << 20
+
+// readPrivate reads a file of the store, not through a symbolic link (`login` opens
+// the pending file's URL in the browser; an entry holds tokens), and at most
+// entryCap bytes (more is an error: no entry is that big).
+func readPrivate(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, entryCap+1))
+	if err == nil && len(b) > entryCap {
+		err = fmt.Errorf("%s is over %d bytes", path, entryCap)
+	}
+	return b, err
 }
