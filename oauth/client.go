@@ -118,8 +118,8 @@ type Client struct {
 	refreshFailed error
 	retryAt       time.Time
 	// signInFailed is the last sign-in's failure, signInFails how many failed in a
-	// row; no sign-in starts before signInAt unless the stored token is no longer
-	// failedToken (someone signed in since).
+	// row; no sign-in starts before signInAt unless the stored access token's
+	// tokenSum is no longer failedToken (someone signed in since).
 	signInFailed error
 	signInAt     time.Time
 	signInFails  int
@@ -504,23 +504,13 @@ func (e *NeedLoginError) Unwrap() error { return e.Cause }
 
 // signIn runs (or joins) the sign-in of this process and waits for it, at most
 // Options.Wait. need is what a step-up needs the new token to cover. After a sign-in
-// that failed, none starts for a while (signInPause): the failure is the answer.
+// that failed, here or in another process, none starts for a while (signInPause):
+// the failure is the answer.
 func (c *Client) signIn(ctx context.Context, stale string, scopes, need []string, prmURL string) error {
-	c.mu.Lock()
-	if c.flow == nil && c.signInFailed != nil && time.Now().Before(c.signInAt) {
-		failed, until, had := c.signInFailed, c.signInAt, c.failedToken
-		c.mu.Unlock()
-		e := c.reload()
-		if fresh(e, stale, need) {
-			return nil // signed in meanwhile (bir-proxy login, another proxy)
-		}
-		if accessToken(e) == had {
-			return &NeedLoginError{Name: c.o.Name, URL: c.o.ShownURL, Cause: &pausedError{err: failed, until: until}}
-		}
-		// The grant changed since the failure: what failed then says nothing now.
-		c.mu.Lock()
-		c.signInFailed, c.signInFails = nil, 0
+	if signedIn, err := c.pausedSignIn(stale, need); signedIn || err != nil {
+		return err
 	}
+	c.mu.Lock()
 	f := c.flow
 	if f == nil {
 		f = &flow{done: make(chan struct{})}
@@ -553,6 +543,64 @@ func (c *Client) signIn(ctx context.Context, stale string, scopes, need []string
 	}
 }
 
+// pausedSignIn is the error a request that needs a sign-in gets while the pause after
+// a failed one lasts (this process's, or another's noted in the store), or nil when
+// a sign-in may start (or join the one under way); signedIn: a token came meanwhile.
+func (c *Client) pausedSignIn(stale string, need []string) (signedIn bool, err error) {
+	now := time.Now()
+	c.mu.Lock()
+	running := c.flow != nil
+	failed, until, had := c.signInFailed, c.signInAt, c.failedToken
+	c.mu.Unlock()
+	if running {
+		return false, nil
+	}
+	if failed == nil || !now.Before(until) {
+		failed = nil
+		if f := c.o.Store.failure(c.resource, now); f != nil {
+			failed, until, had = f.err(), f.Until, f.Token
+		}
+	}
+	if failed == nil {
+		return false, nil
+	}
+	e := c.reload()
+	if fresh(e, stale, need) {
+		return true, nil // signed in meanwhile (bir-proxy login, another proxy)
+	}
+	if tokenSum(accessToken(e)) != had {
+		// The grant changed since the failure: what failed then says nothing now.
+		c.mu.Lock()
+		if c.signInFailed == failed {
+			c.signInFailed, c.signInFails = nil, 0
+		}
+		c.mu.Unlock()
+		return false, nil
+	}
+	return false, &NeedLoginError{Name: c.o.Name, URL: c.o.ShownURL, Cause: &pausedError{err: failed, until: until}}
+}
+
+// sharedFailure is the failure another process's sign-in ended with, noted in the
+// store, while its pause lasts and the grant is the one it failed with: a process
+// that waited for that sign-in takes it as its own, rather than opening a browser
+// to fail the same way, each in turn.
+func (c *Client) sharedFailure() error {
+	f := c.o.Store.failure(c.resource, time.Now())
+	if f == nil || f.Token != tokenSum(accessToken(c.cached())) {
+		return nil
+	}
+	return &pausedError{err: f.err(), until: f.Until}
+}
+
+// pauseAfter is the pause after the n-th sign-in in a row that failed.
+func pauseAfter(n int) time.Duration {
+	p := signInPause
+	for i := 1; i < n && p < signInPauseMax; i++ {
+		p *= 2
+	}
+	return min(p, signInPauseMax)
+}
+
 // flowEnded notes how the sign-in of this process ended: a failure starts (or
 // lengthens) the pause before the next, and is said on the log, the one place
 // besides the host's error answers where the user sees why; a success ends it.
@@ -569,15 +617,22 @@ func (c *Client) flowEnded(err error) {
 		return // Close: the proxy is ending, nothing failed
 	}
 	c.signInFails++
-	pause := signInPause
-	for i := 1; i < c.signInFails && pause < signInPauseMax; i++ {
-		pause *= 2
+	pause := pauseAfter(c.signInFails)
+	until := time.Now().Add(pause)
+	var theirs *pausedError
+	adopted := errors.As(err, &theirs)
+	if adopted {
+		err, until = theirs.err, theirs.until
 	}
-	pause = min(pause, signInPauseMax)
-	c.signInFailed, c.signInAt, c.failedToken = err, time.Now().Add(pause), accessToken(c.entry)
+	c.signInFailed, c.signInAt, c.failedToken = err, until, tokenSum(accessToken(c.entry))
 	c.mu.Unlock()
 	// err holds no secret: token endpoint errors are scrubbed (scrubSecrets), and
 	// the others name URLs, codes of errors and the server's own words.
+	if adopted {
+		c.log.Warn("another bir-proxy's OAuth sign-in to this server failed; requests get its error, without a new sign-in, for a while", "err", err,
+			"until", until.Format(time.TimeOnly))
+		return
+	}
 	c.log.Warn("the OAuth sign-in failed; requests get this error, without a new sign-in, for a while", "err", err,
 		"retry_after", pause.String())
 }
@@ -621,7 +676,24 @@ func (c *Client) runFlow(ctx context.Context, stale string, scopes, need []strin
 	for polls := 0; ; polls++ {
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", c.o.CallbackPort))
 		if err == nil {
+			if !interactive {
+				if err := c.sharedFailure(); err != nil {
+					ln.Close()
+					return err
+				}
+			}
 			err = c.authorize(ctx, ln, stale, scopes, need, prmURL)
+			switch {
+			case err == nil:
+				c.o.Store.setFailure(c.resource, nil)
+			case !interactive && c.ctx.Err() == nil:
+				// Noted before the port is free: the processes waiting for it find the
+				// failure first, and take it as theirs.
+				c.mu.Lock()
+				n, sum := c.signInFails+1, tokenSum(accessToken(c.entry))
+				c.mu.Unlock()
+				c.o.Store.setFailure(c.resource, &signInFailure{Error: err.Error(), Until: time.Now().Add(pauseAfter(n)), Token: sum})
+			}
 			ln.Close()
 			return err
 		}
@@ -630,6 +702,11 @@ func (c *Client) runFlow(ctx context.Context, stale string, scopes, need []strin
 		}
 		if e := c.reload(); fresh(e, stale, need) {
 			return nil
+		}
+		if !interactive {
+			if err := c.sharedFailure(); err != nil {
+				return err
+			}
 		}
 		if polls%probeEvery == 0 && c.portHeldByOther(ctx) {
 			// No sign-in is coming from there: waiting would only hold each request

@@ -44,10 +44,15 @@ func TestHarden2SignInPauseDoublesAndEnds(t *testing.T) {
 	if n := a.launches.Load(); n != 1 {
 		t.Fatalf("%d browser launches for 11 requests, want 1", n)
 	}
+	// The other processes of the user see it too, with the same pause.
+	if f := cl.o.Store.failure(cl.Resource(), time.Now()); f == nil || !strings.Contains(f.Error, "the code was refused") || time.Until(f.Until) < 25*time.Second {
+		t.Fatalf("the failure noted in the store: %+v", f)
+	}
 	// The pause is over: one more sign-in, which fails too: twice the pause.
 	cl.mu.Lock()
 	cl.signInAt = time.Now()
 	cl.mu.Unlock()
+	cl.o.Store.setFailure(cl.Resource(), nil)
 	if _, err := cl.Refused(ctx, 401, nil, ""); err == nil || strings.Contains(err.Error(), "not tried again") {
 		t.Fatalf("Refused after the pause: %v; want a new sign-in's failure", err)
 	}
@@ -76,6 +81,9 @@ func TestHarden2SignInPauseDoublesAndEnds(t *testing.T) {
 	cl.mu.Unlock()
 	if failed != nil || fails != 0 {
 		t.Errorf("after a sign-in that worked: failure %v, %d in a row; want none", failed, fails)
+	}
+	if f := cl.o.Store.failure(cl.Resource(), time.Now()); f != nil {
+		t.Errorf("after a sign-in that worked, the store still notes a failure: %+v", f)
 	}
 	if h, _ := cl.Header(ctx); h != "Bearer good" {
 		t.Errorf("Header = %q", h)

@@ -283,6 +283,7 @@ func (s *Store) Delete(ctx context.Context, serverURL string) (bool, error) {
 		return false, fmt.Errorf("remove the OAuth grant: %w", err)
 	}
 	os.Remove(s.base(serverURL) + ".pending")
+	os.Remove(s.base(serverURL) + ".failed")
 	return true, nil
 }
 
@@ -339,21 +340,72 @@ func (s *Store) setPending(serverURL, authURL string) {
 		os.Remove(p)
 		return
 	}
-	// A temporary file of a random name, created O_EXCL (never one planted there,
-	// link or not: the fixed name ".pending.tmp" was written through a planted
-	// symbolic link), renamed over the pending file (rename replaces a link there, it
-	// does not follow it).
-	f, err := os.CreateTemp(s.dir, ".pending-*")
+	s.replace(p, []byte(authURL))
+}
+
+// replace writes b to path through a temporary file of a random name, created
+// O_EXCL (never one planted there, link or not: the fixed name ".pending.tmp" was
+// written through a planted symbolic link), renamed over path (rename replaces a
+// link there, it does not follow it). Best effort: these files only inform.
+func (s *Store) replace(path string, b []byte) {
+	f, err := os.CreateTemp(s.dir, ".tmp-*")
 	if err != nil {
 		return
 	}
-	_, err = f.WriteString(authURL)
+	_, err = f.Write(b)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil || os.Rename(f.Name(), p) != nil {
+	if err != nil || os.Rename(f.Name(), path) != nil {
 		os.Remove(f.Name())
 	}
+}
+
+// signInFailure is a sign-in that failed, as kept beside the entry (.failed) for
+// every process of the user: none signs in again before Until unless the stored
+// token is no longer the one whose hash is Token (someone signed in since).
+type signInFailure struct {
+	Error string    `json:"error"`
+	Until time.Time `json:"until"`
+	Token string    `json:"token_sha256,omitempty"`
+}
+
+func (f *signInFailure) err() error { return errors.New(f.Error) }
+
+// tokenSum is what a signInFailure keeps of the access token (never the token:
+// the file is only an error message and a time).
+func tokenSum(access string) string {
+	if access == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(access))
+	return hex.EncodeToString(sum[:12])
+}
+
+// setFailure notes f for the other processes (nil: the sign-in worked, forget it).
+func (s *Store) setFailure(serverURL string, f *signInFailure) {
+	p := s.base(serverURL) + ".failed"
+	if f == nil {
+		os.Remove(p)
+		return
+	}
+	b, err := json.Marshal(f)
+	if err == nil {
+		s.replace(p, b)
+	}
+}
+
+// failure is the failed sign-in noted for serverURL whose pause is not over, or nil.
+func (s *Store) failure(serverURL string, now time.Time) *signInFailure {
+	b, err := readPrivate(s.base(serverURL) + ".failed")
+	if err != nil {
+		return nil
+	}
+	var f signInFailure
+	if decodePeerJSON(b, &f) != nil || f.Error == "" || !now.Before(f.Until) {
+		return nil
+	}
+	return &f
 }
 
 // pending is the authorization URL of a sign-in under way, or "".

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/oauthtest"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
@@ -75,5 +76,42 @@ func TestHarden2OAuthStepUpLogNamesServerOnce(t *testing.T) {
 	}
 	if n := strings.Count(line, "server="); n != 1 {
 		t.Errorf("the step-up line names the server %d times: %s", n, line)
+	}
+}
+
+// TestHarden2OAuthFailedSignInCoolsDownAcrossProxies: five proxies of one server
+// started together, with a --client-secret the server refuses: the one holding the
+// callback port signs in and fails; the four waiting for it take its failure as
+// theirs instead of each opening a browser of its own in turn, and so do their
+// next requests. One visit in all.
+func TestHarden2OAuthFailedSignInCoolsDownAcrossProxies(t *testing.T) {
+	t.Parallel()
+	w := &oauthWorld{t: t, config: t.TempDir(), port: freePort(t), browser: testutil.Build(t, "./internal/oauthtest/fakebrowser"),
+		srv: oauthtest.Start(t, oauthtest.Options{MetadataInHeader: true, PreRegistered: map[string]string{"my-app": "the-right-secret"},
+			TokenDelay: 300 * time.Millisecond})}
+	w.visits = filepath.Join(t.TempDir(), "visits.log")
+	const n = 5
+	ss := make([]*session, n)
+	for i := range ss {
+		ss[i] = w.proxy("", "--client-id", "my-app", "--client-secret", "a-wrong-secret")
+	}
+	for _, s := range ss {
+		s.Send(oauthInit)
+	}
+	for _, s := range ss {
+		hostError(t, s, "0", "needs an OAuth sign-in, which failed", "invalid_client")
+	}
+	for i, s := range ss {
+		s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`, i+1))
+		hostError(t, s, fmt.Sprint(i+1), "needs an OAuth sign-in, which failed", "invalid_client", "not tried again before")
+	}
+	for _, s := range ss {
+		s.end()
+	}
+	if v := w.browserVisits(); v != 1 {
+		t.Errorf("%d browser visits for %d proxies after a failed sign-in, want 1", v, n)
+	}
+	if c := w.srv.Counts(); c.Authorizes != 1 || c.CodeExchanges != 1 {
+		t.Errorf("counts %+v: want one visit, one code exchange", c)
 	}
 }
