@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -87,5 +88,32 @@ func TestHarden2SignInPauseDoublesAndEnds(t *testing.T) {
 	}
 	if h, _ := cl.Header(ctx); h != "Bearer good" {
 		t.Errorf("Header = %q", h)
+	}
+}
+
+// TestHarden2SharedFailureBounded: a failure noted in the store is obeyed only while
+// its pause could last: one that ends past the longest pause (a clock set back, a
+// planted file) would hold every sign-in until then.
+func TestHarden2SharedFailureBounded(t *testing.T) {
+	st, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const u = "https://h.example/mcp"
+	now := time.Now()
+	st.setFailure(u, &signInFailure{Error: "refused", Until: now.Add(time.Minute)})
+	if f := st.failure(u, now); f == nil || f.Error != "refused" {
+		t.Fatalf("failure = %+v", f)
+	}
+	if f := st.failure(u, now.Add(2*time.Minute)); f != nil {
+		t.Errorf("a pause that is over: %+v", f)
+	}
+	st.setFailure(u, &signInFailure{Error: "refused", Until: now.Add(24 * time.Hour)})
+	if f := st.failure(u, now); f != nil {
+		t.Errorf("a pause of a day is obeyed: %+v", f)
+	}
+	st.setFailure(u, nil)
+	if _, err := os.Lstat(st.base(u) + ".failed"); !os.IsNotExist(err) {
+		t.Errorf("the note is still there: %v", err)
 	}
 }

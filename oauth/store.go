@@ -402,7 +402,9 @@ func (s *Store) failure(serverURL string, now time.Time) *signInFailure {
 		return nil
 	}
 	var f signInFailure
-	if decodePeerJSON(b, &f) != nil || f.Error == "" || !now.Before(f.Until) {
+	// One that ends past the longest pause is not ours to obey (a clock set back, a
+	// file planted): it would hold every sign-in until then.
+	if decodePeerJSON(b, &f) != nil || f.Error == "" || !now.Before(f.Until) || f.Until.After(now.Add(signInPauseMax)) {
 		return nil
 	}
 	return &f
