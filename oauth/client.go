@@ -45,6 +45,15 @@ const (
 	// tries again: each would otherwise wait for the endpoint in turn, up to
 	// requestTimeout apiece.
 	refreshPause = 5 * time.Second
+	// signInPause is how long after a sign-in that failed (refused in the browser or
+	// at the code exchange, no metadata, no way to register, the port held by another
+	// program) no request starts another: each is answered at once with that failure.
+	// Without it every request of the host opened a browser tab of its own, to fail
+	// the same way (11 requests, 11 tabs). Each failure in a row doubles it, up to
+	// signInPauseMax; a sign-in that works ends it, and so does a token stored
+	// meanwhile by another process (`bir-proxy login`).
+	signInPause    = 30 * time.Second
+	signInPauseMax = 5 * time.Minute
 	// portPoll is how often a process that does not hold the callback port looks for
 	// the token the holder is getting, and tries the port again.
 	portPoll = 100 * time.Millisecond
@@ -73,7 +82,9 @@ type Options struct {
 	HTTPClient   *http.Client // nil: http.DefaultClient's transport with proxies honoured
 	Open         Opener       // nil: SystemOpener(os.Getenv)
 	Notify       io.Writer    // the lines the user must see (stderr); nil: os.Stderr
-	Logger       *slog.Logger
+	// Logger is the log. Its lines do not name the server (the proxy's log names it
+	// on every line already): give one that does. nil: slog.Default() with server=Name.
+	Logger *slog.Logger
 	// Wait bounds how long Refused waits for an interactive sign-in (0: DefaultWait;
 	// negative: until ctx ends).
 	Wait time.Duration
@@ -106,6 +117,13 @@ type Client struct {
 	// before retryAt (refreshPause).
 	refreshFailed error
 	retryAt       time.Time
+	// signInFailed is the last sign-in's failure, signInFails how many failed in a
+	// row; no sign-in starts before signInAt unless the stored access token's
+	// tokenSum is no longer failedToken (someone signed in since).
+	signInFailed error
+	signInAt     time.Time
+	signInFails  int
+	failedToken  string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -138,9 +156,6 @@ func New(o Options) (*Client, error) {
 	if o.Notify == nil {
 		o.Notify = os.Stderr
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
 	if o.Wait == 0 {
 		o.Wait = DefaultWait
 	}
@@ -155,6 +170,9 @@ func New(o Options) (*Client, error) {
 	}
 	if o.Name == "" {
 		o.Name = o.ShownURL
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default().With("server", o.Name)
 	}
 	c := &Client{o: o, resource: res, log: o.Logger,
 		redirect: "http://127.0.0.1:" + strconv.Itoa(o.CallbackPort) + "/callback",
@@ -195,7 +213,7 @@ func (c *Client) cached() *Entry {
 	if !c.loaded {
 		e, err := c.o.Store.Load(c.resource)
 		if err != nil {
-			c.log.Warn("could not read the stored OAuth grant", "server", c.o.Name, "err", err)
+			c.log.Warn("could not read the stored OAuth grant", "err", err)
 		}
 		c.entry, c.loaded = e, true
 	}
@@ -212,7 +230,7 @@ func (c *Client) setCached(e *Entry) {
 func (c *Client) reload() *Entry {
 	e, err := c.o.Store.Load(c.resource)
 	if err != nil {
-		c.log.Warn("could not read the stored OAuth grant", "server", c.o.Name, "err", err)
+		c.log.Warn("could not read the stored OAuth grant", "err", err)
 		return c.cached()
 	}
 	c.setCached(e)
@@ -246,7 +264,7 @@ func (c *Client) Header(ctx context.Context) (string, error) {
 		case errors.Is(err, errBusy), errors.As(err, &paused):
 			// Said once, by the attempt that failed.
 		default:
-			c.log.Warn("refreshing the OAuth token failed; using the one there is", "server", c.o.Name, "err", err)
+			c.log.Warn("refreshing the OAuth token failed; using the one there is", "err", err)
 		}
 	}
 	return "Bearer " + t.AccessToken, nil
@@ -343,7 +361,7 @@ func (c *Client) renewToken(ctx context.Context, stale string, after401, noWait 
 		"refresh_token": {e.Token.RefreshToken},
 		"resource":      {c.resource},
 	}
-	c.log.Debug("refreshing the OAuth token", "server", c.o.Name)
+	c.log.Debug("refreshing the OAuth token")
 	t, err := tokenRequest(ctx, c.hc, e.Server, e.Client, form, e.Token, e.Scopes)
 	if err != nil && !invalidGrant(err) {
 		if ctx.Err() == nil { // not the caller giving up: the endpoint failed
@@ -359,13 +377,13 @@ func (c *Client) renewToken(ctx context.Context, stale string, after401, noWait 
 	if err != nil {
 		if !after401 && !e.Token.expired(now, 0) {
 			// The access token still works: keep the grant until it does not.
-			c.log.Warn("the authorization server refused to refresh the token; using it until it expires", "server", c.o.Name, "err", err)
+			c.log.Warn("the authorization server refused to refresh the token; using it until it expires", "err", err)
 			c.mu.Lock()
 			c.keepUntil = e.Token.Expiry
 			c.mu.Unlock()
 			return e.Token, nil
 		}
-		c.log.Warn("the authorization server refused to refresh the token: a new sign-in is needed", "server", c.o.Name, "err", err)
+		c.log.Warn("the authorization server refused to refresh the token: a new sign-in is needed", "err", err)
 		// A copy: the cached entry is read by other requests without the lock, so
 		// a cached entry is never changed, only replaced.
 		ne := *e
@@ -435,7 +453,7 @@ func (c *Client) Refused(ctx context.Context, status int, challenges []string, s
 		if e != nil && e.Token != nil && e.Token.AccessToken == stale && covers(scopeList(e.Token.Scope), need) {
 			// The refused token has what the challenge names: a sign-in for the same
 			// scopes (a browser tab per call) would get the same refusal.
-			c.log.Warn("the server refuses a token that has the scopes it names", "server", c.o.Name, "scopes", strings.Join(need, " "))
+			c.log.Warn("the server refuses a token that has the scopes it names", "scopes", strings.Join(need, " "))
 			return false, nil
 		}
 		var had []string
@@ -446,7 +464,7 @@ func (c *Client) Refused(ctx context.Context, status int, challenges []string, s
 			}
 		}
 		want := union(had, need)
-		c.log.Info("the server needs more scopes: signing in again for them", "server", c.o.Name, "scopes", strings.Join(want, " "))
+		c.log.Info("the server needs more scopes: signing in again for them", "scopes", strings.Join(want, " "))
 		if err := c.signIn(ctx, stale, want, need, ch.ResourceMetadata); err != nil {
 			return false, err
 		}
@@ -485,8 +503,13 @@ func (e *NeedLoginError) Error() string {
 func (e *NeedLoginError) Unwrap() error { return e.Cause }
 
 // signIn runs (or joins) the sign-in of this process and waits for it, at most
-// Options.Wait. need is what a step-up needs the new token to cover.
+// Options.Wait. need is what a step-up needs the new token to cover. After a sign-in
+// that failed, here or in another process, none starts for a while (signInPause):
+// the failure is the answer.
 func (c *Client) signIn(ctx context.Context, stale string, scopes, need []string, prmURL string) error {
+	if signedIn, err := c.pausedSignIn(stale, need); signedIn || err != nil {
+		return err
+	}
 	c.mu.Lock()
 	f := c.flow
 	if f == nil {
@@ -498,9 +521,7 @@ func (c *Client) signIn(ctx context.Context, stale string, scopes, need []string
 			fctx, cancel := context.WithTimeout(c.ctx, c.o.FlowLifetime)
 			defer cancel()
 			f.err = c.runFlow(fctx, stale, scopes, need, prmURL, false)
-			c.mu.Lock()
-			c.flow = nil
-			c.mu.Unlock()
+			c.flowEnded(f.err)
 			close(f.done)
 		}()
 	}
@@ -520,6 +541,108 @@ func (c *Client) signIn(ctx context.Context, stale string, scopes, need []string
 	case <-wctx.Done():
 		return &NeedLoginError{Name: c.o.Name, URL: c.o.ShownURL, Wait: c.o.Wait}
 	}
+}
+
+// pausedSignIn is the error a request that needs a sign-in gets while the pause after
+// a failed one lasts (this process's, or another's noted in the store), or nil when
+// a sign-in may start (or join the one under way); signedIn: a token came meanwhile.
+func (c *Client) pausedSignIn(stale string, need []string) (signedIn bool, err error) {
+	now := time.Now()
+	c.mu.Lock()
+	running := c.flow != nil
+	failed, until, had := c.signInFailed, c.signInAt, c.failedToken
+	c.mu.Unlock()
+	if running {
+		return false, nil
+	}
+	if failed == nil || !now.Before(until) {
+		failed = nil
+		if f := c.o.Store.failure(c.resource, now); f != nil {
+			failed, until, had = f.err(), f.Until, f.Token
+		}
+	}
+	if failed == nil {
+		return false, nil
+	}
+	e := c.reload()
+	if fresh(e, stale, need) {
+		return true, nil // signed in meanwhile (bir-proxy login, another proxy)
+	}
+	if tokenSum(accessToken(e)) != had {
+		// The grant changed since the failure: what failed then says nothing now.
+		c.mu.Lock()
+		if c.signInFailed == failed {
+			c.signInFailed, c.signInFails = nil, 0
+		}
+		c.mu.Unlock()
+		return false, nil
+	}
+	return false, &NeedLoginError{Name: c.o.Name, URL: c.o.ShownURL, Cause: &pausedError{err: failed, until: until}}
+}
+
+// sharedFailure is the failure another process's sign-in ended with, noted in the
+// store, while its pause lasts and the grant is the one it failed with: a process
+// that waited for that sign-in takes it as its own, rather than opening a browser
+// to fail the same way, each in turn.
+func (c *Client) sharedFailure() error {
+	f := c.o.Store.failure(c.resource, time.Now())
+	if f == nil || f.Token != tokenSum(accessToken(c.cached())) {
+		return nil
+	}
+	return &pausedError{err: f.err(), until: f.Until}
+}
+
+// pauseAfter is the pause after the n-th sign-in in a row that failed.
+func pauseAfter(n int) time.Duration {
+	p := signInPause
+	for i := 1; i < n && p < signInPauseMax; i++ {
+		p *= 2
+	}
+	return min(p, signInPauseMax)
+}
+
+// flowEnded notes how the sign-in of this process ended: a failure starts (or
+// lengthens) the pause before the next, and is said on the log, the one place
+// besides the host's error answers where the user sees why; a success ends it.
+func (c *Client) flowEnded(err error) {
+	c.mu.Lock()
+	c.flow = nil
+	if err == nil {
+		c.signInFailed, c.signInFails = nil, 0
+		c.mu.Unlock()
+		return
+	}
+	if c.ctx.Err() != nil {
+		c.mu.Unlock()
+		return // Close: the proxy is ending, nothing failed
+	}
+	c.signInFails++
+	pause := pauseAfter(c.signInFails)
+	until := time.Now().Add(pause)
+	var theirs *pausedError
+	adopted := errors.As(err, &theirs)
+	if adopted {
+		err, until = theirs.err, theirs.until
+	}
+	c.signInFailed, c.signInAt, c.failedToken = err, until, tokenSum(accessToken(c.entry))
+	c.mu.Unlock()
+	// err holds no secret: token endpoint errors are scrubbed (scrubSecrets), and
+	// the others name URLs, codes of errors and the server's own words.
+	if adopted {
+		c.log.Warn("another bir-proxy's OAuth sign-in to this server failed; requests get its error, without a new sign-in, for a while", "err", err,
+			"until", until.Format(time.TimeOnly))
+		return
+	}
+	c.log.Warn("the OAuth sign-in failed; requests get this error, without a new sign-in, for a while", "err", err,
+		"retry_after", pause.String())
+}
+
+// accessToken is e's access token, or "".
+func accessToken(e *Entry) string {
+	if e == nil || e.Token == nil {
+		return ""
+	}
+	return e.Token.AccessToken
 }
 
 // Login signs in now, from a terminal: the browser is opened whatever is stored (the
@@ -553,7 +676,24 @@ func (c *Client) runFlow(ctx context.Context, stale string, scopes, need []strin
 	for polls := 0; ; polls++ {
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", c.o.CallbackPort))
 		if err == nil {
+			if !interactive {
+				if err := c.sharedFailure(); err != nil {
+					ln.Close()
+					return err
+				}
+			}
 			err = c.authorize(ctx, ln, stale, scopes, need, prmURL)
+			switch {
+			case err == nil:
+				c.o.Store.setFailure(c.resource, nil)
+			case !interactive && c.ctx.Err() == nil:
+				// Noted before the port is free: the processes waiting for it find the
+				// failure first, and take it as theirs.
+				c.mu.Lock()
+				n, sum := c.signInFails+1, tokenSum(accessToken(c.entry))
+				c.mu.Unlock()
+				c.o.Store.setFailure(c.resource, &signInFailure{Error: err.Error(), Until: time.Now().Add(pauseAfter(n)), Token: sum})
+			}
 			ln.Close()
 			return err
 		}
@@ -562,6 +702,11 @@ func (c *Client) runFlow(ctx context.Context, stale string, scopes, need []strin
 		}
 		if e := c.reload(); fresh(e, stale, need) {
 			return nil
+		}
+		if !interactive {
+			if err := c.sharedFailure(); err != nil {
+				return err
+			}
 		}
 		if polls%probeEvery == 0 && c.portHeldByOther(ctx) {
 			// No sign-in is coming from there: waiting would only hold each request

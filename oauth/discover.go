@@ -2,7 +2,6 @@ package oauth
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -182,7 +181,7 @@ func getJSON(ctx context.Context, hc *http.Client, u string, v any) error {
 	if len(body) > metadataCap {
 		return fmt.Errorf("the document is over %d bytes", metadataCap)
 	}
-	if err := json.Unmarshal(body, v); err != nil {
+	if err := decodePeerJSON(body, v); err != nil {
 		return fmt.Errorf("not a JSON document: %w", err)
 	}
 	return nil

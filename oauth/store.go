@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -92,8 +93,13 @@ func DefaultDir() (string, error) {
 	return filepath.Join(d, "bir-proxy", "oauth"), nil
 }
 
-// OpenStore opens (and creates, 0700) the store in dir; "" is DefaultDir.
-func OpenStore(dir string) (*Store, error) {
+// OpenStore opens (and creates, 0700) the store in dir; "" is DefaultDir. A directory
+// (or the directory holding it) that another user owns is refused, by the rule that
+// refuses a .bir/recorder.json (recorder/trust_unix.go): owned by you or root.
+func OpenStore(dir string) (*Store, error) { return openStore(dir, os.Getuid()) }
+
+// openStore is OpenStore for the user uid (tests: another user than the one running).
+func openStore(dir string, uid int) (*Store, error) {
 	if dir == "" {
 		d, err := DefaultDir()
 		if err != nil {
@@ -105,6 +111,17 @@ func OpenStore(dir string) (*Store, error) {
 		return nil, fmt.Errorf("create the OAuth token directory: %w", err)
 	}
 	if runtime.GOOS != "windows" {
+		// Its owner could read every token, whatever the mode; the owner of the
+		// directory above could swap it for one of theirs.
+		for _, d := range []string{filepath.Dir(dir), dir} {
+			st, err := os.Stat(d)
+			if err != nil {
+				return nil, fmt.Errorf("the OAuth token directory: %w", err)
+			}
+			if owner, ok := fileOwner(st); ok && owner != uid && owner != 0 {
+				return nil, fmt.Errorf("the OAuth token directory: %s is owned by uid %d, not by you (uid %d) or root: its owner could read or replace every token in it; remove it or give it back (chown)", d, owner, uid)
+			}
+		}
 		// MkdirAll leaves an existing directory's mode alone: one left open to others
 		// would let them read every token.
 		if st, err := os.Stat(dir); err == nil && st.Mode().Perm()&0o077 != 0 {
@@ -127,7 +144,7 @@ func (s *Store) base(serverURL string) string {
 // Load reads the entry of serverURL (canonical); nil when there is none. Reads need no
 // lock: writes replace the file with a rename, so a reader sees one whole version.
 func (s *Store) Load(serverURL string) (*Entry, error) {
-	b, err := os.ReadFile(s.base(serverURL) + ".json")
+	b, err := readPrivate(s.base(serverURL) + ".json")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -147,7 +164,9 @@ func (s *Store) Load(serverURL string) (*Entry, error) {
 // reads its grant once, at start, and encoding/json's first decode of a type (its
 // reflection) cost that start ~200 µs, measured (docs/PERFORMANCE.md).
 func decodeEntry(b []byte) (*Entry, bool) {
-	if !gjson.ValidBytes(b) {
+	// gjson recurses once per level of nesting, with no limit: a damaged (or planted)
+	// file of a million '[' would overflow the stack, which is fatal, not an error.
+	if checkPeerJSON(b) != nil {
 		return nil, false
 	}
 	r := gjson.ParseBytes(b)
@@ -196,6 +215,16 @@ func decodeEntry(b []byte) (*Entry, bool) {
 			Expiry:       tm(t.Get("expiry")),
 			Issued:       tm(t.Get("issued")),
 			Scope:        t.Get("scope").String(),
+		}
+		// An older version stored whatever the token endpoint sent. An access token
+		// with CR/LF in it fails every request ("invalid header field value") and,
+		// being there, no sign-in would ever replace it: it is not a token; the
+		// request goes without, and the 401 starts a sign-in. A refresh token with
+		// control characters is dropped alone: the access token works till it expires.
+		if !b64token(e.Token.AccessToken) {
+			e.Token = nil
+		} else if e.Token.RefreshToken != "" && !vschars(e.Token.RefreshToken) {
+			e.Token.RefreshToken = ""
 		}
 	}
 	return e, true
@@ -254,6 +283,7 @@ func (s *Store) Delete(ctx context.Context, serverURL string) (bool, error) {
 		return false, fmt.Errorf("remove the OAuth grant: %w", err)
 	}
 	os.Remove(s.base(serverURL) + ".pending")
+	os.Remove(s.base(serverURL) + ".failed")
 	return true, nil
 }
 
@@ -288,7 +318,7 @@ func (s *Store) List() ([]*Entry, error) {
 	}
 	var out []*Entry
 	for _, n := range names {
-		b, err := os.ReadFile(n)
+		b, err := readPrivate(n)
 		if err != nil {
 			continue
 		}
@@ -310,14 +340,97 @@ func (s *Store) setPending(serverURL, authURL string) {
 		os.Remove(p)
 		return
 	}
-	tmp := p + ".tmp"
-	if os.WriteFile(tmp, []byte(authURL), 0o600) == nil {
-		os.Rename(tmp, p)
+	s.replace(p, []byte(authURL))
+}
+
+// replace writes b to path through a temporary file of a random name, created
+// O_EXCL (never one planted there, link or not: the fixed name ".pending.tmp" was
+// written through a planted symbolic link), renamed over path (rename replaces a
+// link there, it does not follow it). Best effort: these files only inform.
+func (s *Store) replace(path string, b []byte) {
+	f, err := os.CreateTemp(s.dir, ".tmp-*")
+	if err != nil {
+		return
 	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || os.Rename(f.Name(), path) != nil {
+		os.Remove(f.Name())
+	}
+}
+
+// signInFailure is a sign-in that failed, as kept beside the entry (.failed) for
+// every process of the user: none signs in again before Until unless the stored
+// token is no longer the one whose hash is Token (someone signed in since).
+type signInFailure struct {
+	Error string    `json:"error"`
+	Until time.Time `json:"until"`
+	Token string    `json:"token_sha256,omitempty"`
+}
+
+func (f *signInFailure) err() error { return errors.New(f.Error) }
+
+// tokenSum is what a signInFailure keeps of the access token (never the token:
+// the file is only an error message and a time).
+func tokenSum(access string) string {
+	if access == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(access))
+	return hex.EncodeToString(sum[:12])
+}
+
+// setFailure notes f for the other processes (nil: the sign-in worked, forget it).
+func (s *Store) setFailure(serverURL string, f *signInFailure) {
+	p := s.base(serverURL) + ".failed"
+	if f == nil {
+		os.Remove(p)
+		return
+	}
+	b, err := json.Marshal(f)
+	if err == nil {
+		s.replace(p, b)
+	}
+}
+
+// failure is the failed sign-in noted for serverURL whose pause is not over, or nil.
+func (s *Store) failure(serverURL string, now time.Time) *signInFailure {
+	b, err := readPrivate(s.base(serverURL) + ".failed")
+	if err != nil {
+		return nil
+	}
+	var f signInFailure
+	// One that ends past the longest pause is not ours to obey (a clock set back, a
+	// file planted): it would hold every sign-in until then.
+	if decodePeerJSON(b, &f) != nil || f.Error == "" || !now.Before(f.Until) || f.Until.After(now.Add(signInPauseMax)) {
+		return nil
+	}
+	return &f
 }
 
 // pending is the authorization URL of a sign-in under way, or "".
 func (s *Store) pending(serverURL string) string {
-	b, _ := os.ReadFile(s.base(serverURL) + ".pending")
+	b, _ := readPrivate(s.base(serverURL) + ".pending")
 	return strings.TrimSpace(string(b))
+}
+
+// entryCap bounds a store file read: an entry is a few kilobytes.
+const entryCap = 4 << 20
+
+// readPrivate reads a file of the store, not through a symbolic link (`login` opens
+// the pending file's URL in the browser; an entry holds tokens), and at most
+// entryCap bytes (more is an error: no entry is that big).
+func readPrivate(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, entryCap+1))
+	if err == nil && len(b) > entryCap {
+		err = fmt.Errorf("%s is over %d bytes", path, entryCap)
+	}
+	return b, err
 }

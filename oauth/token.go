@@ -89,11 +89,21 @@ func tokenRequest(ctx context.Context, hc *http.Client, as *ServerMetadata, cl *
 			Error       string `json:"error"`
 			Description string `json:"error_description"`
 		}
-		if json.Unmarshal(body, &e) == nil {
+		if decodePeerJSON(body, &e) == nil {
 			te.Code, te.Description = e.Error, scrubSecrets(e.Description, form, cl.Secret)
 		}
 		return nil, te
 	}
+	return readTokenAnswer(body, start, old, asked)
+}
+
+// readTokenAnswer reads a token endpoint's 200 answer (RFC 6749 §5.1) into a Token,
+// issued at start. It refuses a token that could not be sent as it is: the access
+// token goes into every request's Authorization header, and one with CR/LF (or
+// anything outside RFC 6750's b64token) would, stored, fail every request with
+// "invalid header field value", in later runs too, without a new sign-in ever
+// starting.
+func readTokenAnswer(body []byte, start time.Time, old *Token, asked []string) (*Token, error) {
 	var tr struct {
 		AccessToken  string          `json:"access_token"`
 		TokenType    string          `json:"token_type"`
@@ -101,11 +111,21 @@ func tokenRequest(ctx context.Context, hc *http.Client, as *ServerMetadata, cl *
 		RefreshToken string          `json:"refresh_token"`
 		Scope        string          `json:"scope"`
 	}
-	if err := json.Unmarshal(body, &tr); err != nil || tr.AccessToken == "" {
+	if err := decodePeerJSON(body, &tr); err != nil {
+		return nil, fmt.Errorf("the token endpoint's answer is not a token response: %w", err)
+	}
+	if tr.AccessToken == "" {
 		return nil, errors.New("the token endpoint's answer holds no access token")
 	}
 	if tr.TokenType != "" && !strings.EqualFold(tr.TokenType, "bearer") {
 		return nil, fmt.Errorf("the token endpoint gave a %q token; only Bearer tokens are supported", tr.TokenType)
+	}
+	// Never quoted: it is a secret, whatever its bytes.
+	if !b64token(tr.AccessToken) {
+		return nil, errors.New("the token endpoint gave an access token that is not a Bearer token (RFC 6750 b64token: letters, digits, -._~+/ then = padding; this one has other characters, CR/LF or spaces): it cannot go in an Authorization header, so it is not stored")
+	}
+	if tr.RefreshToken != "" && !vschars(tr.RefreshToken) {
+		return nil, errors.New("the token endpoint gave a refresh token with characters RFC 6749 does not allow (control characters such as CR/LF, or non-ASCII): it is not stored")
 	}
 	t := &Token{AccessToken: tr.AccessToken, RefreshToken: tr.RefreshToken, Scope: tr.Scope, Issued: start.UTC()}
 	var secs float64
@@ -203,7 +223,7 @@ func register(ctx context.Context, hc *http.Client, as *ServerMetadata, name, re
 			Error       string `json:"error"`
 			Description string `json:"error_description"`
 		}
-		_ = json.Unmarshal(body, &e)
+		_ = decodePeerJSON(body, &e)
 		why := fmt.Sprintf("HTTP %d", resp.StatusCode)
 		if e.Error != "" {
 			why += " " + e.Error
@@ -218,7 +238,7 @@ func register(ctx context.Context, hc *http.Client, as *ServerMetadata, name, re
 		ClientSecret string `json:"client_secret"`
 		AuthMethod   string `json:"token_endpoint_auth_method"`
 	}
-	if err := json.Unmarshal(body, &r); err != nil || r.ClientID == "" {
+	if err := decodePeerJSON(body, &r); err != nil || r.ClientID == "" {
 		return nil, errors.New("the registration answer holds no client_id")
 	}
 	ci := &ClientInfo{Kind: KindDynamic, ID: r.ClientID, Secret: r.ClientSecret, AuthMethod: r.AuthMethod,
@@ -249,4 +269,42 @@ func secretMethod(as *ServerMetadata) string {
 		}
 	}
 	return "client_secret_basic"
+}
+
+// b64token reports whether s is an RFC 6750 §2.1 b64token, what a Bearer
+// Authorization header carries: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" /
+// "/" ) *"=".
+func b64token(s string) bool {
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/' {
+			i++
+			continue
+		}
+		break
+	}
+	if i == 0 {
+		return false
+	}
+	for i < len(s) && s[i] == '=' {
+		i++
+	}
+	return i == len(s)
+}
+
+// vschars reports whether s is an RFC 6749 (Appendix A.17) refresh token,
+// 1*VSCHAR: printable ASCII and space. A refresh token travels in a form body, not a
+// header, so it may hold more than a b64token; never a control character.
+func vschars(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }

@@ -122,7 +122,8 @@ func runLogin(ctx context.Context, c *cli, args []string) int {
 		fmt.Fprintf(c.stderr, "bir-proxy login: %v\n", err)
 		return 1
 	}
-	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The OAuth client's lines do not name the server: its log does.
+	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("server", urlHost(u))
 	l.oauth.wait = -1
 	cl, err := l.oauth.client(u, redact.URL(l.url), urlHost(u), upstream.NewHTTPClient(0), logger, c.stderr)
 	if err != nil {
