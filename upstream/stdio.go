@@ -16,7 +16,6 @@ import (
 
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
-	"github.com/tidwall/gjson"
 )
 
 // Grace periods of the stop sequence (SPEC §6). A server gets time to finish writing
@@ -320,7 +319,10 @@ func (p *Process) read(lx *jsonlex.Line) ([]byte, error) {
 			p.closeOut()
 			return nil, err
 		}
-		if p.out.Unterminated() && !gjson.ValidBytes(msg) {
+		// jsonlex.Valid is iterative: gjson.ValidBytes recursed once per level, and a
+		// server that died after writing 10^7 "[" crashed the proxy with a stack
+		// overflow (this line is checked in full whatever its size).
+		if p.out.Unterminated() && !jsonlex.Valid(msg) {
 			// The server died in the middle of a line. IsMessage judges a line over
 			// 1 MiB by its ends, and a cut that falls just after a "}" has the ends of
 			// an object: the host would get megabytes of broken JSON. A line nobody
