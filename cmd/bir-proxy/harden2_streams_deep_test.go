@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,4 +82,49 @@ func TestDeepNestingFromAStdioServerNoRevive(t *testing.T) {
 	if stderr := s.Stderr.String(); strings.Contains(stderr, "stack overflow") {
 		t.Fatalf("the proxy crashed: %.2000s", stderr)
 	}
+}
+
+// TestDeepNestingFromARemoteServerDoesNotCrashTheProxy: a Streamable HTTP server
+// whose answer stream carries, before the answer, an event of 2^20 nested "[" with one
+// "]" (1 MiB: validated in full by IsMessage, the check that recursed per level). The
+// proxy lives, the event goes to stderr, not to the host, and the host gets its answer.
+func TestDeepNestingFromARemoteServerDoesNotCrashTheProxy(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch {
+		case r.Method == http.MethodGet:
+			w.WriteHeader(http.StatusMethodNotAllowed)
+		case strings.Contains(string(body), `"initialize"`):
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"deep","version":"1"}}}`)
+		case strings.Contains(string(body), `"tools/call"`):
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: "+strings.Repeat("[", 1<<20-1)+"]\n\n")
+			_, _ = io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"content\":[]}}\n\n")
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	s := startProxy(t, nil, "--server", "deep", "--url", srv.URL+"/mcp", "--transport", "http")
+	s.Send(hostInit)
+	if a, _ := s.expect("0"); isError(a) {
+		t.Fatalf("initialize: %s", a)
+	}
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","arguments":{}}}`)
+	a, before := s.expect("2")
+	if isError(a) {
+		t.Fatalf("the call got %s", a)
+	}
+	for _, m := range before {
+		if strings.HasPrefix(m, "[[[[") && len(m) < 1<<20 {
+			t.Errorf("the host got the unclosed 1 MiB nesting (%d bytes)", len(m))
+		}
+	}
+	if strings.Contains(s.Stderr.String(), "stack overflow") {
+		t.Fatal("the proxy crashed")
+	}
+	s.end()
 }
