@@ -92,7 +92,7 @@ func TestBrokenStreamResumesWithinTheRetryCap(t *testing.T) {
 		srv := &retryServer{retry: "999999999999"}
 		cl := dial(t, Remote{URL: "http://fake.invalid/mcp", Transport: TransportHTTP, Client: &http.Client{Transport: handlerTransport{srv}}})
 		cl.write(initReq)
-		if m := <-cl.msgs; !strings.Contains(m2s(m), `"id":0`) {
+		if m := <-cl.msgs; !strings.Contains(string(m), `"id":0`) {
 			t.Fatalf("initialize: %s", m)
 		}
 		cl.write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -113,5 +113,3 @@ func TestBrokenStreamResumesWithinTheRetryCap(t *testing.T) {
 		}
 	})
 }
-
-func m2s(b []byte) string { return string(b) }
