@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
@@ -128,7 +126,9 @@ func appendRaw(b, raw []byte, nullIfEmpty, checked bool) []byte {
 	if checked {
 		return append(b, raw...)
 	}
-	if !gjson.ValidBytes(raw) {
+	// jsonlex.Valid, not gjson.ValidBytes, which recurses per level: raw came from a
+	// peer (a server's result), and deep nesting overflowed the stack.
+	if !jsonlex.Valid(raw) {
 		return append(b, `"[not valid JSON; omitted]"`...)
 	}
 	if bytes.IndexByte(raw, '\n') >= 0 || bytes.IndexByte(raw, '\r') >= 0 {

@@ -37,6 +37,11 @@ type sseEvent struct {
 	Size    int // the data's size, even when TooLong
 }
 
+// maxRetry caps the reconnection time an event stream may ask for (its "retry"
+// field): longer, and a request waiting on the resume of its broken stream is left
+// unanswered for as long as the server likes (docs/remote.md).
+const maxRetry = 30 * time.Second
+
 // sseReader reads events from an SSE body.
 type sseReader struct {
 	src    io.Reader
@@ -196,7 +201,9 @@ func (sr *sseReader) line() (blank bool, err error) {
 		var v []byte
 		err := sr.valueTo(colon, eol, func(p []byte) { v = appendCapped(v, p) })
 		if ms, ok := digits(v); ok {
-			sr.Retry = time.Duration(ms) * time.Millisecond
+			// Capped: "retry: 999999999999" (31 years) was honoured as is, and the
+			// request whose stream broke waited for a resume that would never come.
+			sr.Retry = min(time.Duration(ms)*time.Millisecond, maxRetry)
 		}
 		return false, err
 	default:

@@ -173,6 +173,9 @@ type remoteConn struct {
 	idPrefix string
 	grace    time.Duration
 
+	// connectTimeout bounds the wait for an event stream's response head (sse.go).
+	connectTimeout time.Duration
+
 	ctx    context.Context // ends every request and stream: Close's last step
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine started
@@ -277,6 +280,7 @@ func newRemote(r Remote) (*remoteConn, error) {
 	if c.client == nil {
 		c.client = NewHTTPClient(r.ConnectTimeout)
 	}
+	c.connectTimeout = r.ConnectTimeout
 	if c.log == nil {
 		c.log = slog.Default().With("server", c.name)
 	}

@@ -198,6 +198,9 @@ func FuzzSetup(f *testing.F) {
 	f.Add([]byte(`{"method":"initialize","params":{},"jsonrpc":"2.0","id":0}`), []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"x"}}`), []byte(`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"u"}}`))
 	f.Add([]byte(`[{"id":"a","method":"logging/setLevel","params":{"level":"info"}}]`), []byte(`[{"id":"a","result":{}}]`), []byte(`{"method":"notifications/initialized"}`))
 	f.Add([]byte(`{"id":{"x":1},"id":2,"method":"initialize"}`), []byte(`{"id":2,"result":{}}`), []byte(`{`))
+	// Nesting-depth seed: host and server bytes are read by nothing recursive.
+	deep := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":` + strings.Repeat("[", 1<<20) + `}`)
+	f.Add(deep, []byte(`{"jsonrpc":"2.0","id":1,"result":`+strings.Repeat(`{"a":`, 1<<18)+`}`), deep)
 	f.Fuzz(func(t *testing.T, host, server, more []byte) {
 		s := NewSetup()
 		s.FromHost(host)

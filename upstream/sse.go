@@ -61,7 +61,22 @@ func (c *remoteConn) legacyOpen() (refused *http.Response, err error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url.String(), nil)
 	c.userHeaders(req)
 	req.Header.Set("Accept", "text/event-stream")
+	// --connect-timeout covers the whole wait for the response head, not only the
+	// dial: a server that accepted the connection and never answered the GET held the
+	// host's initialize, and everything after it, unanswered for good.
+	wait := c.connectTimeout
+	if wait <= 0 {
+		wait = DefaultConnectTimeout
+	}
+	headTimer := time.AfterFunc(wait, stop)
 	resp, err := c.client.Do(req)
+	if !headTimer.Stop() {
+		if err == nil {
+			resp.Body.Close() // its context is cancelled: nothing more comes on it
+		}
+		stop()
+		return nil, fmt.Errorf("opening the event stream: no answer to the GET within %s (--connect-timeout)", wait)
+	}
 	if err != nil {
 		stop()
 		return nil, errors.New(c.httpFailure(err))

@@ -12,11 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
-	"github.com/tidwall/gjson"
 )
 
 // Grace periods of the stop sequence (SPEC §6). A server gets time to finish writing
@@ -320,7 +320,10 @@ func (p *Process) read(lx *jsonlex.Line) ([]byte, error) {
 			p.closeOut()
 			return nil, err
 		}
-		if p.out.Unterminated() && !gjson.ValidBytes(msg) {
+		// jsonlex.Valid is iterative: gjson.ValidBytes recursed once per level, and a
+		// server that died after writing 10^7 "[" crashed the proxy with a stack
+		// overflow (this line is checked in full whatever its size).
+		if p.out.Unterminated() && !jsonlex.Valid(msg) {
 			// The server died in the middle of a line. IsMessage judges a line over
 			// 1 MiB by its ends, and a cut that falls just after a "}" has the ends of
 			// an object: the host would get megabytes of broken JSON. A line nobody
@@ -407,7 +410,7 @@ func (p *Process) Buffered() bool {
 // Hold sends one message to the server, possibly held until the next Write.
 func (p *Process) Hold(msg []byte) error {
 	if err := p.in.Hold(msg); err != nil {
-		return fmt.Errorf("writing to %s: %w", p.name, err)
+		return p.writeFailed(err)
 	}
 	return nil
 }
@@ -415,9 +418,33 @@ func (p *Process) Hold(msg []byte) error {
 // Write sends one message to the server.
 func (p *Process) Write(msg []byte) error {
 	if err := p.in.Write(msg); err != nil {
-		return fmt.Errorf("writing to %s: %w", p.name, err)
+		return p.writeFailed(err)
 	}
 	return nil
+}
+
+// writeExitWait bounds how long a write that found the server's stdin closed waits
+// for the server to be seen exited, to say how it ended.
+const writeExitWait = time.Second
+
+// writeFailed is the error of a failed write. A write meets EPIPE the moment a dying
+// server's stdin closes, before its exit is reaped: the host got "write |1: broken
+// pipe" instead of how the server ended (docs/revive.md). So for EPIPE the exit is
+// waited for, briefly (only a dead or dying server costs the wait), and the error
+// says it, with the server's last stderr lines; revive.Conn, seeing the process has
+// exited, words it its own way.
+func (p *Process) writeFailed(err error) error {
+	if errors.Is(err, syscall.EPIPE) && p.waitExit(writeExitWait, nil) {
+		msg := "server " + p.name + " " + p.exitHow
+		if tail := p.StderrTail(3); len(tail) > 0 {
+			for i, l := range tail {
+				tail[i] = strconv.Quote(l)
+			}
+			msg += " (its last stderr lines: " + strings.Join(tail, ", ") + ")"
+		}
+		return errors.New(msg)
+	}
+	return fmt.Errorf("writing to %s: %w", p.name, err)
 }
 
 // Exited reports whether the server process has exited.

@@ -43,6 +43,14 @@ const (
 	// reconnect backoff: 1 s growing by half each time, capped, with full jitter.
 	backoffBase = time.Second
 	backoffMax  = 30 * time.Second
+	// Re-initialization after a session expired: the n-th new session in a row
+	// (each expired within reinitMax of its start) waits reinitBase doubling, up to
+	// reinitMax; after maxReinits of them the proxy gives up starting new ones for
+	// reinitMax. A server that answered every GET with 404 drove ~1,000 initialize
+	// POSTs a second and a core's worth of CPU.
+	reinitBase = 100 * time.Millisecond
+	reinitMax  = 30 * time.Second
+	maxReinits = 5
 )
 
 // session is the state of a Streamable HTTP session (the session era).
@@ -60,6 +68,12 @@ type session struct {
 	// statelessVersion is the protocol version of the host's last stateless-era
 	// request, for its notifications (which carry no _meta).
 	statelessVersion string
+	// reinits counts the sessions started in a row after an expiry, each expired
+	// again within reinitMax of its start; reinitAt is when the last was started;
+	// reinitDown, once maxReinits is reached, says why no new one is started.
+	reinits    int
+	reinitAt   time.Time
+	reinitDown string
 }
 
 func (c *remoteConn) waitReady() bool {
@@ -493,8 +507,8 @@ func (c *remoteConn) handleAnswer(ctx context.Context, m *outMsg, resp *http.Res
 			c.fail(m, "the server's session expired (HTTP 404), and starting a new one did not help")
 			return
 		}
-		if !c.sessionExpired(sid) {
-			c.fail(m, "the server's session expired (HTTP 404) and a new one could not be started")
+		if ok, why := c.renewSession(sid); !ok {
+			c.fail(m, "the server's session expired (HTTP 404) and a new one could not be started"+why)
 			return
 		}
 		m.retried = true
@@ -803,6 +817,11 @@ func (c *remoteConn) listen(ctx context.Context, opened chan struct{}) {
 				}
 				failures++
 			default:
+				// The session works: a later expiry starts the re-initialization
+				// backoff afresh.
+				c.mu.Lock()
+				c.sess.reinits, c.sess.reinitDown = 0, ""
+				c.mu.Unlock()
 				sr, _ := c.pump(ctx, nil, resp.Body)
 				resp.Body.Close()
 				if sr.LastID != "" && sr.LastID != lastID {
@@ -828,6 +847,13 @@ func (c *remoteConn) listen(ctx context.Context, opened chan struct{}) {
 // re-handshake, once however many requests got the 404), and reports whether requests
 // can be sent again.
 func (c *remoteConn) sessionExpired(sid string) bool {
+	ok, _ := c.renewSession(sid)
+	return ok
+}
+
+// renewSession is sessionExpired, saying why (as ": ...", to append) when no new
+// session was started because the server keeps expiring them at once.
+func (c *remoteConn) renewSession(sid string) (bool, string) {
 	c.mu.Lock()
 	if c.sess.id != sid {
 		ready := c.sess.ready
@@ -835,14 +861,30 @@ func (c *remoteConn) sessionExpired(sid string) bool {
 		select {
 		case <-ready:
 		case <-c.ctx.Done():
-			return false
+			return false, ""
 		}
 		c.mu.Lock()
 		ok := c.sess.id != ""
 		c.mu.Unlock()
-		return ok || c.setup.Era() != EraSession
+		return ok || c.setup.Era() != EraSession, ""
 	}
-	c.log.Info("the server's session expired (HTTP 404); starting a new one with the host's initialize")
+	// Rate-limited: a server that expires every new session at once (a 404 for each
+	// GET stream) made this a loop of initialize POSTs with no pause.
+	since := time.Since(c.sess.reinitAt)
+	if c.sess.reinitAt.IsZero() || since > reinitMax {
+		c.sess.reinits, c.sess.reinitDown = 0, "" // the last new session lasted
+	}
+	n := c.sess.reinits
+	if n >= maxReinits && since <= reinitMax {
+		why := c.sess.reinitDown
+		c.mu.Unlock()
+		return false, ": " + why
+	}
+	delay := time.Duration(0)
+	if n > 0 {
+		delay = min(reinitBase<<min(n-1, 20), reinitMax)
+	}
+	c.log.Info("the server's session expired (HTTP 404); starting a new one with the host's initialize", "in", delay)
 	c.sess.id = ""
 	c.sess.gen++
 	ready := make(chan struct{})
@@ -852,9 +894,26 @@ func (c *remoteConn) sessionExpired(sid string) bool {
 		c.sess.stopListen = nil
 	}
 	c.mu.Unlock()
-	ok := c.rehandshake()
+	// Requests wait for the new session meanwhile (send waits on ready), at most
+	// reinitMax.
+	ok := sleepCtx(c.ctx, delay)
+	c.mu.Lock()
+	c.sess.reinits++
+	c.sess.reinitAt = time.Now()
+	if c.sess.reinits >= maxReinits {
+		c.sess.reinitDown = fmt.Sprintf("the server expired each of the last %d new sessions at once (HTTP 404); not starting another before %s",
+			c.sess.reinits, c.sess.reinitAt.Add(reinitMax).Format("15:04:05"))
+	}
+	down := c.sess.reinitDown
+	c.mu.Unlock()
+	if ok {
+		ok = c.rehandshake()
+	}
+	if down != "" {
+		c.log.Warn("giving up starting new sessions for a while", "why", down)
+	}
 	close(ready)
-	return ok
+	return ok, ""
 }
 
 // rehandshake replays what the host did to set the session up (upstream.Setup: its

@@ -9,7 +9,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/tidwall/gjson"
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
 // Conn is a message pipe to one MCP server: whole messages in, whole messages out, as
@@ -137,7 +137,10 @@ func IsMessage(line []byte) bool {
 		return false
 	}
 	if len(line) <= smallLine {
-		return gjson.ValidBytes(line)
+		// jsonlex.Valid, not gjson.ValidBytes: gjson's validator recurses once per
+		// level, so a peer's line of nested brackets could overflow the stack (a fatal
+		// error no recover catches: the proxy gone with the host's session).
+		return jsonlex.Valid(line)
 	}
 	// "[INFO] server ready]" has the right ends; a JSON array's next token does not
 	// start with a letter other than those of true/false/null.
