@@ -203,6 +203,9 @@ type remoteConn struct {
 	sess     session                // Streamable HTTP session state
 	legacy   legacyState            // HTTP+SSE state
 	authSaid bool                   // the 401/403 line was written
+	// redirectSaid: the line about a redirect not followed was written (once, as
+	// every request of a moved server would say it).
+	redirectSaid atomic.Bool
 	// toolHeaders are the x-mcp-header annotations of the tools, by tool name.
 	toolHeaders map[string][]paramHeader
 }
@@ -277,6 +280,13 @@ func newRemote(r Remote) (*remoteConn, error) {
 	if c.client == nil {
 		c.client = NewHTTPClient(r.ConnectTimeout)
 	}
+	// A copy (the caller's client, shared with the OAuth client, keeps its own
+	// policy) that follows no redirect off the server's origin: net/http would send
+	// the --header values, Mcp-Session-Id and a POST's body (the tool's arguments) to
+	// wherever a 307 or 308 points, another host or port included.
+	cl := *c.client
+	cl.CheckRedirect = c.checkRedirect
+	c.client = &cl
 	if c.log == nil {
 		c.log = slog.Default().With("server", c.name)
 	}
@@ -313,6 +323,57 @@ func (c *remoteConn) settle(transport string) {
 	if c.settled != nil {
 		c.settled(transport)
 	}
+}
+
+// maxRedirects bounds the same-origin redirects followed for one request (net/http's
+// own limit).
+const maxRedirects = 10
+
+// checkRedirect is the remote client's redirect policy. The MCP transports define no
+// redirect, so one is followed only where it cannot move a credential: to the URL's
+// own origin (scheme, host and port), keeping the method (a 303, or a 301/302 of a
+// POST, would turn the message into a GET without its body). Any other is not
+// followed: its response is the answer, and the host is told where it pointed.
+func (c *remoteConn) checkRedirect(req *http.Request, via []*http.Request) error {
+	first := via[0]
+	if len(via) < maxRedirects && req.Method == first.Method && sameOrigin(req.URL, c.url) {
+		return nil
+	}
+	where := c.scrub.Replace(redact.URL(req.URL.String()))
+	if c.redirectSaid.CompareAndSwap(false, true) {
+		c.log.Warn("the server redirected a request elsewhere; not following it (the credentials would go there)",
+			"method", first.Method, "location", where)
+	} else {
+		c.log.Debug("not following a redirect", "method", first.Method, "location", where)
+	}
+	return http.ErrUseLastResponse
+}
+
+// sameOrigin reports whether a and b have one origin: scheme, host and port (the
+// scheme's default port when none is written).
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a) == portOf(b)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
+}
+
+// redirected is why a request answered with a redirect that was not followed failed.
+func (c *remoteConn) redirected(resp *http.Response) string {
+	code := resp.StatusCode
+	where := "(no Location)"
+	if loc, err := resp.Location(); err == nil {
+		where = redact.URL(loc.String())
+	}
+	return fmt.Sprintf("HTTP %d %s to %s: not followed (bir-proxy follows a redirect only to the server URL's own origin, "+
+		"keeping the method, so that no credential goes elsewhere); if that is the server's URL, give it as --url", code, http.StatusText(code), where)
 }
 
 // secretScrubber replaces every secret this connection knows (header values, the URL's

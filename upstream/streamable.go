@@ -554,6 +554,11 @@ func (c *remoteConn) readAnswer(ctx context.Context, m *outMsg, resp *http.Respo
 // server's own answer and is passed on with its bytes (the request's id put in when
 // the server left it null or out, as it may over HTTP); otherwise the status is said.
 func (c *remoteConn) refused(m *outMsg, resp *http.Response) {
+	if resp.StatusCode/100 == 3 { // a redirect checkRedirect would not follow
+		drain(resp.Body)
+		c.fail(m, c.redirected(resp))
+		return
+	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyCap))
 	body = oneLine(body)
 	code := resp.StatusCode
