@@ -165,8 +165,8 @@ type remoteConn struct {
 	header   http.Header
 	log      *slog.Logger
 	stderr   io.Writer
-	scrub    *strings.Replacer // every secret value → [REDACTED], for any text we emit
-	auth     Authorizer        // nil: no OAuth (none given, or --header Authorization)
+	scrub    *scrubber  // every secret value → [REDACTED], for any text we emit
+	auth     Authorizer // nil: no OAuth (none given, or --header Authorization)
 	max      int
 	forced   string // "", TransportHTTP or TransportSSE
 	settled  func(string)
@@ -302,11 +302,11 @@ func newRemote(r Remote) (*remoteConn, error) {
 	if c.idPrefix == "" {
 		c.idPrefix = "bir:"
 	}
-	c.scrub = secretScrubber(u, c.header)
 	c.host = hostOf(u, c.header)
 	if r.Auth != nil && c.header.Get("Authorization") == "" {
 		c.auth = r.Auth
 	}
+	c.scrub = newScrubber(u, c.header, c.auth)
 	c.sess.ready = closedChan()
 	c.legacy.ready = closedChan()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -376,43 +376,129 @@ func (c *remoteConn) redirected(resp *http.Response) string {
 		"keeping the method, so that no credential goes elsewhere); if that is the server's URL, give it as --url", code, http.StatusText(code), where)
 }
 
-// secretScrubber replaces every secret this connection knows (header values, the URL's
-// password and user, query values under secret names) wherever it appears: the last
-// line of defence for text that reaches a log or the host, such as an error from a
-// proxy that quotes the request.
-func secretScrubber(u *url.URL, h http.Header) *strings.Replacer {
+// scrubber replaces every secret the connection knows wherever it appears: the last
+// line of defence for text that reaches a log, the host or the journal, such as a
+// server's error body that quotes the request. The fixed secrets are known at start
+// (header values, the URL's password, query values under secret names); the OAuth
+// credentials change as they are refreshed, so each Authorization value the
+// connection sends is added as it is first sent (seen), and an Authorizer that holds
+// more (a refresh token, a client secret) is asked for its current ones at each use.
+type scrubber struct {
+	fixed *strings.Replacer
+	auth  Authorizer
+	sent  atomic.Pointer[sentCreds] // the Authorization values sent, newest last
+	mu    sync.Mutex                // serialises the writers of sent
+}
+
+// sentCreds is the set of credentials the connection sent, and their replacer.
+type sentCreds struct {
+	last string   // the newest value seen: the common case costs one comparison
+	vals []string // at most maxSentCreds, newest last
+	r    *strings.Replacer
+}
+
+// maxSentCreds is how many Authorization values are remembered: an answer to a
+// request sent with a token before its refresh may still quote the old one.
+const maxSentCreds = 8
+
+// SecretHolder is an Authorizer that holds secrets besides the Authorization value its
+// Header gives (an OAuth client: its refresh token, its client secret). Secrets returns
+// the current ones; the connection scrubs them from every text it passes on.
+type SecretHolder interface {
+	Secrets() []string
+}
+
+func newScrubber(u *url.URL, h http.Header, auth Authorizer) *scrubber {
 	var secrets []string
-	add := func(s string) {
-		if len(s) >= 4 { // shorter ones would replace ordinary text
-			secrets = append(secrets, s, redact.Redacted)
-			if e := url.QueryEscape(s); e != s {
-				secrets = append(secrets, e, redact.Redacted)
-			}
-		}
-	}
 	for _, vs := range h {
 		for _, v := range vs {
-			add(v)
-			// "Bearer abc": the token alone may be quoted too.
-			if _, tok, ok := strings.Cut(v, " "); ok {
-				add(strings.TrimSpace(tok))
-			}
+			secrets = appendSecret(secrets, v)
 		}
 	}
 	if u.User != nil {
-		add(u.User.Username())
+		secrets = appendSecret(secrets, u.User.Username())
 		if p, ok := u.User.Password(); ok {
-			add(p)
+			secrets = appendSecret(secrets, p)
 		}
 	}
 	for k, vs := range u.Query() {
 		if redact.IsSecretParam(k) {
 			for _, v := range vs {
-				add(v)
+				secrets = appendSecret(secrets, v)
 			}
 		}
 	}
-	return strings.NewReplacer(secrets...)
+	return &scrubber{fixed: strings.NewReplacer(secrets...), auth: auth}
+}
+
+// appendSecret adds the replacement pairs of secret v: v itself, its URL-escaped form,
+// and for "Bearer abc" the token alone, which may be quoted too.
+func appendSecret(pairs []string, v string) []string {
+	add := func(s string) {
+		if len(s) >= 4 { // shorter ones would replace ordinary text
+			pairs = append(pairs, s, redact.Redacted)
+			if e := url.QueryEscape(s); e != s {
+				pairs = append(pairs, e, redact.Redacted)
+			}
+		}
+	}
+	add(v)
+	if _, tok, ok := strings.Cut(v, " "); ok {
+		add(strings.TrimSpace(tok))
+	}
+	return pairs
+}
+
+// seen notes an Authorization value sent (on every request: one atomic load and one
+// string comparison when it is the last one seen).
+func (s *scrubber) seen(v string) {
+	if v == "" {
+		return
+	}
+	if cur := s.sent.Load(); cur != nil && cur.last == v {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.sent.Load()
+	var vals []string
+	if cur != nil {
+		if cur.last == v {
+			return
+		}
+		for _, old := range cur.vals {
+			if old != v {
+				vals = append(vals, old)
+			}
+		}
+	}
+	vals = append(vals, v)
+	if len(vals) > maxSentCreds {
+		vals = vals[len(vals)-maxSentCreds:]
+	}
+	var pairs []string
+	for i := len(vals) - 1; i >= 0; i-- { // the whole "Bearer x" before the token alone
+		pairs = appendSecret(pairs, vals[i])
+	}
+	s.sent.Store(&sentCreds{last: v, vals: vals, r: strings.NewReplacer(pairs...)})
+}
+
+// Replace returns text with every secret known now replaced by [REDACTED].
+func (s *scrubber) Replace(text string) string {
+	text = s.fixed.Replace(text)
+	if cur := s.sent.Load(); cur != nil {
+		text = cur.r.Replace(text)
+	}
+	if h, ok := s.auth.(SecretHolder); ok {
+		var pairs []string
+		for _, v := range h.Secrets() {
+			pairs = appendSecret(pairs, v)
+		}
+		if len(pairs) > 0 {
+			text = strings.NewReplacer(pairs...).Replace(text)
+		}
+	}
+	return text
 }
 
 // redactErr is err's text with raw (a URL that may hold secrets) redacted.

@@ -411,6 +411,7 @@ func (c *remoteConn) authHeader(ctx context.Context, h http.Header) {
 		c.log.Debug("no OAuth credentials for the request", "err", c.scrub.Replace(err.Error()))
 	}
 	if v != "" {
+		c.scrub.seen(v) // before it leaves: the answer may quote it
 		h.Set("Authorization", v)
 	}
 }
