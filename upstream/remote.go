@@ -901,11 +901,28 @@ func refusedBeforeSending(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
+// overCapError is an answer over the --max-message cap.
+type overCapError struct {
+	length int64 // the announced length; -1 when the body had none
+	max    int
+}
+
+func (e *overCapError) Error() string {
+	if e.length >= 0 {
+		return fmt.Sprintf("the answer is %d bytes, over the %d-byte cap (--max-message)", e.length, e.max)
+	}
+	return fmt.Sprintf("the answer exceeded the cap of %d bytes (--max-message)", e.max)
+}
+
 // readBody reads a whole answer body, up to max bytes, into one exact-size slice when
-// the length is known.
+// the length is known. A body of unknown length is read in chunks that are never
+// copied while it arrives, so that one over the cap costs at most the cap: the reading
+// stops at max+1 bytes and the caller's Close drops the connection with the rest (a
+// bytes.Buffer, doubling past the cap and copying as it grew, cost four times the cap
+// for each over-cap answer: 1 GB at the default, 3.4 GB for four at once).
 func readBody(r io.Reader, length int64, max int) ([]byte, error) {
 	if length > int64(max) {
-		return nil, fmt.Errorf("the answer is %d bytes, over the %d-byte cap", length, max)
+		return nil, &overCapError{length: length, max: max}
 	}
 	if length >= 0 {
 		b := make([]byte, length)
@@ -914,15 +931,49 @@ func readBody(r io.Reader, length int64, max int) ([]byte, error) {
 		}
 		return b, nil
 	}
-	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(r, int64(max)+1))
-	if err != nil {
-		return nil, err
+	const first, largest = 4 << 10, 8 << 20
+	var chunks [][]byte
+	total, size := 0, first
+	for {
+		chunk := make([]byte, min(size, max+1-total))
+		got, err := fill(r, chunk)
+		total += got
+		if got > 0 {
+			chunks = append(chunks, chunk[:got])
+		}
+		if total > max {
+			return nil, &overCapError{length: -1, max: max}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		size = min(size*2, largest)
 	}
-	if n > int64(max) {
-		return nil, fmt.Errorf("the answer is over the %d-byte cap", max)
+	if len(chunks) == 1 {
+		return chunks[0], nil
 	}
-	return buf.Bytes(), nil
+	out := make([]byte, 0, total)
+	for _, ch := range chunks {
+		out = append(out, ch...)
+	}
+	return out, nil
+}
+
+// fill reads into b until it is full (err nil) or the reader ends (io.EOF, the clean
+// end, told apart from a broken one: io.ReadFull would call both ErrUnexpectedEOF).
+func fill(r io.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := r.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // oneLine makes a JSON text fit on one NDJSON line. JSON strings cannot hold a raw CR
