@@ -220,6 +220,7 @@ type pendingReq struct {
 	done      chan struct{} // closed when the exchange abort ends has ended
 	conn      net.Conn      // the connection it went out on (stateless era)
 	stateless bool
+	msg       *outMsg // the message it went in: its exchange, for a cancel to end
 }
 
 // outMsg is one message on its way to the server, and what was read from it.
@@ -235,6 +236,88 @@ type outMsg struct {
 	retried bool // resent once after a session expired
 	// authTries counts the sends again after a 401/403 (maxAuthRetries).
 	authTries int
+	// ex is the exchange under way, for a cancel to end it (session era).
+	ex exchangeHandle
+}
+
+// cancelGrace is how long a session-era request the host cancelled keeps its response
+// stream: the server may still send a last message for it (it is dropped: the host no
+// longer waits), then the stream is closed. The TypeScript SDK's server never answers
+// an aborted request and keeps its stream open, so without this every cancel kept a
+// connection (a file descriptor) and a goroutine for as long as the session lasted.
+const cancelGrace = 2 * time.Second
+
+// exchangeHandle is how a session-era exchange is ended from outside: the connection
+// the request went out on until the answer's headers came, then the answer's body.
+// Each message has its own (no lock shared between requests in flight).
+type exchangeHandle struct {
+	mu      sync.Mutex
+	conn    net.Conn
+	body    io.Closer
+	aborted bool
+}
+
+// setConn notes the connection the request went out on.
+func (h *exchangeHandle) setConn(conn net.Conn) {
+	h.mu.Lock()
+	h.conn = conn
+	h.mu.Unlock()
+}
+
+// setBody notes the answer's body (the connection is the body's from then on); an
+// exchange aborted before its answer came has the body closed at once.
+func (h *exchangeHandle) setBody(body io.Closer) {
+	h.mu.Lock()
+	h.conn, h.body = nil, body
+	aborted := h.aborted
+	h.mu.Unlock()
+	if aborted {
+		body.Close()
+	}
+}
+
+// ended forgets the exchange (it is over: its connection may serve another request).
+func (h *exchangeHandle) ended() {
+	h.mu.Lock()
+	h.conn, h.body = nil, nil
+	h.mu.Unlock()
+}
+
+// abort ends the exchange: closing the body ends its read (over HTTP/2, by resetting
+// the stream); before the answer's headers, closing the connection ends the wait for
+// them (an HTTP/2 connection is shared and stays: its body is closed when it comes).
+func (h *exchangeHandle) abort() {
+	h.mu.Lock()
+	h.aborted = true
+	conn, body := h.conn, h.body
+	h.mu.Unlock()
+	switch {
+	case body != nil:
+		body.Close()
+	case conn != nil && !isHTTP2(conn):
+		conn.Close()
+	}
+}
+
+// abortLater closes the response stream of m, a session-era request the host
+// cancelled, after cancelGrace, unless every request of it was answered by then.
+func (c *remoteConn) abortLater(m *outMsg) {
+	c.wg.Add(1) // the sender's own count is held: no Add after Close's Wait began
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTimer(cancelGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			return
+		}
+		if c.stillPending(m) {
+			return // another request of its batch still awaits its answer
+		}
+		c.log.Debug("closing the response stream of a cancelled request", "grace", cancelGrace)
+		m.ex.abort()
+	}()
 }
 
 func newRemote(r Remote) (*remoteConn, error) {
@@ -656,7 +739,7 @@ func (c *remoteConn) send(m *outMsg) {
 	c.setup.FromHost(m.raw) // before the write: the answer may come before it returns
 	c.mu.Lock()
 	for _, id := range m.ids {
-		c.pending[jsonlex.IDKey(id)] = &pendingReq{id: id, method: m.method, stateless: m.version != ""}
+		c.pending[jsonlex.IDKey(id)] = &pendingReq{id: id, method: m.method, stateless: m.version != "", msg: m}
 	}
 	if m.method == "initialize" && len(m.ids) == 1 {
 		c.sess.gen++
@@ -705,6 +788,11 @@ func (c *remoteConn) cancelled(m *outMsg) bool {
 		conn, done = p.conn, p.done
 	}
 	c.mu.Unlock()
+	if p != nil && !stateless && p.msg != nil {
+		// The notification goes to the server (the session era's way to cancel);
+		// the request's stream is closed after the grace.
+		c.abortLater(p.msg)
+	}
 	if stateless {
 		c.log.Debug("the host cancelled a stateless-era request: closing its stream", "connection known", conn != nil)
 		p.abort()

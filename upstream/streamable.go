@@ -252,6 +252,7 @@ func (c *remoteConn) setAbort(m *outMsg, abort context.CancelFunc, done chan str
 func (c *remoteConn) exchange(ctx context.Context, m *outMsg, sent chan struct{}, status chan int) {
 	resp, sid, err := c.roundTrip(ctx, m, sent)
 	if err != nil {
+		m.ex.ended()
 		if status != nil {
 			status <- 0
 		}
@@ -262,6 +263,10 @@ func (c *remoteConn) exchange(ctx context.Context, m *outMsg, sent chan struct{}
 	}
 	if status != nil {
 		status <- resp.StatusCode
+	}
+	if m.isRequest && m.version == "" {
+		m.ex.setBody(resp.Body) // a cancel may end it
+		defer m.ex.ended()
 	}
 	c.handleAnswer(ctx, m, resp, sid)
 }
@@ -286,6 +291,8 @@ func (c *remoteConn) roundTrip(ctx context.Context, m *outMsg, sent chan struct{
 		}
 		if m.version != "" {
 			trace.GotConn = func(info httptrace.GotConnInfo) { c.setConn(m, info.Conn) }
+		} else if m.isRequest {
+			trace.GotConn = func(info httptrace.GotConnInfo) { m.ex.setConn(info.Conn) } // a cancel may end it
 		}
 		req, sid := c.newPost(httptrace.WithClientTrace(ctx, trace), m)
 		resp, err := c.client.Do(req)
