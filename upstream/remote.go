@@ -972,6 +972,10 @@ func (c *remoteConn) httpFailure(err error) string {
 	if errors.As(err, &ue) {
 		err = ue.Err // its text quotes the URL, query secrets and all
 	}
+	var over *overCapError
+	if errors.As(err, &over) {
+		return over.Error() // what happened, not "could not reach the server"
+	}
 	if errors.Is(err, context.Canceled) {
 		return "the request was ended (the proxy is stopping)"
 	}

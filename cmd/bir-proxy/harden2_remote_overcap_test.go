@@ -78,6 +78,10 @@ func TestHarden2RemoteOverCapChunkedAnswersStayUnderTheCap(t *testing.T) {
 		if !gjson.Get(ans, "error").Exists() || gjson.Get(ans, "id").Int() < 1 {
 			t.Fatalf("want an error answer, got %.300s", ans)
 		}
+		// Item 20: it says what happened, not "could not reach the server".
+		if msg := gjson.Get(ans, "error.message").String(); !strings.Contains(msg, "exceeded the cap of "+strconv.Itoa(capBytes)+" bytes") || strings.Contains(msg, "could not reach") {
+			t.Errorf("the error does not say the answer exceeded the cap: %s", msg)
+		}
 	}
 	peak := procStatusKB(t, pid, "VmHWM")
 	s.Stdin.Close()
