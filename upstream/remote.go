@@ -499,9 +499,14 @@ func newScrubber(u *url.URL, h http.Header, auth Authorizer) *scrubber {
 		}
 	}
 	if u.User != nil {
-		secrets = appendSecret(secrets, u.User.Username())
+		// The password is a secret; the user name only when it looks like one (a
+		// token given as the user, https://TOKEN@host): a name like "user" or "agent"
+		// scrubbed from every text made a server's "user-agent" "[REDACTED]-agent".
 		if p, ok := u.User.Password(); ok {
 			secrets = appendSecret(secrets, p)
+		}
+		if name := u.User.Username(); redact.LooksLikeToken(name) {
+			secrets = appendSecret(secrets, name)
 		}
 	}
 	for k, vs := range u.Query() {
