@@ -589,6 +589,22 @@ func (s *scrubber) Replace(text string) string {
 	return text
 }
 
+// scrubJSON is msg, a JSON-RPC error the server sent with an HTTP error status, with
+// the secrets the connection knows replaced: a server that quotes a credential back
+// (its Authorization echoed in the message) would otherwise carry it to the host and
+// the journal, where the same text made by the proxy is scrubbed. It is the one edit
+// besides the id, and only on this path: an answer with a 2xx status is relayed with
+// its bytes. ok is false when the edit would leave msg not JSON (a secret holding a
+// quote); the caller then says the error as text, which is scrubbed.
+func (c *remoteConn) scrubJSON(msg []byte) (out []byte, ok bool) {
+	s := c.scrub.Replace(string(msg))
+	if s == string(msg) {
+		return msg, true
+	}
+	out = []byte(s)
+	return out, jsonlex.Valid(out)
+}
+
 // redactErr is err's text with raw (a URL that may hold secrets) redacted.
 func redactErr(err error, raw string) error {
 	return errors.New(strings.ReplaceAll(err.Error(), raw, redact.URL(raw)))

@@ -572,11 +572,14 @@ func (c *remoteConn) refused(m *outMsg, resp *http.Response) {
 	code := resp.StatusCode
 	if len(m.ids) == 1 && body != nil {
 		if f, ok := jsonlex.TopFields(body); ok && f.Error != nil && f.Method == nil && c.stillPending(m) {
-			if f.ID == nil || string(f.ID) == "null" || jsonlex.IDKey(f.ID) != jsonlex.IDKey(m.ids[0]) {
-				body = withAnswerID(body, m.ids[0])
+			if scrubbed, ok := c.scrubJSON(body); ok { // else said as text below, scrubbed
+				body = scrubbed
+				if f.ID == nil || string(f.ID) == "null" || jsonlex.IDKey(f.ID) != jsonlex.IDKey(m.ids[0]) {
+					body = withAnswerID(body, m.ids[0])
+				}
+				c.deliver(body)
+				return
 			}
-			c.deliver(body)
-			return
 		}
 	}
 	why := fmt.Sprintf("HTTP %d %s", code, http.StatusText(code))

@@ -44,6 +44,10 @@ func TestHarden2RemoteOAuthTokenQuotedBackIsScrubbed(t *testing.T) {
 				`{"jsonrpc":"2.0","id":`+rpcID(r.Body)+`,"result":`+rawInitResult+`}`)
 		case rpcID(r.Body) == "":
 			writeResp(w, "202 Accepted", nil, "")
+		case strings.Contains(string(r.Body), `"jsonerr"`):
+			// The same, as a JSON-RPC error (relayed, but not with the token).
+			writeResp(w, "400 Bad Request", []string{"Content-Type: application/json"},
+				`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"invalid token `+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")+`"}}`)
 		default:
 			// A server that quotes what it was sent (and, hostile or buggy, the
 			// grant's other secrets the proxy holds now) in a plain-text 500.
@@ -84,6 +88,12 @@ func TestHarden2RemoteOAuthTokenQuotedBackIsScrubbed(t *testing.T) {
 	if gjson.Get(ans, "id").Raw != "3" || !strings.Contains(gjson.Get(ans, "error.message").String(), "HTTP 500") {
 		t.Fatalf("want an HTTP 500 error for id 3, got %s", ans)
 	}
+	s.Send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"jsonerr","arguments":{}}}`)
+	jsonAns := s.recv()
+	if gjson.Get(jsonAns, "id").Raw != "4" || gjson.Get(jsonAns, "error.code").Int() != -32001 ||
+		gjson.Get(jsonAns, "error.message").String() != "invalid token [REDACTED]" {
+		t.Fatalf("want the server's JSON-RPC error for id 4, the token scrubbed, got %s", jsonAns)
+	}
 	s.Stdin.Close()
 	s.ExitCode()
 	sentNew := false
@@ -101,7 +111,7 @@ func TestHarden2RemoteOAuthTokenQuotedBackIsScrubbed(t *testing.T) {
 	}
 	// The grant's secrets before the refresh were never sent, and are no longer held.
 	for _, sec := range []string{newAccess, newRefresh, secret} {
-		for name, text := range map[string]string{"the host's error": ans, "the journal": string(reports), "stderr": s.Stderr.String()} {
+		for name, text := range map[string]string{"the host's error": ans, "the host's JSON-RPC error": jsonAns, "the journal": string(reports), "stderr": s.Stderr.String()} {
 			if strings.Contains(text, sec) {
 				t.Errorf("%s holds a secret (%s):\n%s", name, sec, text)
 			}
