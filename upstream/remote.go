@@ -363,13 +363,6 @@ func newRemote(r Remote) (*remoteConn, error) {
 	if c.client == nil {
 		c.client = NewHTTPClient(r.ConnectTimeout)
 	}
-	// A copy (the caller's client, shared with the OAuth client, keeps its own
-	// policy) that follows no redirect off the server's origin: net/http would send
-	// the --header values, Mcp-Session-Id and a POST's body (the tool's arguments) to
-	// wherever a 307 or 308 points, another host or port included.
-	cl := *c.client
-	cl.CheckRedirect = c.checkRedirect
-	c.client = &cl
 	if c.log == nil {
 		c.log = slog.Default().With("server", c.name)
 	}
@@ -390,6 +383,13 @@ func newRemote(r Remote) (*remoteConn, error) {
 		c.auth = r.Auth
 	}
 	c.scrub = newScrubber(u, c.header, c.auth)
+	// A copy (the caller's client, shared with the OAuth client, keeps its own
+	// policy) that follows no redirect off the server's origin: net/http would send
+	// the --header values, Mcp-Session-Id and a POST's body (the tool's arguments) to
+	// wherever a 307 or 308 points, another host or port included.
+	cl := *c.client
+	cl.CheckRedirect = c.checkRedirect
+	c.client = &cl
 	c.sess.ready = closedChan()
 	c.legacy.ready = closedChan()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
