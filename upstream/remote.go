@@ -165,8 +165,8 @@ type remoteConn struct {
 	header   http.Header
 	log      *slog.Logger
 	stderr   io.Writer
-	scrub    *strings.Replacer // every secret value → [REDACTED], for any text we emit
-	auth     Authorizer        // nil: no OAuth (none given, or --header Authorization)
+	scrub    *scrubber  // every secret value → [REDACTED], for any text we emit
+	auth     Authorizer // nil: no OAuth (none given, or --header Authorization)
 	max      int
 	forced   string // "", TransportHTTP or TransportSSE
 	settled  func(string)
@@ -206,6 +206,9 @@ type remoteConn struct {
 	sess     session                // Streamable HTTP session state
 	legacy   legacyState            // HTTP+SSE state
 	authSaid bool                   // the 401/403 line was written
+	// redirectSaid: the line about a redirect not followed was written (once, as
+	// every request of a moved server would say it).
+	redirectSaid atomic.Bool
 	// toolHeaders are the x-mcp-header annotations of the tools, by tool name.
 	toolHeaders map[string][]paramHeader
 }
@@ -220,6 +223,7 @@ type pendingReq struct {
 	done      chan struct{} // closed when the exchange abort ends has ended
 	conn      net.Conn      // the connection it went out on (stateless era)
 	stateless bool
+	msg       *outMsg // the message it went in: its exchange, for a cancel to end
 }
 
 // outMsg is one message on its way to the server, and what was read from it.
@@ -235,6 +239,88 @@ type outMsg struct {
 	retried bool // resent once after a session expired
 	// authTries counts the sends again after a 401/403 (maxAuthRetries).
 	authTries int
+	// ex is the exchange under way, for a cancel to end it (session era).
+	ex exchangeHandle
+}
+
+// cancelGrace is how long a session-era request the host cancelled keeps its response
+// stream: the server may still send a last message for it (it is dropped: the host no
+// longer waits), then the stream is closed. The TypeScript SDK's server never answers
+// an aborted request and keeps its stream open, so without this every cancel kept a
+// connection (a file descriptor) and a goroutine for as long as the session lasted.
+const cancelGrace = 2 * time.Second
+
+// exchangeHandle is how a session-era exchange is ended from outside: the connection
+// the request went out on until the answer's headers came, then the answer's body.
+// Each message has its own (no lock shared between requests in flight).
+type exchangeHandle struct {
+	mu      sync.Mutex
+	conn    net.Conn
+	body    io.Closer
+	aborted bool
+}
+
+// setConn notes the connection the request went out on.
+func (h *exchangeHandle) setConn(conn net.Conn) {
+	h.mu.Lock()
+	h.conn = conn
+	h.mu.Unlock()
+}
+
+// setBody notes the answer's body (the connection is the body's from then on); an
+// exchange aborted before its answer came has the body closed at once.
+func (h *exchangeHandle) setBody(body io.Closer) {
+	h.mu.Lock()
+	h.conn, h.body = nil, body
+	aborted := h.aborted
+	h.mu.Unlock()
+	if aborted {
+		body.Close()
+	}
+}
+
+// ended forgets the exchange (it is over: its connection may serve another request).
+func (h *exchangeHandle) ended() {
+	h.mu.Lock()
+	h.conn, h.body = nil, nil
+	h.mu.Unlock()
+}
+
+// abort ends the exchange: closing the body ends its read (over HTTP/2, by resetting
+// the stream); before the answer's headers, closing the connection ends the wait for
+// them (an HTTP/2 connection is shared and stays: its body is closed when it comes).
+func (h *exchangeHandle) abort() {
+	h.mu.Lock()
+	h.aborted = true
+	conn, body := h.conn, h.body
+	h.mu.Unlock()
+	switch {
+	case body != nil:
+		body.Close()
+	case conn != nil && !isHTTP2(conn):
+		conn.Close()
+	}
+}
+
+// abortLater closes the response stream of m, a session-era request the host
+// cancelled, after cancelGrace, unless every request of it was answered by then.
+func (c *remoteConn) abortLater(m *outMsg) {
+	c.wg.Add(1) // the sender's own count is held: no Add after Close's Wait began
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTimer(cancelGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			return
+		}
+		if c.stillPending(m) {
+			return // another request of its batch still awaits its answer
+		}
+		c.log.Debug("closing the response stream of a cancelled request", "grace", cancelGrace)
+		m.ex.abort()
+	}()
 }
 
 func newRemote(r Remote) (*remoteConn, error) {
@@ -296,11 +382,18 @@ func newRemote(r Remote) (*remoteConn, error) {
 	if c.idPrefix == "" {
 		c.idPrefix = "bir:"
 	}
-	c.scrub = secretScrubber(u, c.header)
 	c.host = hostOf(u, c.header)
 	if r.Auth != nil && c.header.Get("Authorization") == "" {
 		c.auth = r.Auth
 	}
+	c.scrub = newScrubber(u, c.header, c.auth)
+	// A copy (the caller's client, shared with the OAuth client, keeps its own
+	// policy) that follows no redirect off the server's origin: net/http would send
+	// the --header values, Mcp-Session-Id and a POST's body (the tool's arguments) to
+	// wherever a 307 or 308 points, another host or port included.
+	cl := *c.client
+	cl.CheckRedirect = c.checkRedirect
+	c.client = &cl
 	c.sess.ready = closedChan()
 	c.legacy.ready = closedChan()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -319,43 +412,201 @@ func (c *remoteConn) settle(transport string) {
 	}
 }
 
-// secretScrubber replaces every secret this connection knows (header values, the URL's
-// password and user, query values under secret names) wherever it appears: the last
-// line of defence for text that reaches a log or the host, such as an error from a
-// proxy that quotes the request.
-func secretScrubber(u *url.URL, h http.Header) *strings.Replacer {
-	var secrets []string
-	add := func(s string) {
-		if len(s) >= 4 { // shorter ones would replace ordinary text
-			secrets = append(secrets, s, redact.Redacted)
-			if e := url.QueryEscape(s); e != s {
-				secrets = append(secrets, e, redact.Redacted)
-			}
-		}
+// maxRedirects bounds the same-origin redirects followed for one request (net/http's
+// own limit).
+const maxRedirects = 10
+
+// checkRedirect is the remote client's redirect policy. The MCP transports define no
+// redirect, so one is followed only where it cannot move a credential: to the URL's
+// own origin (scheme, host and port), keeping the method (a 303, or a 301/302 of a
+// POST, would turn the message into a GET without its body). Any other is not
+// followed: its response is the answer, and the host is told where it pointed.
+func (c *remoteConn) checkRedirect(req *http.Request, via []*http.Request) error {
+	first := via[0]
+	if len(via) < maxRedirects && req.Method == first.Method && sameOrigin(req.URL, c.url) {
+		return nil
 	}
+	where := c.scrub.Replace(redact.URL(req.URL.String()))
+	if c.redirectSaid.CompareAndSwap(false, true) {
+		c.log.Warn("the server redirected a request elsewhere; not following it (the credentials would go there)",
+			"method", first.Method, "location", where)
+	} else {
+		c.log.Debug("not following a redirect", "method", first.Method, "location", where)
+	}
+	return http.ErrUseLastResponse
+}
+
+// sameOrigin reports whether a and b have one origin: scheme, host and port (the
+// scheme's default port when none is written).
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a) == portOf(b)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
+}
+
+// redirected is why a request answered with a redirect that was not followed failed.
+func (c *remoteConn) redirected(resp *http.Response) string {
+	code := resp.StatusCode
+	where := "(no Location)"
+	if loc, err := resp.Location(); err == nil {
+		where = redact.URL(loc.String())
+	}
+	return fmt.Sprintf("HTTP %d %s to %s: not followed (bir-proxy follows a redirect only to the server URL's own origin, "+
+		"keeping the method, so that no credential goes elsewhere); if that is the server's URL, give it as --url", code, http.StatusText(code), where)
+}
+
+// scrubber replaces every secret the connection knows wherever it appears: the last
+// line of defence for text that reaches a log, the host or the journal, such as a
+// server's error body that quotes the request. The fixed secrets are known at start
+// (header values, the URL's password, query values under secret names); the OAuth
+// credentials change as they are refreshed, so each Authorization value the
+// connection sends is added as it is first sent (seen), and an Authorizer that holds
+// more (a refresh token, a client secret) is asked for its current ones at each use.
+type scrubber struct {
+	fixed *strings.Replacer
+	auth  Authorizer
+	sent  atomic.Pointer[sentCreds] // the Authorization values sent, newest last
+	mu    sync.Mutex                // serialises the writers of sent
+}
+
+// sentCreds is the set of credentials the connection sent, and their replacer.
+type sentCreds struct {
+	last string   // the newest value seen: the common case costs one comparison
+	vals []string // at most maxSentCreds, newest last
+	r    *strings.Replacer
+}
+
+// maxSentCreds is how many Authorization values are remembered: an answer to a
+// request sent with a token before its refresh may still quote the old one.
+const maxSentCreds = 8
+
+// SecretHolder is an Authorizer that holds secrets besides the Authorization value its
+// Header gives (an OAuth client: its refresh token, its client secret). Secrets returns
+// the current ones; the connection scrubs them from every text it passes on.
+type SecretHolder interface {
+	Secrets() []string
+}
+
+func newScrubber(u *url.URL, h http.Header, auth Authorizer) *scrubber {
+	var secrets []string
 	for _, vs := range h {
 		for _, v := range vs {
-			add(v)
-			// "Bearer abc": the token alone may be quoted too.
-			if _, tok, ok := strings.Cut(v, " "); ok {
-				add(strings.TrimSpace(tok))
-			}
+			secrets = appendSecret(secrets, v)
 		}
 	}
 	if u.User != nil {
-		add(u.User.Username())
+		// The password is a secret; the user name only when it looks like one (a
+		// token given as the user, https://TOKEN@host): a name like "user" or "agent"
+		// scrubbed from every text made a server's "user-agent" "[REDACTED]-agent".
 		if p, ok := u.User.Password(); ok {
-			add(p)
+			secrets = appendSecret(secrets, p)
+		}
+		if name := u.User.Username(); redact.LooksLikeToken(name) {
+			secrets = appendSecret(secrets, name)
 		}
 	}
 	for k, vs := range u.Query() {
 		if redact.IsSecretParam(k) {
 			for _, v := range vs {
-				add(v)
+				secrets = appendSecret(secrets, v)
 			}
 		}
 	}
-	return strings.NewReplacer(secrets...)
+	return &scrubber{fixed: strings.NewReplacer(secrets...), auth: auth}
+}
+
+// appendSecret adds the replacement pairs of secret v: v itself, its URL-escaped form,
+// and for "Bearer abc" the token alone, which may be quoted too.
+func appendSecret(pairs []string, v string) []string {
+	add := func(s string) {
+		if len(s) >= 4 { // shorter ones would replace ordinary text
+			pairs = append(pairs, s, redact.Redacted)
+			if e := url.QueryEscape(s); e != s {
+				pairs = append(pairs, e, redact.Redacted)
+			}
+		}
+	}
+	add(v)
+	if _, tok, ok := strings.Cut(v, " "); ok {
+		add(strings.TrimSpace(tok))
+	}
+	return pairs
+}
+
+// seen notes an Authorization value sent (on every request: one atomic load and one
+// string comparison when it is the last one seen).
+func (s *scrubber) seen(v string) {
+	if v == "" {
+		return
+	}
+	if cur := s.sent.Load(); cur != nil && cur.last == v {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.sent.Load()
+	var vals []string
+	if cur != nil {
+		if cur.last == v {
+			return
+		}
+		for _, old := range cur.vals {
+			if old != v {
+				vals = append(vals, old)
+			}
+		}
+	}
+	vals = append(vals, v)
+	if len(vals) > maxSentCreds {
+		vals = vals[len(vals)-maxSentCreds:]
+	}
+	var pairs []string
+	for i := len(vals) - 1; i >= 0; i-- { // the whole "Bearer x" before the token alone
+		pairs = appendSecret(pairs, vals[i])
+	}
+	s.sent.Store(&sentCreds{last: v, vals: vals, r: strings.NewReplacer(pairs...)})
+}
+
+// Replace returns text with every secret known now replaced by [REDACTED].
+func (s *scrubber) Replace(text string) string {
+	text = s.fixed.Replace(text)
+	if cur := s.sent.Load(); cur != nil {
+		text = cur.r.Replace(text)
+	}
+	if h, ok := s.auth.(SecretHolder); ok {
+		var pairs []string
+		for _, v := range h.Secrets() {
+			pairs = appendSecret(pairs, v)
+		}
+		if len(pairs) > 0 {
+			text = strings.NewReplacer(pairs...).Replace(text)
+		}
+	}
+	return text
+}
+
+// scrubJSON is msg, a JSON-RPC error the server sent with an HTTP error status, with
+// the secrets the connection knows replaced: a server that quotes a credential back
+// (its Authorization echoed in the message) would otherwise carry it to the host and
+// the journal, where the same text made by the proxy is scrubbed. It is the one edit
+// besides the id, and only on this path: an answer with a 2xx status is relayed with
+// its bytes. ok is false when the edit would leave msg not JSON (a secret holding a
+// quote); the caller then says the error as text, which is scrubbed.
+func (c *remoteConn) scrubJSON(msg []byte) (out []byte, ok bool) {
+	s := c.scrub.Replace(string(msg))
+	if s == string(msg) {
+		return msg, true
+	}
+	out = []byte(s)
+	return out, jsonlex.Valid(out)
 }
 
 // redactErr is err's text with raw (a URL that may hold secrets) redacted.
@@ -513,7 +764,7 @@ func (c *remoteConn) send(m *outMsg) {
 	c.setup.FromHost(m.raw) // before the write: the answer may come before it returns
 	c.mu.Lock()
 	for _, id := range m.ids {
-		c.pending[jsonlex.IDKey(id)] = &pendingReq{id: id, method: m.method, stateless: m.version != ""}
+		c.pending[jsonlex.IDKey(id)] = &pendingReq{id: id, method: m.method, stateless: m.version != "", msg: m}
 	}
 	if m.method == "initialize" && len(m.ids) == 1 {
 		c.sess.gen++
@@ -562,6 +813,11 @@ func (c *remoteConn) cancelled(m *outMsg) bool {
 		conn, done = p.conn, p.done
 	}
 	c.mu.Unlock()
+	if p != nil && !stateless && p.msg != nil {
+		// The notification goes to the server (the session era's way to cancel);
+		// the request's stream is closed after the grace.
+		c.abortLater(p.msg)
+	}
 	if stateless {
 		c.log.Debug("the host cancelled a stateless-era request: closing its stream", "connection known", conn != nil)
 		p.abort()
@@ -741,6 +997,10 @@ func (c *remoteConn) httpFailure(err error) string {
 	if errors.As(err, &ue) {
 		err = ue.Err // its text quotes the URL, query secrets and all
 	}
+	var over *overCapError
+	if errors.As(err, &over) {
+		return over.Error() // what happened, not "could not reach the server"
+	}
 	if errors.Is(err, context.Canceled) {
 		return "the request was ended (the proxy is stopping)"
 	}
@@ -758,11 +1018,28 @@ func refusedBeforeSending(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
+// overCapError is an answer over the --max-message cap.
+type overCapError struct {
+	length int64 // the announced length; -1 when the body had none
+	max    int
+}
+
+func (e *overCapError) Error() string {
+	if e.length >= 0 {
+		return fmt.Sprintf("the answer is %d bytes, over the %d-byte cap (--max-message)", e.length, e.max)
+	}
+	return fmt.Sprintf("the answer exceeded the cap of %d bytes (--max-message)", e.max)
+}
+
 // readBody reads a whole answer body, up to max bytes, into one exact-size slice when
-// the length is known.
+// the length is known. A body of unknown length is read in chunks that are never
+// copied while it arrives, so that one over the cap costs at most the cap: the reading
+// stops at max+1 bytes and the caller's Close drops the connection with the rest (a
+// bytes.Buffer, doubling past the cap and copying as it grew, cost four times the cap
+// for each over-cap answer: 1 GB at the default, 3.4 GB for four at once).
 func readBody(r io.Reader, length int64, max int) ([]byte, error) {
 	if length > int64(max) {
-		return nil, fmt.Errorf("the answer is %d bytes, over the %d-byte cap", length, max)
+		return nil, &overCapError{length: length, max: max}
 	}
 	if length >= 0 {
 		b := make([]byte, length)
@@ -771,15 +1048,49 @@ func readBody(r io.Reader, length int64, max int) ([]byte, error) {
 		}
 		return b, nil
 	}
-	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(r, int64(max)+1))
-	if err != nil {
-		return nil, err
+	const first, largest = 4 << 10, 8 << 20
+	var chunks [][]byte
+	total, size := 0, first
+	for {
+		chunk := make([]byte, min(size, max+1-total))
+		got, err := fill(r, chunk)
+		total += got
+		if got > 0 {
+			chunks = append(chunks, chunk[:got])
+		}
+		if total > max {
+			return nil, &overCapError{length: -1, max: max}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		size = min(size*2, largest)
 	}
-	if n > int64(max) {
-		return nil, fmt.Errorf("the answer is over the %d-byte cap", max)
+	if len(chunks) == 1 {
+		return chunks[0], nil
 	}
-	return buf.Bytes(), nil
+	out := make([]byte, 0, total)
+	for _, ch := range chunks {
+		out = append(out, ch...)
+	}
+	return out, nil
+}
+
+// fill reads into b until it is full (err nil) or the reader ends (io.EOF, the clean
+// end, told apart from a broken one: io.ReadFull would call both ErrUnexpectedEOF).
+func fill(r io.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := r.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // oneLine makes a JSON text fit on one NDJSON line. JSON strings cannot hold a raw CR

@@ -266,6 +266,7 @@ func (c *remoteConn) setAbort(m *outMsg, abort context.CancelFunc, done chan str
 func (c *remoteConn) exchange(ctx context.Context, m *outMsg, sent chan struct{}, status chan int) {
 	resp, sid, err := c.roundTrip(ctx, m, sent)
 	if err != nil {
+		m.ex.ended()
 		if status != nil {
 			status <- 0
 		}
@@ -276,6 +277,10 @@ func (c *remoteConn) exchange(ctx context.Context, m *outMsg, sent chan struct{}
 	}
 	if status != nil {
 		status <- resp.StatusCode
+	}
+	if m.isRequest && m.version == "" {
+		m.ex.setBody(resp.Body) // a cancel may end it
+		defer m.ex.ended()
 	}
 	c.handleAnswer(ctx, m, resp, sid)
 }
@@ -300,6 +305,8 @@ func (c *remoteConn) roundTrip(ctx context.Context, m *outMsg, sent chan struct{
 		}
 		if m.version != "" {
 			trace.GotConn = func(info httptrace.GotConnInfo) { c.setConn(m, info.Conn) }
+		} else if m.isRequest {
+			trace.GotConn = func(info httptrace.GotConnInfo) { m.ex.setConn(info.Conn) } // a cancel may end it
 		}
 		req, sid := c.newPost(httptrace.WithClientTrace(ctx, trace), m)
 		resp, err := c.client.Do(req)
@@ -425,6 +432,7 @@ func (c *remoteConn) authHeader(ctx context.Context, h http.Header) {
 		c.log.Debug("no OAuth credentials for the request", "err", c.scrub.Replace(err.Error()))
 	}
 	if v != "" {
+		c.scrub.seen(v) // before it leaves: the answer may quote it
 		h.Set("Authorization", v)
 	}
 }
@@ -568,16 +576,24 @@ func (c *remoteConn) readAnswer(ctx context.Context, m *outMsg, resp *http.Respo
 // server's own answer and is passed on with its bytes (the request's id put in when
 // the server left it null or out, as it may over HTTP); otherwise the status is said.
 func (c *remoteConn) refused(m *outMsg, resp *http.Response) {
+	if resp.StatusCode/100 == 3 { // a redirect checkRedirect would not follow
+		drain(resp.Body)
+		c.fail(m, c.redirected(resp))
+		return
+	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyCap))
 	body = oneLine(body)
 	code := resp.StatusCode
 	if len(m.ids) == 1 && body != nil {
 		if f, ok := jsonlex.TopFields(body); ok && f.Error != nil && f.Method == nil && c.stillPending(m) {
-			if f.ID == nil || string(f.ID) == "null" || jsonlex.IDKey(f.ID) != jsonlex.IDKey(m.ids[0]) {
-				body = withAnswerID(body, m.ids[0])
+			if scrubbed, ok := c.scrubJSON(body); ok { // else said as text below, scrubbed
+				body = scrubbed
+				if f.ID == nil || string(f.ID) == "null" || jsonlex.IDKey(f.ID) != jsonlex.IDKey(m.ids[0]) {
+					body = withAnswerID(body, m.ids[0])
+				}
+				c.deliver(body)
+				return
 			}
-			c.deliver(body)
-			return
 		}
 	}
 	why := fmt.Sprintf("HTTP %d %s", code, http.StatusText(code))
