@@ -556,7 +556,17 @@ func (h *http1) get(ctx context.Context, addr string) (c *conn1, reused bool, er
 		h.idle = h.idle[:n-1]
 		if c.addr == addr && now.Sub(c.idleAt) < h.idleTimeout {
 			h.mu.Unlock()
-			return c, true, nil
+			// Anything the recorder sent while the connection was idle (a second
+			// answer to the last request, an answer to nothing) would be read as the
+			// answer to the next request: a stray 200 marked a report the recorder
+			// refused delivered. A connection with bytes to read, or ended by the
+			// recorder, is not used again.
+			if c.br.Buffered() == 0 && quiet(c.nc) {
+				return c, true, nil
+			}
+			c.nc.Close()
+			h.mu.Lock()
+			continue
 		}
 		c.nc.Close() // the endpoint moved, or the connection expired
 	}
