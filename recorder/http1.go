@@ -72,6 +72,7 @@ type conn1 struct {
 	addr string
 	// idleAt is when the connection went back to idle.
 	idleAt time.Time
+	peek   *peeker // nil: only what br holds is seen before a reuse
 }
 
 // maxHeadBytes bounds one answer head (status line and headers), as net/http's
@@ -561,7 +562,7 @@ func (h *http1) get(ctx context.Context, addr string) (c *conn1, reused bool, er
 			// answer to the next request: a stray 200 marked a report the recorder
 			// refused delivered. A connection with bytes to read, or ended by the
 			// recorder, is not used again.
-			if c.br.Buffered() == 0 && quiet(c.nc) {
+			if c.br.Buffered() == 0 && c.peek.quiet() {
 				return c, true, nil
 			}
 			c.nc.Close()
@@ -580,7 +581,7 @@ func (h *http1) dial(ctx context.Context, addr string) (*conn1, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &conn1{nc: nc, lim: capReader{r: nc, n: math.MaxInt64}, addr: addr}
+	c := &conn1{nc: nc, lim: capReader{r: nc, n: math.MaxInt64}, addr: addr, peek: newPeeker(nc)}
 	c.br = bufio.NewReaderSize(&c.lim, 4<<10)
 	return c, nil
 }

@@ -9,35 +9,52 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// quiet reports whether an idle connection has nothing to read and is still open:
-// one non-blocking peek at the socket (MSG_PEEK|MSG_DONTWAIT), which takes nothing
-// from it. A read with a deadline already passed would not do: Go fails it before it
-// looks at the socket.
-func quiet(nc net.Conn) bool {
+// peeker looks at an idle connection's socket without taking anything from it. Made
+// once per connection, so that a look allocates nothing.
+type peeker struct {
+	rc  syscall.RawConn
+	fn  func(fd uintptr) bool // p.look, as a func made once
+	ok  bool
+	buf [1]byte
+}
+
+func newPeeker(nc net.Conn) *peeker {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
-		return true
+		return nil
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
+		return nil
+	}
+	p := &peeker{rc: rc}
+	p.fn = p.look
+	return p
+}
+
+// quiet reports whether the connection has nothing to read and is still open: one
+// non-blocking peek at the socket (MSG_PEEK|MSG_DONTWAIT). A read with a deadline
+// already passed would not do: Go fails it before it looks at the socket.
+func (p *peeker) quiet() bool {
+	if p == nil {
+		return true
+	}
+	p.ok = false
+	if err := p.rc.Read(p.fn); err != nil {
 		return false
 	}
-	ok = false
-	err = rc.Read(func(fd uintptr) bool {
-		var b [1]byte
-		for {
-			n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN || err == unix.EWOULDBLOCK:
-				ok = true // nothing there, and open
-			default:
-				ok = false // bytes waiting (n > 0), the recorder's end (n == 0), or an error
-				_ = n
-			}
-			return true
+	return p.ok
+}
+
+func (p *peeker) look(fd uintptr) bool {
+	for {
+		err := peekSocket(fd, p.buf[:])
+		if err == unix.EINTR {
+			continue
 		}
-	})
-	return ok && err == nil
+		// Nothing there and open; anything else is bytes waiting, the recorder's end
+		// of the connection (0 bytes), or an error.
+		p.ok = err == unix.EAGAIN || err == unix.EWOULDBLOCK
+		return true
+	}
 }
