@@ -29,19 +29,64 @@ func (l *lane) usage() (size, live int64) {
 	return l.file.usage()
 }
 
-// bound drops the oldest waiting reports and compacts files until the spool is back
-// under three quarters of its bound (so that it is not done again at the next report),
-// once it has passed the bound.
-func (d *dispatcher) bound() {
-	var total, live int64
+// spoolBlock is the unit a file takes on disk in: a file of 1 byte takes a block.
+const spoolBlock = 4 << 10
+
+// onDisk is what a file of size bytes takes on disk.
+func onDisk(size int64) int64 { return (size + spoolBlock - 1) / spoolBlock * spoolBlock }
+
+// boundSlack is what the spool directory may take besides the spool files: the
+// <server>.dropped count and its replacement while it is rewritten.
+const boundSlack = 2 * spoolBlock
+
+// maxAckLine is the longest done mark: {"ack":18446744073709551615} and its newline.
+const maxAckLine = 29
+
+// compactChunk is how much of a file a compaction moves at a time, which is what it
+// takes beside the file (or one line, when longer).
+func (d *dispatcher) compactChunk() int64 { return min(max(d.spoolMax/16, 16<<10), 4<<20) }
+
+// spoolUse adds up what the spool takes on disk now and what its reports not yet done
+// take, and the most that compacting any of its files needs beside them.
+func (d *dispatcher) spoolUse() (used, live, reserve int64) {
+	reserve = d.compactChunk()
 	for _, l := range d.lanes {
 		size, lv := l.usage()
-		total, live = total+size, live+lv
+		live += lv
+		if l.file == nil {
+			used += size
+			continue
+		}
+		used += onDisk(size)
+		reserve = max(reserve, l.file.longestLine())
 	}
-	if total <= d.spoolMax {
-		return
-	}
-	target := d.spoolMax - d.spoolMax/4
+	// A piece of a compaction starts the new file's last block part way.
+	return used, live, onDisk(reserve) + spoolBlock
+}
+
+// room reports whether incoming more bytes fit in the spool with room left to compact
+// it: the bound holds at every moment only if a compaction, which takes a piece
+// beside the file it shrinks, can always run.
+func (d *dispatcher) room(incoming int64) bool {
+	used, _, reserve := d.spoolUse()
+	return used+onDisk(incoming)+reserve+boundSlack <= d.spoolMax
+}
+
+// bound makes room for incoming more bytes (a write of reports about to be made, 0
+// after one) under the spool's bound: past it, it drops the oldest waiting reports
+// until those left take three quarters of the bound, less the room a compaction needs
+// (so that it is not done again at the next report), and compacts the files it dropped from; files
+// that hold much that is done (an eighth of the bound), or any when room is still
+// short, are compacted too. The bound is checked before every write that grows the
+// spool (the commit loop's, through makeRoom; done marks, in done1), not after: it
+// was checked after each write, and a 4 MiB bound peaked at 5.5 MB.
+func (d *dispatcher) bound(incoming int64) {
+	used, live, reserve := d.spoolUse()
+	over := used+onDisk(incoming)+reserve+boundSlack > d.spoolMax
+	// What is left after dropping, written whole and with each file's last block
+	// taken whole, leaves room for the incoming (a piece is at most an eighth of the
+	// bound) and the next compaction.
+	target := d.spoolMax - d.spoolMax/4 - reserve - boundSlack - int64(len(d.lanes))*spoolBlock
 	// Oldest first: the adopted lanes in the order adoptSpools found them (oldest file
 	// first), then this run's. A report in flight is not dropped: it may be taken.
 	order := make([]*lane, 0, len(d.lanes))
@@ -53,35 +98,35 @@ func (d *dispatcher) bound() {
 	order = append(order, d.current)
 	dropped := 0
 	compact := map[*lane]bool{}
-	for _, l := range order {
-		for live > target && len(l.queued) > 0 {
-			e := l.queued[0]
-			n := int64(len(e.body) + 1)
-			if l.file == nil {
-				l.memBytes -= n
-			} else {
-				var ok bool
-				if n, ok = l.file.drop(e.seq); !ok {
-					// Not in the file yet (or never, after a write failed): it and all
-					// after it are this run's newest.
-					break
+	if over {
+		for _, l := range order {
+			for live > target && len(l.queued) > 0 {
+				e := l.queued[0]
+				n := int64(len(e.body) + 1)
+				if l.file == nil {
+					l.memBytes -= n
+				} else {
+					var ok bool
+					if n, ok = l.file.drop(e.seq); !ok {
+						// Not in the file yet (or never, after a write failed): it and all
+						// after it are this run's newest.
+						break
+					}
+					compact[l] = true
 				}
-				compact[l] = true
+				l.queued = l.queued[1:]
+				live -= n
+				dropped++
 			}
-			l.queued = l.queued[1:]
-			live -= n
-			dropped++
 		}
 	}
 	for _, l := range order {
-		if l.file == nil {
+		if l.file == nil || d.finished(l) { // a finished lane's file is deleted
 			continue
 		}
-		if d.finished(l) {
-			continue
-		}
-		if size, lv := l.file.usage(); compact[l] || size-lv > d.spoolMax/8 {
-			if err := l.file.compact(); err != nil {
+		size, lv := l.file.usage()
+		if compact[l] || size-lv > d.spoolMax/8 || over && size > lv {
+			if err := l.file.compact(d.compactChunk()); err != nil {
 				d.log.Warn("cannot compact a spool file; it keeps the space of delivered and dropped reports", "path", l.file.path, "err", err)
 			}
 		}
@@ -95,6 +140,25 @@ func (d *dispatcher) bound() {
 	if err := addDropped(d.droppedFile, d.regBase.Server, dropped); err != nil {
 		d.log.Debug("cannot count dropped reports for status", "err", err)
 	}
+}
+
+// makeRoom is bound(incoming) on delivery's goroutine, for the commit loop about to
+// write incoming bytes of reports to the spool: it returns once there is room (or
+// there is none to be made: the reports left are in flight). The host never waits on
+// it; Submit only queues.
+func (d *dispatcher) makeRoom(incoming int64) {
+	req := roomReq{n: incoming, done: make(chan struct{})}
+	select {
+	case d.roomReqs <- req:
+		<-req.done
+	case <-d.done: // delivery has ended: nothing more to drop or compact
+	}
+}
+
+// roomReq asks delivery's goroutine for room for n bytes; done is closed once made.
+type roomReq struct {
+	n    int64
+	done chan struct{}
 }
 
 // droppedRecord is what <spool>/<server>.dropped holds: how many reports of the server

@@ -39,6 +39,7 @@ type tuning struct {
 	requestTimeout time.Duration // one attempt
 	closeGrace     time.Duration
 	writeWindow    time.Duration // the journal's and spool file's (default writeWindow)
+	idleTimeout    time.Duration // a kept-alive connection idle this long is closed (default idleTimeout)
 	serialPause    time.Duration // how long one request per exchange lasts after a group was cut short, at first
 
 	hooks hooks
@@ -68,6 +69,7 @@ func (t tuning) withDefaults() tuning {
 	def(&t.requestTimeout, 60*time.Second)
 	def(&t.closeGrace, closeGrace)
 	def(&t.serialPause, time.Minute)
+	def(&t.idleTimeout, idleTimeout)
 	return t
 }
 
@@ -99,7 +101,7 @@ func newClient(t tuning) *client {
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        t.maxWindow,
 		MaxIdleConnsPerHost: t.maxWindow,
-		IdleConnTimeout:     30 * time.Second,
+		IdleConnTimeout:     t.idleTimeout,
 	}
 	return &client{h1: newHTTP1(t), timeout: t.requestTimeout, hc: &http.Client{
 		Transport: transport,
@@ -107,6 +109,12 @@ func newClient(t tuning) *client {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 }
+
+// idleTimeout is how long a kept-alive connection to the recorder may wait unused
+// before the proxy closes it (net/http's IdleConnTimeout, for https recorders, is the
+// same): a session that stopped making calls must not hold the recorder's sockets open
+// for the rest of the day.
+const idleTimeout = 30 * time.Second
 
 func jitter(base, max time.Duration, attempt int) time.Duration {
 	d := base << min(attempt, 30)

@@ -169,9 +169,10 @@ type dispatcher struct {
 	outage    bool // said on stderr that the recorder is unreachable or failing
 	refused   bool // said on stderr that it refused the token
 
-	spoolMax    int64  // bound of the spool files of all lanes together
-	droppedFile string // where the count of dropped reports is kept, for status
-	dropped     int64  // reports this run dropped to keep the bound
+	spoolMax    int64        // bound of the spool files of all lanes together
+	roomReqs    chan roomReq // the commit loop asks for room before a spool write
+	droppedFile string       // where the count of dropped reports is kept, for status
+	dropped     int64        // reports this run dropped to keep the bound
 	// misrouted: said on stderr that it redirects or refuses requests for a reason
 	// that is not the report's
 	misrouted bool
@@ -210,6 +211,7 @@ func newDispatcher(cfg Config, proxyID string, own *spoolFile, adopted []adoptio
 		perAnswer:  slowAnswer,
 		spoolMax:   cfg.SpoolMax,
 		regChanged: make(chan struct{}),
+		roomReqs:   make(chan roomReq),
 	}
 	if d.spoolMax == 0 {
 		d.spoolMax = DefaultSpoolMax
@@ -345,6 +347,10 @@ func (d *dispatcher) run() {
 			} else {
 				d.handle(res)
 			}
+		case req := <-d.roomReqs:
+			d.takeInbox() // the reports about to be written are queued
+			d.bound(req.n)
+			close(req.done)
 		case <-d.timerC:
 			d.timerC = nil
 			d.resume()
@@ -381,7 +387,7 @@ func (d *dispatcher) takeInbox() {
 		}
 	}
 	if len(onDisk) > 0 || len(adopted) > 0 || d.current.file == nil && len(in) > 0 {
-		d.bound()
+		d.bound(0)
 	}
 	if q := d.current.queued; len(q) > keepInMemory {
 		for _, f := range onDisk { // queued is ordered by seq
@@ -833,8 +839,14 @@ func (d *dispatcher) done1(res result) {
 			seqs = append(seqs, e.seq)
 		}
 		d.seqs = seqs[:0]
-		if err := l.file.markDone(seqs...); err != nil {
+		// Done marks grow the file too: when the bound has no room for them, the
+		// reports are only noted done and a compaction gives their lines back.
+		write := d.room(int64(maxAckLine * len(seqs)))
+		if err := l.file.markDoneAs(write, seqs); err != nil {
 			d.log.Debug("cannot mark reports done", "err", err)
+		}
+		if !write {
+			d.bound(0)
 		}
 	}
 	if d.finished(l) {

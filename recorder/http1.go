@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +45,11 @@ type http1 struct {
 	pause       time.Duration
 	basePause   time.Duration
 	now         func() time.Time // time.Now; a test's clock
+	// idleTimeout is how long a connection may wait in idle before it is closed;
+	// reaper closes the ones past it, armed only while idle holds a connection.
+	idleTimeout time.Duration
+	reaper      *time.Timer
+	reaping     bool // reaper is armed
 	// base is the last endpoint URL parsed, and what it gave.
 	base   string
 	target target
@@ -58,21 +65,81 @@ type target struct {
 
 type conn1 struct {
 	nc   net.Conn
+	lim  capReader // what br reads from: nc, up to a cap while an answer's head is read
 	br   *bufio.Reader
 	head []byte // the request heads, rebuilt for every exchange
 	ends []int  // where each of head's requests ends
 	addr string
+	// idleAt is when the connection went back to idle.
+	idleAt time.Time
+	peek   *peeker // nil: only what br holds is seen before a reuse
 }
+
+// maxHeadBytes bounds one answer head (status line and headers), as net/http's
+// server bounds a request's (http.DefaultMaxHeaderBytes). The client read a head of
+// any size: a recorder sending 1 GiB of header cost the proxy ~3 GB of memory.
+const maxHeadBytes = http.DefaultMaxHeaderBytes
+
+// max1xx is how many informational (1xx) answers may come before the answer, as
+// net/http's client allows; an endless run of them held the request (and a CPU)
+// until its timeout.
+const max1xx = 5
+
+// errHeadTooLarge fails an answer whose head passed maxHeadBytes.
+var errHeadTooLarge = fmt.Errorf("the recorder's answer head passed %d bytes", maxHeadBytes)
+
+// errTooMany1xx fails an answer preceded by more than max1xx informational answers.
+var errTooMany1xx = fmt.Errorf("the recorder sent more than %d informational (1xx) answers", max1xx)
+
+// errAnswerTooLarge fails an answer whose body (with its framing) passed bodyCap.
+var errAnswerTooLarge = errors.New("the recorder's answer passed its bound")
+
+// capReader reads from r until n bytes have been read, then fails with err.
+type capReader struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+// limit sets what may be read from now on, and the error once it has been.
+func (c *capReader) limit(n int64, err error) { c.n, c.err = n, err }
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.n <= 0 {
+		return 0, c.err
+	}
+	if int64(len(p)) > c.n {
+		p = p[:c.n]
+	}
+	n, err := c.r.Read(p)
+	c.n -= int64(n)
+	return n, err
+}
+
+// bodyCap bounds what is read of the connection for an answer's body (and, when
+// chunked, its framing and trailer) once its head is in: the limit kept, the 1 MiB
+// read past it so the connection can be reused, room for chunk framing, and a
+// trailer's worth of head.
+func bodyCap(limit int64) int64 { return maxHeadBytes + 2*(limit+1<<20) }
+
+// badAnswer is an answer that broke a bound (its head, its 1xx answers): the recorder
+// answered, so the request is not sent again on a new connection as for a dead
+// kept-alive one.
+type badAnswer struct{ err error }
+
+func (e *badAnswer) Error() string { return e.err.Error() }
+func (e *badAnswer) Unwrap() error { return e.err }
 
 func newHTTP1(t tuning) *http1 {
 	if t.serialPause <= 0 {
 		t.serialPause = time.Minute
 	}
 	return &http1{
-		dialer:    net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
-		maxIdle:   t.maxWindow,
-		basePause: t.serialPause,
-		now:       time.Now,
+		dialer:      net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
+		maxIdle:     t.maxWindow,
+		basePause:   t.serialPause,
+		now:         time.Now,
+		idleTimeout: t.idleTimeout,
 	}
 }
 
@@ -133,7 +200,8 @@ func (h *http1) postPieces(ctx context.Context, ep *Endpoint, path string, body 
 	}
 	bodies := []reqBody{body}
 	out, err := h.exchange(ctx, c, t, ep, path, bodies, limit, timeout, nil)
-	if err != nil && reused && ctx.Err() == nil {
+	var bad *badAnswer
+	if err != nil && reused && ctx.Err() == nil && !errors.As(err, &bad) {
 		// A kept-alive connection the recorder closed while it was idle (its idle
 		// timeout racing this request): no answer came, so the request goes again
 		// on a new connection, as net/http does for a request marked idempotent.
@@ -305,6 +373,11 @@ func (h *http1) exchange(ctx context.Context, c *conn1, t target, ep *Endpoint, 
 // answer reads the next answer on c. more says c can carry another after it (bytes
 // already buffered past it are the next answer's, or trouble: the caller judges).
 func (c *conn1) answer(ctx context.Context, limit int64) (r response, more bool, err error) {
+	// The head is read under a cap (what br has buffered already is within it: br
+	// holds 4 KiB); the body, once the head is in, under one of its own, which also
+	// bounds a chunked body's trailer (read as headers, as the head is).
+	c.lim.limit(maxHeadBytes, errHeadTooLarge)
+	defer c.lim.limit(math.MaxInt64, nil)
 	if _, err := c.br.Peek(1); err != nil { // the answer's first bytes (or none)
 		return response{}, false, ctxErr(ctx, err)
 	}
@@ -312,12 +385,20 @@ func (c *conn1) answer(ctx context.Context, limit int64) (r response, more bool,
 		return q.response, q.keep, nil
 	}
 	resp, err := http.ReadResponse(c.br, nil)
-	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
-		resp, err = http.ReadResponse(c.br, nil) // an informational answer comes before the answer
+	for n := 0; err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols; n++ {
+		if n == max1xx {
+			return response{}, false, &badAnswer{errTooMany1xx}
+		}
+		c.lim.limit(maxHeadBytes, errHeadTooLarge) // each head has its own cap, as in net/http
+		resp, err = http.ReadResponse(c.br, nil)   // an informational answer comes before the answer
+	}
+	if errors.Is(err, errHeadTooLarge) {
+		return response{}, false, &badAnswer{err}
 	}
 	if err != nil {
 		return response{}, false, ctxErr(ctx, err)
 	}
+	c.lim.limit(bodyCap(limit), errAnswerTooLarge)
 	body, cut := io.ReadAll(io.LimitReader(resp.Body, limit))
 	// The rest is read so the connection can carry the next request; an answer that
 	// does not end (or ends the connection) closes it.
@@ -428,6 +509,7 @@ func (c *conn1) quick(limit int64) (quickAnswer, bool) {
 		return quickAnswer{}, false // the body runs to the connection's end
 	}
 	c.br.Discard(end + 4)
+	c.lim.limit(bodyCap(limit), errAnswerTooLarge)
 	keepN := min(length, limit)
 	body := make([]byte, keepN)
 	if n, err := io.ReadFull(c.br, body); err != nil {
@@ -469,14 +551,25 @@ func ctxErr(ctx context.Context, err error) error {
 
 func (h *http1) get(ctx context.Context, addr string) (c *conn1, reused bool, err error) {
 	h.mu.Lock()
+	now := h.now()
 	for n := len(h.idle); n > 0; n = len(h.idle) {
 		c = h.idle[n-1]
 		h.idle = h.idle[:n-1]
-		if c.addr == addr {
+		if c.addr == addr && now.Sub(c.idleAt) < h.idleTimeout {
 			h.mu.Unlock()
-			return c, true, nil
+			// Anything the recorder sent while the connection was idle (a second
+			// answer to the last request, an answer to nothing) would be read as the
+			// answer to the next request: a stray 200 marked a report the recorder
+			// refused delivered. A connection with bytes to read, or ended by the
+			// recorder, is not used again.
+			if c.br.Buffered() == 0 && c.peek.quiet() {
+				return c, true, nil
+			}
+			c.nc.Close()
+			h.mu.Lock()
+			continue
 		}
-		c.nc.Close() // the endpoint moved
+		c.nc.Close() // the endpoint moved, or the connection expired
 	}
 	h.mu.Unlock()
 	c, err = h.dial(ctx, addr)
@@ -488,18 +581,66 @@ func (h *http1) dial(ctx context.Context, addr string) (*conn1, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn1{nc: nc, br: bufio.NewReaderSize(nc, 4<<10), addr: addr}, nil
+	c := &conn1{nc: nc, lim: capReader{r: nc, n: math.MaxInt64}, addr: addr, peek: newPeeker(nc)}
+	c.br = bufio.NewReaderSize(&c.lim, 4<<10)
+	return c, nil
 }
 
 func (h *http1) put(c *conn1) {
 	c.nc.SetDeadline(time.Time{})
 	h.mu.Lock()
 	if len(h.idle) < h.maxIdle {
+		c.idleAt = h.now()
 		h.idle = append(h.idle, c)
 		c = nil
+		h.armReaper()
 	}
 	h.mu.Unlock()
 	if c != nil {
+		c.nc.Close()
+	}
+}
+
+// armReaper makes sure the reaper will look at the idle connections once the oldest
+// of them expires. One timer for the pool, armed only while it holds a connection and
+// not re-armed for every put: a busy session's connections are reused long before it
+// fires. Called with mu held.
+func (h *http1) armReaper() {
+	if h.reaping || len(h.idle) == 0 {
+		return
+	}
+	oldest := h.idle[0].idleAt
+	for _, c := range h.idle[1:] {
+		if c.idleAt.Before(oldest) {
+			oldest = c.idleAt
+		}
+	}
+	wait := max(oldest.Add(h.idleTimeout).Sub(h.now()), 0)
+	h.reaping = true
+	if h.reaper == nil {
+		h.reaper = time.AfterFunc(wait, h.reap)
+	} else {
+		h.reaper.Reset(wait)
+	}
+}
+
+// reap closes the idle connections that have waited idleTimeout, and arms itself
+// again for the rest.
+func (h *http1) reap() {
+	h.mu.Lock()
+	h.reaping = false
+	now := h.now()
+	var expired []*conn1
+	h.idle = slices.DeleteFunc(h.idle, func(c *conn1) bool {
+		if now.Sub(c.idleAt) >= h.idleTimeout {
+			expired = append(expired, c)
+			return true
+		}
+		return false
+	})
+	h.armReaper()
+	h.mu.Unlock()
+	for _, c := range expired {
 		c.nc.Close()
 	}
 }
@@ -508,6 +649,10 @@ func (h *http1) closeIdle() {
 	h.mu.Lock()
 	idle := h.idle
 	h.idle = nil
+	if h.reaper != nil {
+		h.reaper.Stop()
+		h.reaping = false
+	}
 	h.mu.Unlock()
 	for _, c := range idle {
 		c.nc.Close()

@@ -510,19 +510,38 @@ func (r *Reporter) handOver(lines []byte, queued []entry) {
 }
 
 // writeSpool writes the lines of a write window's turns (buf; each entry's off is where
-// its line is in buf) to the spool file in one write. Delivery may then read reports
-// still waiting back from the file instead of holding them in memory.
+// its line is in buf) to the spool file, in one write per piece of at most an eighth
+// of the spool's bound, each after delivery has made room for it under the bound
+// (makeRoom): checked after the write, the bound was passed by the write. Delivery may
+// then read reports still waiting back from the file instead of holding them in
+// memory.
 func (r *Reporter) writeSpool(buf []byte, spooled []entry) {
 	defer r.committedHook(len(spooled))
-	base, err := r.spool.appendBatch(buf, spooled)
-	if err != nil {
-		r.log.Warn("spool write failed; these reports are kept in memory until delivered", "reports", len(spooled), "err", err)
-		return
+	piece := max(r.d.spoolMax/8, 1)
+	for len(spooled) > 0 {
+		k, from := 1, spooled[0].off
+		end := from + int64(spooled[0].n) + 1
+		for k < len(spooled) && spooled[k].off+int64(spooled[k].n)+1-from <= piece {
+			end = spooled[k].off + int64(spooled[k].n) + 1
+			k++
+		}
+		part := spooled[:k]
+		for i := range part {
+			part[i].off -= from
+		}
+		// Each report of the piece may bring a done mark that came first.
+		r.d.makeRoom(end - from + int64(maxAckLine*k))
+		base, err := r.spool.appendBatch(buf[from:end:end], part)
+		if err != nil {
+			r.log.Warn("spool write failed; these reports are kept in memory until delivered", "reports", len(spooled), "err", err)
+			return
+		}
+		for i := range part {
+			part[i].off += base
+		}
+		r.d.spooled(part)
+		spooled = spooled[k:]
 	}
-	for i := range spooled {
-		spooled[i].off += base
-	}
-	r.d.spooled(spooled)
 }
 
 // marshalStep encodes a report as one JSON line (ending in '\n') with UTC timestamps.

@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -57,6 +58,16 @@ type spoolFile struct {
 	// those lines take.
 	idx       []loc
 	liveBytes int64
+	// maxLine is the longest report line written to the file (compaction moves one
+	// line at least at a time). unmarked are the reports marked done here but not in
+	// the file (dropped, or delivered when the bound had no room for their marks): the
+	// compaction that follows leaves them out; if it fails, their marks are written.
+	maxLine  int64
+	unmarked []uint64
+	// stuck: a compaction failed and could not put back the reports it had moved;
+	// they stay in the compaction's file for the next run (which adopts it and puts
+	// them back), and this run compacts the file no more.
+	stuck bool
 }
 
 type loc struct {
@@ -148,6 +159,7 @@ func (s *spoolFile) appendBatch(buf []byte, lines []entry) (int64, error) {
 	// fsynced by the Reporter's commit loop within syncWindow.
 	for _, l := range lines {
 		s.idx = append(s.idx, loc{seq: l.seq, off: base + l.off, n: l.n})
+		s.maxLine = max(s.maxLine, int64(l.n+1))
 	}
 	s.liveBytes += int64(len(buf))
 	s.size += int64(len(out))
@@ -183,7 +195,12 @@ func (s *spoolFile) sync() error {
 // ignores repeats. A report is handed to delivery before its line is written, so its
 // mark can come first; it then waits for the line, or a compaction could empty the
 // file between the mark and the line and leave the line looking undelivered.
-func (s *spoolFile) markDone(seqs ...uint64) error {
+func (s *spoolFile) markDone(seqs ...uint64) error { return s.markDoneAs(true, seqs) }
+
+// markDoneAs is markDone; with write false the marks of the reports already in the
+// file are not written, only noted (unmarked): the compaction that must follow gives
+// back their lines instead, when the spool's bound has no room for the marks.
+func (s *spoolFile) markDoneAs(write bool, seqs []uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := seqs
@@ -197,6 +214,15 @@ func (s *spoolFile) markDone(seqs ...uint64) error {
 			}
 		}
 		s.ready = now[:0]
+	}
+	// Only reports still waiting in the file: a mark for one already done, or for
+	// one a failed compaction left outside the file, would count it twice, or (the
+	// latter) have the next run take the report it finds there as delivered.
+	now = slices.DeleteFunc(now, func(seq uint64) bool { _, ok := s.find(seq); return !ok })
+	if !write {
+		s.unmarked = append(s.unmarked, now...)
+		s.countDone(now)
+		return nil
 	}
 	return s.writeAcks(now)
 }
@@ -250,7 +276,7 @@ func (s *spoolFile) countDone(seqs []uint64) {
 		// Everything in the file is done: nothing is lost if we crash right after this.
 		if err := s.f.Truncate(0); err == nil {
 			s.size = 0
-			s.idx, s.liveBytes = nil, 0
+			s.idx, s.liveBytes, s.unmarked = nil, 0, nil
 		}
 	}
 }
@@ -260,6 +286,14 @@ func (s *spoolFile) usage() (size, live int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.size, s.liveBytes
+}
+
+// longestLine is the longest report line the file has held since it was last
+// compacted: what one step of a compaction may need beside the file.
+func (s *spoolFile) longestLine() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxLine
 }
 
 // drop marks the report seq done without its delivery, to keep the spool under its
@@ -273,63 +307,257 @@ func (s *spoolFile) drop(seq uint64) (n int64, ok bool) {
 		return 0, false
 	}
 	n = int64(s.idx[i].n + 1)
-	// As markDone: a mark lost to a failed write only means the report is sent after
-	// all, by this run's compaction or a later run.
-	_ = s.writeAcks([]uint64{seq})
+	// No done mark now: it would add to a spool that is over its bound. The
+	// compaction that follows leaves the line out; if that fails, the mark is written
+	// then (unmarked).
+	s.unmarked = append(s.unmarked, seq)
+	s.countDone([]uint64{seq})
 	return n, true
 }
 
 // compact rewrites the file with only its reports not yet done, so that the space of
-// delivered and dropped ones is given back: done marks only ever add to a file. The
-// new file is written beside it, locked, then renamed over it, so a crash leaves one
-// or the other whole, and a run adopting the name always finds it locked.
-func (s *spoolFile) compact() error {
+// delivered and dropped ones is given back: done marks only ever add to a file.
+//
+// The new file never stands whole beside the old one: that took twice what the reports
+// kept take, at the moment the spool was at its bound (a 4 MiB bound peaked at 5.5 MB).
+// Instead the reports kept move from the end of the old file into the new one, at most
+// chunk bytes (or one line) at a time: each piece is written to the new file and
+// fsynced, then the old file is cut short of it. So the two together never take more
+// than the old file and one piece, and at every moment each report kept is whole in
+// one of them (a machine crash included: the piece is on disk before the cut). The new
+// file holds the pieces in the order they moved (newest first); the index, by seq, says
+// where each line is. Once all have moved, the new file, locked, is renamed over the
+// old, so a run adopting the name always finds it locked. A run killed on the way
+// leaves both: a run adopting the file puts the new file's lines back into it first
+// (mergeCompacted). A compaction that fails on the way puts them back itself.
+func (s *spoolFile) compact(chunk int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tmp := s.path + ".compact"
-	// A leftover of a run killed while compacting; only the holder of the lock on
-	// path, which we are, compacts it.
-	os.Remove(tmp)
+	if s.stuck {
+		return fmt.Errorf("compact spool file: an earlier compaction left reports in %s", tmp)
+	}
+	os.Remove(tmp) // only the holder of the lock on path, which we are, writes it
 	nf, err := openLocked(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL)
 	if err != nil {
-		return fmt.Errorf("compact spool file: %w", err)
+		return s.compactFailed(fmt.Errorf("compact spool file: %w", err))
 	}
+	live := make([]loc, 0, len(s.idx))
+	for _, l := range s.idx {
+		if !l.done {
+			live = append(live, l)
+		}
+	}
+	slices.SortFunc(live, func(a, b loc) int { return cmp.Compare(a.off, b.off) })
+	moved := make([]loc, 0, len(live)) // in nf, by offset
+	var w int64
+	var buf []byte
+	end := len(live)
 	fail := func(err error) error {
+		// Put back what moved, so the old file holds every report again.
+		cut, merr := mergeBack(s.f, s.size, nf, w, chunk, func(from, to, at int64) {
+			for i := range moved {
+				if moved[i].off >= from && moved[i].off < to {
+					moved[i].off += at - from
+				}
+			}
+		})
+		if merr != nil {
+			// The reports still in nf are not in the file: out of the index, so no
+			// read takes other bytes for them and no done mark is written for them.
+			nf.Close()
+			s.stuck = true
+			s.restoreIdx(nil, live[:end])
+			return s.compactFailed(fmt.Errorf("compact spool file: %w; putting back its reports: %w (they stay in %s for the next run)", err, merr, tmp))
+		}
+		s.size = cut
 		nf.Close()
 		os.Remove(tmp)
-		return fmt.Errorf("compact spool file: %w", err)
+		s.restoreIdx(moved, live[:end])
+		return s.compactFailed(fmt.Errorf("compact spool file: %w", err))
 	}
-	w := bufio.NewWriterSize(nf, 1<<20)
-	idx := make([]loc, 0, len(s.idx))
-	var off int64
-	var line []byte
-	for _, l := range s.idx {
-		if l.done {
-			continue
+	for end > 0 {
+		start := end - 1
+		n := int64(live[start].n + 1)
+		for start > 0 && n+int64(live[start-1].n+1) <= chunk {
+			start--
+			n += int64(live[start].n + 1)
 		}
-		line = slices.Grow(line[:0], l.n+1)[:l.n+1]
-		if _, err := s.f.ReadAt(line, l.off); err != nil {
+		buf = slices.Grow(buf[:0], int(n))[:n]
+		pos := int64(0)
+		for _, l := range live[start:end] {
+			if _, err := s.f.ReadAt(buf[pos:pos+int64(l.n+1)], l.off); err != nil {
+				return fail(err)
+			}
+			pos += int64(l.n + 1)
+		}
+		if _, err := nf.WriteAt(buf, w); err != nil {
+			nf.Truncate(w)
 			return fail(err)
 		}
-		if _, err := w.Write(line); err != nil {
+		pos = 0
+		for _, l := range live[start:end] {
+			moved = append(moved, loc{seq: l.seq, off: w + pos, n: l.n})
+			pos += int64(l.n + 1)
+		}
+		w += n
+		if err := nf.Sync(); err != nil {
 			return fail(err)
 		}
-		idx = append(idx, loc{seq: l.seq, off: off, n: l.n})
-		off += int64(l.n + 1)
+		if err := s.f.Truncate(live[start].off); err != nil {
+			return fail(err)
+		}
+		s.size = live[start].off
+		end = start
 	}
-	if err := errors.Join(w.Flush(), nf.Sync()); err != nil {
+	// What is left of the old file is delivered and dropped reports and their marks.
+	if err := s.f.Truncate(0); err != nil {
 		return fail(err)
 	}
+	s.size = 0
 	if err := os.Rename(tmp, s.path); err != nil {
 		return fail(err)
 	}
 	syncDir(filepath.Dir(s.path))
 	s.f.Close() // the old file, now nameless: its lock no longer matters
-	s.f, s.idx, s.size, s.liveBytes = nf, idx, off, off
+	slices.SortFunc(moved, func(a, b loc) int { return cmp.Compare(a.seq, b.seq) })
+	s.f, s.idx, s.size, s.liveBytes = nf, moved, w, w
+	s.unmarked = nil
+	s.maxLine = 0
+	for _, l := range moved {
+		s.maxLine = max(s.maxLine, int64(l.n+1))
+	}
 	if !s.noCompact {
-		s.live = len(idx)
+		s.live = len(moved)
 	}
 	return nil
+}
+
+// restoreIdx makes the index the reports kept, after a compaction that failed put
+// the moved ones back: those still where they were (stay) and the moved ones where
+// they are now.
+func (s *spoolFile) restoreIdx(moved, stay []loc) {
+	idx := append(slices.Clone(stay), moved...)
+	slices.SortStableFunc(idx, func(a, b loc) int { return cmp.Compare(a.seq, b.seq) })
+	// A piece written to the new file whose cut from the old one failed is in both:
+	// the index has each report once.
+	s.idx = slices.CompactFunc(idx, func(a, b loc) bool { return a.seq == b.seq })
+}
+
+// compactFailed writes the done marks that the compaction would have made needless,
+// so the reports dropped or delivered are not sent again, and returns err. The file
+// keeps its size until a later compaction.
+func (s *spoolFile) compactFailed(err error) error {
+	if len(s.unmarked) > 0 {
+		if werr := s.writeAcksOnly(s.unmarked); werr == nil {
+			s.unmarked = nil
+		}
+	}
+	return err
+}
+
+// writeAcksOnly writes the done marks of seqs, already counted done.
+func (s *spoolFile) writeAcksOnly(seqs []uint64) error {
+	line := appendAcks(nil, seqs)
+	if _, err := s.f.WriteAt(line, s.size); err != nil {
+		s.f.Truncate(s.size)
+		return err
+	}
+	s.size += int64(len(line))
+	return nil
+}
+
+// mergeCompacted is for a run adopting f (at path), whose whole lines
+// end at size: a run killed while compacting left part of its reports in
+// path.compact. It returns the new size.
+func mergeCompacted(f *os.File, path string, size int64) (int64, error) {
+	cf, err := os.OpenFile(path+".compact", os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return size, nil
+	}
+	if err != nil {
+		return size, err
+	}
+	defer cf.Close()
+	st, err := cf.Stat()
+	if err != nil {
+		return size, err
+	}
+	if size, err = mergeBack(f, size, cf, st.Size(), 1<<20, nil); err != nil {
+		return size, err
+	}
+	return size, os.Remove(path + ".compact")
+}
+
+// mergeBack appends the whole lines of src (its first srcSize bytes) to dst (whose
+// whole lines end at dstSize), taking them from src's end a piece at a time (at most
+// chunk bytes, or one line) and cutting src short of each once dst has it on disk, so
+// that the two never take more than they did and a piece. A torn last line of src (a
+// write cut short) is dropped: a piece is cut from the old file only once written
+// whole, so its lines are still there. moved, if set, is told each piece: src's
+// [from, to) is now at dst's at. It returns dst's new size.
+func mergeBack(dst *os.File, dstSize int64, src *os.File, srcSize, chunk int64, moved func(from, to, at int64)) (int64, error) {
+	chunk = max(chunk, 4<<10)
+	end, err := lastLineEnd(src, srcSize)
+	if err != nil {
+		return dstSize, err
+	}
+	var buf []byte
+	for end > 0 {
+		// The piece starts just after a newline (or at 0), at most chunk before end
+		// unless one line is longer.
+		from := end
+		for span := chunk; ; span *= 2 {
+			from = max(end-span, 0)
+			buf = slices.Grow(buf[:0], int(end-from))[:end-from]
+			if _, err := src.ReadAt(buf, from); err != nil && err != io.EOF {
+				return dstSize, err
+			}
+			if from == 0 {
+				break
+			}
+			// The newline before the piece's first whole line; not the piece's own
+			// last byte, which ends it.
+			if k := bytes.IndexByte(buf[:len(buf)-1], '\n'); k >= 0 {
+				from += int64(k + 1)
+				buf = buf[k+1:]
+				break
+			}
+		}
+		if _, err := dst.WriteAt(buf, dstSize); err != nil {
+			dst.Truncate(dstSize)
+			return dstSize, err
+		}
+		if err := dst.Sync(); err != nil {
+			return dstSize, err
+		}
+		if moved != nil {
+			moved(from, end, dstSize)
+		}
+		dstSize += int64(len(buf))
+		if err := src.Truncate(from); err != nil {
+			return dstSize, err
+		}
+		end = from
+	}
+	return dstSize, nil
+}
+
+// lastLineEnd is where the last whole line of f's first size bytes ends.
+func lastLineEnd(f *os.File, size int64) (int64, error) {
+	var buf [4 << 10]byte
+	for end := size; end > 0; {
+		from := max(end-int64(len(buf)), 0)
+		b := buf[:end-from]
+		if _, err := f.ReadAt(b, from); err != nil && err != io.EOF {
+			return 0, err
+		}
+		if k := bytes.LastIndexByte(b, '\n'); k >= 0 {
+			return from + int64(k) + 1, nil
+		}
+		end = from
+	}
+	return 0, nil
 }
 
 // read returns the report line of e, without its newline, from where the file's index
@@ -410,7 +638,6 @@ func adoptSpools(ctx context.Context, dir, server, ownID string, log *slog.Logge
 			f.Close()
 			continue
 		}
-		os.Remove(path + ".compact") // a leftover of a compaction cut short
 		if err := privateFile(f, log); err != nil {
 			log.Warn("not adopting a spool file of an earlier run", "err", err)
 			f.Close()
@@ -436,10 +663,25 @@ func adoptSpools(ctx context.Context, dir, server, ownID string, log *slog.Logge
 				continue
 			}
 		}
+		if _, err := os.Stat(path + ".compact"); err == nil {
+			// Its run was killed while compacting it: part of its reports are in the
+			// compaction's file.
+			if _, err := mergeCompacted(f, path, size); err != nil {
+				log.Warn("cannot put back the reports of a compaction cut short; they stay beside the spool file", "path", path, "err", err)
+				f.Close()
+				continue
+			}
+			if entries, size, err = scanSpool(f, server, id, log); err != nil {
+				log.Warn("cannot read a spool file of an earlier run", "path", path, "err", err)
+				f.Close()
+				continue
+			}
+		}
 		sf.size, sf.live = size, len(entries)
 		for _, e := range entries {
 			sf.idx = append(sf.idx, loc{seq: e.seq, off: e.off, n: e.n})
 			sf.liveBytes += int64(e.n + 1)
+			sf.maxLine = max(sf.maxLine, int64(e.n+1))
 		}
 		if len(entries) == 0 {
 			if err := sf.remove(); err != nil {
