@@ -699,18 +699,23 @@ func parseOut(msg []byte) *outMsg {
 func (c *remoteConn) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closing)
-		deadline := time.NewTimer(c.grace)
+		// One deadline for both waits, as a channel that stays closed: a timer's
+		// channel delivers once, so when the first wait took it the second waited
+		// for every request under way (an initialize the server never answers: the
+		// proxy still running 7 s after a 2 s grace).
+		expired := make(chan struct{})
+		deadline := time.AfterFunc(c.grace, func() { close(expired) })
 		defer deadline.Stop()
 		select {
 		case <-c.senderDone:
-		case <-deadline.C:
+		case <-expired:
 		case <-c.hurry:
 		}
 		reqsDone := make(chan struct{})
 		go func() { c.reqs.Wait(); close(reqsDone) }()
 		select {
 		case <-reqsDone:
-		case <-deadline.C:
+		case <-expired:
 		case <-c.hurry:
 		}
 		c.endSession()
