@@ -87,23 +87,6 @@ type LexedUpstreamInterceptor interface {
 	FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt time.Time)
 }
 
-// LexedWriter is an upstream that reads a host message it is given from the relay's
-// lex of it (revive.Conn: its record of the handshake).
-type LexedWriter interface {
-	// WriteLexed is Write of msg, or Hold when hold is set (upstream.Batcher); lx
-	// describes msg and is valid only during the call.
-	WriteLexed(msg []byte, lx *jsonlex.Line, hold bool) error
-}
-
-// LexedReader is an upstream that lexes each message it returns (it checks every
-// server line is a message, and the check is a lex: upstream.Process, revive.Conn).
-// The upstream pump then reads that lex instead of lexing the message again.
-type LexedReader interface {
-	// ReadLexed is Read, leaving lx describing the message returned. lx is the
-	// relay's; the upstream must not keep it past the call.
-	ReadLexed(lx *jsonlex.Line) ([]byte, error)
-}
-
 // Passive is an Interceptor that can say it records nothing (a pure pipe, BIR_OFF=1):
 // it reads none of the times the pumps give it and keeps none of the messages past
 // its call. The pumps then do not read the clock for every message (three time.Now
@@ -145,9 +128,9 @@ type Relay struct {
 	hostSrc io.Reader // what hostIn reads, for stop to interrupt it
 	hostOut *framing.Writer
 	up      upstream.Conn
-	batch   upstream.Batcher // up, when it can coalesce writes; else nil
-	lw      LexedWriter      // up, when it reads the relay's lex; else nil
-	lr      LexedReader      // up, when it lexes what it reads; else nil
+	batch   upstream.Batcher     // up, when it can coalesce writes; else nil
+	lw      upstream.LexedWriter // up, when it reads the relay's lex; else nil
+	lr      upstream.LexedReader // up, when it lexes what it reads; else nil
 	ic      Interceptor
 	lic     LexedInterceptor         // ic, when it reads the relay's lex; else nil
 	luc     LexedUpstreamInterceptor // ic, when it reads the upstream's lex; else nil
@@ -224,8 +207,8 @@ func New(o Options) *Relay {
 		prefix = "bir:"
 	}
 	batch, _ := o.Upstream.(upstream.Batcher)
-	lw, _ := o.Upstream.(LexedWriter)
-	lr, _ := o.Upstream.(LexedReader)
+	lw, _ := o.Upstream.(upstream.LexedWriter)
+	lr, _ := o.Upstream.(upstream.LexedReader)
 	lic, _ := o.Intercept.(LexedInterceptor)
 	luc, _ := o.Intercept.(LexedUpstreamInterceptor)
 	passive := o.Intercept == nil

@@ -195,7 +195,7 @@ const (
 type gen struct {
 	conn    upstream.Conn
 	batch   upstream.Batcher
-	lexed   lexedReader // conn, when it lexes what it reads; else nil
+	lexed   upstream.LexedReader // conn, when it lexes what it reads; else nil
 	started time.Time
 	// Read side.
 	answered bool // it sent something: it came up
@@ -260,7 +260,7 @@ func New(first upstream.Conn, o Options) *Conn {
 func newGen(conn upstream.Conn) *gen {
 	g := &gen{conn: conn, started: time.Now()}
 	g.batch, _ = conn.(upstream.Batcher)
-	g.lexed, _ = conn.(lexedReader)
+	g.lexed, _ = conn.(upstream.LexedReader)
 	return g
 }
 
@@ -290,15 +290,10 @@ func (c *Conn) dial() (*gen, error) {
 // its messages. Read returns io.EOF only once the session is ending (Close, Terminate).
 func (c *Conn) Read() ([]byte, error) { return c.read(nil) }
 
-// ReadLexed is Read, leaving lx describing the message returned (relay.LexedReader):
+// ReadLexed is Read, leaving lx describing the message returned (upstream.LexedReader):
 // a server's message is lexed by its Conn as it is checked (upstream.Process), one
 // of revival's own is lexed here.
 func (c *Conn) ReadLexed(lx *jsonlex.Line) ([]byte, error) { return c.read(lx) }
-
-// lexedReader is a server's Conn that lexes what it reads (upstream.Process).
-type lexedReader interface {
-	ReadLexed(lx *jsonlex.Line) ([]byte, error)
-}
 
 // read is Read, and ReadLexed when lx is set.
 func (c *Conn) read(lx *jsonlex.Line) ([]byte, error) {
@@ -867,7 +862,7 @@ func (c *Conn) Write(msg []byte) error { return c.write(msg, nil, false) }
 func (c *Conn) Hold(msg []byte) error { return c.write(msg, nil, true) }
 
 // WriteLexed is Write (Hold when hold is set) of a message the relay has already lexed
-// into lx (relay.LexedWriter): the look at the handshake reads the relay's lex rather
+// into lx (upstream.LexedWriter): the look at the handshake reads the relay's lex rather
 // than lexing the message once more on the host's path. lx is not kept.
 func (c *Conn) WriteLexed(msg []byte, lx *jsonlex.Line, hold bool) error {
 	return c.write(msg, lx, hold)
@@ -1171,10 +1166,45 @@ func (c *Conn) ExitCode() int {
 	return 0
 }
 
+// ExitReason is how the last server ended (upstream.ExitDescriber); "" when the
+// servers are not processes.
+func (c *Conn) ExitReason() string {
+	if d, ok := c.lastConn().(upstream.ExitDescriber); ok {
+		return d.ExitReason()
+	}
+	return ""
+}
+
+// StderrTail is the last server's last n stderr lines (upstream.ExitDescriber).
+func (c *Conn) StderrTail(n int) []string {
+	if d, ok := c.lastConn().(upstream.ExitDescriber); ok {
+		return d.StderrTail(n)
+	}
+	return nil
+}
+
+// Exited reports whether the last server has exited (upstream.ExitDescriber).
+func (c *Conn) Exited() bool {
+	d, ok := c.lastConn().(upstream.ExitDescriber)
+	return ok && d.Exited()
+}
+
+func (c *Conn) lastConn() upstream.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last.conn
+}
+
+// Every capability of upstream/capabilities.go: a server's Conn (a Process) may have
+// any of them, and a decorator that lacks one drops it (TestReviveKeepsCapabilities).
 var (
-	_ upstream.Conn       = (*Conn)(nil)
-	_ upstream.Batcher    = (*Conn)(nil)
-	_ upstream.Terminator = (*Conn)(nil)
-	_ upstream.Exiter     = (*Conn)(nil)
-	_ upstream.Settler    = (*Conn)(nil)
+	_ upstream.Conn          = (*Conn)(nil)
+	_ upstream.Batcher       = (*Conn)(nil)
+	_ upstream.Terminator    = (*Conn)(nil)
+	_ upstream.Exiter        = (*Conn)(nil)
+	_ upstream.Settler       = (*Conn)(nil)
+	_ upstream.ExitDescriber = (*Conn)(nil)
+	_ upstream.Holder        = (*Conn)(nil)
+	_ upstream.LexedReader   = (*Conn)(nil)
+	_ upstream.LexedWriter   = (*Conn)(nil)
 )

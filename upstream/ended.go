@@ -36,11 +36,6 @@ type NoServer struct {
 	said bool // Read: touched by the reading goroutine only
 }
 
-var (
-	_ Conn   = (*NoServer)(nil)
-	_ Exiter = (*NoServer)(nil)
-)
-
 // Read returns the EndedError once, then io.EOF.
 func (n *NoServer) Read() ([]byte, error) {
 	if !n.said {

@@ -276,7 +276,7 @@ func (p *Process) copyStderr() {
 // are written to Stderr as "[name] line" and skipped.
 func (p *Process) Read() ([]byte, error) { return p.read(nil) }
 
-// ReadLexed is Read, leaving lx describing the message returned (relay.LexedReader):
+// ReadLexed is Read, leaving lx describing the message returned (upstream.LexedReader):
 // each line is checked to be a message anyway, and the check lexes it
 // (jsonlex.Line.LexValid), so the relay's look at the message needs no pass of its
 // own. A strict JSON check and the relay's lex were two full walks of every answer.

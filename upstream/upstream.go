@@ -32,59 +32,12 @@ import (
 //     has been returned; it returns a *ReplacedError when the server went away but was
 //     replaced and the session goes on (see ReplacedError).
 //
-// Capabilities a transport may have beyond these are optional interfaces (Batcher,
-// Terminator, Exiter), asked for with a type assertion, as the Go MCP SDK does.
+// Capabilities a transport may have beyond these are optional interfaces, all listed
+// in capabilities.go, asked for with a type assertion, as the Go MCP SDK does.
 type Conn interface {
 	Read() ([]byte, error)
 	Write(msg []byte) error
 	Close() error
-}
-
-// Batcher is a Conn that can coalesce writes under load and say when a read will not
-// wait: a stdio pipe, where many small messages leaving in one syscall matter.
-type Batcher interface {
-	// Hold is Write, except that the message may wait until the next Write. The relay
-	// holds a message only when it already has the next one in hand.
-	Hold(msg []byte) error
-	// Buffered reports whether Read will return a message without waiting.
-	Buffered() bool
-}
-
-// Terminator is a Conn that can be stopped at once rather than gently: the proxy's
-// answer to being told to stop (SIGINT, SIGTERM). It may cut a Close under way short.
-type Terminator interface {
-	Terminate()
-}
-
-// Exiter is a Conn to a process, which ends with a status the proxy passes on.
-type Exiter interface {
-	// ExitCode waits for the process to have exited and returns its status: its code,
-	// or 128+signal when a signal ended it.
-	ExitCode() int
-}
-
-// Settler is a Conn that wants to know the moment its reader has settled what a
-// replaced server left behind (see ReplacedError), so that writes can go on to the new
-// server at once. Without it they fail until the next Read; but a reader answers the
-// lost requests before it reads again, and a host that sends its next request the
-// moment it has that answer would find the writes still failing.
-type Settler interface {
-	// Settled is called once per ReplacedError, after the reader has registered every
-	// request it will answer itself and before it answers them, while no write is under
-	// way. From then on writes reach (or wait for) the new server.
-	Settled()
-}
-
-// ExitDescriber is a Conn to a process that can say how it ended, for the error
-// answers and the log line of a revival.
-type ExitDescriber interface {
-	// ExitReason waits for the process to have exited and says how, in words:
-	// "exited with status 1", "was killed by signal 9 (killed)".
-	ExitReason() string
-	// StderrTail returns up to n of the last lines the process wrote to stderr.
-	StderrTail(n int) []string
-	// Exited reports, without waiting, whether the process has exited.
-	Exited() bool
 }
 
 // Dialer makes a Conn: the first one at start, and the next one whenever the server
