@@ -321,6 +321,11 @@ func (q *queue) push(ev event, ends bool) {
 		// Over budget: rare, and only then is the message read here, outside the lock.
 		q.mu.Unlock()
 		ev.msg, ev.shed = shed(ev), true
+		// The spans were of the bytes just dropped: applied to what replaced them
+		// they read past its end (a slice bounds panic that took the proxy and every
+		// later report down) or members that are not there. Bookkeeping reads the
+		// replacement itself.
+		ev.top = rpcSpans{}
 		q.mu.Lock()
 	}
 	q.bytes += int64(len(ev.msg))
