@@ -42,7 +42,9 @@ type tracker struct {
 
 // call is a tools/call in flight.
 type call struct {
-	id         []byte  // raw id, as the host sent it
+	// No raw id: a view of the message kept every pending call's whole request
+	// alive (20,000 unanswered 16 KB calls held the proxy at 340 MB), and key
+	// (a copy) is all pairing needs.
 	key        string  // its key in tracker.calls
 	msg        []byte  // the request as forwarded (key removed); nil when shed
 	args       []byte  // params.arguments within msg
@@ -216,7 +218,6 @@ func (t *tracker) host(ev event) {
 					json.RawMessage(`{"code":-32600,"message":"tools/call without an id: a notification, which gets no answer"}`))
 				return
 			}
-			c.id = f.ID
 			k := t.idKey(keyPrefix, f.ID)
 			if old, dup := t.calls[string(k)]; dup {
 				// The host reused an id still in flight; the two can no longer be told
