@@ -45,7 +45,7 @@ func TestUnansweredCallsDoNotFillTheBudget(t *testing.T) {
 			testutil.Eventually(t, "the queue to drain with no answer", func() bool {
 				s.ic.q.mu.Lock()
 				defer s.ic.q.mu.Unlock()
-				return s.ic.q.bytes < s.ic.q.budget/pileFraction
+				return s.ic.q.bytes < s.ic.q.pile
 			})
 		}
 	}

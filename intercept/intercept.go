@@ -205,8 +205,12 @@ func (ic *Interceptor) run() {
 	for {
 		var ok bool
 		batch, ok = ic.q.pop(batch)
-		for _, ev := range batch {
-			ic.tracker.handle(ev)
+		for i := range batch {
+			ic.tracker.handle(batch[i])
+			// Its bytes go now, not with the batch: a batch is everything that came
+			// while bookkeeping was busy, thousands of requests whose reports need
+			// none of their bytes once described.
+			batch[i].msg = nil
 		}
 		if !ok {
 			return
@@ -290,6 +294,7 @@ type queue struct {
 	events []event
 	bytes  int64
 	budget int64
+	pile   int64 // bytes waiting past which bookkeeping is woken at once (pileAt)
 	closed bool
 	armed  bool // the wake-up timer is pending
 	wake   chan struct{}
@@ -299,7 +304,7 @@ type queue struct {
 }
 
 func newQueue(budget int64) *queue {
-	q := &queue{budget: budget, wake: make(chan struct{}, 1)}
+	q := &queue{budget: budget, pile: min(budget/pileFraction, pileMax), wake: make(chan struct{}, 1)}
 	q.timer = time.AfterFunc(time.Hour, q.fire)
 	q.timer.Stop()
 	return q
@@ -323,11 +328,16 @@ func (q *queue) push(ev event, ends bool) {
 		// Over budget: rare, and only then is the message read here, outside the lock.
 		q.mu.Unlock()
 		ev.msg, ev.shed = shed(ev), true
+		// The spans were of the bytes just dropped: applied to what replaced them
+		// they read past its end (a slice bounds panic that took the proxy and every
+		// later report down) or members that are not there. Bookkeeping reads the
+		// replacement itself.
+		ev.top = rpcSpans{}
 		q.mu.Lock()
 	}
 	q.bytes += int64(len(ev.msg))
 	q.events = append(q.events, ev)
-	piling := q.bytes >= q.budget/pileFraction
+	piling := q.bytes >= q.pile
 	q.mu.Unlock()
 	switch {
 	case (ev.kind == evHost || ev.kind == evProxy) && len(ev.msg) >= holdMax:
@@ -385,9 +395,18 @@ func shed(ev event) []byte {
 	return append(out, ']')
 }
 
-// pileFraction: once the bytes waiting pass this fraction of the budget, bookkeeping
-// runs without waiting for an answer to wake it.
+// pileFraction: once the bytes waiting pass this fraction of the budget (or pileMax),
+// bookkeeping runs without waiting for an answer to wake it.
 const pileFraction = 8
+
+// pileMax caps what waits for an answer to wake bookkeeping. At an eighth of the
+// default budget (32 MiB), 2,000 unanswered 16 KB requests sat whole in the queue, and
+// as many more arrived while bookkeeping went through them: with the GC's headroom on
+// top, a host sending 20,000 such calls to a server that never answers held the proxy
+// at 240 MB where what the reports need is 60. 4 MiB is hundreds of large requests
+// waiting, or tens of thousands of small ones: still nothing a host with a few calls
+// in flight reaches, so its bookkeeping still waits for the answer.
+const pileMax = 4 << 20
 
 // holdMax is the largest request left waiting in the queue for its answer; a larger
 // one is looked at at once, so its bytes can go while the tool runs.

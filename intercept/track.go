@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -44,7 +42,9 @@ type tracker struct {
 
 // call is a tools/call in flight.
 type call struct {
-	id         []byte  // raw id, as the host sent it
+	// No raw id: a view of the message kept every pending call's whole request
+	// alive (20,000 unanswered 16 KB calls held the proxy at 340 MB), and key
+	// (a copy) is all pairing needs.
 	key        string  // its key in tracker.calls
 	msg        []byte  // the request as forwarded (key removed); nil when shed
 	args       []byte  // params.arguments within msg
@@ -221,7 +221,6 @@ func (t *tracker) host(ev event) {
 					json.RawMessage(`{"code":-32600,"message":"tools/call without an id: a notification, which gets no answer"}`))
 				return
 			}
-			c.id = f.ID
 			k := t.idKey(keyPrefix, f.ID)
 			if old, dup := t.calls[string(k)]; dup {
 				// The host reused an id still in flight; the two can no longer be told
@@ -298,7 +297,7 @@ func (t *tracker) answer(f jsonlex.Fields, at time.Time, keyPrefix string) {
 	if method, ok := t.handshake[string(k)]; ok {
 		t.forgetHandshake(string(k))
 		if f.Result != nil {
-			t.learn(method, gjson.ParseBytes(f.Result))
+			t.learn(method, f.Result)
 		}
 	}
 }
@@ -325,9 +324,13 @@ func resultKind(result []byte) (inputRequired, isError bool) {
 	return jsonlex.StringOf(rt) == "input_required", string(ie) == "true"
 }
 
-// learn collects what register wants from the handshake answers passing by.
-func (t *tracker) learn(method string, result gjson.Result) {
-	if !result.Exists() {
+// learn collects what register wants from the handshake answers passing by. It reads
+// them with jsonlex, as everything of a peer's is read: iteratively (a result nested
+// millions deep is skipped, not recursed into), and with the one duplicate-key rule,
+// the last member winning as in the host's JSON.parse (gjson's first-wins registered
+// a tool under a name the host never saw).
+func (t *tracker) learn(method string, result []byte) {
+	if len(result) == 0 || result[0] != '{' {
 		return
 	}
 	changed := false
@@ -335,25 +338,28 @@ func (t *tracker) learn(method string, result gjson.Result) {
 	case "initialize":
 		if !t.sawInit {
 			t.sawInit, changed = true, true
-			t.facts.ServerInfo = json.RawMessage(result.Get("serverInfo").Raw)
-			t.facts.ProtocolVersion = result.Get("protocolVersion").String()
+			t.facts.ServerInfo = jsonValue(jsonlex.Get(result, "serverInfo"))
+			t.facts.ProtocolVersion = stringValue(jsonlex.Get(result, "protocolVersion"))
 		}
 	case "server/discover":
 		if !t.sawInit {
 			t.sawInit, changed = true, true
-			t.facts.ServerInfo = json.RawMessage(result.Get(`_meta.io\.modelcontextprotocol/serverInfo`).Raw)
-			if v := result.Get("supportedVersions"); v.IsArray() {
-				vs := v.Array()
-				t.facts.ProtocolVersion = vs[len(vs)-1].String()
-			}
+			meta := jsonlex.Get(result, "_meta")
+			t.facts.ServerInfo = jsonValue(jsonlex.Get(meta, "io.modelcontextprotocol/serverInfo"))
+			var last []byte
+			eachElement(jsonlex.Get(result, "supportedVersions"), func(v []byte) { last = v })
+			t.facts.ProtocolVersion = stringValue(last)
 		}
 	case "tools/list":
 		if !t.sawTools {
 			t.sawTools, changed = true, true
 			t.facts.Tools = []string{}
-			result.Get("tools.#.name").ForEach(func(_, v gjson.Result) bool {
-				t.facts.Tools = append(t.facts.Tools, v.String())
-				return true
+			eachElement(jsonlex.Get(result, "tools"), func(tool []byte) {
+				// jsonlex.Get of a value that is not an object is nil: an element
+				// that is not a tool names none.
+				if name := jsonlex.Get(tool, "name"); len(name) > 0 && name[0] == '"' {
+					t.facts.Tools = append(t.facts.Tools, jsonlex.StringOf(name))
+				}
 			})
 		}
 	}
@@ -362,6 +368,48 @@ func (t *tracker) learn(method string, result gjson.Result) {
 	}
 	if changed {
 		t.sink.Learned(t.facts)
+	}
+}
+
+// jsonValue is raw as a fact the register body carries verbatim: nil unless it is
+// one whole JSON value (an answer past the upstream's full check is checked by its
+// ends only, and a broken one would break the register body around it).
+func jsonValue(raw []byte) json.RawMessage {
+	if len(raw) == 0 || !jsonlex.Valid(raw) {
+		return nil
+	}
+	return bytes.Clone(raw) // not a view that pins the answer for the session
+}
+
+// stringValue is the string raw holds, or "" when it holds none.
+func stringValue(raw []byte) string {
+	if len(raw) == 0 || raw[0] != '"' {
+		return ""
+	}
+	return jsonlex.StringOf(raw)
+}
+
+// eachElement calls f with each value of the array arr, in order; nothing when arr is
+// not an array, and nothing past where its structure breaks.
+func eachElement(arr []byte, f func(v []byte)) {
+	if len(arr) == 0 || arr[0] != '[' {
+		return
+	}
+	i := jsonlex.SkipSpace(arr, 1)
+	if i < len(arr) && arr[i] == ']' {
+		return
+	}
+	for {
+		v := jsonlex.SkipValue(arr, i)
+		if v < 0 {
+			return
+		}
+		f(arr[i:v])
+		i = jsonlex.SkipSpace(arr, v)
+		if i >= len(arr) || arr[i] != ',' {
+			return
+		}
+		i = jsonlex.SkipSpace(arr, i+1)
 	}
 }
 
