@@ -9,6 +9,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/report"
+	"github.com/bir-dev/bir-proxy/upstream"
 )
 
 // tracker pairs each tools/call with its end and reports it. It runs on the
@@ -353,14 +354,7 @@ func (t *tracker) learn(method string, result []byte) {
 	case "tools/list":
 		if !t.sawTools {
 			t.sawTools, changed = true, true
-			t.facts.Tools = []string{}
-			eachElement(jsonlex.Get(result, "tools"), func(tool []byte) {
-				// jsonlex.Get of a value that is not an object is nil: an element
-				// that is not a tool names none.
-				if name := jsonlex.Get(tool, "name"); len(name) > 0 && name[0] == '"' {
-					t.facts.Tools = append(t.facts.Tools, jsonlex.StringOf(name))
-				}
-			})
+			t.facts.Tools = upstream.ToolNames(jsonlex.Get(result, "tools"))
 		}
 	}
 	if len(t.facts.ServerInfo) == 0 {

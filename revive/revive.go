@@ -825,21 +825,10 @@ func (c *Conn) takeOwn(msg []byte) bool {
 			c.log.Info("the revived server's tools differ from those the host listed; telling the host")
 		}
 		if c.revived != nil && tools != nil {
-			c.revived(report.ServerFacts{Tools: toolNames(tools)})
+			c.revived(report.ServerFacts{Tools: upstream.ToolNames(tools)})
 		}
 	}
 	return true
-}
-
-func toolNames(tools []byte) []string {
-	names := []string{}
-	elems, _ := jsonlex.Elements(tools, jsonlex.SkipSpace(tools, 0))
-	for _, e := range elems {
-		if n := jsonlex.StringOf(jsonlex.Get(tools[e.Start:e.End], "name")); n != "" {
-			names = append(names, n)
-		}
-	}
-	return names
 }
 
 func isResponse(msg []byte) bool {

@@ -235,3 +235,19 @@ func BenchmarkSetupFromHost(b *testing.B) {
 		s.FromHost(msg)
 	}
 }
+
+// TestToolNamesTakeTheLastDuplicate: the one reading of a tools/list's names, which
+// interception and revive share: the last of duplicate members wins, as in the host's
+// JSON.parse; elements that are not tools name none; a broken array names none.
+func TestToolNamesTakeTheLastDuplicate(t *testing.T) {
+	for in, want := range map[string]string{
+		`[{"name":"first","name":"last"},{"name":"b"}]`: "last,b",
+		`[{"name":1},"x",{"title":"t"},{"name":"ok"}]`:  "ok",
+		`[{"name":"a"},`: "",
+		`[]`:             "",
+	} {
+		if got := strings.Join(ToolNames([]byte(in)), ","); got != want {
+			t.Errorf("ToolNames(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
