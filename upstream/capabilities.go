@@ -98,6 +98,7 @@ var (
 	_ Conn       = (*remoteConn)(nil)
 	_ Batcher    = (*remoteConn)(nil)
 	_ Terminator = (*remoteConn)(nil)
+	_ Settler    = (*remoteConn)(nil)
 
 	_ Conn   = (*NoServer)(nil)
 	_ Exiter = (*NoServer)(nil)

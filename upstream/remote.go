@@ -188,7 +188,7 @@ type remoteConn struct {
 	hurryOnce  sync.Once
 	closeOnce  sync.Once
 	finished   chan struct{} // everything has ended; Read returns io.EOF once inbox is empty
-	inbox      chan []byte
+	inbox      chan []byte   // a nil message stands for a ReplacedError: see replaced
 	// setup remembers what the host set up, for the re-handshake of a new session.
 	setup  *Setup
 	ownSeq atomic.Uint64
@@ -199,9 +199,13 @@ type remoteConn struct {
 	host        string                      // the Host of every request
 	postHdr     atomic.Pointer[postHeaders] // see postHeader
 
-	mu       sync.Mutex
-	mode     mode
-	pending  map[string]*pendingReq // requests awaiting an answer, by jsonlex.IDKey
+	mu      sync.Mutex
+	mode    mode
+	pending map[string]*pendingReq // requests awaiting an answer, by jsonlex.IDKey
+	// lostWhy are the reasons of the ReplacedErrors Read has still to return, one per
+	// nil in the inbox; epoch counts the losses the reader has settled (Settled).
+	lostWhy  []string
+	epoch    atomic.Uint64
 	own      map[string]chan []byte // the connection's own requests, by IDKey
 	sess     session                // Streamable HTTP session state
 	legacy   legacyState            // HTTP+SSE state
@@ -237,6 +241,9 @@ type outMsg struct {
 	// a header, when the message carries one.
 	version string
 	retried bool // resent once after a session expired
+	// epoch is the connection's epoch when the host wrote it: a message of an epoch
+	// that ended (a lost legacy session, settled by the relay) is not sent.
+	epoch uint64
 	// authTries counts the sends again after a 401/403 (maxAuthRetries).
 	authTries int
 	// ex is the exchange under way, for a cancel to end it (session era).
@@ -623,18 +630,44 @@ func closedChan() chan struct{} {
 // Read returns the next message from the server, or an answer the connection made
 // for a request the server could not answer.
 func (c *remoteConn) Read() ([]byte, error) {
+	var m []byte
 	select {
-	case m := <-c.inbox:
-		return m, nil
+	case m = <-c.inbox:
 	case <-c.finished:
 		select {
-		case m := <-c.inbox:
-			return m, nil
+		case m = <-c.inbox:
 		default:
 			return nil, io.EOF
 		}
 	}
+	if m == nil {
+		c.mu.Lock()
+		why := c.lostWhy[0]
+		c.lostWhy = c.lostWhy[1:]
+		c.mu.Unlock()
+		return nil, &ReplacedError{Reason: why}
+	}
+	return m, nil
 }
+
+// replaced says, in order with the server's messages, that the server's session was
+// lost and a new one is being set up (a legacy event stream that ended): the reader
+// answers every request in flight, marks the old session's requests to the host
+// stale, and calls Settled (see ReplacedError).
+func (c *remoteConn) replaced(why string) {
+	c.mu.Lock()
+	c.lostWhy = append(c.lostWhy, fmt.Sprintf("server %s (%s): %s", c.name, c.shownURL, c.scrub.Replace(why)))
+	c.mu.Unlock()
+	select {
+	case c.inbox <- nil:
+	case <-c.ctx.Done():
+	}
+}
+
+// Settled is the reader's word that it has answered what the lost session owed
+// (upstream.Settler): what the host wrote before it is the old session's, answered
+// already, and is not sent.
+func (c *remoteConn) Settled() { c.epoch.Add(1) }
 
 // Buffered reports whether Read will return a message without waiting. With it (and
 // Hold) the connection is a Batcher, so under load the relay writes several answers
@@ -650,6 +683,7 @@ var errRemoteClosed = errors.New("the connection to the server is closed")
 // waiting (as a full pipe would), never for an answer.
 func (c *remoteConn) Write(msg []byte) error {
 	m := parseOut(msg)
+	m.epoch = c.epoch.Load()
 	select {
 	case <-c.closing:
 		return errRemoteClosed

@@ -187,14 +187,14 @@ func (c *remoteConn) legacyLost(gen int) {
 	c.legacy.endpoint = ""
 	ready := make(chan struct{})
 	c.legacy.ready = ready
-	lost := &outMsg{method: "(requests in flight)"}
-	for _, p := range c.pending {
-		lost.ids = append(lost.ids, p.id)
-	}
+	// The session is lost with the stream: what it owed is the relay's to answer
+	// (upstream_lost, as for any server that went away), and its requests to the
+	// host are stale.
+	clear(c.pending)
 	c.mu.Unlock()
 	defer close(ready)
 	c.log.Warn("the server's event stream ended; reconnecting")
-	c.fail(lost, "the server's event stream ended before it answered")
+	c.replaced("the server's event stream ended before it answered")
 	for n := 1; n <= legacyReconnects; n++ {
 		if !sleepCtx(c.ctx, backoff(n)) {
 			return
@@ -217,6 +217,13 @@ func (c *remoteConn) legacySend(m *outMsg) {
 	case <-ready:
 	case <-c.ctx.Done():
 		c.fail(m, "the proxy is stopping")
+		return
+	}
+	if m.epoch != c.epoch.Load() {
+		// Written for the session that was lost, and answered by the relay when it
+		// settled the loss: sent now it would be answered twice, or reach a session
+		// it was never meant for (a late answer to the old session's request).
+		c.log.Debug("dropped a message meant for the lost session", "method", m.method)
 		return
 	}
 	c.mu.Lock()

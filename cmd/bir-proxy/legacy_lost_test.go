@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// legacyServer is a scripted HTTP+SSE (2024-11-05) server. Each GET /sse is a session:
+// it sends the endpoint, answers initialize and tools/call on the stream, sends the
+// host one request of its own ("roots/list", id "s<session>") after initialize, and
+// ends the stream, answering nothing, when it gets a tools/call of tool "drop".
+type legacyServer struct {
+	mu       sync.Mutex
+	sessions int
+	posts    map[int][]string // the bodies POSTed to each session
+	streams  map[int]chan string
+	drop     map[int]chan struct{}
+}
+
+func (l *legacyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/sse":
+		l.mu.Lock()
+		l.sessions++
+		n := l.sessions
+		out := make(chan string, 16)
+		drop := make(chan struct{})
+		l.streams[n], l.drop[n] = out, drop
+		l.mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: endpoint\ndata: /messages?session=%d\n\n", n)
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case m := <-out:
+				fmt.Fprintf(w, "event: message\ndata: %s\n\n", m)
+				w.(http.Flusher).Flush()
+			case <-drop:
+				return // the stream ends, and with it the session
+			case <-r.Context().Done():
+				return
+			}
+		}
+	case r.Method == http.MethodPost && r.URL.Path == "/messages":
+		var n int
+		fmt.Sscanf(r.URL.Query().Get("session"), "%d", &n)
+		body, _ := io.ReadAll(r.Body)
+		l.mu.Lock()
+		l.posts[n] = append(l.posts[n], string(body))
+		out, drop := l.streams[n], l.drop[n]
+		l.mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		json.Unmarshal(body, &m)
+		switch {
+		case m.Method == "initialize":
+			out <- fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"legacy","version":"1"}}}`, m.ID)
+			out <- fmt.Sprintf(`{"jsonrpc":"2.0","id":"s%d","method":"roots/list"}`, n)
+		case m.Method == "tools/call" && m.Params.Name == "drop":
+			close(drop)
+		case m.Method == "tools/call":
+			out <- fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"session %d"}]}}`, m.ID, n)
+		}
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// TestLegacySessionLostIsSettledByTheRelay: an HTTP+SSE server ends its event stream
+// (and with it the session) while a tools/call is pending and its own request to the
+// host is unanswered. The host gets an error for its call, the journal says
+// upstream_lost (as for a stdio server that died), and the host's late answer to the
+// old session's request is not POSTed to the new session, which serves the next call.
+func TestLegacySessionLostIsSettledByTheRelay(t *testing.T) {
+	t.Parallel()
+	l := &legacyServer{posts: map[int][]string{}, streams: map[int]chan string{}, drop: map[int]chan struct{}{}}
+	srv := httptest.NewServer(l)
+	t.Cleanup(srv.Close)
+	state := t.TempDir()
+	s := startProxyIn(t, t.TempDir(), []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL="},
+		"--server", "legacy", "--transport", "sse", "--url", srv.URL+"/sse")
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{"roots":{}},"clientInfo":{"name":"t","version":"0"}}}`)
+	s.expect("1")
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if _, before := s.expect(`"s1"`); len(before) != 0 {
+		t.Fatalf("unexpected messages before the server's request: %q", before)
+	}
+	s.Send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"drop","arguments":{}}}`)
+	lost, _ := s.expect("5")
+	if !isError(lost) || !strings.Contains(lost, "event stream ended") {
+		t.Fatalf("the call pending when the session was lost got %s", lost)
+	}
+	// The host answers the old session's request late; then calls again.
+	s.Send(`{"jsonrpc":"2.0","id":"s1","result":{"roots":[]}}`)
+	s.Send(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	if a, _ := s.expect("6"); !strings.Contains(a, "session 2") {
+		t.Fatalf("the next call after the loss got %s, want the new session's answer", a)
+	}
+	s.Stdin.Close()
+	s.ExitCode()
+	l.mu.Lock()
+	second := strings.Join(l.posts[2], "\n")
+	l.mu.Unlock()
+	if strings.Contains(second, `"id":"s1"`) {
+		t.Errorf("the host's late answer to the lost session's request reached the new session:\n%s", second)
+	}
+	outcomes := journalOutcomes(t, filepath.Join(state, "bir-proxy", "journal", "legacy.jsonl"))
+	if outcomes["5"] != "upstream_lost" || outcomes["6"] != "ok" {
+		t.Errorf("journal outcomes by call id %v, want 5 upstream_lost and 6 ok", outcomes)
+	}
+}
+
+// journalOutcomes reads a journal's outcome for each call, by the call's request id
+// as its report gives it (the correlation key is absent, so the tool and order tell).
+func journalOutcomes(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r struct{ Tool, Outcome string }
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("journal line %q: %v", sc.Text(), err)
+		}
+		switch r.Tool {
+		case "drop":
+			out["5"] = r.Outcome
+		case "echo":
+			out["6"] = r.Outcome
+		}
+	}
+	return out
+}
+
