@@ -99,6 +99,7 @@ var (
 	_ Batcher    = (*remoteConn)(nil)
 	_ Terminator = (*remoteConn)(nil)
 	_ Settler    = (*remoteConn)(nil)
+	_ Holder     = (*remoteConn)(nil)
 
 	_ Conn   = (*NoServer)(nil)
 	_ Exiter = (*NoServer)(nil)

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -204,12 +205,18 @@ type remoteConn struct {
 	pending map[string]*pendingReq // requests awaiting an answer, by jsonlex.IDKey
 	// lostWhy are the reasons of the ReplacedErrors Read has still to return, one per
 	// nil in the inbox; epoch counts the losses the reader has settled (Settled).
-	lostWhy  []string
-	epoch    atomic.Uint64
-	own      map[string]chan []byte // the connection's own requests, by IDKey
-	sess     session                // Streamable HTTP session state
-	legacy   legacyState            // HTTP+SSE state
-	authSaid bool                   // the 401/403 line was written
+	lostWhy []string
+	epoch   atomic.Uint64
+	// held are the host's messages refused by a session that expired (a 404: not run),
+	// to be sent again on the next one; Held gives them to the reader, which then does
+	// not answer them, and heldTaken says it has (a message refused after that was
+	// answered by the reader, and is not sent again).
+	held      []*outMsg
+	heldTaken bool
+	own       map[string]chan []byte // the connection's own requests, by IDKey
+	sess      session                // Streamable HTTP session state
+	legacy    legacyState            // HTTP+SSE state
+	authSaid  bool                   // the 401/403 line was written
 	// redirectSaid: the line about a redirect not followed was written (once, as
 	// every request of a moved server would say it).
 	redirectSaid atomic.Bool
@@ -244,6 +251,8 @@ type outMsg struct {
 	// epoch is the connection's epoch when the host wrote it: a message of an epoch
 	// that ended (a lost legacy session, settled by the relay) is not sent.
 	epoch uint64
+	// spared: the reader left it for the next session to answer (Held).
+	spared bool
 	// authTries counts the sends again after a 401/403 (maxAuthRetries).
 	authTries int
 	// ex is the exchange under way, for a cancel to end it (session era).
@@ -666,8 +675,80 @@ func (c *remoteConn) replaced(why string) {
 
 // Settled is the reader's word that it has answered what the lost session owed
 // (upstream.Settler): what the host wrote before it is the old session's, answered
-// already, and is not sent.
-func (c *remoteConn) Settled() { c.epoch.Add(1) }
+// already, and is not sent, but for what Held gave it.
+func (c *remoteConn) Settled() {
+	c.mu.Lock()
+	c.epoch.Add(1)
+	c.held, c.heldTaken = nil, false
+	c.mu.Unlock()
+}
+
+// Held is what the host sent that the expired session refused and the next one gets
+// (upstream.Holder); the reader asks while it settles the loss.
+func (c *remoteConn) Held() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.heldTaken = true
+	var raws [][]byte
+	for _, m := range c.held {
+		m.spared = true
+		raws = append(raws, m.raw)
+	}
+	return raws
+}
+
+// answered reports whether the reader answered m when it settled a lost session, so
+// that it must not be sent (again): the host wrote it before that, and it was not
+// held for the next session.
+func (c *remoteConn) answered(m *outMsg) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return m.epoch != c.epoch.Load() && !m.spared
+}
+
+// hold keeps m, refused by an expired session, for the next one, unless the reader has
+// already settled the loss (it answered m then). It reports whether m is kept.
+func (c *remoteConn) hold(m *outMsg) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.heldTaken || m.epoch != c.epoch.Load() {
+		return false
+	}
+	c.held = append(c.held, m)
+	return true
+}
+
+// unhold takes m back from what is held: no next session will take it.
+func (c *remoteConn) unhold(m *outMsg) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held = slices.DeleteFunc(c.held, func(h *outMsg) bool { return h == m })
+}
+
+// sessionLost tells the reader the session is lost (a 404 for its id): every request
+// in flight but those held for the next session is the reader's to answer
+// (upstream_lost), and the old session's requests to the host become stale.
+func (c *remoteConn) sessionLost(why string) {
+	c.mu.Lock()
+	kept := make(map[*outMsg]bool, len(c.held))
+	for _, m := range c.held {
+		kept[m] = true
+	}
+	var lost []*outMsg
+	for k, p := range c.pending {
+		if p.msg != nil && !kept[p.msg] {
+			delete(c.pending, k) // answered by the reader
+			lost = append(lost, p.msg)
+		}
+	}
+	c.mu.Unlock()
+	c.replaced(why)
+	// Their answers will never come from the lost session: its streams are ended,
+	// not kept open (a connection each) for as long as the server holds them.
+	for _, m := range lost {
+		m.ex.abort()
+	}
+}
 
 // Buffered reports whether Read will return a message without waiting. With it (and
 // Hold) the connection is a Batcher, so under load the relay writes several answers
@@ -798,6 +879,13 @@ func (c *remoteConn) send(m *outMsg) {
 	// request sent before it), as everything waits for a re-handshake under way.
 	if !c.waitReady() {
 		c.fail(m, "the proxy is stopping")
+		return
+	}
+	if c.answered(m) {
+		// Written for a session that was lost, and answered by the reader when it
+		// settled the loss: sent now it would be answered twice, or reach a session
+		// it was never meant for (a late answer to the old session's request).
+		c.log.Debug("dropped a message meant for the lost session", "method", m.method)
 		return
 	}
 	c.setup.FromHost(m.raw) // before the write: the answer may come before it returns

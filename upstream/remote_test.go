@@ -89,7 +89,10 @@ func dial(t *testing.T, r Remote) *client {
 		for {
 			m, err := c.Read()
 			if _, ok := IsReplaced(err); ok {
-				c.Settled() // as the relay does, once it has answered what was lost
+				// As the relay does: it asks what is held for the next session (it
+				// answers the rest), then says it has settled the loss.
+				c.Held()
+				c.Settled()
 				continue
 			}
 			if err != nil {

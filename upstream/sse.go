@@ -219,12 +219,9 @@ func (c *remoteConn) legacySend(m *outMsg) {
 		c.fail(m, "the proxy is stopping")
 		return
 	}
-	if m.epoch != c.epoch.Load() {
-		// Written for the session that was lost, and answered by the relay when it
-		// settled the loss: sent now it would be answered twice, or reach a session
-		// it was never meant for (a late answer to the old session's request).
+	if c.answered(m) {
 		c.log.Debug("dropped a message meant for the lost session", "method", m.method)
-		return
+		return // as in send: the reader answered it
 	}
 	c.mu.Lock()
 	connected := c.legacy.endpoint != ""

@@ -515,8 +515,15 @@ func (c *remoteConn) handleAnswer(ctx context.Context, m *outMsg, resp *http.Res
 			c.fail(m, "the server's session expired (HTTP 404), and starting a new one did not help")
 			return
 		}
+		// Kept for the next session, unless the reader has settled the loss already
+		// (then it answered m, which is not sent again).
+		kept := c.hold(m)
 		if ok, why := c.renewSession(sid); !ok {
+			c.unhold(m)
 			c.fail(m, "the server's session expired (HTTP 404) and a new one could not be started"+why)
+			return
+		}
+		if !kept || c.answered(m) {
 			return
 		}
 		m.retried = true
@@ -910,6 +917,9 @@ func (c *remoteConn) renewSession(sid string) (bool, string) {
 		c.sess.stopListen = nil
 	}
 	c.mu.Unlock()
+	// The reader settles the loss, as for any server that went away: what the old
+	// session owed is answered (upstream_lost), its requests to the host go stale.
+	c.sessionLost("the server's session expired (HTTP 404)")
 	// Requests wait for the new session meanwhile (send waits on ready), at most
 	// reinitMax.
 	ok := sleepCtx(c.ctx, delay)

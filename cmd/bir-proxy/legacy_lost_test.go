@@ -119,15 +119,14 @@ func TestLegacySessionLostIsSettledByTheRelay(t *testing.T) {
 	if strings.Contains(second, `"id":"s1"`) {
 		t.Errorf("the host's late answer to the lost session's request reached the new session:\n%s", second)
 	}
-	outcomes := journalOutcomes(t, filepath.Join(state, "bir-proxy", "journal", "legacy.jsonl"))
-	if outcomes["5"] != "upstream_lost" || outcomes["6"] != "ok" {
-		t.Errorf("journal outcomes by call id %v, want 5 upstream_lost and 6 ok", outcomes)
+	outcomes := journalByTool(t, filepath.Join(state, "bir-proxy", "journal", "legacy.jsonl"))
+	if outcomes["drop"] != "upstream_lost" || outcomes["echo"] != "ok" {
+		t.Errorf("journal outcomes by tool %v, want drop upstream_lost and echo ok", outcomes)
 	}
 }
 
-// journalOutcomes reads a journal's outcome for each call, by the call's request id
-// as its report gives it (the correlation key is absent, so the tool and order tell).
-func journalOutcomes(t *testing.T, path string) map[string]string {
+// journalByTool reads a journal's outcome for each tool (the last call of it).
+func journalByTool(t *testing.T, path string) map[string]string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -141,13 +140,7 @@ func journalOutcomes(t *testing.T, path string) map[string]string {
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("journal line %q: %v", sc.Text(), err)
 		}
-		switch r.Tool {
-		case "drop":
-			out["5"] = r.Outcome
-		case "echo":
-			out["6"] = r.Outcome
-		}
+		out[r.Tool] = r.Outcome
 	}
 	return out
 }
-
