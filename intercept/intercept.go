@@ -403,10 +403,11 @@ const pileFraction = 8
 // default budget (32 MiB), 2,000 unanswered 16 KB requests sat whole in the queue, and
 // as many more arrived while bookkeeping went through them: with the GC's headroom on
 // top, a host sending 20,000 such calls to a server that never answers held the proxy
-// at 240 MB where what the reports need is 60. 4 MiB is hundreds of large requests
-// waiting, or tens of thousands of small ones: still nothing a host with a few calls
-// in flight reaches, so its bookkeeping still waits for the answer.
-const pileMax = 4 << 20
+// at 240 MB where what the reports need is 60 (at 4 MiB, 145-193 MiB; at 1 MiB,
+// 128-168). 1 MiB is 64 requests of 16 KB waiting, or thousands of small ones: a host
+// with a few small calls in flight never reaches it, so its bookkeeping still waits
+// for the answer.
+const pileMax = 1 << 20
 
 // holdMax is the largest request left waiting in the queue for its answer; a larger
 // one is looked at at once, so its bytes can go while the tool runs.

@@ -18,14 +18,14 @@ import (
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
-// burstBody is ~size bytes of what a tool's arguments legitimately carry in bulk: a
+// icBurstBody is ~size bytes of what a tool's arguments legitimately carry in bulk: a
 // document as one JSON string, with a few escapes. The relay skips it with memchr
 // (assembly, which the race detector does not slow), while bookkeeping reads it byte
 // by byte in Go (the fingerprint's canonical form, redaction's text rules): under the
 // race detector, with a server that answers at once, bookkeeping falls behind the
 // relay by more than its queue's budget, as it did for the issue's host on a machine
 // with cores to spare.
-func burstBody(size int) string {
+func icBurstBody(size int) string {
 	words := []string{"the", "proxy", "records", "every", "call", "with", "its", "arguments", "and", "result",
 		"ünïcödé", "naïve", "façade", `\"quoted\"`, "user@example.com", "https://example.com/a?b=c", "2026-12-01", "12345"}
 	var b strings.Builder
@@ -38,15 +38,17 @@ func burstBody(size int) string {
 	return b.String()
 }
 
-// burstArgs is the arguments of a call with body, its correlation key and a part of
+// icBurstArgs is the arguments of a call with body, its correlation key and a part of
 // its own.
-func burstArgs(callID, body string) string {
+func icBurstArgs(callID, body string) string {
 	return `{"_bir_call_id":"` + callID + `","query":"` + callID + `","document":` + body + `}`
 }
 
-// TestBurstsOfLargeCallsKeepEveryReport: a host sending bursts of 25 calls with ~15 KB
-// arguments, each burst as soon as the last is answered, in journal mode. Bookkeeping
-// falls behind the relay, its queue passes its byte budget, and answers are shed. A
+// TestBurstsOfLargeCallsKeepEveryReport: a host keeping 25 calls with ~15 KB arguments
+// in flight, the next sent as soon as one is answered, in journal mode, to a server
+// that answers at once; the proxy built with the race detector (see icBurstBody).
+// Bookkeeping falls behind the relay, its queue passes its byte budget, and answers
+// are shed (the test logs whether they were: it is the machine's pace). A
 // shed answer kept the lex spans of the message it replaced, which bookkeeping then
 // applied to the shorter bytes: `slice bounds out of range`, the proxy gone, and every
 // report after the crash lost. Every call must be answered, the proxy must exit 0, and
@@ -61,18 +63,18 @@ func TestBurstsOfLargeCallsKeepEveryReport(t *testing.T) {
 	state := t.TempDir()
 	journal := filepath.Join(t.TempDir(), "burst.jsonl")
 	const (
-		bursts = 1200 // of width calls: the issue's host sent them 25 at a time
-		width  = 25
+		bursts = 1200 // calls in all: bursts*width
+		width  = 25   // in flight, as the issue's host sent them
 		size   = 15 << 10
 	)
 	cmd := exec.Command(testutil.BuildRace(t, "./cmd/bir-proxy"),
-		"--server", "burst", "--journal", journal, "--journal-max-mb", "1000000", "--", exe, fastServerArg)
+		"--server", "burst", "--journal", journal, "--journal-max-mb", "1000000", "--", exe, icFastServerArg)
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), "BIR_OFF=0", "XDG_STATE_HOME="+state, "BIR_RECORDER_URL=")
 	p := testutil.Start(t, cmd)
 	s := &session{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
 
-	body := burstBody(size)
+	body := icBurstBody(size)
 	total := bursts * width
 	// The writer keeps width calls in flight, sending the next as soon as one is
 	// answered; the two run apart so neither side's pipe fills while the other waits.
@@ -92,7 +94,7 @@ func TestBurstsOfLargeCallsKeepEveryReport(t *testing.T) {
 				werr <- err
 				return
 			}
-			if _, err := io.WriteString(s.Stdin, toolCall(id, burstArgs(fmt.Sprintf("c-%d", id), body))+"\n"); err != nil {
+			if _, err := io.WriteString(s.Stdin, toolCall(id, icBurstArgs(fmt.Sprintf("c-%d", id), body))+"\n"); err != nil {
 				werr <- err
 				return
 			}
@@ -103,7 +105,7 @@ func TestBurstsOfLargeCallsKeepEveryReport(t *testing.T) {
 	for len(answered) < total {
 		msg, err := s.out.Read()
 		if err != nil {
-			t.Fatalf("reading from the proxy after %d answers: %v (stderr: %s)", len(answered), err, tail(s.Stderr.String()))
+			t.Fatalf("reading from the proxy after %d answers: %v (stderr: %s)", len(answered), err, icTail(s.Stderr.String()))
 		}
 		id := gjson.GetBytes(msg, "id").Int()
 		if !gjson.GetBytes(msg, "result").Exists() || answered[id] {
@@ -126,10 +128,10 @@ func TestBurstsOfLargeCallsKeepEveryReport(t *testing.T) {
 		t.Fatalf("the proxy did not exit 10 minutes after the host closed stdin")
 	}
 	if code := s.Cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("exit status %d: %s", code, tail(s.Stderr.String()))
+		t.Fatalf("exit status %d: %s", code, icTail(s.Stderr.String()))
 	}
 	if strings.Contains(s.Stderr.String(), "panic") {
-		t.Fatalf("the proxy panicked: %s", tail(s.Stderr.String()))
+		t.Fatalf("the proxy panicked: %s", icTail(s.Stderr.String()))
 	}
 
 	f, err := os.Open(journal)
@@ -167,29 +169,29 @@ func TestBurstsOfLargeCallsKeepEveryReport(t *testing.T) {
 	t.Logf("outcomes %v; bookkeeping fell behind (shed): %v", outcomes, strings.Contains(s.Stderr.String(), "fell behind"))
 }
 
-// fastServerArg, as its one argument, makes this test binary a fast MCP server
-// (fastServer) instead of
+// icFastServerArg, as its one argument, makes this test binary a fast MCP server
+// (icFastServer) instead of
 // running its tests: the proxy is then the slowest thing between the host and the
 // server, as with a real server that answers at once, and rawserver is not (it reads
 // every request with gjson, and the proxy waited on it).
 // (An argument, not the environment: the proxy gives the server a filtered one.)
-const fastServerArg = "-bir-test-fast-server"
+const icFastServerArg = "-bir-test-fast-server"
 
 func init() {
-	if len(os.Args) == 2 && os.Args[1] == fastServerArg {
-		os.Exit(fastServer(os.Stdin, os.Stdout))
+	if len(os.Args) == 2 && os.Args[1] == icFastServerArg {
+		os.Exit(icFastServer(os.Stdin, os.Stdout))
 	}
 }
 
-// fastAnswer is the text of every answer: a short page, longer than what is kept of an
+// icFastAnswer is the text of every answer: a short page, longer than what is kept of an
 // answer bookkeeping has no room for (a shed answer used to be read with the spans of
 // the longer original: past its end).
-var fastAnswer = strings.Repeat("done; ", 300)
+var icFastAnswer = strings.Repeat("done; ", 300)
 
-// fastServer answers every request line (whose "id" member comes first after
+// icFastServer answers every request line (whose "id" member comes first after
 // "jsonrpc", as toolCall writes them) with a small result, as soon as it is read,
 // flushing when no more input is buffered.
-func fastServer(in io.Reader, out io.Writer) int {
+func icFastServer(in io.Reader, out io.Writer) int {
 	r := bufio.NewReaderSize(in, 1<<20)
 	w := bufio.NewWriterSize(out, 1<<16)
 	for {
@@ -207,7 +209,7 @@ func fastServer(in io.Reader, out io.Writer) int {
 			if end > 0 {
 				w.WriteString(`{"jsonrpc":"2.0","id":`)
 				w.Write(rest[:end])
-				w.WriteString(`,"result":{"content":[{"type":"text","text":"` + fastAnswer + `"}]}}` + "\n")
+				w.WriteString(`,"result":{"content":[{"type":"text","text":"` + icFastAnswer + `"}]}}` + "\n")
 			}
 		}
 		if r.Buffered() == 0 {
@@ -218,8 +220,8 @@ func fastServer(in io.Reader, out io.Writer) int {
 	}
 }
 
-// tail is the end of a long stderr, for a failure message.
-func tail(s string) string {
+// icTail is the end of a long stderr, for a failure message.
+func icTail(s string) string {
 	if len(s) > 4000 {
 		return "..." + s[len(s)-4000:]
 	}
