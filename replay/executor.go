@@ -296,6 +296,10 @@ func (e *Executor) schedule() {
 				switch {
 				case waiting[d.id] != nil || running[d.id] != nil:
 					e.log.Debug("dispatch handed out again while it is still here; the repeat is ignored", "dispatchId", d.id)
+				case d.refused != "":
+					// Not a dispatch SPEC §4 allows: the server is never contacted.
+					e.log.Warn("refused a dispatch the recorder sent", "dispatchId", d.id, "why", d.refused)
+					e.settle(d, outcome{name: report.OutcomeRPCError, err: invalidDispatch(d.refused)})
 				case stopping:
 					e.settle(d, outcome{name: report.OutcomeCancelled, err: proxyError("the proxy is exiting")})
 				case len(queue) >= e.tune.maxQueued || queuedB+d.size > e.tune.maxQueuedBytes:
@@ -437,6 +441,10 @@ func (e *Executor) execute(ctx context.Context, d *dispatch) outcome {
 func (e *Executor) gaveUp(err error, d *dispatch, took time.Duration) outcome {
 	o := outcome{duration: took}
 	switch {
+	case errors.Is(err, relay.ErrMalformed):
+		// Never sent: parsePoll lets no such dispatch through, and this is the
+		// relay's own check behind it.
+		o.name, o.err = report.OutcomeRPCError, invalidDispatch(err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		o.name, o.err = report.OutcomeTimeout, proxyError(fmt.Sprintf("no answer within %d ms", d.timeout.Milliseconds()))
 	case errors.Is(err, errRecorderCancel):
