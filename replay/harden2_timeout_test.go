@@ -1,0 +1,72 @@
+package replay
+
+import (
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
+)
+
+// TestHarden2TimeoutMsIsClamped: timeoutMs 1e300 overflowed time.Duration to a
+// negative wait, so the dispatch timed out the moment it arrived. SPEC §4 clamps
+// timeoutMs to [1, 3,600,000]: past the range it is an hour, below it a millisecond;
+// a value that is not a number refuses the dispatch; null is no timeout.
+func TestHarden2TimeoutMsIsClamped(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		raw  string
+		want time.Duration // -1: refused
+	}{
+		{"1e300", time.Hour},
+		{"1e400", time.Hour}, // past float64: +Inf
+		{strconv.Itoa(math.MaxInt64), time.Hour},
+		{"3600000", time.Hour},
+		{"3600001", time.Hour},
+		{"250", 250 * time.Millisecond},
+		{"1.5", 1500 * time.Microsecond},
+		{"1", time.Millisecond},
+		{"0.5", time.Millisecond},
+		{"0", time.Millisecond},
+		{"-5", time.Millisecond},
+		{"-1e400", time.Millisecond},
+		{"null", 0},
+		{`"5"`, -1},
+		{"true", -1},
+		{"[5]", -1},
+	} {
+		body := `{"dispatches":[{"dispatchId":"d","tool":"echo","arguments":{},"timeoutMs":` + c.raw + `}]}`
+		a, ok := parsePoll([]byte(body), now)
+		if !ok || len(a.dispatches) != 1 {
+			t.Fatalf("timeoutMs %s: the answer was not read (%v, %d dispatches)", c.raw, ok, len(a.dispatches))
+		}
+		d := a.dispatches[0]
+		switch {
+		case c.want < 0:
+			if d.refused == "" {
+				t.Errorf("timeoutMs %s: not refused (timeout %v)", c.raw, d.timeout)
+			}
+		case d.refused != "":
+			t.Errorf("timeoutMs %s: refused: %s", c.raw, d.refused)
+		case d.timeout != c.want:
+			t.Errorf("timeoutMs %s: timeout %v, want %v", c.raw, d.timeout, c.want)
+		case c.want == 0 && !d.deadline.IsZero():
+			t.Errorf("timeoutMs %s: a deadline %v", c.raw, d.deadline)
+		case c.want > 0 && !d.deadline.Equal(now.Add(c.want)):
+			t.Errorf("timeoutMs %s: deadline %v, want %v", c.raw, d.deadline, now.Add(c.want))
+		}
+	}
+}
+
+// TestHarden2HugeTimeoutMsRuns: a dispatch with a timeoutMs far past the range runs
+// and is answered, instead of being posted timeout at once (the overflowed deadline
+// was already past when it arrived).
+func TestHarden2HugeTimeoutMsRuns(t *testing.T) {
+	h := start(t, tuning{})
+	h.ready()
+	h.dispatch(recordertest.Dispatch{DispatchID: "huge", Tool: "echo", Arguments: []byte(`{}`), TimeoutMs: math.MaxInt})
+	if got := h.outcomes(t, "huge")["huge"]; got != "ok" {
+		t.Fatalf("huge: %s, want ok", got)
+	}
+}
