@@ -38,7 +38,7 @@ func FuzzParsePoll(f *testing.F) {
 	}
 	now := time.Now()
 	f.Fuzz(func(t *testing.T, body []byte) {
-		a, ok := parsePoll(body, now)
+		a, ok := parsePoll(body, now, 1<<20)
 		if !ok {
 			return
 		}

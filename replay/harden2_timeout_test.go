@@ -37,7 +37,7 @@ func TestHarden2TimeoutMsIsClamped(t *testing.T) {
 		{"[5]", -1},
 	} {
 		body := `{"dispatches":[{"dispatchId":"d","tool":"echo","arguments":{},"timeoutMs":` + c.raw + `}]}`
-		a, ok := parsePoll([]byte(body), now)
+		a, ok := parsePoll([]byte(body), now, 10)
 		if !ok || len(a.dispatches) != 1 {
 			t.Fatalf("timeoutMs %s: the answer was not read (%v, %d dispatches)", c.raw, ok, len(a.dispatches))
 		}

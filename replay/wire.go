@@ -33,6 +33,10 @@ type pollAnswer struct {
 	dispatches []*dispatch
 	cancels    []string
 	bad        int // dispatches without a dispatchId: nothing can be posted for them
+	// excess counts the dispatches past parsePoll's limit: a poll answer of 64 MiB
+	// holds millions of tiny ones, more than the results queue could ever hold an
+	// answer for, and each parsed would cost a few hundred bytes more.
+	excess int
 }
 
 // maxTimeout is the longest timeoutMs a dispatch is given (SPEC §4 clamps timeoutMs
@@ -46,8 +50,9 @@ const maxTimeout = time.Hour
 // skip, not the stack overflow gjson's recursive validator died of. Each member is
 // read by the duplicate-key rule (the last wins). ok is false when the answer is not
 // one JSON object. A dispatch whose members are not what SPEC §4 allows is kept with
-// refused set, so that the recorder is told why; its arguments are never sent.
-func parsePoll(body []byte, now time.Time) (pollAnswer, bool) {
+// refused set, so that the recorder is told why; its arguments are never sent. At
+// most limit dispatches are read; the rest are only counted (excess).
+func parsePoll(body []byte, now time.Time, limit int) (pollAnswer, bool) {
 	var a pollAnswer
 	i := jsonlex.SkipSpace(body, 0)
 	var dispatches, cancels []byte
@@ -64,6 +69,10 @@ func parsePoll(body []byte, now time.Time) (pollAnswer, bool) {
 		return a, false
 	}
 	eachElement(dispatches, func(v []byte) {
+		if len(a.dispatches) >= limit {
+			a.excess++
+			return
+		}
 		d, ok := parseDispatch(v, now)
 		if !ok {
 			a.bad++

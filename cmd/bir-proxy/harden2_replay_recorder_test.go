@@ -27,6 +27,9 @@ type hostileRecorder struct {
 	// resultStatus answers a POST /proxy/result (200 when nil); it may block until
 	// its request's context ends (a recorder that never takes results).
 	resultStatus func(r *http.Request) int
+	// flood, when set, makes the body of a poll that finds nothing queued (n counts
+	// polls from 1); nil from it holds the poll as usual.
+	flood func(n int) []byte
 
 	mu        sync.Mutex
 	answers   [][]byte
@@ -134,6 +137,13 @@ func (h *hostileRecorder) serve(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		h.polls++
 		h.signalLocked()
+		if len(h.answers) == 0 && h.flood != nil {
+			if b := h.flood(h.polls); b != nil {
+				h.mu.Unlock()
+				_, _ = w.Write(b)
+				return
+			}
+		}
 		for len(h.answers) == 0 {
 			ch := h.changed
 			h.mu.Unlock()
