@@ -1,10 +1,17 @@
 package replay
 
 import (
+	"context"
+	"log/slog"
 	"math"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/recorder"
 
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
@@ -69,4 +76,62 @@ func TestHarden2HugeTimeoutMsRuns(t *testing.T) {
 	if got := h.outcomes(t, "huge")["huge"]; got != "ok" {
 		t.Fatalf("huge: %s, want ok", got)
 	}
+}
+
+// bubbleRecorder is a Recorder for a synctest bubble: its first poll brings body,
+// later ones are held until their context ends; results go to the results channel.
+type bubbleRecorder struct {
+	body    []byte
+	polled  atomic.Bool
+	results chan []byte
+}
+
+func (r *bubbleRecorder) ProxyID() string                                    { return "p" }
+func (r *bubbleRecorder) Reregister() uint64                                 { return 0 }
+func (r *bubbleRecorder) WaitRegistered(ctx context.Context, _ uint64) error { return ctx.Err() }
+func (r *bubbleRecorder) Post(ctx context.Context, path string, body []byte, _ int64) (recorder.Answer, error) {
+	switch path {
+	case "/proxy/poll":
+		if !r.polled.Swap(true) {
+			return recorder.Answer{Status: 200, Body: r.body}, nil
+		}
+		<-ctx.Done()
+		return recorder.Answer{}, ctx.Err()
+	case "/proxy/result":
+		r.results <- body
+	}
+	return recorder.Answer{Status: 200}, nil
+}
+
+// TestHarden2HugeTimeoutMsWaitsTheMaximum: in fake time, a dispatch with timeoutMs
+// 1e300 that cannot run (the upstream never becomes ready) times out after exactly
+// the clamp's hour, not at once.
+func TestHarden2HugeTimeoutMsWaitsTheMaximum(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &bubbleRecorder{
+			body:    []byte(`{"dispatches":[{"dispatchId":"huge","tool":"echo","arguments":{},"timeoutMs":1e300}]}`),
+			results: make(chan []byte, 1),
+		}
+		ex := Start(Config{Recorder: rec, Upstream: newFakeUpstream(), Gate: NewGate(nil),
+			Logger: slog.New(slog.DiscardHandler)})
+		defer ex.Close(context.Background()) // on a failure too: the bubble must end empty
+		start := time.Now()
+		time.Sleep(maxTimeout - time.Millisecond)
+		synctest.Wait()
+		select {
+		case r := <-rec.results:
+			t.Fatalf("a result after %v, before the hour: %s", time.Since(start), r)
+		default:
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		select {
+		case r := <-rec.results:
+			if !strings.Contains(string(r), `"outcome":"timeout"`) {
+				t.Fatalf("after the hour: %s", r)
+			}
+		default:
+			t.Fatal("no result after the hour")
+		}
+	})
 }
