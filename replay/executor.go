@@ -501,7 +501,7 @@ func (e *Executor) poll() {
 			// proxy: they go to the scheduler, which posts them cancelled, rather
 			// than never being answered.
 			if err == nil && a.Status == 200 {
-				if ans, ok := parsePoll(a.Body, time.Now(), e.tune.maxResults); ok && len(ans.dispatches)+len(ans.cancels)+ans.bad+ans.excess > 0 {
+				if ans, ok := parsePoll(a.Body, time.Now(), e.pollLimit()); ok && len(ans.dispatches)+len(ans.cancels)+ans.bad+ans.excess > 0 {
 					e.arrivals <- ans
 				}
 			}
@@ -546,7 +546,7 @@ func (e *Executor) poll() {
 			}
 			continue
 		}
-		ans, ok := parsePoll(a.Body, time.Now(), e.tune.maxResults)
+		ans, ok := parsePoll(a.Body, time.Now(), e.pollLimit())
 		if !ok {
 			e.log.Warn("the recorder's poll answer is not a JSON object; ignored", "body", clip(a.Body, 200))
 			if !sleep(ctx, b.next(0)) {
@@ -584,6 +584,12 @@ func (e *Executor) poll() {
 		b.reset()
 	}
 }
+
+// pollLimit is how many dispatches of one poll answer are read: as many as the queue
+// can take and as many again to be refused busy, each with a result. A 64 MiB answer
+// can hold millions of tiny ones; past this they are not run and get no result (one
+// warning), for no queue of results could hold an answer for each.
+func (e *Executor) pollLimit() int { return e.tune.maxQueued + e.tune.maxResults }
 
 // register waits for a register of this proxy newer than after to have succeeded,
 // reporting false when ctx ended (or the recorder connection closed) first.
