@@ -135,3 +135,18 @@ func TestHarden2HugeTimeoutMsWaitsTheMaximum(t *testing.T) {
 		}
 	})
 }
+
+// TestHarden2CallParamsAreOneLine: the tools/call params a dispatch becomes are one
+// compact line, the host's _meta included (a bare carriage return between its tokens
+// is valid on the host's line, and relay.Call refuses any line break).
+func TestHarden2CallParamsAreOneLine(t *testing.T) {
+	a, ok := parsePoll([]byte("{\"dispatches\":[{\"dispatchId\":\"d\",\"tool\":\"t\\n\",\"arguments\":{ \"a\" :\r\n[1,\t2] }}]}"), time.Now(), 10)
+	if !ok || len(a.dispatches) != 1 || a.dispatches[0].refused != "" {
+		t.Fatalf("%v %+v", ok, a.dispatches)
+	}
+	got := string(callParams(a.dispatches[0], []byte("{\"io.modelcontextprotocol/protocolVersion\":\r\"2026-07-28\"}")))
+	want := `{"name":"t\n","arguments":{"a":[1,2]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`
+	if got != want {
+		t.Fatalf("params\n%s\nwant\n%s", got, want)
+	}
+}
