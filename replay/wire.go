@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"time"
@@ -235,10 +236,10 @@ func callParams(d *dispatch, meta []byte) []byte {
 	b = append(b, `,"arguments":`...)
 	b = append(b, d.args...)
 	if meta != nil {
-		// The host's own bytes, but a bare carriage return between its tokens is
-		// valid JSON on a host's line and would make relay.Call refuse every
-		// dispatch: compacted like the arguments.
-		if len(meta) > 0 && meta[0] == '{' && jsonlex.Valid(meta) {
+		// The host's own bytes, kept as they are (docs/replay.md), but a bare
+		// carriage return between their tokens is valid JSON on a host's line and
+		// would make relay.Call refuse every dispatch: then they are compacted.
+		if bytes.ContainsAny(meta, "\r\n") && meta[0] == '{' && jsonlex.Valid(meta) {
 			meta = compactObject(meta)
 		}
 		b = append(b, `,"_meta":`...)
