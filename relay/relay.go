@@ -895,6 +895,13 @@ type Request struct {
 func (r *Relay) Call(ctx context.Context, req Request) ([]byte, error) {
 	id := r.ownID()
 	idJSON := jsonlex.AppendString(nil, id)
+	msg := request(idJSON, req.Method, req.Params)
+	if !oneLineObject(msg) {
+		// Params with a raw line break (or not JSON at all) would reach a stdio
+		// server as several lines, each a message of its own that the host never
+		// sent: refused before anything is registered or written.
+		return nil, fmt.Errorf("sending %s to the upstream: %w", req.Method, ErrMalformed)
+	}
 	w := &waiter{ch: make(chan callResult, 1)}
 	r.mu.Lock()
 	if r.ended != nil {
@@ -906,7 +913,7 @@ func (r *Relay) Call(ctx context.Context, req Request) ([]byte, error) {
 	r.ownPending.Add(1)
 	r.mu.Unlock()
 
-	if err := r.send(request(idJSON, req.Method, req.Params), Own{Origin: req.Origin}); err != nil {
+	if err := r.send(msg, Own{Origin: req.Origin}); err != nil {
 		r.forget(id) // never sent: no answer can come
 		return nil, fmt.Errorf("sending %s to the upstream: %w", req.Method, err)
 	}
@@ -940,6 +947,17 @@ func (r *Relay) Call(ctx context.Context, req Request) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("waiting for the answer to %s: %w", req.Method, ctx.Err())
 	}
+}
+
+// ErrMalformed is Call's error for a request that is not exactly one JSON object on
+// one line; nothing was sent.
+var ErrMalformed = errors.New("the request is not one single-line JSON object")
+
+// oneLineObject reports whether msg is exactly one JSON object with no raw line
+// break anywhere: valid JSON has none inside a string, so one outside would be
+// whitespace that the NDJSON framing would take for the end of the message.
+func oneLineObject(msg []byte) bool {
+	return len(msg) > 0 && msg[0] == '{' && bytes.IndexByte(msg, '\n') < 0 && bytes.IndexByte(msg, '\r') < 0 && jsonlex.Valid(msg)
 }
 
 // ownID is the next id of the proxy's namespace that no host request in flight uses

@@ -70,6 +70,8 @@ type tuning struct {
 	resultTimeout  time.Duration // one POST /proxy/result
 	maxQueued      int           // dispatches waiting to run...
 	maxQueuedBytes int           // ...and the bytes they hold
+	maxResults     int           // results waiting to be posted...
+	maxResultBytes int           // ...and their bytes
 }
 
 func (t tuning) withDefaults() tuning {
@@ -89,6 +91,12 @@ func (t tuning) withDefaults() tuning {
 	}
 	if t.maxQueuedBytes <= 0 {
 		t.maxQueuedBytes = 64 << 20
+	}
+	if t.maxResults <= 0 {
+		t.maxResults = 1024
+	}
+	if t.maxResultBytes <= 0 {
+		t.maxResultBytes = 64 << 20
 	}
 	return t
 }
@@ -292,10 +300,17 @@ func (e *Executor) schedule() {
 			if a.bad > 0 {
 				e.log.Warn("the recorder sent dispatches without a dispatchId; they are not run", "count", a.bad)
 			}
+			if a.excess > 0 {
+				e.log.Warn("the recorder handed out more dispatches in one poll answer than bir-proxy can hold results for; the rest are not run and get no result", "taken", len(a.dispatches), "dropped", a.excess)
+			}
 			for _, d := range a.dispatches {
 				switch {
 				case waiting[d.id] != nil || running[d.id] != nil:
 					e.log.Debug("dispatch handed out again while it is still here; the repeat is ignored", "dispatchId", d.id)
+				case d.refused != "":
+					// Not a dispatch SPEC §4 allows: the server is never contacted.
+					e.log.Warn("refused a dispatch the recorder sent", "dispatchId", d.id, "why", d.refused)
+					e.settle(d, outcome{name: report.OutcomeRPCError, err: invalidDispatch(d.refused)})
 				case stopping:
 					e.settle(d, outcome{name: report.OutcomeCancelled, err: proxyError("the proxy is exiting")})
 				case len(queue) >= e.tune.maxQueued || queuedB+d.size > e.tune.maxQueuedBytes:
@@ -303,7 +318,8 @@ func (e *Executor) schedule() {
 						overflow = true
 						e.log.Warn("too many dispatches waiting for the server; refusing new ones until some have run", "waiting", len(queue))
 					}
-					e.settle(d, outcome{name: report.OutcomeCancelled, err: proxyError(fmt.Sprintf("bir-proxy already has %d dispatches waiting", len(queue)))})
+					// SPEC §4: rpc_error saying the proxy is busy, and not queued.
+					e.settle(d, outcome{name: report.OutcomeRPCError, err: proxyError(fmt.Sprintf("bir-proxy is busy: %d dispatches already waiting; this one was not queued", len(queue)))})
 				default:
 					overflow = false
 					queue = append(queue, d)
@@ -437,6 +453,10 @@ func (e *Executor) execute(ctx context.Context, d *dispatch) outcome {
 func (e *Executor) gaveUp(err error, d *dispatch, took time.Duration) outcome {
 	o := outcome{duration: took}
 	switch {
+	case errors.Is(err, relay.ErrMalformed):
+		// Never sent: parsePoll lets no such dispatch through, and this is the
+		// relay's own check behind it.
+		o.name, o.err = report.OutcomeRPCError, invalidDispatch(err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		o.name, o.err = report.OutcomeTimeout, proxyError(fmt.Sprintf("no answer within %d ms", d.timeout.Milliseconds()))
 	case errors.Is(err, errRecorderCancel):
@@ -481,7 +501,7 @@ func (e *Executor) poll() {
 			// proxy: they go to the scheduler, which posts them cancelled, rather
 			// than never being answered.
 			if err == nil && a.Status == 200 {
-				if ans, ok := parsePoll(a.Body, time.Now()); ok && len(ans.dispatches)+len(ans.cancels)+ans.bad > 0 {
+				if ans, ok := parsePoll(a.Body, time.Now(), e.pollLimit()); ok && len(ans.dispatches)+len(ans.cancels)+ans.bad+ans.excess > 0 {
 					e.arrivals <- ans
 				}
 			}
@@ -526,7 +546,7 @@ func (e *Executor) poll() {
 			}
 			continue
 		}
-		ans, ok := parsePoll(a.Body, time.Now())
+		ans, ok := parsePoll(a.Body, time.Now(), e.pollLimit())
 		if !ok {
 			e.log.Warn("the recorder's poll answer is not a JSON object; ignored", "body", clip(a.Body, 200))
 			if !sleep(ctx, b.next(0)) {
@@ -539,7 +559,7 @@ func (e *Executor) poll() {
 			outage = false
 			e.log.Info("the recorder is answering polls again")
 		}
-		if len(ans.dispatches)+len(ans.cancels)+ans.bad == 0 {
+		if len(ans.dispatches)+len(ans.cancels)+ans.bad+ans.excess == 0 {
 			// Nothing, and long before waitMs: a recorder that does not hold polls
 			// would have this loop spin, so it is paced as if the poll had failed.
 			if time.Since(sent) < e.tune.wait/10 {
@@ -551,10 +571,25 @@ func (e *Executor) poll() {
 			b.reset()
 			continue
 		}
-		b.reset()
 		e.arrivals <- ans // the scheduler takes arrivals until this loop has ended
+		if e.results.full.Load() {
+			// The recorder is not taking results: nothing more it hands out could be
+			// answered, so the next poll waits, as after a failure (a flood of
+			// dispatches would otherwise be parsed and dropped as fast as it comes).
+			if !sleep(ctx, b.next(0)) {
+				return
+			}
+			continue
+		}
+		b.reset()
 	}
 }
+
+// pollLimit is how many dispatches of one poll answer are read: as many as the queue
+// can take and as many again to be refused busy, each with a result. A 64 MiB answer
+// can hold millions of tiny ones; past this they are not run and get no result (one
+// warning), for no queue of results could hold an answer for each.
+func (e *Executor) pollLimit() int { return e.tune.maxQueued + e.tune.maxResults }
 
 // register waits for a register of this proxy newer than after to have succeeded,
 // reporting false when ctx ended (or the recorder connection closed) first.

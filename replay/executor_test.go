@@ -264,12 +264,12 @@ func TestStopCancelsEverything(t *testing.T) {
 	}
 }
 
-// TestQueueIsBounded: past maxQueued, a new dispatch is refused (posted cancelled)
+// TestQueueIsBounded: past maxQueued, a new dispatch is refused (posted rpc_error, busy)
 // rather than held.
 func TestQueueIsBounded(t *testing.T) {
 	h := start(t, tuning{maxQueued: 2})
 	h.dispatch(d("q1", "echo"), d("q2", "echo"), d("q3", "echo"))
-	if got := h.outcomes(t, "q3")["q3"]; got != "cancelled" {
+	if got := h.outcomes(t, "q3")["q3"]; got != "rpc_error" {
 		t.Fatalf("q3: %s", got)
 	}
 	h.ready()

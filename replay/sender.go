@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,8 +19,13 @@ type sender struct {
 
 	mu      sync.Mutex
 	queue   []pendingResult
-	wake    chan struct{}
-	closing chan struct{} // Close began: post what can be posted, then end
+	queuedB int // bytes of the bodies in queue
+	// refusedFull counts results not queued because the queue was full, since that
+	// was last said (under mu).
+	refusedFull int
+	full        atomic.Bool // the queue is at its bound: the poll loop waits before polling again
+	wake        chan struct{}
+	closing     chan struct{} // Close began: post what can be posted, then end
 
 	ctx    context.Context // ends posts and waits at Close's deadline
 	cancel context.CancelFunc
@@ -41,10 +47,30 @@ func newSender(e *Executor) *sender {
 	return &sender{e: e, wake: make(chan struct{}, 1), closing: make(chan struct{}), ctx: ctx, cancel: cancel, done: make(chan struct{}), droppedInOutage: -1}
 }
 
-// add queues a result; it never waits.
+// add queues a result; it never waits. Past the queue's bound (maxResults results or
+// maxResultBytes of them) the result is dropped and counted: a recorder that hands
+// out dispatches without taking their results once grew this queue by gigabytes in
+// seconds, and a result it does not take cannot be told anything anyway. The first
+// drop of a run of them is said at once, the count when the queue has room again.
 func (s *sender) add(id string, body []byte) {
+	t := s.e.tune
 	s.mu.Lock()
+	if len(s.queue) >= t.maxResults || s.queuedB+len(body) > t.maxResultBytes {
+		s.refusedFull++
+		first := s.refusedFull == 1
+		s.full.Store(true)
+		n := len(s.queue)
+		s.mu.Unlock()
+		if first {
+			s.e.log.Warn("too many dispatch results waiting for the recorder; dropping new ones until it takes some", "waiting", n, "dispatchId", id)
+		}
+		return
+	}
 	s.queue = append(s.queue, pendingResult{id: id, body: body, since: time.Now()})
+	s.queuedB += len(body)
+	if len(s.queue) >= t.maxResults || s.queuedB >= t.maxResultBytes {
+		s.full.Store(true)
+	}
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -91,8 +117,25 @@ func (s *sender) head() (pendingResult, bool) {
 
 func (s *sender) pop() {
 	s.mu.Lock()
+	s.queuedB -= len(s.queue[0].body)
+	s.queue[0] = pendingResult{} // the body goes with it, not with the array
 	s.queue = s.queue[1:]
+	s.roomLocked()
 	s.mu.Unlock()
+}
+
+// roomLocked notes that the queue may have room again, and says how many results
+// were dropped while it had none.
+func (s *sender) roomLocked() {
+	t := s.e.tune
+	if len(s.queue) >= t.maxResults || s.queuedB >= t.maxResultBytes {
+		return
+	}
+	if s.refusedFull > 0 {
+		s.e.log.Warn("dropped dispatch results while too many were waiting for the recorder", "count", s.refusedFull)
+		s.refusedFull = 0
+	}
+	s.full.Store(false)
 }
 
 // dropOlder gives up every result that has waited past giveUp. The first give-up of
@@ -106,11 +149,14 @@ func (s *sender) dropOlder(now time.Time) {
 	for _, p := range s.queue {
 		if now.Sub(p.since) >= s.e.tune.giveUp {
 			ids = append(ids, p.id)
+			s.queuedB -= len(p.body)
 		} else {
 			keep = append(keep, p)
 		}
 	}
+	clear(s.queue[len(keep):]) // the dropped bodies go
 	s.queue = keep
+	s.roomLocked()
 	s.mu.Unlock()
 	if s.droppedInOutage < 0 {
 		s.logDropped(ids, "the recorder did not take them within "+s.e.tune.giveUp.String())
@@ -151,8 +197,13 @@ func (s *sender) run() {
 		for _, p := range s.queue {
 			ids = append(ids, p.id)
 		}
-		s.queue = nil
+		s.queue, s.queuedB = nil, 0
+		dropped := s.refusedFull
+		s.refusedFull = 0
 		s.mu.Unlock()
+		if dropped > 0 {
+			e.log.Warn("dropped dispatch results while too many were waiting for the recorder", "count", dropped)
+		}
 		s.outageOver()
 		s.logDropped(ids, "the proxy exited before the recorder took them")
 	}()

@@ -1,10 +1,10 @@
 package replay
 
 import (
+	"bytes"
+	"errors"
 	"strconv"
 	"time"
-
-	"github.com/tidwall/gjson"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/redact"
@@ -15,11 +15,14 @@ import (
 type dispatch struct {
 	id       string
 	tool     string
-	args     []byte        // raw, as the recorder sent it; nil when it sent none
+	args     []byte        // the arguments object, compact (see compactObject); never nil once parsed
 	timeout  time.Duration // 0: none
 	arrived  time.Time
 	deadline time.Time // arrived + timeout; zero when none
 	size     int       // bytes it holds, for the queue's budget
+	// refused is why the dispatch cannot be run as it came ("" when it can): it is
+	// posted rpc_error -32602 at once and never reaches the server (SPEC §4).
+	refused string
 
 	// Set when it starts running.
 	cancel    func(error)
@@ -31,46 +34,196 @@ type pollAnswer struct {
 	dispatches []*dispatch
 	cancels    []string
 	bad        int // dispatches without a dispatchId: nothing can be posted for them
+	// excess counts the dispatches past parsePoll's limit: a poll answer of 64 MiB
+	// holds millions of tiny ones, more than the results queue could ever hold an
+	// answer for, and each parsed would cost a few hundred bytes more.
+	excess int
 }
 
+// maxTimeout is the longest timeoutMs a dispatch is given (SPEC §4 clamps timeoutMs
+// to [1, 3,600,000]): a recorder's 1e300 would otherwise overflow time.Duration to a
+// negative wait and time the dispatch out at once.
+const maxTimeout = time.Hour
+
 // parsePoll reads a poll answer (SPEC §5: {dispatches: [{dispatchId, tool, arguments,
-// timeoutMs?}], cancel: [dispatchId]}). It is the recorder's answer, not a relayed
-// message, so reading it with gjson is fine; the arguments are kept as their raw
-// bytes and reach the upstream as the recorder wrote them.
-func parsePoll(body []byte, now time.Time) (pollAnswer, bool) {
+// timeoutMs?}], cancel: [dispatchId]}) with internal/jsonlex, which walks nesting
+// with a loop: a recorder's answer nested ten million levels deep must cost a
+// skip, not the stack overflow gjson's recursive validator died of. Each member is
+// read by the duplicate-key rule (the last wins). ok is false when the answer is not
+// one JSON object. A dispatch whose members are not what SPEC §4 allows is kept with
+// refused set, so that the recorder is told why; its arguments are never sent. At
+// most limit dispatches are read; the rest are only counted (excess).
+func parsePoll(body []byte, now time.Time, limit int) (pollAnswer, bool) {
 	var a pollAnswer
-	if !gjson.ValidBytes(body) {
-		return a, false
-	}
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
-		return a, false
-	}
-	root.Get("dispatches").ForEach(func(_, v gjson.Result) bool {
-		id := v.Get("dispatchId")
-		if id.Type != gjson.String || id.Str == "" {
-			a.bad++
-			return true
+	i := jsonlex.SkipSpace(body, 0)
+	var dispatches, cancels []byte
+	end, ok := jsonlex.EachMember(body, i, func(m jsonlex.Member) bool {
+		switch k := body[m.Key.Start:m.Key.End]; {
+		case jsonlex.KeyIs(k, "dispatches"):
+			dispatches = body[m.Value.Start:m.Value.End]
+		case jsonlex.KeyIs(k, "cancel"):
+			cancels = body[m.Value.Start:m.Value.End]
 		}
-		d := &dispatch{id: id.Str, tool: v.Get("tool").String(), arrived: now}
-		if args := v.Get("arguments"); args.Exists() {
-			d.args = []byte(args.Raw)
-		}
-		if ms := v.Get("timeoutMs"); ms.Type == gjson.Number && ms.Float() > 0 {
-			d.timeout = time.Duration(ms.Float() * float64(time.Millisecond))
-			d.deadline = now.Add(d.timeout)
-		}
-		d.size = len(d.args) + len(d.tool) + len(d.id) + 128
-		a.dispatches = append(a.dispatches, d)
 		return true
 	})
-	root.Get("cancel").ForEach(func(_, v gjson.Result) bool {
-		if v.Type == gjson.String {
-			a.cancels = append(a.cancels, v.Str)
+	if !ok || jsonlex.SkipSpace(body, end) != len(body) {
+		return a, false
+	}
+	eachElement(dispatches, func(v []byte) {
+		if len(a.dispatches) >= limit {
+			a.excess++
+			return
 		}
-		return true
+		d, ok := parseDispatch(v, now)
+		if !ok {
+			a.bad++
+			return
+		}
+		a.dispatches = append(a.dispatches, d)
+	})
+	eachElement(cancels, func(v []byte) {
+		if id, ok := stringValue(v); ok {
+			a.cancels = append(a.cancels, id)
+		}
 	})
 	return a, true
+}
+
+// eachElement calls f for each element of the JSON array arr (nothing when arr is not
+// an array the lexer can follow).
+func eachElement(arr []byte, f func(v []byte)) {
+	if len(arr) == 0 || arr[0] != '[' {
+		return
+	}
+	i := jsonlex.SkipSpace(arr, 1)
+	if i < len(arr) && arr[i] == ']' {
+		return
+	}
+	for i < len(arr) {
+		v := jsonlex.SkipValue(arr, i)
+		if v < 0 {
+			return
+		}
+		f(arr[i:v])
+		i = jsonlex.SkipSpace(arr, v)
+		if i >= len(arr) || arr[i] != ',' {
+			return
+		}
+		i = jsonlex.SkipSpace(arr, i+1)
+	}
+}
+
+// stringValue decodes v when it is a valid JSON string literal.
+func stringValue(v []byte) (string, bool) {
+	if len(v) == 0 || v[0] != '"' || !jsonlex.Valid(v) {
+		return "", false
+	}
+	return jsonlex.DecodeString(v)
+}
+
+// parseDispatch reads one element of dispatches; ok is false when it has no usable
+// dispatchId (nothing can be posted for it).
+func parseDispatch(v []byte, now time.Time) (*dispatch, bool) {
+	var id, tool, args, timeout []byte
+	if _, ok := jsonlex.EachMember(v, 0, func(m jsonlex.Member) bool {
+		val := v[m.Value.Start:m.Value.End]
+		switch k := v[m.Key.Start:m.Key.End]; {
+		case jsonlex.KeyIs(k, "dispatchId"):
+			id = val
+		case jsonlex.KeyIs(k, "tool"):
+			tool = val
+		case jsonlex.KeyIs(k, "arguments"):
+			args = val
+		case jsonlex.KeyIs(k, "timeoutMs"):
+			timeout = val
+		}
+		return true
+	}); !ok {
+		return nil, false
+	}
+	dispID, ok := stringValue(id)
+	if !ok || dispID == "" {
+		return nil, false
+	}
+	d := &dispatch{id: dispID, arrived: now}
+	defer func() { d.size = len(d.args) + len(d.tool) + len(d.id) + 128 }()
+	name, ok := stringValue(tool)
+	if !ok {
+		d.refused = "the dispatch's tool is not a JSON string"
+		return d, true
+	}
+	d.tool = name
+	switch {
+	case args == nil || string(args) == "null":
+		// SPEC §4: absent or null arguments mean {}.
+		d.args = []byte("{}")
+	case args[0] != '{':
+		d.refused = "the dispatch's arguments are not a JSON object"
+		return d, true
+	case !jsonlex.Valid(args):
+		// A raw control character in a string among them (a line feed that would
+		// end the stdio line), or any other break: not JSON, and never sent.
+		d.refused = "the dispatch's arguments are not valid JSON"
+		return d, true
+	default:
+		d.args = compactObject(args)
+	}
+	if timeout != nil && string(timeout) != "null" {
+		t, ok := timeoutOf(timeout)
+		if !ok {
+			d.refused = "the dispatch's timeoutMs is not a number"
+			return d, true
+		}
+		d.timeout = t
+		d.deadline = now.Add(t)
+	}
+	return d, true
+}
+
+// timeoutOf reads timeoutMs, clamped to [1 ms, maxTimeout] (SPEC §4): a value past
+// float64's range reads as infinite and is clamped like any other.
+func timeoutOf(raw []byte) (time.Duration, bool) {
+	if end, ok := jsonlex.NumberEnd(raw, 0); !ok || end != len(raw) {
+		return 0, false
+	}
+	ms, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	// Compared as milliseconds, before any conversion: ms*1e6 of 1e300 overflows.
+	switch {
+	case ms >= float64(maxTimeout/time.Millisecond):
+		return maxTimeout, true
+	case ms <= 1:
+		return time.Millisecond, true
+	}
+	return time.Duration(ms * float64(time.Millisecond)), true
+}
+
+// compactObject re-emits the valid JSON object obj without the whitespace between its
+// tokens (SPEC §4): strings are copied byte for byte, and since valid JSON has no raw
+// control character inside a string, the result holds no line break at all — one
+// that survived would end the stdio line and make the rest a message of its own.
+func compactObject(obj []byte) []byte {
+	out := make([]byte, 0, len(obj))
+	for i := 0; i < len(obj); {
+		switch c := obj[i]; {
+		case jsonlex.IsSpace(c):
+			i++
+		case c == '"':
+			j := jsonlex.SkipString(obj, i)
+			out = append(out, obj[i:j]...)
+			i = j
+		default:
+			j := i + 1
+			for j < len(obj) && !jsonlex.IsSpace(obj[j]) && obj[j] != '"' {
+				j++
+			}
+			out = append(out, obj[i:j]...)
+			i = j
+		}
+	}
+	return out
 }
 
 // callParams are the params of the tools/call a dispatch becomes: its tool and
@@ -80,11 +233,15 @@ func callParams(d *dispatch, meta []byte) []byte {
 	b := make([]byte, 0, 64+len(d.tool)+len(d.args)+len(meta))
 	b = append(b, `{"name":`...)
 	b = jsonlex.AppendString(b, d.tool)
-	if d.args != nil {
-		b = append(b, `,"arguments":`...)
-		b = append(b, d.args...)
-	}
+	b = append(b, `,"arguments":`...)
+	b = append(b, d.args...)
 	if meta != nil {
+		// The host's own bytes, kept as they are (docs/replay.md), but a bare
+		// carriage return between their tokens is valid JSON on a host's line and
+		// would make relay.Call refuse every dispatch: then they are compacted.
+		if bytes.ContainsAny(meta, "\r\n") && meta[0] == '{' && jsonlex.Valid(meta) {
+			meta = compactObject(meta)
+		}
 		b = append(b, `,"_meta":`...)
 		b = append(b, meta...)
 	}
@@ -119,6 +276,14 @@ func classify(resp []byte) outcome {
 	default:
 		return outcome{name: report.OutcomeOK, result: f.Result}
 	}
+}
+
+// invalidDispatch is the JSON-RPC error of a dispatch refused as it came (SPEC §4:
+// -32602, invalid params).
+func invalidDispatch(message string) []byte {
+	b := []byte(`{"code":-32602,"message":`)
+	b = jsonlex.AppendString(b, "bir-proxy refused the dispatch: "+message)
+	return append(b, '}')
 }
 
 // proxyError is a JSON-RPC error object for an end the proxy saw rather than the
@@ -167,7 +332,7 @@ func resultBody(proxyID string, d *dispatch, o outcome) []byte {
 // validOrNote returns raw unchanged unless it is not valid JSON (then a string saying
 // so: one bad answer must not make the recorder refuse the whole result).
 func validOrNote(raw []byte) []byte {
-	if !gjson.ValidBytes(raw) {
+	if !jsonlex.Valid(raw) { // a loop, not gjson's recursion: a server's deep answer must not crash us
 		return []byte(`"[not valid JSON; omitted]"`)
 	}
 	return raw
