@@ -783,7 +783,6 @@ func (r *Relay) endedBeforeServing(ee *upstream.EndedError) {
 	r.ended = fmt.Errorf("%w: %s", ErrUpstreamLost, ee.Reason)
 	r.mu.Unlock()
 	r.retireOwn(ErrUpstreamLost)
-	r.log.Warn("the server went away before answering; the host's requests get the reason", "reason", ee.Reason, "requests", r.hostReqs.len())
 	select {
 	case <-r.endedAnswer: // an answer of before: not one of these
 	default:

@@ -387,6 +387,7 @@ func (c *Conn) endForGood(g *gen, readErr error) error {
 	if g.served {
 		return io.EOF
 	}
+	c.log.Warn("the server went away before answering; the host's requests get the reason", "reason", reason)
 	return &upstream.EndedError{Reason: reason}
 }
 
@@ -890,7 +891,7 @@ func (c *Conn) write(msg []byte, lx *jsonlex.Line, hold bool) error {
 					// it is in flight, with the others.
 					return nil
 				}
-				return fmt.Errorf("server %s ended: %w", c.name, err)
+				return err // it says how the server ended (upstream.Process.Write)
 			}
 			// The server died and its reader has not said so yet. It never got this
 			// message: the next server does (its reader settles the rest).
