@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // expiringServer is a scripted Streamable HTTP (session era) server. Sessions are
@@ -22,6 +24,7 @@ type expiringServer struct {
 	n       int                 // the current session
 	expired map[string]bool     // session ids that 404
 	posts   map[string][]string // bodies by session id
+	slowing chan struct{}       // gets a value when a slow call's stream is open
 	slow    chan struct{}       // closed when the session of the slow calls expires
 }
 
@@ -73,6 +76,7 @@ func (e *expiringServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
+		e.slowing <- struct{}{}
 		<-r.Context().Done()
 	case m.Params.Name == "expire" && sid == "s1":
 		// The first session ends here: this request is refused (404), as is every
@@ -96,7 +100,7 @@ func (e *expiringServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the new session.
 func TestExpiredSessionIsSettledByTheRelay(t *testing.T) {
 	t.Parallel()
-	e := &expiringServer{expired: map[string]bool{}, posts: map[string][]string{}}
+	e := &expiringServer{expired: map[string]bool{}, posts: map[string][]string{}, slowing: make(chan struct{}, 4)}
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	state := t.TempDir()
@@ -107,6 +111,14 @@ func TestExpiredSessionIsSettledByTheRelay(t *testing.T) {
 	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	s.expect(`"r1"`)
 	s.Send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	// The slow call is under way on s1 before s1 expires (sent together, the server
+	// could take the expiring call first and refuse the slow one too: never run, it
+	// would then rightly go to the new session).
+	select {
+	case <-e.slowing:
+	case <-testutil.Context(t).Done():
+		t.Fatal("the slow call never reached the server")
+	}
 	s.Send(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"expire","arguments":{}}}`)
 	answers := map[string]string{}
 	for len(answers) < 2 {
