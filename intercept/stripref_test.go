@@ -3,6 +3,7 @@ package intercept
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -204,6 +205,9 @@ func TestStripAgreesWithReference(t *testing.T) {
 }
 
 func FuzzStripAgreesWithReference(f *testing.F) {
+	// Nesting depth: arguments nested 100,000 levels (the strip must not recurse).
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"_bir_call_id":"a","x":` + strings.Repeat(`[`, 100000) + strings.Repeat(`]`, 100000) + `}}}`))
+
 	r := rand.New(rand.NewPCG(7, 8))
 	for range 20 {
 		line, _ := randomCall(r)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -64,6 +65,9 @@ func FuzzNumberEnd(f *testing.F) {
 // FuzzMembers: on valid JSON objects the lexer finds the members encoding/json's
 // tokenizer finds, in order, with the same decoded keys and the same value text.
 func FuzzMembers(f *testing.F) {
+	// Nesting depth: a peer's message nested 100,000 levels (the lexer must not recurse).
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":` + strings.Repeat(`[{"a":`, 100000) + `1` + strings.Repeat(`}]`, 100000) + `}`))
+
 	for _, s := range []string{`{}`, `{"a":1,"a":[2,{"b":"}"}]}`, ` { "\u0061" : "x" , "b" : null } `, `{"a":"\\"}`} {
 		f.Add([]byte(s))
 	}

@@ -94,6 +94,9 @@ func TestEachMessage(t *testing.T) {
 }
 
 func FuzzTopFields(f *testing.F) {
+	// Nesting depth: a peer's message nested 100,000 levels (the lexer must not recurse).
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":` + strings.Repeat(`[{"a":`, 100000) + `1` + strings.Repeat(`}]`, 100000) + `}`))
+
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}`))
 	f.Add([]byte(`{"id":"x","id":2,"result":{"a":[1,"]}"]}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -3,6 +3,7 @@ package jsonlex
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -171,6 +172,9 @@ func TestLineReuse(t *testing.T) {
 
 // FuzzLine: one Lex finds what EachRPC and EachObject find, whatever the input.
 func FuzzLine(f *testing.F) {
+	// Nesting depth: a peer's message nested 100,000 levels (the lexer must not recurse).
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":` + strings.Repeat(`[{"a":`, 100000) + `1` + strings.Repeat(`}]`, 100000) + `}`))
+
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"_bir_call_id":"c"}}}`,
 		`[{"id":1,"result":{}},{"id" 2}] {"id":3}`, `{"\u0069d":1,"id":2,"method":"x","method":"y"}`,

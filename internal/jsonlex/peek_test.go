@@ -36,6 +36,9 @@ func TestPeekFindsIDAnywhere(t *testing.T) {
 
 // FuzzPeek: on any valid JSON object, Peek finds what the one lexer finds.
 func FuzzPeek(f *testing.F) {
+	// Nesting depth: a message nested 100,000 levels (the peek must not recurse).
+	f.Add([]byte(`{"id":1,"result":`+strings.Repeat(`[`, 100000)+strings.Repeat(`]`, 100000)+`}`), 1)
+
 	f.Add([]byte(`{"id":1,"method":"a","params":{"id":2}}`), 3)
 	f.Add([]byte(`{"result":"\"}","id":"x\\"}`), 1)
 	f.Fuzz(func(t *testing.T, msg []byte, chunk int) {
