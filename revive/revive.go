@@ -859,11 +859,25 @@ func (c *Conn) WriteLexed(msg []byte, lx *jsonlex.Line, hold bool) error {
 }
 
 func (c *Conn) write(msg []byte, lx *jsonlex.Line, hold bool) error {
+	for tries := 0; ; tries++ {
+		err := c.writeOnce(msg, lx, hold)
+		if err != errServerUp || tries > 0 {
+			return err
+		}
+		// The server died and the next one came up before this could be held (its
+		// death lost nothing of the relay's, so nothing waited): it goes to that one.
+	}
+}
+
+// errServerUp is hold's word that a server is up again: the write goes to it.
+var errServerUp = errors.New("a server is up")
+
+func (c *Conn) writeOnce(msg []byte, lx *jsonlex.Line, hold bool) error {
 	g := c.serving.Load()
 	if g == nil {
 		var err error
 		if g, err = c.writable(); err == errHold {
-			return c.hold(msg)
+			return c.holdAfter(nil, msg)
 		} else if err != nil {
 			return err
 		}
@@ -895,7 +909,7 @@ func (c *Conn) write(msg []byte, lx *jsonlex.Line, hold bool) error {
 			}
 			// The server died and its reader has not said so yet. It never got this
 			// message: the next server does (its reader settles the rest).
-			return c.hold(msg)
+			return c.holdAfter(g, msg)
 		}
 		return err
 	}
@@ -922,13 +936,25 @@ const (
 	maxHeldBytes = 64 << 20
 )
 
-// hold keeps msg for the next server (upstream.Holder).
-func (c *Conn) hold(msg []byte) error {
+// holdAfter keeps msg for the next server (upstream.Holder); dead is the server a
+// write of it just failed on, if any.
+func (c *Conn) holdAfter(dead *gen, msg []byte) error {
+	if c.isOwn(msg) {
+		// A request of the proxy's own (a replay dispatch) is not held: when its
+		// server went away the relay retired it, and its caller was told; sent later it
+		// would run a tool whose step says it was lost, and an answer undelivered would
+		// reach the host with an id the host never used.
+		return fmt.Errorf("server %s is being restarted", c.name)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case c.st == stClosed:
 		return ErrClosed
+	case dead != nil && c.st == stUp && c.cur != dead:
+		// The next server is up already, and nothing waits to go first: this goes to
+		// it, not into a hold that nothing would flush.
+		return errServerUp
 	case len(c.held) >= maxHeld || c.heldBytes+len(msg) > maxHeldBytes:
 		return fmt.Errorf("server %s is being restarted, and %d messages (%d bytes) already wait for it", c.name, len(c.held), c.heldBytes)
 	}
@@ -938,6 +964,17 @@ func (c *Conn) hold(msg []byte) error {
 	c.held = append(c.held, msg)
 	c.heldBytes += len(msg)
 	return nil
+}
+
+// isOwn reports whether msg is a request of the proxy's own: its id is in the relay's
+// namespace (the prefix revive and the relay share).
+func (c *Conn) isOwn(msg []byte) bool {
+	f, ok := jsonlex.TopFields(msg)
+	if !ok || f.ID == nil {
+		return false
+	}
+	id, ok := jsonlex.DecodeString(f.ID)
+	return ok && strings.HasPrefix(id, c.prefix)
 }
 
 // Held returns the messages held for the next server (upstream.Holder).

@@ -213,10 +213,17 @@ type remoteConn struct {
 	// answered by the reader, and is not sent again).
 	held      []*outMsg
 	heldTaken bool
-	own       map[string]chan []byte // the connection's own requests, by IDKey
-	sess      session                // Streamable HTTP session state
-	legacy    legacyState            // HTTP+SSE state
-	authSaid  bool                   // the 401/403 line was written
+	// lost are the keys of the requests the last lost session owed, which the reader
+	// answered: an answer to one that the old session still sends is dropped (the host
+	// has its answer already).
+	lost map[string]bool
+	// lossSettled is closed by Settled: a new session is used only once the reader
+	// has settled the old one's loss, or a message written for the old one could go.
+	lossSettled chan struct{}
+	own         map[string]chan []byte // the connection's own requests, by IDKey
+	sess        session                // Streamable HTTP session state
+	legacy      legacyState            // HTTP+SSE state
+	authSaid    bool                   // the 401/403 line was written
 	// redirectSaid: the line about a redirect not followed was written (once, as
 	// every request of a moved server would say it).
 	redirectSaid atomic.Bool
@@ -299,6 +306,14 @@ func (h *exchangeHandle) setBody(body io.Closer) {
 func (h *exchangeHandle) ended() {
 	h.mu.Lock()
 	h.conn, h.body = nil, nil
+	h.mu.Unlock()
+}
+
+// renew makes the handle fit a new exchange of its request (sent again on a new
+// session): an abort of the old one must not end it.
+func (h *exchangeHandle) renew() {
+	h.mu.Lock()
+	h.conn, h.body, h.aborted = nil, nil, false
 	h.mu.Unlock()
 }
 
@@ -666,6 +681,9 @@ func (c *remoteConn) Read() ([]byte, error) {
 func (c *remoteConn) replaced(why string) {
 	c.mu.Lock()
 	c.lostWhy = append(c.lostWhy, fmt.Sprintf("server %s (%s): %s", c.name, c.shownURL, c.scrub.Replace(why)))
+	if c.lossSettled == nil {
+		c.lossSettled = make(chan struct{})
+	}
 	c.mu.Unlock()
 	select {
 	case c.inbox <- nil:
@@ -680,7 +698,35 @@ func (c *remoteConn) Settled() {
 	c.mu.Lock()
 	c.epoch.Add(1)
 	c.held, c.heldTaken = nil, false
+	if c.lossSettled != nil && len(c.lostWhy) == 0 {
+		close(c.lossSettled)
+		c.lossSettled = nil
+	}
 	c.mu.Unlock()
+}
+
+// settleWait bounds how long a new session waits for the reader to settle the old
+// one's loss: a reader busy writing to a slow host takes a while, and must not hold
+// the session for ever.
+const settleWait = 5 * time.Second
+
+// waitSettled waits until the reader has settled every loss said (Settled), at most
+// settleWait.
+func (c *remoteConn) waitSettled() {
+	c.mu.Lock()
+	ch := c.lossSettled
+	c.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+		c.log.Warn("the session was lost and the reader has not settled it; going on")
+	case <-c.ctx.Done():
+	}
 }
 
 // Held is what the host sent that the expired session refused and the next one gets
@@ -715,6 +761,16 @@ func (c *remoteConn) hold(m *outMsg) bool {
 		return false
 	}
 	c.held = append(c.held, m)
+	// In flight again, for the next session: a loss settled meanwhile may have taken
+	// it out (its 404 came after another request's), and an answer is read only for
+	// what is pending.
+	for _, id := range m.ids {
+		k := jsonlex.IDKey(id)
+		delete(c.lost, k)
+		if c.pending[k] == nil {
+			c.pending[k] = &pendingReq{id: id, method: m.method, stateless: m.version != "", msg: m}
+		}
+	}
 	return true
 }
 
@@ -735,9 +791,11 @@ func (c *remoteConn) sessionLost(why string) {
 		kept[m] = true
 	}
 	var lost []*outMsg
+	c.lost = make(map[string]bool)
 	for k, p := range c.pending {
 		if p.msg != nil && !kept[p.msg] {
 			delete(c.pending, k) // answered by the reader
+			c.lost[k] = true
 			lost = append(lost, p.msg)
 		}
 	}
@@ -989,7 +1047,7 @@ func (c *remoteConn) deliver(msg []byte) {
 		c.notMessage(msg)
 		return
 	}
-	own := false
+	own, stale := false, false
 	single := len(msg) > 0 && msg[0] == '{'
 	jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
 		if !f.IsResponse() {
@@ -1005,6 +1063,14 @@ func (c *remoteConn) deliver(msg []byte) {
 			own = true
 			return
 		}
+		if single && c.lost[key] && c.pending[key] == nil {
+			// The lost session answers a request the reader already answered when
+			// it settled the loss: the host must not get two answers.
+			delete(c.lost, key)
+			c.mu.Unlock()
+			stale = true
+			return
+		}
 		if p := c.pending[key]; p != nil && p.method == "tools/list" && f.Result != nil {
 			defer c.learnTools(f.Result) // after the lock
 		}
@@ -1018,7 +1084,7 @@ func (c *remoteConn) deliver(msg []byte) {
 		}
 		c.mu.Unlock()
 	})
-	if own {
+	if own || stale {
 		return
 	}
 	c.setup.FromServer(msg)

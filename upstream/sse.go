@@ -195,6 +195,7 @@ func (c *remoteConn) legacyLost(gen int) {
 	defer close(ready)
 	c.log.Warn("the server's event stream ended; reconnecting")
 	c.replaced("the server's event stream ended before it answered")
+	c.waitSettled() // as after a 404: nothing goes to the new session before
 	for n := 1; n <= legacyReconnects; n++ {
 		if !sleepCtx(c.ctx, backoff(n)) {
 			return

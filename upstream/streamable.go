@@ -527,6 +527,7 @@ func (c *remoteConn) handleAnswer(ctx context.Context, m *outMsg, resp *http.Res
 			return
 		}
 		m.retried = true
+		m.ex.renew() // the loss may have aborted its first exchange
 		c.exchange(ctx, m, nil, nil)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		drain(resp.Body)
@@ -920,6 +921,9 @@ func (c *remoteConn) renewSession(sid string) (bool, string) {
 	// The reader settles the loss, as for any server that went away: what the old
 	// session owed is answered (upstream_lost), its requests to the host go stale.
 	c.sessionLost("the server's session expired (HTTP 404)")
+	// Only once the reader has settled it does anything go to the new session:
+	// what the host wrote before that was answered, and must not be sent.
+	c.waitSettled()
 	// Requests wait for the new session meanwhile (send waits on ready), at most
 	// reinitMax.
 	ok := sleepCtx(c.ctx, delay)

@@ -54,6 +54,7 @@ func reviveSoakInFlight(t *testing.T, inFlight int) {
 	}()
 	var errs int
 	var errRuns []string
+	kinds := map[string]int{} // error messages, by their start
 	answered := make(map[int]bool)
 	var early, late procUsage
 	for len(answered) < calls {
@@ -77,6 +78,9 @@ func reviveSoakInFlight(t *testing.T, inFlight int) {
 		<-slots
 		if isError(string(msg)) {
 			errs++
+			var e struct{ Error struct{ Message string } }
+			json.Unmarshal(msg, &e)
+			kinds[e.Error.Message[:min(60, len(e.Error.Message))]]++
 			if len(errRuns) < 5 {
 				errRuns = append(errRuns, string(msg))
 			}
@@ -114,7 +118,7 @@ func reviveSoakInFlight(t *testing.T, inFlight int) {
 	if first, last := maxOf(gs[:20]), maxOf(gs[len(gs)-20:]); last > first+3 {
 		t.Errorf("goroutines grew from %d to %d across revivals", first, last)
 	}
-	t.Logf("%d in flight: %d errors over %d crashes (%d calls)", inFlight, errs, crashes, calls)
+	t.Logf("%d in flight: %d errors over %d crashes (%d calls): %v", inFlight, errs, crashes, calls, kinds)
 	s.Stdin.Close()
 	s.ExitCode() // the last server's status: it may have just crashed
 	data, err := os.ReadFile(filepath.Join(state, "bir-proxy", "journal", "raw.jsonl"))
