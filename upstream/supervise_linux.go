@@ -40,6 +40,8 @@ func Supervise(args []string) int {
 	}
 
 	cmd := exec.Command(args[1], args[2:]...)
+	// The supervisor's stdio is the server's pipes (the proxy's other ends), never the
+	// host's: it hands them on and writes nothing to its stdout.
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// If the supervisor is killed outright, the server still goes with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

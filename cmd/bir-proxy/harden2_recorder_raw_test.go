@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,43 +19,12 @@ import (
 // It returns the environment that points a proxy at it, recording into state.
 func scriptedRecorder(t *testing.T, state string, serve func(c net.Conn, br *bufio.Reader)) []string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
+	addr := rawPeer(t, func(c net.Conn) {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(testutil.Guard))
+		serve(c, bufio.NewReader(c))
 	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(testutil.Guard))
-				serve(c, bufio.NewReader(c))
-			}()
-		}
-	}()
-	return []string{"BIR_RECORDER_URL=http://" + ln.Addr().String(), "BIR_RECORDER_TOKEN=t0k3n", "BIR_OFF=0", "XDG_STATE_HOME=" + state}
+	return []string{"BIR_RECORDER_URL=http://" + addr, "BIR_RECORDER_TOKEN=t0k3n", "BIR_OFF=0", "XDG_STATE_HOME=" + state}
 }
 
 // rawRequest is one request a scripted recorder read.

@@ -18,60 +18,28 @@ import (
 // GETs it received.
 func silentGETServer(t *testing.T) (url string, gets func() int) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		n     int
-		wg    sync.WaitGroup
-	)
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	var mu sync.Mutex
+	n := 0
+	addr := rawPeer(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					if req.Method == http.MethodGet {
-						mu.Lock()
-						n++
-						mu.Unlock()
-						_, _ = io.Copy(io.Discard, c) // never answered: held until closed
-						return
-					}
-					body := "Method Not Allowed"
-					_, _ = io.WriteString(c, "HTTP/1.1 405 Method Not Allowed\r\nContent-Type: text/plain\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
-				}
-			}()
+			_, _ = io.Copy(io.Discard, req.Body)
+			if req.Method == http.MethodGet {
+				mu.Lock()
+				n++
+				mu.Unlock()
+				_, _ = io.Copy(io.Discard, c) // never answered: held until closed
+				return
+			}
+			body := "Method Not Allowed"
+			_, _ = io.WriteString(c, "HTTP/1.1 405 Method Not Allowed\r\nContent-Type: text/plain\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
 		}
-	}()
-	return "http://" + ln.Addr().String() + "/sse", func() int { mu.Lock(); defer mu.Unlock(); return n }
+	})
+	return "http://" + addr + "/sse", func() int { mu.Lock(); defer mu.Unlock(); return n }
 }
 
 // TestSSEGetNeverAnsweredAnswersInitialize: with --transport sse or auto, the GET

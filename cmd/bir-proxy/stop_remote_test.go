@@ -1,8 +1,8 @@
 package main
 
 import (
+	"io"
 	"net"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,47 +20,17 @@ func TestRemoteStopIsBoundedWhenTheServerNeverAnswers(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
 			// Accepts, reads, and never answers: connections are held until the test ends.
-			var mu sync.Mutex
-			var conns []net.Conn
 			accepted := make(chan struct{}, 16)
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					mu.Lock()
-					conns = append(conns, c)
-					mu.Unlock()
-					go func() {
-						buf := make([]byte, 4096)
-						for {
-							if _, err := c.Read(buf); err != nil {
-								return
-							}
-						}
-					}()
-					select {
-					case accepted <- struct{}{}:
-					default:
-					}
+			addr := rawPeer(t, func(c net.Conn) {
+				select {
+				case accepted <- struct{}{}:
+				default:
 				}
-			}()
-			t.Cleanup(func() {
-				ln.Close()
-				mu.Lock()
-				for _, c := range conns {
-					c.Close()
-				}
-				mu.Unlock()
+				_, _ = io.Copy(io.Discard, c)
 			})
 			const grace = time.Second
-			s := startProxy(t, nil, "--server", "mute", "--transport", "http", "--stop-grace", grace.String(), "--url", "http://"+ln.Addr().String()+"/mcp")
+			s := startProxy(t, nil, "--server", "mute", "--transport", "http", "--stop-grace", grace.String(), "--url", "http://"+addr+"/mcp")
 			s.Send(initializeReq)
 			select {
 			case <-accepted:
