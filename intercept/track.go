@@ -348,7 +348,7 @@ func (t *tracker) learn(method string, result []byte) {
 			meta := jsonlex.Get(result, "_meta")
 			t.facts.ServerInfo = jsonValue(jsonlex.Get(meta, "io.modelcontextprotocol/serverInfo"))
 			var last []byte
-			eachElement(jsonlex.Get(result, "supportedVersions"), func(v []byte) { last = v })
+			jsonlex.EachElement(jsonlex.Get(result, "supportedVersions"), func(v []byte) { last = v })
 			t.facts.ProtocolVersion = stringValue(last)
 		}
 	case "tools/list":
@@ -381,30 +381,6 @@ func stringValue(raw []byte) string {
 		return ""
 	}
 	return jsonlex.StringOf(raw)
-}
-
-// eachElement calls f with each value of the array arr, in order; nothing when arr is
-// not an array, and nothing past where its structure breaks.
-func eachElement(arr []byte, f func(v []byte)) {
-	if len(arr) == 0 || arr[0] != '[' {
-		return
-	}
-	i := jsonlex.SkipSpace(arr, 1)
-	if i < len(arr) && arr[i] == ']' {
-		return
-	}
-	for {
-		v := jsonlex.SkipValue(arr, i)
-		if v < 0 {
-			return
-		}
-		f(arr[i:v])
-		i = jsonlex.SkipSpace(arr, v)
-		if i >= len(arr) || arr[i] != ',' {
-			return
-		}
-		i = jsonlex.SkipSpace(arr, i+1)
-	}
 }
 
 func (t *tracker) finish(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage) {

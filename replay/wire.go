@@ -69,7 +69,7 @@ func parsePoll(body []byte, now time.Time, limit int) (pollAnswer, bool) {
 	if !ok || jsonlex.SkipSpace(body, end) != len(body) {
 		return a, false
 	}
-	eachElement(dispatches, func(v []byte) {
+	jsonlex.EachElement(dispatches, func(v []byte) {
 		if len(a.dispatches) >= limit {
 			a.excess++
 			return
@@ -81,36 +81,12 @@ func parsePoll(body []byte, now time.Time, limit int) (pollAnswer, bool) {
 		}
 		a.dispatches = append(a.dispatches, d)
 	})
-	eachElement(cancels, func(v []byte) {
+	jsonlex.EachElement(cancels, func(v []byte) {
 		if id, ok := stringValue(v); ok {
 			a.cancels = append(a.cancels, id)
 		}
 	})
 	return a, true
-}
-
-// eachElement calls f for each element of the JSON array arr (nothing when arr is not
-// an array the lexer can follow).
-func eachElement(arr []byte, f func(v []byte)) {
-	if len(arr) == 0 || arr[0] != '[' {
-		return
-	}
-	i := jsonlex.SkipSpace(arr, 1)
-	if i < len(arr) && arr[i] == ']' {
-		return
-	}
-	for i < len(arr) {
-		v := jsonlex.SkipValue(arr, i)
-		if v < 0 {
-			return
-		}
-		f(arr[i:v])
-		i = jsonlex.SkipSpace(arr, v)
-		if i >= len(arr) || arr[i] != ',' {
-			return
-		}
-		i = jsonlex.SkipSpace(arr, i+1)
-	}
 }
 
 // stringValue decodes v when it is a valid JSON string literal.

@@ -270,6 +270,31 @@ func Elements(b []byte, i int) (vs []Span, ok bool) {
 	}
 }
 
+// EachElement calls f with each value of the array arr, in order: nothing when arr is
+// not an array, and nothing past where its structure breaks (the values before were
+// whole). A loop, not recursion: a peer's array nested without end costs no stack.
+func EachElement(arr []byte, f func(v []byte)) {
+	if len(arr) == 0 || arr[0] != '[' {
+		return
+	}
+	i := SkipSpace(arr, 1)
+	if i < len(arr) && arr[i] == ']' {
+		return
+	}
+	for i < len(arr) {
+		v := SkipValue(arr, i)
+		if v < 0 {
+			return
+		}
+		f(arr[i:v])
+		i = SkipSpace(arr, v)
+		if i >= len(arr) || arr[i] != ',' {
+			return
+		}
+		i = SkipSpace(arr, i+1)
+	}
+}
+
 // KeyIs reports whether the string literal lit decodes to name. Keys are compared
 // decoded because "\u006dethod" is "method" to every JSON parser a peer might use.
 func KeyIs(lit []byte, name string) bool {
