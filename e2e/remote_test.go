@@ -149,18 +149,36 @@ func testRemote(t *testing.T, s *suite, proxy string) {
 				t.Fatalf("run directly over HTTP: %s", f)
 			}
 
-			stop = s.httpServer(t, port, argv...)
-			rec := recordertest.Start(t)
-			r := s.runHost(t, sc, launch{
-				mode:    "proxy-http",
-				remote:  []string{proxy, "--server", sc.name, "--url", url},
-				env:     rec.Env(),
-				callIDs: true,
-				skip:    tr.skip,
-			})
-			stop()
-			got := unordered(remoteTranscript(t, r.transcript, tr.hostOnly))
-			if err := compareTranscripts(unordered(direct.transcript), got); err != nil {
+			// The proxied run is compared with the direct one step by step. Over HTTP
+			// a step's last answer can reach the host after it logged the next step (its
+			// transport's callbacks and the SDK's own are not ordered), which moves a
+			// line between steps without any byte changing. On a loaded machine it
+			// happened with the proxy at the last landed commit too (3 full runs of 5
+			// today, always the streamable HTTP case, each time at another step). So a
+			// run that differs is run once more: a real difference differs twice.
+			var (
+				rec *recordertest.Server
+				r   *run
+				err error
+			)
+			for attempt := 1; ; attempt++ {
+				stop = s.httpServer(t, port, argv...)
+				rec = recordertest.Start(t)
+				r = s.runHost(t, sc, launch{
+					mode:    "proxy-http",
+					remote:  []string{proxy, "--server", sc.name, "--url", url},
+					env:     rec.Env(),
+					callIDs: true,
+					skip:    tr.skip,
+				})
+				stop()
+				err = compareTranscripts(unordered(direct.transcript), unordered(remoteTranscript(t, r.transcript, tr.hostOnly)))
+				if err == nil || attempt == 2 {
+					break
+				}
+				t.Logf("%s: the proxied transcript differs (run %d), running it again:\n%v", tr.name, attempt, err)
+			}
+			if err != nil {
 				t.Errorf("%s through `bir-proxy --url` differs from the host talking HTTP itself at\n%v\n%s\nhost and proxy stderr ends:\n%s",
 					tr.name, err, r.hostFailure(), tail(r.stderr, 30))
 			} else if f := r.hostFailure(); f != "" {
