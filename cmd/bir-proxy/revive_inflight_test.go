@@ -110,7 +110,11 @@ func reviveSoakInFlight(t *testing.T, inFlight int) {
 	if max := crashes * (inFlight + 1); errs > max {
 		t.Errorf("%d of %d calls answered with an error over %d crashes, want at most %d (calls in flight + 1 per crash); some: %q", errs, calls, crashes, max, errRuns)
 	}
-	if late.fds > early.fds+2 || late.threads > early.threads+2 {
+	// At most one server's worth more (its three pipes and pidfd, and one spare): on a
+	// loaded machine a dying server's teardown (the supervisor ends its descendants)
+	// outlasts the 50 calls to the next crash, so one is always going; a leak would
+	// keep one for each of the 60 crashes between the windows.
+	if late.fds > early.fds+5 || late.threads > early.threads+2 {
 		t.Errorf("the proxy grew: after 1,000 calls %+v, after 5,000 %+v", early, late)
 	}
 	gs := goroutineCounts(s.Stderr.String())
