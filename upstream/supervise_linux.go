@@ -20,15 +20,15 @@ import (
 // daemon — becomes ours when its parent dies, and is ended with the session, even
 // when the proxy itself is killed with SIGKILL (SPEC §6). Its stdio is the server's;
 // it writes nothing but a failure to start, and exits the way the server did.
-func Supervise(args []string) int {
+func Supervise(args []string, stdin, stdout, stderr *os.File) int {
 	if len(args) < 2 || args[0] != "--" {
-		fmt.Fprintln(os.Stderr, "bir-proxy: __supervise is internal: bir-proxy __supervise -- PROGRAM [ARGS...]")
+		fmt.Fprintln(stderr, "bir-proxy: __supervise is internal: bir-proxy __supervise -- PROGRAM [ARGS...]")
 		return 2
 	}
 	parent := os.Getppid()
 	// Before the server starts, so that nothing it starts can escape in between.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		fmt.Fprintf(os.Stderr, "bir-proxy: supervising: %v\n", err)
+		fmt.Fprintf(stderr, "bir-proxy: supervising: %v\n", err)
 	}
 	sigs := make(chan os.Signal, 8)
 	// SIGUSR2: the proxy died (our parent-death signal) or asks for everything to end.
@@ -40,13 +40,13 @@ func Supervise(args []string) int {
 	}
 
 	cmd := exec.Command(args[1], args[2:]...)
-	// The supervisor's stdio is the server's pipes (the proxy's other ends), never the
-	// host's: it hands them on and writes nothing to its stdout.
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// Its stdio (main's, handed in) is the server's pipes, never the host's: the
+	// supervisor hands them on and writes nothing to its stdout.
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	// If the supervisor is killed outright, the server still goes with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "bir-proxy: starting %s: %v\n", args[1], err)
+		fmt.Fprintf(stderr, "bir-proxy: starting %s: %v\n", args[1], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return 127
 		}
@@ -54,7 +54,7 @@ func Supervise(args []string) int {
 	}
 	// Our copies of the server's stdin and stdout must go: held open here, the proxy
 	// would never see the server's stdout end.
-	releaseStdio()
+	releaseStdio(stdin, stdout)
 
 	exited := make(chan *os.ProcessState, 1)
 	go func() {
@@ -77,15 +77,16 @@ func Supervise(args []string) int {
 	}
 }
 
-// releaseStdio points our stdin and stdout at /dev/null.
-func releaseStdio() {
+// releaseStdio points our stdin and stdout at /dev/null: the server holds the pipes
+// now, and our copies would keep its stdout open after it exits.
+func releaseStdio(stdin, stdout *os.File) {
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		return
 	}
 	defer null.Close()
-	_ = unix.Dup2(int(null.Fd()), 0)
-	_ = unix.Dup2(int(null.Fd()), 1)
+	_ = unix.Dup2(int(null.Fd()), int(stdin.Fd()))
+	_ = unix.Dup2(int(null.Fd()), int(stdout.Fd()))
 }
 
 // endDescendants kills every process that is, or has become, our child — the server's

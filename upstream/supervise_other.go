@@ -8,7 +8,7 @@ import (
 )
 
 // Supervise exists only on Linux; a Command never starts a supervisor elsewhere.
-func Supervise([]string) int {
-	fmt.Fprintln(os.Stderr, "bir-proxy: __supervise is internal, and only used on Linux")
+func Supervise(_ []string, _, _, stderr *os.File) int {
+	fmt.Fprintln(stderr, "bir-proxy: __supervise is internal, and only used on Linux")
 	return 2
 }

@@ -36,7 +36,7 @@ func main() {
 		// race-detector build os.Exit sleeps a second first (GORACE atexit_sleep_ms),
 		// which made the proxy's exit after a host closed stdin take over the two
 		// seconds an SDK host waits before it sends SIGTERM.
-		syscall.Exit(upstream.Supervise(os.Args[2:]))
+		syscall.Exit(upstream.Supervise(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(run(os.Args[1:]))
 }
