@@ -14,11 +14,25 @@ import (
 func stepPosts(rec *recordertest.Server) [][]byte {
 	var out [][]byte
 	for _, req := range rec.Requests() {
-		if req.Path == "/proxy/step" && req.Status == 200 {
+		if isStepPost(req) {
 			out = append(out, req.Body)
 		}
 	}
 	return out
+}
+
+func isStepPost(req recordertest.Request) bool {
+	return req.Path == "/proxy/step" && req.Status == 200
+}
+
+func countStepPosts(reqs []recordertest.Request) int {
+	n := 0
+	for _, req := range reqs {
+		if isStepPost(req) {
+			n++
+		}
+	}
+	return n
 }
 
 func TestBatchCapableRecorderGetsArrays(t *testing.T) {
@@ -66,6 +80,15 @@ func TestPlainRecorderGetsOneReportPerPost(t *testing.T) {
 	const n = 100
 	submitSteps(r, "plain", 1, n)
 	waitSeqs(t, ctx, rec, r.ProxyID(), n)
+	// The recorder logs a POST just after it accepts its report: the n-th report can be
+	// seen before its POST is (99 of 100 once in CI). Wait for the POSTs too, then end
+	// the Reporter so no later one can come.
+	if _, err := rec.Wait(ctx, func(v recordertest.Snapshot) bool { return countStepPosts(v.Requests) >= n }); err != nil {
+		t.Error(err)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for _, b := range stepPosts(rec) {
 		if v := gjson.ParseBytes(b); !v.IsObject() {
 			t.Fatalf("a recorder that did not agree to batching got: %.80s", b)
