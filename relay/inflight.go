@@ -82,22 +82,25 @@ func rawOf(k string, raw []byte) []byte {
 	}
 }
 
-func (p *pending) remove(id []byte) {
+func (p *pending) remove(id []byte) { p.take(id) }
+
+// take removes id, reporting whether it was in flight.
+func (p *pending) take(id []byte) bool {
 	kb, plain := jsonlex.IDKeyBytes(id)
 	if !plain {
 		kb = []byte(jsonlex.IDKey(id))
 	}
 	n, isInt := intKey(kb)
 	p.mu.Lock()
-	switch {
-	case isInt:
-		if len(p.ints) > 0 {
-			delete(p.ints, n)
-		}
-	case len(p.ids) > 0:
-		delete(p.ids, string(kb)) // no allocation: the compiler reads kb in place
+	defer p.mu.Unlock()
+	if isInt {
+		_, ok := p.ints[n]
+		delete(p.ints, n)
+		return ok
 	}
-	p.mu.Unlock()
+	_, ok := p.ids[string(kb)]
+	delete(p.ids, string(kb))
+	return ok
 }
 
 // hasKey reports whether an id with IDKey k is in flight.

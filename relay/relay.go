@@ -21,6 +21,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -538,6 +539,24 @@ func (r *Relay) answerUndelivered(msg []byte, reason string) {
 	r.answerInstead(ids, reason)
 }
 
+// unanswered settles requests the upstream says will never be answered, though its
+// server stays (upstream.UnansweredError): a host request still in flight gets an
+// error answer with the reason (and interception sees it as the server's answer); an
+// own request's caller gets the error. An id in neither was answered or cancelled
+// already.
+func (r *Relay) unanswered(ue *upstream.UnansweredError) {
+	var host [][]byte
+	for _, id := range ue.IDs {
+		if r.retireOwnID(id, ue.Reason) {
+			continue
+		}
+		if r.hostReqs.take(id) {
+			host = append(host, id)
+		}
+	}
+	r.answerInstead(host, ue.Reason)
+}
+
 // belongsToOldServer reports whether msg, a single message from the host, is meant
 // for a server that was replaced: an answer to one of its requests, or a cancel of a
 // request the relay already answered. Such a message is dropped.
@@ -582,6 +601,10 @@ func (r *Relay) upstreamPump() error {
 			if ee, ok := upstream.IsEnded(err); ok {
 				r.endedBeforeServing(ee)
 				return nil
+			}
+			if ue, ok := upstream.IsUnanswered(err); ok {
+				r.unanswered(ue)
+				continue
 			}
 			if ue, ok := upstream.IsUndelivered(err); ok {
 				// Messages the upstream held for a server that did not come back in
@@ -851,6 +874,23 @@ const ServerErrorCode = -32000
 // ErrorResponse is a JSON-RPC error answer to the request with the raw id.
 func ErrorResponse(id []byte, code int, message string) []byte {
 	return jsonlex.ErrorResponse(id, code, message)
+}
+
+// retireOwnID answers the proxy's own request with id, if one waits for it, with an
+// error answer saying reason, as if the server had sent it (the caller and
+// interception see what a server's error would show); it reports whether one waited.
+func (r *Relay) retireOwnID(id []byte, reason string) bool {
+	s, ok := jsonlex.DecodeString(id)
+	if !ok || !strings.HasPrefix(s, r.idPrefix) {
+		return false
+	}
+	r.mu.Lock()
+	_, ok = r.waiters[s]
+	r.mu.Unlock()
+	if !ok {
+		return false
+	}
+	return r.deliverOwn(ErrorResponse(id, ServerErrorCode, reason), id, r.now())
 }
 
 // retireOwn ends every own request still waiting, with err.

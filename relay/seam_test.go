@@ -390,3 +390,50 @@ func TestCallAfterTheLossFailsAtOnce(t *testing.T) {
 		t.Fatalf("Call after the loss returned %v, want ErrUpstreamLost", err)
 	}
 }
+
+// TestUnansweredRequestsAreSettledByTheRelay: an upstream that says some requests will
+// never be answered (upstream.UnansweredError: an HTTP request failed) makes no answer
+// itself. The relay answers each host request still in flight once, hands its own
+// request's caller the error, skips an id already answered, and reads on.
+func TestUnansweredRequestsAreSettledByTheRelay(t *testing.T) {
+	up := newReplacingConn()
+	r, host := wireConn(t, up, nil)
+	host.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}`)
+	host.send(t, `{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"b"}}`)
+	written(t, up)
+	written(t, up)
+	type result struct {
+		msg []byte
+		err error
+	}
+	own := make(chan result, 1)
+	go func() {
+		msg, err := r.Call(context.Background(), relay.Request{Method: "tools/list"})
+		own <- result{msg, err}
+	}()
+	ownReq := written(t, up)
+	if !strings.Contains(ownReq, `"id":"bir:test:1"`) {
+		t.Fatalf("own request went out as %s", ownReq)
+	}
+	// "two" is answered by the server before the failure is said: it is not answered again.
+	up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","id":"two","result":{}}`)}
+	if got := host.next(t); got != `{"jsonrpc":"2.0","id":"two","result":{}}` {
+		t.Fatalf("host got %s", got)
+	}
+	why := "bir-proxy: server x (http://127.0.0.1/mcp): HTTP 500 Internal Server Error"
+	up.from <- fromServer{err: &upstream.UnansweredError{IDs: [][]byte{[]byte(`1`), []byte(`"two"`), []byte(`"bir:test:1"`)}, Reason: why}}
+	if got, want := host.next(t), `{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"`+why+`"}}`; got != want {
+		t.Fatalf("host got %s, want %s", got, want)
+	}
+	res := testutil.Recv(t, own, "the own request to get the error")
+	if res.err != nil || !strings.Contains(string(res.msg), `"error"`) || !strings.Contains(string(res.msg), "HTTP 500") {
+		t.Fatalf("own Call returned %s, %v", res.msg, res.err)
+	}
+	// The session goes on, and nothing more came for the three ids.
+	host.send(t, `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	written(t, up)
+	up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","id":3,"result":{}}`)}
+	if got := host.next(t); got != `{"jsonrpc":"2.0","id":3,"result":{}}` {
+		t.Fatalf("after the failure the host got %s", got)
+	}
+}

@@ -189,7 +189,7 @@ type remoteConn struct {
 	hurryOnce  sync.Once
 	closeOnce  sync.Once
 	finished   chan struct{} // everything has ended; Read returns io.EOF once inbox is empty
-	inbox      chan []byte   // a nil message stands for a ReplacedError: see replaced
+	inbox      chan inItem   // the server's messages, and what happened to the session, in order
 	// setup remembers what the host set up, for the re-handshake of a new session.
 	setup  *Setup
 	ownSeq atomic.Uint64
@@ -203,10 +203,10 @@ type remoteConn struct {
 	mu      sync.Mutex
 	mode    mode
 	pending map[string]*pendingReq // requests awaiting an answer, by jsonlex.IDKey
-	// lostWhy are the reasons of the ReplacedErrors Read has still to return, one per
-	// nil in the inbox; epoch counts the losses the reader has settled (Settled).
-	lostWhy []string
-	epoch   atomic.Uint64
+	// unread counts the ReplacedErrors in the inbox that Read has still to return;
+	// epoch counts the losses the reader has settled (Settled).
+	unread int
+	epoch  atomic.Uint64
 	// held are the host's messages refused by a session that expired (a 404: not run),
 	// to be sent again on the next one; Held gives them to the reader, which then does
 	// not answer them, and heldTaken says it has (a message refused after that was
@@ -379,7 +379,7 @@ func newRemote(r Remote) (*remoteConn, error) {
 		senderDone: make(chan struct{}),
 		hurry:      make(chan struct{}),
 		finished:   make(chan struct{}),
-		inbox:      make(chan []byte, 64),
+		inbox:      make(chan inItem, 64),
 		pending:    make(map[string]*pendingReq),
 		own:        make(map[string]chan []byte),
 		setup:      NewSetup(),
@@ -654,24 +654,41 @@ func closedChan() chan struct{} {
 // Read returns the next message from the server, or an answer the connection made
 // for a request the server could not answer.
 func (c *remoteConn) Read() ([]byte, error) {
-	var m []byte
+	var it inItem
 	select {
-	case m = <-c.inbox:
+	case it = <-c.inbox:
 	case <-c.finished:
 		select {
-		case m = <-c.inbox:
+		case it = <-c.inbox:
 		default:
 			return nil, io.EOF
 		}
 	}
-	if m == nil {
-		c.mu.Lock()
-		why := c.lostWhy[0]
-		c.lostWhy = c.lostWhy[1:]
-		c.mu.Unlock()
-		return nil, &ReplacedError{Reason: why}
+	if it.said != nil {
+		if _, ok := it.said.(*ReplacedError); ok {
+			c.mu.Lock()
+			c.unread--
+			c.mu.Unlock()
+		}
+		return nil, it.said
 	}
-	return m, nil
+	return it.msg, nil
+}
+
+// inItem is one thing Read returns: a message of the server's, or (said) what
+// happened to the session, for the reader to settle (see Conn).
+type inItem struct {
+	msg  []byte
+	said error
+}
+
+// tell puts what happened to the session in the inbox, in order with the server's
+// messages.
+func (c *remoteConn) tell(said error) {
+	select {
+	case c.inbox <- inItem{said: said}:
+	case <-c.ctx.Done():
+	}
 }
 
 // replaced says, in order with the server's messages, that the server's session was
@@ -680,15 +697,12 @@ func (c *remoteConn) Read() ([]byte, error) {
 // stale, and calls Settled (see ReplacedError).
 func (c *remoteConn) replaced(why string) {
 	c.mu.Lock()
-	c.lostWhy = append(c.lostWhy, fmt.Sprintf("server %s (%s): %s", c.name, c.shownURL, c.scrub.Replace(why)))
+	c.unread++
 	if c.lossSettled == nil {
 		c.lossSettled = make(chan struct{})
 	}
 	c.mu.Unlock()
-	select {
-	case c.inbox <- nil:
-	case <-c.ctx.Done():
-	}
+	c.tell(&ReplacedError{Reason: fmt.Sprintf("server %s (%s): %s", c.name, c.shownURL, c.scrub.Replace(why))})
 }
 
 // Settled is the reader's word that it has answered what the lost session owed
@@ -698,7 +712,7 @@ func (c *remoteConn) Settled() {
 	c.mu.Lock()
 	c.epoch.Add(1)
 	c.held, c.heldTaken = nil, false
-	if c.lossSettled != nil && len(c.lostWhy) == 0 {
+	if c.lossSettled != nil && c.unread == 0 {
 		close(c.lossSettled)
 		c.lossSettled = nil
 	}
@@ -806,6 +820,20 @@ func (c *remoteConn) sessionLost(why string) {
 	for _, m := range lost {
 		m.ex.abort()
 	}
+}
+
+// maxForgotten bounds the keys kept of requests the reader answered (c.lost): a
+// server whose POSTs fail all day must not grow the proxy. Past it the oldest
+// failures' late answers, which no server sends in practice, would reach the host.
+const maxForgotten = 4096
+
+// forgetLocked records that the reader answers the request with key: a late answer
+// from the server is dropped. c.mu is held.
+func (c *remoteConn) forgetLocked(key string) {
+	if c.lost == nil || len(c.lost) >= maxForgotten {
+		c.lost = make(map[string]bool)
+	}
+	c.lost[key] = true
 }
 
 // Buffered reports whether Read will return a message without waiting. With it (and
@@ -1089,7 +1117,7 @@ func (c *remoteConn) deliver(msg []byte) {
 	}
 	c.setup.FromServer(msg)
 	select {
-	case c.inbox <- msg:
+	case c.inbox <- inItem{msg: msg}:
 	case <-c.ctx.Done():
 	}
 }
@@ -1113,15 +1141,41 @@ func (c *remoteConn) fail(m *outMsg, why string) {
 		c.log.Warn("could not deliver a message to the server", "url", c.shownURL, "method", m.method, "err", why)
 		return
 	}
+	reason := fmt.Sprintf("bir-proxy: server %s (%s): %s", c.name, c.shownURL, why)
+	var gone [][]byte
 	for _, id := range m.ids {
+		key := jsonlex.IDKey(id)
 		c.mu.Lock()
-		_, still := c.pending[jsonlex.IDKey(id)]
-		c.mu.Unlock()
-		if !still {
-			continue // answered, or cancelled by the host
+		_, still := c.pending[key]
+		w, own := c.own[key]
+		if still {
+			delete(c.pending, key)
+			if c.sess.initKey != "" && key == c.sess.initKey {
+				// No session came of the host's initialize: requests stop waiting.
+				c.sess.initKey = ""
+				close(c.sess.ready)
+			}
+			if own {
+				delete(c.own, key)
+			} else {
+				// The server may answer it after all (on a stream): the host has
+				// its answer from the reader by then, and must not get two.
+				c.forgetLocked(key)
+			}
 		}
-		c.log.Debug("answering a request the server could not answer", "method", m.method, "err", why)
-		c.deliver(errorAnswer(id, remoteErrorCode, fmt.Sprintf("bir-proxy: server %s (%s): %s", c.name, c.shownURL, why)))
+		c.mu.Unlock()
+		switch {
+		case !still:
+			// answered, or cancelled by the host
+		case own:
+			w <- errorAnswer(id, remoteErrorCode, reason) // buffered; the caller is the connection
+		default:
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) > 0 {
+		c.log.Debug("requests the server could not answer", "method", m.method, "err", why)
+		c.tell(&UnansweredError{IDs: gone, Reason: reason})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"io"
 	"log/slog"
 	"net/http"
@@ -93,6 +94,13 @@ func dial(t *testing.T, r Remote) *client {
 				// answers the rest), then says it has settled the loss.
 				c.Held()
 				c.Settled()
+				continue
+			}
+			if ue, ok := IsUnanswered(err); ok {
+				// As the relay does: each id gets an error answer with the reason.
+				for _, id := range ue.IDs {
+					cl.msgs <- jsonlex.ErrorResponse(id, -32000, ue.Reason)
+				}
 				continue
 			}
 			if err != nil {

@@ -29,8 +29,18 @@ import (
 //     session the gentle way for the transport, and releases everything it holds:
 //     after it returns nothing it started is still running.
 //   - Read returns io.EOF once the server has gone for good and every message it sent
-//     has been returned; it returns a *ReplacedError when the server went away but was
-//     replaced and the session goes on (see ReplacedError).
+//     has been returned. Read also says, in order with the server's messages, what
+//     happened to the session, with one of these errors, after which the next Read
+//     reads on. The reader (the relay) settles each: it answers the host, tells
+//     interception, marks stale ids and retires its own calls. A Conn never makes up
+//     an answer for the host itself.
+//   - *ReplacedError: the server went away and was (or is being) replaced; every
+//     request written to it will go unanswered.
+//   - *UnansweredError: these requests will never be answered (an HTTP request
+//     failed), though the server stays.
+//   - *UndeliveredError: these messages, held while no server could take them,
+//     reached none.
+//   - *EndedError: the server ended before serving the session, and no other comes.
 //
 // Capabilities a transport may have beyond these are optional interfaces, all listed
 // in capabilities.go, asked for with a type assertion, as the Go MCP SDK does.
