@@ -116,8 +116,11 @@ type Options struct {
 	Upstream upstream.Conn
 	// Intercept, when set, sees and may edit traffic (see Interceptor).
 	Intercept Interceptor
-	// IDPrefix starts the id of every request the proxy sends on its own; it must be
-	// a string no host would use (e.g. "bir:<proxyId>:").
+	// IDs makes the id of every request the proxy sends on its own, the one
+	// namespace the upstream's own requests share (upstream.OwnIDs): an answer in it
+	// that no own request waits for is never the host's. When nil, one is made with
+	// IDPrefix (a string no host would use, e.g. "bir:<proxyId>:").
+	IDs        *upstream.OwnIDs
 	IDPrefix   string
 	MaxMessage int
 	Logger     *slog.Logger
@@ -139,7 +142,7 @@ type Relay struct {
 	log     *slog.Logger
 
 	idPrefix string
-	nextID   atomic.Uint64
+	ids      *upstream.OwnIDs
 	// ownPending counts the proxy's own requests whose answer has not come, waited
 	// for or abandoned (len(waiters), readable without the lock).
 	ownPending atomic.Int64
@@ -203,10 +206,11 @@ func New(o Options) *Relay {
 	if log == nil {
 		log = slog.Default()
 	}
-	prefix := o.IDPrefix
-	if prefix == "" {
-		prefix = "bir:"
+	ids := o.IDs
+	if ids == nil {
+		ids = upstream.NewOwnIDs(o.IDPrefix)
 	}
+	prefix := ids.Prefix()
 	batch, _ := o.Upstream.(upstream.Batcher)
 	lw, _ := o.Upstream.(upstream.LexedWriter)
 	lr, _ := o.Upstream.(upstream.LexedReader)
@@ -236,6 +240,7 @@ func New(o Options) *Relay {
 		clock:       !passive,
 		log:         log,
 		idPrefix:    prefix,
+		ids:         ids,
 		waiters:     make(map[string]*waiter),
 		hostReqs:    newPending(),
 		serverReqs:  newPending(),
@@ -708,10 +713,20 @@ func (r *Relay) deliverOwn(msg, id []byte, readAt time.Time) bool {
 	r.mu.Unlock()
 	if !ok {
 		// An id of our namespace that no own request waits for: a host request of
-		// that id (no host would choose one, but nothing forbids it) gets its answer;
-		// otherwise it answers a request retired when its server was replaced, and is
-		// still not the host's.
-		return !r.hostReqs.hasKey(jsonlex.IDKey(id))
+		// that id (no host would choose one, but nothing forbids it) gets its answer.
+		// Otherwise it is still not the host's: a late answer to a request given up on
+		// (retired with its server, or by its caller, or by the re-handshake that
+		// sent it) is expected; one to an id never given out is a bug, or a server
+		// making ids up, and is said.
+		if r.hostReqs.hasKey(jsonlex.IDKey(id)) {
+			return false
+		}
+		if r.ids.Issued(s) {
+			r.log.Debug("dropped a late answer to a request of the proxy's own that was given up on", "id", s)
+		} else {
+			r.log.Warn("dropped an answer in the proxy's own id namespace to no request it sent", "id", clipped(s, 64))
+		}
+		return true
 	}
 	if w.ch != nil {
 		w.ch <- callResult{msg: msg} // buffered: never blocks the pump
@@ -876,6 +891,15 @@ func ErrorResponse(id []byte, code int, message string) []byte {
 	return jsonlex.ErrorResponse(id, code, message)
 }
 
+// clipped is s cut to at most n bytes, for a log line: an id from the server can be
+// as long as a message.
+func clipped(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
 // retireOwnID answers the proxy's own request with id, if one waits for it, with an
 // error answer saying reason, as if the server had sent it (the caller and
 // interception see what a server's error would show); it reports whether one waited.
@@ -1003,7 +1027,7 @@ func oneLineObject(msg []byte) bool {
 // (a host may send any string, "bir:" ones included).
 func (r *Relay) ownID() string {
 	for {
-		id := r.idPrefix + strconv.FormatUint(r.nextID.Add(1), 10)
+		id := r.ids.Next()
 		if !r.hostReqs.hasKey(`"` + id) { // the IDKey of the string id
 
 			return id

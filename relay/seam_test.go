@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -135,7 +136,7 @@ type hostSide struct {
 // wireConn runs a relay between up and real pipes for the host, until the test's
 // cleanup closes the host's input. Every read and write of those pipes, and the wait
 // for Run to end, is bounded by testutil.Guard.
-func wireConn(t *testing.T, up upstream.Conn, ic relay.Interceptor) (*relay.Relay, *hostSide) {
+func wireConn(t *testing.T, up upstream.Conn, ic relay.Interceptor, opts ...func(*relay.Options)) (*relay.Relay, *hostSide) {
 	t.Helper()
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -149,7 +150,11 @@ func wireConn(t *testing.T, up upstream.Conn, ic relay.Interceptor) (*relay.Rela
 	if err := errors.Join(inW.SetWriteDeadline(deadline), outR.SetReadDeadline(deadline)); err != nil {
 		t.Fatal(err)
 	}
-	r := relay.New(relay.Options{HostIn: inR, HostOut: outW, Upstream: up, Intercept: ic, IDPrefix: "bir:test:"})
+	o := relay.Options{HostIn: inR, HostOut: outW, Upstream: up, Intercept: ic, IDPrefix: "bir:test:"}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	r := relay.New(o)
 	h := &hostSide{w: framing.NewWriter(inW), r: framing.NewReader(outR), ended: make(chan struct{})}
 	go func() {
 		h.err = r.Run(context.Background())
@@ -435,5 +440,33 @@ func TestUnansweredRequestsAreSettledByTheRelay(t *testing.T) {
 	up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","id":3,"result":{}}`)}
 	if got := host.next(t); got != `{"jsonrpc":"2.0","id":3,"result":{}}` {
 		t.Fatalf("after the failure the host got %s", got)
+	}
+}
+
+// TestOwnAnswersNobodyWaitsForAreToldApart: in the proxy's namespace, an answer to an
+// id it gave out whose request was given up on (a revived server's re-handshake, which
+// stopped waiting) is dropped quietly; one to an id it never gave out is dropped and
+// said. Neither reaches the host.
+func TestOwnAnswersNobodyWaitsForAreToldApart(t *testing.T) {
+	up := newReplacingConn()
+	logs := &testutil.SyncBuffer{}
+	ids := upstream.NewOwnIDs("bir:test:")
+	_, host := wireConn(t, up, nil, func(o *relay.Options) {
+		o.IDs = ids
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	given := ids.Next() // as revive gives one to a re-handshake's request
+	up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","id":"` + given + `","result":{}}`)}
+	up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","id":"bir:test:4242","result":{}}`)}
+	up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`)}
+	if got := host.next(t); !strings.Contains(got, "notifications/message") {
+		t.Fatalf("the host got %s", got)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "level=DEBUG msg=\"dropped a late answer to a request of the proxy's own that was given up on\" id="+given) {
+		t.Errorf("the late answer to %s was not told as one:\n%s", given, out)
+	}
+	if !strings.Contains(out, "level=WARN msg=\"dropped an answer in the proxy's own id namespace to no request it sent\" id=bir:test:4242") {
+		t.Errorf("the answer to an id never given out was not said:\n%s", out)
 	}
 }

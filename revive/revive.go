@@ -103,9 +103,11 @@ type Options struct {
 	Dialer upstream.Dialer
 	// Name is the server's name, in error answers and log lines.
 	Name string
-	// IDPrefix starts the id of every request of ours; it must be the relay's
-	// (relay.Options.IDPrefix), so that an answer of ours arriving after we stopped
-	// waiting for it is still never shown to the host.
+	// IDs makes the id of every request of ours; it must be the relay's
+	// (relay.Options.IDs), so that an answer of ours arriving after we stopped
+	// waiting for it is still never shown to the host, and is known to the relay as
+	// one of ours. When nil, one is made with IDPrefix.
+	IDs      *upstream.OwnIDs
 	IDPrefix string
 	Policy   Policy
 	Logger   *slog.Logger
@@ -125,7 +127,7 @@ type Options struct {
 type Conn struct {
 	dialer  upstream.Dialer
 	name    string
-	prefix  string
+	ids     *upstream.OwnIDs
 	policy  Policy
 	log     *slog.Logger
 	revived func(report.ServerFacts)
@@ -168,13 +170,12 @@ type Conn struct {
 	own      map[string]ownReq // our requests to the current server awaiting answers
 	ownN     atomic.Int64      // len(own), for Buffered and the hot path
 	ownUntil time.Time         // when own is forgotten
-	nextID   uint64
-	neverUp  int       // starts in a row that died before answering anything
-	troubled int       // deaths in a row of a server that came up but served nothing
-	diedAt   time.Time // when the last generation was found dead
-	lastHow  string    // how it ended: "exited with status 1"
-	lastTail string    // its last stderr lines, quoted, or ""
-	attempts int       // starts since it died
+	neverUp  int               // starts in a row that died before answering anything
+	troubled int               // deaths in a row of a server that came up but served nothing
+	diedAt   time.Time         // when the last generation was found dead
+	lastHow  string            // how it ended: "exited with status 1"
+	lastTail string            // its last stderr lines, quoted, or ""
+	attempts int               // starts since it died
 	revivals int
 	mismatch error                                             // the last start negotiated another protocol version
 	phases   struct{ obituary, dial, handshake time.Duration } // of the last revival, for the debug log
@@ -232,7 +233,7 @@ func New(first upstream.Conn, o Options) *Conn {
 	c := &Conn{
 		dialer:  o.Dialer,
 		name:    o.Name,
-		prefix:  o.IDPrefix,
+		ids:     o.IDs,
 		policy:  o.Policy.withDefaults(),
 		log:     o.Logger,
 		revived: o.Revived,
@@ -247,8 +248,8 @@ func New(first upstream.Conn, o Options) *Conn {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	if c.prefix == "" {
-		c.prefix = "bir:"
+	if c.ids == nil {
+		c.ids = upstream.NewOwnIDs(o.IDPrefix)
 	}
 	g := newGen(first)
 	c.st = stUp
@@ -779,8 +780,7 @@ func (c *Conn) announce(g *gen) {
 }
 
 func (c *Conn) newID() []byte {
-	c.nextID++
-	return jsonlex.AppendString(nil, c.prefix+"r"+strconv.FormatUint(c.nextID, 10))
+	return c.ids.NextRaw()
 }
 
 func (c *Conn) addOwn(id []byte, r ownReq) {
@@ -974,7 +974,7 @@ func (c *Conn) isOwn(msg []byte) bool {
 		return false
 	}
 	id, ok := jsonlex.DecodeString(f.ID)
-	return ok && strings.HasPrefix(id, c.prefix)
+	return ok && c.ids.Mine(id)
 }
 
 // Held returns the messages held for the next server (upstream.Holder).

@@ -71,8 +71,10 @@ type Remote struct {
 	// CloseGrace is how long Close lets requests under way finish before it ends
 	// them (0: DefaultInputGrace, the stdio server's grace).
 	CloseGrace time.Duration
-	// IDPrefix starts the ids of the requests the connection sends on its own (the
-	// re-handshake after a session expired): a string no host uses.
+	// IDs makes the ids of the requests the connection sends on its own (the
+	// re-handshake after a session expired): the relay's (relay.Options.IDs). When
+	// nil, one is made with IDPrefix, a string no host uses.
+	IDs      *OwnIDs
 	IDPrefix string
 	// Client, when set, is used as is (tests); otherwise NewHTTPClient(ConnectTimeout).
 	Client *http.Client
@@ -171,7 +173,7 @@ type remoteConn struct {
 	max      int
 	forced   string // "", TransportHTTP or TransportSSE
 	settled  func(string)
-	idPrefix string
+	ids      *OwnIDs
 	grace    time.Duration
 
 	// connectTimeout bounds the wait for an event stream's response head (sse.go).
@@ -192,7 +194,6 @@ type remoteConn struct {
 	inbox      chan inItem   // the server's messages, and what happened to the session, in order
 	// setup remembers what the host set up, for the re-handshake of a new session.
 	setup  *Setup
-	ownSeq atomic.Uint64
 	onWire []<-chan struct{} // sender only: requests posted, maybe not on the wire yet
 	// work hands an exchange to an idle worker goroutine (spawn).
 	work        chan func()
@@ -371,7 +372,7 @@ func newRemote(r Remote) (*remoteConn, error) {
 		log:        r.Logger,
 		stderr:     r.Stderr,
 		max:        r.MaxMessage,
-		idPrefix:   r.IDPrefix,
+		ids:        r.IDs,
 		grace:      r.CloseGrace,
 		out:        make(chan *outMsg, outQueue),
 		work:       make(chan func()),
@@ -410,8 +411,8 @@ func newRemote(r Remote) (*remoteConn, error) {
 	if c.grace <= 0 {
 		c.grace = DefaultInputGrace
 	}
-	if c.idPrefix == "" {
-		c.idPrefix = "bir:"
+	if c.ids == nil {
+		c.ids = NewOwnIDs(r.IDPrefix)
 	}
 	c.host = hostOf(u, c.header)
 	if r.Auth != nil && c.header.Get("Authorization") == "" {

@@ -355,7 +355,7 @@ func TestStreamableSessionExpiryReinitializes(t *testing.T) {
 	if len(inits) != 2 || len(levels) != 2 || len(calls) != 2 {
 		t.Fatalf("want the handshake and log level replayed and the call resent: %d initialize, %d setLevel, %d calls", len(inits), len(levels), len(calls))
 	}
-	wantInit := strings.Replace(initReq, `"id":0`, `"id":"bir:test:rehandshake:1"`, 1)
+	wantInit := strings.Replace(initReq, `"id":0`, `"id":"bir:test:1"`, 1)
 	if inits[1].Body != wantInit {
 		t.Errorf("replayed initialize\n got %s\nwant %s", inits[1].Body, wantInit)
 	}

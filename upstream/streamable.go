@@ -1017,8 +1017,7 @@ func (c *remoteConn) modeNow() mode {
 // ownIDFunc returns the maker of ids for the connection's own requests.
 func (c *remoteConn) ownIDFunc() func() []byte {
 	return func() []byte {
-		n := c.ownSeq.Add(1)
-		return jsonlex.AppendString(nil, fmt.Sprintf("%srehandshake:%d", c.idPrefix, n))
+		return c.ids.NextRaw()
 	}
 }
 

@@ -247,9 +247,16 @@ func runProxy(c *cli, args []string) int {
 	var (
 		conn     upstream.Conn
 		reporter *reporting
+		ids      *upstream.OwnIDs // the proxy's own requests' ids: one namespace for relay, revive and remote
 		err      error
 	)
-	idPrefix := func() string { return "bir:" + reporter.proxyID() + ":" }
+	// The proxy id names the namespace: the reporter comes first.
+	ownIDs := func() *upstream.OwnIDs {
+		if ids == nil {
+			ids = upstream.NewOwnIDs("bir:" + reporter.proxyID() + ":")
+		}
+		return ids
+	}
 	if f.url != "" {
 		// A remote server's Dial touches no network, so the reporter, whose proxy
 		// id names the connection's own requests, comes first.
@@ -259,7 +266,7 @@ func runProxy(c *cli, args []string) int {
 			return 1
 		}
 		reporter = openReporter(ctx, f, logger)
-		r.IDPrefix = idPrefix()
+		r.IDs = ownIDs()
 		r.Settled = reporter.settledTransport
 		var closeAuth func()
 		if closeAuth, err = f.withOAuth(&r, logger, diag); err != nil {
@@ -301,22 +308,22 @@ func runProxy(c *cli, args []string) int {
 			// with its exit status and last stderr lines. (With revival, a server that
 			// never comes up is given up on, and revive says the same.)
 			conn = revive.New(first, revive.Options{
-				Name:     f.server,
-				IDPrefix: idPrefix(),
-				Logger:   logger,
-				Policy:   revive.Policy{NoRestart: true},
-				Cause:    func(c upstream.Conn) string { return exitCause(f.server, f.command, c) },
+				Name:   f.server,
+				IDs:    ownIDs(),
+				Logger: logger,
+				Policy: revive.Policy{NoRestart: true},
+				Cause:  func(c upstream.Conn) string { return exitCause(f.server, f.command, c) },
 			})
 		default:
 			// A server that dies while the host is connected is started again behind
 			// the same Conn: the relay sees one upstream whose Read says, once, that
 			// the server was replaced (docs/revive.md).
 			conn = revive.New(first, revive.Options{
-				Dialer:   dialer,
-				Name:     f.server,
-				IDPrefix: idPrefix(),
-				Logger:   logger,
-				Revived:  reporter.learned,
+				Dialer:  dialer,
+				Name:    f.server,
+				IDs:     ownIDs(),
+				Logger:  logger,
+				Revived: reporter.learned,
 			})
 		}
 	}
@@ -350,7 +357,7 @@ func runProxy(c *cli, args []string) int {
 		HostOut:    hostOut,
 		Upstream:   conn,
 		Intercept:  icpt,
-		IDPrefix:   idPrefix(),
+		IDs:        ownIDs(),
 		MaxMessage: f.maxMessage,
 		Logger:     logger,
 	})
