@@ -10,7 +10,6 @@
 package revive
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -211,15 +210,9 @@ type gen struct {
 	servedAny atomic.Bool
 }
 
-type ownKind int
-
-const (
-	ownRestore ownKind = iota
-	ownTools
-)
-
+// ownReq is a request of the re-handshake's whose answer Read takes.
 type ownReq struct {
-	kind ownKind
+	answered func(answer []byte) // nil: nothing to look at
 }
 
 // ErrClosed is what writes return once the session is ending.
@@ -639,72 +632,90 @@ func (c *Conn) down() error {
 // errGenDied says a new server ended during its handshake.
 var errGenDied = errors.New("the server ended before it took the session back")
 
-// handshake replays the host's session on g (upstream.Setup.Rehandshake): its
-// initialize, waiting for the answer, which must negotiate the same version; then
-// notifications/initialized and the restores, whose answers Read swallows; and a
-// tools/list of ours when the host may be told the list changed.
+// handshake replays the host's session on g (upstream.Setup.Replay, the one
+// re-handshake, which a re-initialized HTTP session uses too): its initialize,
+// waiting for the answer, which must negotiate the same version; then
+// notifications/initialized and the restores, and a tools/list of ours when the host
+// may be told the list changed, whose answers Read swallows (takeOwn).
 func (c *Conn) handshake(g *gen) error {
-	rh := c.setup.Rehandshake(c.newID)
-	if rh.Initialize == nil {
-		return nil // the stateless era, or no session yet: nothing to give back
+	ia, err := c.setup.Replay(c.ctx, genPeer{c, g}, c.ids, upstream.ReplayHooks{
+		Log: c.log,
+		Listed: func(tools []byte, changed bool) {
+			if changed {
+				c.out = append(c.out, []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+				c.log.Info("the revived server's tools differ from those the host listed; telling the host")
+			}
+			if c.revived != nil && tools != nil {
+				c.revived(report.ServerFacts{Tools: upstream.ToolNames(tools)})
+			}
+		},
+	})
+	if err != nil {
+		return err
 	}
-	if err := g.conn.Write(rh.Initialize); err != nil {
-		return c.genEnded(g, fmt.Errorf("replaying initialize: %w", err))
+	if ia.Done && c.revived != nil {
+		c.revived(report.ServerFacts{ServerInfo: ia.Init.ServerInfo, ProtocolVersion: ia.Init.ProtocolVersion})
 	}
-	// A server that never answers must not hold the session: it is stopped, its Read
-	// ends, and the start counts as one that did not come up.
+	return nil
+}
+
+// genPeer is a new generation's server as the re-handshake reaches it
+// (upstream.RehandshakePeer). It runs on the reader's goroutine.
+type genPeer struct {
+	c *Conn
+	g *gen
+}
+
+// Call writes req and reads until its answer. A server that never answers must not
+// hold the session: it is stopped after Policy.Handshake, its Read ends, and the
+// start counts as one that did not come up. What it says before answering (a log
+// notification) goes to the host once the session is back, in order.
+func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
+	c, g := p.c, p.g
+	if err := g.conn.Write(req); err != nil {
+		return nil, c.genEnded(g, fmt.Errorf("replaying initialize: %w", err))
+	}
 	var timedOut atomic.Bool
 	timer := time.AfterFunc(c.policy.Handshake, func() {
 		timedOut.Store(true)
 		c.stop(g)
 	})
 	defer timer.Stop()
-	want := jsonlex.IDKey(rh.InitializeID)
-	var answer []byte
-	for answer == nil {
+	want := jsonlex.IDKey(id)
+	for {
 		msg, err := g.conn.Read()
 		if err != nil {
 			if timedOut.Load() {
-				return fmt.Errorf("did not answer initialize within %v", c.policy.Handshake)
+				f, _ := jsonlex.TopFields(req)
+				return nil, fmt.Errorf("did not answer %s within %v", jsonlex.StringOf(f.Method), c.policy.Handshake)
 			}
-			return c.genEnded(g, err)
+			return nil, c.genEnded(g, err)
 		}
 		g.answered = true
 		if f, ok := jsonlex.TopFields(msg); ok && f.IsResponse() && jsonlex.IDKey(f.ID) == want {
-			answer = msg
-			break
+			return msg, nil
 		}
-		// The server spoke before answering (a log notification): the host gets it
-		// once the session is back, in order.
+		if c.takeOwn(msg) {
+			continue
+		}
 		if len(c.out) < 256 {
 			c.out = append(c.out, msg)
 		}
 	}
-	timer.Stop()
-	ia, err := c.setup.CheckInitialize(answer)
-	if err != nil {
-		return err
-	}
+}
+
+// Send writes msg; an answer to it is taken by Read (takeOwn) and handed to
+// answered, for at most Policy.Handshake. Send is only called once the server has
+// accepted the replayed initialize: it took the session back.
+func (p genPeer) Send(_ context.Context, msg, id []byte, answered func([]byte)) error {
+	c, g := p.c, p.g
 	g.took = true
 	c.ownUntil = time.Now().Add(c.policy.Handshake)
-	for _, m := range rh.After {
-		if err := g.conn.Write(m); err != nil {
-			return c.genEnded(g, fmt.Errorf("restoring the session: %w", err))
-		}
+	if id != nil {
+		c.addOwn(id, ownReq{answered: answered})
 	}
-	for _, id := range rh.AfterIDs {
-		c.addOwn(id, ownReq{kind: ownRestore})
-	}
-	if c.setup.ToolsListChanged() && c.setup.Tools() != nil {
-		id := c.newID()
-		req := []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"method":"tools/list","params":{}}`)
-		if err := g.conn.Write(req); err != nil {
-			return c.genEnded(g, fmt.Errorf("listing the tools: %w", err))
-		}
-		c.addOwn(id, ownReq{kind: ownTools})
-	}
-	if c.revived != nil {
-		c.revived(report.ServerFacts{ServerInfo: ia.ServerInfo, ProtocolVersion: ia.ProtocolVersion})
+	if err := g.conn.Write(msg); err != nil {
+		return c.genEnded(g, fmt.Errorf("restoring the session: %w", err))
 	}
 	return nil
 }
@@ -812,22 +823,8 @@ func (c *Conn) takeOwn(msg []byte) bool {
 	}
 	delete(c.own, k)
 	c.ownN.Store(int64(len(c.own)))
-	switch r.kind {
-	case ownRestore:
-		if f.Error != nil {
-			c.log.Warn("the revived server refused to restore part of the session", "error", string(f.Error))
-		}
-	case ownTools:
-		tools := jsonlex.Get(f.Result, "tools")
-		// Compared as bytes: a list that re-encodes the same tools differently only
-		// costs the host one tools/list more.
-		if f.Error != nil || !bytes.Equal(tools, c.setup.Tools()) {
-			c.out = append(c.out, []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
-			c.log.Info("the revived server's tools differ from those the host listed; telling the host")
-		}
-		if c.revived != nil && tools != nil {
-			c.revived(report.ServerFacts{Tools: upstream.ToolNames(tools)})
-		}
+	if r.answered != nil {
+		r.answered(msg)
 	}
 	return true
 }

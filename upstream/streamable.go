@@ -946,79 +946,76 @@ func (c *remoteConn) renewSession(sid string) (bool, string) {
 	return ok, ""
 }
 
-// rehandshake replays what the host did to set the session up (upstream.Setup: its
-// initialize with an id of the proxy's own, its notifications/initialized, then its
-// log level and subscriptions), swallowing the answers, as a revived child is set up;
-// then reopens the GET stream, and tells the host when the server's tools changed.
+// rehandshake replays what the host did to set the session up (Setup.Replay, the one
+// re-handshake, which a revived child uses too: the host's initialize with an id of
+// the proxy's own, its notifications/initialized, then its log level and
+// subscriptions, swallowing the answers); then reopens the GET stream, and tells the
+// host when the server's tools changed.
 func (c *remoteConn) rehandshake() bool {
-	rh := c.setup.Rehandshake(c.ownIDFunc())
-	if rh.Initialize == nil {
-		return true // nothing was set up: the next request starts afresh
-	}
-	m := parseOut(rh.Initialize)
-	m.retried = true // a 404 now is a failure, not another expiry
-	ans, err := c.ownCall(m)
-	if err == nil {
-		var a InitAnswer
-		a, err = c.setup.CheckInitialize(ans)
+	done, err := c.setup.Replay(c.ctx, sessionPeer{c}, c.ids, ReplayHooks{
+		Log: c.log,
+		Listed: func(_ []byte, changed bool) {
+			if changed {
+				c.deliver([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+			}
+		},
+	})
+	if done.Init.ProtocolVersion != "" {
 		c.mu.Lock()
-		c.sess.version = a.ProtocolVersion
+		c.sess.version = done.Init.ProtocolVersion
 		c.mu.Unlock()
 	}
 	if err != nil {
 		c.log.Warn("re-initializing the server failed", "err", c.scrub.Replace(err.Error()))
 		return false
 	}
-	for _, raw := range rh.After {
-		m := parseOut(raw)
-		m.retried = true
-		if len(m.ids) == 0 {
-			c.exchange(c.ctx, m, nil, nil)
-			continue
-		}
-		if _, err := c.ownCall(m); err != nil {
-			c.log.Warn("restoring what the host set up failed", "method", m.method, "err", c.scrub.Replace(err.Error()))
-		}
-	}
-	if c.modeNow() == modeStreamable {
+	if done.Done && c.modeNow() == modeStreamable {
 		c.startListen(false)
 	}
-	c.toolsChanged()
 	return true
 }
 
-// toolsChanged tells the host, with notifications/tools/list_changed, when the new
-// session's tools differ from the list it was last given and it was told the list
-// may change (SPEC §7).
-func (c *remoteConn) toolsChanged() {
-	before := c.setup.Tools()
-	if before == nil || !c.setup.ToolsListChanged() {
-		return
+// sessionPeer is a new session of the connection's server as the re-handshake reaches
+// it (RehandshakePeer): each request its own exchange, a 404 now a failure rather
+// than another expiry.
+type sessionPeer struct{ c *remoteConn }
+
+func (p sessionPeer) Call(_ context.Context, req, _ []byte) ([]byte, error) {
+	m := parseOut(req)
+	m.retried = true
+	ans, err := p.c.ownCall(m)
+	if ans != nil {
+		return ans, nil // an error answer too: the re-handshake judges it
 	}
-	id := c.ownIDFunc()()
-	list := parseOut([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"method":"tools/list"}`))
-	list.retried = true
-	ans, err := c.ownCall(list)
-	if err != nil {
-		return
+	return nil, err
+}
+
+// Send waits for the answer to a request (the session's restores go one by one, in
+// order, as the host sent them).
+func (p sessionPeer) Send(_ context.Context, msg, id []byte, answered func([]byte)) error {
+	c := p.c
+	m := parseOut(msg)
+	m.retried = true
+	if id == nil {
+		c.exchange(c.ctx, m, nil, nil)
+		return nil
 	}
-	f, _ := jsonlex.TopFields(ans)
-	if after := jsonlex.Get(f.Result, "tools"); after != nil && !bytes.Equal(bytes.TrimSpace(after), bytes.TrimSpace(before)) {
-		c.deliver([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+	ans, err := c.ownCall(m)
+	switch {
+	case ans != nil:
+		if answered != nil {
+			answered(ans)
+		}
+	case err != nil:
+		c.log.Warn("the new session did not answer a request of the re-handshake", "method", m.method, "err", c.scrub.Replace(err.Error()))
 	}
+	return nil
 }
 
 func (c *remoteConn) modeNow() mode {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.mode
-}
-
-// ownIDFunc returns the maker of ids for the connection's own requests.
-func (c *remoteConn) ownIDFunc() func() []byte {
-	return func() []byte {
-		return c.ids.NextRaw()
-	}
 }
 
 // ownCall sends a request of the connection's own and returns its answer, which the
