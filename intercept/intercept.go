@@ -324,6 +324,12 @@ func (q *queue) fire() {
 // is answering, the one moment the host is waiting on.
 func (q *queue) push(ev event, ends bool) {
 	q.mu.Lock()
+	if q.closed {
+		// After Close nothing is looked at (a host request the relay answers while
+		// the proxy exits): kept, it would only be held until exit, and arm a timer.
+		q.mu.Unlock()
+		return
+	}
 	if ev.msg != nil && q.bytes+int64(len(ev.msg)) > q.budget {
 		// Over budget: rare, and only then is the message read here, outside the lock.
 		q.mu.Unlock()

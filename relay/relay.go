@@ -389,7 +389,7 @@ func (r *Relay) forward(msg []byte, readAt time.Time) bool {
 	ok, ended := r.forwardLocked(msg, readAt)
 	if ended != nil {
 		// Written outside sendMu: a host that is slow to read must not hold the lock
-		// the end of Run takes.
+		// the end of Run takes (nor the proxy's own requests, which take it too).
 		r.answerInstead(ended.ids, ended.reason)
 	}
 	return ok
@@ -467,7 +467,7 @@ func (r *Relay) forwardLocked(msg []byte, readAt time.Time) (bool, *endedRequest
 		// request that reached no server is answered here, or the host would wait
 		// for it forever.
 		r.log.Debug("could not forward a host message", "err", werr)
-		r.answerUndelivered(msg, "could not deliver the request to the server: "+werr.Error())
+		return true, &endedRequests{ids: r.undeliveredIDs(msg), reason: "could not deliver the request to the server: " + werr.Error()}
 	}
 	return true, nil
 }
@@ -534,14 +534,20 @@ func (r *Relay) noteHost(msg []byte, lx *jsonlex.Line) {
 // answerUndelivered answers each request in msg, which reached no server, with an
 // error carrying its id.
 func (r *Relay) answerUndelivered(msg []byte, reason string) {
+	r.answerInstead(r.undeliveredIDs(msg), reason)
+}
+
+// undeliveredIDs takes the requests in msg, which reached no server, out of those in
+// flight, and returns their ids (copied: msg may be reused once the lock is let go).
+func (r *Relay) undeliveredIDs(msg []byte) [][]byte {
 	var ids [][]byte
 	jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
 		if f.IsRequest() {
 			r.hostReqs.remove(f.ID)
-			ids = append(ids, f.ID)
+			ids = append(ids, bytes.Clone(f.ID))
 		}
 	})
-	r.answerInstead(ids, reason)
+	return ids
 }
 
 // unanswered settles requests the upstream says will never be answered, though its

@@ -470,3 +470,52 @@ func TestOwnAnswersNobodyWaitsForAreToldApart(t *testing.T) {
 		t.Errorf("the answer to an id never given out was not said:\n%s", out)
 	}
 }
+
+// blockedWriter is a host that has stopped reading: every write waits until release.
+type blockedWriter struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (w *blockedWriter) Write(p []byte) (int, error) {
+	select {
+	case w.entered <- struct{}{}:
+	default:
+	}
+	<-w.release
+	return len(p), nil
+}
+
+// TestUndeliveredAnswerDoesNotHoldTheSendLock: the error answer to a request the
+// upstream could not take is written to the host outside the lock every send takes:
+// with a host that stopped reading, the proxy's own requests still go (and the end of
+// Run, which takes that lock, is not held either).
+func TestUndeliveredAnswerDoesNotHoldTheSendLock(t *testing.T) {
+	up := newReplacingConn()
+	up.failNext = true
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &blockedWriter{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	r := relay.New(relay.Options{HostIn: inR, HostOut: out, Upstream: up, IDPrefix: "bir:test:"})
+	ended := make(chan struct{})
+	go func() { r.Run(context.Background()); close(ended) }() //nolint:errcheck // the end is the test's
+	t.Cleanup(func() {
+		close(out.release)
+		inW.Close()
+		up.Close()
+		testutil.Recv(t, ended, "Run to return")
+		inR.Close()
+	})
+	if _, err := inW.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Recv(t, out.entered, "the error answer to be written to the host")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Call(ctx, relay.Request{Method: "ping"}) //nolint:errcheck // only its send is looked at
+	if got := written(t, up); !strings.Contains(got, `"method":"ping"`) {
+		t.Fatalf("the upstream got %s", got)
+	}
+}
