@@ -66,7 +66,12 @@ type sseReader struct {
 	size   int
 	data   bool // a data field was seen
 	over   bool // size passed max
+
+	dead error // the stream is not read on (an event passed max): every Next returns it
 }
+
+// errEventOverCap ends a stream whose event passed the reader's cap.
+var errEventOverCap = errors.New("an event over the size cap")
 
 func newSSEReader(src io.Reader, max int) *sseReader {
 	return newSSEReaderSize(src, max, sseReadBuf)
@@ -102,8 +107,20 @@ func (sr *sseReader) fill() bool {
 // Next returns the next event. At the end of the stream it returns io.EOF (an event
 // not ended by a blank line is discarded, as the standard says), or the read error.
 func (sr *sseReader) Next() (sseEvent, error) {
+	if sr.dead != nil {
+		return sseEvent{}, sr.dead
+	}
 	for {
 		ok, err := sr.line()
+		if errors.Is(err, errEventOverCap) {
+			// Said at once, not when the event ends: a server that never ends it
+			// would otherwise be read for ever, its request unanswered. The stream
+			// is not read on.
+			size := sr.size
+			sr.reset()
+			sr.dead = err
+			return sseEvent{TooLong: true, Size: size}, nil
+		}
 		if err != nil {
 			sr.reset()
 			return sseEvent{}, err
@@ -231,10 +248,16 @@ func (sr *sseReader) valueTo(colon, eol int, sink func([]byte)) error {
 		if e := indexEOL(seg); e >= 0 {
 			sink(seg[:e])
 			sr.consumeEOL(e)
+			if sr.over {
+				return errEventOverCap
+			}
 			return nil
 		}
 		sink(seg)
 		sr.r = sr.w
+		if sr.over {
+			return errEventOverCap
+		}
 		if !sr.fill() {
 			return sr.endErr()
 		}

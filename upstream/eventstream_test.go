@@ -167,9 +167,40 @@ func TestSSEReaderCap(t *testing.T) {
 	if err != nil || !ev.TooLong || ev.Data != nil || ev.Size != 10 {
 		t.Fatalf("over the cap: %v %+v", err, ev)
 	}
-	ev, err = sr.Next()
-	if err != nil || string(ev.Data) != "ok" {
-		t.Fatalf("after an over-cap event: %v %+v", err, ev)
+	// The stream is not read on: its event was dropped, and the request it answered
+	// is failed by the caller, as for a stream that ended.
+	if ev, err = sr.Next(); err == nil {
+		t.Fatalf("after an over-cap event the stream was read on: %+v", ev)
+	}
+}
+
+// endless is a data line that never ends, counting what was read of it.
+type endless struct{ n int }
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.n == 0 {
+		e.n = copy(p, "data: ")
+		return e.n, nil
+	}
+	for i := range p {
+		p[i] = 'x'
+	}
+	e.n += len(p)
+	return len(p), nil
+}
+
+// TestSSEReaderEndlessEvent: an event that passes the cap is said at once, not when
+// it ends: one that never ends was read for ever, and its request never answered.
+func TestSSEReaderEndlessEvent(t *testing.T) {
+	const capBytes = 1 << 20
+	src := &endless{}
+	sr := newSSEReader(src, capBytes)
+	ev, err := sr.Next()
+	if err != nil || !ev.TooLong || ev.Size <= capBytes {
+		t.Fatalf("an endless event: %v %+v", err, ev)
+	}
+	if src.n > capBytes+2*sseReadBuf {
+		t.Errorf("%d bytes read of an event over a %d-byte cap", src.n, capBytes)
 	}
 }
 

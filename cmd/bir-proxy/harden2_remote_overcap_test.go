@@ -99,3 +99,55 @@ func TestHarden2RemoteOverCapChunkedAnswersStayUnderTheCap(t *testing.T) {
 		}
 	}
 }
+
+// An SSE answer whose one event never ends (a data line the server keeps writing) was
+// dropped at the cap, but the stream was read on for as long as the server wrote: the
+// call was never answered. Now the event is said over the cap as soon as it passes it,
+// the stream is ended, and the host gets the over-cap error while the server is still
+// writing.
+func TestRemoteEndlessSSEEventIsAnsweredAtTheCap(t *testing.T) {
+	const capBytes = 4 << 20
+	const limit = 64 * capBytes // the server stops there; the proxy must not wait for it
+	srv := startRawServer(t, func(r *rawReq, w *bufio.Writer, done <-chan struct{}) {
+		switch {
+		case r.Method == "GET":
+			writeResp(w, "405 Method Not Allowed", nil, "")
+		case rpcMethod(r.Body) == "initialize":
+			writeResp(w, "200 OK", []string{"Content-Type: application/json"},
+				`{"jsonrpc":"2.0","id":`+rpcID(r.Body)+`,"result":`+rawInitResult+`}`)
+		case rpcID(r.Body) == "":
+			writeResp(w, "202 Accepted", nil, "")
+		default:
+			w.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+			head := `data: {"jsonrpc":"2.0","id":` + rpcID(r.Body) + `,"result":{"content":[{"type":"text","text":"`
+			fmt.Fprintf(w, "%x\r\n%s\r\n", len(head), head)
+			chunk := strings.Repeat("a", 64<<10)
+			for n := 0; n < limit; n += len(chunk) {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				fmt.Fprintf(w, "%x\r\n%s\r\n", len(chunk), chunk)
+				if w.Flush() != nil {
+					return // the proxy closed the connection
+				}
+			}
+		}
+	})
+	s := startProxy(t, nil, "--server", "big", "--url", srv.URL+"/mcp", "--transport", "http", "--max-message", strconv.Itoa(capBytes))
+	s.Send(remoteInit, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if ans := s.recv(); !gjson.Get(ans, "result.serverInfo").Exists() {
+		t.Fatalf("initialize: %s", ans)
+	}
+	s.Send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"big","arguments":{}}}`)
+	ans := s.recv()
+	if gjson.Get(ans, "id").Int() != 7 || !strings.Contains(gjson.Get(ans, "error.message").String(), "cap") {
+		t.Fatalf("want the over-cap error for id 7, got %.300s", ans)
+	}
+	// The session goes on.
+	s.Send(`{"jsonrpc":"2.0","id":8,"method":"ping"}`)
+	if ans := s.recv(); gjson.Get(ans, "id").Int() != 8 {
+		t.Fatalf("after the over-cap answer: %.300s", ans)
+	}
+}
