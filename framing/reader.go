@@ -31,6 +31,21 @@ type TooLongError struct {
 	// when it was an object that had them: found as the line streamed past, so its
 	// sender can be answered although the line itself is gone.
 	ID, Method []byte
+	// Early says the error is reported as the line passed the cap, not at its end:
+	// what came before the cap already named the line's id, and a method or the
+	// start of its result, so its sender is answered now rather than when (if ever)
+	// the line ends. Size is then what was read by that moment; the rest of the line
+	// is dropped as it comes, and the next Read returns the line after it.
+	Early bool
+}
+
+// Sized is the line's size for a person: "N bytes", or "more than N bytes" when it
+// was told before it ended.
+func (e *TooLongError) Sized() string {
+	if e.Early {
+		return fmt.Sprintf("more than %d bytes", e.Size)
+	}
+	return fmt.Sprintf("%d bytes", e.Size)
 }
 
 func (e *TooLongError) Error() string {
@@ -58,6 +73,11 @@ type Reader struct {
 	peek *jsonlex.Peek
 
 	unterminated bool // the line Read last returned was ended by the stream, not a newline
+
+	// early is the TooLongError of the line being dropped, to be returned before the
+	// line ends (TooLongError.Early); told says it was, so its end is not said again.
+	early *TooLongError
+	told  bool
 
 	// slab, with WithSlab, is the block small messages are carved from; slabOn says
 	// the option is set.
@@ -134,6 +154,10 @@ func (r *Reader) Read() ([]byte, error) {
 			return nil, r.err
 		}
 		r.fill()
+		if e := r.early; e != nil {
+			r.early, r.told = nil, true
+			return nil, e
+		}
 	}
 }
 
@@ -208,6 +232,13 @@ func (r *Reader) stash(p []byte) {
 		r.peek.Write(p)
 		r.frags = nil
 		r.skipping = true
+		// A line that never ends (a server stuck writing, a hostile peer) would
+		// otherwise leave its request unanswered for ever. Answerable now when its
+		// id is known and it is surely an answer or a request: an id with neither
+		// could be either, and answering the wrong side is worse than waiting.
+		if pk := r.peek; pk.ID != nil && (pk.Method != nil || pk.Answer) {
+			r.early = &TooLongError{Size: r.fragBytes, Max: r.max, ID: pk.ID, Method: pk.Method, Early: true}
+		}
 		return
 	}
 	r.frags = append(r.frags, p)
@@ -219,6 +250,11 @@ func (r *Reader) finish(tail []byte) (msg []byte, err error, ok bool) {
 	total := r.fragBytes + int64(len(tail))
 	if total > 0 && r.lastByte(tail) == '\r' {
 		total--
+	}
+	if r.told {
+		// Said as it passed the cap (TooLongError.Early): its end is only dropped.
+		r.resetLong()
+		return nil, nil, false
 	}
 	if r.skipping || total > int64(r.max) {
 		if !r.skipping {
@@ -284,6 +320,7 @@ func (r *Reader) startPeek() {
 }
 
 func (r *Reader) resetLong() {
+	r.told, r.early = false, nil
 	r.peek = nil
 	r.frags = nil
 	r.fragBytes = 0

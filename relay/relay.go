@@ -482,13 +482,13 @@ func (r *Relay) refuseTooLong(e *framing.TooLongError, at time.Time) {
 	}
 	if e.Method == nil {
 		r.serverReqs.remove(e.ID)
-		msg := ErrorResponse(e.ID, -32603, fmt.Sprintf("bir-proxy: the host's answer was %d bytes, over the proxy's --max-message cap of %d bytes, and was dropped", e.Size, e.Max))
+		msg := ErrorResponse(e.ID, -32603, fmt.Sprintf("bir-proxy: the host's answer was %s, over the proxy's --max-message cap of %d bytes, and was dropped", e.Sized(), e.Max))
 		if err := r.send(msg, Own{}); err != nil {
 			r.log.Debug("could not tell the server its request's answer was dropped", "err", err)
 		}
 		return
 	}
-	answer := ErrorResponse(e.ID, -32600, fmt.Sprintf("bir-proxy: the request was %d bytes, over the proxy's --max-message cap of %d bytes; it was not sent to the server", e.Size, e.Max))
+	answer := ErrorResponse(e.ID, -32600, fmt.Sprintf("bir-proxy: the request was %s, over the proxy's --max-message cap of %d bytes; it was not sent to the server", e.Sized(), e.Max))
 	report := r.ic != nil && jsonlex.KeyIs(e.Method, "tools/call")
 	if report {
 		// Interception never saw the call; it is reported as what it was, a call

@@ -362,13 +362,13 @@ func (p *Process) refuseTooLong(e *framing.TooLongError) []byte {
 		return nil // a notification: nobody waits for it
 	}
 	if e.Method != nil {
-		msg := jsonlex.ErrorResponse(e.ID, -32600, fmt.Sprintf("bir-proxy: the request was %d bytes, over the proxy's --max-message cap of %d bytes; it did not reach the client", e.Size, e.Max))
+		msg := jsonlex.ErrorResponse(e.ID, -32600, fmt.Sprintf("bir-proxy: the request was %s, over the proxy's --max-message cap of %d bytes; it did not reach the client", e.Sized(), e.Max))
 		if err := p.Write(msg); err != nil {
 			p.log.Debug("could not answer the server's dropped request", "err", err)
 		}
 		return nil
 	}
-	return jsonlex.ErrorResponse(e.ID, -32603, fmt.Sprintf("bir-proxy: the server's answer was %d bytes, over the proxy's --max-message cap of %d bytes, and was dropped", e.Size, e.Max))
+	return jsonlex.ErrorResponse(e.ID, -32603, fmt.Sprintf("bir-proxy: the server's answer was %s, over the proxy's --max-message cap of %d bytes, and was dropped", e.Sized(), e.Max))
 }
 
 // closeOut releases our end of the server's stdout once the reader has seen its end:

@@ -427,3 +427,22 @@ func TestRemoteLogLinesNameTheServerOnce(t *testing.T) {
 		t.Fatalf("no log lines to check in %q", s.Stderr.String())
 	}
 }
+
+// TestEndlessAnswerIsAnsweredAtTheCap: a stdio server whose answer's line never ends
+// (it writes on for ever) left the call unanswered: the line was dropped at the cap
+// but read until its end. Its head named the id and a result, so the host now gets
+// the over-cap error as the cap is passed; and a stop still ends the proxy.
+func TestEndlessAnswerIsAnsweredAtTheCap(t *testing.T) {
+	_, in, out, done := rawProxy(t, nil, nil, []string{"--server", "endless", "--max-message", strconv.Itoa(1 << 20)}, "--reply")
+	in.WriteString(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"endless","arguments":{}}}` + "\n")
+	got := readWithin(t, out)
+	if !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":3,"error":{"code":-32603,`) || !strings.Contains(got, "more than") {
+		t.Fatalf("host got %.300s", got)
+	}
+	in.Close()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the proxy did not end after the host closed its stdin")
+	}
+}

@@ -28,6 +28,9 @@ type Peek struct {
 	// ID and Method are the raw values found (a string literal with its quotes, a
 	// number, null...); nil when absent or too long to be an id (over peekValueMax).
 	ID, Method []byte
+	// Answer says the value of a top-level "result" or "error" member has started:
+	// the message is an answer, whatever follows.
+	Answer bool
 }
 
 type peekState uint8
@@ -180,6 +183,8 @@ func (p *Peek) startValue(nested bool) {
 		p.target = &p.ID
 	case KeyIs(lit, "method"):
 		p.target = &p.Method
+	case KeyIs(lit, "result"), KeyIs(lit, "error"):
+		p.Answer = true
 	}
 }
 

@@ -69,6 +69,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -230,6 +231,14 @@ func run(cfg config) error {
 					}
 					if r.then == thenExit {
 						return nil
+					}
+					if r.then == thenEndless {
+						chunk := bytes.Repeat([]byte("x"), 64<<10)
+						for {
+							if _, werr := out.Write(chunk); werr != nil {
+								return fmt.Errorf("writing the endless line: %w", werr)
+							}
+						}
 					}
 					fmt.Fprintln(os.Stderr, "rawserver: partial answer written")
 					for { // killed mid-message, as a test means to do

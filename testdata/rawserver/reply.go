@@ -203,6 +203,9 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 				r.then = thenHang
 			}
 			return appendPartial(appendResultStart(buf, id))
+		case name == "endless":
+			r.then = thenEndless
+			return append(appendResultStart(buf, id), `{"content":[{"type":"text","text":"`...)
 		case name == "need_input":
 			buf = appendNeedInput(appendResultStart(buf, id), req.inputResponses.Exists())
 		case name == "env" && r.env:
@@ -247,6 +250,7 @@ const (
 	thenGoOn afterAnswer = iota
 	thenExit             // exit with --exit-code: a server that died mid-line
 	thenHang             // write nothing more, read nothing more, until a signal
+	thenEndless          // the answer's line goes on for ever: "x"s, until stdout breaks
 )
 
 // partialSize is the length of the cut-off answer of the "partial" tools: over the
