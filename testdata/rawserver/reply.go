@@ -247,10 +247,10 @@ func appendTextResult(buf []byte, text string, isError bool) []byte {
 type afterAnswer int
 
 const (
-	thenGoOn afterAnswer = iota
-	thenExit             // exit with --exit-code: a server that died mid-line
-	thenHang             // write nothing more, read nothing more, until a signal
-	thenEndless          // the answer's line goes on for ever: "x"s, until stdout breaks
+	thenGoOn    afterAnswer = iota
+	thenExit                // exit with --exit-code: a server that died mid-line
+	thenHang                // write nothing more, read nothing more, until a signal
+	thenEndless             // the answer's line goes on for ever: "x"s, until stdout breaks
 )
 
 // partialSize is the length of the cut-off answer of the "partial" tools: over the
