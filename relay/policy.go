@@ -40,7 +40,11 @@ type policy struct {
 	sweepAt  int                  // len(lists) at which answered ones are swept out
 	calls    map[string]*deadline // the host's tools/call with a deadline, by IDKey
 	tokens   map[string]string    // progress token IDKey → its call's key
-	late     map[string]struct{}  // calls answered at their deadline: their answers are dropped
+	// late are the calls answered at their deadline, by key, with their progress
+	// tokens (lateTokens): their answers and progress notifications are dropped, the
+	// host's request being over.
+	late       map[string]string
+	lateTokens map[string]struct{}
 }
 
 // deadline is one host tools/call with a deadline.
@@ -64,7 +68,8 @@ func newPolicy(p *toolpolicy.Policy) *policy {
 		return nil
 	}
 	return &policy{p: p, lists: make(map[string]struct{}), sweepAt: listsSweep,
-		calls: make(map[string]*deadline), tokens: make(map[string]string), late: make(map[string]struct{})}
+		calls: make(map[string]*deadline), tokens: make(map[string]string),
+		late: make(map[string]string), lateTokens: make(map[string]struct{})}
 }
 
 func (pl *policy) count() {
@@ -205,7 +210,7 @@ func (r *Relay) startDeadline(msg []byte, o *jsonlex.Obj) {
 	pl := r.pol
 	raw := msg[o.ID.Start:o.ID.End]
 	d := &deadline{id: append([]byte(nil), raw...), key: jsonlex.IDKey(raw), due: time.Now().Add(pl.p.CallTimeout)}
-	if pl.p.ResetOnProgress && o.Params.End != 0 {
+	if o.Params.End != 0 {
 		if tok := jsonlex.Get(jsonlex.Get(msg[o.Params.Start:o.Params.End], "_meta"), "progressToken"); tok != nil {
 			d.token = jsonlex.IDKey(tok)
 		}
@@ -216,7 +221,7 @@ func (r *Relay) startDeadline(msg []byte, o *jsonlex.Obj) {
 		old.timer.Stop()
 		pl.forget(old)
 	}
-	delete(pl.late, d.key)
+	pl.forgetLate(d.key)
 	pl.calls[d.key] = d
 	if d.token != "" {
 		pl.tokens[d.token] = d.key
@@ -224,6 +229,16 @@ func (r *Relay) startDeadline(msg []byte, o *jsonlex.Obj) {
 	d.timer = time.AfterFunc(pl.p.CallTimeout, func() { r.deadlinePassed(d) })
 	pl.count()
 	pl.mu.Unlock()
+}
+
+// forgetLate stops dropping what comes for the late call key, under mu.
+func (pl *policy) forgetLate(key string) {
+	if tok, ok := pl.late[key]; ok {
+		delete(pl.late, key)
+		if tok != "" {
+			delete(pl.lateTokens, tok)
+		}
+	}
 }
 
 // forget removes d from the calls, under mu.
@@ -261,9 +276,12 @@ func (r *Relay) deadlinePassed(d *deadline) {
 	inFlight := r.hostReqs.take(d.id)
 	if inFlight {
 		if len(pl.late) >= lateMax {
-			pl.late = make(map[string]struct{})
+			pl.late, pl.lateTokens = make(map[string]string), make(map[string]struct{})
 		}
-		pl.late[d.key] = struct{}{}
+		pl.late[d.key] = d.token
+		if d.token != "" {
+			pl.lateTokens[d.token] = struct{}{}
+		}
 	}
 	pl.count()
 	pl.mu.Unlock()
@@ -326,7 +344,7 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 		case f.IsResponse():
 			k := jsonlex.IDKey(f.ID)
 			if _, ok := pl.late[k]; ok {
-				delete(pl.late, k)
+				pl.forgetLate(k)
 				drop = true
 				break
 			}
@@ -338,9 +356,16 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 				delete(pl.lists, k)
 				pl.cuts = pl.p.ToolCuts(msg, o.Span, pl.cuts)
 			}
-		case len(pl.tokens) > 0 && f.Method != nil && f.ID == nil && jsonlex.KeyIs(f.Method, "notifications/progress"):
-			if key, ok := pl.tokens[jsonlex.IDKey(jsonlex.Get(f.Params, "progressToken"))]; ok {
-				pl.calls[key].due = time.Now().Add(pl.p.CallTimeout)
+		case len(pl.tokens)+len(pl.lateTokens) > 0 && f.Method != nil && f.ID == nil && jsonlex.KeyIs(f.Method, "notifications/progress"):
+			tok := jsonlex.IDKey(jsonlex.Get(f.Params, "progressToken"))
+			if _, ok := pl.lateTokens[tok]; ok {
+				drop = true // of a call the host has its answer to
+				break
+			}
+			if key, ok := pl.tokens[tok]; ok && pl.p.ResetOnProgress {
+				if d := pl.calls[key]; d != nil {
+					d.due = time.Now().Add(pl.p.CallTimeout)
+				}
 			}
 		}
 		pl.hide = append(pl.hide, drop)
@@ -356,7 +381,7 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 	if dropped > 0 {
 		start := jsonlex.SkipSpace(msg, 0)
 		if msg[start] == '{' {
-			r.log.Debug("dropped an answer that came after its call's deadline")
+			r.log.Debug("dropped a message for a call past its deadline")
 			r.flushHost()
 			return nil
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -384,4 +385,92 @@ func TestCallTimeoutProgress(t *testing.T) {
 		ps.sync(t, 2) // and, timed out, its late answer is dropped
 		ps.end()
 	}
+}
+
+// everything is the command line of the official server-everything (e2e/'s npm
+// install), or the test is failed (skipped with BIR_SKIP_E2E=1), as e2e/ does.
+func everything(t *testing.T) []string {
+	t.Helper()
+	module := filepath.Join(testutil.ModuleRoot(t), "e2e", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(module); err != nil {
+		if os.Getenv("BIR_SKIP_E2E") == "1" {
+			t.Skip("BIR_SKIP_E2E=1")
+		}
+		t.Fatalf("server-everything is not installed: run npm ci in e2e/ (%v)", err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	return []string{node, module, "stdio"}
+}
+
+const everythingInit = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+// nextAnswer is the next message that is not a notification.
+func nextAnswer(t *testing.T, recv func() string) string {
+	t.Helper()
+	for {
+		m := recv()
+		if !gjson.Get(m, "method").Exists() {
+			return m
+		}
+	}
+}
+
+// TestToolPolicyEverything: the official server-everything through the binary: its
+// tools/list, filtered, is the server's own bytes less the hidden tools (compared
+// with what it says to a host without the proxy); a hidden tool's call is answered as
+// an unknown tool and nothing else comes for it; a long-running call gets the error
+// at its deadline while a quick one is untouched.
+func TestToolPolicyEverything(t *testing.T) {
+	t.Parallel()
+	cmd := everything(t)
+	direct := testutil.Start(t, exec.Command(cmd[0], cmd[1:]...))
+	direct.Send(everythingInit, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	nextAnswer(t, direct.ReadLine)
+	orig := strings.TrimSuffix(nextAnswer(t, direct.ReadLine), "\n")
+
+	args := append([]string{"--server", "everything", "--ignore-tool", "get-*", "--ignore-tool", "ECHO", "--call-timeout", "300ms", "--"}, cmd...)
+	s := startProxy(t, nil, args...)
+	s.Send(everythingInit, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	nextAnswer(t, s.recv)
+	got := nextAnswer(t, s.recv)
+	hidden := func(n string) bool { return strings.HasPrefix(n, "get-") || n == "echo" }
+	names := checkSpliced(t, orig, got, hidden)
+	if len(names) == 0 || strings.Contains(got, `"name":"get-sum"`) || !strings.Contains(got, `"trigger-long-running-operation"`) {
+		t.Errorf("the filtered list shows %v", names)
+	}
+
+	s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}}}`)
+	if a := nextAnswer(t, s.recv); a != `{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Unknown tool: echo"}}` {
+		t.Errorf("the hidden echo answered %s", a)
+	}
+	s.Send(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	if a := nextAnswer(t, s.recv); gjson.Get(a, "id").Raw != "3" {
+		t.Fatalf("after the refused call, the server answered %s: it was sent", a)
+	}
+
+	sent := time.Now()
+	s.Send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"trigger-long-running-operation","arguments":{"duration":3,"steps":3},"_meta":{"progressToken":"p4"}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"toggle-simulated-logging","arguments":{}}}`)
+	for range 2 {
+		a := nextAnswer(t, s.recv)
+		switch gjson.Get(a, "id").Raw {
+		case "4":
+			if took := time.Since(sent); gjson.Get(a, "error.code").Int() != -32001 || took < 300*time.Millisecond || took > 350*time.Millisecond {
+				t.Errorf("the long call answered %s after %v", a, took)
+			}
+		case "5":
+			if !gjson.Get(a, "result.content").Exists() {
+				t.Errorf("the quick call answered %s", a)
+			}
+		default:
+			t.Fatalf("unexpected %s", a)
+		}
+	}
+	// The server, with an operation it was told to cancel still winding down, may
+	// need the SIGTERM: its status is not what this test is about.
+	s.Stdin.Close()
+	s.ExitCode()
 }
