@@ -130,33 +130,16 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 		}
 		return nil, true
 	}
-	// A batch: its hidden calls are cut out of it, and the rest goes.
-	elems, ok := jsonlex.Elements(msg, start)
+	// A batch: its hidden calls are cut out of it, and the rest goes (none of it, when
+	// it is not a batch the lexer follows: it found the objects all the same).
+	cuts, ok := batchCuts(msg, start, objs, pl.hide)
 	if !ok || msg[start] != '[' {
-		// Not a batch the lexer follows (it found the objects all the same): none of it goes.
 		if r.ic != nil {
 			r.ic.Forwarded(time.Now())
 		}
 		return nil, true
 	}
-	remove := make([]bool, len(elems))
-	kept := len(elems)
-	for i, j := 0, 0; i < len(elems) && j < len(objs); i++ {
-		for j < len(objs) && objs[j].Start < elems[i].Start {
-			j++
-		}
-		if j < len(objs) && objs[j].Start == elems[i].Start && pl.hide[j] {
-			remove[i] = true
-			kept--
-		}
-	}
-	if kept == 0 {
-		if r.ic != nil {
-			r.ic.Forwarded(time.Now())
-		}
-		return nil, true
-	}
-	pl.cuts = toolpolicy.ElementCuts(elems, remove, pl.cuts[:0])
+	pl.cuts = cuts
 	out = toolpolicy.Cut(msg, pl.cuts)
 	r.lx.Lex(out)
 	return out, false
@@ -385,29 +368,14 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 			r.flushHost()
 			return nil
 		}
-		elems, ok := jsonlex.Elements(msg, start)
+		cuts, ok := batchCuts(msg, start, objs, pl.hide)
 		if !ok {
-			r.flushHost()
-			return nil
-		}
-		remove := make([]bool, len(elems))
-		kept := len(elems)
-		for i, j := 0, 0; i < len(elems) && j < len(objs); i++ {
-			for j < len(objs) && objs[j].Start < elems[i].Start {
-				j++
-			}
-			if j < len(objs) && objs[j].Start == elems[i].Start && pl.hide[j] {
-				remove[i] = true
-				kept--
-			}
-		}
-		if kept == 0 {
 			r.flushHost()
 			return nil
 		}
 		// The late answers' cuts and the tool cuts, in order: a tool cut lies inside
 		// an element that is kept.
-		pl.cuts = mergeCuts(pl.cuts, toolpolicy.ElementCuts(elems, remove, nil))
+		pl.cuts = mergeCuts(pl.cuts, cuts)
 	}
 	out := toolpolicy.Cut(msg, pl.cuts)
 	r.upLx.Lex(out)
@@ -421,6 +389,31 @@ func (r *Relay) flushHost() {
 	if err := r.hostOut.Flush(); err != nil {
 		r.log.Debug("could not write to the host", "err", err)
 	}
+}
+
+// batchCuts are the cuts that take out of the batch at msg[start] the elements that
+// are objs[i] with drop[i] set. ok is false when it is not a batch the lexer follows,
+// or no element is left.
+func batchCuts(msg []byte, start int, objs []jsonlex.Obj, drop []bool) (cuts []jsonlex.Span, ok bool) {
+	elems, ok := jsonlex.Elements(msg, start)
+	if !ok {
+		return nil, false
+	}
+	remove := make([]bool, len(elems))
+	kept := len(elems)
+	for i, j := 0, 0; i < len(elems) && j < len(objs); i++ {
+		for j < len(objs) && objs[j].Start < elems[i].Start {
+			j++
+		}
+		if j < len(objs) && objs[j].Start == elems[i].Start && drop[j] {
+			remove[i] = true
+			kept--
+		}
+	}
+	if kept == 0 {
+		return nil, false
+	}
+	return toolpolicy.ElementCuts(elems, remove, nil), true
 }
 
 // mergeCuts merges two sorted lists of disjoint cuts that do not overlap each other.

@@ -256,6 +256,15 @@ func TestToolFilterRaw(t *testing.T) {
 	if names := checkSpliced(t, ps.sentWith(t, "8"), got, hidden); strings.Join(names, ",") != "progress,new_tool" {
 		t.Errorf("the changed page 2 shows %v", names)
 	}
+	// In a batch the hidden call is cut out, with its separator, and the rest goes.
+	ps.Send(`[ {"jsonrpc":"2.0","id":30,"method":"ping"} , {"jsonrpc":"2.0","id":31,"method":"tools/call","params":{"name":"secret_b","arguments":{}}} ]`)
+	if got := ps.recv(); gjson.Get(got, "error.message").String() != "Unknown tool: secret_b" {
+		t.Errorf("hidden call in a batch answered %s", got)
+	}
+	testutil.Eventually(t, "the rest of the batch", func() bool { return ps.received(t, `[ {"jsonrpc":"2.0","id":30,"method":"ping"} ]`) })
+	if ps.received(t, "secret_b") {
+		t.Error("a hidden call in a batch reached the server")
+	}
 	ps.end()
 
 	var refused string
