@@ -461,22 +461,3 @@ func (r *Relay) refuseOwn(msg []byte, req Request) (answer []byte, ok bool) {
 	}
 	return answer, true
 }
-
-// take removes id from the set and reports whether it was there.
-func (p *pending) take(id []byte) bool {
-	kb, plain := jsonlex.IDKeyBytes(id)
-	if !plain {
-		kb = []byte(jsonlex.IDKey(id))
-	}
-	n, isInt := intKey(kb)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if isInt {
-		_, ok := p.ints[n]
-		delete(p.ints, n)
-		return ok
-	}
-	_, ok := p.ids[string(kb)]
-	delete(p.ids, string(kb))
-	return ok
-}
