@@ -98,6 +98,10 @@ func (t *tracker) handle(ev event) {
 	case evProxy:
 		t.host(ev)
 	case evUpstream:
+		if ev.timedOut {
+			t.timedOut(ev.msg, ev.at) // policy.go
+			return
+		}
 		if ev.top.ok {
 			t.answer(ev.top.fields(ev.msg), ev.at, "")
 			return

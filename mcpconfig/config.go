@@ -294,6 +294,9 @@ type Server struct {
 	// ProxyCommand is the bir-proxy a wrapped entry runs, as written.
 	ProxyCommand string
 	Problem      string // why a KindUnknown entry is not understood
+	// Policy are the tool-policy flags a wrapped entry gives the proxy, each as
+	// "--flag value" (policy.go).
+	Policy []string
 }
 
 // Servers lists the entries in file order.
@@ -302,7 +305,7 @@ func (d *Document) Servers() []Server {
 	for _, e := range d.entries() {
 		s := Server{
 			Name: e.name, Kind: e.kind, Command: e.upstream(), URL: e.url,
-			ProxyName: e.proxyName, Problem: e.problem,
+			ProxyName: e.proxyName, Problem: e.problem, Policy: e.policyArgs(),
 		}
 		switch e.kind {
 		case KindRemote:

@@ -28,6 +28,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/toolpolicy"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
@@ -124,6 +125,8 @@ type Options struct {
 	IDPrefix   string
 	MaxMessage int
 	Logger     *slog.Logger
+	// Policy, when it is active, hides tools and puts deadlines on calls (policy.go).
+	Policy *toolpolicy.Policy
 }
 
 // Relay is one host session relayed to one upstream.
@@ -184,6 +187,8 @@ type Relay struct {
 
 	hostDone chan struct{} // closed when the host pump has returned
 	hostErr  error
+
+	pol *policy // nil without an active Options.Policy
 }
 
 // waiter is one of the proxy's own requests awaiting its answer. ch is nil once its
@@ -246,6 +251,7 @@ func New(o Options) *Relay {
 		serverReqs:  newPending(),
 		hostDone:    make(chan struct{}),
 		endedAnswer: make(chan struct{}, 1),
+		pol:         newPolicy(o.Policy),
 	}
 }
 
@@ -387,6 +393,7 @@ func (r *Relay) now() time.Time {
 // forward sends one host message upstream; it returns false once Run has ended.
 func (r *Relay) forward(msg []byte, readAt time.Time) bool {
 	ok, ended := r.forwardLocked(msg, readAt)
+	r.writeRefused()
 	if ended != nil {
 		// Written outside sendMu: a host that is slow to read must not hold the lock
 		// the end of Run takes (nor the proxy's own requests, which take it too).
@@ -421,6 +428,12 @@ func (r *Relay) forwardLocked(msg []byte, readAt time.Time) (bool, *endedRequest
 			msg = r.ic.FromHost(msg, readAt)
 		}
 		r.lx.Lex(msg)
+	}
+	if r.pol != nil {
+		var all bool
+		if msg, all = r.policyFromHost(msg); all {
+			return true, nil
+		}
 	}
 	if r.endedWhy != "" {
 		// The server ended before serving the session: the host is told why, request
@@ -640,6 +653,11 @@ func (r *Relay) upstreamPump() error {
 				return fmt.Errorf("writing to the host: %w", err)
 			}
 			continue
+		}
+		if r.pol != nil {
+			if msg = r.policyFromUpstream(msg); msg == nil {
+				continue
+			}
 		}
 		write := r.hostOut.Write
 		if r.batch != nil && r.batch.Buffered() {
@@ -970,6 +988,9 @@ func (r *Relay) Call(ctx context.Context, req Request) ([]byte, error) {
 		// server as several lines, each a message of its own that the host never
 		// sent: refused before anything is registered or written.
 		return nil, fmt.Errorf("sending %s to the upstream: %w", req.Method, ErrMalformed)
+	}
+	if answer, ok := r.refuseOwn(msg, req); ok {
+		return answer, nil // a hidden tool: answered as the host's calls of it are
 	}
 	w := &waiter{ch: make(chan callResult, 1)}
 	r.mu.Lock()

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/bir-dev/bir-proxy/toolpolicy"
 )
 
 // sizeFlag is a flag holding a size in bytes, written as a number with an optional unit
@@ -72,4 +75,15 @@ func formatSize(n int64) string {
 		}
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// definePolicyFlags defines the flags of the tool policy (toolpolicy.Policy): with
+// none of them given, the policy changes nothing.
+func definePolicyFlags(fs *flag.FlagSet) *toolpolicy.Policy {
+	p := &toolpolicy.Policy{}
+	fs.Var((*repeated)(&p.Ignore), "ignore-tool", "hide the tools whose names match `PATTERN` (* for any run of characters, case ignored) from the host, and refuse their calls (repeatable)")
+	fs.Var((*repeated)(&p.Allow), "allow-tool", "show the host only the tools whose names match `PATTERN`, and refuse the others' calls (repeatable)")
+	fs.DurationVar(&p.CallTimeout, "call-timeout", 0, "answer a tools/call still running after `DURATION` with an error, and cancel it on the server (default: no deadline)")
+	fs.BoolVar(&p.ResetOnProgress, "call-timeout-reset-on-progress", false, "with --call-timeout: each progress notification of a call starts its deadline again")
+	return p
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/bir-dev/bir-proxy/replay"
 	"github.com/bir-dev/bir-proxy/revive"
 	"github.com/bir-dev/bir-proxy/servername"
+	"github.com/bir-dev/bir-proxy/toolpolicy"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
@@ -81,6 +82,7 @@ type proxyFlags struct {
 	headerFiles    []string
 	connectTimeout time.Duration
 	oauth          *oauthFlags
+	policy         *toolpolicy.Policy
 }
 
 // repeated is a flag that may be given many times.
@@ -113,6 +115,7 @@ func defineProxyFlags(fs *flag.FlagSet) *proxyFlags {
 	fs.Var((*repeated)(&f.headerFiles), "header-file", "with --url: a file of \"Name: value\" lines, for secrets kept out of the argument list (repeatable)")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", upstream.DefaultConnectTimeout, "with --url: how long to wait for a connection to the server")
 	f.oauth = defineOAuthFlags(fs, true)
+	f.policy = definePolicyFlags(fs)
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	return f
 }
@@ -152,6 +155,8 @@ func parseProxyFlags(c *cli, args []string) (f *proxyFlags, code int, ok bool) {
 		return nil, c.usageError("", fmt.Errorf("--stop-grace %v: want a duration of 0 or more", f.stopGrace)), false
 	case f.spoolMax.n < recorder.MinSpoolMax:
 		return nil, c.usageError("", fmt.Errorf("--spool-max %s is below the least it can be, %s", formatSize(f.spoolMax.n), formatSize(recorder.MinSpoolMax))), false
+	case f.policy.Check() != nil:
+		return nil, c.usageError("", f.policy.Check()), false
 	}
 	f.command = cmd
 	if f.url != "" {
@@ -360,6 +365,7 @@ func runProxy(c *cli, args []string) int {
 		IDs:        ownIDs(),
 		MaxMessage: f.maxMessage,
 		Logger:     logger,
+		Policy:     f.policy,
 	})
 	var ex *replay.Executor
 	if remote != nil {

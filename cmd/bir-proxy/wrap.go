@@ -707,6 +707,9 @@ func printServers(w io.Writer, servers []mcpconfig.Server, checks map[string]pro
 		default:
 			state, what = "not understood", s.Problem
 		}
+		if len(s.Policy) > 0 {
+			what += "  [" + strings.Join(s.Policy, " ") + "]"
+		}
 		if ch, ok := checks[s.ProxyCommand]; ok && ch.err != nil && state == "wrapped" {
 			state = "BROKEN"
 			what += "  (" + s.ProxyCommand + " does not run)"

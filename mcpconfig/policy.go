@@ -1,0 +1,57 @@
+package mcpconfig
+
+import "strings"
+
+// policyFlags are the proxy's tool-policy flags (toolpolicy), which status shows per
+// server; the value-less one is last.
+var policyFlags = []string{"ignore-tool", "allow-tool", "call-timeout", "call-timeout-reset-on-progress"}
+
+// policyArgs are the tool-policy flags a wrapped entry gives the proxy, each as
+// "--flag value", in order; nil for none or an entry that is not wrapped.
+func (e entry) policyArgs() []string {
+	if e.kind != KindWrapped && e.kind != KindWrappedRemote {
+		return nil
+	}
+	end := len(e.argv)
+	if e.kind == KindWrapped {
+		end = e.cmdAt
+	}
+	var out []string
+	for i := 0; i < end; i++ {
+		a := e.argv[i].value.Str
+		if a == "--" {
+			break
+		}
+		name, value, eq := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		for j, f := range policyFlags {
+			if name != f {
+				continue
+			}
+			switch {
+			case j == len(policyFlags)-1:
+				out = append(out, "--"+f)
+			case eq:
+				out = append(out, "--"+f+" "+value)
+			case i+1 < end:
+				i++
+				out = append(out, "--"+f+" "+e.argv[i].value.Str)
+			}
+		}
+		if !eq && TakesValue(name) && !isPolicyFlag(name) {
+			i++ // another flag's value, which could look like one of these
+		}
+	}
+	return out
+}
+
+func isPolicyFlag(name string) bool {
+	for _, f := range policyFlags {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}

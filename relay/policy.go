@@ -1,0 +1,463 @@
+package relay
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/toolpolicy"
+)
+
+// TimeoutInterceptor is an Interceptor that can be told a host's tools/call ended at
+// its deadline (--call-timeout): answer is the error the relay sent the host for it,
+// and the call's report says timeout rather than rpc_error. Without it, interception
+// is given answer as the upstream's (FromUpstream).
+type TimeoutInterceptor interface {
+	CallTimedOut(answer []byte, at time.Time)
+}
+
+// policy is the relay's part in a toolpolicy.Policy: it knows which of the host's
+// requests in flight are tools/list (whose answers lose the hidden tools) and
+// tools/call with a deadline (answered by the relay when it passes, their late
+// answers dropped), and refuses the calls of hidden tools before they reach the
+// server. A relay with no policy has none (Relay.pol is nil), and the pumps do not
+// look.
+type policy struct {
+	p *toolpolicy.Policy
+
+	// refused are the answers to hidden calls of the host message being forwarded,
+	// written once sendMu is released; the host pump's only.
+	refused [][]byte
+	cuts    []jsonlex.Span
+	hide    []bool
+
+	// watching counts the entries of lists, calls and late: while it is zero an
+	// upstream message is not looked at.
+	watching atomic.Int64
+	mu       sync.Mutex
+	lists    map[string]struct{}  // the host's tools/list in flight, by IDKey
+	sweepAt  int                  // len(lists) at which answered ones are swept out
+	calls    map[string]*deadline // the host's tools/call with a deadline, by IDKey
+	tokens   map[string]string    // progress token IDKey → its call's key
+	// late are the calls answered at their deadline, by key, with their progress
+	// tokens (lateTokens): their answers and progress notifications are dropped, the
+	// host's request being over.
+	late       map[string]string
+	lateTokens map[string]struct{}
+}
+
+// deadline is one host tools/call with a deadline.
+type deadline struct {
+	id    []byte // raw, copied
+	key   string
+	token string // IDKey of its progress token; "" for none
+	due   time.Time
+	timer *time.Timer
+}
+
+// Bounds of the policy's sets, which a host or server controls: past them answered
+// entries are swept (lists), or the oldest generation is forgotten (late, as stale).
+const (
+	listsSweep = 4096
+	lateMax    = 4096
+)
+
+func newPolicy(p *toolpolicy.Policy) *policy {
+	if !p.Active() {
+		return nil
+	}
+	return &policy{p: p, lists: make(map[string]struct{}), sweepAt: listsSweep,
+		calls: make(map[string]*deadline), tokens: make(map[string]string),
+		late: make(map[string]string), lateTokens: make(map[string]struct{})}
+}
+
+func (pl *policy) count() {
+	pl.watching.Store(int64(len(pl.lists) + len(pl.calls) + len(pl.late)))
+}
+
+// policyFromHost applies the policy to the host message msg, which r.lx describes,
+// under sendMu: the calls of hidden tools are taken out of it (their answers wait in
+// pol.refused for writeRefused), the tools/list requests left are noted, and the
+// tools/call left get their deadline. It returns what is left to forward, lexed into
+// r.lx; all says nothing is (interception was told it was forwarded).
+func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
+	pl := r.pol
+	objs := r.lx.RPC()
+	nHidden := 0
+	pl.hide = pl.hide[:0]
+	for i := range objs {
+		o := &objs[i]
+		hidden := false
+		switch {
+		case o.Method.End == 0:
+		case isMethod(msg, o, "tools/call"):
+			var nameLit []byte
+			if hidden, nameLit = r.hiddenCall(msg, o); hidden {
+				if o.ID.End != 0 {
+					pl.refused = append(pl.refused, toolpolicy.UnknownTool(msg[o.ID.Start:o.ID.End], nameLit))
+				}
+			} else if o.ID.End != 0 && pl.p.CallTimeout > 0 {
+				r.startDeadline(msg, o)
+			}
+		case o.ID.End != 0 && pl.p.Filters() && isMethod(msg, o, "tools/list"):
+			pl.mu.Lock()
+			if len(pl.lists) >= pl.sweepAt {
+				for k := range pl.lists {
+					if !r.hostReqs.hasKey(k) {
+						delete(pl.lists, k)
+					}
+				}
+				pl.sweepAt = max(listsSweep, 2*len(pl.lists))
+			}
+			pl.lists[jsonlex.IDKey(msg[o.ID.Start:o.ID.End])] = struct{}{}
+			pl.count()
+			pl.mu.Unlock()
+		}
+		pl.hide = append(pl.hide, hidden)
+		if hidden {
+			nHidden++
+		}
+	}
+	if nHidden == 0 {
+		return msg, false
+	}
+	start := jsonlex.SkipSpace(msg, 0)
+	if nHidden == len(objs) && msg[start] == '{' {
+		// The message is the hidden call: nothing goes to the server.
+		if r.ic != nil {
+			r.ic.Forwarded(time.Now())
+		}
+		return nil, true
+	}
+	// A batch: its hidden calls are cut out of it, and the rest goes (none of it, when
+	// it is not a batch the lexer follows: it found the objects all the same).
+	cuts, ok := batchCuts(msg, start, objs, pl.hide)
+	if !ok || msg[start] != '[' {
+		if r.ic != nil {
+			r.ic.Forwarded(time.Now())
+		}
+		return nil, true
+	}
+	pl.cuts = cuts
+	out = toolpolicy.Cut(msg, pl.cuts)
+	r.lx.Lex(out)
+	return out, false
+}
+
+func isMethod(msg []byte, o *jsonlex.Obj, name string) bool {
+	if o.Recheck {
+		// Several "method" members: a server may act on any of them.
+		found := false
+		jsonlex.EachMember(msg, o.Start, func(m jsonlex.Member) bool {
+			if jsonlex.KeyIs(msg[m.Key.Start:m.Key.End], "method") && jsonlex.KeyIs(msg[m.Value.Start:m.Value.End], name) {
+				found = true
+			}
+			return !found
+		})
+		return found
+	}
+	return jsonlex.KeyIs(msg[o.Method.Start:o.Method.End], name)
+}
+
+// hiddenCall reports whether the tools/call o calls a hidden tool, and the literal of
+// the name it calls. An object with duplicate members is hidden when any "name" of
+// any "params" is: a server that reads the first of them must not be reached either.
+func (r *Relay) hiddenCall(msg []byte, o *jsonlex.Obj) (bool, []byte) {
+	p := r.pol.p
+	if !p.Filters() {
+		return false, nil
+	}
+	if !o.Recheck {
+		lit := msg[o.Name.Start:o.Name.End]
+		return p.HiddenLit(lit), lit
+	}
+	var hit []byte
+	jsonlex.EachMember(msg, o.Start, func(m jsonlex.Member) bool {
+		if !jsonlex.KeyIs(msg[m.Key.Start:m.Key.End], "params") || msg[m.Value.Start] != '{' {
+			return true
+		}
+		jsonlex.EachMember(msg, m.Value.Start, func(n jsonlex.Member) bool {
+			if jsonlex.KeyIs(msg[n.Key.Start:n.Key.End], "name") && p.HiddenLit(msg[n.Value.Start:n.Value.End]) {
+				hit = msg[n.Value.Start:n.Value.End]
+			}
+			return hit == nil
+		})
+		return hit == nil
+	})
+	return hit != nil, hit
+}
+
+// startDeadline gives the host's tools/call o its deadline, from now.
+func (r *Relay) startDeadline(msg []byte, o *jsonlex.Obj) {
+	pl := r.pol
+	raw := msg[o.ID.Start:o.ID.End]
+	d := &deadline{id: append([]byte(nil), raw...), key: jsonlex.IDKey(raw), due: time.Now().Add(pl.p.CallTimeout)}
+	if o.Params.End != 0 {
+		if tok := jsonlex.Get(jsonlex.Get(msg[o.Params.Start:o.Params.End], "_meta"), "progressToken"); tok != nil {
+			d.token = jsonlex.IDKey(tok)
+		}
+	}
+	pl.mu.Lock()
+	if old, ok := pl.calls[d.key]; ok {
+		// The host reused an id in flight: the new call's deadline is the one kept.
+		old.timer.Stop()
+		pl.forget(old)
+	}
+	pl.forgetLate(d.key)
+	pl.calls[d.key] = d
+	if d.token != "" {
+		pl.tokens[d.token] = d.key
+	}
+	d.timer = time.AfterFunc(pl.p.CallTimeout, func() { r.deadlinePassed(d) })
+	pl.count()
+	pl.mu.Unlock()
+}
+
+// forgetLate stops dropping what comes for the late call key, under mu.
+func (pl *policy) forgetLate(key string) {
+	if tok, ok := pl.late[key]; ok {
+		delete(pl.late, key)
+		if tok != "" {
+			delete(pl.lateTokens, tok)
+		}
+	}
+}
+
+// forget removes d from the calls, under mu.
+func (pl *policy) forget(d *deadline) {
+	delete(pl.calls, d.key)
+	if d.token != "" && pl.tokens[d.token] == d.key {
+		delete(pl.tokens, d.token)
+	}
+}
+
+// deadlinePassed answers the host's call d, if it is still in flight, with the
+// timeout error; tells interception; and sends the server notifications/cancelled
+// for it. Its answer, if it comes, is dropped. Held under sendMu throughout, as
+// refuseTooLong: after Run, neither the upstream nor interception is touched.
+func (r *Relay) deadlinePassed(d *deadline) {
+	pl := r.pol
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	if r.stopped {
+		return
+	}
+	pl.mu.Lock()
+	if pl.calls[d.key] != d {
+		pl.mu.Unlock()
+		return // answered, or its id reused
+	}
+	if left := time.Until(d.due); left > 0 {
+		d.timer.Reset(left) // progress moved it
+		pl.mu.Unlock()
+		return
+	}
+	pl.forget(d)
+	// Still in flight only if nobody answered it: the server (its answer is on its
+	// way), the relay for a server that went away, or the host's own cancel.
+	inFlight := r.hostReqs.take(d.id)
+	if inFlight {
+		if len(pl.late) >= lateMax {
+			pl.late, pl.lateTokens = make(map[string]string), make(map[string]struct{})
+		}
+		pl.late[d.key] = d.token
+		if d.token != "" {
+			pl.lateTokens[d.token] = struct{}{}
+		}
+	}
+	pl.count()
+	pl.mu.Unlock()
+	if !inFlight {
+		return
+	}
+	answer := toolpolicy.Timeout(d.id, pl.p.CallTimeout)
+	at := time.Now()
+	if err := r.hostOut.Write(answer); err != nil {
+		r.log.Debug("could not answer the host", "err", err)
+	}
+	if ti, ok := r.ic.(TimeoutInterceptor); ok {
+		ti.CallTimedOut(answer, at)
+	} else if r.ic != nil {
+		r.ic.FromUpstream(answer, at)
+	}
+	if err := r.up.Write(toolpolicy.Cancel(d.id, pl.p.CallTimeout)); err != nil {
+		r.log.Debug("could not cancel a call past its deadline", "err", err)
+	}
+	r.log.Debug("a tool call passed its deadline", "id", string(d.id), "timeout", pl.p.CallTimeout)
+}
+
+// writeRefused writes the answers to the hidden calls of the message just forwarded.
+func (r *Relay) writeRefused() {
+	pl := r.pol
+	if pl == nil || len(pl.refused) == 0 {
+		return
+	}
+	for i, a := range pl.refused {
+		if err := r.hostOut.Write(a); err != nil {
+			r.log.Debug("could not answer the host", "err", err)
+		} else if r.ic != nil {
+			r.ic.FromUpstream(a, time.Now())
+		}
+		pl.refused[i] = nil
+	}
+	pl.refused = pl.refused[:0]
+}
+
+// policyFromUpstream applies the policy to msg from the upstream, which r.upLx
+// describes, before it goes to the host: an answer to a tools/list loses the hidden
+// tools, a late answer to a call the relay answered at its deadline is dropped, and a
+// progress notification moves its call's deadline (ResetOnProgress). It returns what
+// is left, lexed into r.upLx; nil for nothing.
+func (r *Relay) policyFromUpstream(msg []byte) []byte {
+	pl := r.pol
+	if pl.watching.Load() == 0 {
+		return msg
+	}
+	objs := r.upLx.RPC()
+	pl.cuts = pl.cuts[:0]
+	pl.hide = pl.hide[:0]
+	dropped := 0
+	pl.mu.Lock()
+	for i := range objs {
+		o := &objs[i]
+		drop := false
+		f := o.Fields(msg)
+		switch {
+		case f.IsResponse():
+			k := jsonlex.IDKey(f.ID)
+			if _, ok := pl.late[k]; ok {
+				pl.forgetLate(k)
+				drop = true
+				break
+			}
+			if d, ok := pl.calls[k]; ok {
+				d.timer.Stop()
+				pl.forget(d)
+			}
+			if _, ok := pl.lists[k]; ok {
+				delete(pl.lists, k)
+				pl.cuts = pl.p.ToolCuts(msg, o.Span, pl.cuts)
+			}
+		case len(pl.tokens)+len(pl.lateTokens) > 0 && f.Method != nil && f.ID == nil && jsonlex.KeyIs(f.Method, "notifications/progress"):
+			tok := jsonlex.IDKey(jsonlex.Get(f.Params, "progressToken"))
+			if _, ok := pl.lateTokens[tok]; ok {
+				drop = true // of a call the host has its answer to
+				break
+			}
+			if key, ok := pl.tokens[tok]; ok && pl.p.ResetOnProgress {
+				if d := pl.calls[key]; d != nil {
+					d.due = time.Now().Add(pl.p.CallTimeout)
+				}
+			}
+		}
+		pl.hide = append(pl.hide, drop)
+		if drop {
+			dropped++
+		}
+	}
+	pl.count()
+	pl.mu.Unlock()
+	if dropped == 0 && len(pl.cuts) == 0 {
+		return msg
+	}
+	if dropped > 0 {
+		start := jsonlex.SkipSpace(msg, 0)
+		if msg[start] == '{' {
+			r.log.Debug("dropped a message for a call past its deadline")
+			r.flushHost()
+			return nil
+		}
+		cuts, ok := batchCuts(msg, start, objs, pl.hide)
+		if !ok {
+			r.flushHost()
+			return nil
+		}
+		// The late answers' cuts and the tool cuts, in order: a tool cut lies inside
+		// an element that is kept.
+		pl.cuts = mergeCuts(pl.cuts, cuts)
+	}
+	out := toolpolicy.Cut(msg, pl.cuts)
+	r.upLx.Lex(out)
+	return out
+}
+
+// flushHost writes out what the upstream pump held for the host (it holds a message
+// when the next is already read): the next message, dropped, will not. A failed
+// write fails the pump's next one too, which says so.
+func (r *Relay) flushHost() {
+	if err := r.hostOut.Flush(); err != nil {
+		r.log.Debug("could not write to the host", "err", err)
+	}
+}
+
+// batchCuts are the cuts that take out of the batch at msg[start] the elements that
+// are objs[i] with drop[i] set. ok is false when it is not a batch the lexer follows,
+// or no element is left.
+func batchCuts(msg []byte, start int, objs []jsonlex.Obj, drop []bool) (cuts []jsonlex.Span, ok bool) {
+	elems, ok := jsonlex.Elements(msg, start)
+	if !ok {
+		return nil, false
+	}
+	remove := make([]bool, len(elems))
+	kept := len(elems)
+	for i, j := 0, 0; i < len(elems) && j < len(objs); i++ {
+		for j < len(objs) && objs[j].Start < elems[i].Start {
+			j++
+		}
+		if j < len(objs) && objs[j].Start == elems[i].Start && drop[j] {
+			remove[i] = true
+			kept--
+		}
+	}
+	if kept == 0 {
+		return nil, false
+	}
+	return toolpolicy.ElementCuts(elems, remove, nil), true
+}
+
+// mergeCuts merges two sorted lists of disjoint cuts that do not overlap each other.
+func mergeCuts(a, b []jsonlex.Span) []jsonlex.Span {
+	out := make([]jsonlex.Span, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		if len(b) == 0 || len(a) > 0 && a[0].Start < b[0].Start {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return out
+}
+
+// refuseOwn answers a request of the proxy's own, msg (a replay dispatch), that calls
+// a hidden tool, as the host's are answered: it never reaches the server, and
+// interception sees the request and its answer. ok is false for any other request.
+func (r *Relay) refuseOwn(msg []byte, req Request) (answer []byte, ok bool) {
+	if r.pol == nil || req.Method != "tools/call" || !r.pol.p.Filters() {
+		return nil, false
+	}
+	var lx jsonlex.Line
+	lx.Lex(msg)
+	if len(lx.Objs) != 1 {
+		return nil, false
+	}
+	o := &lx.Objs[0]
+	hidden, nameLit := r.hiddenCall(msg, o)
+	if !hidden {
+		return nil, false
+	}
+	answer = toolpolicy.UnknownTool(msg[o.ID.Start:o.ID.End], nameLit)
+	r.sendMu.Lock()
+	stopped := r.stopped
+	if !stopped && r.ic != nil {
+		r.ic.FromProxy(msg, Own{Origin: req.Origin}, time.Now())
+	}
+	r.sendMu.Unlock()
+	if !stopped && r.ic != nil {
+		r.ic.ToProxy(answer, time.Now())
+	}
+	if req.Sent != nil {
+		req.Sent()
+	}
+	return answer, true
+}
