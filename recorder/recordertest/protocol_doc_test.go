@@ -295,6 +295,12 @@ func TestProtocolDocCoversTheProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The register's version is the binary's --version line, less "bir-proxy ".
+	if out, err := exec.Command(proxy, "--version").Output(); err != nil {
+		t.Fatal(err)
+	} else if want := strings.TrimPrefix(strings.TrimSpace(string(out)), "bir-proxy "); regs[0].Get("version").String() != want {
+		t.Errorf("the register says version %s; --version says %q", regs[0].Get("version").Raw, want)
+	}
 	s.Dispatch(regs[0].ProxyID, Dispatch{DispatchID: "d-1", Tool: "echo", Arguments: json.RawMessage(`{"text":"again"}`), TimeoutMs: 10000})
 	if _, err := s.Wait(ctx, func(v Snapshot) bool { return len(v.Results) >= 1 && len(v.Steps) >= 3 }); err != nil {
 		t.Fatal(err)
