@@ -110,6 +110,17 @@ are never shown.`,
 			run:   runAuth,
 		},
 		{
+			name: "completion", synopsis: "bash|zsh|fish",
+			summary: "a shell completion script: commands, flags, server names",
+			about: `Prints a completion script for the shell: bash (eval "$(bir-proxy completion bash)"
+in ~/.bashrc), zsh (the same in ~/.zshrc) or fish (bir-proxy completion fish >
+~/.config/fish/completions/bir-proxy.fish). It completes the commands and their
+flags and, for wrap, unwrap and log --server, the server names of the MCP configs
+wrap would use from the current directory (and, for log, of the journals).`,
+			flags: func(*flag.FlagSet) any { return nil },
+			run:   runCompletion,
+		},
+		{
 			name: "help", synopsis: "[COMMAND]",
 			summary: "this overview, or a command's flags",
 			flags:   func(*flag.FlagSet) any { return nil },
@@ -238,7 +249,7 @@ Flags, when running a server:
 func printOverview(w io.Writer) {
 	var cmds strings.Builder
 	for _, sc := range subcommands() {
-		brief := map[string]string{"wrap": "[NAME...]", "unwrap": "[NAME...]", "help": "[COMMAND]", "login": "--url URL", "logout": "--url URL", "auth": "status"}[sc.name]
+		brief := map[string]string{"wrap": "[NAME...]", "unwrap": "[NAME...]", "help": "[COMMAND]", "login": "--url URL", "logout": "--url URL", "auth": "status", "completion": "bash|zsh|fish"}[sc.name]
 		fmt.Fprintf(&cmds, "  bir-proxy %-26s  %s\n", sc.name+" "+brief, sc.summary)
 	}
 	fmt.Fprintf(w, overview, cmds.String())
@@ -263,7 +274,7 @@ func runHelp(_ context.Context, c *cli, args []string) int {
 	}
 	sc, ok := findSubcommand(args[0])
 	if !ok {
-		return c.usageError("help", fmt.Errorf("no command %q: the commands are wrap, unwrap, status, log, login, logout, auth and help", args[0]))
+		return c.usageError("help", fmt.Errorf("no command %q: the commands are wrap, unwrap, status, log, login, logout, auth, completion and help", args[0]))
 	}
 	printCommandUsage(c.stdout, sc)
 	return 0

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/intercept"
+	"github.com/bir-dev/bir-proxy/internal/version"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/replay"
@@ -27,9 +28,6 @@ import (
 	"github.com/bir-dev/bir-proxy/toolpolicy"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == upstream.SuperviseArg {
@@ -134,7 +132,7 @@ func parseProxyFlags(c *cli, args []string) (f *proxyFlags, code int, ok bool) {
 		return nil, c.usageError("", err), false
 	}
 	if f.showVersion {
-		fmt.Fprintf(c.stdout, "bir-proxy %s\n", version)
+		fmt.Fprintf(c.stdout, "bir-proxy %s\n", version.Get())
 		return nil, 0, false
 	}
 	if _, err := parseLogLevel(f.logLevel); err != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/version"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/recorder/logview"
 	"github.com/bir-dev/bir-proxy/redact"
@@ -49,7 +50,7 @@ func openReporter(ctx context.Context, f *proxyFlags, log *slog.Logger) *reporti
 	r, err := recorder.Open(ctx, recorder.Config{
 		Endpoint:    ep,
 		Server:      f.server,
-		Version:     version,
+		Version:     version.Get().String(),
 		Upstream:    f.upstreamFacts(),
 		JournalPath: f.journal,
 		// The flags' zero or negative values take the defaults.

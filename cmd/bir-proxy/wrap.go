@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/version"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/redact"
@@ -645,6 +646,9 @@ func runStatus(ctx context.Context, c *cli, args []string) int {
 		}
 	}
 	fmt.Fprintln(c.stdout, c.recorderStatus(ctx))
+	// The same words as --version and the registration's version, so a recorder's
+	// list of proxies and this line can be compared.
+	fmt.Fprintf(c.stdout, "this bir-proxy: bir-proxy %s\n", version.Get())
 	return status
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
+	"github.com/bir-dev/bir-proxy/internal/version"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 )
 
@@ -402,7 +403,7 @@ func TestStatus(t *testing.T) {
   bir         not wrapped  bir mcp  (the recorder's own server)
 the wrapped entries' /opt/bir/bin/bir-proxy runs: bir-proxy test
 recorder: stub
-`
+this bir-proxy: bir-proxy ` + version.Get().String() + "\n"
 	if out != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out, want)
 	}
