@@ -59,6 +59,9 @@ type Interceptor struct {
 	tracker *tracker
 	spans   *spanHook // nil unless tracing
 	done    chan struct{}
+
+	// traceOnly: tracing with no Sink; the tracker's reports would go nowhere.
+	traceOnly bool
 }
 
 // New returns an Interceptor; with a Sink it starts its bookkeeping goroutine, which
@@ -74,7 +77,7 @@ func New(o Options) *Interceptor {
 	if o.Tracing != nil {
 		ic.spans = newSpanHook(*o.Tracing)
 		if o.Sink == nil {
-			o.Sink = nopSink{}
+			o.Sink, ic.traceOnly = nopSink{}, true
 		}
 	}
 	if o.Sink == nil {
@@ -219,7 +222,9 @@ func (ic *Interceptor) run() {
 			if ic.spans != nil {
 				ic.spans.handle(&batch[i])
 			}
-			ic.tracker.handle(batch[i])
+			if !ic.traceOnly {
+				ic.tracker.handle(batch[i])
+			}
 			// Its bytes go now, not with the batch: a batch is everything that came
 			// while bookkeeping was busy, thousands of requests whose reports need
 			// none of their bytes once described.

@@ -53,7 +53,9 @@ type spanHook struct {
 	protocol string
 	red      redact.Redactor
 	kbuf     []byte
-	base     []telemetry.Attr // the session's attributes every span carries
+	base     []telemetry.Attr  // the session's attributes every span carries
+	mattrs   []telemetry.Attr  // scratch: a span's metric attributes
+	names    map[string]string // tool and prompt names as spans show them, by raw JSON
 }
 
 type openSpan struct {
@@ -143,6 +145,11 @@ func (h *spanHook) each(ev *event, f func(m []byte, fl jsonlex.Fields)) {
 	if ev.msg == nil {
 		return // shed: the bytes are gone
 	}
+	if ev.top.ok {
+		// Where the members lie, from the pump's lex: not read again here.
+		f(ev.top.obj.in(ev.msg), ev.top.fields(ev.msg))
+		return
+	}
 	jsonlex.EachMessage(ev.msg, func(m []byte) {
 		if fl, ok := jsonlex.TopFields(m); ok {
 			f(m, fl)
@@ -164,14 +171,14 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	}
 	method := text(f.Method)
 	s := &openSpan{method: method, sampled: true}
+	s.sp.Attrs = make([]telemetry.Attr, 0, 12)
 	s.sp.Kind, s.sp.Start, s.sp.SpanID = kind, at, telemetry.NewSpanID()
 	s.sp.Attrs = append(s.sp.Attrs, telemetry.String("mcp.method.name", method))
-	id := string(f.ID)
-	if f.ID[0] == '"' {
-		id = jsonlex.StringOf(f.ID)
-	}
-	if string(f.ID) != "null" {
-		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", redact.Label(id, maxSpanText)))
+	switch {
+	case f.ID[0] == '"':
+		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", text(f.ID)))
+	case string(f.ID) != "null" && len(f.ID) <= 64:
+		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", string(f.ID))) // a number
 	}
 	var params []byte
 	if len(f.Params) > 0 && f.Params[0] == '{' {
@@ -180,7 +187,7 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	switch method {
 	case "tools/call":
 		s.tool = true
-		s.target = redact.Label(jsonlex.StringOf(jsonlex.Get(params, "name")), maxSpanText)
+		s.target = h.name(jsonlex.Get(params, "name"))
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.operation.name", "execute_tool"), telemetry.String("gen_ai.tool.name", s.target))
 		if h.tr.Capture {
 			args := jsonlex.Get(params, "arguments")
@@ -192,7 +199,7 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 		}
 	case "prompts/get":
 		s.prompt = true
-		s.target = redact.Label(jsonlex.StringOf(jsonlex.Get(params, "name")), maxSpanText)
+		s.target = h.name(jsonlex.Get(params, "name"))
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.prompt.name", s.target))
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		if uri := jsonlex.Get(params, "uri"); len(uri) > 0 && uri[0] == '"' {
@@ -345,7 +352,8 @@ func (h *spanHook) finish(s *openSpan, at time.Time, errType, rpcCode, msg strin
 		sp.Status, sp.StatusMsg = telemetry.StatusError, msg
 	}
 	if sp.Kind == telemetry.KindClient {
-		h.x.Record(metricAttrs(sp.Attrs), sp.End.Sub(sp.Start))
+		h.mattrs = metricAttrs(h.mattrs[:0], sp.Attrs)
+		h.x.Record(h.mattrs, sp.End.Sub(sp.Start))
 	}
 	if s.sampled {
 		h.x.Submit(*sp)
@@ -354,8 +362,7 @@ func (h *spanHook) finish(s *openSpan, at time.Time, errType, rpcCode, msg strin
 
 // metricAttrs are the span's attributes the duration metric carries: the
 // low-cardinality ones of the conventions' table.
-func metricAttrs(as []telemetry.Attr) []telemetry.Attr {
-	out := make([]telemetry.Attr, 0, len(as))
+func metricAttrs(out, as []telemetry.Attr) []telemetry.Attr {
 	for _, a := range as {
 		switch a.Key {
 		case "mcp.method.name", "error.type", "gen_ai.prompt.name", "gen_ai.tool.name", "rpc.response.status_code",
@@ -364,6 +371,22 @@ func metricAttrs(as []telemetry.Attr) []telemetry.Attr {
 		}
 	}
 	return out
+}
+
+// name is a tool's or prompt's name as spans show it, from its raw JSON string: a
+// server has a handful, named again and again, each decoded and redacted once.
+func (h *spanHook) name(raw []byte) string {
+	if n, ok := h.names[string(raw)]; ok {
+		return n
+	}
+	if h.names == nil || len(h.names) >= maxTools {
+		h.names = make(map[string]string)
+	}
+	n := text(raw)
+	if len(raw) <= 4*maxSpanText {
+		h.names[string(raw)] = n
+	}
+	return n
 }
 
 // key is the open map's key of an id under prefix, in h's scratch.

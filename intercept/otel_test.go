@@ -163,7 +163,6 @@ func TestSpansByTheConventions(t *testing.T) {
 	}
 }
 
-
 // FuzzSpanHook feeds the span side of bookkeeping messages from either peer: nothing
 // a peer sends may panic it or grow it past its caps.
 func FuzzSpanHook(f *testing.F) {
