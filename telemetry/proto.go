@@ -93,20 +93,23 @@ func (e *pb) resource(res []Attr) {
 	e.end(r)
 }
 
-func (e *pb) scope(field int, name, version string) {
-	s := e.begin(field)
-	e.str(1, name)
-	e.str(2, version)
+// head begins a request's one Resource{Spans,Metrics} (field 1: its resource) and its
+// one Scope{Spans,Metrics} (field 2: its scope); the caller ends both, inner first.
+func (e *pb) head(res []Attr, scopeVersion string) (outer, inner int) {
+	outer = e.begin(1)
+	e.resource(res)
+	inner = e.begin(2)
+	s := e.begin(1)
+	e.str(1, scopeName)
+	e.str(2, scopeVersion)
 	e.end(s)
+	return outer, inner
 }
 
 // appendTracesProto appends an ExportTraceServiceRequest holding spans.
 func appendTracesProto(b []byte, res []Attr, scopeVersion string, spans []Span) []byte {
 	e := pb{b}
-	rs := e.begin(1) // ResourceSpans
-	e.resource(res)
-	ss := e.begin(2) // ScopeSpans
-	e.scope(1, scopeName, scopeVersion)
+	rs, ss := e.head(res, scopeVersion) // ResourceSpans, ScopeSpans
 	for i := range spans {
 		e.span(&spans[i])
 	}
@@ -152,10 +155,7 @@ func spanFlags(s *Span) uint32 {
 // appendMetricsProto appends an ExportMetricsServiceRequest.
 func appendMetricsProto(b []byte, res []Attr, scopeVersion string, ms []metric) []byte {
 	e := pb{b}
-	rm := e.begin(1) // ResourceMetrics
-	e.resource(res)
-	sm := e.begin(2) // ScopeMetrics
-	e.scope(1, scopeName, scopeVersion)
+	rm, sm := e.head(res, scopeVersion) // ResourceMetrics, ScopeMetrics
 	for i := range ms {
 		m := &ms[i]
 		mm := e.begin(2)

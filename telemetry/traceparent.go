@@ -34,28 +34,7 @@ func ParseTraceparent(s []byte) (tc TraceContext, ok bool) {
 	if ver != 0 && len(s) > 55 && s[55] != '-' {
 		return tc, false
 	}
-	var zero = true
-	for i := range 16 {
-		b, ok := hexByte(s[3+2*i], s[4+2*i])
-		if !ok {
-			return TraceContext{}, false
-		}
-		tc.TraceID[i] = b
-		zero = zero && b == 0
-	}
-	if zero {
-		return TraceContext{}, false
-	}
-	zero = true
-	for i := range 8 {
-		b, ok := hexByte(s[36+2*i], s[37+2*i])
-		if !ok {
-			return TraceContext{}, false
-		}
-		tc.SpanID[i] = b
-		zero = zero && b == 0
-	}
-	if zero {
+	if !hexID(tc.TraceID[:], s[3:35]) || !hexID(tc.SpanID[:], s[36:52]) {
 		return TraceContext{}, false
 	}
 	f, ok1 := hexByte(s[53], s[54])
@@ -86,6 +65,21 @@ func CleanTraceState(s []byte) string {
 		return ""
 	}
 	return string(s)
+}
+
+// hexID decodes src, lowercase hex, into dst; false for other characters and for an
+// all-zero id (invalid in W3C trace context).
+func hexID(dst, src []byte) bool {
+	zero := true
+	for i := range dst {
+		b, ok := hexByte(src[2*i], src[2*i+1])
+		if !ok {
+			return false
+		}
+		dst[i] = b
+		zero = zero && b == 0
+	}
+	return !zero
 }
 
 func hexByte(a, b byte) (byte, bool) {
