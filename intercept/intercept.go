@@ -31,6 +31,9 @@ type Options struct {
 	// bytes, and their reports say so.
 	QueueBytes int64
 	Logger     *slog.Logger
+	// Tracing, when set, makes spans of every request (otel.go); it works with or
+	// without a Sink.
+	Tracing *Tracing
 }
 
 // Interceptor implements relay.Interceptor.
@@ -54,7 +57,11 @@ type Interceptor struct {
 
 	q       *queue
 	tracker *tracker
+	spans   *spanHook // nil unless tracing
 	done    chan struct{}
+
+	// traceOnly: tracing with no Sink; the tracker's reports would go nowhere.
+	traceOnly bool
 }
 
 // New returns an Interceptor; with a Sink it starts its bookkeeping goroutine, which
@@ -67,6 +74,12 @@ func New(o Options) *Interceptor {
 		o.Logger = slog.Default()
 	}
 	ic := &Interceptor{key: o.CorrelationKey}
+	if o.Tracing != nil {
+		ic.spans = newSpanHook(*o.Tracing)
+		if o.Sink == nil {
+			o.Sink, ic.traceOnly = nopSink{}, true
+		}
+	}
 	if o.Sink == nil {
 		return ic
 	}
@@ -102,7 +115,7 @@ func (ic *Interceptor) FromHost(msg []byte, readAt time.Time) []byte {
 // describes the bytes returned; it is the relay's, and not kept.
 func (ic *Interceptor) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) []byte {
 	out, sc := stripLexed(msg, ic.key, lx, ic.q != nil)
-	if ic.q != nil && sc.want != 0 {
+	if ic.q != nil && (sc.want != 0 || ic.spans != nil) {
 		ic.interested.Add(sc.awaiting)
 		ev := event{kind: evHost, msg: out, scan: sc, at: readAt}
 		if len(lx.Objs) == 1 && len(lx.RPC()) == 1 && !lx.Objs[0].Recheck && len(out) <= math.MaxInt32 {
@@ -134,7 +147,7 @@ func (ic *Interceptor) Forwarded(sentAt time.Time) {
 
 // FromUpstream queues a message the upstream sent, when bookkeeping may want it.
 func (ic *Interceptor) FromUpstream(msg []byte, readAt time.Time) {
-	if ic.q == nil || ic.interested.Load() == 0 {
+	if ic.q == nil || ic.interested.Load() == 0 && ic.spans == nil {
 		return
 	}
 	ic.q.push(event{kind: evUpstream, msg: msg, at: readAt}, true)
@@ -144,7 +157,7 @@ func (ic *Interceptor) FromUpstream(msg []byte, readAt time.Time) {
 // (relay.LexedUpstreamInterceptor). Where each of a lone message's members lies goes
 // with it to bookkeeping, which then does not read the message again to find them.
 func (ic *Interceptor) FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) {
-	if ic.q == nil || ic.interested.Load() == 0 {
+	if ic.q == nil || ic.interested.Load() == 0 && ic.spans == nil {
 		return
 	}
 	ev := event{kind: evUpstream, msg: msg, at: readAt}
@@ -163,7 +176,7 @@ func (ic *Interceptor) FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt ti
 func (ic *Interceptor) FromProxy(msg []byte, own relay.Own, sentAt time.Time) []byte {
 	ic.lx.Lex(msg)
 	out, sc := stripLexed(msg, ic.key, &ic.lx, ic.q != nil)
-	if ic.q != nil && sc.want != 0 {
+	if ic.q != nil && (sc.want != 0 || ic.spans != nil) {
 		ic.interested.Add(sc.awaiting)
 		ic.q.push(event{kind: evProxy, msg: out, scan: sc, at: sentAt, origin: own.Origin, timedOut: own.TimedOut}, sc.ends)
 	}
@@ -173,7 +186,7 @@ func (ic *Interceptor) FromProxy(msg []byte, own relay.Own, sentAt time.Time) []
 // ToProxy queues an answer to a request of the proxy's own, when bookkeeping may want
 // it.
 func (ic *Interceptor) ToProxy(msg []byte, readAt time.Time) {
-	if ic.q == nil || ic.interested.Load() == 0 {
+	if ic.q == nil || ic.interested.Load() == 0 && ic.spans == nil {
 		return
 	}
 	ic.q.push(event{kind: evToProxy, msg: msg, at: readAt}, true)
@@ -206,7 +219,12 @@ func (ic *Interceptor) run() {
 		var ok bool
 		batch, ok = ic.q.pop(batch)
 		for i := range batch {
-			ic.tracker.handle(batch[i])
+			if ic.spans != nil {
+				ic.spans.handle(&batch[i])
+			}
+			if !ic.traceOnly {
+				ic.tracker.handle(batch[i])
+			}
 			// Its bytes go now, not with the batch: a batch is everything that came
 			// while bookkeeping was busy, thousands of requests whose reports need
 			// none of their bytes once described.

@@ -62,7 +62,7 @@ const serverFlagEq = "--server="
 func TakesValue(flag string) bool {
 	switch flag {
 	case "server", "correlation-key", "recorder", "journal", "journal-max-mb", "journal-keep", "max-message", "stop-grace", "log-level",
-		"spool-max", "url", "transport", "header", "header-file", "connect-timeout",
+		"spool-max", "url", "transport", "header", "header-file", "connect-timeout", "otlp-endpoint",
 		"client-id", "client-secret", "client-metadata-url", "oauth-port", "oauth-scope", "oauth-wait",
 		"ignore-tool", "allow-tool", "call-timeout":
 		return true

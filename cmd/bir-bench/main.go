@@ -67,6 +67,7 @@ func main() {
 		idleRec  = flag.Duration("idle-replay", 30*time.Second, "with -replay: how long to watch an idle proxy with a recorder for wake-ups")
 		rgap     = flag.Duration("replay-gap", 5*time.Millisecond, "with -replay: also compare the replay variants with this pause between host calls (0: not)")
 		httpAlso = flag.String("http-also", "", "with -only http: also measure this bir-proxy binary as bir-proxy/also (a before/after comparison in one run)")
+		otlp     = flag.Bool("otlp", false, "also measure the proxy with OpenTelemetry tracing on, against a collector that takes everything, one that is down, one answering 503 with Retry-After and one that never answers")
 		mcpRem   = flag.String("mcp-remote", "", "with -only http: also measure mcp-remote (npm): a version to install with npm into the user cache directory (e.g. 0.15.1), or the path of its dist/proxy.js")
 	)
 	flag.Parse()
@@ -140,6 +141,17 @@ func main() {
 			variants = append(variants, a)
 		}
 	}
+	var otlpCols []*otlpCollector
+	if *otlp {
+		var vs []variant
+		vs, otlpCols = otlpVariants(variants[2].argv, dir)
+		defer func() {
+			for _, c := range otlpCols {
+				c.close()
+			}
+		}()
+		variants = append(variants, vs...)
+	}
 	if *extraEnv != "" {
 		variants = append(variants, variant{name: "bir-proxy/" + *extraEnv, argv: variants[2].argv, env: append([]string{"BIR_OFF=1"}, strings.Split(*extraEnv, ",")...)})
 	}
@@ -177,6 +189,7 @@ func main() {
 				fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  CPU/call %.2fx  %s\n", v.name, ratio(res[v.name][0], res[b][0]), ratio(res[v.name][1], res[b][1]), ratio(res[v.name][2], res[b][2]), b)
 			}
 		}
+		printOTLP(variants, res, otlpCols)
 		if r, base := res["bir-proxy/replay-2ms"], res["bir-proxy/replay-none"]; r[0] > 0 && base[0] > 0 {
 			fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  the same proxy with no dispatches\n", "bir-proxy/replay-2ms", ratio(r[0], base[0]), ratio(r[1], base[1]))
 			for _, v := range variants {

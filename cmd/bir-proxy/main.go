@@ -81,6 +81,7 @@ type proxyFlags struct {
 	connectTimeout time.Duration
 	oauth          *oauthFlags
 	policy         *toolpolicy.Policy
+	otlp           *otlpFlags
 }
 
 // repeated is a flag that may be given many times.
@@ -114,6 +115,7 @@ func defineProxyFlags(fs *flag.FlagSet) *proxyFlags {
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", upstream.DefaultConnectTimeout, "with --url: how long to wait for a connection to the server")
 	f.oauth = defineOAuthFlags(fs, true)
 	f.policy = definePolicyFlags(fs)
+	f.otlp = defineOTLPFlags(fs)
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	return f
 }
@@ -341,10 +343,12 @@ func runProxy(c *cli, args []string) int {
 		}
 	}, stop, logger)
 
+	tracing, closeTracing := f.startTracing(logger)
 	ic := intercept.New(intercept.Options{
 		CorrelationKey: f.correlationKey,
 		Sink:           reporter.sink(),
 		Logger:         logger,
+		Tracing:        tracing,
 	})
 	// Replay (SPEC §4) only with a recorder: not under BIR_OFF, not with the journal.
 	var icpt relay.Interceptor = ic
@@ -391,6 +395,7 @@ func runProxy(c *cli, args []string) int {
 		cancel()
 	}
 	ic.Close()
+	closeTracing()
 	reporter.close()
 	return exitStatus(conn)
 }

@@ -1,0 +1,411 @@
+package intercept
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/redact"
+	"github.com/bir-dev/bir-proxy/report"
+	"github.com/bir-dev/bir-proxy/telemetry"
+)
+
+// Tracing makes a span of every request bookkeeping sees (docs/otel.md): one CLIENT
+// span per request the host or a replay dispatch sends upstream, one SERVER span per
+// request the server sends the host (sampling, elicitation), by the MCP semantic
+// conventions. It runs on the bookkeeping goroutine, from the events interception
+// already queues; with Tracing set, every message is queued, not only tools/call's.
+type Tracing struct {
+	Exporter *telemetry.Exporter
+	// Capture puts the redacted, clipped arguments and result a report would carry in
+	// gen_ai.tool.call.arguments and .result (opt-in in the conventions).
+	Capture bool
+	// Transport is network.transport: "pipe" for stdio, "tcp" for HTTP.
+	Transport string
+	// ServerAddress and ServerPort are the server's, for a URL; "" and 0 for stdio.
+	ServerAddress string
+	ServerPort    int
+	// SessionID, when set, says the session's mcp.session.id (HTTP), "" when none.
+	SessionID func() string
+}
+
+// Caps on what a span takes from peer input.
+const (
+	maxSpanText   = 256     // a method, a name, an id, a status message
+	maxCapture    = 8 << 10 // one captured arguments or result form
+	maxOpenSpans  = 100_000 // requests in flight that are followed
+	maxTraceParen = 256     // a traceparent's raw JSON string
+)
+
+// nopSink is the Sink of an Interceptor that traces with nothing recording.
+type nopSink struct{}
+
+func (nopSink) Submit(report.Step)         {}
+func (nopSink) Learned(report.ServerFacts) {}
+
+// spanHook is the span side of bookkeeping.
+type spanHook struct {
+	tr       Tracing
+	x        *telemetry.Exporter
+	open     map[string]*openSpan // "h"/"p"/"s" + jsonlex.IDKey
+	unsent   []*openSpan          // the last host message's, until its send time
+	protocol string
+	red      redact.Redactor
+	kbuf     []byte
+	base     []telemetry.Attr  // the session's attributes every span carries
+	mattrs   []telemetry.Attr  // scratch: a span's metric attributes
+	names    map[string]string // tool and prompt names as spans show them, by raw JSON
+}
+
+type openSpan struct {
+	key    string
+	sp     telemetry.Span
+	method string
+	target string // tool or prompt name
+	tool   bool   // a tools/call
+	prompt bool
+	// sampled is false when the host's traceparent said not to sample: no span,
+	// still the metric.
+	sampled bool
+}
+
+func newSpanHook(tr Tracing) *spanHook {
+	h := &spanHook{tr: tr, x: tr.Exporter, open: make(map[string]*openSpan)}
+	if tr.Transport != "" {
+		h.base = append(h.base, telemetry.String("network.transport", tr.Transport))
+	}
+	if tr.ServerAddress != "" {
+		h.base = append(h.base, telemetry.String("server.address", tr.ServerAddress))
+		if tr.ServerPort > 0 {
+			h.base = append(h.base, telemetry.Int("server.port", int64(tr.ServerPort)))
+		}
+	}
+	h.x.SetSession(h.base)
+	return h
+}
+
+// handle looks at one event before the tracker does (its bytes are still there).
+func (h *spanHook) handle(ev *event) {
+	switch ev.kind {
+	case evHost:
+		h.flushUnsent(ev.at)
+		h.each(ev, func(m []byte, f jsonlex.Fields) {
+			switch {
+			case f.Method != nil:
+				if s := h.request(m, f, "h", ev.at, nil, telemetry.KindClient); s != nil {
+					h.unsent = append(h.unsent, s)
+				}
+				h.cancel(f, "h", false, ev.at)
+			case f.ID != nil:
+				h.end("s", f, ev.at) // the host's answer to the server's request
+			}
+		})
+	case evSent:
+		h.flushUnsent(ev.at)
+	case evProxy:
+		var origin *string
+		if ev.origin != "" {
+			origin = &ev.origin
+		}
+		h.each(ev, func(m []byte, f jsonlex.Fields) {
+			if f.Method != nil {
+				h.request(m, f, "p", ev.at, origin, telemetry.KindClient)
+				h.cancel(f, "p", ev.timedOut, ev.at)
+			}
+		})
+	case evUpstream:
+		h.each(ev, func(m []byte, f jsonlex.Fields) {
+			switch {
+			case f.Method != nil:
+				h.request(m, f, "s", ev.at, nil, telemetry.KindServer)
+			case f.ID != nil:
+				h.end("h", f, ev.at)
+			}
+		})
+	case evToProxy:
+		h.each(ev, func(m []byte, f jsonlex.Fields) {
+			if f.Method == nil && f.ID != nil {
+				h.end("p", f, ev.at)
+			}
+		})
+	case evLost:
+		h.flushUnsent(ev.at)
+		for k, s := range h.open {
+			if k[0] == 'h' && len(ev.spared) > 0 && isSpared(ev, k[1:]) {
+				continue
+			}
+			delete(h.open, k)
+			h.finish(s, ev.at, "upstream_lost", "", "the server went away before answering")
+		}
+	}
+}
+
+func (h *spanHook) each(ev *event, f func(m []byte, fl jsonlex.Fields)) {
+	if ev.msg == nil {
+		return // shed: the bytes are gone
+	}
+	if ev.top.ok {
+		// Where the members lie, from the pump's lex: not read again here.
+		f(ev.top.obj.in(ev.msg), ev.top.fields(ev.msg))
+		return
+	}
+	jsonlex.EachMessage(ev.msg, func(m []byte) {
+		if fl, ok := jsonlex.TopFields(m); ok {
+			f(m, fl)
+		}
+	})
+}
+
+func (h *spanHook) flushUnsent(at time.Time) {
+	for _, s := range h.unsent {
+		s.sp.Start = at
+	}
+	h.unsent = h.unsent[:0]
+}
+
+// request starts the span of a request (a notification makes none).
+func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Time, origin *string, kind int) *openSpan {
+	if f.ID == nil || len(h.open) >= maxOpenSpans {
+		return nil
+	}
+	method := text(f.Method)
+	s := &openSpan{method: method, sampled: true}
+	s.sp.Attrs = make([]telemetry.Attr, 0, 12)
+	s.sp.Kind, s.sp.Start, s.sp.SpanID = kind, at, telemetry.NewSpanID()
+	s.sp.Attrs = append(s.sp.Attrs, telemetry.String("mcp.method.name", method))
+	switch {
+	case f.ID[0] == '"':
+		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", text(f.ID)))
+	case string(f.ID) != "null" && len(f.ID) <= 64:
+		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", string(f.ID))) // a number
+	}
+	var params []byte
+	if len(f.Params) > 0 && f.Params[0] == '{' {
+		params = f.Params
+	}
+	switch method {
+	case "tools/call":
+		s.tool = true
+		s.target = h.name(jsonlex.Get(params, "name"))
+		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.operation.name", "execute_tool"), telemetry.String("gen_ai.tool.name", s.target))
+		if h.tr.Capture {
+			args := jsonlex.Get(params, "arguments")
+			if args == nil {
+				args = []byte(`{}`)
+			}
+			out, _ := h.red.Report(args, maxCapture)
+			s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.tool.call.arguments", string(out)))
+		}
+	case "prompts/get":
+		s.prompt = true
+		s.target = h.name(jsonlex.Get(params, "name"))
+		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.prompt.name", s.target))
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		if uri := jsonlex.Get(params, "uri"); len(uri) > 0 && uri[0] == '"' {
+			s.sp.Attrs = append(s.sp.Attrs, telemetry.String("mcp.resource.uri", redact.Label(jsonlex.StringOf(uri), 2*maxSpanText)))
+		}
+	}
+	s.sp.Name = method
+	if s.target != "" {
+		s.sp.Name = method + " " + s.target
+	}
+	if origin != nil {
+		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("bir.dispatch.id", redact.Label(*origin, maxSpanText)))
+	}
+	h.parent(s, params, kind)
+	s.key = string(h.key(prefix, f.ID))
+	if old, dup := h.open[s.key]; dup {
+		h.finish(old, at, "_OTHER", "", "the request id was used again before it was answered")
+	}
+	h.open[s.key] = s
+	return s
+}
+
+// parent gives s its trace: the host's traceparent from params._meta (the
+// conventions' propagation), or for a server's request the one call in flight it can
+// only have come from, or else a new trace.
+func (h *spanHook) parent(s *openSpan, params []byte, kind int) {
+	meta := jsonlex.Get(params, "_meta")
+	if len(meta) > 0 && meta[0] == '{' {
+		if raw := jsonlex.Get(meta, "traceparent"); len(raw) > 2 && len(raw) <= maxTraceParen && raw[0] == '"' {
+			if tc, ok := telemetry.ParseTraceparent([]byte(jsonlex.StringOf(raw))); ok {
+				s.sp.TraceID, s.sp.Parent, s.sp.RemoteParent, s.sp.Flags = tc.TraceID, tc.SpanID, true, tc.Flags
+				s.sampled = tc.Sampled()
+				if st := jsonlex.Get(meta, "tracestate"); len(st) > 2 && len(st) <= 4*maxTraceParen && st[0] == '"' {
+					s.sp.TraceState = telemetry.CleanTraceState([]byte(jsonlex.StringOf(st)))
+				}
+				return
+			}
+		}
+	}
+	if kind == telemetry.KindServer {
+		var only *openSpan
+		n := 0
+		for k, o := range h.open {
+			if k[0] != 's' {
+				only, n = o, n+1
+				if n > 1 {
+					break
+				}
+			}
+		}
+		if n == 1 {
+			s.sp.TraceID, s.sp.Parent, s.sp.Flags, s.sampled = only.sp.TraceID, only.sp.SpanID, only.sp.Flags, only.sampled
+			s.sp.TraceState = only.sp.TraceState
+			return
+		}
+	}
+	s.sp.TraceID, s.sp.Flags = telemetry.NewTraceID(), 1
+}
+
+// cancel ends the span of the request a notifications/cancelled names.
+func (h *spanHook) cancel(f jsonlex.Fields, prefix string, timedOut bool, at time.Time) {
+	if f.ID != nil || !jsonlex.KeyIs(f.Method, "notifications/cancelled") || len(f.Params) == 0 || f.Params[0] != '{' {
+		return
+	}
+	k := h.key(prefix, jsonlex.Get(f.Params, "requestId"))
+	s, ok := h.open[string(k)]
+	if !ok {
+		return
+	}
+	delete(h.open, s.key)
+	if timedOut {
+		h.finish(s, at, "timeout", "", "the dispatch's timeout passed")
+		return
+	}
+	h.finish(s, at, "cancelled", "", "cancelled")
+}
+
+// end ends the span a response answers.
+func (h *spanHook) end(prefix string, f jsonlex.Fields, at time.Time) {
+	s, ok := h.open[string(h.key(prefix, f.ID))]
+	if !ok {
+		return
+	}
+	delete(h.open, s.key)
+	switch {
+	case f.Error != nil:
+		code := jsonlex.Get(f.Error, "code")
+		errType, rpcCode := "_OTHER", ""
+		if _, err := strconv.ParseInt(string(code), 10, 64); err == nil {
+			errType, rpcCode = string(code), string(code)
+		}
+		h.finish(s, at, errType, rpcCode, text(jsonlex.Get(f.Error, "message")))
+		return
+	case s.method == "initialize" && prefix != "s":
+		h.learn(f.Result)
+	}
+	if s.tool {
+		if _, isError := resultKind(f.Result); isError {
+			h.capture(s, f.Result)
+			h.finish(s, at, "tool_error", "", "")
+			return
+		}
+		h.capture(s, f.Result)
+	}
+	h.finish(s, at, "", "", "")
+}
+
+func (h *spanHook) capture(s *openSpan, result []byte) {
+	if h.tr.Capture && result != nil {
+		out, _ := h.red.Report(result, maxCapture)
+		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.tool.call.result", string(out)))
+	}
+}
+
+// learn takes the protocol version and serverInfo from the initialize answer.
+func (h *spanHook) learn(result []byte) {
+	if len(result) == 0 || result[0] != '{' {
+		return
+	}
+	if v := jsonlex.Get(result, "protocolVersion"); len(v) > 0 && v[0] == '"' {
+		h.protocol = redact.Label(jsonlex.StringOf(v), 64)
+		h.x.SetSession(append(append([]telemetry.Attr(nil), h.base...), telemetry.String("mcp.protocol.version", h.protocol)))
+	}
+	if info := jsonlex.Get(result, "serverInfo"); len(info) > 0 && info[0] == '{' {
+		h.x.SetServer(text(jsonlex.Get(info, "name")), text(jsonlex.Get(info, "version")))
+	}
+}
+
+// finish sends the span and records the metric; errType "" is a success.
+func (h *spanHook) finish(s *openSpan, at time.Time, errType, rpcCode, msg string) {
+	sp := &s.sp
+	sp.End = at
+	if sp.End.Before(sp.Start) {
+		sp.End = sp.Start
+	}
+	if h.protocol != "" {
+		sp.Attrs = append(sp.Attrs, telemetry.String("mcp.protocol.version", h.protocol))
+	}
+	if h.tr.SessionID != nil {
+		if id := h.tr.SessionID(); id != "" {
+			sp.Attrs = append(sp.Attrs, telemetry.String("mcp.session.id", redact.Label(id, maxSpanText)))
+		}
+	}
+	sp.Attrs = append(sp.Attrs, h.base...)
+	if rpcCode != "" {
+		sp.Attrs = append(sp.Attrs, telemetry.String("rpc.response.status_code", rpcCode))
+	}
+	if errType != "" {
+		sp.Attrs = append(sp.Attrs, telemetry.String("error.type", errType))
+		sp.Status, sp.StatusMsg = telemetry.StatusError, msg
+	}
+	if sp.Kind == telemetry.KindClient {
+		h.mattrs = metricAttrs(h.mattrs[:0], sp.Attrs)
+		h.x.Record(h.mattrs, sp.End.Sub(sp.Start))
+	}
+	if s.sampled {
+		h.x.Submit(*sp)
+	}
+}
+
+// metricAttrs are the span's attributes the duration metric carries: the
+// low-cardinality ones of the conventions' table.
+func metricAttrs(out, as []telemetry.Attr) []telemetry.Attr {
+	for _, a := range as {
+		switch a.Key {
+		case "mcp.method.name", "error.type", "gen_ai.prompt.name", "gen_ai.tool.name", "rpc.response.status_code",
+			"gen_ai.operation.name", "mcp.protocol.version", "network.transport", "server.address", "server.port":
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// name is a tool's or prompt's name as spans show it, from its raw JSON string: a
+// server has a handful, named again and again, each decoded and redacted once.
+func (h *spanHook) name(raw []byte) string {
+	if n, ok := h.names[string(raw)]; ok {
+		return n
+	}
+	if h.names == nil || len(h.names) >= maxTools {
+		h.names = make(map[string]string)
+	}
+	n := text(raw)
+	if len(raw) <= 4*maxSpanText {
+		h.names[string(raw)] = n
+	}
+	return n
+}
+
+// key is the open map's key of an id under prefix, in h's scratch.
+func (h *spanHook) key(prefix string, raw []byte) []byte {
+	h.kbuf = append(h.kbuf[:0], prefix...)
+	if kb, ok := jsonlex.IDKeyBytes(raw); ok {
+		return append(h.kbuf, kb...)
+	}
+	return append(h.kbuf, jsonlex.IDKey(raw)...)
+}
+
+// text is the string a raw JSON string holds, redacted and clipped for a span; a
+// non-string is "".
+func text(raw []byte) string {
+	if len(raw) < 2 || raw[0] != '"' {
+		return ""
+	}
+	if bytes.IndexByte(raw, '\\') < 0 && raw[len(raw)-1] == '"' {
+		return redact.Label(string(raw[1:len(raw)-1]), maxSpanText)
+	}
+	return redact.Label(jsonlex.StringOf(raw), maxSpanText)
+}

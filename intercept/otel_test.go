@@ -1,0 +1,189 @@
+package intercept
+
+import (
+	"context"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/relay"
+	"github.com/bir-dev/bir-proxy/telemetry"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// spanCollector is an OTLP/HTTP receiver on 127.0.0.1 that decodes with the official
+// generated types.
+type spanCollector struct {
+	mu    sync.Mutex
+	spans []*tracepb.Span
+	res   map[string]string
+}
+
+func newSpanCollector(t *testing.T) (*spanCollector, string) {
+	c := &spanCollector{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var td tracepb.TracesData
+		if err := proto.Unmarshal(b, &td); err != nil {
+			t.Errorf("decoding an export: %v", err)
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, rs := range td.ResourceSpans {
+			c.res = attrs(rs.Resource.Attributes)
+			for _, ss := range rs.ScopeSpans {
+				c.spans = append(c.spans, ss.Spans...)
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return c, srv.URL
+}
+
+func attrs(kvs []*commonpb.KeyValue) map[string]string {
+	m := map[string]string{}
+	for _, kv := range kvs {
+		if iv, ok := kv.Value.Value.(*commonpb.AnyValue_IntValue); ok {
+			m[kv.Key] = "#" + string(rune('0'+iv.IntValue%10))
+			continue
+		}
+		m[kv.Key] = kv.Value.GetStringValue()
+	}
+	return m
+}
+
+func (c *spanCollector) byName(t *testing.T, name string) (*tracepb.Span, map[string]string) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.spans {
+		if s.Name == name {
+			return s, attrs(s.Attributes)
+		}
+	}
+	t.Fatalf("no span %q among %d", name, len(c.spans))
+	return nil, nil
+}
+
+func TestSpansByTheConventions(t *testing.T) {
+	c, url := newSpanCollector(t)
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: url + "/v1/traces", Protocol: telemetry.ProtoProtobuf},
+		Version: "9.9", Server: "echo", BatchDelay: time.Hour})
+	ic := New(Options{Tracing: &Tracing{Exporter: x, Transport: "pipe", Capture: true}})
+	now := time.Now()
+	host := func(msg string) {
+		out := ic.FromHost([]byte(msg), now)
+		if string(out) != msg {
+			t.Fatalf("forwarded %s, want the host's bytes", out)
+		}
+		ic.Forwarded(now.Add(time.Millisecond))
+	}
+	up := func(msg string) { ic.FromUpstream([]byte(msg), now.Add(5*time.Millisecond)) }
+
+	host(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`)
+	up(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","serverInfo":{"name":"srv","version":"1.2"}}}`)
+	host(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	host(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi","token":"sk-secret"},"_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","tracestate":"rojo=1"}}}`)
+	// The server asks the host something while the call runs: its own span, in the call's trace.
+	up(`{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}`)
+	host(`{"jsonrpc":"2.0","id":"s1","result":{"content":{}}}`)
+	up(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}],"isError":true}}`)
+	host(`{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"greet"}}`)
+	up(`{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"no such prompt"}}`)
+	host(`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///a"}}`)
+	up(`{"jsonrpc":"2.0","id":3,"result":{"contents":[]}}`)
+	ic.FromProxy([]byte(`{"jsonrpc":"2.0","id":"bir:p:1","method":"tools/call","params":{"name":"echo","arguments":{}}}`), relay.Own{Origin: "dsp-1"}, now)
+	ic.ToProxy([]byte(`{"jsonrpc":"2.0","id":"bir:p:1","result":{"content":[]}}`), now.Add(time.Millisecond))
+	host(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"slow","arguments":{},"_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"}}}`)
+	up(`{"jsonrpc":"2.0","id":4,"result":{"content":[]}}`)
+	ic.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if st := x.Close(ctx); st.Exported != 6 || st.Dropped != 0 {
+		t.Fatalf("%+v", st)
+	}
+
+	init, a := c.byName(t, "initialize")
+	if init.Kind != tracepb.Span_SPAN_KIND_CLIENT || a["mcp.method.name"] != "initialize" || a["jsonrpc.request.id"] != "0" ||
+		a["mcp.protocol.version"] != "2025-06-18" || a["network.transport"] != "pipe" || len(init.ParentSpanId) != 0 {
+		t.Errorf("initialize: %v %v", init, a)
+	}
+	call, a := c.byName(t, "tools/call echo")
+	if hex.EncodeToString(call.TraceId) != "4bf92f3577b34da6a3ce929d0e0e4736" || hex.EncodeToString(call.ParentSpanId) != "00f067aa0ba902b7" || call.TraceState != "rojo=1" {
+		t.Errorf("the host's trace context is not the call's: %x %x %q", call.TraceId, call.ParentSpanId, call.TraceState)
+	}
+	if a["gen_ai.operation.name"] != "execute_tool" || a["gen_ai.tool.name"] != "echo" || a["error.type"] != "tool_error" ||
+		call.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || call.StartTimeUnixNano != uint64(now.Add(time.Millisecond).UnixNano()) ||
+		call.EndTimeUnixNano != uint64(now.Add(5*time.Millisecond).UnixNano()) {
+		t.Errorf("tools/call: %v %v", call, a)
+	}
+	if args := a["gen_ai.tool.call.arguments"]; args == "" || strings.Contains(args, "sk-secret") || !strings.Contains(args, "hi") {
+		t.Errorf("captured arguments are not the redacted form: %q", args)
+	}
+	if a["gen_ai.tool.call.result"] == "" {
+		t.Error("no captured result")
+	}
+	smp, a := c.byName(t, "sampling/createMessage")
+	if smp.Kind != tracepb.Span_SPAN_KIND_SERVER || string(smp.TraceId) != string(call.TraceId) || string(smp.ParentSpanId) != string(call.SpanId) || a["jsonrpc.request.id"] != "s1" {
+		t.Errorf("sampling: %v", smp)
+	}
+	pg, a := c.byName(t, "prompts/get greet")
+	if a["gen_ai.prompt.name"] != "greet" || a["error.type"] != "-32602" || a["rpc.response.status_code"] != "-32602" || pg.Status.GetMessage() != "no such prompt" {
+		t.Errorf("prompts/get: %v %v", pg, a)
+	}
+	if _, a := c.byName(t, "resources/read"); a["mcp.resource.uri"] != "file:///a" || a["error.type"] != "" {
+		t.Errorf("resources/read: %v", a)
+	}
+	c.mu.Lock()
+	var dispatched map[string]string
+	for _, s := range c.spans {
+		if m := attrs(s.Attributes); m["bir.dispatch.id"] != "" {
+			dispatched = m
+		}
+	}
+	res := c.res
+	n := len(c.spans)
+	c.mu.Unlock()
+	if dispatched["bir.dispatch.id"] != "dsp-1" || dispatched["gen_ai.tool.name"] != "echo" {
+		t.Errorf("dispatch: %v", dispatched)
+	}
+	if res["service.name"] != "bir-proxy/echo" || res["service.version"] != "9.9" || res["bir.server.name"] != "srv" || res["bir.server.version"] != "1.2" {
+		t.Errorf("resource: %v", res)
+	}
+	if n != 6 {
+		t.Errorf("%d spans: the unsampled call makes none, the notification none", n)
+	}
+}
+
+// FuzzSpanHook feeds the span side of bookkeeping messages from either peer: nothing
+// a peer sends may panic it or grow it past its caps.
+func FuzzSpanHook(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","tracestate":"a=b"}}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}`,
+		`[{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"p"}},{"id":2,"result":{"isError":true}}]`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
+		`{"id":0,"result":{"protocolVersion":"x","serverInfo":{"name":"n","version":"v"}}}`,
+	} {
+		f.Add([]byte(s), uint8(0))
+	}
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{Protocol: telemetry.ProtoProtobuf}})
+	f.Cleanup(func() { x.Close(context.Background()) })
+	h := newSpanHook(Tracing{Exporter: x, Capture: true})
+	f.Fuzz(func(t *testing.T, msg []byte, kind uint8) {
+		kinds := []eventKind{evHost, evSent, evUpstream, evLost, evProxy, evToProxy}
+		ev := event{kind: kinds[int(kind)%len(kinds)], msg: msg, at: time.Now(), origin: "d"}
+		h.handle(&ev)
+		if len(h.open) > maxOpenSpans {
+			t.Fatal("past the cap")
+		}
+	})
+}

@@ -1,0 +1,523 @@
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the batching span processor (the SDK specification's, but the queue).
+const (
+	DefaultQueueSize  = 2048
+	DefaultBatchSize  = 512
+	DefaultBatchDelay = 5 * time.Second
+	// maxResponse caps what is read of a collector's answer.
+	maxResponse = 64 << 10
+	// maxRetryAfter caps how long a Retry-After can silence the exporter.
+	maxRetryAfter = 60 * time.Second
+	// retries is how many times one batch is sent again after a retryable answer.
+	retries = 2
+)
+
+// Options configure an Exporter.
+type Options struct {
+	Config Config
+	// Version is bir-proxy's: service.version and the instrumentation scope's version.
+	Version string
+	// Server is the server's name, for the default service.name bir-proxy/SERVER.
+	Server string
+	Logger *slog.Logger
+	// Client sends the exports (tests); nil: one that follows no redirect off the
+	// configured origin.
+	Client               *http.Client
+	QueueSize, BatchSize int
+	BatchDelay           time.Duration
+}
+
+// Stats counts what the exporter did with the spans it was given.
+type Stats struct {
+	Exported uint64 // accepted by the collector
+	Dropped  uint64 // never sent, or refused: queue full, collector down or refusing
+	Rejected uint64 // sent, and rejected by the collector (partial success)
+}
+
+// Exporter batches spans and sends them, with the metrics, from one goroutine. Submit
+// and Record never wait on the network.
+type Exporter struct {
+	cfg      Config
+	version  string
+	log      *slog.Logger
+	client   *http.Client
+	qsize    int
+	bsize    int
+	delay    time.Duration
+	created  time.Time
+	ops      *histogram
+	sessions *histogram
+
+	mu       sync.Mutex
+	queue    []Span
+	res      []Attr
+	session  []Attr
+	closing  bool
+	wake     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
+	exported atomic.Uint64
+	dropped  atomic.Uint64
+	rejected atomic.Uint64
+	warned   atomic.Bool
+
+	// owned by the goroutine
+	buf     []byte
+	retryAt time.Time
+	backoff time.Duration
+}
+
+// New starts an Exporter for a Config that is Enabled.
+func New(o Options) *Exporter {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = DefaultQueueSize
+	}
+	if o.BatchSize <= 0 || o.BatchSize > o.QueueSize {
+		o.BatchSize = min(DefaultBatchSize, o.QueueSize)
+	}
+	if o.BatchDelay <= 0 {
+		o.BatchDelay = DefaultBatchDelay
+	}
+	if o.Config.Timeout <= 0 {
+		o.Config.Timeout = 10 * time.Second
+	}
+	if o.Config.MetricInterval <= 0 {
+		o.Config.MetricInterval = 60 * time.Second
+	}
+	now := time.Now()
+	x := &Exporter{
+		cfg: o.Config, version: o.Version, log: o.Logger, client: o.Client,
+		qsize: o.QueueSize, bsize: o.BatchSize, delay: o.BatchDelay, created: now,
+		ops:      newHistogram("mcp.client.operation.duration", "The duration of the MCP request or notification as observed on the sender from the time it was sent until the response or ack is received.", now),
+		sessions: newHistogram("mcp.client.session.duration", "The duration of the MCP session as observed on the MCP client.", now),
+		wake:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	if x.client == nil {
+		x.client = newClient(o.Config)
+	}
+	x.res = baseResource(o.Config, o.Version, o.Server)
+	x.ctx, x.cancel = context.WithCancel(context.Background())
+	go x.run()
+	return x
+}
+
+// baseResource is the resource every export carries.
+func baseResource(c Config, version, server string) []Attr {
+	name := "bir-proxy"
+	if server != "" {
+		name += "/" + server
+	}
+	res := []Attr{String("service.name", name), String("service.version", version),
+		String("telemetry.sdk.name", "bir-proxy"), String("telemetry.sdk.language", "go"), String("telemetry.sdk.version", version)}
+	for _, kv := range c.Resource {
+		res = setAttr(res, kv[0], kv[1])
+	}
+	if c.ServiceName != "" {
+		res = setAttr(res, "service.name", c.ServiceName)
+	}
+	return res
+}
+
+func setAttr(as []Attr, k, v string) []Attr {
+	for i := range as {
+		if as[i].Key == k {
+			as[i] = String(k, v)
+			return as
+		}
+	}
+	return append(as, String(k, v))
+}
+
+// SetServer adds the server's serverInfo name and version to the resource of what is
+// exported from now on.
+func (x *Exporter) SetServer(name, version string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	res := append([]Attr(nil), x.res...) // a batch being encoded holds the old one
+	if name != "" {
+		res = setAttr(res, "bir.server.name", name)
+	}
+	if version != "" {
+		res = setAttr(res, "bir.server.version", version)
+	}
+	x.res = res
+}
+
+// SetSession gives the attributes of the session's mcp.client.session.duration,
+// recorded when the exporter is closed.
+func (x *Exporter) SetSession(attrs []Attr) {
+	x.mu.Lock()
+	x.session = append([]Attr(nil), attrs...)
+	x.mu.Unlock()
+}
+
+// Submit queues a finished span. It never waits: with the queue full the span is
+// dropped and counted.
+func (x *Exporter) Submit(s Span) {
+	if x.cfg.TracesURL == "" {
+		return
+	}
+	x.mu.Lock()
+	if len(x.queue) >= x.qsize || x.closing {
+		x.mu.Unlock()
+		x.drop(1, "the export queue is full (the collector is down, slow or refusing)")
+		return
+	}
+	x.queue = append(x.queue, s)
+	full := len(x.queue) >= x.bsize
+	x.mu.Unlock()
+	if full {
+		x.signal()
+	}
+}
+
+// Record adds one operation's duration to mcp.client.operation.duration.
+func (x *Exporter) Record(attrs []Attr, d time.Duration) {
+	if x.cfg.MetricsURL == "" {
+		return
+	}
+	x.ops.record(attrs, d.Seconds())
+}
+
+// Stats says what became of the spans submitted so far.
+func (x *Exporter) Stats() Stats {
+	return Stats{Exported: x.exported.Load(), Dropped: x.dropped.Load(), Rejected: x.rejected.Load()}
+}
+
+func (x *Exporter) drop(n int, why string) {
+	if n <= 0 {
+		return
+	}
+	x.dropped.Add(uint64(n))
+	if !x.warned.Swap(true) {
+		x.log.Warn("OpenTelemetry: spans dropped; the host is not affected, and the count is kept", "why", why, "spans", n)
+	}
+}
+
+func (x *Exporter) signal() {
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close records the session's duration and sends what is queued, bounded by ctx (the
+// proxy gives it at most 1 s); what it could not send is counted as dropped.
+func (x *Exporter) Close(ctx context.Context) Stats {
+	x.mu.Lock()
+	if x.closing {
+		x.mu.Unlock()
+		<-x.done
+		return x.Stats()
+	}
+	x.closing = true
+	session := x.session
+	x.mu.Unlock()
+	if x.cfg.MetricsURL != "" {
+		x.sessions.record(session, time.Since(x.created).Seconds())
+	}
+	close(x.stop)
+	select {
+	case <-x.done:
+	case <-ctx.Done():
+		x.cancel()
+		<-x.done
+	}
+	x.cancel()
+	st := x.Stats()
+	if st.Dropped > 0 || st.Rejected > 0 {
+		x.log.Warn("OpenTelemetry: not every span reached the collector", "exported", st.Exported, "dropped", st.Dropped, "rejected", st.Rejected)
+	}
+	return st
+}
+
+func (x *Exporter) run() {
+	defer close(x.done)
+	tick := time.NewTicker(x.delay)
+	defer tick.Stop()
+	var metricsC <-chan time.Time
+	if x.cfg.MetricsURL != "" {
+		mt := time.NewTicker(x.cfg.MetricInterval)
+		defer mt.Stop()
+		metricsC = mt.C
+	}
+	var pending []Span // a batch to send again after a retryable answer
+	tries := 0
+	for {
+		timed := false
+		select {
+		case <-x.stop:
+			x.final(pending)
+			return
+		case <-x.wake:
+		case <-tick.C:
+			timed = true
+		case <-metricsC:
+			x.exportMetrics()
+			continue
+		}
+		for x.ctx.Err() == nil {
+			if wait := time.Until(x.retryAt); wait > 0 {
+				break // the collector asked for quiet; the ticker comes back
+			}
+			if pending == nil {
+				pending = x.take(timed)
+				if pending == nil {
+					break
+				}
+				tries = 0
+			}
+			ok := x.send(pending)
+			if !ok && tries >= retries {
+				x.drop(len(pending), "the collector kept answering that it cannot take them now")
+				ok = true
+			}
+			if ok {
+				pending, tries = nil, 0
+				continue
+			}
+			tries++
+		}
+	}
+}
+
+// take removes the next batch from the queue: a full one, or with flush whatever is
+// there; nil when there is none.
+func (x *Exporter) take(flush bool) []Span {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := len(x.queue)
+	if n == 0 || (!flush && n < x.bsize) {
+		return nil
+	}
+	n = min(n, x.bsize)
+	batch := append([]Span(nil), x.queue[:n]...)
+	rest := copy(x.queue, x.queue[n:])
+	clear(x.queue[rest:])
+	x.queue = x.queue[:rest]
+	return batch
+}
+
+// final is the exit's flush: one try for each batch queued, until Close's bound ends
+// it (x.ctx cancelled); then the metrics.
+func (x *Exporter) final(pending []Span) {
+	if pending != nil && !x.send(pending) {
+		x.drop(len(pending), "the collector did not take them before exit")
+	}
+	for x.ctx.Err() == nil {
+		b := x.take(true)
+		if b == nil {
+			break
+		}
+		if !x.send(b) {
+			x.drop(len(b), "the collector did not take them before exit")
+		}
+	}
+	x.mu.Lock()
+	left := len(x.queue)
+	x.queue = nil
+	x.mu.Unlock()
+	x.drop(left, "the exit's flush ran out of time")
+	x.exportMetrics()
+}
+
+// send exports one batch; true means done with it (taken, or refused for good and
+// counted), false that it may be sent again.
+func (x *Exporter) send(batch []Span) bool {
+	x.mu.Lock()
+	res := x.res
+	x.mu.Unlock()
+	if x.cfg.Protocol == ProtoJSON {
+		x.buf = appendTracesJSON(x.buf[:0], res, x.version, batch)
+	} else {
+		x.buf = appendTracesProto(x.buf[:0], res, x.version, batch)
+	}
+	code, body, retryAfter, err := x.post(x.cfg.TracesURL, x.buf)
+	x.shrink()
+	switch {
+	case err == nil && code/100 == 2:
+		rejected, msg, _ := partialSuccess(body, x.cfg.Protocol == ProtoJSON, "rejectedSpans")
+		rejected = max(0, min(rejected, int64(len(batch))))
+		x.rejected.Add(uint64(rejected))
+		x.exported.Add(uint64(int64(len(batch)) - rejected))
+		if rejected > 0 && msg != "" {
+			x.log.Debug("OpenTelemetry: the collector rejected spans", "spans", rejected, "message", msg)
+		}
+		x.backoff = 0
+		return true
+	case err == nil && retryable(code), err != nil && x.ctx.Err() == nil:
+		x.setBackoff(retryAfter)
+		if err != nil {
+			x.logOnce("OpenTelemetry: the collector cannot be reached; spans wait, and are dropped past the queue", err)
+		}
+		return false
+	default:
+		if err == nil {
+			err = fmt.Errorf("HTTP %d", code)
+		}
+		x.drop(len(batch), "the collector refused them: "+err.Error())
+		return true
+	}
+}
+
+func (x *Exporter) logOnce(msg string, err error) {
+	if !x.warned.Swap(true) {
+		x.log.Warn(msg, "err", err)
+	}
+}
+
+// shrink lets a buffer grown by a huge batch go.
+func (x *Exporter) shrink() {
+	if cap(x.buf) > 4<<20 {
+		x.buf = nil
+	}
+}
+
+func (x *Exporter) setBackoff(retryAfter time.Duration) {
+	switch {
+	case retryAfter > 0:
+		x.backoff = min(retryAfter, maxRetryAfter)
+	case x.backoff == 0:
+		x.backoff = time.Second
+	default:
+		x.backoff = min(2*x.backoff, 32*time.Second)
+	}
+	x.retryAt = time.Now().Add(x.backoff)
+}
+
+func (x *Exporter) exportMetrics() {
+	if x.cfg.MetricsURL == "" || x.ctx.Err() != nil {
+		return
+	}
+	now := time.Now()
+	var ms []metric
+	for _, h := range []*histogram{x.ops, x.sessions} {
+		if m := h.snapshot(now); m != nil {
+			ms = append(ms, *m)
+		}
+	}
+	if len(ms) == 0 {
+		return
+	}
+	x.mu.Lock()
+	res := x.res
+	x.mu.Unlock()
+	var body []byte
+	if x.cfg.Protocol == ProtoJSON {
+		body = appendMetricsJSON(nil, res, x.version, ms)
+	} else {
+		body = appendMetricsProto(nil, res, x.version, ms)
+	}
+	if code, _, _, err := x.post(x.cfg.MetricsURL, body); err != nil || code/100 != 2 {
+		if err == nil {
+			err = fmt.Errorf("HTTP %d", code)
+		}
+		x.logOnce("OpenTelemetry: metrics not exported", err)
+	}
+}
+
+// retryable is the OTLP/HTTP specification's list of answers worth sending again.
+func retryable(code int) bool {
+	return code == http.StatusTooManyRequests || code == http.StatusBadGateway ||
+		code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
+}
+
+// post sends body to u and reads at most maxResponse of the answer.
+func (x *Exporter) post(u string, body []byte) (code int, resp []byte, retryAfter time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(x.ctx, x.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("making the export request: %w", err)
+	}
+	if x.cfg.Protocol == ProtoJSON {
+		req.Header.Set("Content-Type", "application/json")
+	} else {
+		req.Header.Set("Content-Type", "application/x-protobuf")
+	}
+	req.Header.Set("User-Agent", "bir-proxy/"+x.version)
+	for _, h := range x.cfg.Headers {
+		req.Header.Set(h[0], h[1])
+	}
+	r, err := x.client.Do(req)
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("exporting to %s: %w", redacted(u), err)
+	}
+	defer r.Body.Close()
+	resp, err = io.ReadAll(io.LimitReader(r.Body, maxResponse))
+	if err != nil && !errors.Is(err, context.Canceled) {
+		err = nil // the status is what matters; a broken body is not a failed export
+	}
+	return r.StatusCode, resp, parseRetryAfter(r.Header.Get("Retry-After"), time.Now()), nil
+}
+
+func redacted(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "the collector"
+	}
+	return p.Redacted()
+}
+
+// parseRetryAfter reads a Retry-After value: seconds, or an HTTP date; 0 when absent
+// or unreadable.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" || len(v) > 64 {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return min(time.Duration(min(n, 3600))*time.Second, maxRetryAfter)
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return min(t.Sub(now), maxRetryAfter)
+	}
+	return 0
+}
+
+// newClient is the HTTP client of the exports: it follows a redirect only within the
+// origin of the endpoint it was sent to (the headers, which may carry an API key, go
+// nowhere else), at most 3 times, and reads answers with capped headers.
+func newClient(c Config) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxResponseHeaderBytes = 64 << 10
+	tr.MaxIdleConns = 2
+	tr.ResponseHeaderTimeout = c.Timeout
+	return &http.Client{Transport: tr, CheckRedirect: sameOrigin}
+}
+
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 3 {
+		return http.ErrUseLastResponse
+	}
+	first := via[0].URL
+	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return http.ErrUseLastResponse
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+package telemetry
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"time"
+)
+
+// Span kinds (OTLP's SpanKind).
+const (
+	KindServer = 2
+	KindClient = 3
+)
+
+// Status codes (OTLP's Status.StatusCode).
+const (
+	StatusUnset = 0
+	StatusError = 2
+)
+
+// Attr is one attribute: a string, or an int when IsInt.
+type Attr struct {
+	Key   string
+	Str   string
+	Int   int64
+	IsInt bool
+}
+
+// String is a string attribute.
+func String(k, v string) Attr { return Attr{Key: k, Str: v} }
+
+// Int is an int attribute.
+func Int(k string, v int64) Attr { return Attr{Key: k, Int: v, IsInt: true} }
+
+// Span is one finished span.
+type Span struct {
+	TraceID [16]byte
+	SpanID  [8]byte
+	Parent  [8]byte // zero: a root span
+	// RemoteParent says Parent came from the host's traceparent.
+	RemoteParent bool
+	Flags        byte // W3C trace flags
+	TraceState   string
+	Name         string
+	Kind         int
+	Start, End   time.Time
+	Attrs        []Attr
+	Status       int
+	StatusMsg    string
+}
+
+// NewTraceID and NewSpanID make random ids (math/rand/v2's generator is seeded from
+// the system's randomness and safe for concurrent use).
+func NewTraceID() (id [16]byte) {
+	for {
+		binary.BigEndian.PutUint64(id[:8], rand.Uint64())
+		binary.BigEndian.PutUint64(id[8:], rand.Uint64())
+		if id != [16]byte{} {
+			return id
+		}
+	}
+}
+
+// NewSpanID is a random, non-zero span id.
+func NewSpanID() (id [8]byte) {
+	for {
+		binary.BigEndian.PutUint64(id[:], rand.Uint64())
+		if id != [8]byte{} {
+			return id
+		}
+	}
+}
