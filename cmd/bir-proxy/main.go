@@ -14,16 +14,11 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/internal/version"
 	"github.com/bir-dev/bir-proxy/recorder"
-	"github.com/bir-dev/bir-proxy/relay"
-	"github.com/bir-dev/bir-proxy/replay"
-	"github.com/bir-dev/bir-proxy/revive"
 	"github.com/bir-dev/bir-proxy/servername"
 	"github.com/bir-dev/bir-proxy/toolpolicy"
 	"github.com/bir-dev/bir-proxy/upstream"
@@ -249,155 +244,12 @@ func runProxy(c *cli, args []string) int {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 
-	var (
-		conn     upstream.Conn
-		reporter *reporting
-		ids      *upstream.OwnIDs // the proxy's own requests' ids: one namespace for relay, revive and remote
-		err      error
-	)
-	// The proxy id names the namespace: the reporter comes first.
-	ownIDs := func() *upstream.OwnIDs {
-		if ids == nil {
-			ids = upstream.NewOwnIDs("bir:" + reporter.proxyID() + ":")
-		}
-		return ids
+	up, code, ok := f.openUpstream(ctx, logger, diag)
+	if !ok {
+		return code
 	}
-	if f.url != "" {
-		// A remote server's Dial touches no network, so the reporter, whose proxy
-		// id names the connection's own requests, comes first.
-		var r upstream.Remote
-		if r, err = f.remote(logger, diag); err != nil {
-			fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
-			return 1
-		}
-		reporter = openReporter(ctx, f, logger)
-		r.IDs = ownIDs()
-		r.Settled = reporter.settledTransport
-		var closeAuth func()
-		if closeAuth, err = f.withOAuth(&r, logger, diag); err != nil {
-			fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
-			reporter.close()
-			return 1
-		}
-		defer closeAuth()
-		if conn, err = r.Dial(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
-			reporter.close()
-			return 1
-		}
-	} else {
-		var dialer upstream.Dialer = upstream.Command{
-			Path:       f.command[0],
-			Args:       f.command[1:],
-			Env:        upstream.ChildEnv(os.Environ()),
-			Name:       f.server,
-			Notes:      diag,
-			Supervisor: supervisor(),
-			MaxMessage: f.maxMessage,
-			Slab:       off(), // nothing records: no server message is kept
-			Logger:     logger,
-			InputGrace: f.stopGrace,
-		}
-		first, err := dialer.Dial(ctx)
-		reporter = openReporter(ctx, f, logger)
-		switch {
-		case err != nil:
-			// A command that cannot start is not revived (a configuration to fix),
-			// but the host is told why: each request it sends gets the reason, which
-			// is what the host shows, and the proxy exits 127 or 126 as a shell would.
-			reason, code := startFailure(f.server, f.command, err)
-			fmt.Fprintln(os.Stderr, reason)
-			conn = &upstream.NoServer{Reason: reason, Code: code}
-		case f.noRevive:
-			// A server that exits before answering anything gets the host an error
-			// with its exit status and last stderr lines. (With revival, a server that
-			// never comes up is given up on, and revive says the same.)
-			conn = revive.New(first, revive.Options{
-				Name:   f.server,
-				IDs:    ownIDs(),
-				Logger: logger,
-				Policy: revive.Policy{NoRestart: true},
-				Cause:  func(c upstream.Conn) string { return exitCause(f.server, f.command, c) },
-			})
-		default:
-			// A server that dies while the host is connected is started again behind
-			// the same Conn: the relay sees one upstream whose Read says, once, that
-			// the server was replaced (docs/revive.md).
-			conn = revive.New(first, revive.Options{
-				Dialer:  dialer,
-				Name:    f.server,
-				IDs:     ownIDs(),
-				Logger:  logger,
-				Revived: reporter.learned,
-			})
-		}
-	}
-
-	// Signals are caught from the start (catchSignals): one that came while the
-	// reporter opened is acted on now, on the Conn that will be stopped. The replay
-	// executor, once there is one, is stopped before the server.
-	var replaying atomic.Pointer[replay.Executor]
-	go stopOnSignal(ctx, sigs, conn, func() {
-		if ex := replaying.Load(); ex != nil {
-			ex.Stop()
-		}
-	}, stop, logger)
-
-	tracing, closeTracing := f.startTracing(logger)
-	ic := intercept.New(intercept.Options{
-		CorrelationKey: f.correlationKey,
-		Sink:           reporter.sink(),
-		Logger:         logger,
-		Tracing:        tracing,
-	})
-	// Replay (SPEC §4) only with a recorder: not under BIR_OFF, not with the journal.
-	var icpt relay.Interceptor = ic
-	remote := reporter.remote()
-	var gate *replay.Gate
-	if remote != nil {
-		gate = replay.NewGate(ic) // learns from the host's handshake when dispatches may go
-		icpt = gate
-	}
-
-	r := relay.New(relay.Options{
-		HostIn:     hostIn,
-		HostOut:    hostOut,
-		Upstream:   conn,
-		Intercept:  icpt,
-		IDs:        ownIDs(),
-		MaxMessage: f.maxMessage,
-		Logger:     logger,
-		Policy:     f.policy,
-	})
-	var ex *replay.Executor
-	if remote != nil {
-		// The host leaving is the proxy exiting (HostDone): dispatches in flight are
-		// then cancelled, not reported lost when the server is stopped under them.
-		ex = replay.Start(replay.Config{Recorder: remote, Upstream: r, Gate: gate, HostDone: r.HostDone(),
-			Server: f.server, PID: os.Getpid(), Logger: logger})
-		replaying.Store(ex)
-	}
-	err = r.Run(ctx)
-	switch {
-	case err == nil, errors.Is(err, relay.ErrUpstreamEnded), errors.Is(err, context.Canceled):
-		// Canceled: a signal stopped the server, and said so.
-	default:
-		logger.Warn("session ended", "err", err)
-	}
-	// Whatever ended the session, the server is stopped and waited for: the proxy
-	// never exits leaving it behind.
-	conn.Close()
-	if ex != nil {
-		// After the server is gone no dispatch can wait on it; their results get the
-		// same short grace as reports.
-		graceCtx, cancel := context.WithTimeout(context.Background(), closeGrace)
-		ex.Close(graceCtx)
-		cancel()
-	}
-	ic.Close()
-	closeTracing()
-	reporter.close()
-	return exitStatus(conn)
+	defer up.closeAuth()
+	return f.serve(ctx, stop, sigs, up, hostIn, hostOut, logger)
 }
 
 // supervisor is the program that runs the server for the proxy: bir-proxy itself

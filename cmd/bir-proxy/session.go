@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync/atomic"
+
+	"github.com/bir-dev/bir-proxy/intercept"
+	"github.com/bir-dev/bir-proxy/relay"
+	"github.com/bir-dev/bir-proxy/replay"
+	"github.com/bir-dev/bir-proxy/revive"
+	"github.com/bir-dev/bir-proxy/upstream"
+)
+
+// upstreamSide is the server's end of a session, and what was opened with it.
+type upstreamSide struct {
+	conn     upstream.Conn
+	reporter *reporting
+	// ids makes the proxy's own requests' ids: one namespace for the relay, revive
+	// and a remote session (upstream.OwnIDs), named by the reporter's proxy id.
+	ids       *upstream.OwnIDs
+	closeAuth func()
+}
+
+// openUpstream opens the reporter and the server's Conn: a remote session, or a
+// command behind revive. ok is false when the proxy must exit with code instead.
+func (f *proxyFlags) openUpstream(ctx context.Context, logger *slog.Logger, diag *diagWriter) (up *upstreamSide, code int, ok bool) {
+	up = &upstreamSide{closeAuth: func() {}}
+	if f.url != "" {
+		// A remote server's Dial touches no network, so the reporter, whose proxy
+		// id names the connection's own requests, comes first.
+		r, err := f.remote(logger, diag)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
+			return nil, 1, false
+		}
+		up.opened(openReporter(ctx, f, logger))
+		r.IDs = up.ids
+		r.Settled = up.reporter.settledTransport
+		if up.closeAuth, err = f.withOAuth(&r, logger, diag); err != nil {
+			fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
+			up.reporter.close()
+			return nil, 1, false
+		}
+		if up.conn, err = r.Dial(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
+			up.closeAuth()
+			up.reporter.close()
+			return nil, 1, false
+		}
+		return up, 0, true
+	}
+	dialer := upstream.Command{
+		Path:       f.command[0],
+		Args:       f.command[1:],
+		Env:        upstream.ChildEnv(os.Environ()),
+		Name:       f.server,
+		Notes:      diag,
+		Supervisor: supervisor(),
+		MaxMessage: f.maxMessage,
+		Slab:       off(), // nothing records: no server message is kept
+		Logger:     logger,
+		InputGrace: f.stopGrace,
+	}
+	first, err := dialer.Dial(ctx)
+	up.opened(openReporter(ctx, f, logger))
+	switch {
+	case err != nil:
+		// A command that cannot start is not revived (a configuration to fix),
+		// but the host is told why: each request it sends gets the reason, which
+		// is what the host shows, and the proxy exits 127 or 126 as a shell would.
+		reason, code := startFailure(f.server, f.command, err)
+		fmt.Fprintln(os.Stderr, reason)
+		up.conn = &upstream.NoServer{Reason: reason, Code: code}
+	case f.noRevive:
+		// A server that exits before answering anything gets the host an error
+		// with its exit status and last stderr lines. (With revival, a server that
+		// never comes up is given up on, and revive says the same.)
+		up.conn = revive.New(first, revive.Options{
+			Name:   f.server,
+			IDs:    up.ids,
+			Logger: logger,
+			Policy: revive.Policy{NoRestart: true},
+			Cause:  func(c upstream.Conn) string { return exitCause(f.server, f.command, c) },
+		})
+	default:
+		// A server that dies while the host is connected is started again behind
+		// the same Conn: the relay sees one upstream whose Read says, once, that
+		// the server was replaced (docs/revive.md).
+		up.conn = revive.New(first, revive.Options{
+			Dialer:  dialer,
+			Name:    f.server,
+			IDs:     up.ids,
+			Logger:  logger,
+			Revived: up.reporter.learned,
+		})
+	}
+	return up, 0, true
+}
+
+// opened records the reporter, whose proxy id names the own ids' namespace.
+func (up *upstreamSide) opened(r *reporting) {
+	up.reporter = r
+	up.ids = upstream.NewOwnIDs("bir:" + r.proxyID() + ":")
+}
+
+// serve runs the session between the host and up until it ends, then ends
+// everything it started, the server first, and returns the exit status.
+func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs chan os.Signal, up *upstreamSide,
+	hostIn io.Reader, hostOut io.Writer, logger *slog.Logger) int {
+	conn, reporter := up.conn, up.reporter
+	// Signals are caught from the start (catchSignals): one that came while the
+	// reporter opened is acted on now, on the Conn that will be stopped. The replay
+	// executor, once there is one, is stopped before the server.
+	var replaying atomic.Pointer[replay.Executor]
+	go stopOnSignal(ctx, sigs, conn, func() {
+		if ex := replaying.Load(); ex != nil {
+			ex.Stop()
+		}
+	}, stop, logger)
+
+	tracing, closeTracing := f.startTracing(logger)
+	ic := intercept.New(intercept.Options{
+		CorrelationKey: f.correlationKey,
+		Sink:           reporter.sink(),
+		Logger:         logger,
+		Tracing:        tracing,
+	})
+	// Replay (SPEC §4) only with a recorder: not under BIR_OFF, not with the journal.
+	var icpt relay.Interceptor = ic
+	remote := reporter.remote()
+	var gate *replay.Gate
+	if remote != nil {
+		gate = replay.NewGate(ic) // learns from the host's handshake when dispatches may go
+		icpt = gate
+	}
+
+	r := relay.New(relay.Options{
+		HostIn:     hostIn,
+		HostOut:    hostOut,
+		Upstream:   conn,
+		Intercept:  icpt,
+		IDs:        up.ids,
+		MaxMessage: f.maxMessage,
+		Logger:     logger,
+		Policy:     f.policy,
+	})
+	var ex *replay.Executor
+	if remote != nil {
+		// The host leaving is the proxy exiting (HostDone): dispatches in flight are
+		// then cancelled, not reported lost when the server is stopped under them.
+		ex = replay.Start(replay.Config{Recorder: remote, Upstream: r, Gate: gate, HostDone: r.HostDone(),
+			Server: f.server, PID: os.Getpid(), Logger: logger})
+		replaying.Store(ex)
+	}
+	err := r.Run(ctx)
+	switch {
+	case err == nil, errors.Is(err, relay.ErrUpstreamEnded), errors.Is(err, context.Canceled):
+		// Canceled: a signal stopped the server, and said so.
+	default:
+		logger.Warn("session ended", "err", err)
+	}
+	// Whatever ended the session, the server is stopped and waited for: the proxy
+	// never exits leaving it behind.
+	conn.Close()
+	if ex != nil {
+		// After the server is gone no dispatch can wait on it; their results get the
+		// same short grace as reports.
+		graceCtx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		ex.Close(graceCtx)
+		cancel()
+	}
+	ic.Close()
+	closeTracing()
+	reporter.close()
+	return exitStatus(conn)
+}
