@@ -650,6 +650,11 @@ func (c *Conn) handshake(g *gen) error {
 			}
 		},
 	})
+	if ia.Done {
+		// It accepted the replayed initialize, whether or not anything followed
+		// (a host that sent no notifications/initialized has nothing to restore).
+		g.took = true
+	}
 	if err != nil {
 		return err
 	}

@@ -1176,6 +1176,11 @@ func (c *remoteConn) fail(m *outMsg, why string) {
 	}
 	if len(gone) > 0 {
 		c.log.Debug("requests the server could not answer", "method", m.method, "err", why)
+		for _, id := range gone {
+			// Setup waits for the answers to what sets the session up: this one is
+			// the reader's, and sets nothing up.
+			c.setup.FromServer(errorAnswer(id, remoteErrorCode, reason))
+		}
 		c.tell(&UnansweredError{IDs: gone, Reason: reason})
 	}
 }
