@@ -664,6 +664,11 @@ func (c *Conn) handshake(g *gen) error {
 	return nil
 }
 
+// maxEarlyBytes bounds what a new server may say before it answers the replayed
+// initialize that is kept for the host (256 messages at most, too): a hostile server
+// could otherwise make it 256 times --max-message before the handshake times out.
+const maxEarlyBytes = 16 << 20
+
 // genPeer is a new generation's server as the re-handshake reaches it
 // (upstream.RehandshakePeer). It runs on the reader's goroutine.
 type genPeer struct {
@@ -687,6 +692,7 @@ func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
 	})
 	defer timer.Stop()
 	want := jsonlex.IDKey(id)
+	outBytes := 0 // of what this server said before answering, kept for the host
 	for {
 		msg, err := g.conn.Read()
 		if err != nil {
@@ -703,7 +709,8 @@ func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
 		if c.takeOwn(msg) {
 			continue
 		}
-		if len(c.out) < 256 {
+		if len(c.out) < 256 && outBytes+len(msg) <= maxEarlyBytes {
+			outBytes += len(msg)
 			c.out = append(c.out, msg)
 		}
 	}

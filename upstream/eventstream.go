@@ -66,11 +66,10 @@ type sseReader struct {
 	size   int
 	data   bool // a data field was seen
 	over   bool // size passed max
-
-	dead error // the stream is not read on (an event passed max): every Next returns it
+	told   bool // the event was said over max as it passed it: its end is not said again
 }
 
-// errEventOverCap ends a stream whose event passed the reader's cap.
+// errEventOverCap says the event being read has just passed the reader's cap.
 var errEventOverCap = errors.New("an event over the size cap")
 
 func newSSEReader(src io.Reader, max int) *sseReader {
@@ -107,19 +106,15 @@ func (sr *sseReader) fill() bool {
 // Next returns the next event. At the end of the stream it returns io.EOF (an event
 // not ended by a blank line is discarded, as the standard says), or the read error.
 func (sr *sseReader) Next() (sseEvent, error) {
-	if sr.dead != nil {
-		return sseEvent{}, sr.dead
-	}
 	for {
 		ok, err := sr.line()
 		if errors.Is(err, errEventOverCap) {
 			// Said at once, not when the event ends: a server that never ends it
-			// would otherwise be read for ever, its request unanswered. The stream
-			// is not read on.
-			size := sr.size
-			sr.reset()
-			sr.dead = err
-			return sseEvent{TooLong: true, Size: size}, nil
+			// would otherwise be read for ever before anyone heard of it, its
+			// request unanswered. The rest of the event is dropped as it comes;
+			// a caller waiting on this stream for one answer stops reading it.
+			sr.told = true
+			return sseEvent{Name: string(sr.name), TooLong: true, Size: sr.size}, nil
 		}
 		if err != nil {
 			sr.reset()
@@ -248,14 +243,14 @@ func (sr *sseReader) valueTo(colon, eol int, sink func([]byte)) error {
 		if e := indexEOL(seg); e >= 0 {
 			sink(seg[:e])
 			sr.consumeEOL(e)
-			if sr.over {
+			if sr.over && !sr.told {
 				return errEventOverCap
 			}
 			return nil
 		}
 		sink(seg)
 		sr.r = sr.w
-		if sr.over {
+		if sr.over && !sr.told {
 			return errEventOverCap
 		}
 		if !sr.fill() {
@@ -327,7 +322,7 @@ func (sr *sseReader) appendData(p []byte) {
 // standard dispatches nothing then; MCP servers send such events to set an id).
 func (sr *sseReader) dispatch() (ev sseEvent, dispatched bool) {
 	defer sr.reset()
-	if !sr.data {
+	if !sr.data || sr.told {
 		return sseEvent{}, false
 	}
 	ev = sseEvent{Name: string(sr.name), Size: sr.size}
@@ -354,6 +349,7 @@ func (sr *sseReader) reset() {
 	sr.size = 0
 	sr.data = false
 	sr.over = false
+	sr.told = false
 }
 
 func indexEOL(b []byte) int {

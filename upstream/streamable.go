@@ -715,7 +715,11 @@ func (c *remoteConn) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *s
 		}
 		if ev.TooLong {
 			c.log.Warn("dropped a message from the server: over the size cap", "bytes", ev.Size, "cap", c.max)
-			tooLong = true
+			if m != nil && len(m.ids) > 0 {
+				// A stream of one request's: its answer may be this very event, which
+				// may never end. The request is failed; the stream is not read on.
+				return sr, true
+			}
 			continue
 		}
 		if len(ev.Data) == 0 {
@@ -997,7 +1001,12 @@ func (p sessionPeer) Send(_ context.Context, msg, id []byte, answered func([]byt
 	m := parseOut(msg)
 	m.retried = true
 	if id == nil {
-		c.exchange(c.ctx, m, nil, nil)
+		// Bounded as the requests are: a server that takes the POST and never
+		// answers its headers must not hold the re-handshake, and every host
+		// request waiting on it, for ever.
+		ctx, cancel := context.WithTimeout(c.ctx, ownAnswerWait)
+		defer cancel()
+		c.exchange(ctx, m, nil, nil)
 		return nil
 	}
 	ans, err := c.ownCall(m)
