@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
+	"github.com/bir-dev/bir-proxy/recorder/recordertest"
+)
+
+// TestReplayDispatchToHiddenTool: through the binary with the reference recorder, a
+// dispatch to a tool --ignore-tool hides, and one to a tool --allow-tool does not
+// name, each get the unknown-tool error in their posted result and step report, and
+// neither reaches the server; a dispatch to a shown tool runs.
+func TestReplayDispatchToHiddenTool(t *testing.T) {
+	t.Parallel()
+	s := startReplayWith(t, []string{"--allow-tool", "echo", "--allow-tool", "f*", "--ignore-tool", "FAIL"})
+	ctx := testutil.Context(t)
+	s.handshake()
+	s.dispatch(
+		recordertest.Dispatch{DispatchID: "ignored", Tool: "fail", Arguments: json.RawMessage(`{"ignored":1}`)},
+		recordertest.Dispatch{DispatchID: "unlisted", Tool: "need_input", Arguments: json.RawMessage(`{"unlisted":1}`)},
+		recordertest.Dispatch{DispatchID: "shown", Tool: "echo", Arguments: json.RawMessage(`{"shown":1}`)},
+	)
+	rs := s.results(ctx, "ignored", "unlisted", "shown")
+	for id, tool := range map[string]string{"ignored": "fail", "unlisted": "need_input"} {
+		r := rs[id]
+		if r.Outcome != "rpc_error" || r.Get("error.code").Int() != -32602 || r.Get("error.message").String() != "Unknown tool: "+tool {
+			t.Errorf("dispatch %s to the hidden %s posted %s %s", id, tool, r.Outcome, r.Body)
+		}
+	}
+	if rs["shown"].Outcome != "ok" {
+		t.Errorf("the dispatch to a shown tool posted %s %s", rs["shown"].Outcome, rs["shown"].Body)
+	}
+	snap, err := s.rec.Wait(ctx, func(v recordertest.Snapshot) bool { return len(v.Steps) >= 3 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range snap.Steps {
+		switch id := st.Get("dispatchId").String(); id {
+		case "ignored", "unlisted":
+			if st.Get("outcome").String() != "rpc_error" || !strings.HasPrefix(st.Get("error.message").String(), "Unknown tool: ") {
+				t.Errorf("step report of %s: %s", id, st.Body)
+			}
+		}
+	}
+	// A host ping goes after anything the proxy wrote before it: once the server has
+	// it, a hidden dispatch sent upstream would be in its log.
+	s.Send(`{"jsonrpc":"2.0","id":"sync","method":"ping"}`)
+	if got := s.recv(); gjson.Get(got, "id").String() != "sync" {
+		t.Fatalf("the ping answered %s", got)
+	}
+	s.waitReceived(ctx, "the shown dispatch", callTo(`"shown"`))
+	for _, l := range s.received() {
+		if callTo(`"ignored"`)(l) || callTo(`"unlisted"`)(l) {
+			t.Errorf("a dispatch to a hidden tool reached the server: %s", l)
+		}
+	}
+	s.finish()
+}
+
+// TestHiddenCallNotification: a tools/call of a hidden tool without an id (a
+// notification, alone and in a batch) never reaches the server, nothing is written
+// to the host for it, and the journal records it as any tools/call notification is
+// (docs/recording.md): rpc_error -32600.
+func TestHiddenCallNotification(t *testing.T) {
+	t.Parallel()
+	ps := startPolicy(t, "--ignore-tool", "secret_*")
+	ps.Send(`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"secret_a","arguments":{"_bir_call_id":"n-1","alone":1}}}`)
+	ps.Send(`[{"jsonrpc":"2.0","method":"tools/call","params":{"name":"secret_b","arguments":{"_bir_call_id":"n-2","batched":1}}},{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
+	ps.Send(`[{"jsonrpc":"2.0","method":"tools/call","params":{"name":"secret_c","arguments":{"_bir_call_id":"n-3","all":1}}}]`)
+	// The sync's answer is the next message (policyserver answers no batch): nothing
+	// came for the hidden notifications.
+	ps.sync(t, 3)
+	if ps.received(t, "secret_") {
+		t.Errorf("a hidden notification reached the server:\n%s", strings.Join(lines(t, ps.record), ""))
+	}
+	if !ps.received(t, `[{"jsonrpc":"2.0","id":2,"method":"ping"}]`) {
+		t.Errorf("the rest of the batch was not sent as it was less the hidden call:\n%s", strings.Join(lines(t, ps.record), ""))
+	}
+	ps.end()
+	got := map[string]string{}
+	for _, r := range journalReports(t, ps) {
+		got[gjson.Get(r, "callId").String()] = gjson.Get(r, "outcome").String() + " " + gjson.Get(r, "error.code").Raw + " " + gjson.Get(r, "tool").String()
+	}
+	for id, tool := range map[string]string{"n-1": "secret_a", "n-2": "secret_b", "n-3": "secret_c"} {
+		if want := "rpc_error -32600 " + tool; got[id] != want {
+			t.Errorf("the journal has %q for %s, want %q\n%s", got[id], id, want, strings.Join(journalReports(t, ps), "\n"))
+		}
+	}
+}
