@@ -234,24 +234,36 @@ func (pl *policy) forget(d *deadline) {
 
 // deadlinePassed answers the host's call d, if it is still in flight, with the
 // timeout error; tells interception; and sends the server notifications/cancelled
-// for it. Its answer, if it comes, is dropped. Held under sendMu throughout, as
-// refuseTooLong: after Run, neither the upstream nor interception is touched.
+// for it. Its answer, if it comes, is dropped. The upstream and interception are
+// touched under sendMu, as refuseTooLong does (after Run, neither is); the host's
+// answer is written after it, as forward's are: a host that does not read must not
+// hold the lock the end of Run takes.
 func (r *Relay) deadlinePassed(d *deadline) {
+	if answer := r.timeOut(d); answer != nil {
+		if err := r.hostOut.Write(answer); err != nil {
+			r.log.Debug("could not answer the host", "err", err)
+		}
+	}
+}
+
+// timeOut is deadlinePassed under sendMu: it returns the host's answer, nil for
+// none.
+func (r *Relay) timeOut(d *deadline) []byte {
 	pl := r.pol
 	r.sendMu.Lock()
 	defer r.sendMu.Unlock()
 	if r.stopped {
-		return
+		return nil
 	}
 	pl.mu.Lock()
 	if pl.calls[d.key] != d {
 		pl.mu.Unlock()
-		return // answered, or its id reused
+		return nil // answered, or its id reused
 	}
 	if left := time.Until(d.due); left > 0 {
 		d.timer.Reset(left) // progress moved it
 		pl.mu.Unlock()
-		return
+		return nil
 	}
 	pl.forget(d)
 	// Still in flight only if nobody answered it: the server (its answer is on its
@@ -269,22 +281,19 @@ func (r *Relay) deadlinePassed(d *deadline) {
 	pl.count()
 	pl.mu.Unlock()
 	if !inFlight {
-		return
+		return nil
 	}
 	answer := toolpolicy.Timeout(d.id, pl.p.CallTimeout)
-	at := time.Now()
-	if err := r.hostOut.Write(answer); err != nil {
-		r.log.Debug("could not answer the host", "err", err)
-	}
 	if ti, ok := r.ic.(TimeoutInterceptor); ok {
-		ti.CallTimedOut(answer, at)
+		ti.CallTimedOut(answer, time.Now())
 	} else if r.ic != nil {
-		r.ic.FromUpstream(answer, at)
+		r.ic.FromUpstream(answer, time.Now())
 	}
 	if err := r.up.Write(toolpolicy.Cancel(d.id, pl.p.CallTimeout)); err != nil {
 		r.log.Debug("could not cancel a call past its deadline", "err", err)
 	}
 	r.log.Debug("a tool call passed its deadline", "id", string(d.id), "timeout", pl.p.CallTimeout)
+	return answer
 }
 
 // writeRefused writes the answers to the hidden calls of the message just forwarded.

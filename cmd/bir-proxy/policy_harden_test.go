@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -91,4 +93,31 @@ func TestHiddenCallNotification(t *testing.T) {
 			t.Errorf("the journal has %q for %s, want %q\n%s", got[id], id, want, strings.Join(journalReports(t, ps), "\n"))
 		}
 	}
+}
+
+// TestCallTimeoutHostNotReading: a call passes its deadline while the host is not
+// reading (a 200 kB answer fills the pipe to it). The call is still reported as a
+// timeout, and when the host then ends the session the proxy exits within its
+// bound: the deadline's answer, stuck on its way to the host, must not hold the lock
+// the end of the session takes.
+func TestCallTimeoutHostNotReading(t *testing.T) {
+	eachStop(t, func(t *testing.T, sig bool) {
+		raw := testutil.Build(t, "./testdata/rawserver")
+		state := t.TempDir()
+		const grace = 500 * time.Millisecond
+		s := startProxy(t, []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL="},
+			"--server", "stuck", "--call-timeout", "200ms", "--stop-grace", grace.String(), "--", raw, "--reply", "--reply-size", "200000")
+		s.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`,
+			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hang","arguments":{"_bir_call_id":"stuck-2"}}}`)
+		journal := filepath.Join(state, "bir-proxy", "journal", "stuck.jsonl")
+		testutil.Eventually(t, "the timeout's report", func() bool {
+			for _, r := range lines(t, journal) {
+				if gjson.Get(r, "callId").String() == "stuck-2" {
+					return gjson.Get(r, "outcome").String() == "timeout"
+				}
+			}
+			return false
+		})
+		endSession(t, s, sig, grace+3*time.Second+time.Second)
+	})
 }
