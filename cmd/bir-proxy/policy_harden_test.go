@@ -2,13 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
@@ -120,4 +125,64 @@ func TestCallTimeoutHostNotReading(t *testing.T) {
 		})
 		endSession(t, s, sig, grace+3*time.Second+time.Second)
 	})
+}
+
+// TestCallTimeoutRacesTheAnswer: rounds of 8 calls in flight whose answers come as
+// their deadlines pass, through a proxy built with -race: each call gets exactly one
+// answer, the server's or the deadline's, never both, and the race detector finds
+// nothing.
+func TestCallTimeoutRacesTheAnswer(t *testing.T) {
+	t.Parallel()
+	srv := testutil.Build(t, "./testdata/policyserver")
+	sent := filepath.Join(t.TempDir(), "sent")
+	cmd := exec.Command(testutil.BuildRace(t, "./cmd/bir-proxy"), "--server", "race", "--call-timeout", "100ms", "--", srv, "--sent", sent)
+	cmd.Env = append(os.Environ(), "BIR_OFF=0", "XDG_STATE_HOME="+t.TempDir(), "BIR_RECORDER_URL=")
+	p := testutil.Start(t, cmd)
+	s := &session{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
+	const rounds, width = 25, 8
+	answers := map[string]int{}
+	timedOut := 0
+	for r := range rounds {
+		want := map[string]bool{}
+		for i := range width {
+			id := strconv.Itoa(r*width + i + 1)
+			want[id] = true
+			s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":%d}}}`, id, 90+(r*width+i)%21))
+		}
+		for len(want) > 0 {
+			got := s.recv()
+			id := gjson.Get(got, "id").Raw
+			answers[id]++
+			if gjson.Get(got, "error.code").Int() == -32001 {
+				timedOut++
+			}
+			delete(want, id)
+		}
+	}
+	// Every answer the server sent has passed the proxy (dropped, or to the host)
+	// before the ping's.
+	testutil.Eventually(t, "the server's answers", func() bool { return len(lines(t, sent)) >= rounds*width })
+	s.Send(`{"jsonrpc":"2.0","id":"sync","method":"ping"}`)
+	for {
+		got := s.recv()
+		id := gjson.Get(got, "id").Raw
+		if id == `"sync"` {
+			break
+		}
+		answers[id]++
+	}
+	for id, n := range answers {
+		if n != 1 {
+			t.Errorf("call %s was answered %d times", id, n)
+		}
+	}
+	if len(answers) != rounds*width {
+		t.Errorf("%d calls answered, want %d", len(answers), rounds*width)
+	}
+	t.Logf("%d of %d calls answered at their deadline", timedOut, rounds*width)
+	s.Stdin.Close()
+	s.ExitCode()
+	if strings.Contains(s.Stderr.String(), "DATA RACE") {
+		t.Errorf("the race detector found a race:\n%s", s.Stderr.String())
+	}
 }
