@@ -27,10 +27,10 @@ type policy struct {
 	p *toolpolicy.Policy
 
 	// refused are the answers to hidden calls of the host message being forwarded,
-	// written once sendMu is released; the host pump's only.
-	refused [][]byte
-	cuts    []jsonlex.Span
-	hide    []bool
+	// written once sendMu is released. It and host are the host pump's only; up is
+	// the upstream pump's: the two run at once.
+	refused  [][]byte
+	host, up scratch
 
 	// watching counts the entries of lists, calls and late: while it is zero an
 	// upstream message is not looked at.
@@ -45,6 +45,13 @@ type policy struct {
 	// host's request being over.
 	late       map[string]string
 	lateTokens map[string]struct{}
+}
+
+// scratch is what one pump reuses from message to message: the cuts of a message,
+// and which of its objects go.
+type scratch struct {
+	cuts []jsonlex.Span
+	hide []bool
 }
 
 // deadline is one host tools/call with a deadline.
@@ -85,7 +92,7 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 	pl := r.pol
 	objs := r.lx.RPC()
 	nHidden := 0
-	pl.hide = pl.hide[:0]
+	pl.host.hide = pl.host.hide[:0]
 	for i := range objs {
 		o := &objs[i]
 		hidden := false
@@ -114,7 +121,7 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 			pl.count()
 			pl.mu.Unlock()
 		}
-		pl.hide = append(pl.hide, hidden)
+		pl.host.hide = append(pl.host.hide, hidden)
 		if hidden {
 			nHidden++
 		}
@@ -132,15 +139,15 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 	}
 	// A batch: its hidden calls are cut out of it, and the rest goes (none of it, when
 	// it is not a batch the lexer follows: it found the objects all the same).
-	cuts, ok := batchCuts(msg, start, objs, pl.hide)
+	cuts, ok := batchCuts(msg, start, objs, pl.host.hide)
 	if !ok || msg[start] != '[' {
 		if r.ic != nil {
 			r.ic.Forwarded(time.Now())
 		}
 		return nil, true
 	}
-	pl.cuts = cuts
-	out = toolpolicy.Cut(msg, pl.cuts)
+	pl.host.cuts = cuts
+	out = toolpolicy.Cut(msg, pl.host.cuts)
 	r.lx.Lex(out)
 	return out, false
 }
@@ -234,24 +241,36 @@ func (pl *policy) forget(d *deadline) {
 
 // deadlinePassed answers the host's call d, if it is still in flight, with the
 // timeout error; tells interception; and sends the server notifications/cancelled
-// for it. Its answer, if it comes, is dropped. Held under sendMu throughout, as
-// refuseTooLong: after Run, neither the upstream nor interception is touched.
+// for it. Its answer, if it comes, is dropped. The upstream and interception are
+// touched under sendMu, as refuseTooLong does (after Run, neither is); the host's
+// answer is written after it, as forward's are: a host that does not read must not
+// hold the lock the end of Run takes.
 func (r *Relay) deadlinePassed(d *deadline) {
+	if answer := r.timeOut(d); answer != nil {
+		if err := r.hostOut.Write(answer); err != nil {
+			r.log.Debug("could not answer the host", "err", err)
+		}
+	}
+}
+
+// timeOut is deadlinePassed under sendMu: it returns the host's answer, nil for
+// none.
+func (r *Relay) timeOut(d *deadline) []byte {
 	pl := r.pol
 	r.sendMu.Lock()
 	defer r.sendMu.Unlock()
 	if r.stopped {
-		return
+		return nil
 	}
 	pl.mu.Lock()
 	if pl.calls[d.key] != d {
 		pl.mu.Unlock()
-		return // answered, or its id reused
+		return nil // answered, or its id reused
 	}
 	if left := time.Until(d.due); left > 0 {
 		d.timer.Reset(left) // progress moved it
 		pl.mu.Unlock()
-		return
+		return nil
 	}
 	pl.forget(d)
 	// Still in flight only if nobody answered it: the server (its answer is on its
@@ -269,22 +288,19 @@ func (r *Relay) deadlinePassed(d *deadline) {
 	pl.count()
 	pl.mu.Unlock()
 	if !inFlight {
-		return
+		return nil
 	}
 	answer := toolpolicy.Timeout(d.id, pl.p.CallTimeout)
-	at := time.Now()
-	if err := r.hostOut.Write(answer); err != nil {
-		r.log.Debug("could not answer the host", "err", err)
-	}
 	if ti, ok := r.ic.(TimeoutInterceptor); ok {
-		ti.CallTimedOut(answer, at)
+		ti.CallTimedOut(answer, time.Now())
 	} else if r.ic != nil {
-		r.ic.FromUpstream(answer, at)
+		r.ic.FromUpstream(answer, time.Now())
 	}
 	if err := r.up.Write(toolpolicy.Cancel(d.id, pl.p.CallTimeout)); err != nil {
 		r.log.Debug("could not cancel a call past its deadline", "err", err)
 	}
 	r.log.Debug("a tool call passed its deadline", "id", string(d.id), "timeout", pl.p.CallTimeout)
+	return answer
 }
 
 // writeRefused writes the answers to the hidden calls of the message just forwarded.
@@ -315,8 +331,8 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 		return msg
 	}
 	objs := r.upLx.RPC()
-	pl.cuts = pl.cuts[:0]
-	pl.hide = pl.hide[:0]
+	pl.up.cuts = pl.up.cuts[:0]
+	pl.up.hide = pl.up.hide[:0]
 	dropped := 0
 	pl.mu.Lock()
 	for i := range objs {
@@ -337,7 +353,7 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 			}
 			if _, ok := pl.lists[k]; ok {
 				delete(pl.lists, k)
-				pl.cuts = pl.p.ToolCuts(msg, o.Span, pl.cuts)
+				pl.up.cuts = pl.p.ToolCuts(msg, o.Span, pl.up.cuts)
 			}
 		case len(pl.tokens)+len(pl.lateTokens) > 0 && f.Method != nil && f.ID == nil && jsonlex.KeyIs(f.Method, "notifications/progress"):
 			tok := jsonlex.IDKey(jsonlex.Get(f.Params, "progressToken"))
@@ -351,14 +367,14 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 				}
 			}
 		}
-		pl.hide = append(pl.hide, drop)
+		pl.up.hide = append(pl.up.hide, drop)
 		if drop {
 			dropped++
 		}
 	}
 	pl.count()
 	pl.mu.Unlock()
-	if dropped == 0 && len(pl.cuts) == 0 {
+	if dropped == 0 && len(pl.up.cuts) == 0 {
 		return msg
 	}
 	if dropped > 0 {
@@ -368,16 +384,16 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 			r.flushHost()
 			return nil
 		}
-		cuts, ok := batchCuts(msg, start, objs, pl.hide)
+		cuts, ok := batchCuts(msg, start, objs, pl.up.hide)
 		if !ok {
 			r.flushHost()
 			return nil
 		}
 		// The late answers' cuts and the tool cuts, in order: a tool cut lies inside
 		// an element that is kept.
-		pl.cuts = mergeCuts(pl.cuts, cuts)
+		pl.up.cuts = mergeCuts(pl.up.cuts, cuts)
 	}
-	out := toolpolicy.Cut(msg, pl.cuts)
+	out := toolpolicy.Cut(msg, pl.up.cuts)
 	r.upLx.Lex(out)
 	return out
 }
