@@ -20,6 +20,8 @@ var capabilities = map[string]func(any) bool{
 	"Holder":        func(x any) bool { _, ok := x.(upstream.Holder); return ok },
 	"LexedReader":   func(x any) bool { _, ok := x.(upstream.LexedReader); return ok },
 	"LexedWriter":   func(x any) bool { _, ok := x.(upstream.LexedWriter); return ok },
+	// No stdio Conn has it: revive never wraps one that does.
+	"SessionIdentifier": func(x any) bool { _, ok := x.(upstream.SessionIdentifier); return ok },
 }
 
 // TestCapabilityListIsWhole: the list above is every interface capabilities.go

@@ -86,6 +86,14 @@ type LexedReader interface {
 	ReadLexed(lx *jsonlex.Line) ([]byte, error)
 }
 
+// SessionIdentifier is a Conn over HTTP whose server names the session
+// (Mcp-Session-Id): tracing's mcp.session.id. SessionID is "" while there is none
+// (before initialize is answered, the stateless era) and is safe to call from any
+// goroutine.
+type SessionIdentifier interface {
+	SessionID() string
+}
+
 // What each Conn of this package has. A capability added to one belongs here too.
 var (
 	_ Conn          = (*Process)(nil)
@@ -100,6 +108,8 @@ var (
 	_ Terminator = (*remoteConn)(nil)
 	_ Settler    = (*remoteConn)(nil)
 	_ Holder     = (*remoteConn)(nil)
+
+	_ SessionIdentifier = (*remoteConn)(nil)
 
 	_ Conn   = (*NoServer)(nil)
 	_ Exiter = (*NoServer)(nil)

@@ -837,6 +837,13 @@ func (c *remoteConn) forgetLocked(key string) {
 	c.lost[key] = true
 }
 
+// SessionID is the server's Mcp-Session-Id for the session now (SessionIdentifier).
+func (c *remoteConn) SessionID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sess.id
+}
+
 // Buffered reports whether Read will return a message without waiting. With it (and
 // Hold) the connection is a Batcher, so under load the relay writes several answers
 // to the host in one system call instead of one each.

@@ -124,6 +124,9 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 	}, stop, logger)
 
 	tracing, closeTracing := f.startTracing(logger)
+	if si, ok := conn.(upstream.SessionIdentifier); ok && tracing != nil {
+		tracing.SessionID = si.SessionID // mcp.session.id, over HTTP
+	}
 	ic := intercept.New(intercept.Options{
 		CorrelationKey: f.correlationKey,
 		Sink:           reporter.sink(),
