@@ -229,34 +229,52 @@ func testRemote(t *testing.T, s *suite, proxy string) {
 // HTTP as through the proxy — and a host's send over HTTP returns later than over a
 // pipe (once the POST is answered), so what either side sends on its own can fall
 // into the step before or after. So within each step the host's requests and the
-// server's answers to them stay, sorted; everything else (notifications both ways,
+// server's answers to them (each counted in the step of its request, wherever it was
+// logged) stay, sorted; everything else (notifications both ways,
 // the server's requests and the host's answers to them) goes, sorted, into one
 // section at the end. Every byte and every message is still compared; only when the
 // asynchronous ones came is not.
 func unordered(transcript []byte) []byte {
-	var out, step, loose []string
-	flush := func() {
-		slices.Sort(step)
-		out = append(out, step...)
-		step = step[:0]
-	}
+	// Sections: the lines before the first step, then one per step, its "== " line
+	// first. An answer goes to the step of the request it answers, wherever it was
+	// logged: over HTTP a step's last answer can reach the host after it logged the
+	// next step, in the direct run as through the proxy.
+	type section struct{ head, msgs []string }
+	secs := []*section{{}}
+	stepOf := map[string]*section{} // a host request's raw id → its step
+	var answers, loose []string
 	for _, line := range strings.SplitAfter(string(transcript), "\n") {
 		dir, msg, isMsg := strings.Cut(line, " ")
 		isMsg = isMsg && (dir == "->" || dir == "<-")
-		method, id := gjson.Get(msg, "method").Exists(), gjson.Get(msg, "id").Exists()
+		method, id := gjson.Get(msg, "method").Exists(), gjson.Get(msg, "id")
+		cur := secs[len(secs)-1]
 		switch {
 		case strings.HasPrefix(line, "== "):
-			flush()
-			out = append(out, line)
-		case isMsg && dir == "->" && method && id, isMsg && dir == "<-" && !method && id:
-			step = append(step, line)
+			secs = append(secs, &section{head: []string{line}})
+		case isMsg && dir == "->" && method && id.Exists():
+			cur.msgs = append(cur.msgs, line)
+			stepOf[id.Raw] = cur
+		case isMsg && dir == "<-" && !method && id.Exists():
+			answers = append(answers, line)
 		case isMsg:
 			loose = append(loose, line)
 		default:
-			out = append(out, line)
+			cur.head = append(cur.head, line)
 		}
 	}
-	flush()
+	for _, line := range answers {
+		_, msg, _ := strings.Cut(line, " ")
+		sec, ok := stepOf[gjson.Get(msg, "id").Raw]
+		if !ok {
+			sec = secs[len(secs)-1] // an answer to nothing the host asked: compared at the end
+		}
+		sec.msgs = append(sec.msgs, line)
+	}
+	var out []string
+	for _, sec := range secs {
+		slices.Sort(sec.msgs)
+		out = append(append(out, sec.head...), sec.msgs...)
+	}
 	slices.Sort(loose)
 	out = append(out, "== notifications and server requests, in any step\n")
 	return []byte(strings.Join(append(out, loose...), ""))
