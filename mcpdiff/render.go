@@ -34,12 +34,12 @@ type renderer struct {
 }
 
 type item struct {
-	key    string   // shown before the value: `"name": `, or "" in an array or at the root
-	path   []string // from the root: member names, "#N" for an index
-	raw    []byte   // the value; nil for a closing line
-	depth  int
-	close  string // a closing bracket to print at depth
-	leaf   string // when set, printed as the value instead of raw
+	key   string   // shown before the value: `"name": `, or "" in an array or at the root
+	path  []string // from the root: member names, "#N" for an index
+	raw   []byte   // the value; nil for a closing line
+	depth int
+	close string // a closing bracket to print at depth
+	leaf  string // when set, printed as the value instead of raw
 }
 
 func (r *renderer) render(raw []byte, root []string) []string {
