@@ -262,3 +262,14 @@ func TestLongLineCapped(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+func TestRedactedPaths(t *testing.T) {
+	got := RedactedPaths([]byte(`{"a":"x","token":"[REDACTED]","env":["k","v [REDACTED]"],"n":{"deep":["…[clipped 3 of 9 bytes sha256:ab]"]},"we.ird":"[REDACTED]"}`))
+	want := `$.token $.env[1] $.n.deep[0] $["we.ird"]`
+	if strings.Join(got, " ") != want {
+		t.Errorf("%q, want %s", got, want)
+	}
+	if got := RedactedPaths([]byte(`{"a":"b"}`)); got != nil {
+		t.Errorf("%q", got)
+	}
+}

@@ -156,6 +156,19 @@ func (w *Writer) shift() {
 	}
 }
 
+// SetHeader replaces what the header says by h (its Version and Era aside when
+// unset): for a cassette rewritten rather than recorded. It must come before the first
+// Call.
+func (w *Writer) SetHeader(h Header) {
+	w.h = h
+	w.h.Version = Version
+	if w.h.Era == "" {
+		w.h.Era = EraUnknown
+	}
+	w.tools, w.toolIdx = nil, map[string]int{}
+	w.headerDone = false
+}
+
 // HostRequest is told the params of a host request of the handshake ("initialize",
 // "server/discover"), of a "notifications/initialized" (params may be nil), and of
 // each "tools/call" (for the stateless era's _meta). params is only read during the call.
@@ -261,7 +274,9 @@ func (w *Writer) finalHeader() *Header {
 		}
 		h.Tools = append(b, ']')
 	}
-	h.RecordedAt = time.Now()
+	if h.RecordedAt.IsZero() {
+		h.RecordedAt = time.Now()
+	}
 	return &h
 }
 
