@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
@@ -189,7 +190,12 @@ func (r *renderer) blob(typ, key string, v []byte) string {
 	h := sha256.Sum256([]byte(s))
 	n := base64.StdEncoding.DecodedLen(len(s)) - strings.Count(s[max(0, len(s)-2):], "=")
 	if dec, err := base64.StdEncoding.DecodeString(s); err == nil {
-		h, n = sha256.Sum256(dec), len(dec)
+		n = len(dec)
+		if !r.o.Strict && len(dec) <= maxVolatile && utf8.Valid(dec) && !bytes.ContainsRune(dec, 0) {
+			// A text blob: its volatile values are as volatile as a text item's.
+			dec = []byte(volatile(string(dec)))
+		}
+		h = sha256.Sum256(dec)
 	}
 	return "<" + strconv.Itoa(n) + " bytes sha256:" + hex.EncodeToString(h[:])[:16] + ">"
 }
@@ -219,8 +225,12 @@ func compact(b []byte) string {
 
 var (
 	reTimestamp = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:?\d{2})?`)
-	reUUID      = regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
-	reDuration  = regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|us|ms|s)\b|\b\d+(\.\d+)? ?(ms|milliseconds|seconds|sec)\b|\bPT(\d+H)?(\d+M)?(\d+(\.\d+)?S)?\b`)
+	// JavaScript's Date.toString() and the HTTP date (RFC 1123), as servers print times.
+	reJSDate = regexp.MustCompile(`\b(Mon|Tue|Wed|Thu|Fri|Sat|Sun),? (\d{1,2} )?(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{1,2} )?\d{4} \d{2}:\d{2}:\d{2}( GMT([+-]\d{4})?( \([^)]{1,64}\))?)?`)
+	// A time of day, as a locale prints it ("12:27:06 AM", "00:27:06.5").
+	reClock    = regexp.MustCompile(`\b\d{1,2}:\d{2}:\d{2}(\.\d+)?( ?[AaPp][Mm]\b)?`)
+	reUUID     = regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
+	reDuration = regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|us|ms|s)\b|\b\d+(\.\d+)? ?(ms|milliseconds|seconds|sec)\b|\bPT(\d+H)?(\d+M)?(\d+(\.\d+)?S)?\b`)
 	// volatileKey names a number that is a measured duration or a clock reading.
 	volatileKey = regexp.MustCompile(`(?i)(duration|elapsed|latency|took|timestamp|uptime|_ms$|Ms$|^time$|At$)`)
 )
@@ -239,6 +249,10 @@ func volatile(s string) string {
 	if strings.ContainsAny(s, "-") {
 		s = reTimestamp.ReplaceAllLiteralString(s, "<timestamp>")
 		s = reUUID.ReplaceAllLiteralString(s, "<uuid>")
+	}
+	if strings.Contains(s, ":") {
+		s = reJSDate.ReplaceAllLiteralString(s, "<timestamp>")
+		s = reClock.ReplaceAllLiteralString(s, "<time>")
 	}
 	return reDuration.ReplaceAllLiteralString(s, "<duration>")
 }

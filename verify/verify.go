@@ -311,12 +311,17 @@ func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
 		return verdict(mcpdiff.Skipped, "--skip-tool")
 	}
 	cur, listed := r.tools[c.Tool]
-	if !listed {
-		return verdict(mcpdiff.MissingTool, "the server no longer lists "+strconv.Quote(c.Tool))
-	}
 	rec, recListed := r.recTools[c.Tool]
 	if r.recTools == nil {
-		rec, recListed = cur, true // the journal keeps no tools/list: the current one decides
+		rec, recListed = cur, listed // the journal keeps no tools/list: the current one decides
+	}
+	switch {
+	case !listed && recListed:
+		return verdict(mcpdiff.MissingTool, "the server no longer lists "+strconv.Quote(c.Tool))
+	case !listed && !r.cfg.AllowWrites:
+		// Called without being listed (a host's guess, a tool gone before the
+		// recording): nothing says it is safe, nor that it went missing.
+		return verdict(mcpdiff.Skipped, "neither the recorded nor the current tools/list has it (--allow-writes)")
 	}
 	if !r.cfg.AllowWrites {
 		readOnly := recListed && hint(rec, "readOnlyHint") == "true" && hint(cur, "readOnlyHint") == "true"
