@@ -52,6 +52,9 @@ type Config struct {
 	Diff            mcpdiff.Options
 	MaxSlowdown     float64       // flag a same answer that took this many times longer (0: never)
 	CallTimeout     time.Duration // per call (default DefaultCallTimeout)
+	// Redacted: the recorded answers were redacted and clipped as reports are (the
+	// journal): the current ones are, before they are compared.
+	Redacted bool
 	// Update, when set, is the cassette to rewrite with the new answers (accepting them).
 	Update string
 	Logger *slog.Logger
@@ -404,6 +407,9 @@ func (r *runner) run(ctx context.Context, c *cassette.Call, res *CallResult) *Ca
 		return res
 	}
 	res.After = took
+	if r.cfg.Redacted {
+		a = redactAnswer(a)
+	}
 	cmp, _ := mcpdiff.Compare(mcpdiff.Answer{Result: c.Result, Error: c.Error}, mcpdiff.Answer{Result: a.result, Error: a.err}, r.cfg.Diff)
 	res.newResult, res.newError = a.result, a.err
 	if res.Status == mcpdiff.SchemaDrift {

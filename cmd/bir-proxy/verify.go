@@ -146,7 +146,7 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 		if err != nil {
 			return c.usageError("verify", err)
 		}
-		cfg.Open = open
+		cfg.Open, cfg.Redacted = open, true
 	} else {
 		cfg.Open = verify.FileSource(cassettePath)
 		if v.update {

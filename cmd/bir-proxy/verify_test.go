@@ -422,3 +422,52 @@ func TestVerifyConcurrencyKeepsOrderAndUpdateAccepts(t *testing.T) {
 		t.Errorf("after --update: exit %d %v (greet accepted; search's schema taken from the server)", code, st)
 	}
 }
+
+func TestVerifyFromJournal(t *testing.T) {
+	w := newVerifyWorld(t)
+	lines := append(slices.Clone(sessionLines[:3]),
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","arguments":{"name":"ann"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"greet","arguments":{"name":"bob","password":"hunter2"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"divide","arguments":{"a":1,"b":8}}}`,
+	)
+	// Recorded only as the journal records it (no --cassette): XDG_STATE_HOME is the
+	// test's (isolate).
+	p := testutil.Start(t, exec.Command(w.bp, "--server", "fx", "--", w.vs))
+	p.Send(lines...)
+	for range 5 {
+		p.ReadLine()
+	}
+	p.Stdin.Close()
+	if code := p.ExitCode(); code != 0 {
+		t.Fatalf("proxy exit %d", code)
+	}
+	log := filepath.Join(w.dir, "server.log")
+	code, out, errs := w.verify("--from-journal", "--server", "fx", "--since", "1h", "--json", "--", w.vs, "--log", log)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	var rows []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		json.Unmarshal([]byte(l), &m)
+		if m["seq"] != nil {
+			rows = append(rows, m)
+		}
+	}
+	got := map[string]string{}
+	for _, m := range rows {
+		got[fmt.Sprint(m["tool"], " ", m["status"])] = fmt.Sprint(m["reason"])
+	}
+	if len(rows) != 3 || got["divide same"] == "" || got["greet same"] == "" ||
+		!strings.Contains(got["greet not_replayable"], "$.password") {
+		t.Errorf("rows %v", got)
+	}
+	b, _ := os.ReadFile(log)
+	if strings.Contains(string(b), "bob") || strings.Count(string(b), `"tools/call"`) != 2 {
+		t.Errorf("the server saw:\n%s", b)
+	}
+	// Another server's journal, or none: said, exit 2.
+	if code, _, errs := w.verify("--from-journal", "--server", "nobody", "--", w.vs); code != 2 || !strings.Contains(errs, "no journal") {
+		t.Errorf("no journal: exit %d %s", code, errs)
+	}
+}
