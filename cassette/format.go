@@ -44,7 +44,8 @@ type Header struct {
 	// requests carried (stateless era).
 	ProtocolVersion string `json:"protocolVersion,omitempty"`
 	// Initialize is the params of the host's initialize request, as it sent them;
-	// Initialized says it then sent notifications/initialized.
+	// Initialized says the server answered it (the host then sends
+	// notifications/initialized, which verify sends after it too).
 	Initialize       json.RawMessage `json:"initialize,omitempty"`
 	Initialized      bool            `json:"initialized,omitempty"`
 	InitializeResult json.RawMessage `json:"initializeResult,omitempty"`

@@ -208,6 +208,9 @@ func (w *Writer) ServerResult(method string, result []byte) {
 	case "initialize":
 		if w.h.InitializeResult == nil {
 			w.h.InitializeResult = bytes.Clone(result)
+			// The host sends notifications/initialized next (the proxy's bookkeeping
+			// does not look at notifications).
+			w.h.Initialized = w.h.Initialize != nil
 			w.h.ProtocolVersion = jsonlex.StringOf(jsonlex.Get(result, "protocolVersion"))
 		}
 	case "server/discover":
