@@ -26,7 +26,8 @@ type session struct {
 	n      atomic.Int64
 	meta   []byte // the stateless era's params._meta, nil in the session era
 
-	wmu sync.Mutex // one write at a time
+	wmu     sync.Mutex     // one write at a time
+	replies sync.WaitGroup // answers to the server's own requests being written
 
 	mu      sync.Mutex
 	waiting map[string]chan answer
@@ -119,7 +120,12 @@ func (s *session) handle(m []byte) {
 		} else {
 			reply = jsonlex.ErrorResponse(f.ID, -32601, "bir-proxy verify does not answer "+jsonlex.StringOf(f.Method))
 		}
-		go s.write(reply)
+		// Not on the reader: a server that is not reading would stop it.
+		s.replies.Add(1)
+		go func() {
+			defer s.replies.Done()
+			s.write(reply)
+		}()
 	}
 }
 

@@ -146,6 +146,7 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 	defer func() {
 		conn.Close()
 		<-s.done
+		s.replies.Wait()
 	}()
 	hsCtx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 	initResult, err := s.handshake(hsCtx, h)
