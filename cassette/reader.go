@@ -131,35 +131,47 @@ func (r *Reader) Dropped() int64 { return r.end.Dropped + r.header.Dropped }
 
 // next returns the next line without its newline, never an empty one.
 func (r *Reader) next() ([]byte, error) {
-	var line []byte
+	line, whole, err := ReadLine(r.br, r.max)
+	switch {
+	case err == io.EOF:
+		return nil, io.EOF
+	case err != nil:
+		r.line++
+		return nil, r.fail(err)
+	}
+	r.line++
+	switch {
+	case !whole:
+		return nil, r.fail(ErrTruncated)
+	case len(bytes.TrimSpace(line)) == 0:
+		return nil, r.fail(errors.New("an empty line"))
+	case !jsonlex.Valid(line):
+		return nil, r.fail(errors.New("not JSON"))
+	}
+	return line, nil
+}
+
+// ReadLine reads one line of at most max bytes from br, without its "\n" (or "\r\n");
+// whole is false for a last line that ends without one. io.EOF at the end.
+func ReadLine(br *bufio.Reader, max int) (line []byte, whole bool, err error) {
 	for {
-		frag, err := r.br.ReadSlice('\n')
-		if len(line)+len(frag) > r.max {
-			r.line++
-			return nil, r.fail(fmt.Errorf("longer than %d bytes", r.max))
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > max {
+			return nil, false, fmt.Errorf("longer than %d bytes", max)
 		}
 		line = append(line, frag...)
 		switch {
 		case err == nil:
-			r.line++
-			line = bytes.TrimSuffix(line[:len(line)-1], []byte("\r"))
-			if len(bytes.TrimSpace(line)) == 0 {
-				return nil, r.fail(errors.New("an empty line"))
-			}
-			if !jsonlex.Valid(line) {
-				return nil, r.fail(errors.New("not JSON"))
-			}
-			return line, nil
+			return bytes.TrimSuffix(line[:len(line)-1], []byte("\r")), true, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case err == io.EOF:
 			if len(line) == 0 {
-				return nil, io.EOF
+				return nil, false, io.EOF
 			}
-			r.line++
-			return nil, r.fail(ErrTruncated)
+			return line, false, nil
 		default:
-			return nil, r.fail(fmt.Errorf("reading: %w", err))
+			return nil, false, fmt.Errorf("reading: %w", err)
 		}
 	}
 }

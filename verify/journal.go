@@ -14,6 +14,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/redact"
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // maxJournalLine bounds one journal line read (a report is capped at 64 KiB).
@@ -62,22 +63,6 @@ type journalSource struct {
 	seq  int64
 }
 
-// step is what verify reads of a journal report (report.Step).
-type step struct {
-	Server        string          `json:"server"`
-	Tool          string          `json:"tool"`
-	Args          json.RawMessage `json:"args"`
-	ArgsClipped   bool            `json:"argsClipped"`
-	StartedAt     time.Time       `json:"startedAt"`
-	ReceivedAt    time.Time       `json:"receivedAt"`
-	DurationMs    float64         `json:"durationMs"`
-	Outcome       string          `json:"outcome"`
-	Result        json.RawMessage `json:"result"`
-	ResultClipped bool            `json:"resultClipped"`
-	Error         json.RawMessage `json:"error"`
-	DispatchID    *string         `json:"dispatchId"`
-}
-
 func (j *journalSource) Header() *cassette.Header { return &j.h }
 
 func (j *journalSource) Close() error {
@@ -103,16 +88,19 @@ func (j *journalSource) Next() (*cassette.Call, error) {
 			}
 			j.f, j.br, j.line = f, bufio.NewReaderSize(f, 64<<10), 0
 		}
-		line, err := j.readLine()
+		line, _, err := cassette.ReadLine(j.br, maxJournalLine)
+		if err == nil {
+			j.line++
+		}
 		if err == io.EOF {
 			j.f.Close()
 			j.f, j.br = nil, nil
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s, line %d: %w", j.name, j.line+1, err)
 		}
-		var st step
+		var st report.Step
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
@@ -133,32 +121,6 @@ func (j *journalSource) Next() (*cassette.Call, error) {
 			}
 		}
 		return c, nil
-	}
-}
-
-func (j *journalSource) readLine() ([]byte, error) {
-	var line []byte
-	for {
-		frag, err := j.br.ReadSlice('\n')
-		if len(line)+len(frag) > maxJournalLine {
-			return nil, fmt.Errorf("%s, line %d: longer than %d bytes", j.name, j.line+1, maxJournalLine)
-		}
-		line = append(line, frag...)
-		switch {
-		case err == nil:
-			j.line++
-			return line, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case err == io.EOF:
-			if len(line) == 0 {
-				return nil, io.EOF
-			}
-			j.line++
-			return line, nil // a last line without its newline: it may still read
-		default:
-			return nil, fmt.Errorf("reading %s: %w", j.name, err)
-		}
 	}
 }
 
