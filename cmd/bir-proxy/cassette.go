@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"log/slog"
+	"path/filepath"
+	"strings"
 
 	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/intercept"
@@ -61,4 +63,30 @@ func closeCassette(w *cassette.Writer, logger *slog.Logger) {
 	if err := w.Close(); err != nil {
 		logger.Warn("the cassette", "err", err)
 	}
+}
+
+func defineWrapCassette(fs *flag.FlagSet, c *configCmd) {
+	fs.StringVar(&c.cassettes, "cassette", "", "each wrapped server also records a cassette for bir-proxy verify, `DIR`/NAME.jsonl: the arguments RAW, secrets included (see docs/cassette.md)")
+}
+
+// cassetteFlags are the proxy flags wrap --cassette DIR gives the entry name: its own
+// file in DIR, by an absolute path (the host starts servers from anywhere).
+func (c *configCmd) cassetteFlags(name string) []string {
+	if c.cassettes == "" {
+		return nil
+	}
+	dir, err := filepath.Abs(c.cassettes)
+	if err != nil {
+		dir = c.cassettes
+	}
+	safe := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, name)
+	if safe == "" || strings.Trim(safe, ".") == "" {
+		safe = "server"
+	}
+	return []string{"--cassette", filepath.Join(dir, safe+".jsonl")}
 }
