@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -469,5 +470,45 @@ func TestVerifyFromJournal(t *testing.T) {
 	// Another server's journal, or none: said, exit 2.
 	if code, _, errs := w.verify("--from-journal", "--server", "nobody", "--", w.vs); code != 2 || !strings.Contains(errs, "no journal") {
 		t.Errorf("no journal: exit %d %s", code, errs)
+	}
+}
+
+func TestVerifyMaxSlowdownAndRedactedCassette(t *testing.T) {
+	w := newVerifyWorld(t)
+	lines := append(slices.Clone(sessionLines[:3]),
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":{"ms":1}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"greet","arguments":{"name":"ann","api_key":"sk-live-1234567890abcdef"}}}`,
+	)
+	path := w.record("s", lines)
+	// Recorded as a 1 ms call, replayed as a 60 ms one: past 3x (and 10 ms more).
+	b, _ := os.ReadFile(path)
+	b = bytes.Replace(b, []byte(`"arguments":{"ms":1}`), []byte(`"arguments":{"ms":60}`), 1)
+	b = regexp.MustCompile(`("tool":"slow".*"durationMs":)[0-9.]+`).ReplaceAll(b, []byte("${1}1"))
+	os.WriteFile(path, b, 0o600)
+	code, out, _ := w.verify(path, "--json", "--tool", "slow", "--", w.vs)
+	if st, _ := statuses(t, out); code != 0 || st["slow"] != "same" {
+		t.Errorf("without --max-slowdown: exit %d %v", code, st)
+	}
+	code, out, _ = w.verify(path, "--json", "--tool", "slow", "--max-slowdown", "3x", "--", w.vs)
+	if st, _ := statuses(t, out); code != 1 || st["slow"] != "slower" || !strings.Contains(out, "past --max-slowdown 3x") {
+		t.Errorf("--max-slowdown 3x: exit %d %v\n%s", code, st, out)
+	}
+
+	// --cassette-redact: the secret is not in the file, and the call is not replayed.
+	rpath := filepath.Join(w.dir, "redacted.jsonl")
+	p := testutil.Start(t, exec.Command(w.bp, "--cassette", rpath, "--cassette-redact", "--", w.vs, "--log", filepath.Join(w.dir, "rec.log")))
+	p.Send(lines...)
+	for range 4 {
+		p.ReadLine()
+	}
+	p.Stdin.Close()
+	p.ExitCode()
+	rb, _ := os.ReadFile(rpath)
+	if bytes.Contains(rb, []byte("sk-live-1234567890abcdef")) || !bytes.Contains(rb, []byte(`"redactedKeys":["$.api_key"]`)) {
+		t.Errorf("redacted cassette:\n%s", rb)
+	}
+	code, out, _ = w.verify(rpath, "--json", "--", w.vs)
+	if st, _ := statuses(t, out); code != 0 || st["greet"] != "not_replayable" || st["slow"] != "same" || !strings.Contains(out, "$.api_key") {
+		t.Errorf("verify of a redacted cassette: exit %d %v\n%s", code, st, out)
 	}
 }

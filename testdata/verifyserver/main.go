@@ -13,6 +13,7 @@
 //	mkdir {path}      [idempotent, not destructive]  "made PATH"
 //	write_note {text} [destructive]           appends TEXT to --notes FILE
 //	crash {}          [readOnly]              with --crash, exits 3 without answering
+//	slow {ms}         [readOnly]              answers "done" after ms milliseconds
 //
 // --log FILE appends every line received, as received. --fail-start exits 4 at once,
 // after a line on stderr. --version V answers initialize with protocol version V.
@@ -144,6 +145,7 @@ func tools(drift bool) []string {
 		`{"name":"mkdir","inputSchema":`+obj(`"path":{"type":"string"}`)+`,"annotations":{"readOnlyHint":false,"idempotentHint":true,"destructiveHint":false}}`,
 		`{"name":"write_note","inputSchema":`+obj(`"text":{"type":"string"}`)+`,"annotations":{"readOnlyHint":false,"destructiveHint":true}}`,
 		`{"name":"crash","inputSchema":{"type":"object"},`+ro+`}`,
+		`{"name":"slow","inputSchema":`+obj(`"ms":{"type":"number"}`)+`,`+ro+`}`,
 	)
 }
 
@@ -194,6 +196,10 @@ func call(name string, rawArgs json.RawMessage, drift bool, notes string) (resul
 		return text("noted"), ""
 	case "crash":
 		return text("not crashing"), ""
+	case "slow":
+		ms, _ := a["ms"].(float64)
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		return text("done"), ""
 	}
 	return "", `{"code":-32602,"message":"Unknown tool: ` + name + `"}`
 }
