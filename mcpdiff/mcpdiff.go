@@ -7,6 +7,7 @@
 package mcpdiff
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 
@@ -63,6 +64,13 @@ type Comparison struct {
 
 // Compare compares the recorded answer with the current one.
 func Compare(rec, cur Answer, o Options) (Comparison, error) {
+	if bytes.Equal(rec.Result, cur.Result) && bytes.Equal(rec.Error, cur.Error) && (rec.Result != nil) == (cur.Result != nil) {
+		// The same bytes are the same answer, whatever the options: nothing to render.
+		if _, err := parsePaths(o.Ignore); err != nil {
+			return Comparison{}, err
+		}
+		return Comparison{Status: Same}, nil
+	}
 	pats, err := parsePaths(o.Ignore)
 	if err != nil {
 		return Comparison{}, err

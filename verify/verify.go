@@ -280,11 +280,30 @@ func recordedTools(h *cassette.Header) map[string][]byte {
 }
 
 type runner struct {
+	drift    map[string]*drift // by tool: its schemas compared once (decide runs on one goroutine)
 	cfg      *Config
 	s        *session
 	h        *cassette.Header
 	recTools map[string][]byte // nil: the recording has no tools/list (the journal)
 	tools    map[string][]byte
+}
+
+type drift struct{ why, diff string }
+
+// schemaDrift is the tool's schema drift, nil for none, worked out once per tool.
+func (r *runner) schemaDrift(tool string, rec, cur []byte) *drift {
+	if d, ok := r.drift[tool]; ok {
+		return d
+	}
+	if r.drift == nil {
+		r.drift = map[string]*drift{}
+	}
+	var d *drift
+	if changed, why, diff := mcpdiff.CompareTool(rec, cur); changed {
+		d = &drift{why, diff}
+	}
+	r.drift[tool] = d
+	return d
 }
 
 func hint(tool []byte, name string) string {
@@ -341,8 +360,8 @@ func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
 		}
 	}
 	if recListed {
-		if drift, why, d := mcpdiff.CompareTool(rec, cur); drift {
-			res.Status, res.Reason, res.Diff = mcpdiff.SchemaDrift, why, d
+		if sd := r.schemaDrift(c.Tool, rec, cur); sd != nil {
+			res.Status, res.Reason, res.Diff = mcpdiff.SchemaDrift, sd.why, sd.diff
 		}
 	}
 	if r.cfg.Plan {

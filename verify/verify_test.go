@@ -41,7 +41,7 @@ func writeCassette(t *testing.T, lines ...string) string {
 	return p
 }
 
-func config(t *testing.T, path string, serverArgs ...string) Config {
+func config(t testing.TB, path string, serverArgs ...string) Config {
 	vs := testutil.Build(t, "./testdata/verifyserver")
 	cmd := upstream.Command{Path: vs, Args: serverArgs, Name: "vs", Stderr: &testutil.SyncBuffer{}}
 	return Config{Open: FileSource(path), Dial: cmd.Dial, IDPrefix: "bir:verify:test:"}
