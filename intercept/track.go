@@ -219,7 +219,7 @@ func (t *tracker) host(ev event) {
 				}
 				t.scratch.tool(c, name)
 				c.args = args
-				if t.cassette != nil && !own {
+				if t.cassette != nil && !own && f.ID != nil { // a notification is no call to replay
 					t.cassette.seen(c, f.Params, name, args)
 				}
 			}
