@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
 // FuzzReader: any bytes either read as a cassette or fail with a LineError; nothing
@@ -52,6 +54,43 @@ func FuzzReader(f *testing.F) {
 			if _, err := r2.Next(); err != nil {
 				t.Fatalf("re-encoded call does not read: %v\n%s", err, out)
 			}
+		}
+	})
+}
+
+// FuzzDecodeCall: the reader's own decoder of a call line accepts what encoding/json
+// (strict) accepts and reads the same values, and refuses what it refuses.
+func FuzzDecodeCall(f *testing.F) {
+	f.Add([]byte(`{"seq":1,"tool":"a","arguments":{"k":[1]},"redacted":true,"redactedKeys":["$.k"],"outcome":"ok","result":{"x":1},"startedAt":"2026-01-01T00:00:00.5Z","durationMs":1.25}`))
+	f.Add([]byte(`{"seq":1,"tool":"a","tool":"b","outcome":"ok","error":null}`))
+	f.Add([]byte(`{"seq":1.5,"tool":"a"}`))
+	f.Add([]byte(`{"seq":1,"bogus":2}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if !jsonlex.Valid(line) || len(line) == 0 || line[0] != '{' {
+			return
+		}
+		var a, b Call
+		ea := decodeCall(line, &a)
+		eb := strict(line, &b)
+		if (ea == nil) != (eb == nil) {
+			// encoding/json is laxer on some spellings (case-insensitive keys, a
+			// string with invalid UTF-8): refusing more is allowed, accepting more not.
+			if ea == nil {
+				t.Fatalf("decodeCall took what encoding/json refuses (%v): %s", eb, line)
+			}
+			return
+		}
+		if ea != nil {
+			return
+		}
+		for _, r := range []*[]byte{(*[]byte)(&b.Arguments), (*[]byte)(&b.Result), (*[]byte)(&b.Error)} {
+			if string(*r) == "null" {
+				*r = nil // decodeCall reads a null as absent
+			}
+		}
+		if a.Seq != b.Seq || a.Tool != b.Tool || a.Outcome != b.Outcome || !a.StartedAt.Equal(b.StartedAt) || a.DurationMs != b.DurationMs ||
+			a.Redacted != b.Redacted || !bytes.Equal(a.Arguments, b.Arguments) || !bytes.Equal(a.Result, b.Result) || !bytes.Equal(a.Error, b.Error) {
+			t.Fatalf("decodeCall %+v, encoding/json %+v: %s", a, b, line)
 		}
 	})
 }

@@ -108,7 +108,7 @@ func (r *Reader) Next() (*Call, error) {
 			return nil, r.fail(errors.New("a second header"))
 		}
 		c := new(Call)
-		if err := strict(b, c); err != nil {
+		if err := decodeCall(b, c); err != nil {
 			return nil, r.fail(fmt.Errorf("not a call: %w", err))
 		}
 		switch {
