@@ -34,6 +34,10 @@ type Options struct {
 	// Tracing, when set, makes spans of every request (otel.go); it works with or
 	// without a Sink.
 	Tracing *Tracing
+	// Cassette, with a Sink, also records each host tools/call raw (cassette.go);
+	// CassetteRedact records its arguments redacted instead.
+	Cassette       Cassette
+	CassetteRedact bool
 }
 
 // Interceptor implements relay.Interceptor.
@@ -93,6 +97,9 @@ func New(o Options) *Interceptor {
 	ic.tracker = newTracker(o.Sink, o.ReportCap, &ic.interested, o.Logger)
 	ic.tracker.later = ic.q.wakeSoon
 	ic.tracker.parked = &ic.parked
+	if o.Cassette != nil {
+		ic.tracker.cassette = &cassetteHook{c: o.Cassette, redact: o.CassetteRedact}
+	}
 	ic.done = make(chan struct{})
 	go ic.run()
 	return ic

@@ -39,6 +39,7 @@ type tracker struct {
 	sawInit   bool
 	sawTools  bool
 	warnedShd bool
+	cassette  *cassetteHook // nil without --cassette
 }
 
 // call is a tools/call in flight.
@@ -69,6 +70,8 @@ type call struct {
 	outcome string
 	result  json.RawMessage
 	rpcErr  json.RawMessage
+
+	cass *rawCall // the raw call, for the cassette (cassette.go)
 }
 
 func newTracker(sink report.Sink, cap int, interested *atomic.Int64, log *slog.Logger) *tracker {
@@ -216,6 +219,9 @@ func (t *tracker) host(ev event) {
 				}
 				t.scratch.tool(c, name)
 				c.args = args
+				if t.cassette != nil && !own && f.ID != nil { // a notification is no call to replay
+					t.cassette.seen(c, f.Params, name, args)
+				}
 			}
 			t.scratch.describeArgs(c, t.cap)
 			if f.ID == nil {
@@ -253,6 +259,9 @@ func (t *tracker) host(ev event) {
 		case "initialize", "tools/list", "server/discover":
 			if f.ID != nil {
 				t.handshake[keyPrefix+jsonlex.IDKey(f.ID)] = method
+				if t.cassette != nil && !own {
+					t.cassette.handshake(method, f.Params)
+				}
 			}
 		}
 	}
@@ -302,6 +311,9 @@ func (t *tracker) answer(f jsonlex.Fields, at time.Time, keyPrefix string) {
 	if method, ok := t.handshake[string(k)]; ok {
 		t.forgetHandshake(string(k))
 		if f.Result != nil {
+			if t.cassette != nil && keyPrefix == "" {
+				t.cassette.c.ServerResult(method, f.Result)
+			}
 			t.learn(method, f.Result)
 		}
 	}
@@ -399,6 +411,9 @@ func (t *tracker) finish(c *call, endedAt time.Time, outcome string, result, rpc
 }
 
 func (t *tracker) report(c *call, endedAt time.Time, outcome string, result, rpcErr json.RawMessage) {
+	if t.cassette != nil {
+		t.cassette.ended(c, endedAt, outcome, result, rpcErr)
+	}
 	t.sink.Submit(t.scratch.buildStep(c, endedAt, outcome, result, rpcErr, t.cap))
 }
 

@@ -359,6 +359,13 @@ func (c *Change) Save(bs Backups) (Saved, error) {
 // not understood, or named RecorderName are left alone, each with
 // an Outcome saying so. A name not in the file is an error.
 func (d *Document) Wrap(names []string, proxyPath string) (*Change, error) {
+	return d.WrapWith(names, proxyPath, nil)
+}
+
+// WrapWith is Wrap with more proxy flags for each entry: flags(name) returns them
+// (unquoted: `--cassette`, `DIR/name.jsonl`), put right after --server. Each must be a
+// flag the proxy has and that TakesValue knows, or the entry would not unwrap.
+func (d *Document) WrapWith(names []string, proxyPath string, flags func(name string) []string) (*Change, error) {
 	if !IsProxyCommand(proxyPath) {
 		return nil, fmt.Errorf("proxy path %q: its file name must be bir-proxy (bir-proxy.exe on Windows), which is how wrapped entries are recognised", proxyPath)
 	}
@@ -374,6 +381,11 @@ func (d *Document) Wrap(names []string, proxyPath string) (*Change, error) {
 		case e.kind == KindRemote && e.problem != "":
 			o.Note, o.Warn = "remote entry left alone: "+e.problem, true
 		default:
+			if flags != nil {
+				for _, f := range flags(e.name) {
+					e.extra = append(e.extra, quote(f))
+				}
+			}
 			text, err := e.wrap(proxyPath)
 			if err != nil {
 				return "", o, err

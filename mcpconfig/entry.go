@@ -64,7 +64,7 @@ func TakesValue(flag string) bool {
 	case "server", "correlation-key", "recorder", "journal", "journal-max-mb", "journal-keep", "max-message", "stop-grace", "log-level",
 		"spool-max", "url", "transport", "header", "header-file", "connect-timeout", "otlp-endpoint",
 		"client-id", "client-secret", "client-metadata-url", "oauth-port", "oauth-scope", "oauth-wait",
-		"ignore-tool", "allow-tool", "call-timeout":
+		"ignore-tool", "allow-tool", "call-timeout", "cassette":
 		return true
 	}
 	return false
@@ -73,6 +73,7 @@ func TakesValue(flag string) bool {
 // entry is one server entry: its text and what was learnt from it.
 type entry struct {
 	name    string
+	extra   []string // more proxy flags wrap puts after --server, quoted (WrapWith)
 	raw     string
 	kind    Kind
 	problem string // why the entry is KindUnknown
@@ -296,7 +297,7 @@ func (e entry) wrapStdio(proxyPath string) string {
 	}
 
 	if e.args < 0 {
-		arr := "[" + strings.Join(slices.Concat([]string{quote(serverFlagEq + e.name)}, dashdash, []string{cmdRaw}), inline) + "]"
+		arr := "[" + strings.Join(slices.Concat([]string{quote(serverFlagEq + e.name)}, e.extra, dashdash, []string{cmdRaw}), inline) + "]"
 		var sep string
 		switch {
 		case len(e.members) > 1:
@@ -313,7 +314,7 @@ func (e entry) wrapStdio(proxyPath string) string {
 
 	args := e.members[e.args]
 	a := e.raw[args.valStart:args.valEnd]
-	prefix := slices.Concat([]string{`"--server"`, quote(e.name)}, dashdash, []string{cmdRaw})
+	prefix := slices.Concat([]string{`"--server"`, quote(e.name)}, e.extra, dashdash, []string{cmdRaw})
 	var arr string
 	if len(e.argv) == 0 {
 		// Everything after '[' (whitespace and ']') stays, so unwrap can
@@ -485,7 +486,7 @@ func (e entry) wrapRemoteText(proxyPath string, dropHeaders bool) string {
 	if strings.Contains(colon, " ") {
 		inline = ", "
 	}
-	args := []string{`"--server"`, quote(e.name), `"--url"`, e.raw[u.valStart:u.valEnd], `"--transport"`, quote(e.remoteTransport())}
+	args := slices.Concat([]string{`"--server"`, quote(e.name)}, e.extra, []string{`"--url"`, e.raw[u.valStart:u.valEnd], `"--transport"`, quote(e.remoteTransport())})
 	if e.headersIdx >= 0 {
 		gjson.Parse(e.members[e.headersIdx].value.Raw).ForEach(func(k, v gjson.Result) bool {
 			args = append(args, `"--header"`, quote(k.Str+": "+v.Str))

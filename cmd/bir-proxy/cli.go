@@ -121,6 +121,13 @@ wrap would use from the current directory (and, for log, of the journals).`,
 			run:   runCompletion,
 		},
 		{
+			name: "verify", synopsis: "CASSETTE [flags] [--] COMMAND [ARGS...]  |  verify CASSETTE --url URL  |  verify --from-journal --server NAME ...",
+			summary: "replay recorded calls on a server and show what changed",
+			about:   verifyAbout,
+			flags:   defineVerifyFlags,
+			run:     runVerify,
+		},
+		{
 			name: "help", synopsis: "[COMMAND]",
 			summary: "this overview, or a command's flags",
 			flags:   func(*flag.FlagSet) any { return nil },
@@ -249,7 +256,7 @@ Flags, when running a server:
 func printOverview(w io.Writer) {
 	var cmds strings.Builder
 	for _, sc := range subcommands() {
-		brief := map[string]string{"wrap": "[NAME...]", "unwrap": "[NAME...]", "help": "[COMMAND]", "login": "--url URL", "logout": "--url URL", "auth": "status", "completion": "bash|zsh|fish"}[sc.name]
+		brief := map[string]string{"wrap": "[NAME...]", "unwrap": "[NAME...]", "help": "[COMMAND]", "login": "--url URL", "logout": "--url URL", "auth": "status", "completion": "bash|zsh|fish", "verify": "CASSETTE COMMAND"}[sc.name]
 		fmt.Fprintf(&cmds, "  bir-proxy %-26s  %s\n", sc.name+" "+brief, sc.summary)
 	}
 	fmt.Fprintf(w, overview, cmds.String())
@@ -274,7 +281,7 @@ func runHelp(_ context.Context, c *cli, args []string) int {
 	}
 	sc, ok := findSubcommand(args[0])
 	if !ok {
-		return c.usageError("help", fmt.Errorf("no command %q: the commands are wrap, unwrap, status, log, login, logout, auth, completion and help", args[0]))
+		return c.usageError("help", fmt.Errorf("no command %q: the commands are wrap, unwrap, status, log, login, logout, auth, completion, verify and help", args[0]))
 	}
 	printCommandUsage(c.stdout, sc)
 	return 0

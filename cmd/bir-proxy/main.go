@@ -77,6 +77,7 @@ type proxyFlags struct {
 	oauth          *oauthFlags
 	policy         *toolpolicy.Policy
 	otlp           *otlpFlags
+	cassette       *cassetteFlags
 }
 
 // repeated is a flag that may be given many times.
@@ -111,6 +112,7 @@ func defineProxyFlags(fs *flag.FlagSet) *proxyFlags {
 	f.oauth = defineOAuthFlags(fs, true)
 	f.policy = definePolicyFlags(fs)
 	f.otlp = defineOTLPFlags(fs)
+	f.cassette = defineCassetteFlags(fs)
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	return f
 }

@@ -127,12 +127,15 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 	if si, ok := conn.(upstream.SessionIdentifier); ok && tracing != nil {
 		tracing.SessionID = si.SessionID // mcp.session.id, over HTTP
 	}
-	ic := intercept.New(intercept.Options{
+	icOpts := intercept.Options{
 		CorrelationKey: f.correlationKey,
 		Sink:           reporter.sink(),
 		Logger:         logger,
 		Tracing:        tracing,
-	})
+	}
+	cas := f.cassette.open(f, off(), logger)
+	f.cassette.options(&icOpts, cas)
+	ic := intercept.New(icOpts)
 	// Replay (SPEC §4) only with a recorder: not under BIR_OFF, not with the journal.
 	var icpt relay.Interceptor = ic
 	remote := reporter.remote()
@@ -178,6 +181,7 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 		cancel()
 	}
 	ic.Close()
+	closeCassette(cas, logger)
 	closeTracing()
 	reporter.close()
 	return exitStatus(conn)

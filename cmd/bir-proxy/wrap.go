@@ -32,6 +32,7 @@ type configCmd struct {
 	proxyPath string
 	restore   bool
 	names     []string
+	cassettes string // wrap --cassette DIR (cassette.go)
 }
 
 func defineConfigFlags(fs *flag.FlagSet, verb string) *configCmd {
@@ -43,6 +44,7 @@ func defineConfigFlags(fs *flag.FlagSet, verb string) *configCmd {
 	}
 	if verb == "wrap" {
 		fs.StringVar(&c.proxyPath, "proxy-path", "", "the bir-proxy the host should run (default: this executable's absolute path; bir-proxy from PATH in a file git shares)")
+		defineWrapCassette(fs, c)
 	}
 	if verb == "unwrap" {
 		fs.BoolVar(&c.restore, "restore", false, "list the backups of the config files; with an ID, put that version back")
@@ -383,7 +385,7 @@ func (cc *configCmd) apply(e *fileEdit, proxy string) (applied, error) {
 		}
 		var ch *mcpconfig.Change
 		if cc.verb == "wrap" {
-			ch, err = doc.Wrap(names, proxy)
+			ch, err = doc.WrapWith(names, proxy, cc.cassetteFlags)
 		} else {
 			ch, err = doc.Unwrap(names)
 		}

@@ -1,0 +1,96 @@
+package cassette
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+)
+
+// FuzzReader: any bytes either read as a cassette or fail with a LineError; nothing
+// panics, and what reads is read again the same from its own re-encoding.
+func FuzzReader(f *testing.F) {
+	h := `{"bir-cassette":1,"server":"s","command":["x"],"recordedAt":"2026-01-01T00:00:00Z","era":"session","initialize":{"protocolVersion":"2025-11-25"},"tools":[{"name":"a"}]}` + "\n"
+	f.Add([]byte(h))
+	f.Add([]byte(h + `{"seq":1,"tool":"a","arguments":{"k":[1,2,{"z":null}]},"outcome":"ok","result":{"content":[]},"startedAt":"2026-01-01T00:00:00Z","durationMs":1.5}` + "\n"))
+	f.Add([]byte(h + `{"seq":1,"tool":"a","outcome":"rpc_error","error":{"code":1},"startedAt":"2026-01-01T00:00:00Z","durationMs":0}` + "\n" + `{"end":true,"calls":1}` + "\n"))
+	f.Add([]byte(`{"bir-cassette":7}` + "\n"))
+	f.Add([]byte("\n\n"))
+	f.Add([]byte(h + `{"seq":1,"tool":"a"`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := newReader(bytes.NewReader(data), "f", 1<<16)
+		if err != nil {
+			var le *LineError
+			if !errors.As(err, &le) {
+				t.Fatalf("error %v is not a LineError", err)
+			}
+			return
+		}
+		var out []byte
+		out = appendHeader(out, r.Header())
+		n := 0
+		for {
+			c, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				var le *LineError
+				if !errors.As(err, &le) || le.Line < 2 {
+					t.Fatalf("error %v", err)
+				}
+				return
+			}
+			n++
+			out = appendCall(out, c)
+		}
+		r2, err := newReader(bytes.NewReader(out), "again", 1<<20)
+		if err != nil {
+			t.Fatalf("re-encoded header does not read: %v\n%s", err, out)
+		}
+		for range n {
+			if _, err := r2.Next(); err != nil {
+				t.Fatalf("re-encoded call does not read: %v\n%s", err, out)
+			}
+		}
+	})
+}
+
+// FuzzDecodeCall: the reader's own decoder of a call line accepts what encoding/json
+// (strict) accepts and reads the same values, and refuses what it refuses.
+func FuzzDecodeCall(f *testing.F) {
+	f.Add([]byte(`{"seq":1,"tool":"a","arguments":{"k":[1]},"redacted":true,"redactedKeys":["$.k"],"outcome":"ok","result":{"x":1},"startedAt":"2026-01-01T00:00:00.5Z","durationMs":1.25}`))
+	f.Add([]byte(`{"seq":1,"tool":"a","tool":"b","outcome":"ok","error":null}`))
+	f.Add([]byte(`{"seq":1.5,"tool":"a"}`))
+	f.Add([]byte(`{"seq":1,"bogus":2}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if !jsonlex.Valid(line) || len(line) == 0 || line[0] != '{' {
+			return
+		}
+		var a, b Call
+		ea := decodeCall(line, &a)
+		eb := strict(line, &b)
+		if (ea == nil) != (eb == nil) {
+			// encoding/json is laxer on some spellings (case-insensitive keys, a
+			// string with invalid UTF-8): refusing more is allowed, accepting more not.
+			if ea == nil {
+				t.Fatalf("decodeCall took what encoding/json refuses (%v): %s", eb, line)
+			}
+			return
+		}
+		if ea != nil {
+			return
+		}
+		for _, r := range []*[]byte{(*[]byte)(&b.Arguments), (*[]byte)(&b.Result), (*[]byte)(&b.Error)} {
+			if string(*r) == "null" {
+				*r = nil // decodeCall reads a null as absent
+			}
+		}
+		if a.Seq != b.Seq || a.Tool != b.Tool || a.Outcome != b.Outcome || !a.StartedAt.Equal(b.StartedAt) || a.DurationMs != b.DurationMs ||
+			a.Redacted != b.Redacted || !bytes.Equal(a.Arguments, b.Arguments) || !bytes.Equal(a.Result, b.Result) || !bytes.Equal(a.Error, b.Error) {
+			t.Fatalf("decodeCall %+v, encoding/json %+v: %s", a, b, line)
+		}
+	})
+}

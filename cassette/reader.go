@@ -1,0 +1,191 @@
+package cassette
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+)
+
+// DefaultMaxLine bounds one line a Reader accepts (a call whose result is as large as
+// the proxy's largest message, 256 MiB, and its arguments).
+const DefaultMaxLine = 512 << 20
+
+// Reader reads a cassette one line at a time: memory is one line's, whatever the
+// cassette's length. It is strict: a line it cannot read is an error naming it, and
+// nothing after it is read.
+type Reader struct {
+	br      *bufio.Reader
+	name    string
+	line    int
+	max     int
+	header  Header
+	ended   bool
+	end     End
+	lastSeq int64
+}
+
+// LineError is a Reader's error: which line, and what is wrong with it.
+type LineError struct {
+	Name string // the file's name, as given to NewReader
+	Line int
+	Err  error
+}
+
+func (e *LineError) Error() string {
+	return fmt.Sprintf("cassette %s, line %d: %v", e.Name, e.Line, e.Err)
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// ErrNotCassette says the first line is not a cassette's header; ErrVersion that it is
+// one of a version this package does not read; ErrTruncated that the last line ends
+// without its newline (the writer was stopped mid-line).
+var (
+	ErrNotCassette = errors.New("not a bir-proxy cassette (its first line has no \"bir-cassette\" member)")
+	ErrVersion     = errors.New("a cassette format version this bir-proxy does not read")
+	ErrTruncated   = errors.New("truncated: the line has no newline at its end")
+)
+
+// NewReader reads the header of the cassette in r (name is for errors).
+func NewReader(r io.Reader, name string) (*Reader, error) {
+	return newReader(r, name, DefaultMaxLine)
+}
+
+func newReader(r io.Reader, name string, max int) (*Reader, error) {
+	rd := &Reader{br: bufio.NewReaderSize(r, 64<<10), name: name, max: max}
+	b, err := rd.next()
+	if err == io.EOF {
+		return nil, rd.fail(errors.New("empty: " + ErrNotCassette.Error()))
+	}
+	if err != nil {
+		return nil, err
+	}
+	v := jsonlex.Get(b, magic)
+	if b[0] != '{' || v == nil {
+		return nil, rd.fail(ErrNotCassette)
+	}
+	if string(v) != "1" {
+		return nil, rd.fail(fmt.Errorf("%w: version %.40s, this bir-proxy reads %d", ErrVersion, v, Version))
+	}
+	if err := strict(b, &rd.header); err != nil {
+		return nil, rd.fail(fmt.Errorf("the header: %w", err))
+	}
+	if rd.header.Tools != nil && rd.header.Tools[0] != '[' {
+		return nil, rd.fail(errors.New("the header: tools is not an array"))
+	}
+	return rd, nil
+}
+
+// Header is the cassette's header.
+func (r *Reader) Header() *Header { return &r.header }
+
+// Line is the number of the line the last Next read.
+func (r *Reader) Line() int { return r.line }
+
+// Next reads the next call; io.EOF at the end. The Call's raw values are its own.
+func (r *Reader) Next() (*Call, error) {
+	for {
+		b, err := r.next()
+		if err != nil {
+			return nil, err
+		}
+		if r.ended {
+			return nil, r.fail(errors.New("a line after the end line"))
+		}
+		if jsonlex.Get(b, "end") != nil {
+			if err := strict(b, &r.end); err != nil || !r.end.End {
+				return nil, r.fail(fmt.Errorf("an end line that does not read: %v", err))
+			}
+			r.ended = true
+			continue
+		}
+		if jsonlex.Get(b, magic) != nil {
+			return nil, r.fail(errors.New("a second header"))
+		}
+		c := new(Call)
+		if err := decodeCall(b, c); err != nil {
+			return nil, r.fail(fmt.Errorf("not a call: %w", err))
+		}
+		switch {
+		case c.Seq <= r.lastSeq:
+			return nil, r.fail(fmt.Errorf("seq %d after %d: out of order", c.Seq, r.lastSeq))
+		case c.Tool == "":
+			return nil, r.fail(errors.New("a call without a tool"))
+		case c.Outcome == "":
+			return nil, r.fail(errors.New("a call without an outcome"))
+		case c.Result != nil && c.Error != nil:
+			return nil, r.fail(errors.New("a call with both a result and an error"))
+		}
+		r.lastSeq = c.Seq
+		return c, nil
+	}
+}
+
+// Dropped is what the end line said was not recorded (0 before it or without one).
+func (r *Reader) Dropped() int64 { return r.end.Dropped + r.header.Dropped }
+
+// next returns the next line without its newline, never an empty one.
+func (r *Reader) next() ([]byte, error) {
+	line, whole, err := ReadLine(r.br, r.max)
+	switch {
+	case err == io.EOF:
+		return nil, io.EOF
+	case err != nil:
+		r.line++
+		return nil, r.fail(err)
+	}
+	r.line++
+	switch {
+	case !whole:
+		return nil, r.fail(ErrTruncated)
+	case len(bytes.TrimSpace(line)) == 0:
+		return nil, r.fail(errors.New("an empty line"))
+	case !jsonlex.Valid(line):
+		return nil, r.fail(errors.New("not JSON"))
+	}
+	return line, nil
+}
+
+// ReadLine reads one line of at most max bytes from br, without its "\n" (or "\r\n");
+// whole is false for a last line that ends without one. io.EOF at the end.
+func ReadLine(br *bufio.Reader, max int) (line []byte, whole bool, err error) {
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > max {
+			return nil, false, fmt.Errorf("longer than %d bytes", max)
+		}
+		line = append(line, frag...)
+		switch {
+		case err == nil:
+			return bytes.TrimSuffix(line[:len(line)-1], []byte("\r")), true, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF:
+			if len(line) == 0 {
+				return nil, false, io.EOF
+			}
+			return line, false, nil
+		default:
+			return nil, false, fmt.Errorf("reading: %w", err)
+		}
+	}
+}
+
+func (r *Reader) fail(err error) error { return &LineError{Name: r.name, Line: r.line, Err: err} }
+
+// strict decodes line into v, refusing members v does not have: a line of another
+// format (or a newer version's) is not silently read as this one. Raw members are
+// copied verbatim by encoding/json.
+func strict(line []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(line))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	return nil
+}

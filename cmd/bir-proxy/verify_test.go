@@ -1,0 +1,514 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/bir-dev/bir-proxy/cassette"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
+)
+
+// The session a host has with the fixture server (testdata/verifyserver): the
+// handshake, then one call of each tool (in order; answers may come in any).
+var sessionLines = []string{
+	`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":{}},"clientInfo":{"name":"test-host","version":"1"}}}`,
+	`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+	`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","arguments":{"name":"ann", "_bir_call_id":"c1"}}}`,
+	`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"lookup","arguments":{"key":"k"}}}`,
+	`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"divide","arguments":{"a":1,"b":4}}}`,
+	`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"legacy","arguments":{}}}`,
+	`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"search","arguments":{"query":"q"}}}`,
+	`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"mkdir","arguments":{"path":"/x"}}}`,
+	`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"write_note","arguments":{"text":"hi"}}}`,
+}
+
+const statelessMeta = `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"v2-host","version":"0.0.1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+
+var statelessLines = []string{
+	`{"jsonrpc":"2.0","id":"server-discover-probe-1","method":"server/discover","params":{"_meta":` + statelessMeta + `}}`,
+	`{"method":"tools/list","params":{"_meta":` + statelessMeta + `},"jsonrpc":"2.0","id":1}`,
+	`{"method":"tools/call","params":{"name":"greet","arguments":{"name":"héllo"},"_meta":` + statelessMeta + `},"jsonrpc":"2.0","id":2}`,
+	`{"method":"tools/call","params":{"name":"divide","arguments":{"a":3,"b":2},"_meta":` + statelessMeta + `},"jsonrpc":"2.0","id":3}`,
+}
+
+type verifyWorld struct {
+	t      *testing.T
+	bp, vs string
+	dir    string
+}
+
+func newVerifyWorld(t *testing.T) *verifyWorld {
+	_, _ = isolate(t)
+	return &verifyWorld{t: t, bp: testutil.Build(t, "./cmd/bir-proxy"), vs: testutil.Build(t, "./testdata/verifyserver"), dir: t.TempDir()}
+}
+
+// record runs a host session through bir-proxy --cassette in front of the fixture and
+// returns the cassette's path. Every request of lines with an id is answered before
+// stdin closes.
+func (w *verifyWorld) record(name string, lines []string, serverArgs ...string) string {
+	w.t.Helper()
+	path := filepath.Join(w.dir, "cassettes", name+".jsonl")
+	args := append([]string{"--cassette", path, "--", w.vs}, serverArgs...)
+	p := testutil.Start(w.t, exec.Command(w.bp, args...))
+	p.Send(lines...)
+	want := 0
+	for _, l := range lines {
+		if strings.Contains(l, `"id"`) {
+			want++
+		}
+	}
+	for range want {
+		p.ReadLine()
+	}
+	p.Stdin.Close()
+	if code := p.ExitCode(); code != 0 {
+		w.t.Fatalf("the recording proxy exited %d: %s", code, p.Stderr.String())
+	}
+	return path
+}
+
+// verify runs bir-proxy verify and returns its exit code, stdout and stderr.
+func (w *verifyWorld) verify(args ...string) (int, string, string) {
+	w.t.Helper()
+	p := testutil.Start(w.t, exec.Command(w.bp, append([]string{"verify"}, args...)...))
+	p.Stdin.Close()
+	out := p.ReadRest()
+	return p.ExitCode(), string(out), p.Stderr.String()
+}
+
+// statuses reads verify --json's lines: tool → status, and the summary.
+func statuses(t *testing.T, out string) (map[string]string, map[string]any) {
+	t.Helper()
+	st := map[string]string{}
+	var sum map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %q (%v)", l, err)
+		}
+		if s, ok := m["summary"]; ok {
+			sum = s.(map[string]any)
+			continue
+		}
+		st[m["tool"].(string)] = m["status"].(string)
+	}
+	return st, sum
+}
+
+func TestVerifyCassetteIsRawAndPrivate(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", sessionLines)
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("cassette %v %v, want mode 0600", st.Mode(), err)
+	}
+	if st, _ := os.Stat(filepath.Dir(path)); st.Mode().Perm() != 0o700 {
+		t.Errorf("folder mode %v, want 0700", st.Mode().Perm())
+	}
+	f, _ := os.Open(path)
+	defer f.Close()
+	r, err := cassette.NewReader(f, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := r.Header()
+	if h.Era != "session" || h.ProtocolVersion != "2025-06-18" || h.Server != "verifyserver" || !strings.HasSuffix(h.Command[0], "verifyserver") ||
+		string(h.Initialize) != `{"protocolVersion":"2025-06-18","capabilities":{"roots":{}},"clientInfo":{"name":"test-host","version":"1"}}` {
+		t.Errorf("header %+v", h)
+	}
+	if !bytes.Contains(h.Tools, []byte(`{"name":"write_note","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}},"annotations":{"readOnlyHint":false,"destructiveHint":true}}`)) {
+		t.Errorf("tools %s", h.Tools)
+	}
+	args := map[string]string{}
+	for {
+		c, err := r.Next()
+		if err != nil {
+			break
+		}
+		args[c.Tool] = string(c.Arguments)
+	}
+	if len(args) != 7 || args["greet"] != `{"name":"ann"}` || args["divide"] != `{"a":1,"b":4}` {
+		t.Errorf("arguments %q (the correlation key removed with its separator, nothing else)", args)
+	}
+}
+
+func TestVerifySameServerNothingChanged(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", sessionLines)
+	code, out, errs := w.verify(path, "--", w.vs)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{"greet", "same", "5 same, 2 skipped", "nothing changed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	// lookup answers with the time and a random UUID: ignored by default, not with --strict.
+	code, out, _ = w.verify(path, "--strict", "--json", "--tool", "lookup", "--", w.vs)
+	if st, _ := statuses(t, out); code != 1 || st["lookup"] != "changed" {
+		t.Errorf("--strict: exit %d, %v", code, st)
+	}
+	code, out, _ = w.verify(path, "--strict", "--json", "--tool", "lookup", "--ignore", "content[0].text.at", "--ignore", "content[*].text.id", "--", w.vs)
+	if st, _ := statuses(t, out); code != 0 || st["lookup"] != "same" {
+		t.Errorf("--strict --ignore: exit %d, %v", code, st)
+	}
+}
+
+func TestVerifyFindsExactlyTheDrift(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", sessionLines)
+	want := map[string]string{"greet": "changed", "lookup": "same", "divide": "error_drift", "legacy": "missing_tool",
+		"search": "schema_drift", "mkdir": "skipped", "write_note": "skipped"}
+
+	code, out, errs := w.verify(path, "--", w.vs, "--drift")
+	if code != 1 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, s := range []string{`-      "text": "hello ann"`, `+      "text": "howdy ann"`, "division is broken", `the server no longer lists "legacy"`, "inputSchema changed", "4 findings"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the table lacks %q:\n%s", s, out)
+		}
+	}
+
+	junit := filepath.Join(w.dir, "report.xml")
+	code, out, _ = w.verify(path, "--json", "--junit", junit, "--", w.vs, "--drift")
+	st, sum := statuses(t, out)
+	if code != 1 || !mapsEqual(st, want) || sum["findings"] != 4.0 {
+		t.Errorf("--json: exit %d, %v, summary %v", code, st, sum)
+	}
+	var x struct {
+		Suites []struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Skipped  int `xml:"skipped,attr"`
+			Cases    []struct {
+				Name    string    `xml:"name,attr"`
+				Failure *struct{} `xml:"failure"`
+				Skipped *struct{} `xml:"skipped"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	b, err := os.ReadFile(junit)
+	if err != nil || xml.Unmarshal(b, &x) != nil || len(x.Suites) != 1 {
+		t.Fatalf("junit: %v\n%s", err, b)
+	}
+	s := x.Suites[0]
+	var failed []string
+	for _, c := range s.Cases {
+		if c.Failure != nil {
+			failed = append(failed, strings.Fields(c.Name)[1])
+		}
+	}
+	slices.Sort(failed)
+	if s.Tests != 7 || s.Failures != 4 || s.Skipped != 2 || strings.Join(failed, ",") != "divide,greet,legacy,search" {
+		t.Errorf("junit: %d tests, %d failures (%v), %d skipped\n%s", s.Tests, s.Failures, failed, s.Skipped, b)
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestVerifySafeByDefault(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", sessionLines)
+	notes := filepath.Join(w.dir, "notes.txt")
+	log := filepath.Join(w.dir, "server.log")
+
+	code, out, _ := w.verify(path, "--json", "--", w.vs, "--notes", notes)
+	if st, _ := statuses(t, out); code != 0 || st["write_note"] != "skipped" || st["mkdir"] != "skipped" {
+		t.Errorf("default: exit %d %v", code, st)
+	}
+	if _, err := os.Stat(notes); err == nil {
+		t.Error("write_note ran without --allow-writes")
+	}
+	code, out, _ = w.verify(path, "--json", "--allow-idempotent", "--", w.vs, "--notes", notes)
+	if st, _ := statuses(t, out); code != 0 || st["write_note"] != "skipped" || st["mkdir"] != "same" {
+		t.Errorf("--allow-idempotent: exit %d %v", code, st)
+	}
+	code, out, _ = w.verify(path, "--json", "--allow-writes", "--", w.vs, "--notes", notes)
+	if st, _ := statuses(t, out); code != 0 || st["write_note"] != "same" {
+		t.Errorf("--allow-writes: exit %d %v", code, st)
+	}
+	if b, _ := os.ReadFile(notes); string(b) != "hi\n" {
+		t.Errorf("notes %q, want the write_note call made once", b)
+	}
+	code, out, _ = w.verify(path, "--json", "--skip-tool", "greet", "--tool", "greet", "--tool", "divide", "--", w.vs)
+	if st, _ := statuses(t, out); code != 0 || st["greet"] != "skipped" || st["divide"] != "same" || st["lookup"] != "skipped" {
+		t.Errorf("--tool/--skip-tool: exit %d %v", code, st)
+	}
+
+	// --plan asks for the tools and calls none; what tools/list alone shows (a tool
+	// gone, a schema changed) is found all the same.
+	code, out, _ = w.verify(path, "--plan", "--allow-writes", "--", w.vs, "--log", log, "--drift")
+	b, _ := os.ReadFile(log)
+	if code != 1 || strings.Contains(string(b), "tools/call") || !strings.Contains(string(b), "tools/list") {
+		t.Errorf("--plan: exit %d, the server saw:\n%s", code, b)
+	}
+	for _, s := range []string{"would_run", "--allow-writes", "missing_tool", "inputSchema changed; would run", "nothing was run"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("--plan's table lacks %q:\n%s", s, out)
+		}
+	}
+}
+
+func TestVerifyStatelessEra(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("stateless", statelessLines)
+	log := filepath.Join(w.dir, "server.log")
+	code, out, errs := w.verify(path, "--json", "--", w.vs, "--log", log)
+	st, _ := statuses(t, out)
+	if code != 0 || st["greet"] != "same" || st["divide"] != "same" {
+		t.Fatalf("exit %d %v\n%s", code, st, errs)
+	}
+	b, _ := os.ReadFile(log)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if strings.Contains(string(b), `"initialize"`) || !strings.Contains(lines[0], `"server/discover"`) {
+		t.Errorf("not the stateless era's handshake:\n%s", b)
+	}
+	calls := 0
+	for _, l := range lines {
+		if strings.Contains(l, `"tools/`) {
+			if !strings.Contains(l, `"_meta":`+statelessMeta) {
+				t.Errorf("a request without the recorded _meta: %s", l)
+			}
+			calls++
+		}
+	}
+	if calls != 3 {
+		t.Errorf("%d tools/ requests, want a list and two calls:\n%s", calls, b)
+	}
+}
+
+func TestVerifySessionEraHandshake(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", sessionLines)
+	log := filepath.Join(w.dir, "server.log")
+	if code, out, errs := w.verify(path, "--", w.vs, "--log", log); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	b, _ := os.ReadFile(log)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	// The host's initialize, byte for byte but for the id, then initialized.
+	if want := `{"jsonrpc":"2.0","id":"bir:verify:`; !strings.HasPrefix(lines[0], want) ||
+		!strings.HasSuffix(lines[0], `,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":{}},"clientInfo":{"name":"test-host","version":"1"}}}`) ||
+		lines[1] != `{"jsonrpc":"2.0","method":"notifications/initialized"}` {
+		t.Errorf("handshake:\n%s", b)
+	}
+	// A server now speaking another version: the session cannot be made again.
+	code, _, errs := w.verify(path, "--", w.vs, "--version", "2024-11-05")
+	if code != 3 || !strings.Contains(errs, `2024-11-05`) {
+		t.Errorf("version mismatch: exit %d, %s", code, errs)
+	}
+}
+
+func TestVerifyServerCrashAndStartFailure(t *testing.T) {
+	w := newVerifyWorld(t)
+	lines := append(slices.Clone(sessionLines[:3]),
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","arguments":{"name":"a"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"crash","arguments":{}}}`,
+	)
+	path := w.record("crash", lines)
+	// Appending calls after the crash: the recording is in end order, so write them
+	// in by hand, as a longer session would have.
+	b, _ := os.ReadFile(path)
+	b = bytes.Replace(b, []byte(`{"end":true,"calls":2}`+"\n"), nil, 1)
+	for i := 3; i <= 5; i++ {
+		b = append(b, fmt.Sprintf(`{"seq":%d,"tool":"greet","arguments":{"name":"b"},"outcome":"ok","result":{"content":[{"type":"text","text":"hello b"}]},"startedAt":"2026-01-01T00:00:00Z","durationMs":1}`+"\n", i)...)
+	}
+	os.WriteFile(path, b, 0o600)
+	code, out, _ := w.verify(path, "--json", "--", w.vs, "--crash")
+	if code != 1 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	var notRun int
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		json.Unmarshal([]byte(l), &m)
+		if m["status"] == "not_run" {
+			notRun++
+			if r, _ := m["reason"].(string); !strings.Contains(r, "exited with status 3") || !strings.Contains(r, "crashing as asked") {
+				t.Errorf("not_run without the server's exit and stderr: %s", l)
+			}
+		}
+	}
+	if notRun != 4 {
+		t.Errorf("%d calls not run, want the crash and the three after it:\n%s", notRun, out)
+	}
+
+	code, _, errs := w.verify(path, "--", w.vs, "--fail-start")
+	if code != 3 || !strings.Contains(errs, "cannot open the database") {
+		t.Errorf("a server that cannot start: exit %d, %s", code, errs)
+	}
+	code, _, errs = w.verify(path, "--", filepath.Join(w.dir, "no-such-server"))
+	if code != 3 || !strings.Contains(errs, "cannot start") {
+		t.Errorf("a command that is not there: exit %d, %s", code, errs)
+	}
+}
+
+func TestVerifyBadCassetteRunsNothing(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", sessionLines)
+	b, _ := os.ReadFile(path)
+	log := filepath.Join(w.dir, "server.log")
+	for name, text := range map[string]string{
+		"truncated": string(b[:len(b)-40]),
+		"foreign":   `{"jsonrpc":"2.0","id":1}` + "\n",
+		"version":   `{"bir-cassette":99}` + "\n",
+		"bad line":  strings.Replace(string(b), `{"seq":3,`, `{"seq":3,,`, 1),
+	} {
+		p := filepath.Join(w.dir, name+".jsonl")
+		os.WriteFile(p, []byte(text), 0o600)
+		code, out, errs := w.verify(p, "--", w.vs, "--log", log)
+		if code != 2 || !strings.Contains(errs, "line ") || out != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %s", name, code, out, errs)
+		}
+		if _, err := os.Stat(log); err == nil {
+			t.Errorf("%s: the server was started", name)
+		}
+	}
+	for _, args := range [][]string{{}, {path}, {path, "--concurrency", "0", w.vs}, {path, "--max-slowdown", "fast", w.vs}, {path, "--url", "http://x", w.vs}} {
+		if code, _, _ := w.verify(args...); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+}
+
+func TestVerifyConcurrencyKeepsOrderAndUpdateAccepts(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", sessionLines)
+	_, one, _ := w.verify(path, "--json", "--allow-writes", "--", w.vs, "--drift")
+	_, four, _ := w.verify(path, "--json", "--allow-writes", "--concurrency", "4", "--", w.vs, "--drift")
+	strip := func(s string) []string {
+		var out []string
+		for _, l := range strings.Split(s, "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["seq"] != nil {
+				out = append(out, fmt.Sprint(m["seq"], m["tool"], m["status"]))
+			}
+		}
+		return out
+	}
+	if !slices.Equal(strip(one), strip(four)) || len(strip(one)) != 7 {
+		t.Errorf("--concurrency 4 changed the results or their order:\n%v\n%v", strip(one), strip(four))
+	}
+	// --update accepts the new answers: greet's changed text is then the same.
+	if code, out, errs := w.verify(path, "--update", "--tool", "greet", "--", w.vs, "--drift"); code != 1 || !strings.Contains(out, "updated") {
+		t.Fatalf("--update: exit %d\n%s\n%s", code, out, errs)
+	}
+	if _, err := os.Stat(cassette.Rotated(path, 1)); err != nil {
+		t.Errorf("the old cassette was not kept: %v", err)
+	}
+	code, out, _ := w.verify(path, "--json", "--", w.vs, "--drift")
+	st, _ := statuses(t, out)
+	if code != 1 || st["greet"] != "same" || st["divide"] != "error_drift" || st["search"] != "same" {
+		t.Errorf("after --update: exit %d %v (greet accepted; search's schema taken from the server)", code, st)
+	}
+}
+
+func TestVerifyFromJournal(t *testing.T) {
+	w := newVerifyWorld(t)
+	lines := append(slices.Clone(sessionLines[:3]),
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","arguments":{"name":"ann"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"greet","arguments":{"name":"bob","password":"hunter2"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"divide","arguments":{"a":1,"b":8}}}`,
+	)
+	// Recorded only as the journal records it (no --cassette): XDG_STATE_HOME is the
+	// test's (isolate).
+	p := testutil.Start(t, exec.Command(w.bp, "--server", "fx", "--", w.vs))
+	p.Send(lines...)
+	for range 5 {
+		p.ReadLine()
+	}
+	p.Stdin.Close()
+	if code := p.ExitCode(); code != 0 {
+		t.Fatalf("proxy exit %d", code)
+	}
+	log := filepath.Join(w.dir, "server.log")
+	code, out, errs := w.verify("--from-journal", "--server", "fx", "--since", "1h", "--json", "--", w.vs, "--log", log)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	var rows []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		json.Unmarshal([]byte(l), &m)
+		if m["seq"] != nil {
+			rows = append(rows, m)
+		}
+	}
+	got := map[string]string{}
+	for _, m := range rows {
+		got[fmt.Sprint(m["tool"], " ", m["status"])] = fmt.Sprint(m["reason"])
+	}
+	if len(rows) != 3 || got["divide same"] == "" || got["greet same"] == "" ||
+		!strings.Contains(got["greet not_replayable"], "$.password") {
+		t.Errorf("rows %v", got)
+	}
+	b, _ := os.ReadFile(log)
+	if strings.Contains(string(b), "bob") || strings.Count(string(b), `"tools/call"`) != 2 {
+		t.Errorf("the server saw:\n%s", b)
+	}
+	// Another server's journal, or none: said, exit 2.
+	if code, _, errs := w.verify("--from-journal", "--server", "nobody", "--", w.vs); code != 2 || !strings.Contains(errs, "no journal") {
+		t.Errorf("no journal: exit %d %s", code, errs)
+	}
+}
+
+func TestVerifyMaxSlowdownAndRedactedCassette(t *testing.T) {
+	w := newVerifyWorld(t)
+	lines := append(slices.Clone(sessionLines[:3]),
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":{"ms":1}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"greet","arguments":{"name":"ann","api_key":"sk-live-1234567890abcdef"}}}`,
+	)
+	path := w.record("s", lines)
+	// Recorded as a 1 ms call, replayed as a 60 ms one: past 3x (and 10 ms more).
+	b, _ := os.ReadFile(path)
+	b = bytes.Replace(b, []byte(`"arguments":{"ms":1}`), []byte(`"arguments":{"ms":60}`), 1)
+	b = regexp.MustCompile(`("tool":"slow".*"durationMs":)[0-9.]+`).ReplaceAll(b, []byte("${1}1"))
+	os.WriteFile(path, b, 0o600)
+	code, out, _ := w.verify(path, "--json", "--tool", "slow", "--", w.vs)
+	if st, _ := statuses(t, out); code != 0 || st["slow"] != "same" {
+		t.Errorf("without --max-slowdown: exit %d %v", code, st)
+	}
+	code, out, _ = w.verify(path, "--json", "--tool", "slow", "--max-slowdown", "3x", "--", w.vs)
+	if st, _ := statuses(t, out); code != 1 || st["slow"] != "slower" || !strings.Contains(out, "past --max-slowdown 3x") {
+		t.Errorf("--max-slowdown 3x: exit %d %v\n%s", code, st, out)
+	}
+
+	// --cassette-redact: the secret is not in the file, and the call is not replayed.
+	rpath := filepath.Join(w.dir, "redacted.jsonl")
+	p := testutil.Start(t, exec.Command(w.bp, "--cassette", rpath, "--cassette-redact", "--", w.vs, "--log", filepath.Join(w.dir, "rec.log")))
+	p.Send(lines...)
+	for range 4 {
+		p.ReadLine()
+	}
+	p.Stdin.Close()
+	p.ExitCode()
+	rb, _ := os.ReadFile(rpath)
+	if bytes.Contains(rb, []byte("sk-live-1234567890abcdef")) || !bytes.Contains(rb, []byte(`"redactedKeys":["$.api_key"]`)) {
+		t.Errorf("redacted cassette:\n%s", rb)
+	}
+	code, out, _ = w.verify(rpath, "--json", "--", w.vs)
+	if st, _ := statuses(t, out); code != 0 || st["greet"] != "not_replayable" || st["slow"] != "same" || !strings.Contains(out, "$.api_key") {
+		t.Errorf("verify of a redacted cassette: exit %d %v\n%s", code, st, out)
+	}
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bir-dev/bir-proxy/mcpconfig"
+)
+
+// TestWrapCassette: wrap --cassette DIR gives every wrapped entry, stdio and remote,
+// its own cassette file in DIR (an absolute path), and unwrap still restores the file
+// byte for byte.
+func TestWrapCassette(t *testing.T) {
+	isolate(t)
+	dir, path, orig := projectConfig(t, "claude-code-project.json")
+	t.Chdir(dir)
+	code, _, errOut := runCmd(t, "wrap", "--proxy-path", fakeProxy, "--cassette", "cassettes")
+	if code != 0 {
+		t.Fatalf("wrap: %d %s", code, errOut)
+	}
+	wrapped := readFile(t, path)
+	var doc struct {
+		MCPServers map[string]struct {
+			Command string   `json:"command"`
+			Args    []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(wrapped, &doc); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs("cassettes")
+	n := 0
+	for name, e := range doc.MCPServers {
+		if !mcpconfig.IsProxyCommand(e.Command) {
+			continue
+		}
+		n++
+		want := "--cassette " + filepath.Join(abs, name+".jsonl")
+		if !strings.Contains(strings.Join(e.Args, " "), want) {
+			t.Errorf("%s: args %q lack %q", name, e.Args, want)
+		}
+	}
+	if n < 5 {
+		t.Fatalf("%d wrapped entries:\n%s", n, wrapped)
+	}
+	if code, _, errOut := runCmd(t, "unwrap"); code != 0 || !bytes.Equal(readFile(t, path), orig) {
+		t.Fatalf("unwrap: %d %s\n%s", code, errOut, readFile(t, path))
+	}
+}

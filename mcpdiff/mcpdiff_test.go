@@ -1,0 +1,143 @@
+package mcpdiff
+
+import (
+	"strings"
+	"testing"
+)
+
+func res(s string) Answer { return Answer{Result: []byte(s)} }
+
+func TestCompare(t *testing.T) {
+	text := func(s string) string { return `{"content":[{"type":"text","text":` + s + `}]}` }
+	cases := []struct {
+		name     string
+		rec, cur Answer
+		o        Options
+		want     Status
+		diffHas  string
+	}{
+		{"identical", res(text(`"hi"`)), res(text(`"hi"`)), Options{}, Same, ""},
+		{"member order and spacing", res(`{"a":1,"b":[1,2]}`), res(`{ "b" : [1, 2], "a" : 1.0 }`), Options{}, Same, ""},
+		{"last duplicate wins", res(`{"a":1,"a":2}`), res(`{"a":2}`), Options{}, Same, ""},
+		{"text changed", res(text(`"hi"`)), res(text(`"ho"`)), Options{}, Changed, `+      "text": "ho"`},
+		{"text JSON compared as JSON", res(text(`"{\"x\":1,\"y\":2}"`)), res(text(`"{ \"y\": 2, \"x\": 1 }"`)), Options{}, Same, ""},
+		{"text JSON diff inside", res(text(`"{\"x\":1,\"y\":2}"`)), res(text(`"{\"x\":1,\"y\":3}"`)), Options{}, Changed, `+        "y": 3`},
+		{"timestamp ignored", res(text(`"at 2026-01-02T03:04:05.123Z ok"`)), res(text(`"at 2027-11-12T13:14:15+02:00 ok"`)), Options{}, Same, ""},
+		{"timestamp strict", res(text(`"at 2026-01-02T03:04:05Z"`)), res(text(`"at 2027-01-02T03:04:05Z"`)), Options{Strict: true}, Changed, "2027"},
+		{"JS date ignored", res(text(`"created: Tue Dec 01 2026 23:54:37 GMT+0000 (Coordinated Universal Time)\nsize: 3"`)), res(text(`"created: Wed Dec 02 2026 00:01:02 GMT+0100 (CET)\nsize: 3"`)), Options{}, Same, ""},
+		{"HTTP date ignored", res(text(`"Date: Tue, 01 Dec 2026 23:54:37 GMT"`)), res(text(`"Date: Wed, 02 Dec 2026 00:00:00 GMT"`)), Options{}, Same, ""},
+		{"locale time ignored", res(text(`"created at 12:27:06 AM"`)), res(text(`"created at 1:02:03 PM"`)), Options{}, Same, ""},
+		{"text blob's time ignored", res(`{"content":[{"type":"resource","resource":{"uri":"x","blob":"YXQgMTI6Mjc6MDYgQU0="}}]}`), res(`{"content":[{"type":"resource","resource":{"uri":"x","blob":"YXQgMTI6Mjc6MTIgQU0="}}]}`), Options{}, Same, ""},
+		{"text blob's time strict", res(`{"content":[{"type":"resource","resource":{"uri":"x","blob":"YXQgMTI6Mjc6MDYgQU0="}}]}`), res(`{"content":[{"type":"resource","resource":{"uri":"x","blob":"YXQgMTI6Mjc6MTIgQU0="}}]}`), Options{Strict: true}, Changed, "<14 bytes sha256:"},
+		{"uuid ignored", res(`{"structuredContent":{"id":"0f8fad5b-d9cb-469f-a165-70867728950e"}}`), res(`{"structuredContent":{"id":"7c9e6679-7425-40de-944b-e07fc1f90ae7"}}`), Options{}, Same, ""},
+		{"duration ignored", res(text(`"took 15ms"`)), res(text(`"took 1.5s"`)), Options{}, Same, ""},
+		{"duration number ignored", res(`{"structuredContent":{"durationMs":3}}`), res(`{"structuredContent":{"durationMs":40}}`), Options{}, Same, ""},
+		{"ignore path", res(`{"structuredContent":{"n":1,"m":2}}`), res(`{"structuredContent":{"n":9,"m":2}}`), Options{Ignore: []string{"$.structuredContent.n"}}, Same, ""},
+		{"ignore path into text JSON", res(text(`"{\"items\":[{\"v\":1}]}"`)), res(text(`"{\"items\":[{\"v\":2}]}"`)), Options{Ignore: []string{"content[*].text.items[*].v"}}, Same, ""},
+		{"ignore does not hide others", res(`{"structuredContent":{"n":1,"m":2}}`), res(`{"structuredContent":{"n":9,"m":3}}`), Options{Ignore: []string{"structuredContent.n"}}, Changed, `+    "m": 3`},
+		{"meta ignored", res(`{"content":[],"_meta":{"v":1}}`), res(`{"content":[],"_meta":{"v":2}}`), Options{}, Same, ""},
+		{"meta strict", res(`{"content":[],"_meta":{"v":1}}`), res(`{"content":[],"_meta":{"v":2}}`), Options{Strict: true}, Changed, ""},
+		{"image by hash", res(`{"content":[{"type":"image","data":"aGVsbG8=","mimeType":"image/png"}]}`), res(`{"content":[{"type":"image","data":"aGVsbG8h","mimeType":"image/png"}]}`), Options{}, Changed, "<5 bytes sha256:"},
+		{"blob same", res(`{"content":[{"type":"resource","resource":{"uri":"x","blob":"aGVsbG8="}}]}`), res(`{"content":[{"type":"resource","resource":{"blob":"aGVsbG8=","uri":"x"}}]}`), Options{}, Same, ""},
+		{"content type changed", res(text(`"x"`)), res(`{"content":[{"type":"image","data":"eA==","mimeType":"image/png"}]}`), Options{}, Changed, `+      "type": "image"`},
+		{"isError appeared", res(text(`"ok"`)), res(`{"content":[{"type":"text","text":"boom"}],"isError":true}`), Options{}, ErrorDrift, ""},
+		{"isError went away", res(`{"content":[],"isError":true}`), res(`{"content":[]}`), Options{}, ErrorDrift, ""},
+		{"rpc error appeared", res(text(`"ok"`)), Answer{Error: []byte(`{"code":-32602,"message":"bad"}`)}, Options{}, ErrorDrift, ""},
+		{"rpc error went away", Answer{Error: []byte(`{"code":-32602,"message":"bad"}`)}, res(text(`"ok"`)), Options{}, ErrorDrift, ""},
+		{"rpc error same", Answer{Error: []byte(`{"code":-32602,"message":"bad"}`)}, Answer{Error: []byte(`{"message":"bad","code":-32602}`)}, Options{}, Same, ""},
+		{"rpc error changed", Answer{Error: []byte(`{"code":-32602,"message":"bad"}`)}, Answer{Error: []byte(`{"code":-32603,"message":"bad"}`)}, Options{}, Changed, `+  "code": -32603`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Compare(tc.rec, tc.cur, tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Status != tc.want {
+				t.Fatalf("status %s (%s), want %s\n%s", c.Status, c.Reason, tc.want, c.Diff)
+			}
+			if (c.Status == Same) != (c.Diff == "") && c.Status != ErrorDrift {
+				t.Errorf("status %s with diff %q", c.Status, c.Diff)
+			}
+			if tc.diffHas != "" && !strings.Contains(c.Diff, tc.diffHas) {
+				t.Errorf("diff lacks %q:\n%s", tc.diffHas, c.Diff)
+			}
+		})
+	}
+}
+
+func TestUnifiedDiffShape(t *testing.T) {
+	var a, b []string
+	for i := range 30 {
+		a = append(a, "line "+string(rune('a'+i%26)))
+	}
+	b = append(b, a...)
+	b[3] = "changed 3"
+	b = append(b[:20], b[21:]...)
+	d := unified(a, b, "recorded", "current")
+	want := "--- recorded\n+++ current\n@@ -1,7 +1,7 @@\n line a\n line b\n line c\n-line d\n+changed 3\n line e\n line f\n line g\n@@ -18,7 +18,6 @@\n line r\n line s\n line t\n-line u\n line v\n line w\n line x\n"
+	if d != want {
+		t.Errorf("diff:\n%s\nwant:\n%s", d, want)
+	}
+}
+
+func TestCompareTool(t *testing.T) {
+	rec := `{"name":"a","inputSchema":{"type":"object","properties":{"x":{"type":"string"}}},"annotations":{"readOnlyHint":true}}`
+	if d, _, _ := CompareTool([]byte(rec), []byte(`{"annotations":{"readOnlyHint":true},"inputSchema":{"properties":{"x":{"type":"string"}},"type":"object"},"name":"a","description":"new words"}`)); d {
+		t.Error("a reordered schema (and a new description) is drift")
+	}
+	d, reason, diff := CompareTool([]byte(rec), []byte(`{"name":"a","inputSchema":{"type":"object","properties":{"x":{"type":"number"}}}}`))
+	if !d || reason != "inputSchema changed" || !strings.Contains(diff, `+      "type": "number"`) {
+		t.Errorf("%v %q\n%s", d, reason, diff)
+	}
+	d, reason, _ = CompareTool([]byte(rec), []byte(`{"name":"a","inputSchema":{"type":"object","properties":{"x":{"type":"string"}}},"outputSchema":{"type":"object"}}`))
+	if !d || reason != "outputSchema changed" {
+		t.Errorf("%v %q", d, reason)
+	}
+}
+
+func TestDeepAndHugeInputAreBounded(t *testing.T) {
+	deep := strings.Repeat(`{"a":`, 100000) + "1" + strings.Repeat("}", 100000)
+	deep2 := strings.Repeat(`{"a":`, 100000) + "2" + strings.Repeat("}", 100000)
+	c, err := Compare(res(deep), res(deep2), Options{})
+	if err != nil || c.Status != Changed {
+		t.Fatalf("%v %v", c.Status, err)
+	}
+	c, _ = Compare(res(deep), res(deep), Options{})
+	if c.Status != Same {
+		t.Errorf("deep same: %s", c.Status)
+	}
+	var b strings.Builder
+	b.WriteString(`{"structuredContent":[`)
+	for i := range 50000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"i":1}`)
+	}
+	b.WriteString("]}")
+	big := b.String()
+	big2 := strings.Replace(big, `{"i":1}]`, `{"i":2}]`, 1)
+	c, _ = Compare(res(big), res(big2), Options{})
+	if c.Status != Changed || len(c.Diff) > 1<<20 {
+		t.Errorf("%s, diff of %d bytes", c.Status, len(c.Diff))
+	}
+}
+
+func TestParsePath(t *testing.T) {
+	for p, want := range map[string]string{
+		"$.content[0].text":    "content/#0/text",
+		"structuredContent.id": "structuredContent/id",
+		`a["b.c"][*].*`:        "a/b.c/#*/*",
+	} {
+		got, err := parsePath(p)
+		if err != nil || strings.Join(got, "/") != want {
+			t.Errorf("%s: %v %v, want %s", p, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "$", "a..b", "a[", "a[x]", `a["b`} {
+		if _, err := parsePath(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}

@@ -1,0 +1,205 @@
+// Command verifyserver is the fixture `bir-proxy verify` is tested against: a small
+// NDJSON MCP server on stdio, answering both eras (initialize, and the 2026-07-28
+// stateless core: server/discover, protocol fields in params._meta), whose flags make
+// it drift in known ways.
+//
+// Tools (annotations in brackets):
+//
+//	greet {name}      [readOnly]              "hello NAME"; --drift: "howdy NAME"
+//	lookup {key}      [readOnly]              JSON text with the key, the time now and a random UUID
+//	divide {a,b}      [readOnly]              a/b; --drift: isError "division is broken"
+//	legacy {}         [readOnly]              "still here"; --drift: not listed, -32602 when called
+//	search {query}    [readOnly]              "found QUERY"; --drift: query's schema is an array
+//	mkdir {path}      [idempotent, not destructive]  "made PATH"
+//	write_note {text} [destructive]           appends TEXT to --notes FILE
+//	crash {}          [readOnly]              with --crash, exits 3 without answering
+//	slow {ms}         [readOnly]              answers "done" after ms milliseconds
+//
+// --log FILE appends every line received, as received. --fail-start exits 4 at once,
+// after a line on stderr. --version V answers initialize with protocol version V.
+package main
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+type request struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Meta      json.RawMessage `json:"_meta"`
+		Cursor    string          `json:"cursor"`
+	} `json:"params"`
+}
+
+func main() {
+	drift := flag.Bool("drift", false, "drift: greet's text, divide fails, legacy gone, search's schema")
+	crash := flag.Bool("crash", false, "the crash tool exits the server")
+	logPath := flag.String("log", "", "append every line received to `FILE`")
+	notes := flag.String("notes", "", "write_note appends to `FILE`")
+	failStart := flag.Bool("fail-start", false, "exit 4 at once")
+	version := flag.String("version", "", "answer initialize with this protocol version")
+	flag.Parse()
+	if *failStart {
+		fmt.Fprintln(os.Stderr, "verifyserver: cannot open the database: no such file")
+		os.Exit(4)
+	}
+	var log *os.File
+	if *logPath != "" {
+		var err error
+		if log, err = os.OpenFile(*logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	out := bufio.NewWriter(os.Stdout)
+	in := bufio.NewReaderSize(os.Stdin, 1<<20)
+	for {
+		line, err := in.ReadBytes('\n')
+		if len(line) == 0 && err != nil {
+			return
+		}
+		if log != nil {
+			log.Write(line)
+		}
+		var req request
+		if json.Unmarshal(line, &req) != nil || req.ID == nil {
+			continue // notifications
+		}
+		stateless := strings.Contains(string(req.Params.Meta), `"io.modelcontextprotocol/protocolVersion"`)
+		var result, rpcErr string
+		switch req.Method {
+		case "initialize":
+			var p struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			}
+			json.Unmarshal(mustParams(line), &p)
+			v := p.ProtocolVersion
+			if *version != "" {
+				v = *version
+			}
+			result = fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"verifyserver","version":"1"}}`, v)
+		case "server/discover":
+			result = `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"verifyserver","version":"1"}}}`
+		case "ping":
+			result = `{}`
+		case "tools/list":
+			result = `{"tools":[` + strings.Join(tools(*drift), ",") + `]}`
+		case "tools/call":
+			if req.Params.Name == "crash" && *crash {
+				out.Flush()
+				fmt.Fprintln(os.Stderr, "verifyserver: crashing as asked")
+				os.Exit(3)
+			}
+			result, rpcErr = call(req.Params.Name, req.Params.Arguments, *drift, *notes)
+		default:
+			rpcErr = `{"code":-32601,"message":"Method not found"}`
+		}
+		if stateless && result != "" {
+			result = result[:len(result)-1] + `,"resultType":"complete"}`
+		}
+		if rpcErr != "" {
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":%s}`+"\n", req.ID, rpcErr)
+		} else {
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", req.ID, result)
+		}
+		out.Flush()
+	}
+}
+
+func mustParams(line []byte) []byte {
+	var m struct {
+		Params json.RawMessage `json:"params"`
+	}
+	json.Unmarshal(line, &m)
+	return m.Params
+}
+
+const ro = `"annotations":{"readOnlyHint":true}`
+
+func tools(drift bool) []string {
+	obj := func(props string) string { return `{"type":"object","properties":{` + props + `}}` }
+	ts := []string{
+		`{"name":"greet","inputSchema":` + obj(`"name":{"type":"string"}`) + `,` + ro + `}`,
+		`{"name":"lookup","inputSchema":` + obj(`"key":{"type":"string"}`) + `,` + ro + `}`,
+		`{"name":"divide","inputSchema":` + obj(`"a":{"type":"number"},"b":{"type":"number"}`) + `,` + ro + `}`,
+	}
+	if !drift {
+		ts = append(ts, `{"name":"legacy","inputSchema":{"type":"object"},`+ro+`}`)
+	}
+	q := `"query":{"type":"string"}`
+	if drift {
+		q = `"query":{"type":"array","items":{"type":"string"}}`
+	}
+	return append(ts,
+		`{"name":"search","inputSchema":`+obj(q)+`,`+ro+`}`,
+		`{"name":"mkdir","inputSchema":`+obj(`"path":{"type":"string"}`)+`,"annotations":{"readOnlyHint":false,"idempotentHint":true,"destructiveHint":false}}`,
+		`{"name":"write_note","inputSchema":`+obj(`"text":{"type":"string"}`)+`,"annotations":{"readOnlyHint":false,"destructiveHint":true}}`,
+		`{"name":"crash","inputSchema":{"type":"object"},`+ro+`}`,
+		`{"name":"slow","inputSchema":`+obj(`"ms":{"type":"number"}`)+`,`+ro+`}`,
+	)
+}
+
+func text(s string) string {
+	b, _ := json.Marshal(s)
+	return `{"content":[{"type":"text","text":` + string(b) + `}]}`
+}
+
+func call(name string, rawArgs json.RawMessage, drift bool, notes string) (result, rpcErr string) {
+	var a map[string]any
+	json.Unmarshal(rawArgs, &a)
+	str := func(k string) string { s, _ := a[k].(string); return s }
+	switch name {
+	case "greet":
+		if drift {
+			return text("howdy " + str("name")), ""
+		}
+		return text("hello " + str("name")), ""
+	case "lookup":
+		u := make([]byte, 16)
+		rand.Read(u)
+		id := fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+		b, _ := json.Marshal(map[string]any{"key": str("key"), "at": time.Now().UTC().Format(time.RFC3339Nano), "id": id})
+		return text(string(b)), ""
+	case "divide":
+		if drift {
+			return `{"content":[{"type":"text","text":"division is broken"}],"isError":true}`, ""
+		}
+		x, _ := a["a"].(float64)
+		y, _ := a["b"].(float64)
+		return text(fmt.Sprint(x / y)), ""
+	case "legacy":
+		if !drift {
+			return text("still here"), ""
+		}
+	case "search":
+		return text(fmt.Sprintf("found %v", a["query"])), ""
+	case "mkdir":
+		return text("made " + str("path")), ""
+	case "write_note":
+		if notes != "" {
+			f, err := os.OpenFile(notes, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+			if err == nil {
+				fmt.Fprintln(f, str("text"))
+				f.Close()
+			}
+		}
+		return text("noted"), ""
+	case "crash":
+		return text("not crashing"), ""
+	case "slow":
+		ms, _ := a["ms"].(float64)
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		return text("done"), ""
+	}
+	return "", `{"code":-32602,"message":"Unknown tool: ` + name + `"}`
+}

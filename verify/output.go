@@ -1,0 +1,303 @@
+package verify
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"time"
+
+	"github.com/bir-dev/bir-proxy/cassette"
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/mcpdiff"
+)
+
+// Sinks is several sinks as one.
+type Sinks []Sink
+
+func (ss Sinks) Start(h *cassette.Header, total int, plan bool) {
+	for _, s := range ss {
+		s.Start(h, total, plan)
+	}
+}
+func (ss Sinks) Call(r *CallResult) {
+	for _, s := range ss {
+		s.Call(r)
+	}
+}
+func (ss Sinks) Done(sum *Summary) {
+	for _, s := range ss {
+		s.Done(sum)
+	}
+}
+
+// Table prints a row per call (tool, status, duration before → after, why), the
+// unified diff of each changed call under its row, and a summary; Color colours
+// statuses and diffs (a terminal).
+type Table struct {
+	W     io.Writer
+	Color bool
+}
+
+const (
+	red    = "\x1b[31m"
+	green  = "\x1b[32m"
+	yellow = "\x1b[33m"
+	cyan   = "\x1b[36m"
+	dim    = "\x1b[2m"
+	reset  = "\x1b[0m"
+)
+
+func (t *Table) paint(c, s string) string {
+	if !t.Color {
+		return s
+	}
+	return c + s + reset
+}
+
+func (t *Table) Start(h *cassette.Header, total int, plan bool) {
+	what := "verifying"
+	if plan {
+		what = "plan for"
+	}
+	fmt.Fprintf(t.W, "%s %d recorded calls of %s (%s era)\n\n", what, total, h.Server, h.Era)
+	fmt.Fprintf(t.W, "%5s  %-28s  %-14s  %-21s  %s\n", "#", "TOOL", "STATUS", "BEFORE → AFTER", "WHY")
+}
+
+func statusColor(s mcpdiff.Status) string {
+	switch {
+	case s == mcpdiff.Same || s == WouldRun:
+		return green
+	case s.Finding():
+		return red
+	default:
+		return yellow
+	}
+}
+
+func (t *Table) Call(r *CallResult) {
+	after := "-"
+	if r.After > 0 {
+		after = ms(r.After)
+	}
+	dur := ms(r.Before) + " → " + after
+	tool := r.Tool
+	if len(tool) > 28 {
+		tool = tool[:27] + "…"
+	}
+	st := fmt.Sprintf("%-14s", r.Status)
+	row := fmt.Sprintf("%5d  %-28s  %s  %-21s  %s", r.Seq, tool, t.paint(statusColor(r.Status), st), dur, oneLine(r.Reason))
+	fmt.Fprintln(t.W, strings.TrimRight(row, " "))
+	if r.Diff != "" {
+		for _, l := range strings.SplitAfter(strings.TrimSuffix(r.Diff, "\n"), "\n") {
+			l = strings.TrimSuffix(l, "\n")
+			switch {
+			case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
+				l = t.paint(dim, l)
+			case strings.HasPrefix(l, "@@"):
+				l = t.paint(cyan, l)
+			case strings.HasPrefix(l, "+"):
+				l = t.paint(green, l)
+			case strings.HasPrefix(l, "-"):
+				l = t.paint(red, l)
+			}
+			fmt.Fprintf(t.W, "       %s\n", l)
+		}
+	}
+}
+
+func (t *Table) Done(s *Summary) {
+	fmt.Fprintf(t.W, "\n%s\n", summaryLine(s))
+	if s.Updated != "" {
+		fmt.Fprintf(t.W, "updated %s with the new answers (the previous one is %s)\n", s.Updated, cassette.Rotated(s.Updated, 1))
+	}
+}
+
+var order = []mcpdiff.Status{mcpdiff.Same, WouldRun, mcpdiff.Changed, mcpdiff.ErrorDrift, mcpdiff.SchemaDrift, mcpdiff.MissingTool,
+	mcpdiff.SlowDown, mcpdiff.NotRun, mcpdiff.Skipped, mcpdiff.NotReplayable}
+
+func summaryLine(s *Summary) string {
+	var parts []string
+	for _, st := range order {
+		if n := s.Counts[st]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	verdict := "nothing changed"
+	if s.Findings > 0 {
+		verdict = fmt.Sprintf("%d findings", s.Findings)
+	}
+	if s.Plan {
+		verdict = "plan only: nothing was run"
+	}
+	return fmt.Sprintf("%d calls: %s — %s (%s)", s.Total, strings.Join(parts, ", "), verdict, s.Elapsed.Round(time.Millisecond))
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "\r", " "), "\n", " ") }
+
+// JSON writes a JSON line per call and a last summary line.
+type JSON struct{ W io.Writer }
+
+func (j *JSON) Start(*cassette.Header, int, bool) {}
+
+func (j *JSON) Call(r *CallResult) {
+	b := []byte(`{"seq":`)
+	b = strconv.AppendInt(b, r.Seq, 10)
+	b = append(b, `,"tool":`...)
+	b = jsonlex.AppendString(b, r.Tool)
+	b = append(b, `,"status":`...)
+	b = jsonlex.AppendString(b, string(r.Status))
+	if r.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = jsonlex.AppendString(b, r.Reason)
+	}
+	b = append(b, `,"beforeMs":`...)
+	b = strconv.AppendFloat(b, float64(r.Before.Microseconds())/1000, 'f', -1, 64)
+	if r.Ran && r.After > 0 {
+		b = append(b, `,"afterMs":`...)
+		b = strconv.AppendFloat(b, float64(r.After.Microseconds())/1000, 'f', -1, 64)
+	}
+	if r.Diff != "" {
+		b = append(b, `,"diff":`...)
+		b = jsonlex.AppendString(b, r.Diff)
+	}
+	j.W.Write(append(b, '}', '\n'))
+}
+
+func (j *JSON) Done(s *Summary) {
+	b := []byte(`{"summary":{"server":`)
+	b = jsonlex.AppendString(b, s.Server)
+	b = append(b, `,"calls":`...)
+	b = strconv.AppendInt(b, int64(s.Total), 10)
+	b = append(b, `,"findings":`...)
+	b = strconv.AppendInt(b, int64(s.Findings), 10)
+	b = append(b, `,"plan":`...)
+	b = strconv.AppendBool(b, s.Plan)
+	b = append(b, `,"counts":{`...)
+	n := 0
+	for _, st := range order {
+		if c := s.Counts[st]; c > 0 {
+			if n > 0 {
+				b = append(b, ',')
+			}
+			b = jsonlex.AppendString(b, string(st))
+			b = append(b, ':')
+			b = strconv.AppendInt(b, int64(c), 10)
+			n++
+		}
+	}
+	j.W.Write(append(b, "}}}\n"...))
+}
+
+// JUnit writes a JUnit XML report to Path: one testcase per call, a failure for each
+// finding (its reason, and its diff as the body), skipped for the calls not run by
+// choice. Cases go to a temporary file as they come (memory stays flat) and are put
+// under their testsuite, whose counts are known only at the end, in Done.
+type JUnit struct {
+	Path string
+
+	tmp    *os.File
+	w      *bufio.Writer
+	err    error
+	server string
+}
+
+func (j *JUnit) Start(h *cassette.Header, _ int, _ bool) {
+	j.server = h.Server
+	j.tmp, j.err = os.CreateTemp(filepath.Dir(j.Path), ".junit-*")
+	if j.err == nil {
+		j.w = bufio.NewWriter(j.tmp)
+	}
+}
+
+func (j *JUnit) Call(r *CallResult) {
+	if j.w == nil {
+		return
+	}
+	name := fmt.Sprintf("#%d %s", r.Seq, r.Tool)
+	secs := r.After.Seconds()
+	fmt.Fprintf(j.w, `  <testcase classname="%s" name="%s" time="%.3f">`, xmlEscape(j.server), xmlEscape(name), secs)
+	switch {
+	case r.Status.Finding():
+		fmt.Fprintf(j.w, "\n    <failure type=\"%s\" message=\"%s\">%s</failure>\n  ", r.Status, xmlEscape(r.Reason), xmlEscape(r.Diff))
+	case r.Status == mcpdiff.Skipped || r.Status == mcpdiff.NotReplayable || r.Status == WouldRun:
+		fmt.Fprintf(j.w, "\n    <skipped message=\"%s: %s\"/>\n  ", r.Status, xmlEscape(r.Reason))
+	}
+	j.w.WriteString("</testcase>\n")
+}
+
+func (j *JUnit) Done(s *Summary) {
+	if j.w == nil {
+		return
+	}
+	defer os.Remove(j.tmp.Name())
+	defer j.tmp.Close()
+	if j.err = j.w.Flush(); j.err != nil {
+		return
+	}
+	out, err := os.Create(j.Path)
+	if err != nil {
+		j.err = err
+		return
+	}
+	defer out.Close()
+	skipped := s.Counts[mcpdiff.Skipped] + s.Counts[mcpdiff.NotReplayable] + s.Counts[WouldRun]
+	fmt.Fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"bir-proxy verify %s\" tests=\"%d\" failures=\"%d\" skipped=\"%d\" time=\"%.3f\">\n",
+		xmlEscape(s.Server), s.Total, s.Findings, skipped, s.Elapsed.Seconds())
+	if _, j.err = j.tmp.Seek(0, 0); j.err != nil {
+		return
+	}
+	if _, j.err = io.Copy(out, j.tmp); j.err != nil {
+		return
+	}
+	_, j.err = out.WriteString("</testsuite>\n</testsuites>\n")
+}
+
+// Err is what went wrong writing the report.
+func (j *JUnit) Err() error { return j.err }
+
+func xmlEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '<':
+			b.WriteString("&lt;")
+		case r == '>':
+			b.WriteString("&gt;")
+		case r == '&':
+			b.WriteString("&amp;")
+		case r == '"':
+			b.WriteString("&quot;")
+		case r == '\n' || r == '\t' || r == '\r':
+			b.WriteRune(r)
+		case r < 0x20 || r == 0xFFFE || r == 0xFFFF:
+			b.WriteString("\uFFFD") // not allowed in XML 1.0 at all
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// Progress writes a progress line (for a terminal's stderr) as calls come.
+type Progress struct {
+	W     io.Writer
+	total int
+	n     int
+	last  time.Time
+}
+
+func (p *Progress) Start(_ *cassette.Header, total int, _ bool) { p.total = total }
+func (p *Progress) Call(*CallResult) {
+	p.n++
+	if time.Since(p.last) < 100*time.Millisecond && p.n < p.total {
+		return
+	}
+	p.last = time.Now()
+	fmt.Fprintf(p.W, "\r\x1b[Kverify: %d/%d calls", p.n, p.total)
+}
+func (p *Progress) Done(*Summary) { fmt.Fprint(p.W, "\r\x1b[K") }

@@ -1,0 +1,365 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/cassette"
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/upstream"
+)
+
+// session is verify's client side of one server: its own requests over an
+// upstream.Conn, answers routed to them by id (a goroutine reads), the server's own
+// requests answered (ping) or refused.
+type session struct {
+	conn   upstream.Conn
+	prefix string // ids are prefix + n: "bir:verify:<pid>:n", the replay executor's namespace
+	n      atomic.Int64
+	meta   []byte // the stateless era's params._meta, nil in the session era
+
+	wmu     sync.Mutex     // one write at a time
+	replies sync.WaitGroup // answers to the server's own requests being written
+
+	mu      sync.Mutex
+	waiting map[string]chan answer
+	dead    chan struct{} // closed when the server is gone
+	why     string        // why, once dead
+	done    chan struct{} // the reader returned
+}
+
+type answer struct {
+	msg    []byte // the whole response
+	result []byte
+	err    []byte
+	lost   string // the answer will not come: why
+}
+
+func newSession(conn upstream.Conn, prefix string) *session {
+	s := &session{conn: conn, prefix: prefix, waiting: map[string]chan answer{},
+		dead: make(chan struct{}), done: make(chan struct{})}
+	go s.read()
+	return s
+}
+
+func (s *session) newID() []byte {
+	return jsonlex.AppendString(nil, s.prefix+strconv.FormatInt(s.n.Add(1), 10))
+}
+
+func (s *session) read() {
+	defer close(s.done)
+	for {
+		msg, err := s.conn.Read()
+		if err != nil {
+			if rep, ok := upstream.IsReplaced(err); ok {
+				// A remote session that expired, re-established by the Conn: what was
+				// in flight is lost with it; what follows goes to the new session.
+				s.failWaiting("the server's session was replaced: " + rep.Reason)
+				if st, ok := s.conn.(upstream.Settler); ok {
+					st.Settled()
+				}
+				continue
+			}
+			s.die(s.describe(err))
+			return
+		}
+		jsonlex.EachMessage(msg, func(m []byte) { s.handle(m) })
+	}
+}
+
+// describe says how the server went: its exit and last stderr lines for a process.
+func (s *session) describe(err error) string {
+	why := "the connection ended"
+	if !errors.Is(err, io.EOF) {
+		why = err.Error()
+	}
+	if d, ok := s.conn.(upstream.ExitDescriber); ok {
+		how := make(chan string, 1)
+		go func() { how <- d.ExitReason() }()
+		select {
+		case h := <-how:
+			why = "the server " + h
+		case <-time.After(time.Second):
+			why = "the server closed its output"
+		}
+		if tail := d.StderrTail(6); len(tail) > 0 {
+			why += "; its last stderr lines: " + strings.Join(tail, " | ")
+		}
+	}
+	return why
+}
+
+func (s *session) handle(m []byte) {
+	f, ok := jsonlex.TopFields(m)
+	if !ok {
+		return
+	}
+	switch {
+	case f.IsResponse():
+		s.mu.Lock()
+		ch, ok := s.waiting[jsonlex.IDKey(f.ID)]
+		delete(s.waiting, jsonlex.IDKey(f.ID))
+		s.mu.Unlock()
+		if ok {
+			ch <- answer{msg: m, result: f.Result, err: f.Error}
+		}
+	case f.IsRequest():
+		// The server asks the host something (sampling, elicitation, roots): verify
+		// is no host. A ping is answered; the rest refused, so the server goes on.
+		var reply []byte
+		if jsonlex.StringOf(f.Method) == "ping" {
+			reply = append(append([]byte(`{"jsonrpc":"2.0","id":`), f.ID...), `,"result":{}}`...)
+		} else {
+			reply = jsonlex.ErrorResponse(f.ID, -32601, "bir-proxy verify does not answer "+jsonlex.StringOf(f.Method))
+		}
+		// Not on the reader: a server that is not reading would stop it.
+		s.replies.Add(1)
+		go func() {
+			defer s.replies.Done()
+			s.write(reply)
+		}()
+	}
+}
+
+func (s *session) die(why string) {
+	s.mu.Lock()
+	select {
+	case <-s.dead:
+	default:
+		s.why = why
+		close(s.dead)
+	}
+	s.mu.Unlock()
+	s.failWaiting(why)
+}
+
+func (s *session) failWaiting(why string) {
+	s.mu.Lock()
+	w := s.waiting
+	s.waiting = map[string]chan answer{}
+	s.mu.Unlock()
+	for _, ch := range w {
+		ch <- answer{lost: why}
+	}
+}
+
+// gone returns why the server is gone, or "".
+func (s *session) gone() string {
+	select {
+	case <-s.dead:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.why
+	default:
+		return ""
+	}
+}
+
+func (s *session) write(msg []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.conn.Write(msg)
+}
+
+// errLost is a request whose answer will not come.
+type errLost struct{ why string }
+
+func (e *errLost) Error() string { return e.why }
+
+// roundTrip sends msg, a request whose id is id, and waits for its answer.
+func (s *session) roundTrip(ctx context.Context, id, msg []byte) (answer, error) {
+	ch := make(chan answer, 1)
+	key := jsonlex.IDKey(id)
+	s.mu.Lock()
+	select {
+	case <-s.dead:
+		s.mu.Unlock()
+		return answer{}, &errLost{"not run: " + s.why}
+	default:
+	}
+	s.waiting[key] = ch
+	s.mu.Unlock()
+	if err := s.write(msg); err != nil {
+		s.forget(key)
+		if why := s.gone(); why != "" {
+			return answer{}, &errLost{why}
+		}
+		return answer{}, &errLost{"sending the request: " + err.Error()}
+	}
+	select {
+	case a := <-ch:
+		if a.lost != "" {
+			return a, &errLost{a.lost}
+		}
+		return a, nil
+	case <-ctx.Done():
+		s.forget(key)
+		// Told, so that it stops working on it.
+		s.write([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(id) + `,"reason":"bir-proxy verify gave up on it"}}`))
+		return answer{}, ctx.Err()
+	}
+}
+
+func (s *session) forget(key string) {
+	s.mu.Lock()
+	delete(s.waiting, key)
+	s.mu.Unlock()
+}
+
+// request sends method with params (an object's raw bytes, or nil), the stateless
+// era's _meta added.
+func (s *session) request(ctx context.Context, method string, params []byte) (answer, error) {
+	id := s.newID()
+	return s.roundTrip(ctx, id, s.build(id, method, params))
+}
+
+func (s *session) build(id []byte, method string, params []byte) []byte {
+	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	b = append(b, `,"method":`...)
+	b = jsonlex.AppendString(b, method)
+	if params == nil && s.meta != nil {
+		params = []byte("{}")
+	}
+	if params != nil {
+		b = append(b, `,"params":`...)
+		if s.meta != nil {
+			b = withMeta(b, params, s.meta)
+		} else {
+			b = append(b, params...)
+		}
+	}
+	return append(b, '}')
+}
+
+// withMeta appends the object params with member _meta set to meta (replacing one it
+// has), its other bytes unchanged.
+func withMeta(b, params, meta []byte) []byte {
+	ms, _, ok := jsonlex.Members(params, 0)
+	if !ok {
+		return append(b, params...)
+	}
+	b = append(b, '{')
+	n := 0
+	for _, m := range ms {
+		if jsonlex.KeyIs(params[m.Key.Start:m.Key.End], "_meta") {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, params[m.Key.Start:m.Value.End]...)
+		n++
+	}
+	if n > 0 {
+		b = append(b, ',')
+	}
+	b = append(b, `"_meta":`...)
+	b = append(b, meta...)
+	return append(b, '}')
+}
+
+// handshake makes the handshake the recorded host made. In the session era the host's
+// initialize is given to upstream.Setup with the server's recorded answer, and the
+// re-handshake Setup builds from it (the host's bytes, a new id) is what is sent: the
+// same protocol version, capabilities and client info; an answer in another version
+// is refused by Setup.CheckInitialize. In the stateless era nothing is set up: every
+// request carries the recorded _meta, and a recorded server/discover is made again.
+func (s *session) handshake(ctx context.Context, h *cassette.Header) (initResult []byte, err error) {
+	if h.Era == cassette.EraStateless {
+		s.meta = h.Meta
+		if h.DiscoverResult != nil {
+			a, err := s.request(ctx, "server/discover", nil)
+			if err != nil {
+				return nil, fmt.Errorf("server/discover: %w", err)
+			}
+			if a.err != nil {
+				return nil, fmt.Errorf("server/discover was refused: %s", a.err)
+			}
+			return a.result, nil
+		}
+		return nil, nil
+	}
+	params := h.Initialize
+	if params == nil {
+		// A recording that saw no handshake (a host that attached late): a plain one.
+		params = []byte(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bir-proxy verify","version":"1"}}`)
+	}
+	setup := upstream.NewSetup()
+	rec := []byte(`"bir-verify:recorded"`)
+	setup.FromHost(append(append([]byte(`{"jsonrpc":"2.0","id":`), rec...), append([]byte(`,"method":"initialize","params":`), append(params, '}')...)...))
+	recResult := h.InitializeResult
+	if recResult == nil {
+		recResult = []byte(`{"protocolVersion":` + string(jsonlex.Get(params, "protocolVersion")) + `}`)
+	}
+	setup.FromServer(append(append([]byte(`{"jsonrpc":"2.0","id":`), rec...), append([]byte(`,"result":`), append(recResult, '}')...)...))
+	setup.FromHost([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	rh := setup.Rehandshake(s.newID)
+	if rh.Initialize == nil {
+		return nil, errors.New("the recorded initialize cannot be made again")
+	}
+	a, err := s.roundTrip(ctx, rh.InitializeID, rh.Initialize)
+	if err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	if _, err := setup.CheckInitialize(a.msg); err != nil {
+		return nil, err
+	}
+	for _, m := range rh.After {
+		if bytes.Contains(m, []byte(`"id"`)) {
+			continue // only the notification: the recording has no setLevel or subscriptions
+		}
+		if err := s.write(m); err != nil {
+			return nil, fmt.Errorf("notifications/initialized: %w", err)
+		}
+	}
+	return a.result, nil
+}
+
+// maxPages bounds the tools/list pages followed.
+const maxPages = 1000
+
+// listTools lists the server's tools, every page: name → tool object.
+func (s *session) listTools(ctx context.Context) (map[string][]byte, []byte, error) {
+	tools := map[string][]byte{}
+	var all []byte
+	var cursor []byte
+	for range maxPages {
+		var params []byte
+		if cursor != nil {
+			params = append(append([]byte(`{"cursor":`), cursor...), '}')
+		}
+		a, err := s.request(ctx, "tools/list", params)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tools/list: %w", err)
+		}
+		if a.err != nil {
+			return nil, nil, fmt.Errorf("tools/list was refused: %s", a.err)
+		}
+		jsonlex.EachElement(jsonlex.Get(a.result, "tools"), func(t []byte) {
+			tools[jsonlex.StringOf(jsonlex.Get(t, "name"))] = bytes.Clone(t)
+			if all == nil {
+				all = []byte{'['}
+			} else {
+				all = append(all, ',')
+			}
+			all = append(all, t...)
+		})
+		cursor = jsonlex.Get(a.result, "nextCursor")
+		if cursor == nil || string(cursor) == "null" || string(cursor) == `""` {
+			break
+		}
+		cursor = bytes.Clone(cursor)
+	}
+	if all != nil {
+		all = append(all, ']')
+	}
+	return tools, all, nil
+}

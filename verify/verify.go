@@ -1,0 +1,498 @@
+// Package verify replays recorded tool calls (a cassette, or the journal's calls whose
+// arguments lost nothing to redaction) against a server — a new build, an upgraded
+// dependency — and says, call by call, what changed, the MCP way (package mcpdiff).
+// Only calls that are safe to make again run by default: those of tools the recorded
+// and the current tools/list both annotate readOnlyHint: true.
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/cassette"
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/mcpdiff"
+	"github.com/bir-dev/bir-proxy/upstream"
+)
+
+// WouldRun is a call --plan would run.
+const WouldRun mcpdiff.Status = "would_run"
+
+// Source is where the recorded calls come from, read one at a time.
+type Source interface {
+	Header() *cassette.Header
+	Next() (*cassette.Call, error) // io.EOF at the end
+	Close() error
+}
+
+// Config is one verify run.
+type Config struct {
+	// Open opens the recording from its start; it is opened twice: once to check all
+	// of it (a bad line stops everything before anything runs), once to replay.
+	Open func() (Source, error)
+	// Dial starts or connects to the server.
+	Dial func(ctx context.Context) (upstream.Conn, error)
+	// IDPrefix starts the ids of verify's requests (the replay executor's namespace,
+	// "bir:verify:<pid>:").
+	IDPrefix string
+
+	Concurrency     int // calls in flight at most (default 1)
+	AllowIdempotent bool
+	AllowWrites     bool
+	Tools           []string // only these (none: all)
+	SkipTools       []string
+	Plan            bool
+	Diff            mcpdiff.Options
+	MaxSlowdown     float64       // flag a same answer that took this many times longer (0: never)
+	CallTimeout     time.Duration // per call (default DefaultCallTimeout)
+	// Redacted: the recorded answers were redacted and clipped as reports are (the
+	// journal): the current ones are, before they are compared.
+	Redacted bool
+	// Update, when set, is the cassette to rewrite with the new answers (accepting them).
+	Update string
+	Logger *slog.Logger
+}
+
+// DefaultCallTimeout bounds one replayed call, as a replay dispatch's default.
+const DefaultCallTimeout = 60 * time.Second
+
+// slowFloor: a call is only slower when it takes this much longer too (a 1 ms call
+// taking 3 ms is noise).
+const slowFloor = 10 * time.Millisecond
+
+// CallResult is what became of one recorded call.
+type CallResult struct {
+	Seq    int64
+	Tool   string
+	Status mcpdiff.Status
+	Reason string
+	Diff   string
+	Before time.Duration
+	After  time.Duration // 0 when it did not run
+	Ran    bool
+
+	newResult, newError []byte // the new answer, for Update
+}
+
+// Sink receives the results, in the cassette's order, as they come.
+type Sink interface {
+	Start(h *cassette.Header, total int, plan bool)
+	Call(r *CallResult)
+	Done(s *Summary)
+}
+
+// Summary counts the results.
+type Summary struct {
+	Server   string
+	Total    int
+	Counts   map[mcpdiff.Status]int
+	Findings int
+	Elapsed  time.Duration
+	Plan     bool
+	Updated  string // the cassette rewritten by Update
+}
+
+// InputError is a recording that cannot be read (exit 2); UnreachableError a server
+// that could not be started or reached (exit 3).
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+type UnreachableError struct{ Err error }
+
+func (e *UnreachableError) Error() string { return e.Err.Error() }
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Run verifies. The error is an *InputError, an *UnreachableError, or a failure to
+// update the cassette; findings are in the Summary.
+func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 1
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if _, err := mcpdiff.Compare(mcpdiff.Answer{}, mcpdiff.Answer{}, cfg.Diff); err != nil {
+		return nil, &InputError{err}
+	}
+	total, err := check(cfg.Open)
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	src, err := cfg.Open()
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	defer src.Close()
+	h := src.Header()
+
+	start := time.Now()
+	conn, err := cfg.Dial(ctx)
+	if err != nil {
+		return nil, &UnreachableError{fmt.Errorf("starting the server: %w", err)}
+	}
+	s := newSession(conn, cfg.IDPrefix)
+	defer func() {
+		conn.Close()
+		<-s.done
+		s.replies.Wait()
+	}()
+	hsCtx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
+	initResult, err := s.handshake(hsCtx, h)
+	var tools map[string][]byte
+	var toolsRaw []byte
+	if err == nil {
+		tools, toolsRaw, err = s.listTools(hsCtx)
+	}
+	cancel()
+	if err != nil {
+		if why := s.gone(); why != "" && !errors.Is(err, context.DeadlineExceeded) {
+			err = errors.New(why)
+		}
+		return nil, &UnreachableError{fmt.Errorf("the handshake with the server: %w", err)}
+	}
+
+	var up *cassette.Writer
+	if cfg.Update != "" && !cfg.Plan {
+		nh := *h
+		nh.Tools = toolsRaw
+		nh.RecordedAt = time.Now()
+		if initResult != nil && h.Era != cassette.EraStateless {
+			nh.InitializeResult = initResult
+		}
+		if up, err = cassette.Create(cassette.WriterOptions{Path: cfg.Update, Logger: cfg.Logger}); err != nil {
+			return nil, err
+		}
+		up.SetHeader(nh)
+	}
+
+	r := &runner{cfg: &cfg, s: s, h: h, recTools: recordedTools(h), tools: tools}
+	sum := &Summary{Server: h.Server, Total: total, Counts: map[mcpdiff.Status]int{}, Plan: cfg.Plan}
+	out.Start(h, total, cfg.Plan)
+
+	// In order, at most Concurrency calls in flight: each call gets a slot whose
+	// result the emitter waits for in turn.
+	type slot struct {
+		call *cassette.Call
+		res  chan *CallResult
+	}
+	slots := make(chan slot, cfg.Concurrency)
+	sem := make(chan struct{}, cfg.Concurrency)
+	var readErr error
+	go func() {
+		defer close(slots)
+		for {
+			c, err := src.Next()
+			if err != nil {
+				if err != io.EOF {
+					readErr = err
+				}
+				return
+			}
+			sl := slot{call: c, res: make(chan *CallResult, 1)}
+			if ctx.Err() != nil {
+				sl.res <- &CallResult{Seq: c.Seq, Tool: c.Tool, Status: mcpdiff.NotRun, Reason: "verify was interrupted", Before: c.Duration()}
+				slots <- sl
+				continue
+			}
+			res, run := r.decide(c)
+			if !run {
+				sl.res <- res
+				slots <- sl
+				continue
+			}
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem }()
+				sl.res <- r.run(ctx, c, res)
+			}()
+			slots <- sl
+		}
+	}()
+	for sl := range slots {
+		res := <-sl.res
+		sum.Counts[res.Status]++
+		if res.Status.Finding() {
+			sum.Findings++
+		}
+		out.Call(res)
+		if up != nil {
+			up.Call(r.updated(sl.call, res))
+		}
+	}
+	sum.Elapsed = time.Since(start)
+	if readErr != nil {
+		// Checked once already: the file changed under us.
+		return nil, &InputError{readErr}
+	}
+	if up != nil {
+		if err := up.Close(); err != nil {
+			return nil, err
+		}
+		if n := up.Dropped(); n > 0 {
+			return nil, fmt.Errorf("updating %s: %d calls could not be written; the previous cassette is %s", cfg.Update, n, cassette.Rotated(cfg.Update, 1))
+		}
+		sum.Updated = cfg.Update
+	}
+	out.Done(sum)
+	return sum, nil
+}
+
+// check reads the whole recording once: a line it cannot read stops verify before
+// anything runs. It returns the number of calls.
+func check(open func() (Source, error)) (int, error) {
+	src, err := open()
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	n := 0
+	for {
+		_, err := src.Next()
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		n++
+	}
+}
+
+func recordedTools(h *cassette.Header) map[string][]byte {
+	if h.Tools == nil {
+		return nil
+	}
+	m := map[string][]byte{}
+	jsonlex.EachElement(h.Tools, func(t []byte) { m[jsonlex.StringOf(jsonlex.Get(t, "name"))] = t })
+	return m
+}
+
+type runner struct {
+	drift    map[string]*drift // by tool: its schemas compared once (decide runs on one goroutine)
+	cfg      *Config
+	s        *session
+	h        *cassette.Header
+	recTools map[string][]byte // nil: the recording has no tools/list (the journal)
+	tools    map[string][]byte
+}
+
+type drift struct{ why, diff string }
+
+// schemaDrift is the tool's schema drift, nil for none, worked out once per tool.
+func (r *runner) schemaDrift(tool string, rec, cur []byte) *drift {
+	if d, ok := r.drift[tool]; ok {
+		return d
+	}
+	if r.drift == nil {
+		r.drift = map[string]*drift{}
+	}
+	var d *drift
+	if changed, why, diff := mcpdiff.CompareTool(rec, cur); changed {
+		d = &drift{why, diff}
+	}
+	r.drift[tool] = d
+	return d
+}
+
+func hint(tool []byte, name string) string {
+	return string(jsonlex.Get(jsonlex.Get(tool, "annotations"), name))
+}
+
+// decide says what to do with a call: a verdict now, or run (with res's fields set).
+func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
+	res = &CallResult{Seq: c.Seq, Tool: c.Tool, Before: c.Duration()}
+	verdict := func(s mcpdiff.Status, why string) (*CallResult, bool) {
+		res.Status, res.Reason = s, why
+		return res, false
+	}
+	switch {
+	case c.Redacted:
+		why := "its arguments were recorded redacted"
+		if len(c.RedactedKeys) > 0 {
+			why += " (" + joinKeys(c.RedactedKeys) + ")"
+		}
+		return verdict(mcpdiff.NotReplayable, why)
+	case c.Result == nil && c.Error == nil:
+		return verdict(mcpdiff.NotReplayable, "the recorded call got no answer ("+c.Outcome+")")
+	case c.Outcome == "input_required":
+		return verdict(mcpdiff.NotReplayable, "it asked the host for input (input_required)")
+	case len(r.cfg.Tools) > 0 && !slices.Contains(r.cfg.Tools, c.Tool):
+		return verdict(mcpdiff.Skipped, "not selected (--tool)")
+	case slices.Contains(r.cfg.SkipTools, c.Tool):
+		return verdict(mcpdiff.Skipped, "--skip-tool")
+	}
+	cur, listed := r.tools[c.Tool]
+	rec, recListed := r.recTools[c.Tool]
+	if r.recTools == nil {
+		rec, recListed = cur, listed // the journal keeps no tools/list: the current one decides
+	}
+	switch {
+	case !listed && recListed:
+		return verdict(mcpdiff.MissingTool, "the server no longer lists "+strconv.Quote(c.Tool))
+	case !listed && !r.cfg.AllowWrites:
+		// Called without being listed (a host's guess, a tool gone before the
+		// recording): nothing says it is safe, nor that it went missing.
+		return verdict(mcpdiff.Skipped, "neither the recorded nor the current tools/list has it (--allow-writes)")
+	}
+	if !r.cfg.AllowWrites {
+		readOnly := recListed && hint(rec, "readOnlyHint") == "true" && hint(cur, "readOnlyHint") == "true"
+		idem := r.cfg.AllowIdempotent && recListed &&
+			hint(rec, "idempotentHint") == "true" && hint(cur, "idempotentHint") == "true" &&
+			hint(rec, "destructiveHint") == "false" && hint(cur, "destructiveHint") == "false"
+		if !readOnly && !idem {
+			why := "not annotated readOnlyHint: true in both the recorded and the current tools/list (--allow-idempotent, --allow-writes)"
+			if !recListed {
+				why = "the recording does not list it, so nothing says it is read-only (--allow-writes)"
+			}
+			return verdict(mcpdiff.Skipped, why)
+		}
+	}
+	if recListed {
+		if sd := r.schemaDrift(c.Tool, rec, cur); sd != nil {
+			res.Status, res.Reason, res.Diff = mcpdiff.SchemaDrift, sd.why, sd.diff
+		}
+	}
+	if r.cfg.Plan {
+		if res.Status == "" {
+			res.Status, res.Reason = WouldRun, runReason(r.cfg, rec, cur)
+		} else {
+			res.Reason += "; would run"
+		}
+		return res, false
+	}
+	return res, true
+}
+
+func runReason(cfg *Config, rec, cur []byte) string {
+	switch {
+	case hint(rec, "readOnlyHint") == "true" && hint(cur, "readOnlyHint") == "true":
+		return "read-only"
+	case cfg.AllowWrites:
+		return "--allow-writes"
+	default:
+		return "idempotent and not destructive (--allow-idempotent)"
+	}
+}
+
+func joinKeys(ks []string) string {
+	s := ""
+	for i, k := range ks {
+		if i > 0 {
+			s += ", "
+		}
+		s += k
+	}
+	return s
+}
+
+// run makes the call again and compares.
+func (r *runner) run(ctx context.Context, c *cassette.Call, res *CallResult) *CallResult {
+	if why := r.s.gone(); why != "" {
+		res.Status, res.Reason = mcpdiff.NotRun, "not run: "+why
+		return res
+	}
+	params := append([]byte(`{"name":`), jsonlex.AppendString(nil, c.Tool)...)
+	if c.Arguments != nil {
+		params = append(append(params, `,"arguments":`...), c.Arguments...)
+	}
+	params = append(params, '}')
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	t0 := time.Now()
+	a, err := r.s.request(cctx, "tools/call", params)
+	took := time.Since(t0)
+	cancel()
+	res.Ran = true
+	if err != nil {
+		res.Status = mcpdiff.NotRun
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			res.Reason = "no answer within " + r.cfg.CallTimeout.String()
+		case ctx.Err() != nil:
+			res.Reason = "verify was interrupted"
+		default:
+			res.Reason = err.Error()
+		}
+		return res
+	}
+	res.After = took
+	if r.cfg.Redacted {
+		a = redactAnswer(a)
+	}
+	cmp, _ := mcpdiff.Compare(mcpdiff.Answer{Result: c.Result, Error: c.Error}, mcpdiff.Answer{Result: a.result, Error: a.err}, r.cfg.Diff)
+	res.newResult, res.newError = a.result, a.err
+	if res.Status == mcpdiff.SchemaDrift {
+		if cmp.Status != mcpdiff.Same {
+			res.Reason += "; and " + cmp.Reason
+			res.Diff += cmp.Diff
+		}
+		return res
+	}
+	res.Status, res.Reason, res.Diff = cmp.Status, cmp.Reason, cmp.Diff
+	if res.Status == mcpdiff.Same && r.cfg.MaxSlowdown > 0 && res.Before > 0 &&
+		float64(res.After) > float64(res.Before)*r.cfg.MaxSlowdown && res.After-res.Before >= slowFloor {
+		res.Status = mcpdiff.SlowDown
+		res.Reason = fmt.Sprintf("%.1fx slower (%s → %s), past --max-slowdown %gx",
+			float64(res.After)/float64(res.Before), ms(res.Before), ms(res.After), r.cfg.MaxSlowdown)
+	}
+	return res
+}
+
+// updated is the call as --update writes it: the new answer for a call that ran, the
+// recorded one otherwise.
+func (r *runner) updated(c *cassette.Call, res *CallResult) cassette.Recorded {
+	rec := cassette.Recorded{Tool: c.Tool, Arguments: c.Arguments, Redacted: c.Redacted, RedactedKeys: c.RedactedKeys,
+		Outcome: c.Outcome, Result: c.Result, Error: c.Error, StartedAt: c.StartedAt, Duration: c.Duration()}
+	if res.Ran && res.After > 0 {
+		rec.Result, rec.Error, rec.Duration, rec.StartedAt = res.newResult, res.newError, res.After, time.Now()
+		switch {
+		case res.newError != nil:
+			rec.Outcome = "rpc_error"
+		case string(jsonlex.Get(res.newResult, "isError")) == "true":
+			rec.Outcome = "tool_error"
+		default:
+			rec.Outcome = "ok"
+		}
+	}
+	return rec
+}
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', -1, 64) + "ms"
+}
+
+// FileSource opens the cassette at path.
+func FileSource(path string) func() (Source, error) {
+	return func() (Source, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		r, err := cassette.NewReader(f, path)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		return &fileSource{r: r, f: f}, nil
+	}
+}
+
+type fileSource struct {
+	r *cassette.Reader
+	f *os.File
+}
+
+func (s *fileSource) Header() *cassette.Header      { return s.r.Header() }
+func (s *fileSource) Next() (*cassette.Call, error) { return s.r.Next() }
+func (s *fileSource) Close() error                  { return s.f.Close() }
