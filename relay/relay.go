@@ -163,6 +163,10 @@ type Relay struct {
 	// (after which the host pump touches nothing).
 	sendMu  sync.Mutex
 	stopped bool // under sendMu: Run has returned or is returning
+	// answering counts the host messages whose answers made by the proxy are still
+	// being written, outside sendMu (forward): the end of Run lets them finish, for
+	// at most pumpGrace, so an answer is not cut off by the exit.
+	answering sync.WaitGroup
 	// lx is the host message being forwarded, lexed once (under sendMu) for every
 	// reader of it on the host's path; reused, so it pins nothing and costs nothing.
 	lx jsonlex.Line
@@ -347,6 +351,17 @@ func (r *Relay) stop() {
 	r.sendMu.Lock()
 	r.stopped = true
 	r.sendMu.Unlock()
+	// No forward starts now; one under way writes its answers to the host (a request
+	// that met the dead server: "could not deliver…") before the session ends,
+	// unless the host has stopped reading.
+	written := make(chan struct{})
+	go func() { r.answering.Wait(); close(written) }()
+	t := time.NewTimer(pumpGrace)
+	select {
+	case <-written:
+	case <-t.C:
+	}
+	t.Stop()
 	if d, ok := r.hostSrc.(interface{ SetReadDeadline(time.Time) error }); ok && d.SetReadDeadline(time.Now()) == nil {
 		<-r.hostDone
 	}
@@ -393,6 +408,9 @@ func (r *Relay) now() time.Time {
 // forward sends one host message upstream; it returns false once Run has ended.
 func (r *Relay) forward(msg []byte, readAt time.Time) bool {
 	ok, ended := r.forwardLocked(msg, readAt)
+	if ok {
+		defer r.answering.Done() // taken by forwardLocked
+	}
 	r.writeRefused()
 	if ended != nil {
 		// Written outside sendMu: a host that is slow to read must not hold the lock
@@ -417,6 +435,9 @@ func (r *Relay) forwardLocked(msg []byte, readAt time.Time) (bool, *endedRequest
 	if r.stopped {
 		return false, nil
 	}
+	// What forward then writes to the host outside the lock (an answer the proxy
+	// makes for this message) is waited for by the end of Run (stop), bounded.
+	r.answering.Add(1)
 	// One lex of the message for everyone on this path: interception, the registry,
 	// the upstream. An interceptor that cannot read it edits first, and what it
 	// returns is lexed.
