@@ -229,46 +229,51 @@ func testRemote(t *testing.T, s *suite, proxy string) {
 // HTTP as through the proxy — and a host's send over HTTP returns later than over a
 // pipe (once the POST is answered), so what either side sends on its own can fall
 // into the step before or after. So within each step the host's requests and the
-// server's answers to them (each counted in the step of its request, wherever it was
-// logged) stay, sorted; everything else (notifications both ways,
+// server's answers to them (each pair counted in the earlier of the steps its two
+// lines were logged in) stay, sorted; everything else (notifications both ways,
 // the server's requests and the host's answers to them) goes, sorted, into one
 // section at the end. Every byte and every message is still compared; only when the
 // asynchronous ones came is not.
 func unordered(transcript []byte) []byte {
 	// Sections: the lines before the first step, then one per step, its "== " line
-	// first. An answer goes to the step of the request it answers, wherever it was
-	// logged: over HTTP a step's last answer can reach the host after it logged the
-	// next step, in the direct run as through the proxy.
+	// first. A host request and the answer to it go to the earlier of the steps they
+	// were logged in: over HTTP either can reach the log after the next step began (a
+	// send returns once its POST is answered; an answer's callback and the SDK's own
+	// are not ordered), in the direct run as through the proxy; neither is ever
+	// logged early.
 	type section struct{ head, msgs []string }
+	type pair struct {
+		lines []string
+		step  int
+	}
 	secs := []*section{{}}
-	stepOf := map[string]*section{} // a host request's raw id → its step
-	var answers, loose []string
+	pairs := map[string]*pair{} // by the raw id of the host's request
+	var order []string          // the ids in the order first seen
+	var loose []string
 	for _, line := range strings.SplitAfter(string(transcript), "\n") {
 		dir, msg, isMsg := strings.Cut(line, " ")
 		isMsg = isMsg && (dir == "->" || dir == "<-")
 		method, id := gjson.Get(msg, "method").Exists(), gjson.Get(msg, "id")
-		cur := secs[len(secs)-1]
 		switch {
 		case strings.HasPrefix(line, "== "):
 			secs = append(secs, &section{head: []string{line}})
-		case isMsg && dir == "->" && method && id.Exists():
-			cur.msgs = append(cur.msgs, line)
-			stepOf[id.Raw] = cur
-		case isMsg && dir == "<-" && !method && id.Exists():
-			answers = append(answers, line)
+		case isMsg && dir == "->" && method && id.Exists(), isMsg && dir == "<-" && !method && id.Exists():
+			p, ok := pairs[id.Raw]
+			if !ok {
+				p = &pair{step: len(secs) - 1}
+				pairs[id.Raw] = p
+				order = append(order, id.Raw)
+			}
+			p.lines = append(p.lines, line)
 		case isMsg:
 			loose = append(loose, line)
 		default:
-			cur.head = append(cur.head, line)
+			secs[len(secs)-1].head = append(secs[len(secs)-1].head, line)
 		}
 	}
-	for _, line := range answers {
-		_, msg, _ := strings.Cut(line, " ")
-		sec, ok := stepOf[gjson.Get(msg, "id").Raw]
-		if !ok {
-			sec = secs[len(secs)-1] // an answer to nothing the host asked: compared at the end
-		}
-		sec.msgs = append(sec.msgs, line)
+	for _, id := range order {
+		p := pairs[id]
+		secs[p.step].msgs = append(secs[p.step].msgs, p.lines...)
 	}
 	var out []string
 	for _, sec := range secs {
