@@ -79,6 +79,7 @@ Exit status: 0 nothing changed, 1 something did, 2 bad usage or an unreadable
 cassette, 3 the server could not be started or reached.`
 
 func runVerify(ctx context.Context, c *cli, args []string) int {
+	defer startProfile()() // BIR_CPUPROFILE, BIR_MEMPROFILE: bir-bench -only verify -profile verify
 	self, _ := findSubcommand("verify")
 	fs := newFlagSet("bir-proxy verify")
 	v := self.flags(fs).(*verifyFlags)
