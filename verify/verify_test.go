@@ -56,19 +56,26 @@ func TestRunInOrderWithConcurrency(t *testing.T) {
 		}
 		lines = append(lines, greet(i, fmt.Sprintf("n%d", i), says))
 	}
-	cfg := config(t, writeCassette(t, lines...))
-	cfg.Concurrency = 8
-	var m memSink
-	sum, err := Run(testutil.Context(t), cfg, &m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(m.rows) != 40 || sum.Counts[mcpdiff.Same] != 36 || sum.Counts[mcpdiff.Changed] != 4 || sum.Findings != 4 {
-		t.Fatalf("%d rows, %v", len(m.rows), sum.Counts)
-	}
-	for i, r := range m.rows {
-		if r.Seq != int64(i+1) {
-			t.Fatalf("row %d is call %d: out of order", i, r.Seq)
+	path := writeCassette(t, lines...)
+	// 1 runs the calls on Run's goroutine, 8 on a goroutine each: the same results.
+	for _, conc := range []int{8, 1} {
+		cfg := config(t, path)
+		cfg.Concurrency = conc
+		var m memSink
+		sum, err := Run(testutil.Context(t), cfg, &m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.rows) != 40 || sum.Counts[mcpdiff.Same] != 36 || sum.Counts[mcpdiff.Changed] != 4 || sum.Findings != 4 {
+			t.Fatalf("concurrency %d: %d rows, %v", conc, len(m.rows), sum.Counts)
+		}
+		for i, r := range m.rows {
+			if r.Seq != int64(i+1) {
+				t.Fatalf("concurrency %d: row %d is call %d: out of order", conc, i, r.Seq)
+			}
+			if want := mcpdiff.Same; (i+1)%10 == 0 && r.Status == want || (i+1)%10 != 0 && r.Status != want {
+				t.Fatalf("concurrency %d: call %d is %s", conc, r.Seq, r.Status)
+			}
 		}
 	}
 }
