@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -213,6 +214,12 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 	if v.junit != "" {
 		junit = &verify.JUnit{Path: v.junit}
 		sinks = append(sinks, junit)
+	}
+	if v.concurrency == 1 && os.Getenv("GOMAXPROCS") == "" {
+		// One call at a time: with a second P idle, every answer the session's reader
+		// handed to the waiting call woke a second thread (futex wake, then sleep), a
+		// quarter of verify's CPU per call (bir-bench -only verify -profile verify).
+		runtime.GOMAXPROCS(1)
 	}
 	sum, err := verify.Run(ctx, cfg, sinks)
 	var inErr *verify.InputError
