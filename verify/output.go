@@ -55,6 +55,23 @@ const flushAfter = 50 * time.Millisecond
 // maxHeld bounds what is held before it is written out anyway.
 const maxHeld = 64 << 10
 
+// held is a sink's output, held by a lazyWriter made on first use.
+type held struct{ lw *lazyWriter }
+
+func (h *held) to(w io.Writer) io.Writer {
+	if h.lw == nil {
+		h.lw = &lazyWriter{w: w}
+	}
+	return h.lw
+}
+
+// Flush writes out what is held.
+func (h *held) Flush() {
+	if h.lw != nil {
+		h.lw.Flush()
+	}
+}
+
 // lazyWriter holds what is written to it for at most flushAfter (or maxHeld bytes).
 type lazyWriter struct {
 	w     io.Writer
@@ -102,22 +119,10 @@ func (l *lazyWriter) flushLocked() {
 type Table struct {
 	W     io.Writer
 	Color bool
-	lw    *lazyWriter
+	held
 }
 
-func (t *Table) out() io.Writer {
-	if t.lw == nil {
-		t.lw = &lazyWriter{w: t.W}
-	}
-	return t.lw
-}
-
-// Flush writes out the rows held.
-func (t *Table) Flush() {
-	if t.lw != nil {
-		t.lw.Flush()
-	}
-}
+func (t *Table) out() io.Writer { return t.to(t.W) }
 
 const (
 	red    = "\x1b[31m"
@@ -218,23 +223,11 @@ func oneLine(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, 
 
 // JSON writes a JSON line per call and a last summary line.
 type JSON struct {
-	W  io.Writer
-	lw *lazyWriter
+	W io.Writer
+	held
 }
 
-func (j *JSON) out() io.Writer {
-	if j.lw == nil {
-		j.lw = &lazyWriter{w: j.W}
-	}
-	return j.lw
-}
-
-// Flush writes out the lines held.
-func (j *JSON) Flush() {
-	if j.lw != nil {
-		j.lw.Flush()
-	}
-}
+func (j *JSON) out() io.Writer { return j.to(j.W) }
 
 func (j *JSON) Start(*cassette.Header, int, bool) {}
 

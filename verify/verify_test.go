@@ -154,3 +154,46 @@ func TestWithMeta(t *testing.T) {
 		}
 	}
 }
+
+// chanWriter sends each write to a channel.
+type chanWriter chan string
+
+func (c chanWriter) Write(p []byte) (int, error) { c <- string(p); return len(p), nil }
+
+func TestLazyWriterHoldsThenWrites(t *testing.T) {
+	got := make(chanWriter, 4)
+	w := &lazyWriter{w: got}
+	w.Write([]byte("a"))
+	w.Write([]byte("b"))
+	select { // written by the timer, unasked, and in one write
+	case s := <-got:
+		if s != "ab" {
+			t.Fatalf("wrote %q, want ab", s)
+		}
+	case <-testutil.Context(t).Done():
+		t.Fatal("what was held was never written")
+	}
+	w.Write([]byte("c"))
+	w.Flush()
+	select {
+	case s := <-got:
+		if s != "c" {
+			t.Fatalf("flushed %q, want c", s)
+		}
+	default:
+		t.Fatal("Flush wrote nothing")
+	}
+	w.Write(make([]byte, maxHeld)) // past the bound: written at once
+	select {
+	case s := <-got:
+		if len(s) != maxHeld {
+			t.Fatalf("wrote %d bytes", len(s))
+		}
+	default:
+		t.Fatal("a full buffer was held")
+	}
+	w.Flush()
+	if w.timer != nil || len(got) != 0 {
+		t.Fatalf("after Flush: timer %v, %d writes", w.timer, len(got))
+	}
+}
