@@ -5,16 +5,41 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
+
+// validUTF8 is s with each byte that is not UTF-8 replaced by U+FFFD, as
+// encoding/json decodes a string (the fuzz target found the difference).
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteRune(r) // an invalid byte ranges as utf8.RuneError, one byte wide
+	}
+	return b.String()
+}
+
+// errNotCall is a line with a member no call has but the end line or a header does.
+type errNotCall struct{ key string }
+
+func (e errNotCall) Error() string { return "a member " + strconv.Quote(e.key) }
 
 // decodeCall reads a call line (checked whole JSON already) into c, as strict as
 // encoding/json with DisallowUnknownFields but without its reflection: the reader's
 // cost per call was a fifth of verify's. Raw members are copied verbatim; of a member
 // given twice the last wins.
-func decodeCall(line []byte, c *Call) error {
+//
+// The line is read once: a member "end" or the header's magic is errNotCall, for the
+// caller to read the line as the end line or refuse it as a second header (looked up
+// first, they were two more walks of every line). With keep false the raw members are
+// slices of line, not copies (a Reader's Skip, which keeps nothing).
+func decodeCall(line []byte, c *Call, keep bool) error {
 	var err error
 	fail := func(key string, e error) bool {
 		err = fmt.Errorf("member %q: %w", key, e)
@@ -35,6 +60,7 @@ func decodeCall(line []byte, c *Call) error {
 			if !ok || v[0] != '"' {
 				return fail(key, errors.New("not a string"))
 			}
+			s = validUTF8(s)
 			switch key {
 			case "tool":
 				c.Tool = s
@@ -48,9 +74,12 @@ func decodeCall(line []byte, c *Call) error {
 				c.StartedAt = t
 			}
 		case "arguments", "result", "error":
-			raw := bytes.Clone(v)
-			if string(v) == "null" {
+			raw := v
+			switch {
+			case string(v) == "null":
 				raw = nil
+			case keep:
+				raw = bytes.Clone(v)
 			}
 			switch key {
 			case "arguments":
@@ -78,7 +107,7 @@ func decodeCall(line []byte, c *Call) error {
 				if !ok || e[0] != '"' {
 					bad = true
 				}
-				c.RedactedKeys = append(c.RedactedKeys, s)
+				c.RedactedKeys = append(c.RedactedKeys, validUTF8(s))
 			})
 			if bad {
 				return fail(key, errors.New("not an array of strings"))
@@ -89,6 +118,9 @@ func decodeCall(line []byte, c *Call) error {
 				return fail(key, errors.New("not a number"))
 			}
 			c.DurationMs = f
+		case "end", magic:
+			err = errNotCall{key}
+			return false
 		default:
 			err = fmt.Errorf("json: unknown field %q", key)
 			return false

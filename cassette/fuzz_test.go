@@ -28,18 +28,30 @@ func FuzzReader(f *testing.F) {
 			}
 			return
 		}
+		// Skip (verify's check) reads the same calls and fails the same way.
+		rs, _ := newReader(bytes.NewReader(data), "f", 1<<16)
+		skipped, skipErr := 0, error(nil)
+		for skipErr = rs.Skip(); skipErr == nil; skipErr = rs.Skip() {
+			skipped++
+		}
 		var out []byte
 		out = appendHeader(out, r.Header())
 		n := 0
 		for {
 			c, err := r.Next()
 			if err == io.EOF {
+				if skipErr != io.EOF || skipped != n {
+					t.Fatalf("Next read %d calls to the end, Skip %d then %v", n, skipped, skipErr)
+				}
 				break
 			}
 			if err != nil {
 				var le *LineError
 				if !errors.As(err, &le) || le.Line < 2 {
 					t.Fatalf("error %v", err)
+				}
+				if skipErr == nil || skipErr.Error() != err.Error() || skipped != n {
+					t.Fatalf("Next read %d calls then %v, Skip %d then %v", n, err, skipped, skipErr)
 				}
 				return
 			}
@@ -65,13 +77,18 @@ func FuzzDecodeCall(f *testing.F) {
 	f.Add([]byte(`{"seq":1,"tool":"a","tool":"b","outcome":"ok","error":null}`))
 	f.Add([]byte(`{"seq":1.5,"tool":"a"}`))
 	f.Add([]byte(`{"seq":1,"bogus":2}`))
+	f.Add([]byte(`{"seq":1,"end":true}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		if !jsonlex.Valid(line) || len(line) == 0 || line[0] != '{' {
 			return
 		}
-		var a, b Call
-		ea := decodeCall(line, &a)
+		var a, b, c Call
+		ea := decodeCall(line, &a, true)
 		eb := strict(line, &b)
+		if ec := decodeCall(line, &c, false); (ec == nil) != (ea == nil) || ea == nil &&
+			(!bytes.Equal(a.Arguments, c.Arguments) || !bytes.Equal(a.Result, c.Result) || !bytes.Equal(a.Error, c.Error) || a.Seq != c.Seq || a.Tool != c.Tool) {
+			t.Fatalf("kept %+v (%v), not kept %+v (%v): %s", a, ea, c, ec, line)
+		}
 		if (ea == nil) != (eb == nil) {
 			// encoding/json is laxer on some spellings (case-insensitive keys, a
 			// string with invalid UTF-8): refusing more is allowed, accepting more not.

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
+	"sync"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/cassette"
@@ -34,6 +34,84 @@ func (ss Sinks) Done(sum *Summary) {
 		s.Done(sum)
 	}
 }
+func (ss Sinks) Flush() {
+	for _, s := range ss {
+		flush(s)
+	}
+}
+
+// flush writes out what a sink holds (Run does, however it ends).
+func flush(s Sink) {
+	if f, ok := s.(interface{ Flush() }); ok {
+		f.Flush()
+	}
+}
+
+// flushAfter is how long a result written by Table or JSON may wait before it is
+// written out: a write per result was a syscall per call, a sixth of verify's own
+// cost per call, and nobody reading the output tells 50 ms.
+const flushAfter = 50 * time.Millisecond
+
+// maxHeld bounds what is held before it is written out anyway.
+const maxHeld = 64 << 10
+
+// held is a sink's output, held by a lazyWriter made on first use.
+type held struct{ lw *lazyWriter }
+
+func (h *held) to(w io.Writer) io.Writer {
+	if h.lw == nil {
+		h.lw = &lazyWriter{w: w}
+	}
+	return h.lw
+}
+
+// Flush writes out what is held.
+func (h *held) Flush() {
+	if h.lw != nil {
+		h.lw.Flush()
+	}
+}
+
+// lazyWriter holds what is written to it for at most flushAfter (or maxHeld bytes).
+type lazyWriter struct {
+	w     io.Writer
+	mu    sync.Mutex
+	buf   []byte
+	timer *time.Timer // armed while something is held
+}
+
+func (l *lazyWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	switch {
+	case len(l.buf) >= maxHeld:
+		l.flushLocked()
+	case l.timer == nil:
+		l.timer = time.AfterFunc(flushAfter, l.Flush)
+	}
+	return len(p), nil
+}
+
+func (l *lazyWriter) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flushLocked()
+}
+
+func (l *lazyWriter) flushLocked() {
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	if len(l.buf) > 0 {
+		_, _ = l.w.Write(l.buf) // stdout: a reader that went away is not verify's failure
+		l.buf = l.buf[:0]
+	}
+	if cap(l.buf) > maxHeld {
+		l.buf = nil
+	}
+}
 
 // Table prints a row per call (tool, status, duration before → after, why), the
 // unified diff of each changed call under its row, and a summary; Color colours
@@ -41,7 +119,10 @@ func (ss Sinks) Done(sum *Summary) {
 type Table struct {
 	W     io.Writer
 	Color bool
+	held
 }
+
+func (t *Table) out() io.Writer { return t.to(t.W) }
 
 const (
 	red    = "\x1b[31m"
@@ -64,8 +145,8 @@ func (t *Table) Start(h *cassette.Header, total int, plan bool) {
 	if plan {
 		what = "plan for"
 	}
-	fmt.Fprintf(t.W, "%s %d recorded calls of %s (%s era)\n\n", what, total, h.Server, h.Era)
-	fmt.Fprintf(t.W, "%5s  %-28s  %-14s  %-21s  %s\n", "#", "TOOL", "STATUS", "BEFORE → AFTER", "WHY")
+	fmt.Fprintf(t.out(), "%s %d recorded calls of %s (%s era)\n\n", what, total, h.Server, h.Era)
+	fmt.Fprintf(t.out(), "%5s  %-28s  %-14s  %-21s  %s\n", "#", "TOOL", "STATUS", "BEFORE → AFTER", "WHY")
 }
 
 func statusColor(s mcpdiff.Status) string {
@@ -91,7 +172,7 @@ func (t *Table) Call(r *CallResult) {
 	}
 	st := fmt.Sprintf("%-14s", r.Status)
 	row := fmt.Sprintf("%5d  %-28s  %s  %-21s  %s", r.Seq, tool, t.paint(statusColor(r.Status), st), dur, oneLine(r.Reason))
-	fmt.Fprintln(t.W, strings.TrimRight(row, " "))
+	fmt.Fprintln(t.out(), strings.TrimRight(row, " "))
 	if r.Diff != "" {
 		for _, l := range strings.SplitAfter(strings.TrimSuffix(r.Diff, "\n"), "\n") {
 			l = strings.TrimSuffix(l, "\n")
@@ -105,16 +186,17 @@ func (t *Table) Call(r *CallResult) {
 			case strings.HasPrefix(l, "-"):
 				l = t.paint(red, l)
 			}
-			fmt.Fprintf(t.W, "       %s\n", l)
+			fmt.Fprintf(t.out(), "       %s\n", l)
 		}
 	}
 }
 
 func (t *Table) Done(s *Summary) {
-	fmt.Fprintf(t.W, "\n%s\n", summaryLine(s))
+	fmt.Fprintf(t.out(), "\n%s\n", summaryLine(s))
 	if s.Updated != "" {
-		fmt.Fprintf(t.W, "updated %s with the new answers (the previous one is %s)\n", s.Updated, cassette.Rotated(s.Updated, 1))
+		fmt.Fprintf(t.out(), "updated %s with the new answers (the previous one is %s)\n", s.Updated, cassette.Rotated(s.Updated, 1))
 	}
+	t.Flush()
 }
 
 var order = []mcpdiff.Status{mcpdiff.Same, WouldRun, mcpdiff.Changed, mcpdiff.ErrorDrift, mcpdiff.SchemaDrift, mcpdiff.MissingTool,
@@ -140,7 +222,12 @@ func summaryLine(s *Summary) string {
 func oneLine(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "\r", " "), "\n", " ") }
 
 // JSON writes a JSON line per call and a last summary line.
-type JSON struct{ W io.Writer }
+type JSON struct {
+	W io.Writer
+	held
+}
+
+func (j *JSON) out() io.Writer { return j.to(j.W) }
 
 func (j *JSON) Start(*cassette.Header, int, bool) {}
 
@@ -165,7 +252,7 @@ func (j *JSON) Call(r *CallResult) {
 		b = append(b, `,"diff":`...)
 		b = jsonlex.AppendString(b, r.Diff)
 	}
-	j.W.Write(append(b, '}', '\n'))
+	j.out().Write(append(b, '}', '\n'))
 }
 
 func (j *JSON) Done(s *Summary) {
@@ -190,7 +277,8 @@ func (j *JSON) Done(s *Summary) {
 			n++
 		}
 	}
-	j.W.Write(append(b, "}}}\n"...))
+	j.out().Write(append(b, "}}}\n"...))
+	j.Flush()
 }
 
 // JUnit writes a JUnit XML report to Path: one testcase per call, a failure for each

@@ -56,8 +56,16 @@ func (s *session) newID() []byte {
 
 func (s *session) read() {
 	defer close(s.done)
+	lr, lexed := s.conn.(upstream.LexedReader)
+	var lx jsonlex.Line
 	for {
-		msg, err := s.conn.Read()
+		var msg []byte
+		var err error
+		if lexed {
+			msg, err = lr.ReadLexed(&lx)
+		} else {
+			msg, err = s.conn.Read()
+		}
 		if err != nil {
 			if rep, ok := upstream.IsReplaced(err); ok {
 				// A remote session that expired, re-established by the Conn: what was
@@ -71,8 +79,29 @@ func (s *session) read() {
 			s.die(s.describe(err))
 			return
 		}
+		if lexed {
+			// Lexed as the line was checked: no pass of verify's own to find the
+			// messages and their members.
+			for _, o := range lx.Objs {
+				if o.Recheck {
+					s.handle(msg[o.Start:o.End])
+					continue
+				}
+				s.handleFields(msg[o.Start:o.End], jsonlex.Fields{Method: span(msg, o.Method), ID: span(msg, o.ID),
+					Params: span(msg, o.Params), Result: span(msg, o.Result), Error: span(msg, o.Error)})
+			}
+			continue
+		}
 		jsonlex.EachMessage(msg, func(m []byte) { s.handle(m) })
 	}
+}
+
+// span is the bytes of a lexed member, nil for an absent one (a zero Span).
+func span(msg []byte, sp jsonlex.Span) []byte {
+	if sp == (jsonlex.Span{}) {
+		return nil
+	}
+	return msg[sp.Start:sp.End]
 }
 
 // describe says how the server went: its exit and last stderr lines for a process.
@@ -102,6 +131,10 @@ func (s *session) handle(m []byte) {
 	if !ok {
 		return
 	}
+	s.handleFields(m, f)
+}
+
+func (s *session) handleFields(m []byte, f jsonlex.Fields) {
 	switch {
 	case f.IsResponse():
 		s.mu.Lock()
@@ -174,8 +207,12 @@ type errLost struct{ why string }
 
 func (e *errLost) Error() string { return e.why }
 
-// roundTrip sends msg, a request whose id is id, and waits for its answer.
-func (s *session) roundTrip(ctx context.Context, id, msg []byte) (answer, error) {
+// errExpired is a request whose expire channel fired before its answer came.
+var errExpired = errors.New("no answer in time")
+
+// roundTrip sends msg, a request whose id is id, and waits for its answer, until ctx
+// is done or expire fires (nil: never).
+func (s *session) roundTrip(ctx context.Context, expire <-chan time.Time, id, msg []byte) (answer, error) {
 	ch := make(chan answer, 1)
 	key := jsonlex.IDKey(id)
 	s.mu.Lock()
@@ -201,11 +238,19 @@ func (s *session) roundTrip(ctx context.Context, id, msg []byte) (answer, error)
 		}
 		return a, nil
 	case <-ctx.Done():
-		s.forget(key)
-		// Told, so that it stops working on it.
-		s.write([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(id) + `,"reason":"bir-proxy verify gave up on it"}}`))
+		s.cancel(key, id)
 		return answer{}, ctx.Err()
+	case <-expire:
+		s.cancel(key, id)
+		return answer{}, errExpired
 	}
+}
+
+// cancel forgets a request given up on and tells the server, so that it stops
+// working on it.
+func (s *session) cancel(key string, id []byte) {
+	s.forget(key)
+	s.write([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(id) + `,"reason":"bir-proxy verify gave up on it"}}`))
 }
 
 func (s *session) forget(key string) {
@@ -216,9 +261,9 @@ func (s *session) forget(key string) {
 
 // request sends method with params (an object's raw bytes, or nil), the stateless
 // era's _meta added.
-func (s *session) request(ctx context.Context, method string, params []byte) (answer, error) {
+func (s *session) request(ctx context.Context, expire <-chan time.Time, method string, params []byte) (answer, error) {
 	id := s.newID()
-	return s.roundTrip(ctx, id, s.build(id, method, params))
+	return s.roundTrip(ctx, expire, id, s.build(id, method, params))
 }
 
 func (s *session) build(id []byte, method string, params []byte) []byte {
@@ -276,7 +321,7 @@ func (s *session) handshake(ctx context.Context, h *cassette.Header) (initResult
 	if h.Era == cassette.EraStateless {
 		s.meta = h.Meta
 		if h.DiscoverResult != nil {
-			a, err := s.request(ctx, "server/discover", nil)
+			a, err := s.request(ctx, nil, "server/discover", nil)
 			if err != nil {
 				return nil, fmt.Errorf("server/discover: %w", err)
 			}
@@ -305,7 +350,7 @@ func (s *session) handshake(ctx context.Context, h *cassette.Header) (initResult
 	if rh.Initialize == nil {
 		return nil, errors.New("the recorded initialize cannot be made again")
 	}
-	a, err := s.roundTrip(ctx, rh.InitializeID, rh.Initialize)
+	a, err := s.roundTrip(ctx, nil, rh.InitializeID, rh.Initialize)
 	if err != nil {
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
@@ -336,7 +381,7 @@ func (s *session) listTools(ctx context.Context) (map[string][]byte, []byte, err
 		if cursor != nil {
 			params = append(append([]byte(`{"cursor":`), cursor...), '}')
 		}
-		a, err := s.request(ctx, "tools/list", params)
+		a, err := s.request(ctx, nil, "tools/list", params)
 		if err != nil {
 			return nil, nil, fmt.Errorf("tools/list: %w", err)
 		}

@@ -180,56 +180,39 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 	r := &runner{cfg: &cfg, s: s, h: h, recTools: recordedTools(h), tools: tools}
 	sum := &Summary{Server: h.Server, Total: total, Counts: map[mcpdiff.Status]int{}, Plan: cfg.Plan}
 	out.Start(h, total, cfg.Plan)
+	defer flush(out) // what Table and JSON hold, whichever way Run returns
 
-	// In order, at most Concurrency calls in flight: each call gets a slot whose
-	// result the emitter waits for in turn.
-	type slot struct {
-		call *cassette.Call
-		res  chan *CallResult
-	}
-	slots := make(chan slot, cfg.Concurrency)
-	sem := make(chan struct{}, cfg.Concurrency)
-	var readErr error
-	go func() {
-		defer close(slots)
-		for {
-			c, err := src.Next()
-			if err != nil {
-				if err != io.EOF {
-					readErr = err
-				}
-				return
-			}
-			sl := slot{call: c, res: make(chan *CallResult, 1)}
-			if ctx.Err() != nil {
-				sl.res <- &CallResult{Seq: c.Seq, Tool: c.Tool, Status: mcpdiff.NotRun, Reason: "verify was interrupted", Before: c.Duration()}
-				slots <- sl
-				continue
-			}
-			res, run := r.decide(c)
-			if !run {
-				sl.res <- res
-				slots <- sl
-				continue
-			}
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem }()
-				sl.res <- r.run(ctx, c, res)
-			}()
-			slots <- sl
-		}
-	}()
-	for sl := range slots {
-		res := <-sl.res
+	emit := func(c *cassette.Call, res *CallResult) {
 		sum.Counts[res.Status]++
 		if res.Status.Finding() {
 			sum.Findings++
 		}
 		out.Call(res)
 		if up != nil {
-			up.Call(r.updated(sl.call, res))
+			up.Call(r.updated(c, res))
 		}
+	}
+	var readErr error
+	if cfg.Concurrency == 1 {
+		// One at a time, on this goroutine: a call handed from a reading goroutine to
+		// a calling one to an emitting one woke three goroutines per call, and those
+		// hand-offs were most of verify's own cost per call.
+		for {
+			c, err := src.Next()
+			if err != nil {
+				if err != io.EOF {
+					readErr = err
+				}
+				break
+			}
+			res, run := r.verdict(ctx, c)
+			if run {
+				res = r.run(ctx, c, res)
+			}
+			emit(c, res)
+		}
+	} else {
+		readErr = r.concurrently(ctx, src, emit)
 	}
 	sum.Elapsed = time.Since(start)
 	if readErr != nil {
@@ -249,6 +232,55 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 	return sum, nil
 }
 
+// concurrently runs the calls at most Concurrency in flight, emitting the results in
+// order: each call gets a slot whose result the emitter waits for in turn.
+func (r *runner) concurrently(ctx context.Context, src Source, emit func(*cassette.Call, *CallResult)) error {
+	type slot struct {
+		call *cassette.Call
+		res  chan *CallResult
+	}
+	slots := make(chan slot, r.cfg.Concurrency)
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	var readErr error
+	go func() {
+		defer close(slots)
+		for {
+			c, err := src.Next()
+			if err != nil {
+				if err != io.EOF {
+					readErr = err
+				}
+				return
+			}
+			sl := slot{call: c, res: make(chan *CallResult, 1)}
+			res, run := r.verdict(ctx, c)
+			if !run {
+				sl.res <- res
+				slots <- sl
+				continue
+			}
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem }()
+				sl.res <- r.run(ctx, c, res)
+			}()
+			slots <- sl
+		}
+	}()
+	for sl := range slots {
+		emit(sl.call, <-sl.res)
+	}
+	return readErr // read after slots closed
+}
+
+// verdict is decide, or not_run once verify is interrupted.
+func (r *runner) verdict(ctx context.Context, c *cassette.Call) (*CallResult, bool) {
+	if ctx.Err() != nil {
+		return &CallResult{Seq: c.Seq, Tool: c.Tool, Status: mcpdiff.NotRun, Reason: "verify was interrupted", Before: c.Duration()}, false
+	}
+	return r.decide(c)
+}
+
 // check reads the whole recording once: a line it cannot read stops verify before
 // anything runs. It returns the number of calls.
 func check(open func() (Source, error)) (int, error) {
@@ -257,9 +289,13 @@ func check(open func() (Source, error)) (int, error) {
 		return 0, err
 	}
 	defer src.Close()
+	next := func() error { _, err := src.Next(); return err }
+	if sk, ok := src.(interface{ Skip() error }); ok {
+		next = sk.Skip // as strict, nothing copied
+	}
 	n := 0
 	for {
-		_, err := src.Next()
+		err := next()
 		if err == io.EOF {
 			return n, nil
 		}
@@ -408,16 +444,18 @@ func (r *runner) run(ctx context.Context, c *cassette.Call, res *CallResult) *Ca
 		params = append(append(params, `,"arguments":`...), c.Arguments...)
 	}
 	params = append(params, '}')
-	cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	// A timer, not a context.WithTimeout: a context per call, linked to ctx and
+	// unlinked again, was 3% of verify's cost per call.
+	timeout := time.NewTimer(r.cfg.CallTimeout)
 	t0 := time.Now()
-	a, err := r.s.request(cctx, "tools/call", params)
+	a, err := r.s.request(ctx, timeout.C, "tools/call", params)
 	took := time.Since(t0)
-	cancel()
+	timeout.Stop()
 	res.Ran = true
 	if err != nil {
 		res.Status = mcpdiff.NotRun
 		switch {
-		case errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(err, errExpired):
 			res.Reason = "no answer within " + r.cfg.CallTimeout.String()
 		case ctx.Err() != nil:
 			res.Reason = "verify was interrupted"
@@ -495,4 +533,5 @@ type fileSource struct {
 
 func (s *fileSource) Header() *cassette.Header      { return s.r.Header() }
 func (s *fileSource) Next() (*cassette.Call, error) { return s.r.Next() }
+func (s *fileSource) Skip() error                   { return s.r.Skip() }
 func (s *fileSource) Close() error                  { return s.f.Close() }

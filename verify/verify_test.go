@@ -56,19 +56,26 @@ func TestRunInOrderWithConcurrency(t *testing.T) {
 		}
 		lines = append(lines, greet(i, fmt.Sprintf("n%d", i), says))
 	}
-	cfg := config(t, writeCassette(t, lines...))
-	cfg.Concurrency = 8
-	var m memSink
-	sum, err := Run(testutil.Context(t), cfg, &m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(m.rows) != 40 || sum.Counts[mcpdiff.Same] != 36 || sum.Counts[mcpdiff.Changed] != 4 || sum.Findings != 4 {
-		t.Fatalf("%d rows, %v", len(m.rows), sum.Counts)
-	}
-	for i, r := range m.rows {
-		if r.Seq != int64(i+1) {
-			t.Fatalf("row %d is call %d: out of order", i, r.Seq)
+	path := writeCassette(t, lines...)
+	// 1 runs the calls on Run's goroutine, 8 on a goroutine each: the same results.
+	for _, conc := range []int{8, 1} {
+		cfg := config(t, path)
+		cfg.Concurrency = conc
+		var m memSink
+		sum, err := Run(testutil.Context(t), cfg, &m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.rows) != 40 || sum.Counts[mcpdiff.Same] != 36 || sum.Counts[mcpdiff.Changed] != 4 || sum.Findings != 4 {
+			t.Fatalf("concurrency %d: %d rows, %v", conc, len(m.rows), sum.Counts)
+		}
+		for i, r := range m.rows {
+			if r.Seq != int64(i+1) {
+				t.Fatalf("concurrency %d: row %d is call %d: out of order", conc, i, r.Seq)
+			}
+			if want := mcpdiff.Same; (i+1)%10 == 0 && r.Status == want || (i+1)%10 != 0 && r.Status != want {
+				t.Fatalf("concurrency %d: call %d is %s", conc, r.Seq, r.Status)
+			}
 		}
 	}
 }
@@ -145,5 +152,48 @@ func TestWithMeta(t *testing.T) {
 		if got := string(withMeta(nil, []byte(in), []byte(`{"m":1}`))); got != want {
 			t.Errorf("%s: %s, want %s", in, got, want)
 		}
+	}
+}
+
+// chanWriter sends each write to a channel.
+type chanWriter chan string
+
+func (c chanWriter) Write(p []byte) (int, error) { c <- string(p); return len(p), nil }
+
+func TestLazyWriterHoldsThenWrites(t *testing.T) {
+	got := make(chanWriter, 4)
+	w := &lazyWriter{w: got}
+	w.Write([]byte("a"))
+	w.Write([]byte("b"))
+	select { // written by the timer, unasked, and in one write
+	case s := <-got:
+		if s != "ab" {
+			t.Fatalf("wrote %q, want ab", s)
+		}
+	case <-testutil.Context(t).Done():
+		t.Fatal("what was held was never written")
+	}
+	w.Write([]byte("c"))
+	w.Flush()
+	select {
+	case s := <-got:
+		if s != "c" {
+			t.Fatalf("flushed %q, want c", s)
+		}
+	default:
+		t.Fatal("Flush wrote nothing")
+	}
+	w.Write(make([]byte, maxHeld)) // past the bound: written at once
+	select {
+	case s := <-got:
+		if len(s) != maxHeld {
+			t.Fatalf("wrote %d bytes", len(s))
+		}
+	default:
+		t.Fatal("a full buffer was held")
+	}
+	w.Flush()
+	if w.timer != nil || len(got) != 0 {
+		t.Fatalf("after Flush: timer %v, %d writes", w.timer, len(got))
 	}
 }

@@ -8,6 +8,7 @@
 //	taskset -c 0 go run ./cmd/bir-bench         # pinned to one CPU
 //	go run ./cmd/bir-bench -only seq -n 20000   # one workload, more samples
 //	go run ./cmd/bir-bench -only http           # bir-proxy --url against a minimal HTTP bridge
+//	go run ./cmd/bir-bench -only verify         # bir-proxy verify's cost per call against the relay's
 //
 // It builds bir-proxy and the fixture servers itself (go build), so run it from the
 // module root.
@@ -52,12 +53,15 @@ func main() {
 		pipeN    = flag.Int("pipe-n", 50000, "messages in the pipelined workload")
 		bigMB    = flag.Int("big-mb", 64, "size of the large message, MiB")
 		starts   = flag.Int("starts", 30, "process starts per variant for the startup workload")
-		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,start,idle,http,burst (default all but burst); http is http-seq,http-pipe,http-big")
+		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,start,idle,http,burst,verify (default all but burst and verify); http is http-seq,http-pipe,http-big")
 		burstN   = flag.Int("burst-n", 100000, "calls in the burst workload (with -recording)")
+		verifyN  = flag.Int("verify-n", 10000, "calls in the verify workload's cassette (its memory is also measured with 10x as many)")
+		vRounds  = flag.Int("verify-rounds", 5, "rounds of the verify workload")
+		vAlso    = flag.String("verify-also", "", "with -only verify: also measure this bir-proxy binary's verify in the same rounds (a before/after comparison in one run)")
 		blocking = flag.Bool("blocking", false, "also measure the proxy with host stdio forced blocking and forced non-blocking (BIR_BLOCKING_STDIO=1, =0)")
 		rec      = flag.Bool("recording", false, "also measure the proxy recording to a reference recorder (and its faults)")
 		recHere  = flag.Bool("recorder-in-process", false, "with -recording: run the reference recorders in this process (as before 2026-12), not each in a process of its own")
-		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof, its allocations to bench-<variant>.mem.prof")
+		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof, its allocations to bench-<variant>.mem.prof (verify: of one more bir-proxy verify run)")
 		selfProf = flag.String("self-profile", "", "write a CPU profile of this process (the host's side and the reference recorders) during the named variant's first pipelined round to bench-self-<variant>.prof")
 		gap      = flag.Duration("gap", 0, "pause between sequential round trips (a host that is not saturating the machine)")
 		alsoBin  = flag.String("also", "", "also measure this bir-proxy binary (BIR_OFF=1, the journal and, with -recording, the plain and batch recorders, each with a recorder of its own) as also:<variant>, in the same rounds: a before/after comparison in one run")
@@ -86,7 +90,7 @@ func main() {
 	bins := build(dir)
 
 	want := func(w string) bool {
-		return *only == "" && w != "burst" || slices.Contains(strings.Split(*only, ","), w)
+		return *only == "" && w != "burst" && w != "verify" || slices.Contains(strings.Split(*only, ","), w)
 	}
 	server := []string{bins["rawserver"], "--reply"}
 
@@ -273,6 +277,9 @@ func main() {
 			fmt.Printf("  %-34s %d of %d reports complete (arguments and result), all in %s\n", v.name, complete, total, d.Round(time.Millisecond))
 		}
 		fmt.Println()
+	}
+	if want("verify") {
+		verifyWorkload(bins, dir, *verifyN, *vRounds, *profile, *vAlso)
 	}
 	if want("big") {
 		fmt.Printf("One %d MiB tools/call echoed back (server --echo):\n", *bigMB)

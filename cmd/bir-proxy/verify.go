@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,7 @@ Exit status: 0 nothing changed, 1 something did, 2 bad usage or an unreadable
 cassette, 3 the server could not be started or reached.`
 
 func runVerify(ctx context.Context, c *cli, args []string) int {
+	defer startProfile()() // BIR_CPUPROFILE, BIR_MEMPROFILE: bir-bench -only verify -profile verify
 	self, _ := findSubcommand("verify")
 	fs := newFlagSet("bir-proxy verify")
 	v := self.flags(fs).(*verifyFlags)
@@ -212,6 +214,12 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 	if v.junit != "" {
 		junit = &verify.JUnit{Path: v.junit}
 		sinks = append(sinks, junit)
+	}
+	if v.concurrency == 1 && os.Getenv("GOMAXPROCS") == "" {
+		// One call at a time: with a second P idle, every answer the session's reader
+		// handed to the waiting call woke a second thread (futex wake, then sleep), a
+		// quarter of verify's CPU per call (bir-bench -only verify -profile verify).
+		runtime.GOMAXPROCS(1)
 	}
 	sum, err := verify.Run(ctx, cfg, sinks)
 	var inErr *verify.InputError
