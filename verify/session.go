@@ -28,6 +28,7 @@ type session struct {
 
 	wmu     sync.Mutex     // one write at a time
 	replies sync.WaitGroup // answers to the server's own requests being written
+	slots   chan struct{}  // bounds those writes: a server not reading gets no more
 
 	mu      sync.Mutex
 	waiting map[string]chan answer
@@ -45,7 +46,7 @@ type answer struct {
 
 func newSession(conn upstream.Conn, prefix string) *session {
 	s := &session{conn: conn, prefix: prefix, waiting: map[string]chan answer{},
-		dead: make(chan struct{}), done: make(chan struct{})}
+		dead: make(chan struct{}), done: make(chan struct{}), slots: make(chan struct{}, maxAsync)}
 	go s.read()
 	return s
 }
@@ -153,13 +154,27 @@ func (s *session) handleFields(m []byte, f jsonlex.Fields) {
 		} else {
 			reply = jsonlex.ErrorResponse(f.ID, -32601, "bir-proxy verify does not answer "+jsonlex.StringOf(f.Method))
 		}
-		// Not on the reader: a server that is not reading would stop it.
-		s.replies.Add(1)
-		go func() {
-			defer s.replies.Done()
-			s.write(reply)
-		}()
+		s.writeAsync(reply)
 	}
+}
+
+// maxAsync bounds the writes not waited for (answers to the server's requests,
+// cancellations); past it a message is dropped: the server is not reading them.
+const maxAsync = 64
+
+// writeAsync writes msg off the caller's goroutine: a server that is not reading
+// would stop the reader, or a request given up on. Bounded by maxAsync.
+func (s *session) writeAsync(msg []byte) {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		return
+	}
+	s.replies.Add(1)
+	go func() {
+		defer func() { <-s.slots; s.replies.Done() }()
+		s.write(msg)
+	}()
 }
 
 func (s *session) die(why string) {
@@ -250,7 +265,7 @@ func (s *session) roundTrip(ctx context.Context, expire <-chan time.Time, id, ms
 // working on it.
 func (s *session) cancel(key string, id []byte) {
 	s.forget(key)
-	s.write([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(id) + `,"reason":"bir-proxy verify gave up on it"}}`))
+	s.writeAsync([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(id) + `,"reason":"bir-proxy verify gave up on it"}}`))
 }
 
 func (s *session) forget(key string) {
