@@ -29,13 +29,7 @@ func TestHarden2RemoteOverCapChunkedAnswersStayUnderTheCap(t *testing.T) {
 	ended := map[string]bool{} // the write failed: the proxy closed the connection
 	srv := startRawServer(t, func(r *rawReq, w *bufio.Writer, done <-chan struct{}) {
 		switch {
-		case r.Method == "GET":
-			writeResp(w, "405 Method Not Allowed", nil, "")
-		case rpcMethod(r.Body) == "initialize":
-			writeResp(w, "200 OK", []string{"Content-Type: application/json"},
-				`{"jsonrpc":"2.0","id":`+rpcID(r.Body)+`,"result":`+rawInitResult+`}`)
-		case rpcID(r.Body) == "":
-			writeResp(w, "202 Accepted", nil, "")
+		case serveHandshake(r, w):
 		default:
 			id := rpcID(r.Body)
 			w.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -110,13 +104,7 @@ func TestRemoteEndlessSSEEventIsAnsweredAtTheCap(t *testing.T) {
 	const limit = 64 * capBytes // the server stops there; the proxy must not wait for it
 	srv := startRawServer(t, func(r *rawReq, w *bufio.Writer, done <-chan struct{}) {
 		switch {
-		case r.Method == "GET":
-			writeResp(w, "405 Method Not Allowed", nil, "")
-		case rpcMethod(r.Body) == "initialize":
-			writeResp(w, "200 OK", []string{"Content-Type: application/json"},
-				`{"jsonrpc":"2.0","id":`+rpcID(r.Body)+`,"result":`+rawInitResult+`}`)
-		case rpcID(r.Body) == "":
-			writeResp(w, "202 Accepted", nil, "")
+		case serveHandshake(r, w):
 		default:
 			w.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
 			head := `data: {"jsonrpc":"2.0","id":` + rpcID(r.Body) + `,"result":{"content":[{"type":"text","text":"`
@@ -150,4 +138,21 @@ func TestRemoteEndlessSSEEventIsAnsweredAtTheCap(t *testing.T) {
 	if ans := s.recv(); gjson.Get(ans, "id").Int() != 8 {
 		t.Fatalf("after the over-cap answer: %.300s", ans)
 	}
+}
+
+// serveHandshake answers what a scripted Streamable HTTP server answers the same way
+// in every test (no GET stream, initialize, notifications), reporting whether r was one.
+func serveHandshake(r *rawReq, w *bufio.Writer) bool {
+	switch {
+	case r.Method == "GET":
+		writeResp(w, "405 Method Not Allowed", nil, "")
+	case rpcMethod(r.Body) == "initialize":
+		writeResp(w, "200 OK", []string{"Content-Type: application/json"},
+			`{"jsonrpc":"2.0","id":`+rpcID(r.Body)+`,"result":`+rawInitResult+`}`)
+	case rpcID(r.Body) == "":
+		writeResp(w, "202 Accepted", nil, "")
+	default:
+		return false
+	}
+	return true
 }
