@@ -67,6 +67,9 @@ type sseReader struct {
 	data   bool // a data field was seen
 	over   bool // size passed max
 	told   bool // the event was said over max as it passed it: its end is not said again
+	// midLine says the event was said over max in the middle of a data line: the
+	// rest of that line is data (dropped), not fields.
+	midLine bool
 }
 
 // errEventOverCap says the event being read has just passed the reader's cap.
@@ -131,6 +134,12 @@ func (sr *sseReader) Next() (sseEvent, error) {
 // line reads one line and applies it. It returns true when the line was blank (an
 // event ends).
 func (sr *sseReader) line() (blank bool, err error) {
+	if sr.midLine {
+		sr.midLine = false
+		if err := sr.skipLine(); err != nil {
+			return false, err
+		}
+	}
 	// The first piece: enough to know the field.
 	for {
 		if sr.r == sr.w && !sr.fill() {
@@ -251,6 +260,7 @@ func (sr *sseReader) valueTo(colon, eol int, sink func([]byte)) error {
 		sink(seg)
 		sr.r = sr.w
 		if sr.over && !sr.told {
+			sr.midLine = true
 			return errEventOverCap
 		}
 		if !sr.fill() {

@@ -213,7 +213,80 @@ func FuzzSSEReader(f *testing.F) {
 	}
 	// Nesting-depth seed: an event's data is a peer's JSON, read by nothing recursive.
 	f.Add("data: " + strings.Repeat("[", 1<<20) + "\n\n")
+	f.Add("data: 0123456789id: evil\nretry: 1\n\ndata: ok\n\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		checkSSE(t, in)
+		checkSSECapped(t, in)
 	})
+}
+
+// checkSSECapped checks a capped reader against the reference: an event over the cap
+// is said TooLong (once), and every other event is what the reference yields, ids and
+// retries included. An over-cap event the stream never ends is said all the same.
+func checkSSECapped(t testing.TB, in string) {
+	const max = 4
+	want := refParse(in)
+	for _, c := range []struct{ chunk, buf int }{{1, 16}, {3, 7}, {7, 64}} {
+		sr := newSSEReaderSize(&chunked{s: in, n: c.chunk}, max, c.buf)
+		i := 0
+		for {
+			ev, err := sr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("Next: %v", err)
+			}
+			if i == len(want) {
+				if !ev.TooLong {
+					t.Fatalf("input %q (chunks of %d, buffer %d): an event past the reference's: %+v", in, c.chunk, c.buf, ev)
+				}
+				i = len(want) + 1 // an over-cap event at the end, never ended
+				continue
+			}
+			if i > len(want) {
+				t.Fatalf("input %q (chunks of %d, buffer %d): more events than the reference", in, c.chunk, c.buf)
+			}
+			w := want[i]
+			i++
+			if len(w.data) > max {
+				if !ev.TooLong {
+					t.Fatalf("input %q (chunks of %d, buffer %d): event %d not said over the cap: %+v", in, c.chunk, c.buf, i, ev)
+				}
+				continue
+			}
+			got := refEvent{name: ev.Name, data: string(ev.Data), id: sr.LastID, retry: sr.Retry}
+			if ev.TooLong || got != w {
+				t.Fatalf("input %q (chunks of %d, buffer %d): event %d\n got %+v (TooLong %v)\nwant %+v", in, c.chunk, c.buf, i, got, ev.TooLong, w)
+			}
+		}
+		if i < len(want) {
+			t.Fatalf("input %q (chunks of %d, buffer %d): %d events, want %d", in, c.chunk, c.buf, i, len(want))
+		}
+	}
+}
+
+// An over-cap data line is reported as it passes the cap, in the middle of the line:
+// the rest of that line is data, not fields. Read as fields, a payload that happened
+// to be cut by a read just before "id:" set the stream's Last-Event-ID (or its retry),
+// and a cut before "data:" or a bare line end could end the event early.
+func TestSSEReaderCapMidLine(t *testing.T) {
+	in := "data: 0123456789id: evil\nretry: 1\n\ndata: ok\n\n"
+	for chunk := 1; chunk <= len(in); chunk++ {
+		sr := newSSEReaderSize(&chunked{s: in, n: chunk}, 5, 16)
+		ev, err := sr.Next()
+		if err != nil || !ev.TooLong {
+			t.Fatalf("chunks of %d: over the cap: %v %+v", chunk, err, ev)
+		}
+		ev, err = sr.Next()
+		if err != nil || string(ev.Data) != "ok" || ev.TooLong {
+			t.Fatalf("chunks of %d: after an over-cap event: %v %+v", chunk, err, ev)
+		}
+		if sr.HasID || sr.LastID != "" {
+			t.Fatalf("chunks of %d: the rest of an over-cap data line set the id %q", chunk, sr.LastID)
+		}
+		if sr.Retry != time.Millisecond {
+			t.Fatalf("chunks of %d: retry %v, want 1ms", chunk, sr.Retry)
+		}
+	}
 }
