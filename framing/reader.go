@@ -22,6 +22,10 @@ const DefaultMaxMessage = 256 << 20
 // the common case is one read syscall and one copy into an exactly-sized message.
 const readSize = 64 << 10
 
+// ErrStreamed is what Read returns when a line went to a LineSink (SetStream) instead
+// of being returned: the caller may act between lines, then reads on.
+var ErrStreamed = errors.New("framing: the line was streamed")
+
 // TooLongError reports a line longer than the reader's cap. The line has been consumed
 // and dropped; the next Read continues with the line after it.
 type TooLongError struct {
@@ -83,6 +87,44 @@ type Reader struct {
 	// the option is set.
 	slab   []byte
 	slabOn bool
+
+	// Streaming (SetStream): a line that reaches streamAt bytes, and whose head says
+	// how it is routed, goes to the LineSink startStream gives, piece by piece.
+	streamAt    int
+	startStream func(*jsonlex.Peek) LineSink
+	spk         jsonlex.Peek // the line's scan, from its first byte
+	spkFed      int64        // bytes of the current line fed to spk
+	spkOn       bool         // spk is following the current line
+	undecided   bool         // the current line was offered and not taken: assemble it
+	sink        LineSink     // the line being streamed, nil when none
+	sinkBytes   int64        // bytes of it read so far, a held "\r" included
+	sinkCR      bool         // the last byte read was a "\r", not yet given to sink
+}
+
+// LineSink takes a line that is streamed rather than returned whole (SetStream).
+type LineSink interface {
+	// Write takes the next piece of the line, in order, never its terminator. The
+	// piece is the Reader's: it must not be kept after Write returns. A sink that
+	// can no longer forward keeps taking pieces and drops them.
+	Write(p []byte)
+	// End says the line is over, with what the whole of it was.
+	End(LineEnd)
+}
+
+// LineEnd is how a streamed line ended.
+type LineEnd struct {
+	Size int64 // bytes in the line, without its terminator
+	// Cut says the stream ended before the line's newline (a writer that died
+	// mid-line, or one that exits without a final newline).
+	Cut bool
+	// Over says the line passed the cap: Size is what was streamed by then, and the
+	// rest of the line is dropped as it comes, unseen.
+	Over bool
+	Max  int
+	// Peek is the scan of all of the line that was streamed: its top-level id,
+	// method, whether it is an answer, whether it held more than one value. It is
+	// the Reader's, valid until the next Read.
+	Peek *jsonlex.Peek
 }
 
 // Option configures a Reader.
@@ -114,6 +156,23 @@ func WithSlab() Option {
 	return func(r *Reader) { r.slabOn = true }
 }
 
+// SetStream makes lines of at least threshold bytes stream: once as much of such a
+// line has been read as says how it is routed (jsonlex.Peek.Decided: its id and a
+// method or the start of a result or error, or a notification's method), start is
+// asked for a sink, and when it gives one, the line goes to it as it arrives —
+// what is held first, then each read — and Read returns ErrStreamed when it ended
+// (with the stream's error instead when the stream ended inside it). A line start declines (nil), or whose head never decides, is read
+// whole as before. A complete line in the buffer of threshold bytes or more is
+// offered too, so threshold 1 streams every line that decides. Call it before the
+// first Read or from the goroutine that reads; threshold <= 0 turns streaming off.
+func (r *Reader) SetStream(threshold int, start func(*jsonlex.Peek) LineSink) {
+	if threshold <= 0 || start == nil {
+		r.streamAt, r.startStream = 0, nil
+		return
+	}
+	r.streamAt, r.startStream = threshold, start
+}
+
 // NewReader returns a Reader over r.
 func NewReader(r io.Reader, opts ...Option) *Reader {
 	fr := &Reader{r: r, max: DefaultMaxMessage, buf: make([]byte, readSize)}
@@ -132,6 +191,19 @@ func NewReader(r io.Reader, opts ...Option) *Reader {
 func (r *Reader) Read() ([]byte, error) {
 	r.unterminated = false
 	for {
+		if r.sink != nil {
+			done, err := r.pump()
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				return nil, ErrStreamed
+			}
+			continue
+		}
+		if r.streamAt > 0 && !r.skipping && !r.undecided && r.offer() {
+			continue
+		}
 		if i := bytes.IndexByte(r.buf[r.start:r.end], '\n'); i >= 0 {
 			line := r.buf[r.start : r.start+i]
 			r.start += i + 1
@@ -172,7 +244,7 @@ func (r *Reader) Unterminated() bool { return r.unterminated }
 // are consumed on the way. A relay uses it to decide whether to hold a message back
 // for the next one (see Writer.Hold).
 func (r *Reader) Buffered() bool {
-	if len(r.frags) > 0 || r.skipping {
+	if len(r.frags) > 0 || r.skipping || r.sink != nil {
 		return false
 	}
 	for {
@@ -181,6 +253,13 @@ func (r *Reader) Buffered() bool {
 			return false
 		}
 		line := r.buf[r.start : r.start+i]
+		if r.streamAt > 0 && i >= r.streamAt {
+			// Read may stream it, and a streamed line is written by the Reader's
+			// caller's sink before Read returns the message after it: a caller
+			// that asked in order to hold the message it has would see them
+			// swapped.
+			return false
+		}
 		if !isBlank(line) && i <= r.max {
 			return true
 		}
@@ -247,6 +326,7 @@ func (r *Reader) stash(p []byte) {
 // finish completes a line whose last piece is tail. ok is false for a blank line, which
 // is not a message.
 func (r *Reader) finish(tail []byte) (msg []byte, err error, ok bool) {
+	r.endLine()
 	total := r.fragBytes + int64(len(tail))
 	if total > 0 && r.lastByte(tail) == '\r' {
 		total--
@@ -320,6 +400,7 @@ func (r *Reader) startPeek() {
 }
 
 func (r *Reader) resetLong() {
+	r.endLine()
 	r.told, r.early = false, nil
 	r.peek = nil
 	r.frags = nil
@@ -346,4 +427,162 @@ func isBlank(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// endLine forgets what streaming knew of the line that ended.
+func (r *Reader) endLine() {
+	r.spkOn, r.spkFed, r.undecided = false, 0, false
+}
+
+// offer looks at the line being read once it has streamAt bytes: when its head
+// decides how it is routed and the caller takes it, the line starts streaming and
+// offer reports true. The bytes already read are fed to the scan once each.
+func (r *Reader) offer() bool {
+	avail := r.buf[r.start:r.end]
+	whole := false
+	if i := bytes.IndexByte(avail, '\n'); i >= 0 {
+		avail, whole = avail[:i], true
+	}
+	if r.fragBytes+int64(len(avail)) < int64(r.streamAt) {
+		return false
+	}
+	if !r.spkOn {
+		r.spk.Reset()
+		r.spkOn, r.spkFed = true, 0
+	}
+	if r.spkFed < r.fragBytes {
+		off := int64(0)
+		for _, f := range r.frags {
+			if end := off + int64(len(f)); end > r.spkFed {
+				r.spk.Write(f[r.spkFed-off:])
+				r.spkFed = end
+			}
+			off += int64(len(f))
+		}
+	}
+	if k := r.spkFed - r.fragBytes; k < int64(len(avail)) {
+		r.spk.Write(avail[k:])
+		r.spkFed = r.fragBytes + int64(len(avail))
+	}
+	if !r.spk.Decided() {
+		if whole || r.spk.Broken() {
+			r.undecided = true // read whole, as any line is
+		}
+		return false
+	}
+	sink := r.startStream(&r.spk)
+	if sink == nil {
+		r.undecided = true
+		return false
+	}
+	r.sink, r.sinkBytes, r.sinkCR = sink, 0, false
+	for _, f := range r.frags {
+		r.give(f)
+	}
+	r.frags, r.fragBytes = nil, 0
+	return true
+}
+
+// give passes p, the next bytes of the streamed line, to its sink, keeping back a
+// final "\r": it may be the first half of a "\r\n" terminator, which is not the
+// line's.
+func (r *Reader) give(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	r.sinkBytes += int64(len(p))
+	if r.sinkCR {
+		r.sink.Write(crByte[:])
+		r.sinkCR = false
+	}
+	if p[len(p)-1] == '\r' {
+		p, r.sinkCR = p[:len(p)-1], true
+	}
+	if len(p) > 0 {
+		r.sink.Write(p)
+	}
+}
+
+var crByte = [1]byte{'\r'}
+
+// pump moves the streamed line on: what is buffered of it goes to the sink, to its
+// newline when that is here (the line then ends), or all of it, then more is read.
+// done says the line ended; a non-nil error is the stream's end, after the line was
+// ended as cut.
+func (r *Reader) pump() (done bool, _ error) {
+	avail := r.buf[r.start:r.end]
+	i := bytes.IndexByte(avail, '\n')
+	piece := avail
+	if i >= 0 {
+		piece = avail[:i]
+	}
+	if over := r.sinkBytes + int64(len(piece)) - int64(r.max); over > 0 && !(i >= 0 && over == 1 && r.lastIsCR(piece)) {
+		// Past the cap: a streamed line costs no memory, but the cap is the
+		// contract for a line's size both ways, and an endless line must end.
+		keep := max(int64(len(piece))-over, 0)
+		r.feedGive(piece[:keep])
+		r.start += int(keep)
+		r.endSink(LineEnd{Size: r.sinkBytes, Over: true, Max: r.max})
+		// The rest of it is dropped as it comes, the way a line told early is.
+		r.skipping, r.told, r.fragBytes = true, true, 0
+		r.peek = &jsonlex.Peek{}
+		return true, nil
+	}
+	r.feedGive(piece)
+	if i >= 0 {
+		r.start += i + 1
+		r.endSink(LineEnd{Size: r.sinkBytes, Max: r.max})
+		r.shrink()
+		return true, nil
+	}
+	r.start = r.end
+	if r.err != nil {
+		r.endSink(LineEnd{Size: r.sinkBytes, Cut: true, Max: r.max})
+		return true, r.err
+	}
+	r.fill()
+	return false, nil
+}
+
+// lastIsCR says the line ends in the "\r" of a "\r\n": the byte over the cap is
+// the terminator's.
+func (r *Reader) lastIsCR(piece []byte) bool {
+	if len(piece) > 0 {
+		return piece[len(piece)-1] == '\r'
+	}
+	return r.sinkCR
+}
+
+// feedGive scans p and gives it to the sink. What offer scanned already (the bytes
+// that were in the buffer when the line started streaming) is not scanned twice.
+func (r *Reader) feedGive(p []byte) {
+	if seen := r.spkFed - r.sinkBytes; seen < int64(len(p)) {
+		r.spk.Write(p[max(seen, 0):])
+		r.spkFed = r.sinkBytes + int64(len(p))
+	}
+	r.give(p)
+}
+
+func (r *Reader) endSink(e LineEnd) {
+	if r.sinkCR {
+		// A final "\r" is the terminator's, as Read drops it from a line it
+		// returns (also from one the stream's end cut off).
+		e.Size--
+		r.sinkCR = false
+	}
+	e.Peek = &r.spk
+	sink := r.sink
+	r.sink = nil
+	r.endLine()
+	sink.End(e)
+}
+
+// shrink goes back to a small read buffer after a long line grew it.
+func (r *Reader) shrink() {
+	if len(r.buf) > readSize {
+		rest := r.buf[r.start:r.end]
+		r.buf = make([]byte, max(readSize, len(rest)))
+		r.end = copy(r.buf, rest)
+		r.start = 0
+	}
 }

@@ -18,11 +18,70 @@ type Writer struct {
 	mu  sync.Mutex
 	w   io.Writer
 	buf []byte // held lines not yet written, then scratch for the next write
+
+	// While a line is written in pieces (Begin … End), what others write waits in
+	// after, behind it; cond wakes a writer waiting for room there, or to begin.
+	streaming bool
+	after     []byte
+	cond      sync.Cond
 }
+
+// afterMax bounds what others may queue behind a line written in pieces before they
+// wait for it to end: a server that stalls in the middle of a 64 MB line must not
+// make the proxy's own answers wait (nor the pump that sends them), but nor may they
+// grow without bound.
+const afterMax = 16 << 20
 
 // NewWriter returns a Writer to w.
 func NewWriter(w io.Writer) *Writer {
-	return &Writer{w: w, buf: make([]byte, 0, coalesceMax+1)}
+	wr := &Writer{w: w, buf: make([]byte, 0, coalesceMax+1)}
+	wr.cond.L = &wr.mu
+	return wr
+}
+
+// Begin starts one line written in pieces (Part, then End): a line streamed from
+// framing.Reader.SetStream. Held messages go first. Until End, messages written by
+// others are queued behind the line, not interleaved into it. One line at a time.
+func (w *Writer) Begin() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.streaming {
+		w.cond.Wait()
+	}
+	w.streaming = true
+	return w.flush()
+}
+
+// Part writes the next piece of the line Begin started; only its caller may call it.
+// It contains no newline.
+func (w *Writer) Part(p []byte) error {
+	if _, err := w.w.Write(p); err != nil {
+		return fmt.Errorf("writing %d bytes of a streamed message: %w", len(p), err)
+	}
+	return nil
+}
+
+// End ends the line Begin started with its newline, and writes what was queued
+// behind it, in one write.
+func (w *Writer) End() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.streaming = false
+	w.cond.Broadcast()
+	out := append(append(w.buf[:0], '\n'), w.after...)
+	w.after = w.after[:0]
+	if cap(w.after) > coalesceMax {
+		w.after = nil // do not keep a grown queue for the whole session
+	}
+	_, err := w.w.Write(out)
+	w.buf = out[:0]
+	if cap(w.buf) > 4*coalesceMax {
+		w.buf = make([]byte, 0, coalesceMax+1)
+	}
+	if err != nil {
+		return fmt.Errorf("ending a streamed message: %w", err)
+	}
+	return nil
 }
 
 // Write writes msg followed by "\n", after any held messages. msg must not contain a
@@ -58,6 +117,13 @@ func (w *Writer) Flush() error {
 // too big to copy: copying a large message only to append one byte would double the
 // proxy's memory for exactly the messages where memory matters.
 func (w *Writer) add(msg []byte) error {
+	for w.streaming && len(w.after) > 0 && len(w.after)+len(msg)+1 > afterMax {
+		w.cond.Wait()
+	}
+	if w.streaming {
+		w.after = append(append(w.after, msg...), '\n')
+		return nil
+	}
 	if len(w.buf)+len(msg)+1 <= cap(w.buf) {
 		w.buf = append(append(w.buf, msg...), '\n')
 		return nil

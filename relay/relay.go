@@ -127,6 +127,10 @@ type Options struct {
 	Logger     *slog.Logger
 	// Policy, when it is active, hides tools and puts deadlines on calls (policy.go).
 	Policy *toolpolicy.Policy
+	// StreamThreshold is the size from which a server's message goes to the host as
+	// it arrives, when the upstream can (upstream.Streamer; stream.go): 0 means
+	// DefaultStreamThreshold, a negative value never.
+	StreamThreshold int
 }
 
 // Relay is one host session relayed to one upstream.
@@ -172,6 +176,9 @@ type Relay struct {
 	lx jsonlex.Line
 	// upLx is the same for the upstream pump's message.
 	upLx jsonlex.Line
+	// streamErr is the host's side failing under a streamed message (stream.go):
+	// the upstream pump's alone, like upLx.
+	streamErr error
 
 	// hostReqs are the host's requests the upstream has not answered; serverReqs the
 	// upstream's requests the host has not answered.
@@ -235,7 +242,7 @@ func New(o Options) *Relay {
 		// one allocation (what one message holds alive is its block).
 		opts = append(opts, framing.WithSlab())
 	}
-	return &Relay{
+	r := &Relay{
 		hostIn:      framing.NewReader(o.HostIn, opts...),
 		hostSrc:     o.HostIn,
 		hostOut:     framing.NewWriter(o.HostOut),
@@ -257,6 +264,14 @@ func New(o Options) *Relay {
 		endedAnswer: make(chan struct{}, 1),
 		pol:         newPolicy(o.Policy),
 	}
+	if st, ok := o.Upstream.(upstream.Streamer); ok && o.StreamThreshold >= 0 {
+		t := o.StreamThreshold
+		if t == 0 {
+			t = DefaultStreamThreshold
+		}
+		st.SetStream(t, r)
+	}
+	return r
 }
 
 // collectAfter is the message size after which a pump asks for a garbage collection
@@ -668,6 +683,10 @@ func (r *Relay) upstreamPump() error {
 			}
 			return fmt.Errorf("reading from the upstream: %w", err)
 		}
+		if r.streamErr != nil {
+			// A streamed message could not be written: the host is gone.
+			return fmt.Errorf("writing to the host: %w", r.streamErr)
+		}
 		readAt := r.now()
 		if r.noteUpstream(msg, lexed, readAt) {
 			if err := r.hostOut.Flush(); err != nil {
@@ -690,13 +709,8 @@ func (r *Relay) upstreamPump() error {
 		if r.abandoned.Load() {
 			return errHostNotReading // Run has returned: the interceptor may be closed
 		}
-		switch {
-		case r.luc != nil:
-			// noteUpstream lexed msg into upLx if the upstream did not (an HTTP one).
-			r.luc.FromUpstreamLexed(msg, &r.upLx, readAt)
-		case r.ic != nil:
-			r.ic.FromUpstream(msg, readAt)
-		}
+		// noteUpstream lexed msg into upLx if the upstream did not (an HTTP one).
+		r.intercepted(msg, true, readAt)
 		if len(msg) >= collectAfter {
 			r.collect()
 		}

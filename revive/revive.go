@@ -132,6 +132,9 @@ type Conn struct {
 	revived func(report.ServerFacts)
 	cause   func(upstream.Conn) string
 	setup   *upstream.Setup
+	// The relay's handler of long messages (SetStream), given to each server.
+	streamAt int
+	streamH  upstream.StreamHandler
 
 	ctx     context.Context // ended by Close or Terminate: every wait of ours ends with it
 	cancel  context.CancelFunc
@@ -208,6 +211,8 @@ type gen struct {
 	wrote atomic.Bool
 	// servedAny is served, for writers.
 	servedAny atomic.Bool
+	// streaming says its reader was given the relay's handler of long messages.
+	streaming bool
 }
 
 // ownReq is a request of the re-handshake's whose answer Read takes.
@@ -317,6 +322,7 @@ func (c *Conn) read(lx *jsonlex.Line) ([]byte, error) {
 			}
 			continue
 		}
+		c.streamTo(g)
 		var msg []byte
 		var err error
 		if g.lexed != nil && lx != nil {

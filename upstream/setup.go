@@ -429,3 +429,7 @@ func withID(msg, id []byte) []byte {
 	}
 	return append(out, msg[last:]...)
 }
+
+// Awaiting reports whether some request that sets the session up still waits for
+// its answer (FromServer must see that answer whole: a Streamer's reader asks).
+func (s *Setup) Awaiting() bool { return s.waiting.Load() > 0 }

@@ -95,8 +95,13 @@ type Process struct {
 	inFile *os.File
 	out    *framing.Reader
 	outF   *os.File
-	next   []byte       // a message Buffered already read and validated
-	nextLx jsonlex.Line // next, lexed as it was validated (see ReadLexed)
+	next   []byte // a message Buffered already read and validated
+	// standIn is the answer for a streamed line that turned out not to be a
+	// message, returned by the next Read; pendingErr is the stream's end that came
+	// with it, returned by the Read after.
+	standIn    []byte
+	pendingErr error
+	nextLx     jsonlex.Line // next, lexed as it was validated (see ReadLexed)
 
 	inputGrace, termGrace time.Duration
 	supervised            bool // cmd is a supervisor running the server (Command.Supervisor)
@@ -291,16 +296,36 @@ func (p *Process) read(lx *jsonlex.Line) ([]byte, error) {
 		}
 		return msg, nil
 	}
+	if err := p.pendingErr; err != nil {
+		p.pendingErr = nil
+		return p.readErr(err)
+	}
 	for {
 		if p.Exited() {
 			_ = p.outF.SetReadDeadline(time.Now().Add(orphanGrace))
 		}
 		msg, err := p.out.Read()
+		if sm := p.standIn; sm != nil {
+			// The answer for a streamed line that turned out not to be a message
+			// (streamLine.End), returned as the server's, like an over-cap one; when
+			// the stream ended with that line, its end is the next Read's.
+			p.standIn = nil
+			if !errors.Is(err, framing.ErrStreamed) {
+				p.pendingErr = err
+			}
+			if lx != nil {
+				lx.Lex(sm)
+			}
+			return sm, nil
+		}
+		if errors.Is(err, framing.ErrStreamed) {
+			continue
+		}
 		var tooLong *framing.TooLongError
 		switch {
 		case errors.As(err, &tooLong):
 			p.log.Warn("dropped a message from the server: over the size cap", "bytes", tooLong.Size, "cap", tooLong.Max)
-			if answer := p.refuseTooLong(tooLong); answer != nil {
+			if answer := p.refuseTooLong(tooLong, ""); answer != nil {
 				if lx != nil {
 					// lx must describe what is returned: left as it was, it described
 					// the server's previous line, and the relay read this answer's
@@ -310,15 +335,8 @@ func (p *Process) read(lx *jsonlex.Line) ([]byte, error) {
 				return answer, nil
 			}
 			continue
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			p.log.Warn("server exited but a process it started still holds its stdout; ending the session")
-			p.closeOut()
-			return nil, io.EOF
-		case errors.Is(err, os.ErrClosed):
-			return nil, io.EOF
 		case err != nil:
-			p.closeOut()
-			return nil, err
+			return p.readErr(err)
 		}
 		// jsonlex.Valid is iterative: gjson.ValidBytes recursed once per level, and a
 		// server that died after writing 10^7 "[" crashed the proxy with a stack
@@ -340,6 +358,20 @@ func (p *Process) read(lx *jsonlex.Line) ([]byte, error) {
 	}
 }
 
+// readErr is Read's end for the stream's error err.
+func (p *Process) readErr(err error) ([]byte, error) {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		p.log.Warn("server exited but a process it started still holds its stdout; ending the session")
+		p.closeOut()
+		return nil, io.EOF
+	case errors.Is(err, os.ErrClosed):
+		return nil, io.EOF
+	}
+	p.closeOut()
+	return nil, err
+}
+
 // isMessage is IsMessage of line, lexing it into lx on the way when lx is set: the
 // same judgement in one pass (a line over smallLine is judged by its ends either way).
 func (p *Process) isMessage(line []byte, lx *jsonlex.Line) bool {
@@ -357,16 +389,22 @@ func (p *Process) isMessage(line []byte, lx *jsonlex.Line) bool {
 // forever: an answer to the host's request becomes an error answer the host gets (and
 // interception reports), returned as if the server had sent it; a request of the
 // server's gets an error answer sent back to the server.
-func (p *Process) refuseTooLong(e *framing.TooLongError) []byte {
+func (p *Process) refuseTooLong(e *framing.TooLongError, why string) []byte {
 	if e.ID == nil {
 		return nil // a notification: nobody waits for it
 	}
 	if e.Method != nil {
 		msg := jsonlex.ErrorResponse(e.ID, -32600, fmt.Sprintf("bir-proxy: the request was %s, over the proxy's --max-message cap of %d bytes; it did not reach the client", e.Sized(), e.Max))
+		if why != "" {
+			msg = jsonlex.ErrorResponse(e.ID, -32600, "bir-proxy: the request could not be passed on whole: it was "+why)
+		}
 		if err := p.Write(msg); err != nil {
 			p.log.Debug("could not answer the server's dropped request", "err", err)
 		}
 		return nil
+	}
+	if why != "" {
+		return jsonlex.ErrorResponse(e.ID, -32603, "bir-proxy: the server's answer could not be passed on whole: it was "+why)
 	}
 	return jsonlex.ErrorResponse(e.ID, -32603, fmt.Sprintf("bir-proxy: the server's answer was %s, over the proxy's --max-message cap of %d bytes, and was dropped", e.Sized(), e.Max))
 }

@@ -105,21 +105,5 @@ func IsMessage(line []byte) bool {
 		// error no recover catches: the proxy gone with the host's session).
 		return jsonlex.Valid(line)
 	}
-	// "[INFO] server ready]" has the right ends; a JSON array's next token does not
-	// start with a letter other than those of true/false/null.
-	if first == '[' {
-		rest := bytes.TrimLeft(line[1:], " \t\r")
-		switch c := rest[0]; {
-		case c == '{' || c == '[' || c == '"' || c == ']' || c == '-' || (c >= '0' && c <= '9'):
-		case c == 't' || c == 'f' || c == 'n':
-		default:
-			return false
-		}
-	} else {
-		rest := bytes.TrimLeft(line[1:], " \t\r")
-		if rest[0] != '"' && rest[0] != '}' {
-			return false
-		}
-	}
-	return true
+	return shapeOK(line, last)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -24,4 +25,23 @@ func parseSwitch(name, v string) (bool, error) {
 func off() bool {
 	v, _ := parseSwitch("BIR_OFF", os.Getenv("BIR_OFF"))
 	return v
+}
+
+// streamThreshold reads BIR_STREAM_THRESHOLD, the size in bytes from which a server's
+// message is passed to the host as it arrives (relay.Options.StreamThreshold): unset
+// is the default, 0 is never (every message whole, as before 2026-12), 1 every
+// message that can be. The tests run the transparency suites with 1.
+func streamThreshold() (int, error) {
+	v := strings.TrimSpace(os.Getenv("BIR_STREAM_THRESHOLD"))
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("BIR_STREAM_THRESHOLD=%q is not understood: use a size in bytes (0: never stream)", v)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return n, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -237,6 +238,9 @@ func TestDetachedGrandchildDoesNotHangTheSession(t *testing.T) {
 // answer the proxy makes up for an over-cap one: that answer was handed on with the
 // notification's lex, so the relay read its members at the notification's offsets
 // (past its end) and bookkeeping took it for a notification.
+//
+// Streaming is off here: this is the contract for lines read whole. A streamed line
+// over the cap is TestEndlessAnswerIsAnsweredAtTheCap's "stream" case.
 func TestOverCapMessagesAreAnswered(t *testing.T) {
 	dir := t.TempDir()
 	journal := filepath.Join(dir, "j.jsonl")
@@ -247,7 +251,7 @@ func TestOverCapMessagesAreAnswered(t *testing.T) {
 	if err := os.WriteFile(emit, []byte(note+"\n"+bigRequest+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, in, out, done := rawProxy(t, nil, []string{"BIR_OFF=0", "BIR_RECORDER_URL="},
+	_, in, out, done := rawProxy(t, nil, []string{"BIR_OFF=0", "BIR_RECORDER_URL=", "BIR_STREAM_THRESHOLD=0"},
 		[]string{"--server", "cap", "--max-message", "4096", "--journal", journal},
 		"--reply", "--reply-size", "6000", "--record", record, "--emit", emit)
 	if got := readWithin(t, out); got != note {
@@ -432,10 +436,26 @@ func TestRemoteLogLinesNameTheServerOnce(t *testing.T) {
 // (it writes on for ever) left the call unanswered: the line was dropped at the cap
 // but read until its end. Its head named the id and a result, so the host now gets
 // the over-cap error as the cap is passed; and a stop still ends the proxy.
+//
+// Streamed (the answer passed on as it arrives), the host has had the cap's worth of
+// it when the cap is passed: that line is ended there with a newline (its parser
+// rejects it, and the next message stays whole), and the same error answer follows.
 func TestEndlessAnswerIsAnsweredAtTheCap(t *testing.T) {
-	_, in, out, done := rawProxy(t, nil, nil, []string{"--server", "endless", "--max-message", strconv.Itoa(1 << 20)}, "--reply")
+	for _, stream := range []string{"0", "1"} {
+		t.Run("stream="+stream, func(t *testing.T) { endlessAnswer(t, stream) })
+	}
+}
+
+func endlessAnswer(t *testing.T, stream string) {
+	_, in, out, done := rawProxy(t, nil, []string{"BIR_STREAM_THRESHOLD=" + stream}, []string{"--server", "endless", "--max-message", strconv.Itoa(1 << 20)}, "--reply")
 	in.WriteString(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"endless","arguments":{}}}` + "\n")
 	got := readWithin(t, out)
+	if stream != "0" {
+		if len(got) != 1<<20 || json.Valid([]byte(got)) {
+			t.Fatalf("streamed: the host got a %d-byte line first, want the cap's worth of the cut answer", len(got))
+		}
+		got = readWithin(t, out)
+	}
 	if !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":3,"error":{"code":-32603,`) || !strings.Contains(got, "more than") {
 		t.Fatalf("host got %.300s", got)
 	}

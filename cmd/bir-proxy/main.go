@@ -62,6 +62,7 @@ type proxyFlags struct {
 	journalKeep    int
 	spoolMax       sizeFlag
 	maxMessage     int
+	streamAt       int // BIR_STREAM_THRESHOLD, as relay.Options.StreamThreshold
 	stopGrace      time.Duration
 	noRevive       bool
 	logLevel       string
@@ -230,6 +231,11 @@ func runProxy(c *cli, args []string) int {
 		return code
 	}
 	if _, err := parseSwitch("BIR_OFF", os.Getenv("BIR_OFF")); err != nil {
+		fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
+		return 2
+	}
+	var err error
+	if f.streamAt, err = streamThreshold(); err != nil {
 		fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
 		return 2
 	}

@@ -255,10 +255,12 @@ func TestReviveKilledDuringCall(t *testing.T) {
 
 // TestReviveKilledMidLargeMessage: killed while writing a 2.5 MB answer whose cut
 // falls after a "}": the host gets the error for that call, never the fragment.
+// Streaming is off: a streamed line reaches the host as it comes, and its cut is
+// TestPartialLineNeverReachesTheHost's "stream-default" case.
 func TestReviveKilledMidLargeMessage(t *testing.T) {
 	t.Parallel()
 	f := newReviveFixture(t)
-	s := startProxy(t, nil, f.args(nil, "--reply")...)
+	s := startProxy(t, []string{"BIR_STREAM_THRESHOLD=0"}, f.args(nil, "--reply")...)
 	s.setUp()
 	s.Send(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"partial_hang","arguments":{}}}`)
 	if err := s.Stderr.WaitFor(testutil.Context(t), "rawserver: partial answer written"); err != nil {

@@ -146,14 +146,15 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 	}
 
 	r := relay.New(relay.Options{
-		HostIn:     hostIn,
-		HostOut:    hostOut,
-		Upstream:   conn,
-		Intercept:  icpt,
-		IDs:        up.ids,
-		MaxMessage: f.maxMessage,
-		Logger:     logger,
-		Policy:     f.policy,
+		HostIn:          hostIn,
+		HostOut:         hostOut,
+		Upstream:        conn,
+		Intercept:       icpt,
+		IDs:             up.ids,
+		MaxMessage:      f.maxMessage,
+		Logger:          logger,
+		Policy:          f.policy,
+		StreamThreshold: f.streamAt,
 	})
 	var ex *replay.Executor
 	if remote != nil {

@@ -31,6 +31,25 @@ type Peek struct {
 	// Answer says the value of a top-level "result" or "error" member has started:
 	// the message is an answer, whatever follows.
 	Answer bool
+	// More says something other than whitespace followed the first value: the line
+	// holds more than one (which JSON.parse refuses), or trailing garbage.
+	More bool
+}
+
+// Reset makes p ready for the next message, keeping its scratch space.
+func (p *Peek) Reset() {
+	*p = Peek{key: p.key[:0], val: p.val[:0]}
+}
+
+// Broken reports whether p met input it cannot follow (the line is not an object, or
+// not JSON): what it found stands, but nothing after that point was read.
+func (p *Peek) Broken() bool { return p.broken }
+
+// Decided reports whether what was read so far says how the message is routed, by
+// its id and a method or the start of a result or error — or, for a notification,
+// its method (a later "id" makes it a request: the caller reads ID again at the end).
+func (p *Peek) Decided() bool {
+	return p.Method != nil || p.ID != nil && p.Answer
 }
 
 type peekState uint8
@@ -53,8 +72,34 @@ const (
 
 // Write feeds the next piece of the message. It never fails.
 func (p *Peek) Write(b []byte) (int, error) {
-	for i := 0; i < len(b) && !p.broken && p.state != peekDone; i++ {
+	i := 0
+	for i < len(b) && !p.broken && p.state != peekDone {
+		if p.inStr && !p.esc && p.target == nil && !(p.depth == 1 && p.state == peekInKey) {
+			// Inside a string nothing is kept: skip to its next quote or backslash
+			// with IndexByte (vectorised), not a byte at a time. A 64 MB tool result
+			// is one string, and a byte loop over it was the whole cost of a scan.
+			rest := b[i:]
+			q := bytes.IndexByte(rest, '"')
+			if q < 0 {
+				q = len(rest)
+			}
+			if e := bytes.IndexByte(rest[:q], '\\'); e >= 0 {
+				q = e
+			}
+			if i += q; i == len(b) {
+				break
+			}
+		}
 		p.byte(b[i])
+		i++
+	}
+	if p.state == peekDone && !p.More {
+		for ; i < len(b); i++ {
+			if c := b[i]; c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+				p.More = true
+				break
+			}
+		}
 	}
 	return len(b), nil
 }

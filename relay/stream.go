@@ -1,0 +1,115 @@
+package relay
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/upstream"
+)
+
+// DefaultStreamThreshold is the size from which a server's message is passed to the
+// host as it arrives rather than whole (upstream.Streamer, docs/ARCHITECTURE.md
+// "Long messages"; the figure is measured in docs/PERFORMANCE.md).
+const DefaultStreamThreshold = 256 << 10
+
+// StartStream takes a long message of the server's to the host as it arrives
+// (upstream.StreamHandler), when its head says it goes there unchanged. It runs on
+// the upstream pump's goroutine, inside the upstream's Read. A message the relay must
+// read whole first is declined: the proxy's own answers (deliverOwn), anything while
+// the tool policy is on (it edits tools/list answers and drops late ones), anything
+// once the host's side failed.
+func (r *Relay) StartStream(id, method []byte) upstream.StreamSink {
+	if r.pol != nil || r.streamErr != nil || r.abandoned.Load() {
+		return nil
+	}
+	if method == nil && r.mayBeOwn(id) {
+		return nil
+	}
+	s := &hostStream{r: r, keep: r.ic != nil || r.luc != nil}
+	// Held messages go first; from here until End what others write to the host
+	// waits behind the line (framing.Writer.Begin), bounded.
+	s.err = r.hostOut.Begin()
+	return s
+}
+
+// mayBeOwn says an id could be in the proxy's own namespace: a string that starts
+// with its prefix, or one with an escape (decoding it to be sure is the whole
+// message's job, deliverOwn's).
+func (r *Relay) mayBeOwn(id []byte) bool {
+	if len(id) < 2 || id[0] != '"' {
+		return false
+	}
+	body := id[1 : len(id)-1]
+	return bytes.IndexByte(body, '\\') >= 0 || bytes.HasPrefix(body, []byte(r.idPrefix))
+}
+
+// hostStream is one streamed message on its way to the host.
+type hostStream struct {
+	r    *Relay
+	keep bool   // interception reads answers: the message is also kept, once
+	msg  []byte // what was kept
+	err  error  // the host's side failed: the rest is dropped
+}
+
+func (s *hostStream) Write(p []byte) {
+	if s.keep {
+		s.msg = append(s.msg, p...)
+	}
+	if s.err == nil {
+		s.err = s.r.hostOut.Part(p)
+	}
+}
+
+func (s *hostStream) End(e upstream.StreamEnd) {
+	r := s.r
+	readAt := r.now()
+	if e.OK && e.ID != nil {
+		// As noteUpstream does for a whole message, before the host has all of it
+		// (and can answer), by the id the host's JSON.parse reads: the last.
+		switch {
+		case e.Method == nil:
+			if r.mayBeOwn(e.ID) {
+				// The head's id was the host's, a later duplicate is in the proxy's
+				// namespace: a server making ids up. The host has it already.
+				r.log.Warn("a streamed answer from the server carried two ids, the last in the proxy's own namespace")
+			}
+			r.hostReqs.remove(e.ID)
+		default:
+			r.serverReqs.add(e.ID)
+		}
+	}
+	if e.More {
+		r.log.Debug("a streamed line from the server held more than one value")
+	}
+	// The newline ends the line either way: one that was not a message must not run
+	// into the next (the Conn then stands in for it with an error answer).
+	if err := r.hostOut.End(); err != nil && s.err == nil {
+		s.err = err
+	}
+	if s.err != nil {
+		r.streamErr = s.err
+		return
+	}
+	if !e.OK || !s.keep || r.abandoned.Load() {
+		return
+	}
+	r.intercepted(s.msg, false, readAt)
+	if len(s.msg) >= collectAfter {
+		s.msg = nil
+		r.collect()
+	}
+}
+
+// intercepted hands a message written to the host to interception. lexed says
+// r.upLx describes it already.
+func (r *Relay) intercepted(msg []byte, lexed bool, readAt time.Time) {
+	switch {
+	case r.luc != nil:
+		if !lexed {
+			r.upLx.Lex(msg)
+		}
+		r.luc.FromUpstreamLexed(msg, &r.upLx, readAt)
+	case r.ic != nil:
+		r.ic.FromUpstream(msg, readAt)
+	}
+}

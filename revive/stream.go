@@ -1,0 +1,66 @@
+package revive
+
+import "github.com/bir-dev/bir-proxy/upstream"
+
+// SetStream passes the relay's handler of long messages on to each server, once it
+// is up (upstream.Streamer): a server's messages before and during its re-handshake
+// are read whole, for revival reads them itself.
+func (c *Conn) SetStream(threshold int, h upstream.StreamHandler) {
+	c.streamAt, c.streamH = threshold, h
+}
+
+// streamTo gives g the handler, the first time its messages reach the relay.
+func (c *Conn) streamTo(g *gen) {
+	if g.streaming || c.streamH == nil {
+		return
+	}
+	g.streaming = true
+	if s, ok := g.conn.(upstream.Streamer); ok {
+		s.SetStream(c.streamAt, &genStream{c: c, g: g})
+	}
+}
+
+// genStream is the handler one server's reader asks: what read would look at in a
+// whole message is asked here of the head, and read's bookkeeping is done at the end.
+type genStream struct {
+	c *Conn
+	g *gen
+}
+
+func (s *genStream) StartStream(id, method []byte) upstream.StreamSink {
+	// An answer revival or the session's set-up waits for is read whole: takeOwn
+	// and Setup.FromServer read it.
+	if s.c.ownN.Load() > 0 || s.c.setup.Awaiting() {
+		return nil
+	}
+	sink := s.c.streamH.StartStream(id, method)
+	if sink == nil {
+		return nil
+	}
+	return &genSink{s: s, sink: sink}
+}
+
+type genSink struct {
+	s    *genStream
+	sink upstream.StreamSink
+}
+
+func (k *genSink) Write(p []byte) { k.sink.Write(p) }
+
+func (k *genSink) End(e upstream.StreamEnd) {
+	if e.OK {
+		g := k.s.g
+		if !g.answered {
+			g.answered = true
+			if g.announce {
+				k.s.c.announce(g)
+			}
+		}
+		if !g.served && e.Answer && e.ID != nil {
+			g.served = true
+			g.servedAny.Store(true)
+		}
+		g.passed = true
+	}
+	k.sink.End(e)
+}

@@ -1,0 +1,148 @@
+package upstream
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+)
+
+// Streamer is a Conn that can hand a long message on as it arrives rather than whole
+// (docs/ARCHITECTURE.md, "Long messages"): the stdio child, and revive.Conn in front
+// of it. A message is streamed only when its head says how it is routed and the
+// handler takes it; everything else is read whole, as before.
+type Streamer interface {
+	// SetStream makes messages of at least threshold bytes go to h when h takes
+	// them (threshold <= 0: none). Call it before the first Read, or from the
+	// goroutine that reads.
+	SetStream(threshold int, h StreamHandler)
+}
+
+// StreamHandler is the reader's side of streamed messages: the relay.
+type StreamHandler interface {
+	// StartStream is asked, on the goroutine that reads, once a long message's head
+	// says its routing: its top-level id (raw; nil for a notification) and method
+	// (raw; nil for an answer). It returns where the message goes, or nil to have
+	// it read whole.
+	StartStream(id, method []byte) StreamSink
+}
+
+// StreamSink takes one streamed message.
+type StreamSink interface {
+	// Write takes the next piece, in order, never a newline; p is not kept after.
+	Write(p []byte)
+	// End says the message is over (see StreamEnd).
+	End(StreamEnd)
+}
+
+// StreamEnd is what a streamed message turned out to be.
+type StreamEnd struct {
+	// OK says it was a message by the rules a whole line is judged by (IsMessage,
+	// and a line the server's end cut off is one only when whole and valid). When
+	// it was not, what was passed on is not a message either: the sink ends the line
+	// so that what follows it stays whole, and the Conn then stands in for it as for
+	// a line over the cap (the request it answered gets an error answer).
+	OK bool
+	// ID, Method and Answer are its top-level id and method and whether it is an
+	// answer, read over all of it: of duplicates the last, as the host's JSON.parse
+	// keeps, which may not be what the head said.
+	ID, Method []byte
+	Answer     bool
+	// More says the line held more than one value (which JSON.parse refuses).
+	More bool
+	Size int64
+	Why  string // when not OK: what was wrong, for the log
+}
+
+// streamLine judges a streamed line as it passes to the handler's sink: it keeps
+// the first smallLine+1 bytes (a line up to smallLine is validated in full, as a
+// whole one is) and the last byte that is not whitespace (a longer one is judged by
+// its ends).
+type streamLine struct {
+	p    *Process
+	sink StreamSink
+	head []byte
+	last byte
+}
+
+func (s *streamLine) Write(piece []byte) {
+	if room := smallLine + 1 - len(s.head); room > 0 {
+		s.head = append(s.head, piece[:min(room, len(piece))]...)
+	}
+	for i := len(piece) - 1; i >= 0; i-- {
+		if c := piece[i]; c != ' ' && c != '\t' && c != '\r' {
+			s.last = c
+			break
+		}
+	}
+	s.sink.Write(piece)
+}
+
+func (s *streamLine) End(e framing.LineEnd) {
+	pk := e.Peek
+	out := StreamEnd{ID: pk.ID, Method: pk.Method, Answer: pk.Answer, More: pk.More, Size: e.Size}
+	whole := int64(len(s.head)) == e.Size
+	switch {
+	case e.Over:
+		out.Why = fmt.Sprintf("more than %d bytes, over the --max-message cap of %d", e.Size, e.Max)
+	case e.Cut && !(whole && jsonlex.Valid(s.head) && IsMessage(s.head)):
+		out.Why = fmt.Sprintf("cut off after %d bytes by the server's end", e.Size)
+	case whole:
+		out.OK = IsMessage(s.head[:e.Size])
+	default:
+		out.OK = shapeOK(s.head, s.last)
+	}
+	if !out.OK && out.Why == "" {
+		out.Why = fmt.Sprintf("not JSON (%d bytes)", e.Size)
+	}
+	s.sink.End(out)
+	if !out.OK {
+		s.p.log.Warn("a message from the server that was being passed on as it arrived turned out not to be one; its line was ended there", "why", out.Why, "bytes", e.Size)
+		s.p.standIn = s.p.refuseTooLong(&framing.TooLongError{Size: e.Size, Max: e.Max, ID: pk.ID, Method: pk.Method, Early: e.Over}, out.Why)
+	}
+}
+
+// SetStream makes the child's long messages stream (Streamer).
+func (p *Process) SetStream(threshold int, h StreamHandler) {
+	if h == nil {
+		p.out.SetStream(0, nil)
+		return
+	}
+	p.out.SetStream(threshold, func(pk *jsonlex.Peek) framing.LineSink {
+		sink := h.StartStream(pk.ID, pk.Method)
+		if sink == nil {
+			return nil
+		}
+		return &streamLine{p: p, sink: sink}
+	})
+}
+
+// shapeOK is IsMessage's judgement of a line too long to validate, from its first
+// bytes and its last byte that is not whitespace.
+func shapeOK(head []byte, last byte) bool {
+	head = bytes.TrimLeft(head, " \t\r\n")
+	if len(head) < 2 {
+		return false
+	}
+	first := head[0]
+	if !(first == '{' && last == '}') && !(first == '[' && last == ']') {
+		return false
+	}
+	rest := bytes.TrimLeft(head[1:], " \t\r")
+	if len(rest) == 0 {
+		return false
+	}
+	// "[INFO] server ready]" has the right ends; a JSON array's next token does not
+	// start with a letter other than those of true/false/null.
+	if first == '[' {
+		switch c := rest[0]; {
+		case c == '{' || c == '[' || c == '"' || c == ']' || c == '-' || (c >= '0' && c <= '9'):
+		case c == 't' || c == 'f' || c == 'n':
+		default:
+			return false
+		}
+		return true
+	}
+	return rest[0] == '"' || rest[0] == '}'
+}
