@@ -25,7 +25,9 @@ func (r *Relay) StartStream(id, method []byte) upstream.StreamSink {
 	if method == nil && r.mayBeOwn(id) {
 		return nil
 	}
-	s := &hostStream{r: r, keep: r.ic != nil || r.luc != nil}
+	// A passive interceptor (a pure pipe) keeps nothing it is given: nothing is
+	// kept for it.
+	s := &hostStream{r: r, keep: r.clock && (r.ic != nil || r.luc != nil)}
 	// Held messages go first; from here until End what others write to the host
 	// waits behind the line (framing.Writer.Begin), bounded.
 	s.err = r.hostOut.Begin()
