@@ -1,16 +1,21 @@
 package intercept
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/telemetry"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -184,6 +189,94 @@ func FuzzSpanHook(f *testing.F) {
 		h.handle(&ev)
 		if len(h.open) > maxOpenSpans {
 			t.Fatal("past the cap")
+		}
+	})
+}
+
+// BenchmarkTracedBookkeeping is BenchmarkBookkeeping/lexed with the span hook in
+// front of the tracker, as bookkeeping runs with tracing on, exporting to a
+// collector on 127.0.0.1 that takes everything: its excess over
+// BenchmarkBookkeeping/lexed is tracing's cost per call on bookkeeping's goroutine
+// (the export runs on the exporter's, and shows in a CPU profile).
+func BenchmarkTracedBookkeeping(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) //nolint:errcheck // a bench's collector
+	}))
+	defer srv.Close()
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: srv.URL + "/v1/traces", MetricsURL: srv.URL + "/v1/metrics",
+		Protocol: telemetry.ProtoProtobuf, MetricInterval: time.Hour}, Version: "1", Server: "bench", Logger: slog.New(slog.DiscardHandler)})
+	defer x.Close(context.Background())
+	h := newSpanHook(Tracing{Exporter: x, Transport: "pipe"})
+	sink := &countSink{}
+	var interested atomic.Int64
+	var parked atomic.Bool
+	tr := newTracker(sink, DefaultReportCap, &interested, slog.New(slog.DiscardHandler))
+	tr.later = func() {}
+	tr.parked = &parked
+	hosts := make([]event, 1024)
+	answers := make([]event, len(hosts))
+	var lx jsonlex.Line
+	for i := range hosts {
+		id := strconv.Itoa(i)
+		call := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-` + id + `"}}}`)
+		answer := []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"{\"text\":\"hello, world\"}"}],"isError":false}}`)
+		lx.Lex(call)
+		out, sc := stripLexed(call, DefaultCorrelationKey, &lx, true)
+		hosts[i] = event{kind: evHost, msg: out, scan: sc, top: spansOf(&lx.Objs[0])}
+		lx.LexValid(answer)
+		answers[i] = event{kind: evUpstream, msg: answer, top: spansOf(&lx.Objs[0])}
+	}
+	now := time.Now()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		k := i % len(hosts)
+		hv, a := hosts[k], answers[k]
+		hv.at, a.at = now, now
+		sent := event{kind: evSent, at: now}
+		h.handle(&hv)
+		tr.handle(hv)
+		h.handle(&sent)
+		tr.handle(sent)
+		h.handle(&a)
+		tr.handle(a)
+	}
+	b.StopTimer()
+	if int(sink.n.Load()) != b.N {
+		b.Fatalf("%d reports for %d calls", sink.n.Load(), b.N)
+	}
+}
+
+func TestIsToolError(t *testing.T) {
+	for in, want := range map[string]bool{
+		`{"content":[]}`:                                          false,
+		`{"content":[],"isError":false}`:                          false,
+		`{"content":[],"isError":true}`:                           true,
+		`{"isError" :  true ,"content":[]}`:                       true,
+		`{"content":[{"type":"x","data":{"isError":true}}]}`:      false,
+		`{"content":[{"data":{"isError":true}}],"isError":false}`: false,
+		`{"isError":false,"isError":true}`:                        true,
+		`{"content":[{"text":"\"isError\":true"}]}`:               false,
+		`[1]`: false,
+		``:    false,
+	} {
+		if got := isToolError([]byte(in)); got != want {
+			t.Errorf("%s: %v, want %v", in, got, want)
+		}
+	}
+}
+
+// FuzzIsToolError: the quick look agrees with reading the result, for every result
+// whose keys are spelt without escapes.
+func FuzzIsToolError(f *testing.F) {
+	f.Add([]byte(`{"content":[],"isError":true}`))
+	f.Add([]byte(`{"content":[{"data":{"isError":true}}],"isError":false}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if bytes.IndexByte(b, '\\') >= 0 {
+			return
+		}
+		if _, want := resultKind(b); isToolError(b) != want {
+			t.Fatalf("%s: %v, want %v", b, !want, want)
 		}
 	})
 }
