@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,9 @@ type Options struct {
 	Client               *http.Client
 	QueueSize, BatchSize int
 	BatchDelay           time.Duration
+	// StatePath, when set, is the file the exporter's counts are written to (State,
+	// WriteState): every StateEvery at most while spans are dropped, and at Close.
+	StatePath string
 }
 
 // Stats counts what the exporter did with the spans it was given.
@@ -66,23 +70,31 @@ type Exporter struct {
 	ops      *histogram
 	sessions *histogram
 
-	mu       sync.Mutex
-	cur      *batch   // being filled by Submit
-	ready    []*batch // full, to be sent, oldest first
-	spare    []*batch // sent, to be filled again
-	queued   int      // spans in cur and ready
-	res      []Attr
-	session  []Attr
-	closing  bool
-	wake     chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
-	ctx      context.Context
-	cancel   context.CancelFunc
-	exported atomic.Uint64
-	dropped  atomic.Uint64
-	rejected atomic.Uint64
-	warned   atomic.Bool
+	mu          sync.Mutex
+	cur         *batch   // being filled by Submit
+	ready       []*batch // full, to be sent, oldest first
+	spare       []*batch // sent, to be filled again
+	queued      int      // spans in cur and ready
+	res         []Attr
+	session     []Attr
+	closing     bool
+	wake        chan struct{}
+	stop        chan struct{}
+	done        chan struct{}
+	ctx         context.Context
+	cancel      context.CancelFunc
+	exported    atomic.Uint64
+	dropped     atomic.Uint64
+	rejected    atomic.Uint64
+	warned      atomic.Bool
+	server      string
+	stateWarned atomic.Bool
+
+	statePath string
+	stateOn   bool // the state writer was started (under mu)
+	stateWG   sync.WaitGroup
+	lastErr   string // the last reason spans were dropped or not sent (under mu)
+	lastErrAt time.Time
 
 	// owned by the goroutine
 	buf     []byte
@@ -110,7 +122,7 @@ func New(o Options) *Exporter {
 	now := time.Now()
 	x := &Exporter{
 		cfg: o.Config, traces: o.Config.TracesSignal(), metrics: o.Config.MetricsSignal(), version: o.Version, log: o.Logger, client: o.Client,
-		qsize: o.QueueSize, bsize: o.BatchSize, delay: o.BatchDelay, created: now,
+		qsize: o.QueueSize, bsize: o.BatchSize, delay: o.BatchDelay, created: now, statePath: o.StatePath, server: o.Server,
 		ops:      newHistogram("mcp.client.operation.duration", "The duration of the MCP request or notification as observed on the sender from the time it was sent until the response or ack is received.", now),
 		sessions: newHistogram("mcp.client.session.duration", "The duration of the MCP session as observed on the MCP client.", now),
 		wake:     make(chan struct{}, 1),
@@ -270,8 +282,61 @@ func (x *Exporter) drop(n int, why string) {
 		return
 	}
 	x.dropped.Add(uint64(n))
+	x.setError(why)
 	if !x.warned.Swap(true) {
 		x.log.Warn("OpenTelemetry: spans dropped; the host is not affected, and the count is kept", "why", why, "spans", n)
+	}
+}
+
+// setError keeps why spans were last dropped or not sent, for the state file, and
+// starts the state writer if it is not running.
+func (x *Exporter) setError(why string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.lastErr, x.lastErrAt = why, time.Now()
+	if x.statePath == "" || x.stateOn || x.closing {
+		return
+	}
+	x.stateOn = true
+	x.stateWG.Add(1)
+	go x.stateLoop()
+}
+
+// stateLoop writes the state file every StateEvery while the counts change, until
+// Close. It runs only once something was dropped: a healthy exporter has no timer
+// of its own for it.
+func (x *Exporter) stateLoop() {
+	defer x.stateWG.Done()
+	t := time.NewTicker(StateEvery)
+	defer t.Stop()
+	var last State
+	for {
+		st := x.state(true)
+		if st.Exported != last.Exported || st.Dropped != last.Dropped || st.Rejected != last.Rejected || st.LastAt != last.LastAt {
+			x.writeState(st)
+			last = st
+		}
+		select {
+		case <-x.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// state is the exporter's State of the moment.
+func (x *Exporter) state(running bool) State {
+	st := x.Stats()
+	x.mu.Lock()
+	why, at := x.lastErr, x.lastErrAt
+	x.mu.Unlock()
+	return State{Server: x.server, PID: os.Getpid(), Running: running, Written: time.Now(),
+		Exported: st.Exported, Dropped: st.Dropped, Rejected: st.Rejected, LastError: why, LastAt: at}
+}
+
+func (x *Exporter) writeState(st State) {
+	if err := WriteState(x.statePath, st); err != nil && !x.stateWarned.Swap(true) {
+		x.log.Warn("OpenTelemetry: the state bir-proxy status reads cannot be written", "err", err)
 	}
 }
 
@@ -305,6 +370,10 @@ func (x *Exporter) Close(ctx context.Context) Stats {
 		<-x.done
 	}
 	x.cancel()
+	x.stateWG.Wait()
+	if x.statePath != "" {
+		x.writeState(x.state(false))
+	}
 	st := x.Stats()
 	if st.Dropped > 0 || st.Rejected > 0 {
 		x.log.Warn("OpenTelemetry: not every span reached the collector", "exported", st.Exported, "dropped", st.Dropped, "rejected", st.Rejected)
@@ -451,6 +520,9 @@ func (x *Exporter) send(b *batch) bool {
 		x.setBackoff(retryAfter)
 		if err != nil {
 			x.logOnce("OpenTelemetry: the collector cannot be reached; spans wait, and are dropped past the queue", err)
+			x.setError(err.Error())
+		} else {
+			x.setError(fmt.Sprintf("the collector answered HTTP %d; spans wait, and are dropped past the queue", code))
 		}
 		return false
 	default:
