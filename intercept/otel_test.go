@@ -5,17 +5,13 @@ import (
 	"context"
 	"encoding/hex"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/telemetry"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -193,60 +189,6 @@ func FuzzSpanHook(f *testing.F) {
 	})
 }
 
-// BenchmarkTracedBookkeeping is BenchmarkBookkeeping/lexed with the span hook in
-// front of the tracker, as bookkeeping runs with tracing on, exporting to a
-// collector on 127.0.0.1 that takes everything: its excess over
-// BenchmarkBookkeeping/lexed is tracing's cost per call on bookkeeping's goroutine
-// (the export runs on the exporter's, and shows in a CPU profile).
-func BenchmarkTracedBookkeeping(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body) //nolint:errcheck // a bench's collector
-	}))
-	defer srv.Close()
-	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: srv.URL + "/v1/traces", MetricsURL: srv.URL + "/v1/metrics",
-		Protocol: telemetry.ProtoProtobuf, MetricInterval: time.Hour}, Version: "1", Server: "bench", Logger: slog.New(slog.DiscardHandler)})
-	defer x.Close(context.Background())
-	h := newSpanHook(Tracing{Exporter: x, Transport: "pipe"})
-	sink := &countSink{}
-	var interested atomic.Int64
-	var parked atomic.Bool
-	tr := newTracker(sink, DefaultReportCap, &interested, slog.New(slog.DiscardHandler))
-	tr.later = func() {}
-	tr.parked = &parked
-	hosts := make([]event, 1024)
-	answers := make([]event, len(hosts))
-	var lx jsonlex.Line
-	for i := range hosts {
-		id := strconv.Itoa(i)
-		call := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-` + id + `"}}}`)
-		answer := []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"{\"text\":\"hello, world\"}"}],"isError":false}}`)
-		lx.Lex(call)
-		out, sc := stripLexed(call, DefaultCorrelationKey, &lx, true)
-		hosts[i] = event{kind: evHost, msg: out, scan: sc, top: spansOf(&lx.Objs[0])}
-		lx.LexValid(answer)
-		answers[i] = event{kind: evUpstream, msg: answer, top: spansOf(&lx.Objs[0])}
-	}
-	now := time.Now()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		k := i % len(hosts)
-		hv, a := hosts[k], answers[k]
-		hv.at, a.at = now, now
-		sent := event{kind: evSent, at: now}
-		h.handle(&hv)
-		tr.handle(hv)
-		h.handle(&sent)
-		tr.handle(sent)
-		h.handle(&a)
-		tr.handle(a)
-	}
-	b.StopTimer()
-	if int(sink.n.Load()) != b.N {
-		b.Fatalf("%d reports for %d calls", sink.n.Load(), b.N)
-	}
-}
-
 func TestIsToolError(t *testing.T) {
 	for in, want := range map[string]bool{
 		`{"content":[]}`:                                          false,
@@ -279,4 +221,37 @@ func FuzzIsToolError(f *testing.F) {
 			t.Fatalf("%s: %v, want %v", b, !want, want)
 		}
 	})
+}
+
+// Finished spans are reused: an answer read before its request's send time ends the
+// span, and the span made next (here the server's request) must not get that send
+// time as its start, nor carry anything of the span before it.
+func TestSpanReuseKeepsSpansApart(t *testing.T) {
+	c, url := newSpanCollector(t)
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: url + "/v1/traces", Protocol: telemetry.ProtoProtobuf},
+		Version: "1", Server: "s", BatchDelay: time.Hour})
+	ic := New(Options{Tracing: &Tracing{Exporter: x, Transport: "pipe"}})
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ic.FromHost([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"first","arguments":{}}}`), at(0))
+	ic.FromUpstream([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}}`), at(1))
+	ic.FromUpstream([]byte(`{"jsonrpc":"2.0","id":"s1","method":"roots/list"}`), at(2))
+	ic.Forwarded(at(3)) // the tools/call's send time, after its answer
+	ic.FromHost([]byte(`{"jsonrpc":"2.0","id":"s1","result":{"roots":[]}}`), at(4))
+	ic.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if st := x.Close(ctx); st.Exported != 2 {
+		t.Fatalf("%+v", st)
+	}
+	roots, a := c.byName(t, "roots/list")
+	if roots.StartTimeUnixNano != uint64(at(2).UnixNano()) || roots.EndTimeUnixNano != uint64(at(4).UnixNano()) {
+		t.Errorf("roots/list from %d to %d, want %d to %d", roots.StartTimeUnixNano, roots.EndTimeUnixNano, at(2).UnixNano(), at(4).UnixNano())
+	}
+	if a["gen_ai.tool.name"] != "" || a["error.type"] != "" || roots.Status.GetCode() != tracepb.Status_STATUS_CODE_UNSET || roots.Kind != tracepb.Span_SPAN_KIND_SERVER {
+		t.Errorf("roots/list carries the tools/call's: %v %v", roots, a)
+	}
+	if call, a := c.byName(t, "tools/call first"); a["error.type"] != "tool_error" || call.EndTimeUnixNano != uint64(at(1).UnixNano()) {
+		t.Errorf("tools/call: %v %v", call, a)
+	}
 }
