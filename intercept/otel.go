@@ -61,6 +61,10 @@ type spanHook struct {
 	// the session's). Cleared when the protocol version is learnt.
 	ops  map[opKey]*opInfo
 	free []*openSpan // finished spans to reuse: Submit copies what it keeps
+	// lexed says the message handed to each's callback was lexed by its pump; then
+	// lexName is its params' "name" as the lex found it (nil when absent).
+	lexed   bool
+	lexName []byte
 }
 
 type opKey struct{ method, target string }
@@ -206,7 +210,9 @@ func (h *spanHook) each(ev *event, f func(m []byte, fl jsonlex.Fields)) {
 	}
 	if ev.top.ok {
 		// Where the members lie, from the pump's lex: not read again here.
+		h.lexed, h.lexName = true, ev.top.name.in(ev.msg)
 		f(ev.top.obj.in(ev.msg), ev.top.fields(ev.msg))
+		h.lexed, h.lexName = false, nil
 		return
 	}
 	jsonlex.EachMessage(ev.msg, func(m []byte) {
@@ -246,7 +252,7 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	switch method {
 	case "tools/call":
 		s.tool = true
-		s.target = h.name(jsonlex.Get(params, "name"))
+		s.target = h.name(h.paramsName(params))
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.operation.name", "execute_tool"), telemetry.String("gen_ai.tool.name", s.target))
 		if h.tr.Capture {
 			args := jsonlex.Get(params, "arguments")
@@ -258,7 +264,7 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 		}
 	case "prompts/get":
 		s.prompt = true
-		s.target = h.name(jsonlex.Get(params, "name"))
+		s.target = h.name(h.paramsName(params))
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.prompt.name", s.target))
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		if uri := jsonlex.Get(params, "uri"); len(uri) > 0 && uri[0] == '"' {
@@ -277,6 +283,18 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	}
 	h.open[s.key] = s
 	return s
+}
+
+// paramsName is params' "name": from the pump's lex when the message was lexed (the
+// tracker takes the tool's name from there too), else read here.
+func (h *spanHook) paramsName(params []byte) []byte {
+	if h.lexed {
+		if params == nil {
+			return nil
+		}
+		return h.lexName
+	}
+	return jsonlex.Get(params, "name")
 }
 
 // parent gives s its trace: the host's traceparent from params._meta (the
