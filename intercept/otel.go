@@ -73,6 +73,7 @@ type opInfo struct {
 	name   string
 	series *telemetry.Series // nil until a success was recorded
 	ready  bool              // series was looked up (it is nil with no metrics)
+	proto  string            // the protocol version series was looked up with
 }
 
 // Caps on the hook's caches.
@@ -459,11 +460,12 @@ func (h *spanHook) finish(s *openSpan, at time.Time, errType, rpcCode, msg strin
 	}
 	if sp.Kind == telemetry.KindClient {
 		switch o := s.op; {
-		case errType == "" && o != nil && o.ready:
+		case errType == "" && o != nil && o.ready && o.proto == h.protocol:
 			o.series.Record(sp.End.Sub(sp.Start))
 		case errType == "" && o != nil:
+			// (A span begun before the protocol version was learnt ends with it.)
 			h.mattrs = metricAttrs(h.mattrs[:0], sp.Attrs)
-			o.series, o.ready = h.x.Series(h.mattrs), true
+			o.series, o.ready, o.proto = h.x.Series(h.mattrs), true, h.protocol
 			o.series.Record(sp.End.Sub(sp.Start))
 		default:
 			h.mattrs = metricAttrs(h.mattrs[:0], sp.Attrs)
