@@ -56,11 +56,36 @@ type spanHook struct {
 	base     []telemetry.Attr  // the session's attributes every span carries
 	mattrs   []telemetry.Attr  // scratch: a span's metric attributes
 	names    map[string]string // tool and prompt names as spans show them, by raw JSON
+	// ops is what a (method, target) pair's spans share: the name, and the metric
+	// series of its successes (their attributes are the pair's, the protocol's and
+	// the session's). Cleared when the protocol version is learnt.
+	ops  map[opKey]*opInfo
+	free []*openSpan // finished spans to reuse: Submit copies what it keeps
+	// lexed says the message handed to each's callback was lexed by its pump; then
+	// lexName is its params' "name" as the lex found it (nil when absent).
+	lexed   bool
+	lexName []byte
 }
+
+type opKey struct{ method, target string }
+
+type opInfo struct {
+	name   string
+	series *telemetry.Series // nil until a success was recorded
+	ready  bool              // series was looked up (it is nil with no metrics)
+	proto  string            // the protocol version series was looked up with
+}
+
+// Caps on the hook's caches.
+const (
+	maxFree = 256
+	maxOps  = 512
+)
 
 type openSpan struct {
 	key    string
 	sp     telemetry.Span
+	op     *opInfo
 	method string
 	target string // tool or prompt name
 	tool   bool   // a tools/call
@@ -68,6 +93,45 @@ type openSpan struct {
 	// sampled is false when the host's traceparent said not to sample: no span,
 	// still the metric.
 	sampled bool
+}
+
+// newSpan is a span to fill: a finished one reused, or a new one.
+func (h *spanHook) newSpan() *openSpan {
+	if n := len(h.free); n > 0 {
+		s := h.free[n-1]
+		h.free = h.free[:n-1]
+		return s
+	}
+	return &openSpan{sp: telemetry.Span{Attrs: make([]telemetry.Attr, 0, 12)}}
+}
+
+// release takes back a finished span: what it held is cleared, its attributes'
+// room kept.
+func (h *spanHook) release(s *openSpan) {
+	if len(h.free) >= maxFree || cap(s.sp.Attrs) > 64 {
+		return
+	}
+	attrs := s.sp.Attrs[:0]
+	clear(s.sp.Attrs[:cap(s.sp.Attrs)])
+	*s = openSpan{sp: telemetry.Span{Attrs: attrs}}
+	h.free = append(h.free, s)
+}
+
+// op is what the spans of (method, target) share.
+func (h *spanHook) op(method, target string) *opInfo {
+	k := opKey{method, target}
+	if o, ok := h.ops[k]; ok {
+		return o
+	}
+	if h.ops == nil || len(h.ops) >= maxOps {
+		h.ops = make(map[opKey]*opInfo)
+	}
+	o := &opInfo{name: method}
+	if target != "" {
+		o.name = method + " " + target
+	}
+	h.ops[k] = o
+	return o
 }
 
 func newSpanHook(tr Tracing) *spanHook {
@@ -147,7 +211,9 @@ func (h *spanHook) each(ev *event, f func(m []byte, fl jsonlex.Fields)) {
 	}
 	if ev.top.ok {
 		// Where the members lie, from the pump's lex: not read again here.
+		h.lexed, h.lexName = true, ev.top.name.in(ev.msg)
 		f(ev.top.obj.in(ev.msg), ev.top.fields(ev.msg))
+		h.lexed, h.lexName = false, nil
 		return
 	}
 	jsonlex.EachMessage(ev.msg, func(m []byte) {
@@ -169,9 +235,9 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	if f.ID == nil || len(h.open) >= maxOpenSpans {
 		return nil
 	}
-	method := text(f.Method)
-	s := &openSpan{method: method, sampled: true}
-	s.sp.Attrs = make([]telemetry.Attr, 0, 12)
+	method := h.name(f.Method)
+	s := h.newSpan()
+	s.method, s.sampled = method, true
 	s.sp.Kind, s.sp.Start, s.sp.SpanID = kind, at, telemetry.NewSpanID()
 	s.sp.Attrs = append(s.sp.Attrs, telemetry.String("mcp.method.name", method))
 	switch {
@@ -187,7 +253,7 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	switch method {
 	case "tools/call":
 		s.tool = true
-		s.target = h.name(jsonlex.Get(params, "name"))
+		s.target = h.name(h.paramsName(params))
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.operation.name", "execute_tool"), telemetry.String("gen_ai.tool.name", s.target))
 		if h.tr.Capture {
 			args := jsonlex.Get(params, "arguments")
@@ -199,17 +265,15 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 		}
 	case "prompts/get":
 		s.prompt = true
-		s.target = h.name(jsonlex.Get(params, "name"))
+		s.target = h.name(h.paramsName(params))
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.prompt.name", s.target))
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		if uri := jsonlex.Get(params, "uri"); len(uri) > 0 && uri[0] == '"' {
 			s.sp.Attrs = append(s.sp.Attrs, telemetry.String("mcp.resource.uri", redact.Label(jsonlex.StringOf(uri), 2*maxSpanText)))
 		}
 	}
-	s.sp.Name = method
-	if s.target != "" {
-		s.sp.Name = method + " " + s.target
-	}
+	s.op = h.op(method, s.target)
+	s.sp.Name = s.op.name
 	if origin != nil {
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("bir.dispatch.id", redact.Label(*origin, maxSpanText)))
 	}
@@ -222,11 +286,26 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	return s
 }
 
+// paramsName is params' "name": from the pump's lex when the message was lexed (the
+// tracker takes the tool's name from there too), else read here.
+func (h *spanHook) paramsName(params []byte) []byte {
+	if h.lexed {
+		if params == nil {
+			return nil
+		}
+		return h.lexName
+	}
+	return jsonlex.Get(params, "name")
+}
+
 // parent gives s its trace: the host's traceparent from params._meta (the
 // conventions' propagation), or for a server's request the one call in flight it can
 // only have come from, or else a new trace.
 func (h *spanHook) parent(s *openSpan, params []byte, kind int) {
-	meta := jsonlex.Get(params, "_meta")
+	var meta []byte
+	if bytes.Contains(params, metaKey) { // most requests carry none: not looked for
+		meta = jsonlex.Get(params, "_meta")
+	}
 	if len(meta) > 0 && meta[0] == '{' {
 		if raw := jsonlex.Get(meta, "traceparent"); len(raw) > 2 && len(raw) <= maxTraceParen && raw[0] == '"' {
 			if tc, ok := telemetry.ParseTraceparent([]byte(jsonlex.StringOf(raw))); ok {
@@ -257,6 +336,33 @@ func (h *spanHook) parent(s *openSpan, params []byte, kind int) {
 		}
 	}
 	s.sp.TraceID, s.sp.Flags = telemetry.NewTraceID(), 1
+}
+
+// metaKey is what a params with _meta holds (as the hosts write it: a key spelt
+// with escapes is not looked for, and its request starts a trace of its own).
+var metaKey = []byte(`"_meta"`)
+
+// isErrorKey is what a result with isError holds, spelt plainly.
+var isErrorKey = []byte(`"isError"`)
+
+// isToolError says whether a tools/call result says isError: true. The result is
+// read only when some "isError" in it is followed by true: most results have no
+// isError or a false one, and a top-level true is spelt so (a key spelt with
+// escapes is not looked for).
+func isToolError(result []byte) bool {
+	for rest := result; ; {
+		i := bytes.Index(rest, isErrorKey)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(isErrorKey):]
+		v := bytes.TrimLeft(rest, " \t\r\n")
+		if len(v) > 0 && v[0] == ':' && bytes.HasPrefix(bytes.TrimLeft(v[1:], " \t\r\n"), []byte("true")) {
+			break
+		}
+	}
+	_, isError := resultKind(result)
+	return isError
 }
 
 // cancel ends the span of the request a notifications/cancelled names.
@@ -297,7 +403,7 @@ func (h *spanHook) end(prefix string, f jsonlex.Fields, at time.Time) {
 		h.learn(f.Result)
 	}
 	if s.tool {
-		if _, isError := resultKind(f.Result); isError {
+		if isToolError(f.Result) {
 			h.capture(s, f.Result)
 			h.finish(s, at, "tool_error", "", "")
 			return
@@ -321,6 +427,7 @@ func (h *spanHook) learn(result []byte) {
 	}
 	if v := jsonlex.Get(result, "protocolVersion"); len(v) > 0 && v[0] == '"' {
 		h.protocol = redact.Label(jsonlex.StringOf(v), 64)
+		clear(h.ops) // their series are of no protocol version
 		h.x.SetSession(append(append([]telemetry.Attr(nil), h.base...), telemetry.String("mcp.protocol.version", h.protocol)))
 	}
 	if info := jsonlex.Get(result, "serverInfo"); len(info) > 0 && info[0] == '{' {
@@ -352,12 +459,31 @@ func (h *spanHook) finish(s *openSpan, at time.Time, errType, rpcCode, msg strin
 		sp.Status, sp.StatusMsg = telemetry.StatusError, msg
 	}
 	if sp.Kind == telemetry.KindClient {
-		h.mattrs = metricAttrs(h.mattrs[:0], sp.Attrs)
-		h.x.Record(h.mattrs, sp.End.Sub(sp.Start))
+		switch o := s.op; {
+		case errType == "" && o != nil && o.ready && o.proto == h.protocol:
+			o.series.Record(sp.End.Sub(sp.Start))
+		case errType == "" && o != nil:
+			// (A span begun before the protocol version was learnt ends with it.)
+			h.mattrs = metricAttrs(h.mattrs[:0], sp.Attrs)
+			o.series, o.ready, o.proto = h.x.Series(h.mattrs), true, h.protocol
+			o.series.Record(sp.End.Sub(sp.Start))
+		default:
+			h.mattrs = metricAttrs(h.mattrs[:0], sp.Attrs)
+			h.x.Record(h.mattrs, sp.End.Sub(sp.Start))
+		}
 	}
 	if s.sampled {
 		h.x.Submit(*sp)
 	}
+	// An answer can come before its request's send time: the span is not to get
+	// that time once it is another's.
+	for i, u := range h.unsent {
+		if u == s {
+			h.unsent = append(h.unsent[:i], h.unsent[i+1:]...)
+			break
+		}
+	}
+	h.release(s)
 }
 
 // metricAttrs are the span's attributes the duration metric carries: the

@@ -1,8 +1,10 @@
 package intercept
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/telemetry"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -186,4 +190,133 @@ func FuzzSpanHook(f *testing.F) {
 			t.Fatal("past the cap")
 		}
 	})
+}
+
+func TestIsToolError(t *testing.T) {
+	for in, want := range map[string]bool{
+		`{"content":[]}`:                                          false,
+		`{"content":[],"isError":false}`:                          false,
+		`{"content":[],"isError":true}`:                           true,
+		`{"isError" :  true ,"content":[]}`:                       true,
+		`{"content":[{"type":"x","data":{"isError":true}}]}`:      false,
+		`{"content":[{"data":{"isError":true}}],"isError":false}`: false,
+		`{"isError":false,"isError":true}`:                        true,
+		`{"content":[{"text":"\"isError\":true"}]}`:               false,
+		`[1]`: false,
+		``:    false,
+	} {
+		if got := isToolError([]byte(in)); got != want {
+			t.Errorf("%s: %v, want %v", in, got, want)
+		}
+	}
+}
+
+// FuzzIsToolError: the quick look agrees with reading the result, for every result
+// whose keys are spelt without escapes.
+func FuzzIsToolError(f *testing.F) {
+	f.Add([]byte(`{"content":[],"isError":true}`))
+	f.Add([]byte(`{"content":[{"data":{"isError":true}}],"isError":false}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if bytes.IndexByte(b, '\\') >= 0 {
+			return
+		}
+		if _, want := resultKind(b); isToolError(b) != want {
+			t.Fatalf("%s: %v, want %v", b, !want, want)
+		}
+	})
+}
+
+// Finished spans are reused: an answer read before its request's send time ends the
+// span, and the span made next (here the server's request) must not get that send
+// time as its start, nor carry anything of the span before it.
+func TestSpanReuseKeepsSpansApart(t *testing.T) {
+	c, url := newSpanCollector(t)
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: url + "/v1/traces", Protocol: telemetry.ProtoProtobuf},
+		Version: "1", Server: "s", BatchDelay: time.Hour})
+	ic := New(Options{Tracing: &Tracing{Exporter: x, Transport: "pipe"}})
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ic.FromHost([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"first","arguments":{}}}`), at(0))
+	ic.FromUpstream([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}}`), at(1))
+	ic.FromUpstream([]byte(`{"jsonrpc":"2.0","id":"s1","method":"roots/list"}`), at(2))
+	ic.Forwarded(at(3)) // the tools/call's send time, after its answer
+	ic.FromHost([]byte(`{"jsonrpc":"2.0","id":"s1","result":{"roots":[]}}`), at(4))
+	ic.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if st := x.Close(ctx); st.Exported != 2 {
+		t.Fatalf("%+v", st)
+	}
+	roots, a := c.byName(t, "roots/list")
+	if roots.StartTimeUnixNano != uint64(at(2).UnixNano()) || roots.EndTimeUnixNano != uint64(at(4).UnixNano()) {
+		t.Errorf("roots/list from %d to %d, want %d to %d", roots.StartTimeUnixNano, roots.EndTimeUnixNano, at(2).UnixNano(), at(4).UnixNano())
+	}
+	if a["gen_ai.tool.name"] != "" || a["error.type"] != "" || roots.Status.GetCode() != tracepb.Status_STATUS_CODE_UNSET || roots.Kind != tracepb.Span_SPAN_KIND_SERVER {
+		t.Errorf("roots/list carries the tools/call's: %v %v", roots, a)
+	}
+	if call, a := c.byName(t, "tools/call first"); a["error.type"] != "tool_error" || call.EndTimeUnixNano != uint64(at(1).UnixNano()) {
+		t.Errorf("tools/call: %v %v", call, a)
+	}
+}
+
+// The duration metric's series, found once per (method, target) and recorded to
+// directly: successes of one tool share a series, an error has its own, and a span
+// begun before the protocol version was learnt is recorded with it, as its span is.
+func TestOperationDurationSeries(t *testing.T) {
+	got := make(chan *metricspb.MetricsData, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path != "/v1/metrics" {
+			return
+		}
+		var md metricspb.MetricsData
+		if err := proto.Unmarshal(b, &md); err != nil {
+			t.Errorf("metrics: %v", err)
+		}
+		got <- &md
+	}))
+	t.Cleanup(srv.Close)
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: srv.URL + "/v1/traces", MetricsURL: srv.URL + "/v1/metrics",
+		Protocol: telemetry.ProtoProtobuf, MetricInterval: time.Hour}, Version: "1", Server: "s", BatchDelay: time.Hour})
+	ic := New(Options{Tracing: &Tracing{Exporter: x, Transport: "pipe"}})
+	now := time.Now()
+	host := func(msg string) { ic.FromHost([]byte(msg), now); ic.Forwarded(now) }
+	up := func(msg string) { ic.FromUpstream([]byte(msg), now.Add(time.Millisecond)) }
+	// Before initialize's answer: one call ends, one is in flight across it.
+	host(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	up(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
+	host(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	host(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`)
+	up(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18"}}`)
+	up(`{"jsonrpc":"2.0","id":6,"result":{"content":[]}}`)
+	for id := 2; id <= 4; id++ {
+		host(`{"jsonrpc":"2.0","id":` + string(rune('0'+id)) + `,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+		up(`{"jsonrpc":"2.0","id":` + string(rune('0'+id)) + `,"result":{"content":[]}}`)
+	}
+	host(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	up(`{"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"bad"}}`)
+	ic.Close()
+	closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	x.Close(closeCtx)
+	md := testutil.Recv(t, got, "the metrics export at exit")
+	counts := map[string]uint64{}
+	for _, m := range md.ResourceMetrics[0].ScopeMetrics[0].Metrics {
+		if m.Name != "mcp.client.operation.duration" {
+			continue
+		}
+		for _, p := range m.GetHistogram().DataPoints {
+			a := attrs(p.Attributes)
+			counts[a["mcp.method.name"]+" "+a["gen_ai.tool.name"]+" "+a["mcp.protocol.version"]+" "+a["error.type"]] += p.Count
+		}
+	}
+	want := map[string]uint64{
+		"tools/call echo  ":                 1,
+		"initialize  2025-06-18 ":           1,
+		"tools/call echo 2025-06-18 ":       4,
+		"tools/call echo 2025-06-18 -32602": 1,
+	}
+	if fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Fatalf("series %v, want %v", counts, want)
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/redact"
 )
 
 // Protocols of OTEL_EXPORTER_OTLP_PROTOCOL this exporter speaks.
@@ -24,15 +26,52 @@ type Config struct {
 	// TracesURL and MetricsURL are where spans and metrics are POSTed; "" sends none.
 	TracesURL  string
 	MetricsURL string
-	Protocol   string // ProtoProtobuf or ProtoJSON
+	// Protocol, Headers and Timeout are the generic settings (OTEL_EXPORTER_OTLP_*):
+	// a signal's own (Traces, Metrics) take precedence where set.
+	Protocol string // ProtoProtobuf or ProtoJSON
 	// Headers go with every export, and only to the configured endpoints' origins.
-	Headers     [][2]string
-	ServiceName string // "" leaves the default, bir-proxy/SERVER
+	Headers [][2]string
+	// Traces and Metrics are OTEL_EXPORTER_OTLP_TRACES_* and _METRICS_*: a field left
+	// zero takes the generic one (Headers: nil; a signal's headers replace the
+	// generic ones, they are not merged).
+	Traces, Metrics Signal
+	ServiceName     string // "" leaves the default, bir-proxy/SERVER
 	// Resource holds OTEL_RESOURCE_ATTRIBUTES (service.name among them is overridden
 	// by OTEL_SERVICE_NAME, as the specification says).
 	Resource       [][2]string
 	Timeout        time.Duration // one export's bound (OTEL_EXPORTER_OTLP_TIMEOUT, default 10 s)
 	MetricInterval time.Duration // OTEL_METRIC_EXPORT_INTERVAL, default 60 s
+}
+
+// Signal is one signal's own protocol, headers and timeout.
+type Signal struct {
+	Protocol string
+	Headers  [][2]string
+	Timeout  time.Duration
+}
+
+// TracesSignal and MetricsSignal are the settings each signal's exports use: its own,
+// else the generic ones.
+func (c Config) TracesSignal() Signal  { return c.Traces.or(c) }
+func (c Config) MetricsSignal() Signal { return c.Metrics.or(c) }
+
+func (s Signal) or(c Config) Signal {
+	if s.Protocol == "" {
+		s.Protocol = c.Protocol
+	}
+	if s.Protocol == "" {
+		s.Protocol = ProtoProtobuf
+	}
+	if s.Headers == nil {
+		s.Headers = c.Headers
+	}
+	if s.Timeout <= 0 {
+		s.Timeout = c.Timeout
+	}
+	if s.Timeout <= 0 {
+		s.Timeout = 10 * time.Second
+	}
+	return s
 }
 
 // Enabled says whether anything is to be exported.
@@ -74,33 +113,86 @@ func FromEnv(getenv func(string) string, flagEndpoint string) (Config, error) {
 	if !c.Enabled() {
 		return Config{}, nil
 	}
-	switch p := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_PROTOCOL")); p {
-	case "", ProtoProtobuf:
-		c.Protocol = ProtoProtobuf
-	case ProtoJSON:
-		c.Protocol = ProtoJSON
-	default:
-		return Config{}, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: bir-proxy speaks %s and %s (not gRPC)", p, ProtoProtobuf, ProtoJSON)
+	if c.Protocol, err = protocol(getenv, "OTEL_EXPORTER_OTLP_PROTOCOL"); err != nil {
+		return Config{}, err
 	}
-	if c.Headers, err = pairs(getenv("OTEL_EXPORTER_OTLP_HEADERS")); err != nil {
-		return Config{}, fmt.Errorf("OTEL_EXPORTER_OTLP_HEADERS: %w", err)
+	if c.Headers, err = headers(getenv, "OTEL_EXPORTER_OTLP_HEADERS"); err != nil {
+		return Config{}, err
 	}
-	for _, h := range c.Headers {
-		if !validHeaderName(h[0]) || strings.ContainsAny(h[1], "\r\n\x00") {
-			return Config{}, fmt.Errorf("OTEL_EXPORTER_OTLP_HEADERS: %q is not a header", h[0])
+	if c.Timeout, err = millis(getenv, "OTEL_EXPORTER_OTLP_TIMEOUT", 10*time.Second); err != nil {
+		return Config{}, err
+	}
+	for _, sig := range []struct {
+		name string
+		s    *Signal
+	}{{"TRACES", &c.Traces}, {"METRICS", &c.Metrics}} {
+		v := "OTEL_EXPORTER_OTLP_" + sig.name + "_"
+		if sig.s.Protocol, err = protocol(getenv, v+"PROTOCOL"); err != nil {
+			return Config{}, err
 		}
+		if sig.s.Headers, err = headers(getenv, v+"HEADERS"); err != nil {
+			return Config{}, err
+		}
+		if sig.s.Timeout, err = millis(getenv, v+"TIMEOUT", 0); err != nil {
+			return Config{}, err
+		}
+	}
+	if c.Protocol == "" {
+		c.Protocol = ProtoProtobuf
 	}
 	if c.Resource, err = pairs(getenv("OTEL_RESOURCE_ATTRIBUTES")); err != nil {
 		return Config{}, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
 	c.ServiceName = strings.TrimSpace(getenv("OTEL_SERVICE_NAME"))
-	if c.Timeout, err = millis(getenv, "OTEL_EXPORTER_OTLP_TIMEOUT", 10*time.Second); err != nil {
-		return Config{}, err
-	}
 	if c.MetricInterval, err = millis(getenv, "OTEL_METRIC_EXPORT_INTERVAL", 60*time.Second); err != nil {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// protocol reads one of the PROTOCOL variables; "" when it is not set.
+func protocol(getenv func(string) string, name string) (string, error) {
+	switch p := strings.TrimSpace(getenv(name)); p {
+	case "", ProtoProtobuf, ProtoJSON:
+		return p, nil
+	default:
+		if len(p) > 64 {
+			p = p[:64] + "..."
+		}
+		return "", fmt.Errorf("%s=%q: bir-proxy speaks %s and %s (not gRPC)", name, p, ProtoProtobuf, ProtoJSON)
+	}
+}
+
+// headers reads one of the HEADERS variables: nil when it is not set (or holds no
+// pair). A name that is not a token, or a value (once percent-decoded) with a control
+// character in it, is refused here, at start: a header must never be able to end
+// itself and start another header or request line. The error names the header, never
+// its value (an API key).
+func headers(getenv func(string) string, name string) ([][2]string, error) {
+	hs, err := pairs(getenv(name))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	for _, h := range hs {
+		if !validHeaderName(h[0]) {
+			return nil, fmt.Errorf("%s: %q is not a header name", name, redact.Label(h[0], 64))
+		}
+		if i := controlAt(h[1]); i >= 0 {
+			return nil, fmt.Errorf("%s: the value of %q holds a control character (byte 0x%02x at %d, after percent-decoding); a header value cannot", name, h[0], h[1][i], i)
+		}
+	}
+	return hs, nil
+}
+
+// controlAt is the index of the first byte of v that a header value may not hold
+// (RFC 9110 field-value: CTLs but horizontal tab, and DEL), -1 when none.
+func controlAt(v string) int {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return i
+		}
+	}
+	return -1
 }
 
 // signalURL is a signal's endpoint: its own variable used as it is, or else the base
@@ -166,14 +258,32 @@ func pairs(s string) ([][2]string, error) {
 		if !ok || k == "" {
 			return nil, fmt.Errorf("%q is not key=value", item)
 		}
-		dv, err := url.PathUnescape(strings.TrimSpace(v))
+		v = strings.TrimSpace(v)
+		if i := badEscape(v); i >= 0 {
+			// Not the escape itself: the value may be a secret.
+			return nil, fmt.Errorf("the value of %q: malformed percent-encoding at byte %d (a %% must start %%XX, two hex digits)", redact.Label(k, 64), i)
+		}
+		dv, err := url.PathUnescape(v)
 		if err != nil {
-			return nil, fmt.Errorf("the value of %q: %w", k, err)
+			return nil, fmt.Errorf("the value of %q: malformed percent-encoding", redact.Label(k, 64))
 		}
 		out = append(out, [2]string{k, dv})
 	}
 	return out, nil
 }
+
+// badEscape is the index of the first '%' of v not followed by two hex digits, -1
+// when none.
+func badEscape(v string) int {
+	for i := 0; i < len(v); i++ {
+		if v[i] == '%' && (i+2 >= len(v) || !ishex(v[i+1]) || !ishex(v[i+2])) {
+			return i
+		}
+	}
+	return -1
+}
+
+func ishex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
 func validHeaderName(s string) bool {
 	if s == "" {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,9 @@ type Options struct {
 	Client               *http.Client
 	QueueSize, BatchSize int
 	BatchDelay           time.Duration
+	// StatePath, when set, is the file the exporter's counts are written to (State,
+	// WriteState): every StateEvery at most while spans are dropped, and at Close.
+	StatePath string
 }
 
 // Stats counts what the exporter did with the spans it was given.
@@ -54,6 +58,8 @@ type Stats struct {
 // and Record never wait on the network.
 type Exporter struct {
 	cfg      Config
+	traces   Signal // the settings of the traces' exports
+	metrics  Signal // and of the metrics'
 	version  string
 	log      *slog.Logger
 	client   *http.Client
@@ -64,20 +70,31 @@ type Exporter struct {
 	ops      *histogram
 	sessions *histogram
 
-	mu       sync.Mutex
-	queue    []Span
-	res      []Attr
-	session  []Attr
-	closing  bool
-	wake     chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
-	ctx      context.Context
-	cancel   context.CancelFunc
-	exported atomic.Uint64
-	dropped  atomic.Uint64
-	rejected atomic.Uint64
-	warned   atomic.Bool
+	mu          sync.Mutex
+	cur         *batch   // being filled by Submit
+	ready       []*batch // full, to be sent, oldest first
+	spare       []*batch // sent, to be filled again
+	queued      int      // spans in cur and ready
+	res         []Attr
+	session     []Attr
+	closing     bool
+	wake        chan struct{}
+	stop        chan struct{}
+	done        chan struct{}
+	ctx         context.Context
+	cancel      context.CancelFunc
+	exported    atomic.Uint64
+	dropped     atomic.Uint64
+	rejected    atomic.Uint64
+	warned      atomic.Bool
+	server      string
+	stateWarned atomic.Bool
+
+	statePath string
+	stateOn   bool // the state writer was started (under mu)
+	stateWG   sync.WaitGroup
+	lastErr   string // the last reason spans were dropped or not sent (under mu)
+	lastErrAt time.Time
 
 	// owned by the goroutine
 	buf     []byte
@@ -99,16 +116,13 @@ func New(o Options) *Exporter {
 	if o.BatchDelay <= 0 {
 		o.BatchDelay = DefaultBatchDelay
 	}
-	if o.Config.Timeout <= 0 {
-		o.Config.Timeout = 10 * time.Second
-	}
 	if o.Config.MetricInterval <= 0 {
 		o.Config.MetricInterval = 60 * time.Second
 	}
 	now := time.Now()
 	x := &Exporter{
-		cfg: o.Config, version: o.Version, log: o.Logger, client: o.Client,
-		qsize: o.QueueSize, bsize: o.BatchSize, delay: o.BatchDelay, created: now,
+		cfg: o.Config, traces: o.Config.TracesSignal(), metrics: o.Config.MetricsSignal(), version: o.Version, log: o.Logger, client: o.Client,
+		qsize: o.QueueSize, bsize: o.BatchSize, delay: o.BatchDelay, created: now, statePath: o.StatePath, server: o.Server,
 		ops:      newHistogram("mcp.client.operation.duration", "The duration of the MCP request or notification as observed on the sender from the time it was sent until the response or ack is received.", now),
 		sessions: newHistogram("mcp.client.session.duration", "The duration of the MCP session as observed on the MCP client.", now),
 		wake:     make(chan struct{}, 1),
@@ -116,7 +130,7 @@ func New(o Options) *Exporter {
 		done:     make(chan struct{}),
 	}
 	if x.client == nil {
-		x.client = newClient(o.Config)
+		x.client = newClient(max(x.traces.Timeout, x.metrics.Timeout))
 	}
 	x.res = baseResource(o.Config, o.Version, o.Server)
 	x.ctx, x.cancel = context.WithCancel(context.Background())
@@ -174,20 +188,50 @@ func (x *Exporter) SetSession(attrs []Attr) {
 	x.mu.Unlock()
 }
 
+// batch is up to BatchSize spans, and their attributes (copied there by Submit).
+// Batches are reused once sent: a span costs the exporter no allocation.
+type batch struct {
+	spans []Span
+	attrs []Attr
+}
+
+// maxSpare is how many sent batches are kept for reuse.
+const maxSpare = 2
+
 // Submit queues a finished span. It never waits: with the queue full the span is
-// dropped and counted.
+// dropped and counted. s.Attrs is copied: the caller may reuse it once Submit
+// returns.
 func (x *Exporter) Submit(s Span) {
 	if x.cfg.TracesURL == "" {
 		return
 	}
 	x.mu.Lock()
-	if len(x.queue) >= x.qsize || x.closing {
+	if x.queued >= x.qsize || x.closing {
 		x.mu.Unlock()
 		x.drop(1, "the export queue is full (the collector is down, slow or refusing)")
 		return
 	}
-	x.queue = append(x.queue, s)
-	full := len(x.queue) >= x.bsize
+	b := x.cur
+	if b == nil {
+		if n := len(x.spare); n > 0 {
+			b, x.spare = x.spare[n-1], x.spare[:n-1]
+		} else {
+			b = &batch{spans: make([]Span, 0, x.bsize), attrs: make([]Attr, 0, 12*x.bsize)}
+		}
+		x.cur = b
+	}
+	// Appended where the batch's spans keep theirs (a growth leaves the earlier
+	// spans' attributes where they were, which is as good).
+	i := len(b.attrs)
+	b.attrs = append(b.attrs, s.Attrs...)
+	s.Attrs = b.attrs[i:len(b.attrs):len(b.attrs)]
+	b.spans = append(b.spans, s)
+	x.queued++
+	full := len(b.spans) >= x.bsize
+	if full {
+		x.ready = append(x.ready, b)
+		x.cur = nil
+	}
 	x.mu.Unlock()
 	if full {
 		x.signal()
@@ -202,6 +246,32 @@ func (x *Exporter) Record(attrs []Attr, d time.Duration) {
 	x.ops.record(attrs, d.Seconds())
 }
 
+// Series is one attribute set of mcp.client.operation.duration, found once and
+// recorded to many times (Record without building the set's key each time).
+type Series struct {
+	h *histogram
+	p *point
+}
+
+// Series returns the series of attrs, nil when no metrics are exported (a nil
+// *Series records nothing).
+func (x *Exporter) Series(attrs []Attr) *Series {
+	if x.cfg.MetricsURL == "" {
+		return nil
+	}
+	return &Series{h: x.ops, p: x.ops.pointOf(attrs)}
+}
+
+// Record adds one operation's duration to the series.
+func (s *Series) Record(d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.h.mu.Lock()
+	s.p.add(d.Seconds())
+	s.h.mu.Unlock()
+}
+
 // Stats says what became of the spans submitted so far.
 func (x *Exporter) Stats() Stats {
 	return Stats{Exported: x.exported.Load(), Dropped: x.dropped.Load(), Rejected: x.rejected.Load()}
@@ -212,8 +282,61 @@ func (x *Exporter) drop(n int, why string) {
 		return
 	}
 	x.dropped.Add(uint64(n))
+	x.setError(why)
 	if !x.warned.Swap(true) {
 		x.log.Warn("OpenTelemetry: spans dropped; the host is not affected, and the count is kept", "why", why, "spans", n)
+	}
+}
+
+// setError keeps why spans were last dropped or not sent, for the state file, and
+// starts the state writer if it is not running.
+func (x *Exporter) setError(why string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.lastErr, x.lastErrAt = why, time.Now()
+	if x.statePath == "" || x.stateOn || x.closing {
+		return
+	}
+	x.stateOn = true
+	x.stateWG.Add(1)
+	go x.stateLoop()
+}
+
+// stateLoop writes the state file every StateEvery while the counts change, until
+// Close. It runs only once something was dropped: a healthy exporter has no timer
+// of its own for it.
+func (x *Exporter) stateLoop() {
+	defer x.stateWG.Done()
+	t := time.NewTicker(StateEvery)
+	defer t.Stop()
+	var last State
+	for {
+		st := x.state(true)
+		if st.Exported != last.Exported || st.Dropped != last.Dropped || st.Rejected != last.Rejected || st.LastAt != last.LastAt {
+			x.writeState(st)
+			last = st
+		}
+		select {
+		case <-x.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// state is the exporter's State of the moment.
+func (x *Exporter) state(running bool) State {
+	st := x.Stats()
+	x.mu.Lock()
+	why, at := x.lastErr, x.lastErrAt
+	x.mu.Unlock()
+	return State{Server: x.server, PID: os.Getpid(), Running: running, Written: time.Now(),
+		Exported: st.Exported, Dropped: st.Dropped, Rejected: st.Rejected, LastError: why, LastAt: at}
+}
+
+func (x *Exporter) writeState(st State) {
+	if err := WriteState(x.statePath, st); err != nil && !x.stateWarned.Swap(true) {
+		x.log.Warn("OpenTelemetry: the state bir-proxy status reads cannot be written", "err", err)
 	}
 }
 
@@ -247,6 +370,10 @@ func (x *Exporter) Close(ctx context.Context) Stats {
 		<-x.done
 	}
 	x.cancel()
+	x.stateWG.Wait()
+	if x.statePath != "" {
+		x.writeState(x.state(false))
+	}
 	st := x.Stats()
 	if st.Dropped > 0 || st.Rejected > 0 {
 		x.log.Warn("OpenTelemetry: not every span reached the collector", "exported", st.Exported, "dropped", st.Dropped, "rejected", st.Rejected)
@@ -264,7 +391,7 @@ func (x *Exporter) run() {
 		defer mt.Stop()
 		metricsC = mt.C
 	}
-	var pending []Span // a batch to send again after a retryable answer
+	var pending *batch // a batch to send again after a retryable answer
 	tries := 0
 	for {
 		timed := false
@@ -292,10 +419,11 @@ func (x *Exporter) run() {
 			}
 			ok := x.send(pending)
 			if !ok && tries >= retries {
-				x.drop(len(pending), "the collector kept answering that it cannot take them now")
+				x.drop(len(pending.spans), "the collector kept answering that it cannot take them now")
 				ok = true
 			}
 			if ok {
+				x.recycle(pending)
 				pending, tries = nil, 0
 				continue
 			}
@@ -306,26 +434,45 @@ func (x *Exporter) run() {
 
 // take removes the next batch from the queue: a full one, or with flush whatever is
 // there; nil when there is none.
-func (x *Exporter) take(flush bool) []Span {
+func (x *Exporter) take(flush bool) *batch {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	n := len(x.queue)
-	if n == 0 || (!flush && n < x.bsize) {
+	var b *batch
+	switch {
+	case len(x.ready) > 0:
+		b = x.ready[0]
+		n := copy(x.ready, x.ready[1:])
+		x.ready[n] = nil
+		x.ready = x.ready[:n]
+	case flush && x.cur != nil && len(x.cur.spans) > 0:
+		b, x.cur = x.cur, nil
+	default:
 		return nil
 	}
-	n = min(n, x.bsize)
-	batch := append([]Span(nil), x.queue[:n]...)
-	rest := copy(x.queue, x.queue[n:])
-	clear(x.queue[rest:])
-	x.queue = x.queue[:rest]
-	return batch
+	x.queued -= len(b.spans)
+	return b
+}
+
+// recycle takes back a batch that was sent (or dropped).
+func (x *Exporter) recycle(b *batch) {
+	clear(b.spans)
+	clear(b.attrs)
+	b.spans, b.attrs = b.spans[:0], b.attrs[:0]
+	if cap(b.attrs) > 64*x.bsize { // a batch of huge spans: its room goes
+		b.attrs = nil
+	}
+	x.mu.Lock()
+	if len(x.spare) < maxSpare {
+		x.spare = append(x.spare, b)
+	}
+	x.mu.Unlock()
 }
 
 // final is the exit's flush: one try for each batch queued, until Close's bound ends
 // it (x.ctx cancelled); then the metrics.
-func (x *Exporter) final(pending []Span) {
+func (x *Exporter) final(pending *batch) {
 	if pending != nil && !x.send(pending) {
-		x.drop(len(pending), "the collector did not take them before exit")
+		x.drop(len(pending.spans), "the collector did not take them before exit")
 	}
 	for x.ctx.Err() == nil {
 		b := x.take(true)
@@ -333,12 +480,12 @@ func (x *Exporter) final(pending []Span) {
 			break
 		}
 		if !x.send(b) {
-			x.drop(len(b), "the collector did not take them before exit")
+			x.drop(len(b.spans), "the collector did not take them before exit")
 		}
 	}
 	x.mu.Lock()
-	left := len(x.queue)
-	x.queue = nil
+	left := x.queued
+	x.cur, x.ready, x.spare, x.queued = nil, nil, nil, 0
 	x.mu.Unlock()
 	x.drop(left, "the exit's flush ran out of time")
 	x.exportMetrics()
@@ -346,20 +493,21 @@ func (x *Exporter) final(pending []Span) {
 
 // send exports one batch; true means done with it (taken, or refused for good and
 // counted), false that it may be sent again.
-func (x *Exporter) send(batch []Span) bool {
+func (x *Exporter) send(b *batch) bool {
+	batch := b.spans
 	x.mu.Lock()
 	res := x.res
 	x.mu.Unlock()
-	if x.cfg.Protocol == ProtoJSON {
+	if x.traces.Protocol == ProtoJSON {
 		x.buf = appendTracesJSON(x.buf[:0], res, x.version, batch)
 	} else {
 		x.buf = appendTracesProto(x.buf[:0], res, x.version, batch)
 	}
-	code, body, retryAfter, err := x.post(x.cfg.TracesURL, x.buf)
+	code, body, retryAfter, err := x.post(x.cfg.TracesURL, x.traces, x.buf)
 	x.shrink()
 	switch {
 	case err == nil && code/100 == 2:
-		rejected, msg, _ := partialSuccess(body, x.cfg.Protocol == ProtoJSON, "rejectedSpans")
+		rejected, msg, _ := partialSuccess(body, x.traces.Protocol == ProtoJSON, "rejectedSpans")
 		rejected = max(0, min(rejected, int64(len(batch))))
 		x.rejected.Add(uint64(rejected))
 		x.exported.Add(uint64(int64(len(batch)) - rejected))
@@ -372,6 +520,9 @@ func (x *Exporter) send(batch []Span) bool {
 		x.setBackoff(retryAfter)
 		if err != nil {
 			x.logOnce("OpenTelemetry: the collector cannot be reached; spans wait, and are dropped past the queue", err)
+			x.setError(err.Error())
+		} else {
+			x.setError(fmt.Sprintf("the collector answered HTTP %d; spans wait, and are dropped past the queue", code))
 		}
 		return false
 	default:
@@ -426,12 +577,12 @@ func (x *Exporter) exportMetrics() {
 	res := x.res
 	x.mu.Unlock()
 	var body []byte
-	if x.cfg.Protocol == ProtoJSON {
+	if x.metrics.Protocol == ProtoJSON {
 		body = appendMetricsJSON(nil, res, x.version, ms)
 	} else {
 		body = appendMetricsProto(nil, res, x.version, ms)
 	}
-	if code, _, _, err := x.post(x.cfg.MetricsURL, body); err != nil || code/100 != 2 {
+	if code, _, _, err := x.post(x.cfg.MetricsURL, x.metrics, body); err != nil || code/100 != 2 {
 		if err == nil {
 			err = fmt.Errorf("HTTP %d", code)
 		}
@@ -445,21 +596,22 @@ func retryable(code int) bool {
 		code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
 }
 
-// post sends body to u and reads at most maxResponse of the answer.
-func (x *Exporter) post(u string, body []byte) (code int, resp []byte, retryAfter time.Duration, err error) {
-	ctx, cancel := context.WithTimeout(x.ctx, x.cfg.Timeout)
+// post sends body to u with sig's protocol, headers and timeout, and reads at most
+// maxResponse of the answer.
+func (x *Exporter) post(u string, sig Signal, body []byte) (code int, resp []byte, retryAfter time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(x.ctx, sig.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, 0, fmt.Errorf("making the export request: %w", err)
 	}
-	if x.cfg.Protocol == ProtoJSON {
+	if sig.Protocol == ProtoJSON {
 		req.Header.Set("Content-Type", "application/json")
 	} else {
 		req.Header.Set("Content-Type", "application/x-protobuf")
 	}
 	req.Header.Set("User-Agent", "bir-proxy/"+x.version)
-	for _, h := range x.cfg.Headers {
+	for _, h := range sig.Headers {
 		req.Header.Set(h[0], h[1])
 	}
 	r, err := x.client.Do(req)
@@ -503,11 +655,12 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 // newClient is the HTTP client of the exports: it follows a redirect only within the
 // origin of the endpoint it was sent to (the headers, which may carry an API key, go
 // nowhere else), at most 3 times, and reads answers with capped headers.
-func newClient(c Config) *http.Client {
+func newClient(timeout time.Duration) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxResponseHeaderBytes = 64 << 10
 	tr.MaxIdleConns = 2
-	tr.ResponseHeaderTimeout = c.Timeout
+	tr.WriteBufferSize = 64 << 10 // a batch in a few writes, not 4 KiB ones
+	tr.ResponseHeaderTimeout = timeout
 	return &http.Client{Transport: tr, CheckRedirect: sameOrigin}
 }
 

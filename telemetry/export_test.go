@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -208,8 +209,8 @@ func TestExporterCollectorDown(t *testing.T) {
 		x.Submit(span(i))
 	}
 	x.mu.Lock()
-	if len(x.queue) > 100 {
-		t.Errorf("queue %d past its bound", len(x.queue))
+	if x.queued > 100 {
+		t.Errorf("queue %d past its bound", x.queued)
 	}
 	x.mu.Unlock()
 	st := closeWithin(t, x, 200*time.Millisecond)
@@ -331,11 +332,42 @@ func BenchmarkSpanExport(b *testing.B) {
 					// line so that no span is dropped.
 					if batch := x.take(true); batch != nil {
 						x.send(batch)
+						x.recycle(batch)
 					}
 				}
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(wire.Load())/float64(n), "wire-B/span")
 		})
+	}
+}
+
+// Each signal's exports carry its own protocol and headers (the per-signal
+// variables), and only those.
+func TestExporterPerSignal(t *testing.T) {
+	type seen struct{ path, ctype, key string }
+	got := make(chan seen, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) //nolint:errcheck // a test's collector
+		got <- seen{r.URL.Path, r.Header.Get("Content-Type"), r.Header.Get("X-Key")}
+	}))
+	t.Cleanup(srv.Close)
+	cfg := Config{TracesURL: srv.URL + "/v1/traces", MetricsURL: srv.URL + "/v1/metrics", Protocol: ProtoProtobuf,
+		Headers: [][2]string{{"X-Key", "generic"}}, Timeout: 5 * time.Second, MetricInterval: time.Hour,
+		Traces: Signal{Protocol: ProtoJSON, Headers: [][2]string{{"X-Key", "traces"}}}}
+	x := New(Options{Config: cfg, Version: "1", BatchDelay: time.Hour})
+	x.Submit(span(1))
+	x.Record([]Attr{String("mcp.method.name", "tools/call")}, time.Millisecond)
+	closeWithin(t, x, 5*time.Second)
+	want := map[string]seen{
+		"/v1/traces":  {"/v1/traces", "application/json", "traces"},
+		"/v1/metrics": {"/v1/metrics", "application/x-protobuf", "generic"},
+	}
+	for range 2 {
+		s := testutil.Recv(t, got, "an export")
+		if want[s.path] != s {
+			t.Errorf("%+v, want %+v", s, want[s.path])
+		}
+		delete(want, s.path)
 	}
 }

@@ -46,6 +46,18 @@ func newHistogram(name, description string, start time.Time) *histogram {
 func (h *histogram) record(attrs []Attr, seconds float64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.seriesLocked(attrs).add(seconds)
+}
+
+// pointOf is the point of attrs, made when new (or the overflow point, past
+// maxSeries).
+func (h *histogram) pointOf(attrs []Attr) *point {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seriesLocked(attrs)
+}
+
+func (h *histogram) seriesLocked(attrs []Attr) *point {
 	h.kbuf = h.kbuf[:0]
 	for _, a := range attrs {
 		h.kbuf = append(append(h.kbuf, a.Key...), 0)
@@ -70,6 +82,11 @@ func (h *histogram) record(attrs []Attr, seconds float64) {
 			h.order = append(h.order, k)
 		}
 	}
+	return p
+}
+
+// add counts one value; the histogram's lock is held.
+func (p *point) add(seconds float64) {
 	if p.count == 0 || seconds < p.min {
 		p.min = seconds
 	}

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -188,6 +189,138 @@ func FuzzPairs(f *testing.F) {
 		ps, err := pairs(s)
 		if err == nil && len(ps) > maxPairs {
 			t.Fatal("too many pairs")
+		}
+	})
+}
+
+// The per-signal variables (OTEL_EXPORTER_OTLP_TRACES_*, _METRICS_*) take precedence
+// over the generic ones, each signal on its own; a signal's headers replace the
+// generic headers rather than add to them.
+func TestFromEnvPerSignal(t *testing.T) {
+	base := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	c, err := FromEnv(env(with()), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr, mt := c.TracesSignal(), c.MetricsSignal(); tr.Protocol != ProtoProtobuf || mt.Protocol != ProtoProtobuf ||
+		tr.Timeout != 10*time.Second || mt.Timeout != 10*time.Second || tr.Headers != nil || mt.Headers != nil {
+		t.Fatalf("defaults: %+v %+v", tr, mt)
+	}
+	c, err = FromEnv(env(with(
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json",
+		"OTEL_EXPORTER_OTLP_HEADERS", "a=generic,b=2",
+		"OTEL_EXPORTER_OTLP_TIMEOUT", "3000",
+	)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []Signal{c.TracesSignal(), c.MetricsSignal()} {
+		if s.Protocol != ProtoJSON || s.Timeout != 3*time.Second || len(s.Headers) != 2 || s.Headers[0] != [2]string{"a", "generic"} {
+			t.Fatalf("the generic variables apply to both signals: %+v", s)
+		}
+	}
+	c, err = FromEnv(env(with(
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json",
+		"OTEL_EXPORTER_OTLP_HEADERS", "a=generic,b=2",
+		"OTEL_EXPORTER_OTLP_TIMEOUT", "3000",
+		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf",
+		"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "a=traces",
+		"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1500",
+		"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "7000",
+	)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, mt := c.TracesSignal(), c.MetricsSignal()
+	if tr.Protocol != ProtoProtobuf || tr.Timeout != 1500*time.Millisecond || len(tr.Headers) != 1 || tr.Headers[0] != [2]string{"a", "traces"} {
+		t.Fatalf("the traces' own variables win: %+v", tr)
+	}
+	if mt.Protocol != ProtoJSON || mt.Timeout != 7*time.Second || len(mt.Headers) != 2 || mt.Headers[0] != [2]string{"a", "generic"} {
+		t.Fatalf("the metrics keep the generic protocol and headers, with their own timeout: %+v", mt)
+	}
+	c, err = FromEnv(env(with("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/json", "OTEL_EXPORTER_OTLP_METRICS_HEADERS", "m=1")), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr, mt := c.TracesSignal(), c.MetricsSignal(); tr.Protocol != ProtoProtobuf || tr.Headers != nil || mt.Protocol != ProtoJSON || len(mt.Headers) != 1 {
+		t.Fatalf("a metrics variable leaves the traces alone: %+v %+v", tr, mt)
+	}
+	for _, bad := range [][]string{
+		{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"},
+		{"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/xml"},
+		{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "-1"},
+		{"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "1s"},
+		{"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "a=%0a"},
+		{"OTEL_EXPORTER_OTLP_METRICS_HEADERS", "a b=1"},
+	} {
+		if _, err := FromEnv(env(with(bad...)), ""); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%v: %v (want an error naming the variable)", bad, err)
+		}
+	}
+}
+
+// A header value that holds a control character once percent-decoded (CR, LF, NUL,
+// any CTL but tab, DEL), or malformed percent-encoding, is refused when the
+// configuration is read, with an error naming the header and never its value.
+func TestFromEnvRefusesHeaderInjection(t *testing.T) {
+	const secret = "s3cr3t"
+	for _, v := range []string{
+		"k=" + secret + "%0d%0aX-Injected: 1",
+		"k=" + secret + "%0aGET / HTTP/1.1",
+		"k=" + secret + "%00",
+		"k=" + secret + "%01",
+		"k=" + secret + "%7f",
+		"k=" + secret + "%1b[31m",
+		"k=" + secret + "\r\nX-Injected: 1",
+		"k=" + secret + "\x00",
+		"k=" + secret + "%zz",
+		"k=" + secret + "%4",
+		"k=" + secret + "%",
+		"k=%G0" + secret,
+	} {
+		_, err := FromEnv(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a", "OTEL_EXPORTER_OTLP_HEADERS": v}), "")
+		if err == nil {
+			t.Errorf("%q accepted", v)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "OTEL_EXPORTER_OTLP_HEADERS") || !strings.Contains(msg, `"k"`) || strings.Contains(msg, secret) {
+			t.Errorf("%q: %q (want the variable and the header named, the value not shown)", v, msg)
+		}
+	}
+	c, err := FromEnv(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a",
+		"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Basic%20dTpw,x-tab=a%09b,x-eq=a==,x-utf8=%C3%A9"}), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]string{{"authorization", "Basic dTpw"}, {"x-tab", "a\tb"}, {"x-eq", "a=="}, {"x-utf8", "é"}}
+	if fmt.Sprint(c.Headers) != fmt.Sprint(want) {
+		t.Fatalf("%q, want %q", c.Headers, want)
+	}
+}
+
+func FuzzHeaders(f *testing.F) {
+	f.Add("a=b,c=%20d")
+	f.Add("k=%0d%0aX: 1")
+	f.Add("k=%")
+	f.Fuzz(func(t *testing.T, s string) {
+		hs, err := headers(func(string) string { return s }, "H")
+		if err != nil {
+			return
+		}
+		for _, h := range hs {
+			if !validHeaderName(h[0]) || strings.ContainsAny(h[1], "\r\n\x00") || controlAt(h[1]) >= 0 {
+				t.Fatalf("%q accepted", h)
+			}
 		}
 	})
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -72,8 +74,24 @@ func otlpVariants(argv []string, dir string) ([]variant, []*otlpCollector) {
 	for _, fault := range []string{"ok", "down", "503", "hang"} {
 		c := startOTLPCollector(fault)
 		cs = append(cs, c)
+		// XDG_STATE_HOME: the exporter's state file (for status) goes to the bench's
+		// directory, not the user's.
 		vs = append(vs, variant{name: "bir-proxy/otlp-" + fault, argv: argv, seqRSS: new(int64),
-			env: []string{"BIR_OFF=1", "OTEL_EXPORTER_OTLP_ENDPOINT=" + c.url}})
+			env: []string{"BIR_OFF=1", "OTEL_EXPORTER_OTLP_ENDPOINT=" + c.url, "XDG_STATE_HOME=" + dir}})
+	}
+	// With -also BINARY, the journal and healthy-collector variants of that binary too
+	// (as also:NAME, read against NAME by main's also lines): tracing's cost before
+	// and after in one run.
+	if f := flag.Lookup("also"); f != nil && f.Value.String() != "" {
+		for _, v := range slices.Clone(vs) {
+			if v.name == "bir-proxy/otlp-base-journal" || v.name == "bir-proxy/otlp-ok-journal" || v.name == "bir-proxy/otlp-ok" {
+				a := v
+				a.name = "also:" + v.name
+				a.argv = append([]string{f.Value.String()}, v.argv[1:]...)
+				a.seqRSS = nil
+				vs = append(vs, a)
+			}
+		}
 	}
 	return vs, cs
 }

@@ -31,6 +31,7 @@ func TestStartTracingOffUnlessConfigured(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "")
+	t.Setenv("XDG_STATE_HOME", t.TempDir()) // the exporter's state file at stop
 	var logs testutil.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	f := &proxyFlags{otlp: &otlpFlags{}, server: "s"}

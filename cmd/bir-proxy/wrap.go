@@ -648,6 +648,7 @@ func runStatus(ctx context.Context, c *cli, args []string) int {
 		}
 	}
 	fmt.Fprintln(c.stdout, c.recorderStatus(ctx))
+	fmt.Fprint(c.stdout, otelStatus(time.Now()))
 	// The same words as --version and the registration's version, so a recorder's
 	// list of proxies and this line can be compared.
 	fmt.Fprintf(c.stdout, "this bir-proxy: bir-proxy %s\n", version.Get())
