@@ -10,7 +10,7 @@ import (
 // DefaultStreamThreshold is the size from which a server's message is passed to the
 // host as it arrives rather than whole (upstream.Streamer, docs/ARCHITECTURE.md
 // "Long messages"; the figure is measured in docs/PERFORMANCE.md).
-const DefaultStreamThreshold = 256 << 10
+const DefaultStreamThreshold = 64 << 10
 
 // StartStream takes a long message of the server's to the host as it arrives
 // (upstream.StreamHandler), when its head says it goes there unchanged. It runs on

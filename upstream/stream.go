@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/bir-dev/bir-proxy/framing"
@@ -55,43 +54,61 @@ type StreamEnd struct {
 	Why  string // when not OK: what was wrong, for the log
 }
 
-// streamLine judges a streamed line as it passes to the handler's sink: it keeps
-// the first smallLine+1 bytes (a line up to smallLine is validated in full, as a
-// whole one is) and the last byte that is not whitespace (a longer one is judged by
-// its ends).
+// streamLine judges a streamed line as it passes to the handler's sink, by the rules a
+// whole line is judged by (IsMessage), keeping none of it: a line up to smallLine is
+// validated in full as it passes (jsonlex.Validator), a longer one is judged by its
+// first two tokens' bytes and its last byte that is not whitespace.
 type streamLine struct {
-	p    *Process
-	sink StreamSink
-	head []byte
-	last byte
+	p      *Process
+	sink   StreamSink
+	v      jsonlex.Validator
+	n      int64 // bytes seen
+	shape  shape
+	seeing int // 0: before the first token, 1: before the second, 2: past both
 }
 
 func (s *streamLine) Write(piece []byte) {
-	if room := smallLine + 1 - len(s.head); room > 0 {
-		s.head = append(s.head, piece[:min(room, len(piece))]...)
+	if s.n <= smallLine {
+		s.v.Write(piece[:min(int64(len(piece)), smallLine+1-s.n)])
+	}
+	s.n += int64(len(piece))
+	for i := 0; i < len(piece) && s.seeing < 2; i++ {
+		switch c := piece[i]; {
+		case s.seeing == 0 && !isBlank(c, true):
+			s.shape.first, s.seeing = c, 1
+		case s.seeing == 1 && !isBlank(c, false):
+			s.shape.second, s.seeing = c, 2
+		}
 	}
 	for i := len(piece) - 1; i >= 0; i-- {
-		if c := piece[i]; c != ' ' && c != '\t' && c != '\r' {
-			s.last = c
+		if c := piece[i]; !isBlank(c, true) {
+			s.shape.last = c
 			break
 		}
 	}
 	s.sink.Write(piece)
 }
 
+// isBlank is JSON whitespace: around a line, and (nl false) between its first two
+// tokens as IsMessage trims them.
+func isBlank(c byte, nl bool) bool {
+	return c == ' ' || c == '\t' || c == '\r' || nl && c == '\n'
+}
+
 func (s *streamLine) End(e framing.LineEnd) {
 	pk := e.Peek
 	out := StreamEnd{ID: pk.ID, Method: pk.Method, Answer: pk.Answer, More: pk.More, Size: e.Size}
-	whole := int64(len(s.head)) == e.Size
+	small := e.Size <= smallLine
+	whole := small && s.v.Valid() && s.shape.ends()
 	switch {
 	case e.Over:
 		out.Why = fmt.Sprintf("more than %d bytes, over the --max-message cap of %d", e.Size, e.Max)
-	case e.Cut && !(whole && jsonlex.Valid(s.head) && IsMessage(s.head)):
+	case e.Cut && !whole:
 		out.Why = fmt.Sprintf("cut off after %d bytes by the server's end", e.Size)
-	case whole:
-		out.OK = IsMessage(s.head[:e.Size])
+	case small:
+		out.OK = whole
 	default:
-		out.OK = shapeOK(s.head, s.last)
+		out.OK = s.shape.ok()
 	}
 	if !out.OK && out.Why == "" {
 		out.Why = fmt.Sprintf("not JSON (%d bytes)", e.Size)
@@ -118,25 +135,23 @@ func (p *Process) SetStream(threshold int, h StreamHandler) {
 	})
 }
 
-// shapeOK is IsMessage's judgement of a line too long to validate, from its first
-// bytes and its last byte that is not whitespace.
-func shapeOK(head []byte, last byte) bool {
-	head = bytes.TrimLeft(head, " \t\r\n")
-	if len(head) < 2 {
-		return false
-	}
-	first := head[0]
-	if !(first == '{' && last == '}') && !(first == '[' && last == ']') {
-		return false
-	}
-	rest := bytes.TrimLeft(head[1:], " \t\r")
-	if len(rest) == 0 {
+// shape is what IsMessage looks at in a line too long to validate: its first byte
+// that is not whitespace, the next one after it, and its last one.
+type shape struct{ first, second, last byte }
+
+func (h shape) ends() bool {
+	return h.first == '{' && h.last == '}' || h.first == '[' && h.last == ']'
+}
+
+// ok is IsMessage's judgement of a line too long to validate.
+func (h shape) ok() bool {
+	if !h.ends() || h.second == 0 {
 		return false
 	}
 	// "[INFO] server ready]" has the right ends; a JSON array's next token does not
 	// start with a letter other than those of true/false/null.
-	if first == '[' {
-		switch c := rest[0]; {
+	if h.first == '[' {
+		switch c := h.second; {
 		case c == '{' || c == '[' || c == '"' || c == ']' || c == '-' || (c >= '0' && c <= '9'):
 		case c == 't' || c == 'f' || c == 'n':
 		default:
@@ -144,5 +159,5 @@ func shapeOK(head []byte, last byte) bool {
 		}
 		return true
 	}
-	return rest[0] == '"' || rest[0] == '}'
+	return h.second == '"' || h.second == '}'
 }

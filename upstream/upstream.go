@@ -105,5 +105,6 @@ func IsMessage(line []byte) bool {
 		// error no recover catches: the proxy gone with the host's session).
 		return jsonlex.Valid(line)
 	}
-	return shapeOK(line, last)
+	rest := bytes.TrimLeft(line[1:], " \t\r")
+	return shape{first: first, second: rest[0], last: last}.ok()
 }

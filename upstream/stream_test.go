@@ -1,0 +1,72 @@
+package upstream
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+)
+
+type nopSink struct{ end *StreamEnd }
+
+func (nopSink) Write([]byte)       {}
+func (s *nopSink) End(e StreamEnd) { s.end = &e }
+
+// judge runs a line through streamLine in pieces of step bytes.
+func judge(line []byte, step int, cut bool) bool {
+	sink := &nopSink{}
+	s := &streamLine{p: &Process{log: slog.New(slog.NewTextHandler(io.Discard, nil))}, sink: sink}
+	for i := 0; i < len(line); i += step {
+		s.Write(line[i:min(i+step, len(line))])
+	}
+	s.End(framing.LineEnd{Size: int64(len(line)), Cut: cut, Peek: &jsonlex.Peek{}})
+	return sink.end.OK
+}
+
+// FuzzStreamJudgedAsWhole: a streamed line is judged a message exactly when the
+// whole line would be (IsMessage; a cut one only when it is also valid), whatever
+// the pieces it came in.
+func FuzzStreamJudgedAsWhole(f *testing.F) {
+	for _, s := range []string{`{"id":1,"result":{}}`, ` [1] `, `[INFO] ready]`, `{"a":tru}`, `{}`, `[]`, `{"id":1}x`, "\t{\"a\":1}\r", `{`, `"x"`} {
+		f.Add([]byte(s), 2)
+	}
+	f.Fuzz(func(t *testing.T, line []byte, step int) {
+		for _, c := range line {
+			if c == '\n' {
+				return // a line has none
+			}
+		}
+		step = 1 + int(uint(step)%13)
+		if got, want := judge(line, step, false), IsMessage(line); got != want {
+			t.Fatalf("streamed in pieces of %d: %v, whole: %v, for %q", step, got, want, line)
+		}
+		if got, want := judge(line, step, true), jsonlex.Valid(line) && IsMessage(line); got != want {
+			t.Fatalf("cut, streamed in pieces of %d: %v, whole: %v, for %q", step, got, want, line)
+		}
+	})
+}
+
+// TestStreamJudgesLongLinesByTheirShape: past smallLine a streamed line is judged by
+// its ends and first token, as a whole one is.
+func TestStreamJudgesLongLinesByTheirShape(t *testing.T) {
+	pad := make([]byte, smallLine+10)
+	for i := range pad {
+		pad[i] = 'x'
+	}
+	for _, c := range []struct {
+		line string
+		want bool
+	}{
+		{`{"t":"` + string(pad) + `"}`, true},
+		{`{"t":"` + string(pad) + `"`, false},
+		{`[INFO` + string(pad) + `]`, false},
+		{`[ "` + string(pad) + `"]`, true},
+		{`{"t":tru` + string(pad) + `"}`, true}, // broken inside: judged by its ends, as whole
+	} {
+		if got := judge([]byte(c.line), 65536, false); got != c.want || got != IsMessage([]byte(c.line)) {
+			t.Fatalf("%.20s…: streamed %v, want %v (IsMessage %v)", c.line, got, c.want, IsMessage([]byte(c.line)))
+		}
+	}
+}
