@@ -242,11 +242,12 @@ func (s *suite) runDirect(t *testing.T, sc scenario) *run {
 }
 
 // hostEnv is the test's environment without the proxy's variables: a developer's
-// shell pointing at their own recorder must not leak into the runs.
+// shell pointing at their own recorder must not leak into the runs. The one kept is
+// BIR_STREAM_THRESHOLD: scripts/test runs the suite again with every line streamed.
 func hostEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BIR_") {
+		if !strings.HasPrefix(kv, "BIR_") || strings.HasPrefix(kv, "BIR_STREAM_THRESHOLD=") {
 			env = append(env, kv)
 		}
 	}
