@@ -99,6 +99,7 @@ type Reader struct {
 	sink        LineSink     // the line being streamed, nil when none
 	sinkBytes   int64        // bytes of it read so far, a held "\r" included
 	sinkCR      bool         // the last byte read was a "\r", not yet given to sink
+	cr          [1]byte      // a "\r" to give it, later
 	// streamBuf is the read buffer while a line streams, kept for the next;
 	// smallBuf the usual one it stood in for.
 	streamBuf, smallBuf []byte
@@ -178,7 +179,7 @@ func (r *Reader) SetStream(threshold int, start func(*jsonlex.Peek) LineSink) {
 
 // NewReader returns a Reader over r.
 func NewReader(r io.Reader, opts ...Option) *Reader {
-	fr := &Reader{r: r, max: DefaultMaxMessage, buf: make([]byte, readSize)}
+	fr := &Reader{r: r, max: DefaultMaxMessage, buf: make([]byte, readSize), cr: [1]byte{'\r'}}
 	for _, o := range opts {
 		o(fr)
 	}
@@ -204,10 +205,11 @@ func (r *Reader) Read() ([]byte, error) {
 			}
 			continue
 		}
-		if r.streamAt > 0 && !r.skipping && !r.undecided && r.offer() {
+		i := bytes.IndexByte(r.buf[r.start:r.end], '\n')
+		if r.streamAt > 0 && !r.skipping && !r.undecided && r.offer(i) {
 			continue
 		}
-		if i := bytes.IndexByte(r.buf[r.start:r.end], '\n'); i >= 0 {
+		if i >= 0 {
 			line := r.buf[r.start : r.start+i]
 			r.start += i + 1
 			if msg, err, ok := r.finish(line); ok {
@@ -439,12 +441,13 @@ func (r *Reader) endLine() {
 
 // offer looks at the line being read once it has streamAt bytes: when its head
 // decides how it is routed and the caller takes it, the line starts streaming and
-// offer reports true. The bytes already read are fed to the scan once each.
-func (r *Reader) offer() bool {
+// offer reports true. The bytes already read are fed to the scan once each. nl is
+// the index of the newline in the buffered bytes, -1 when none is there yet.
+func (r *Reader) offer(nl int) bool {
 	avail := r.buf[r.start:r.end]
-	whole := false
-	if i := bytes.IndexByte(avail, '\n'); i >= 0 {
-		avail, whole = avail[:i], true
+	whole := nl >= 0
+	if whole {
+		avail = avail[:nl]
 	}
 	if r.fragBytes+int64(len(avail)) < int64(r.streamAt) {
 		return false
@@ -495,7 +498,7 @@ func (r *Reader) give(p []byte) {
 	}
 	r.sinkBytes += int64(len(p))
 	if r.sinkCR {
-		r.sink.Write(crByte[:])
+		r.sink.Write(r.cr[:])
 		r.sinkCR = false
 	}
 	if p[len(p)-1] == '\r' {
@@ -505,8 +508,6 @@ func (r *Reader) give(p []byte) {
 		r.sink.Write(p)
 	}
 }
-
-var crByte = [1]byte{'\r'}
 
 // pump moves the streamed line on: what is buffered of it goes to the sink, to its
 // newline when that is here (the line then ends), or all of it, then more is read.
@@ -519,7 +520,9 @@ func (r *Reader) pump() (done bool, _ error) {
 	if i >= 0 {
 		piece = avail[:i]
 	}
-	if over := r.sinkBytes + int64(len(piece)) - int64(r.max); over > 0 && !(i >= 0 && over == 1 && r.lastIsCR(piece)) {
+	// One byte of slack, as for a line read whole: a final "\r" may be the
+	// terminator's (if it is not, the next byte is over the cap anyway).
+	if over := r.sinkBytes + int64(len(piece)) - int64(r.max); over > 1 || over == 1 && !r.lastIsCR(piece) {
 		// Past the cap: a streamed line costs no memory, but the cap is the
 		// contract for a line's size both ways, and an endless line must end.
 		keep := max(int64(len(piece))-over, 0)
