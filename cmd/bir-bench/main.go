@@ -9,6 +9,8 @@
 //	go run ./cmd/bir-bench -only seq -n 20000   # one workload, more samples
 //	go run ./cmd/bir-bench -only http           # bir-proxy --url against a minimal HTTP bridge
 //	go run ./cmd/bir-bench -only verify         # bir-proxy verify's cost per call against the relay's
+//	go run ./cmd/bir-bench -only seq,pipe,result,start -also OLD-BINARY
+//	                                            # issue 26's table, before (OLD-BINARY) and after, in one run
 //
 // It builds bir-proxy and the fixture servers itself (go build), so run it from the
 // module root.
@@ -52,8 +54,10 @@ func main() {
 		n        = flag.Int("n", 5000, "sequential round trips per variant")
 		pipeN    = flag.Int("pipe-n", 50000, "messages in the pipelined workload")
 		bigMB    = flag.Int("big-mb", 64, "size of the large message, MiB")
+		resultMB = flag.String("result-mb", "1,16,64", "with the result workload: the sizes of the tools/call results, MiB, comma-separated")
+		resRnds  = flag.Int("result-rounds", 3, "rounds of the result workload (a fresh process per variant, size and round)")
 		starts   = flag.Int("starts", 30, "process starts per variant for the startup workload")
-		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,start,idle,http,burst,verify (default all but burst and verify); http is http-seq,http-pipe,http-big")
+		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,result,start,idle,http,burst,verify (default all but burst and verify); http is http-seq,http-pipe,http-big")
 		burstN   = flag.Int("burst-n", 100000, "calls in the burst workload (with -recording)")
 		verifyN  = flag.Int("verify-n", 10000, "calls in the verify workload's cassette (its memory is also measured with 10x as many)")
 		vRounds  = flag.Int("verify-rounds", 5, "rounds of the verify workload")
@@ -166,10 +170,13 @@ func main() {
 		}
 	}
 	fmt.Printf("bir-proxy bench: GOMAXPROCS-visible CPUs %d, %s\n\n", cpus(), time.Now().Format(time.RFC3339))
+	var table issueTable
+	defer table.print(variants)
 
 	if want("seq") {
 		fmt.Printf("Sequential tools/call round trips (%d each, interleaved in rounds):\n", *n)
 		res := sequentialRounds(variants, *n, 10, *gap)
+		table.seq = res
 		for _, v := range variants {
 			fmt.Printf("  %-24s p50 %8s  p99 %8s  proxy CPU/call %8s\n", v.name, res[v.name][0], res[v.name][1], res[v.name][2])
 		}
@@ -246,6 +253,7 @@ func main() {
 				cpu[v.name] += c / (rounds * time.Duration(*pipeN/rounds))
 			}
 		}
+		table.pipe = res
 		for _, v := range variants {
 			fmt.Printf("  %-24s %10.0f msg/s  proxy CPU/call %8s  host %8s  recorder %8s\n", v.name, res[v.name], cpu[v.name], self[v.name], recCPU[v.name])
 		}
@@ -302,6 +310,13 @@ func main() {
 		}
 		fmt.Println()
 	}
+	if want("result") {
+		sizes := parseSizes(*resultMB)
+		fmt.Printf("A tools/call whose result is %s MiB (server --reply-size; %d rounds, a fresh process each):\n", *resultMB, *resRnds)
+		table.result, table.sizesMB = resultWorkload(variants, sizes, *resRnds), sizes
+		printResults(variants, table.result, sizes)
+		fmt.Println()
+	}
 	if want("start") {
 		fmt.Printf("Startup to the initialize answer (median of %d):\n", *starts)
 		res := map[string]time.Duration{}
@@ -309,6 +324,7 @@ func main() {
 			res[v.name] = startup(v, *starts)
 			fmt.Printf("  %-24s %8s\n", v.name, res[v.name].Round(10*time.Microsecond))
 		}
+		table.start = res
 		for _, v := range variants[2:] {
 			fmt.Printf("  %-24s +%s over the copy relay\n", v.name, (res[v.name] - res["copy-relay"]).Round(10*time.Microsecond))
 		}
