@@ -31,6 +31,12 @@ func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 
 // SkipSpace returns the index of the first non-space byte at or after i.
 func SkipSpace(b []byte, i int) int {
+	// Encoders write no space between tokens: the usual next byte is a token's own,
+	// and every byte a space is not is above ' ' or a control character JSON refuses
+	// anyway (the loop below sees those the same way).
+	if i < len(b) && b[i] > ' ' {
+		return i
+	}
 	for i < len(b) && IsSpace(b[i]) {
 		i++
 	}

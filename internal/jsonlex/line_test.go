@@ -188,7 +188,7 @@ func FuzzLine(f *testing.F) {
 // FuzzKeyIs: the length shortcuts of KeyIs and of the lexer's member names agree with
 // decoding the literal and comparing.
 func FuzzKeyIs(f *testing.F) {
-	for _, s := range [][2]string{{`"id"`, "id"}, {`"\u0069d"`, "id"}, {`"i\\"`, `i\`}, {`"a\b"`, `a\b`}, {`"method"`, "method"}, {`"\u006dethod"`, "method"}, {`"x"`, ""}} {
+	for _, s := range [][2]string{{`"id"`, "id"}, {`"\u0069d"`, "id"}, {`"i\\"`, `i\`}, {`"a\b"`, `a\b`}, {`"method"`, "method"}, {`"\u006dethod"`, "method"}, {`"x"`, ""}, {`"jsonrpc"`, "id"}, {`"i\u0064"`, "id"}, {`"erro\u0072"`, "error"}, {`"\u0065rror"`, "error"}, {`"par\u0061ms"`, "params"}, {`"r\u0065sult"`, "result"}, {`"n\u0061me"`, "name"}, {`"\u0061rguments"`, "arguments"}} {
 		f.Add([]byte(s[0]), s[1])
 	}
 	f.Fuzz(func(t *testing.T, lit []byte, name string) {
@@ -205,6 +205,9 @@ func FuzzKeyIs(f *testing.F) {
 		}
 		if got := rpcMember(lit); got != want {
 			t.Fatalf("rpcMember(%q) = %v, want %v", lit, got, want)
+		}
+		if isName, isArgs := paramsKey(lit); isName != (ok && s == "name") || isArgs != (ok && s == "arguments") {
+			t.Fatalf("paramsKey(%q) = %v, %v; the literal decodes to %q (%v)", lit, isName, isArgs, s, ok)
 		}
 	})
 }
