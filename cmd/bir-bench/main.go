@@ -233,6 +233,7 @@ func main() {
 		posts := map[string]int{}
 		self := map[string]time.Duration{}   // this process: the host's side (and an in-process recorder)
 		recCPU := map[string]time.Duration{} // the variant's recorder's process
+		sys := map[string][3]int64{}         // the variant's process's read and write syscalls, context switches
 		const rounds = 6                     // even: each variant as often early in a round as late (roundOrder)
 		for r := range rounds {
 			for _, i := range roundOrder(len(variants), r) {
@@ -244,7 +245,8 @@ func main() {
 				}
 				posts0 := stepPosts(v.recorder)
 				self0, rec0 := cpuTime(os.Getpid()), recorderCPU(v.recorder)
-				r, c := pipelined(v, *pipeN/rounds, 32)
+				r, c, sc := pipelinedSys(v, *pipeN/rounds, 32)
+				sys[v.name] = [3]int64{sys[v.name][0] + sc[0], sys[v.name][1] + sc[1], sys[v.name][2] + sc[2]}
 				self[v.name] += (cpuTime(os.Getpid()) - self0) / (rounds * time.Duration(*pipeN/rounds))
 				recCPU[v.name] += (recorderCPU(v.recorder) - rec0) / (rounds * time.Duration(*pipeN/rounds))
 				stopProf()
@@ -255,7 +257,8 @@ func main() {
 		}
 		table.pipe = res
 		for _, v := range variants {
-			fmt.Printf("  %-24s %10.0f msg/s  proxy CPU/call %8s  host %8s  recorder %8s\n", v.name, res[v.name], cpu[v.name], self[v.name], recCPU[v.name])
+			per := float64(rounds * (*pipeN / rounds))
+			fmt.Printf("  %-24s %10.0f msg/s  proxy CPU/call %8s  host %8s  recorder %8s  syscalls/call %.2f read %.2f write  switches/call %.2f\n", v.name, res[v.name], cpu[v.name], self[v.name], recCPU[v.name], float64(sys[v.name][0])/per, float64(sys[v.name][1])/per, float64(sys[v.name][2])/per)
 		}
 		for _, v := range variants[2:] {
 			fmt.Printf("  %-24s %.2fx the copy relay's throughput\n", v.name, res[v.name]/res["copy-relay"])
@@ -560,6 +563,14 @@ func recordingVariants(dir, bench string, here bool) []variant {
 // pipelined returns the throughput and the CPU the variant's process used in all
 // (including what it did after the last answer: reports still being written or sent).
 func pipelined(v variant, n, window int) (float64, time.Duration) {
+	rate, cpu, _ := pipelinedSys(v, n, window)
+	return rate, cpu
+}
+
+// pipelinedSys is pipelined, also returning the read and write syscalls the variant's
+// process made in all (/proc/PID/io) and its threads' context switches: a wrapper's
+// cost under load is mostly its syscalls and the wake-ups behind them.
+func pipelinedSys(v variant, n, window int) (float64, time.Duration, [3]int64) {
 	had := 0
 	if v.recorder != nil {
 		had = v.recorder.view(math.MaxInt).Count
@@ -591,7 +602,24 @@ func pipelined(v variant, n, window int) (float64, time.Duration) {
 		// Delivery finishes before the process is let go, so its CPU is counted.
 		waitSteps(v.recorder, had+n)
 	}
-	return rate, p.stop()
+	pid := p.cmd.Process.Pid
+	sys := [3]int64{procIO(pid, "syscr"), procIO(pid, "syscw"), switches(pid)}
+	return rate, p.stop(), sys
+}
+
+// procIO is a counter of /proc/PID/io (0 when it cannot be read).
+func procIO(pid int, field string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // stepPosts is how many step POSTs rec has answered (0 for no recorder).
