@@ -374,6 +374,32 @@ func paramsKey(k []byte) (isName, isArgs bool) {
 	return ok && s == "name", ok && s == "arguments"
 }
 
+// shiftOne is Shift by the one cut d, once the members of arguments are dropped.
+func (l *Line) shiftOne(d Span) {
+	n := d.End - d.Start
+	move := func(s *Span) {
+		if s.End != 0 {
+			if s.Start >= d.End {
+				s.Start -= n
+			}
+			if s.End >= d.End {
+				s.End -= n
+			}
+		}
+	}
+	for i := range l.Objs {
+		o := &l.Objs[i]
+		move(&o.Span)
+		move(&o.Method)
+		move(&o.ID)
+		move(&o.Params)
+		move(&o.Result)
+		move(&o.Error)
+		move(&o.Name)
+		move(&o.Arguments)
+	}
+}
+
 // Arguments is the members of o's params.arguments, an object, when o has one params
 // and it one arguments member; nil otherwise (none, or o.Recheck). Their spans are of
 // the line as lexed: an edit (Shift) drops them.
@@ -501,6 +527,11 @@ func (l *Line) Shift(dels []Span) {
 	l.args = l.args[:0]
 	for i := range l.Objs {
 		l.Objs[i].hasArgs = false
+	}
+	if len(dels) == 1 {
+		// The usual edit, one cut (the key strip's): no walk of the cuts per span.
+		l.shiftOne(dels[0])
+		return
 	}
 	at := func(p int) int {
 		n := 0
