@@ -68,7 +68,7 @@ func main() {
 		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof, its allocations to bench-<variant>.mem.prof (verify: of one more bir-proxy verify run)")
 		selfProf = flag.String("self-profile", "", "write a CPU profile of this process (the host's side and the reference recorders) during the named variant's first pipelined round to bench-self-<variant>.prof")
 		gap      = flag.Duration("gap", 0, "pause between sequential round trips (a host that is not saturating the machine)")
-		alsoBin  = flag.String("also", "", "also measure this bir-proxy binary (BIR_OFF=1, the journal and, with -recording, the plain and batch recorders, each with a recorder of its own) as also:<variant>, in the same rounds: a before/after comparison in one run")
+		alsoBin  = flag.String("also", "", "also measure this bir-proxy binary (comma-separated: several, as also:, also2:, ...) (BIR_OFF=1, the journal and, with -recording, the plain and batch recorders, each with a recorder of its own) as also:<variant>, in the same rounds: a before/after comparison in one run")
 		extraEnv = flag.String("variant-env", "", "also measure the proxy with these extra environment variables (comma-separated K=V)")
 		replayOn = flag.Bool("replay", false, "also measure host calls while replay dispatches run on the same upstream (vs none, both recording), and idle wake-ups with a recorder")
 		every    = flag.Duration("dispatch-every", 2*time.Millisecond, "with -replay: one dispatch per this interval while the replay variant is measured")
@@ -129,14 +129,14 @@ func main() {
 			variants = append(variants, v)
 		}
 	}
-	if *alsoBin != "" {
+	for k, bin := range alsoBins(*alsoBin) {
 		for _, v := range slices.Clone(variants) {
 			if v.name != "bir-proxy" && v.name != "bir-proxy/journal" && v.name != "bir-proxy/recording" && v.name != "bir-proxy/recording/recorder-batch" {
 				continue
 			}
 			a := v
-			a.name = "also:" + v.name
-			a.argv = append([]string{*alsoBin}, v.argv[1:]...)
+			a.name = alsoName(k) + v.name
+			a.argv = append([]string{bin}, v.argv[1:]...)
 			if v.recorder != nil {
 				fault, _ := strings.CutPrefix(v.name, "bir-proxy/recording/recorder-")
 				if v.name == "bir-proxy/recording" {
@@ -196,7 +196,7 @@ func main() {
 			}
 		}
 		for _, v := range variants {
-			if b, ok := strings.CutPrefix(v.name, "also:"); ok {
+			if b, ok := alsoBase(v.name); ok {
 				fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  CPU/call %.2fx  %s\n", v.name, ratio(res[v.name][0], res[b][0]), ratio(res[v.name][1], res[b][1]), ratio(res[v.name][2], res[b][2]), b)
 			}
 		}
@@ -272,7 +272,7 @@ func main() {
 			}
 		}
 		for _, v := range variants {
-			if b, ok := strings.CutPrefix(v.name, "also:"); ok {
+			if b, ok := alsoBase(v.name); ok {
 				fmt.Printf("  %-24s %.2fx throughput  CPU/call %.2fx  %s\n", v.name, res[v.name]/res[b], ratio(cpu[v.name], cpu[b]), b)
 			}
 		}
@@ -854,6 +854,34 @@ func cpus() int {
 		}
 	}
 	return 0
+}
+
+// alsoBins are the binaries of -also, in order.
+func alsoBins(flagValue string) []string {
+	if flagValue == "" {
+		return nil
+	}
+	return strings.Split(flagValue, ",")
+}
+
+// alsoName is the prefix of the variants of the k-th -also binary: "also:", then
+// "also2:", "also3:" ...
+func alsoName(k int) string {
+	if k == 0 {
+		return "also:"
+	}
+	return "also" + strconv.Itoa(k+1) + ":"
+}
+
+// alsoBase is the variant an -also variant is the twin of ("also2:bir-proxy" is
+// bir-proxy's), ok false for any other variant.
+func alsoBase(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, "also")
+	if !ok {
+		return "", false
+	}
+	digits := strings.TrimLeft(rest, "0123456789")
+	return strings.CutPrefix(digits, ":")
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }

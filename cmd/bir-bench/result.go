@@ -112,7 +112,7 @@ func printResults(vs []variant, res map[int]map[string]resultSample, sizesMB []i
 			fmt.Printf("    %-24s %9s/call%s%s\n", v.name, r[v.name].perCall.Round(10*time.Microsecond), ratioS, extra)
 		}
 		for _, v := range vs {
-			if b, ok := strings.CutPrefix(v.name, "also:"); ok {
+			if b, ok := alsoBase(v.name); ok {
 				fmt.Printf("    %-24s %.2fx time  %s\n", v.name, ratio(r[v.name].perCall, r[b].perCall), b)
 			}
 		}
