@@ -97,6 +97,9 @@ func SkipValue(b []byte, i int) int {
 	}
 	switch b[i] {
 	case '"':
+		if e := skipShort(b, i); e >= 0 {
+			return e
+		}
 		return SkipString(b, i)
 	case '{', '[':
 		depth := 0
@@ -124,14 +127,7 @@ func SkipValue(b []byte, i int) int {
 	default:
 		// A number or literal: it runs to the next delimiter.
 		start := i
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r', '"', '{', '[', ':':
-				if i == start {
-					return -1
-				}
-				return i
-			}
+		for i < len(b) && endsScalar[b[i]] == 0 {
 			i++
 		}
 		if i == start {
@@ -140,6 +136,26 @@ func SkipValue(b []byte, i int) int {
 		return i
 	}
 }
+
+// endsScalar marks with 1 the bytes a number or literal runs up to: the separators,
+// brackets, quote and JSON whitespace. A constant, so it is no state of the package.
+const endsScalar = "" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x00\x01\x00\x00" + // \t \n \r
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x01\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00" + // space " ,
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00" + // :
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x01\x00\x00" + // [ ]
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x01\x00\x00" + // { }
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
 
 // EachMember calls f for each member of the object whose '{' is at b[i], in order,
 // until f returns false; ok is false when the object's structure is broken (members
@@ -156,9 +172,11 @@ func EachMember(b []byte, i int, f func(m Member) bool) (end int, ok bool) {
 		if i >= len(b) || b[i] != '"' {
 			return 0, false
 		}
-		k := SkipString(b, i)
+		k := skipShort(b, i)
 		if k < 0 {
-			return 0, false
+			if k = SkipString(b, i); k < 0 {
+				return 0, false
+			}
 		}
 		m := Member{Key: Span{i, k}}
 		i = SkipSpace(b, k)

@@ -295,9 +295,11 @@ func (l *Line) lexParams(b []byte, i int, o *Obj) (end int) {
 		if i >= len(b) || b[i] != '"' {
 			break
 		}
-		k := SkipString(b, i)
+		k := skipShort(b, i)
 		if k < 0 {
-			break
+			if k = SkipString(b, i); k < 0 {
+				break
+			}
 		}
 		key := b[i:k]
 		i = SkipSpace(b, k)
