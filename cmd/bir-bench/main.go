@@ -609,17 +609,8 @@ func pipelinedSys(v variant, n, window int) (float64, time.Duration, [3]int64) {
 
 // procIO is a counter of /proc/PID/io (0 when it cannot be read).
 func procIO(pid int, field string) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
-			return n
-		}
-	}
-	return 0
+	n, _ := strconv.ParseInt(procField(pid, "io", field), 10, 64)
+	return n
 }
 
 // stepPosts is how many step POSTs rec has answered (0 for no recorder).
@@ -805,17 +796,23 @@ func build(dir string) map[string]string {
 }
 
 func procStatus(pid int, field string) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(procField(pid, "status", field), "kB")), 10, 64)
+	return kb << 10
+}
+
+// procField is the value of field in /proc/PID/file ("status", "io"), spaces trimmed;
+// "" when it cannot be read.
+func procField(pid int, file, field string) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
-		return 0
+		return ""
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
+			return strings.TrimSpace(rest)
 		}
 	}
-	return 0
+	return ""
 }
 
 // cpuTime is the user+system time a process has used, from /proc/PID/stat.

@@ -71,16 +71,22 @@ func resultCalls(v variant, size, runs int) ([]time.Duration, int64, int64) {
 	p.roundTrip([]byte(`{"jsonrpc":"2.0","id":"warm","method":"tools/list"}`))
 	pid := p.cmd.Process.Pid
 	idleRSS := procStatus(pid, "VmRSS")
+	return bigCalls(p, v.name, size, runs), idleRSS, procStatus(pid, "VmHWM")
+}
+
+// bigCalls makes runs calls of the server's --reply-size tool, checking each answer
+// holds at least size bytes, and returns the time of each.
+func bigCalls(p *proc, name string, size, runs int) []time.Duration {
 	var ds []time.Duration
 	for i := range runs {
 		t0 := time.Now()
 		resp := p.roundTrip([]byte(`{"jsonrpc":"2.0","id":"big-` + strconv.Itoa(i) + `","method":"tools/call","params":{"name":"big","arguments":{}}}`))
 		ds = append(ds, time.Since(t0))
 		if len(resp) < size {
-			log.Fatalf("%s: the %d-byte result came back with %d bytes", v.name, size, len(resp))
+			log.Fatalf("%s: the large answer came back with %d bytes, want more than %d", name, len(resp), size)
 		}
 	}
-	return ds, idleRSS, procStatus(pid, "VmHWM")
+	return ds
 }
 
 // parseSizes reads a comma-separated list of sizes in MiB.

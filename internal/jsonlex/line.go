@@ -389,17 +389,7 @@ func (l *Line) shiftOne(d Span) {
 			}
 		}
 	}
-	for i := range l.Objs {
-		o := &l.Objs[i]
-		move(&o.Span)
-		move(&o.Method)
-		move(&o.ID)
-		move(&o.Params)
-		move(&o.Result)
-		move(&o.Error)
-		move(&o.Name)
-		move(&o.Arguments)
-	}
+	l.eachSpan(move)
 }
 
 // Arguments is the members of o's params.arguments, an object, when o has one params
@@ -550,15 +540,21 @@ func (l *Line) Shift(dels []Span) {
 			s.Start, s.End = at(s.Start), at(s.End)
 		}
 	}
+	l.eachSpan(move)
+}
+
+// eachSpan calls f with every span of every object of l (Arguments too: an edit's
+// cuts are inside it, and its end moves).
+func (l *Line) eachSpan(f func(s *Span)) {
 	for i := range l.Objs {
 		o := &l.Objs[i]
-		move(&o.Span)
-		move(&o.Method)
-		move(&o.ID)
-		move(&o.Params)
-		move(&o.Result)
-		move(&o.Error)
-		move(&o.Name)
-		move(&o.Arguments) // an edit's cuts are inside it: its end moves
+		f(&o.Span)
+		f(&o.Method)
+		f(&o.ID)
+		f(&o.Params)
+		f(&o.Result)
+		f(&o.Error)
+		f(&o.Name)
+		f(&o.Arguments)
 	}
 }
