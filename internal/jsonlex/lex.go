@@ -13,7 +13,9 @@ package jsonlex
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/big"
+	"math/bits"
 	"strings"
 )
 
@@ -47,7 +49,17 @@ func SkipSpace(b []byte, i int) int {
 // it: the usual key and id, skipped without a call. It returns -1 when the literal
 // is not one of those, and SkipString must look.
 func skipShort(b []byte, i int) int {
-	for j, lim := i+1, min(len(b), i+24); j < lim; j++ {
+	j, lim := i+1, min(len(b), i+24)
+	// Eight bytes a step while eight remain: the usual key ends in the first word.
+	for ; j+8 <= len(b) && j < lim; j += 8 {
+		if m := quoteOrBackslash(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+			if k := j + bits.TrailingZeros64(m)/8; k < lim && b[k] == '"' {
+				return k + 1
+			}
+			return -1
+		}
+	}
+	for ; j < lim; j++ {
 		switch b[j] {
 		case '"':
 			return j + 1
@@ -56,6 +68,22 @@ func skipShort(b []byte, i int) int {
 		}
 	}
 	return -1
+}
+
+// Word-at-a-time byte tests (SWAR). zeroBytes(v) has the high bit of the lowest
+// zero byte of v set, and no bit below it (higher bytes may carry false marks, so
+// only the lowest mark is read): the borrow that makes a false mark starts at a
+// true zero below it.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+func zeroBytes(v uint64) uint64 { return (v - ones) & ^v & highs }
+
+// quoteOrBackslash marks (as zeroBytes) the bytes of w that are '"' or '\\'.
+func quoteOrBackslash(w uint64) uint64 {
+	return zeroBytes(w^('"'*ones)) | zeroBytes(w^('\\'*ones))
 }
 
 // SkipString returns the index just past the string literal starting at b[i] == '"',
