@@ -236,15 +236,7 @@ func bigAnswer(v variant, size, runs int) (time.Duration, int64) {
 	p := start(v)
 	defer p.stop()
 	initialize(p)
-	var ds []time.Duration
-	for i := range runs {
-		t0 := time.Now()
-		resp := p.roundTrip([]byte(`{"jsonrpc":"2.0","id":"big-` + strconv.Itoa(i) + `","method":"tools/call","params":{"name":"big","arguments":{}}}`))
-		ds = append(ds, time.Since(t0))
-		if len(resp) < size {
-			log.Fatalf("%s: the large answer came back with %d bytes, want more than %d", v.name, len(resp), size)
-		}
-	}
+	ds := bigCalls(p, v.name, size, runs)
 	slices.Sort(ds)
 	return ds[len(ds)/2], procStatus(p.cmd.Process.Pid, "VmHWM")
 }

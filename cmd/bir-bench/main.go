@@ -9,6 +9,8 @@
 //	go run ./cmd/bir-bench -only seq -n 20000   # one workload, more samples
 //	go run ./cmd/bir-bench -only http           # bir-proxy --url against a minimal HTTP bridge
 //	go run ./cmd/bir-bench -only verify         # bir-proxy verify's cost per call against the relay's
+//	go run ./cmd/bir-bench -only seq,pipe,result,start -also OLD-BINARY
+//	                                            # issue 26's table, before (OLD-BINARY) and after, in one run
 //
 // It builds bir-proxy and the fixture servers itself (go build), so run it from the
 // module root.
@@ -52,8 +54,10 @@ func main() {
 		n        = flag.Int("n", 5000, "sequential round trips per variant")
 		pipeN    = flag.Int("pipe-n", 50000, "messages in the pipelined workload")
 		bigMB    = flag.Int("big-mb", 64, "size of the large message, MiB")
+		resultMB = flag.String("result-mb", "1,16,64", "with the result workload: the sizes of the tools/call results, MiB, comma-separated")
+		resRnds  = flag.Int("result-rounds", 3, "rounds of the result workload (a fresh process per variant, size and round)")
 		starts   = flag.Int("starts", 30, "process starts per variant for the startup workload")
-		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,start,idle,http,burst,verify (default all but burst and verify); http is http-seq,http-pipe,http-big")
+		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,result,start,idle,http,burst,verify (default all but burst and verify); http is http-seq,http-pipe,http-big")
 		burstN   = flag.Int("burst-n", 100000, "calls in the burst workload (with -recording)")
 		verifyN  = flag.Int("verify-n", 10000, "calls in the verify workload's cassette (its memory is also measured with 10x as many)")
 		vRounds  = flag.Int("verify-rounds", 5, "rounds of the verify workload")
@@ -64,7 +68,7 @@ func main() {
 		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof, its allocations to bench-<variant>.mem.prof (verify: of one more bir-proxy verify run)")
 		selfProf = flag.String("self-profile", "", "write a CPU profile of this process (the host's side and the reference recorders) during the named variant's first pipelined round to bench-self-<variant>.prof")
 		gap      = flag.Duration("gap", 0, "pause between sequential round trips (a host that is not saturating the machine)")
-		alsoBin  = flag.String("also", "", "also measure this bir-proxy binary (BIR_OFF=1, the journal and, with -recording, the plain and batch recorders, each with a recorder of its own) as also:<variant>, in the same rounds: a before/after comparison in one run")
+		alsoBin  = flag.String("also", "", "also measure this bir-proxy binary (comma-separated: several, as also:, also2:, ...) (BIR_OFF=1, the journal and, with -recording, the plain and batch recorders, each with a recorder of its own) as also:<variant>, in the same rounds: a before/after comparison in one run")
 		extraEnv = flag.String("variant-env", "", "also measure the proxy with these extra environment variables (comma-separated K=V)")
 		replayOn = flag.Bool("replay", false, "also measure host calls while replay dispatches run on the same upstream (vs none, both recording), and idle wake-ups with a recorder")
 		every    = flag.Duration("dispatch-every", 2*time.Millisecond, "with -replay: one dispatch per this interval while the replay variant is measured")
@@ -125,14 +129,14 @@ func main() {
 			variants = append(variants, v)
 		}
 	}
-	if *alsoBin != "" {
+	for k, bin := range alsoBins(*alsoBin) {
 		for _, v := range slices.Clone(variants) {
 			if v.name != "bir-proxy" && v.name != "bir-proxy/journal" && v.name != "bir-proxy/recording" && v.name != "bir-proxy/recording/recorder-batch" {
 				continue
 			}
 			a := v
-			a.name = "also:" + v.name
-			a.argv = append([]string{*alsoBin}, v.argv[1:]...)
+			a.name = alsoName(k) + v.name
+			a.argv = append([]string{bin}, v.argv[1:]...)
 			if v.recorder != nil {
 				fault, _ := strings.CutPrefix(v.name, "bir-proxy/recording/recorder-")
 				if v.name == "bir-proxy/recording" {
@@ -166,10 +170,13 @@ func main() {
 		}
 	}
 	fmt.Printf("bir-proxy bench: GOMAXPROCS-visible CPUs %d, %s\n\n", cpus(), time.Now().Format(time.RFC3339))
+	var table issueTable
+	defer table.print(variants)
 
 	if want("seq") {
 		fmt.Printf("Sequential tools/call round trips (%d each, interleaved in rounds):\n", *n)
 		res := sequentialRounds(variants, *n, 10, *gap)
+		table.seq = res
 		for _, v := range variants {
 			fmt.Printf("  %-24s p50 %8s  p99 %8s  proxy CPU/call %8s\n", v.name, res[v.name][0], res[v.name][1], res[v.name][2])
 		}
@@ -189,7 +196,7 @@ func main() {
 			}
 		}
 		for _, v := range variants {
-			if b, ok := strings.CutPrefix(v.name, "also:"); ok {
+			if b, ok := alsoBase(v.name); ok {
 				fmt.Printf("  %-24s p50 %.2fx  p99 %.2fx  CPU/call %.2fx  %s\n", v.name, ratio(res[v.name][0], res[b][0]), ratio(res[v.name][1], res[b][1]), ratio(res[v.name][2], res[b][2]), b)
 			}
 		}
@@ -226,6 +233,7 @@ func main() {
 		posts := map[string]int{}
 		self := map[string]time.Duration{}   // this process: the host's side (and an in-process recorder)
 		recCPU := map[string]time.Duration{} // the variant's recorder's process
+		sys := map[string][3]int64{}         // the variant's process's read and write syscalls, context switches
 		const rounds = 6                     // even: each variant as often early in a round as late (roundOrder)
 		for r := range rounds {
 			for _, i := range roundOrder(len(variants), r) {
@@ -237,7 +245,8 @@ func main() {
 				}
 				posts0 := stepPosts(v.recorder)
 				self0, rec0 := cpuTime(os.Getpid()), recorderCPU(v.recorder)
-				r, c := pipelined(v, *pipeN/rounds, 32)
+				r, c, sc := pipelinedSys(v, *pipeN/rounds, 32)
+				sys[v.name] = [3]int64{sys[v.name][0] + sc[0], sys[v.name][1] + sc[1], sys[v.name][2] + sc[2]}
 				self[v.name] += (cpuTime(os.Getpid()) - self0) / (rounds * time.Duration(*pipeN/rounds))
 				recCPU[v.name] += (recorderCPU(v.recorder) - rec0) / (rounds * time.Duration(*pipeN/rounds))
 				stopProf()
@@ -246,8 +255,10 @@ func main() {
 				cpu[v.name] += c / (rounds * time.Duration(*pipeN/rounds))
 			}
 		}
+		table.pipe = res
 		for _, v := range variants {
-			fmt.Printf("  %-24s %10.0f msg/s  proxy CPU/call %8s  host %8s  recorder %8s\n", v.name, res[v.name], cpu[v.name], self[v.name], recCPU[v.name])
+			per := float64(rounds * (*pipeN / rounds))
+			fmt.Printf("  %-24s %10.0f msg/s  proxy CPU/call %8s  host %8s  recorder %8s  syscalls/call %.2f read %.2f write  switches/call %.2f\n", v.name, res[v.name], cpu[v.name], self[v.name], recCPU[v.name], float64(sys[v.name][0])/per, float64(sys[v.name][1])/per, float64(sys[v.name][2])/per)
 		}
 		for _, v := range variants[2:] {
 			fmt.Printf("  %-24s %.2fx the copy relay's throughput\n", v.name, res[v.name]/res["copy-relay"])
@@ -261,7 +272,7 @@ func main() {
 			}
 		}
 		for _, v := range variants {
-			if b, ok := strings.CutPrefix(v.name, "also:"); ok {
+			if b, ok := alsoBase(v.name); ok {
 				fmt.Printf("  %-24s %.2fx throughput  CPU/call %.2fx  %s\n", v.name, res[v.name]/res[b], ratio(cpu[v.name], cpu[b]), b)
 			}
 		}
@@ -302,6 +313,13 @@ func main() {
 		}
 		fmt.Println()
 	}
+	if want("result") {
+		sizes := parseSizes(*resultMB)
+		fmt.Printf("A tools/call whose result is %s MiB (server --reply-size; %d rounds, a fresh process each):\n", *resultMB, *resRnds)
+		table.result, table.sizesMB = resultWorkload(variants, sizes, *resRnds), sizes
+		printResults(variants, table.result, sizes)
+		fmt.Println()
+	}
 	if want("start") {
 		fmt.Printf("Startup to the initialize answer (median of %d):\n", *starts)
 		res := map[string]time.Duration{}
@@ -309,6 +327,7 @@ func main() {
 			res[v.name] = startup(v, *starts)
 			fmt.Printf("  %-24s %8s\n", v.name, res[v.name].Round(10*time.Microsecond))
 		}
+		table.start = res
 		for _, v := range variants[2:] {
 			fmt.Printf("  %-24s +%s over the copy relay\n", v.name, (res[v.name] - res["copy-relay"]).Round(10*time.Microsecond))
 		}
@@ -544,6 +563,14 @@ func recordingVariants(dir, bench string, here bool) []variant {
 // pipelined returns the throughput and the CPU the variant's process used in all
 // (including what it did after the last answer: reports still being written or sent).
 func pipelined(v variant, n, window int) (float64, time.Duration) {
+	rate, cpu, _ := pipelinedSys(v, n, window)
+	return rate, cpu
+}
+
+// pipelinedSys is pipelined, also returning the read and write syscalls the variant's
+// process made in all (/proc/PID/io) and its threads' context switches: a wrapper's
+// cost under load is mostly its syscalls and the wake-ups behind them.
+func pipelinedSys(v variant, n, window int) (float64, time.Duration, [3]int64) {
 	had := 0
 	if v.recorder != nil {
 		had = v.recorder.view(math.MaxInt).Count
@@ -575,7 +602,15 @@ func pipelined(v variant, n, window int) (float64, time.Duration) {
 		// Delivery finishes before the process is let go, so its CPU is counted.
 		waitSteps(v.recorder, had+n)
 	}
-	return rate, p.stop()
+	pid := p.cmd.Process.Pid
+	sys := [3]int64{procIO(pid, "syscr"), procIO(pid, "syscw"), switches(pid)}
+	return rate, p.stop(), sys
+}
+
+// procIO is a counter of /proc/PID/io (0 when it cannot be read).
+func procIO(pid int, field string) int64 {
+	n, _ := strconv.ParseInt(procField(pid, "io", field), 10, 64)
+	return n
 }
 
 // stepPosts is how many step POSTs rec has answered (0 for no recorder).
@@ -761,17 +796,23 @@ func build(dir string) map[string]string {
 }
 
 func procStatus(pid int, field string) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(procField(pid, "status", field), "kB")), 10, 64)
+	return kb << 10
+}
+
+// procField is the value of field in /proc/PID/file ("status", "io"), spaces trimmed;
+// "" when it cannot be read.
+func procField(pid int, file, field string) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
-		return 0
+		return ""
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
+			return strings.TrimSpace(rest)
 		}
 	}
-	return 0
+	return ""
 }
 
 // cpuTime is the user+system time a process has used, from /proc/PID/stat.
@@ -810,6 +851,34 @@ func cpus() int {
 		}
 	}
 	return 0
+}
+
+// alsoBins are the binaries of -also, in order.
+func alsoBins(flagValue string) []string {
+	if flagValue == "" {
+		return nil
+	}
+	return strings.Split(flagValue, ",")
+}
+
+// alsoName is the prefix of the variants of the k-th -also binary: "also:", then
+// "also2:", "also3:" ...
+func alsoName(k int) string {
+	if k == 0 {
+		return "also:"
+	}
+	return "also" + strconv.Itoa(k+1) + ":"
+}
+
+// alsoBase is the variant an -also variant is the twin of ("also2:bir-proxy" is
+// bir-proxy's), ok false for any other variant.
+func alsoBase(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, "also")
+	if !ok {
+		return "", false
+	}
+	digits := strings.TrimLeft(rest, "0123456789")
+	return strings.CutPrefix(digits, ":")
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }

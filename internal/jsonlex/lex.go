@@ -13,7 +13,9 @@ package jsonlex
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/big"
+	"math/bits"
 	"strings"
 )
 
@@ -31,6 +33,12 @@ func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 
 // SkipSpace returns the index of the first non-space byte at or after i.
 func SkipSpace(b []byte, i int) int {
+	// Encoders write no space between tokens: the usual next byte is a token's own,
+	// and every byte a space is not is above ' ' or a control character JSON refuses
+	// anyway (the loop below sees those the same way).
+	if i < len(b) && b[i] > ' ' {
+		return i
+	}
 	for i < len(b) && IsSpace(b[i]) {
 		i++
 	}
@@ -41,7 +49,17 @@ func SkipSpace(b []byte, i int) int {
 // it: the usual key and id, skipped without a call. It returns -1 when the literal
 // is not one of those, and SkipString must look.
 func skipShort(b []byte, i int) int {
-	for j, lim := i+1, min(len(b), i+24); j < lim; j++ {
+	j, lim := i+1, min(len(b), i+24)
+	// Eight bytes a step while eight remain: the usual key ends in the first word.
+	for ; j+8 <= len(b) && j < lim; j += 8 {
+		if m := quoteOrBackslash(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+			if k := j + bits.TrailingZeros64(m)/8; k < lim && b[k] == '"' {
+				return k + 1
+			}
+			return -1
+		}
+	}
+	for ; j < lim; j++ {
 		switch b[j] {
 		case '"':
 			return j + 1
@@ -50,6 +68,22 @@ func skipShort(b []byte, i int) int {
 		}
 	}
 	return -1
+}
+
+// Word-at-a-time byte tests (SWAR). zeroBytes(v) has the high bit of the lowest
+// zero byte of v set, and no bit below it (higher bytes may carry false marks, so
+// only the lowest mark is read): the borrow that makes a false mark starts at a
+// true zero below it.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+func zeroBytes(v uint64) uint64 { return (v - ones) & ^v & highs }
+
+// quoteOrBackslash marks (as zeroBytes) the bytes of w that are '"' or '\\'.
+func quoteOrBackslash(w uint64) uint64 {
+	return zeroBytes(w^('"'*ones)) | zeroBytes(w^('\\'*ones))
 }
 
 // SkipString returns the index just past the string literal starting at b[i] == '"',
@@ -91,6 +125,9 @@ func SkipValue(b []byte, i int) int {
 	}
 	switch b[i] {
 	case '"':
+		if e := skipShort(b, i); e >= 0 {
+			return e
+		}
 		return SkipString(b, i)
 	case '{', '[':
 		depth := 0
@@ -118,14 +155,7 @@ func SkipValue(b []byte, i int) int {
 	default:
 		// A number or literal: it runs to the next delimiter.
 		start := i
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r', '"', '{', '[', ':':
-				if i == start {
-					return -1
-				}
-				return i
-			}
+		for i < len(b) && endsScalar[b[i]] == 0 {
 			i++
 		}
 		if i == start {
@@ -134,6 +164,26 @@ func SkipValue(b []byte, i int) int {
 		return i
 	}
 }
+
+// endsScalar marks with 1 the bytes a number or literal runs up to: the separators,
+// brackets, quote and JSON whitespace. A constant, so it is no state of the package.
+const endsScalar = "" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01\x00\x00\x01\x00\x00" + // \t \n \r
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x01\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00" + // space " ,
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00" + // :
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x01\x00\x00" + // [ ]
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x01\x00\x00" + // { }
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
 
 // EachMember calls f for each member of the object whose '{' is at b[i], in order,
 // until f returns false; ok is false when the object's structure is broken (members
@@ -150,9 +200,11 @@ func EachMember(b []byte, i int, f func(m Member) bool) (end int, ok bool) {
 		if i >= len(b) || b[i] != '"' {
 			return 0, false
 		}
-		k := SkipString(b, i)
+		k := skipShort(b, i)
 		if k < 0 {
-			return 0, false
+			if k = SkipString(b, i); k < 0 {
+				return 0, false
+			}
 		}
 		m := Member{Key: Span{i, k}}
 		i = SkipSpace(b, k)

@@ -173,3 +173,16 @@ func TestHex4(t *testing.T) {
 		}
 	}
 }
+
+// TestEndsScalar: the table marks exactly the bytes a number or literal ends at.
+func TestEndsScalar(t *testing.T) {
+	if len(endsScalar) != 256 {
+		t.Fatalf("the table has %d entries", len(endsScalar))
+	}
+	for c := 0; c < 256; c++ {
+		want := strings.IndexByte(",}] \t\n\r\"{[:", byte(c)) >= 0
+		if got := endsScalar[c] == 1; got != want {
+			t.Errorf("endsScalar[%q] = %v, want %v", byte(c), got, want)
+		}
+	}
+}

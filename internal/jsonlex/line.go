@@ -1,5 +1,7 @@
 package jsonlex
 
+import "bytes"
+
 // Line is what one pass of the lexer learns of a line of JSON-RPC: where each of its
 // objects lies (the message, or each object element of a batch) and, in each, where
 // its JSON-RPC members are. The host's path lexes every message once into a Line it
@@ -293,9 +295,11 @@ func (l *Line) lexParams(b []byte, i int, o *Obj) (end int) {
 		if i >= len(b) || b[i] != '"' {
 			break
 		}
-		k := SkipString(b, i)
+		k := skipShort(b, i)
 		if k < 0 {
-			break
+			if k = SkipString(b, i); k < 0 {
+				break
+			}
 		}
 		key := b[i:k]
 		i = SkipSpace(b, k)
@@ -304,7 +308,7 @@ func (l *Line) lexParams(b []byte, i int, o *Obj) (end int) {
 		}
 		i = SkipSpace(b, i+1)
 		var v int
-		isName, isArgs := KeyIs(key, "name"), KeyIs(key, "arguments")
+		isName, isArgs := paramsKey(key)
 		if isArgs {
 			if found {
 				o.Recheck = true
@@ -354,6 +358,38 @@ func (l *Line) lexParams(b []byte, i int, o *Obj) (end int) {
 	// (it checks brackets, not separators), and the reader that cares looks itself.
 	o.Recheck, o.hasArgs = true, false
 	return SkipValue(b, start)
+}
+
+// paramsKey says whether the key literal k of a params member is "name" or
+// "arguments" (KeyIs of each, in one look: the plain spellings by length, and the
+// scan for a backslash once).
+func paramsKey(k []byte) (isName, isArgs bool) {
+	switch {
+	case len(k) == len(`"name"`):
+		return string(k) == `"name"`, false
+	case len(k) == len(`"arguments"`) && string(k) == `"arguments"`:
+		return false, true
+	case len(k) < len(`"name"`) || bytes.IndexByte(k, '\\') < 0:
+		return false, false
+	}
+	s, ok := DecodeString(k)
+	return ok && s == "name", ok && s == "arguments"
+}
+
+// shiftOne is Shift by the one cut d, once the members of arguments are dropped.
+func (l *Line) shiftOne(d Span) {
+	n := d.End - d.Start
+	move := func(s *Span) {
+		if s.End != 0 {
+			if s.Start >= d.End {
+				s.Start -= n
+			}
+			if s.End >= d.End {
+				s.End -= n
+			}
+		}
+	}
+	l.eachSpan(move)
 }
 
 // Arguments is the members of o's params.arguments, an object, when o has one params
@@ -409,8 +445,18 @@ func rpcMember(k []byte) member {
 	return memberOther
 }
 
-// escapedMember is rpcMember for a key too long to be a plain spelling.
+// escapedMember is rpcMember for a key too long to be a plain spelling. The names
+// are lowercase letters, which JSON can escape only as \uXXXX: each escaped letter
+// makes the literal five bytes longer, so a literal spells one of them only at a
+// length of 2+n+5e (n its letters, 1 <= e <= n of them escaped), and starts with the
+// name's first letter or a backslash. "jsonrpc", in every message, is neither.
 func escapedMember(k []byte) member {
+	if c := k[1]; c != '\\' && c != 'i' && c != 'e' && c != 'm' && c != 'p' && c != 'r' {
+		return memberOther
+	}
+	if !escapedLength(len(k)-2, 2) && !escapedLength(len(k)-2, 5) && !escapedLength(len(k)-2, 6) {
+		return memberOther
+	}
 	for _, c := range k {
 		if c == '\\' {
 			s, ok := DecodeString(k)
@@ -433,6 +479,12 @@ func escapedMember(k []byte) member {
 		}
 	}
 	return memberOther
+}
+
+// escapedLength reports whether l bytes can spell a name of n letters, some escaped.
+func escapedLength(l, n int) bool {
+	e := l - n
+	return e > 0 && e%5 == 0 && e/5 <= n
 }
 
 // Fields are o's members as subslices of line, the line o was lexed from.
@@ -468,6 +520,11 @@ func (l *Line) Shift(dels []Span) {
 	for i := range l.Objs {
 		l.Objs[i].hasArgs = false
 	}
+	if len(dels) == 1 {
+		// The usual edit, one cut (the key strip's): no walk of the cuts per span.
+		l.shiftOne(dels[0])
+		return
+	}
 	at := func(p int) int {
 		n := 0
 		for _, d := range dels {
@@ -483,15 +540,21 @@ func (l *Line) Shift(dels []Span) {
 			s.Start, s.End = at(s.Start), at(s.End)
 		}
 	}
+	l.eachSpan(move)
+}
+
+// eachSpan calls f with every span of every object of l (Arguments too: an edit's
+// cuts are inside it, and its end moves).
+func (l *Line) eachSpan(f func(s *Span)) {
 	for i := range l.Objs {
 		o := &l.Objs[i]
-		move(&o.Span)
-		move(&o.Method)
-		move(&o.ID)
-		move(&o.Params)
-		move(&o.Result)
-		move(&o.Error)
-		move(&o.Name)
-		move(&o.Arguments) // an edit's cuts are inside it: its end moves
+		f(&o.Span)
+		f(&o.Method)
+		f(&o.ID)
+		f(&o.Params)
+		f(&o.Result)
+		f(&o.Error)
+		f(&o.Name)
+		f(&o.Arguments)
 	}
 }

@@ -118,25 +118,32 @@ func TestLineAgreesWithEachRPC(t *testing.T) {
 
 func TestLineShift(t *testing.T) {
 	line := []byte(`[{"id":1,"params":{"arguments":{"k":"x","a":2},"name":"n"},"method":"m"},{"params":{"name":"o","arguments":{"k":1}},"id":2}]`)
-	var lx Line
-	lx.Lex(line)
-	// Cut `"k":"x",` and `"k":1` as the key strip would.
-	var dels []Span
-	for _, cut := range []string{`"k":"x",`, `"k":1`} {
-		i := bytes.Index(line, []byte(cut))
-		dels = append(dels, Span{i, i + len(cut)})
-	}
-	out := append([]byte(nil), line[:dels[0].Start]...)
-	out = append(out, line[dels[0].End:dels[1].Start]...)
-	out = append(out, line[dels[1].End:]...)
-	lx.Shift(dels)
-	var fresh Line
-	fresh.Lex(out)
-	if fmt.Sprint(spans(&lx)) != fmt.Sprint(spans(&fresh)) {
-		t.Fatalf("shifted %v, lexed afresh %v", spans(&lx), spans(&fresh))
-	}
-	if lx.Arguments(&lx.Objs[0]) != nil {
-		t.Fatal("the arguments' members outlived the edit")
+	// Cut `"k":"x",` and `"k":1` as the key strip would; and each alone (one cut
+	// takes a path of its own).
+	for _, cuts := range [][]string{{`"k":"x",`, `"k":1`}, {`"k":"x",`}, {`"k":1`}} {
+		var lx Line
+		lx.Lex(line)
+		var dels []Span
+		for _, cut := range cuts {
+			i := bytes.Index(line, []byte(cut))
+			dels = append(dels, Span{i, i + len(cut)})
+		}
+		var out []byte
+		at := 0
+		for _, d := range dels {
+			out = append(out, line[at:d.Start]...)
+			at = d.End
+		}
+		out = append(out, line[at:]...)
+		lx.Shift(dels)
+		var fresh Line
+		fresh.Lex(out)
+		if fmt.Sprint(spans(&lx)) != fmt.Sprint(spans(&fresh)) {
+			t.Fatalf("cuts %q: shifted %v, lexed afresh %v", cuts, spans(&lx), spans(&fresh))
+		}
+		if lx.Arguments(&lx.Objs[0]) != nil || lx.Arguments(&lx.Objs[1]) != nil {
+			t.Fatalf("cuts %q: the arguments' members outlived the edit", cuts)
+		}
 	}
 }
 
@@ -188,7 +195,7 @@ func FuzzLine(f *testing.F) {
 // FuzzKeyIs: the length shortcuts of KeyIs and of the lexer's member names agree with
 // decoding the literal and comparing.
 func FuzzKeyIs(f *testing.F) {
-	for _, s := range [][2]string{{`"id"`, "id"}, {`"\u0069d"`, "id"}, {`"i\\"`, `i\`}, {`"a\b"`, `a\b`}, {`"method"`, "method"}, {`"\u006dethod"`, "method"}, {`"x"`, ""}} {
+	for _, s := range [][2]string{{`"id"`, "id"}, {`"\u0069d"`, "id"}, {`"i\\"`, `i\`}, {`"a\b"`, `a\b`}, {`"method"`, "method"}, {`"\u006dethod"`, "method"}, {`"x"`, ""}, {`"jsonrpc"`, "id"}, {`"i\u0064"`, "id"}, {`"erro\u0072"`, "error"}, {`"\u0065rror"`, "error"}, {`"par\u0061ms"`, "params"}, {`"r\u0065sult"`, "result"}, {`"n\u0061me"`, "name"}, {`"\u0061rguments"`, "arguments"}} {
 		f.Add([]byte(s[0]), s[1])
 	}
 	f.Fuzz(func(t *testing.T, lit []byte, name string) {
@@ -205,6 +212,9 @@ func FuzzKeyIs(f *testing.F) {
 		}
 		if got := rpcMember(lit); got != want {
 			t.Fatalf("rpcMember(%q) = %v, want %v", lit, got, want)
+		}
+		if isName, isArgs := paramsKey(lit); isName != (ok && s == "name") || isArgs != (ok && s == "arguments") {
+			t.Fatalf("paramsKey(%q) = %v, %v; the literal decodes to %q (%v)", lit, isName, isArgs, s, ok)
 		}
 	})
 }

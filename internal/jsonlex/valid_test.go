@@ -147,3 +147,76 @@ func BenchmarkLexThenGjsonAnswer(b *testing.B) {
 		lx.Lex(benchAnswer)
 	}
 }
+
+// FuzzStringScan: the word-at-a-time string scans (skipShort, validString) agree with
+// the byte-at-a-time loops they replaced, wherever the string starts and ends in b.
+func FuzzStringScan(f *testing.F) {
+	for _, s := range []string{`"jsonrpc":"2.0"`, `"0123456789abcdef\"x"`, "\"abcdefg\x01hij\"", `"abc\\"`, `"{\"text\":\"hello, world\"}"`, `"\u00e9\uD83D\uDE00 long enough to need words"`, `"x`} {
+		f.Add([]byte(s), uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, at uint8) {
+		i := int(at)
+		if i >= len(b) {
+			return
+		}
+		b = append(append([]byte(nil), b[:i]...), append([]byte{'"'}, b[i:]...)...)
+		if got, want := skipShort(b, i), skipShortRef(b, i); got != want {
+			t.Fatalf("skipShort(%q, %d) = %d, want %d", b, i, got, want)
+		}
+		if got, want := validString(b, i), validStringRef(b, i); got != want {
+			t.Fatalf("validString(%q, %d) = %d, want %d", b, i, got, want)
+		}
+	})
+}
+
+func skipShortRef(b []byte, i int) int {
+	for j, lim := i+1, min(len(b), i+24); j < lim; j++ {
+		switch b[j] {
+		case '"':
+			return j + 1
+		case '\\':
+			return -1
+		}
+	}
+	return -1
+}
+
+func validStringRef(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1
+		case c < 0x20:
+			return -1
+		case c == '\\':
+			i++
+			if i >= len(b) {
+				return -1
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if i+4 >= len(b) || !isHex(b[i+1]) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) {
+					return -1
+				}
+				i += 4
+			default:
+				return -1
+			}
+		}
+	}
+	return -1
+}
+
+// BenchmarkLexValidText is a server's answer with 4 KiB of plain text: most of a
+// real result's bytes are inside strings.
+func BenchmarkLexValidText(b *testing.B) {
+	msg := []byte(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"` + strings.Repeat("The quick brown fox jumps over the lazy dog. ", 91) + `"}]}}`)
+	var lx Line
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		if !lx.LexValid(msg) {
+			b.Fatal("not valid")
+		}
+	}
+}
