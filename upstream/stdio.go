@@ -208,6 +208,7 @@ func Start(c Command) (*Process, error) {
 	cmd.Stderr = errW
 	setProcAttr(cmd)
 	if supervised {
+		cmd.Env = supervisorEnv(c.Env)
 		setSupervisorAttr(cmd)
 		p.supervised = true
 	}
