@@ -39,18 +39,32 @@ func Supervise(args []string, stdin, stdout, stderr *os.File) int {
 		return 128 + int(syscall.SIGKILL) // the proxy died before we could hear it
 	}
 
-	cmd := exec.Command(args[1], args[2:]...)
-	// The server's environment is ours less what the proxy set for the supervisor
-	// alone (supervisorEnv).
-	cmd.Env = serverEnv(os.Environ())
-	// Its stdio (main's, handed in) is the server's pipes, never the host's: the
-	// supervisor hands them on and writes nothing to its stdout.
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	// If the supervisor is killed outright, the server still goes with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	path := args[1]
+	if !strings.Contains(path, "/") {
+		// The proxy hands over a path it looked up; another caller may not.
+		p, err := exec.LookPath(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "bir-proxy: starting %s: %v\n", path, err)
+			return 127
+		}
+		path = p
+	}
+	// syscall.ForkExec, not os/exec: the first os/exec start in a process forks a
+	// throwaway child to check that pidfds work, a fork more on the way to the
+	// server's first answer, and the supervisor waits for its one child itself.
+	pid, err := syscall.ForkExec(path, args[1:], &syscall.ProcAttr{
+		// The server's environment is ours less what the proxy set for the
+		// supervisor alone (supervisorEnv).
+		Env: serverEnvOr(os.Environ()),
+		// Its stdio (main's, handed in) is the server's pipes, never the host's: the
+		// supervisor hands them on and writes nothing to its stdout.
+		Files: []uintptr{stdin.Fd(), stdout.Fd(), stderr.Fd()},
+		// If the supervisor is killed outright, the server still goes with it.
+		Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
 		fmt.Fprintf(stderr, "bir-proxy: starting %s: %v\n", args[1], err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, os.ErrNotExist) {
 			return 127
 		}
 		return 126
@@ -59,25 +73,45 @@ func Supervise(args []string, stdin, stdout, stderr *os.File) int {
 	// would never see the server's stdout end.
 	releaseStdio(stdin, stdout)
 
-	exited := make(chan *os.ProcessState, 1)
+	// The waiter only sees the server end (WNOWAIT): this goroutine reaps it, so
+	// until then its pid cannot be reused, and a kill of it reaches nobody else.
+	exited := make(chan struct{})
 	go func() {
-		st, _ := cmd.Process.Wait()
-		exited <- st
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if !errors.Is(err, syscall.EINTR) {
+				break
+			}
+		}
+		close(exited)
 	}()
 	for {
 		select {
-		case st := <-exited:
+		case <-exited:
+			var ws syscall.WaitStatus
+			if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+				ws = syscall.WaitStatus(1 << 8) // status 1: the end was seen, not read
+			}
 			endDescendants()
-			return passOn(st)
+			return passOn(ws)
 		case s := <-sigs:
 			if s != syscall.SIGUSR2 {
 				continue
 			}
-			_ = cmd.Process.Kill()
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 			endDescendants()
 			return 128 + int(syscall.SIGKILL)
 		}
 	}
+}
+
+// serverEnvOr is serverEnv, or env itself when the proxy added nothing.
+func serverEnvOr(env []string) []string {
+	if e := serverEnv(env); e != nil {
+		return e
+	}
+	return env
 }
 
 // releaseStdio points our stdin and stdout at /dev/null: the server holds the pipes
@@ -190,16 +224,13 @@ func childrenFromStat(pid int) []int {
 
 // passOn exits the way the server did: with its status, or by the same signal, so the
 // proxy reports the server's end and not the supervisor's.
-func passOn(st *os.ProcessState) int {
-	if st == nil {
-		return 1
-	}
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+func passOn(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
 		sig := ws.Signal()
 		ossignal.Reset(sig)
 		_ = syscall.Kill(os.Getpid(), sig)
 		time.Sleep(100 * time.Millisecond) // the signal is delivered; not reached for a fatal one
 		return 128 + int(sig)
 	}
-	return st.ExitCode()
+	return ws.ExitStatus()
 }
