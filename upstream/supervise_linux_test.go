@@ -1,6 +1,8 @@
 package upstream
 
 import (
+	"os"
+	"os/exec"
 	"slices"
 	"testing"
 )
@@ -33,5 +35,22 @@ func TestSupervisorEnvIsTheServersAgain(t *testing.T) {
 	_ = supervisorEnv(env)
 	if got := env[:2][1]; got != "" {
 		t.Errorf("supervisorEnv wrote %q past the caller's slice", got)
+	}
+}
+
+// Both ways of listing the supervisor's children find a child: the kernel's lists,
+// and, where it keeps none, every process's stat.
+func TestChildrenAreListed(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	pid := cmd.Process.Pid
+	if got := children(); !slices.Contains(got, pid) {
+		t.Errorf("children() = %v, want it to hold %d", got, pid)
+	}
+	if got := childrenFromStat(os.Getpid()); !slices.Contains(got, pid) {
+		t.Errorf("childrenFromStat = %v, want it to hold %d", got, pid)
 	}
 }
