@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -165,7 +166,7 @@ func (r *renderer) value(it item) {
 		r.emit(it.depth, it.key, jsonlex.Quote(s))
 	default:
 		lit := string(b)
-		if !r.o.Strict && len(it.path) > 0 && volatileKey.MatchString(it.path[len(it.path)-1]) && (b[0] == '-' || (b[0] >= '0' && b[0] <= '9')) {
+		if !r.o.Strict && len(it.path) > 0 && volatileRes().key.MatchString(it.path[len(it.path)-1]) && (b[0] == '-' || (b[0] >= '0' && b[0] <= '9')) {
 			lit = "<duration>"
 		} else if f, err := strconv.ParseFloat(lit, 64); err == nil && (b[0] == '-' || (b[0] >= '0' && b[0] <= '9')) {
 			// 1.0 is 1 to every JSON reader; a number past a double keeps its text.
@@ -223,17 +224,26 @@ func compact(b []byte) string {
 	return string(b)
 }
 
-var (
-	reTimestamp = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:?\d{2})?`)
-	// JavaScript's Date.toString() and the HTTP date (RFC 1123), as servers print times.
-	reJSDate = regexp.MustCompile(`\b(Mon|Tue|Wed|Thu|Fri|Sat|Sun),? (\d{1,2} )?(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{1,2} )?\d{4} \d{2}:\d{2}:\d{2}( GMT([+-]\d{4})?( \([^)]{1,64}\))?)?`)
-	// A time of day, as a locale prints it ("12:27:06 AM", "00:27:06.5").
-	reClock    = regexp.MustCompile(`\b\d{1,2}:\d{2}:\d{2}(\.\d+)?( ?[AaPp][Mm]\b)?`)
-	reUUID     = regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
-	reDuration = regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|us|ms|s)\b|\b\d+(\.\d+)? ?(ms|milliseconds|seconds|sec)\b|\bPT(\d+H)?(\d+M)?(\d+(\.\d+)?S)?\b`)
-	// volatileKey names a number that is a measured duration or a clock reading.
-	volatileKey = regexp.MustCompile(`(?i)(duration|elapsed|latency|took|timestamp|uptime|_ms$|Ms$|^time$|At$)`)
-)
+// volatileRes is compiled on first use, not at package initialisation: every
+// bir-proxy process links this package, and compiling these took 0.6 ms of each
+// start, the supervisor's included (issue 26), for a diff most never make.
+var volatileRes = sync.OnceValue(func() *volatileRegexps {
+	return &volatileRegexps{
+		timestamp: regexp.MustCompile(`\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:?\d{2})?`),
+		// JavaScript's Date.toString() and the HTTP date (RFC 1123), as servers print times.
+		jsDate: regexp.MustCompile(`\b(Mon|Tue|Wed|Thu|Fri|Sat|Sun),? (\d{1,2} )?(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{1,2} )?\d{4} \d{2}:\d{2}:\d{2}( GMT([+-]\d{4})?( \([^)]{1,64}\))?)?`),
+		// A time of day, as a locale prints it ("12:27:06 AM", "00:27:06.5").
+		clock:    regexp.MustCompile(`\b\d{1,2}:\d{2}:\d{2}(\.\d+)?( ?[AaPp][Mm]\b)?`),
+		uuid:     regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`),
+		duration: regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|us|ms|s)\b|\b\d+(\.\d+)? ?(ms|milliseconds|seconds|sec)\b|\bPT(\d+H)?(\d+M)?(\d+(\.\d+)?S)?\b`),
+		// key names a number that is a measured duration or a clock reading.
+		key: regexp.MustCompile(`(?i)(duration|elapsed|latency|took|timestamp|uptime|_ms$|Ms$|^time$|At$)`),
+	}
+})
+
+type volatileRegexps struct {
+	timestamp, jsDate, clock, uuid, duration, key *regexp.Regexp
+}
 
 // maxVolatile is the longest string searched for volatile values; a longer one is
 // compared as it is (the regexps are linear, but a diff of megabytes of text is
@@ -246,13 +256,14 @@ func volatile(s string) string {
 	if len(s) > maxVolatile {
 		return s
 	}
+	re := volatileRes()
 	if strings.ContainsAny(s, "-") {
-		s = reTimestamp.ReplaceAllLiteralString(s, "<timestamp>")
-		s = reUUID.ReplaceAllLiteralString(s, "<uuid>")
+		s = re.timestamp.ReplaceAllLiteralString(s, "<timestamp>")
+		s = re.uuid.ReplaceAllLiteralString(s, "<uuid>")
 	}
 	if strings.Contains(s, ":") {
-		s = reJSDate.ReplaceAllLiteralString(s, "<timestamp>")
-		s = reClock.ReplaceAllLiteralString(s, "<time>")
+		s = re.jsDate.ReplaceAllLiteralString(s, "<timestamp>")
+		s = re.clock.ReplaceAllLiteralString(s, "<time>")
 	}
-	return reDuration.ReplaceAllLiteralString(s, "<duration>")
+	return re.duration.ReplaceAllLiteralString(s, "<duration>")
 }

@@ -3,6 +3,8 @@ package upstream
 import (
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -47,4 +49,43 @@ const sigKillAll = syscall.SIGUSR2
 // by SIGKILL it could not end the server's descendants first.
 func setSupervisorAttr(cmd *exec.Cmd) {
 	cmd.SysProcAttr.Pdeathsig = sigKillAll
+}
+
+// supervisorUnset names, in a supervisor's environment, the variables the proxy set
+// for the supervisor alone, which it removes again before it starts the server.
+const supervisorUnset = "BIR_SUPERVISOR_UNSET"
+
+// supervisorEnv is the environment a supervisor is started with: the server's, plus
+// GOMAXPROCS=1 when the server's does not set it. The supervisor does nothing in
+// parallel, and a Go runtime told its GOMAXPROCS neither reads the cgroup files for a
+// default nor starts threads for a second P: measured, a millisecond of the
+// supervisor's start, which is on the way to the server's first answer (issue 26).
+func supervisorEnv(env []string) []string {
+	if env == nil {
+		env = os.Environ()
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GOMAXPROCS=") {
+			return env
+		}
+	}
+	return append(slices.Clip(env), "GOMAXPROCS=1", supervisorUnset+"=GOMAXPROCS")
+}
+
+// serverEnv is the environment a supervisor starts the server with: its own, less
+// what supervisorEnv added (nil: its own, unchanged).
+func serverEnv(env []string) []string {
+	unset := []string{}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, supervisorUnset+"="); ok {
+			unset = append(strings.Split(v, ","), supervisorUnset)
+		}
+	}
+	if len(unset) == 0 {
+		return nil
+	}
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(unset, k)
+	})
 }

@@ -15,3 +15,6 @@ const Supervised = false
 var sigKillAll os.Signal = os.Kill
 
 func setSupervisorAttr(*exec.Cmd) {}
+
+// supervisorEnv is never used where nothing is supervised.
+func supervisorEnv(env []string) []string { return env }

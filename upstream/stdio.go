@@ -65,8 +65,14 @@ type Command struct {
 	// on Linux (cmd/bir-proxy/supervise_linux.go): the parent-death signal reaches
 	// only the direct child, so without one the real server behind a launcher (npx,
 	// uvx, sh -c) outlives a proxy killed with SIGKILL. Ignored where Supervised says
-	// the platform cannot do it.
+	// the platform cannot do it. On linux/amd64 the same supervisor is forked from
+	// the proxy instead (rawsup_linux_amd64.s), a loop of system calls that needs no
+	// process image and no Go runtime of its own; Supervisor is then not executed
+	// unless ExecSupervisor is set.
 	Supervisor string
+	// ExecSupervisor starts Supervisor as a program even where the supervisor could
+	// be forked (BIR_SUPERVISE=exec).
+	ExecSupervisor bool
 }
 
 // SuperviseArg is the first argument a supervisor is started with.
@@ -105,6 +111,7 @@ type Process struct {
 
 	inputGrace, termGrace time.Duration
 	supervised            bool // cmd is a supervisor running the server (Command.Supervisor)
+	keep                  any  // what a forked supervisor reads (startRawSupervisor), reachable while it runs
 
 	exited   chan struct{} // closed once the process has been waited for
 	exitCode int
@@ -213,10 +220,22 @@ func Start(c Command) (*Process, error) {
 	cmd.Stderr = errW
 	setProcAttr(cmd)
 	if supervised {
+		cmd.Env = supervisorEnv(c.Env)
 		setSupervisorAttr(cmd)
 		p.supervised = true
 	}
-	if err := cmd.Start(); err != nil {
+	if supervised && !c.ExecSupervisor && canForkSupervisor() {
+		path := cmd.Args[3]
+		proc, keep, err := startRawSupervisor(path, append([]string{path}, c.Args...), c.Env, c.Dir, inR, outW, errW)
+		p.keep = keep
+		if err != nil {
+			for _, f := range []*os.File{inR, inW, outR, outW, errR, errW} {
+				f.Close()
+			}
+			return nil, fmt.Errorf("starting %s: %w", c.Path, err)
+		}
+		cmd.Process = proc
+	} else if err := cmd.Start(); err != nil {
 		for _, f := range []*os.File{inR, inW, outR, outW, errR, errW} {
 			f.Close()
 		}

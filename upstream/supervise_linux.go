@@ -39,15 +39,32 @@ func Supervise(args []string, stdin, stdout, stderr *os.File) int {
 		return 128 + int(syscall.SIGKILL) // the proxy died before we could hear it
 	}
 
-	cmd := exec.Command(args[1], args[2:]...)
-	// Its stdio (main's, handed in) is the server's pipes, never the host's: the
-	// supervisor hands them on and writes nothing to its stdout.
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	// If the supervisor is killed outright, the server still goes with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	path := args[1]
+	if !strings.Contains(path, "/") {
+		// The proxy hands over a path it looked up; another caller may not.
+		p, err := exec.LookPath(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "bir-proxy: starting %s: %v\n", path, err)
+			return 127
+		}
+		path = p
+	}
+	// syscall.ForkExec, not os/exec: the first os/exec start in a process forks a
+	// throwaway child to check that pidfds work, a fork more on the way to the
+	// server's first answer, and the supervisor waits for its one child itself.
+	pid, err := syscall.ForkExec(path, args[1:], &syscall.ProcAttr{
+		// The server's environment is ours less what the proxy set for the
+		// supervisor alone (supervisorEnv).
+		Env: serverEnvOr(os.Environ()),
+		// Its stdio (main's, handed in) is the server's pipes, never the host's: the
+		// supervisor hands them on and writes nothing to its stdout.
+		Files: []uintptr{stdin.Fd(), stdout.Fd(), stderr.Fd()},
+		// If the supervisor is killed outright, the server still goes with it.
+		Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
 		fmt.Fprintf(stderr, "bir-proxy: starting %s: %v\n", args[1], err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, os.ErrNotExist) {
 			return 127
 		}
 		return 126
@@ -56,25 +73,45 @@ func Supervise(args []string, stdin, stdout, stderr *os.File) int {
 	// would never see the server's stdout end.
 	releaseStdio(stdin, stdout)
 
-	exited := make(chan *os.ProcessState, 1)
+	// The waiter only sees the server end (WNOWAIT): this goroutine reaps it, so
+	// until then its pid cannot be reused, and a kill of it reaches nobody else.
+	exited := make(chan struct{})
 	go func() {
-		st, _ := cmd.Process.Wait()
-		exited <- st
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if !errors.Is(err, syscall.EINTR) {
+				break
+			}
+		}
+		close(exited)
 	}()
 	for {
 		select {
-		case st := <-exited:
+		case <-exited:
+			var ws syscall.WaitStatus
+			if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+				ws = syscall.WaitStatus(1 << 8) // status 1: the end was seen, not read
+			}
 			endDescendants()
-			return passOn(st)
+			return passOn(ws)
 		case s := <-sigs:
 			if s != syscall.SIGUSR2 {
 				continue
 			}
-			_ = cmd.Process.Kill()
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 			endDescendants()
 			return 128 + int(syscall.SIGKILL)
 		}
 	}
+}
+
+// serverEnvOr is serverEnv, or env itself when the proxy added nothing.
+func serverEnvOr(env []string) []string {
+	if e := serverEnv(env); e != nil {
+		return e
+	}
+	return env
 }
 
 // releaseStdio points our stdin and stdout at /dev/null: the server holds the pipes
@@ -96,25 +133,66 @@ func releaseStdio(stdin, stdout *os.File) {
 func endDescendants() {
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		kids := children(os.Getpid())
-		if len(kids) == 0 {
-			return
+		if reap() {
+			return // the kernel says we have no child left, running or not
 		}
-		for _, pid := range kids {
+		for _, pid := range children() {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		for {
-			pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
-			if pid <= 0 || err != nil {
-				break
-			}
+		if reap() {
+			return
 		}
-		time.Sleep(5 * time.Millisecond) // a killed process takes a moment to become reapable
+		time.Sleep(time.Millisecond) // a killed process takes a moment to become reapable
 	}
 }
 
-// children lists the processes whose parent is pid, from /proc.
-func children(pid int) []int {
+// reap collects every child that has ended, and says whether none is left at all:
+// wait4 failing with ECHILD is the kernel's own count, which no listing can miss.
+func reap() (none bool) {
+	for {
+		pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return errors.Is(err, syscall.ECHILD)
+		}
+		if pid <= 0 {
+			return false
+		}
+	}
+}
+
+// children lists our children: from /proc/self/task/*/children, the kernel's list,
+// or, where the kernel does not keep one (CONFIG_PROC_CHILDREN), from every process's
+// /proc/PID/stat. The first read a handful of small files where the second read one
+// per process on the machine, a third of the supervisor's CPU on every exit.
+func children() []int {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err == nil {
+		var out []int
+		listed := false
+		for _, t := range tasks {
+			b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			listed = true
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+					out = append(out, pid)
+				}
+			}
+		}
+		if listed {
+			return out
+		}
+	}
+	return childrenFromStat(os.Getpid())
+}
+
+// childrenFromStat lists the processes whose parent is pid, from /proc/*/stat.
+func childrenFromStat(pid int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -146,16 +224,13 @@ func children(pid int) []int {
 
 // passOn exits the way the server did: with its status, or by the same signal, so the
 // proxy reports the server's end and not the supervisor's.
-func passOn(st *os.ProcessState) int {
-	if st == nil {
-		return 1
-	}
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+func passOn(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
 		sig := ws.Signal()
 		ossignal.Reset(sig)
 		_ = syscall.Kill(os.Getpid(), sig)
 		time.Sleep(100 * time.Millisecond) // the signal is delivered; not reached for a fatal one
 		return 128 + int(sig)
 	}
-	return st.ExitCode()
+	return ws.ExitStatus()
 }

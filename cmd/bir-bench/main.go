@@ -322,9 +322,8 @@ func main() {
 	}
 	if want("start") {
 		fmt.Printf("Startup to the initialize answer (median of %d):\n", *starts)
-		res := map[string]time.Duration{}
+		res := startupRounds(variants, *starts)
 		for _, v := range variants {
-			res[v.name] = startup(v, *starts)
 			fmt.Printf("  %-24s %8s\n", v.name, res[v.name].Round(10*time.Microsecond))
 		}
 		table.start = res
@@ -723,17 +722,26 @@ func big(v variant, size int) (time.Duration, int64) {
 	return d, hwm
 }
 
-func startup(v variant, n int) time.Duration {
-	var ds []time.Duration
+// startupRounds measures n starts of every variant, one of each in turn, so that the
+// machine's load (other tenants of 2 CPUs) falls on all of them alike; it returns
+// each variant's median.
+func startupRounds(vs []variant, n int) map[string]time.Duration {
+	ds := map[string][]time.Duration{}
 	for range n {
-		t0 := time.Now()
-		p := start(v)
-		initialize(p)
-		ds = append(ds, time.Since(t0))
-		p.stop()
+		for _, v := range vs {
+			t0 := time.Now()
+			p := start(v)
+			initialize(p)
+			ds[v.name] = append(ds[v.name], time.Since(t0))
+			p.stop()
+		}
 	}
-	slices.Sort(ds)
-	return ds[len(ds)/2]
+	res := map[string]time.Duration{}
+	for name, d := range ds {
+		slices.Sort(d)
+		res[name] = d[len(d)/2]
+	}
+	return res
 }
 
 func idle(v variant, d time.Duration) (time.Duration, int64, float64) {

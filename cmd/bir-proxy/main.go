@@ -263,7 +263,7 @@ func runProxy(c *cli, args []string) int {
 // supervisor is the program that runs the server for the proxy: bir-proxy itself
 // (see upstream.Command.Supervisor), unless BIR_SUPERVISE=0.
 func supervisor() string {
-	if v, err := parseSwitch("BIR_SUPERVISE", envOr("BIR_SUPERVISE", "1")); err == nil && !v {
+	if v, err := parseSwitch("BIR_SUPERVISE", envOr("BIR_SUPERVISE", "1")); err == nil && !v && !execSupervisor() {
 		return ""
 	}
 	self, err := os.Executable()
@@ -271,6 +271,12 @@ func supervisor() string {
 		return ""
 	}
 	return self
+}
+
+// execSupervisor says BIR_SUPERVISE=exec: the supervisor is started as bir-proxy
+// __supervise even where it is forked from the proxy by default (linux/amd64).
+func execSupervisor() bool {
+	return strings.EqualFold(strings.TrimSpace(os.Getenv("BIR_SUPERVISE")), "exec")
 }
 
 // diagGrace bounds how long the proxy, at exit, waits for its last diagnostics to

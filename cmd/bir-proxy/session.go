@@ -65,6 +65,8 @@ func (f *proxyFlags) openUpstream(ctx context.Context, logger *slog.Logger, diag
 		Slab:       off(), // nothing records: no server message is kept
 		Logger:     logger,
 		InputGrace: f.stopGrace,
+
+		ExecSupervisor: execSupervisor(), // BIR_SUPERVISE=exec: not forked
 	}
 	first, err := dialer.Dial(ctx)
 	up.opened(openReporter(ctx, f, logger))

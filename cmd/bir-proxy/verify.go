@@ -190,6 +190,8 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 			Supervisor: supervisor(),
 			MaxMessage: p.maxMessage,
 			Logger:     logger,
+
+			ExecSupervisor: execSupervisor(), // BIR_SUPERVISE=exec: not forked
 		}
 		cfg.Dial = func(ctx context.Context) (upstream.Conn, error) {
 			conn, err := cmd.Dial(ctx)

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
+)
+
+// TestSupervisorSettingsDoNotReachTheServer: the supervisor runs with GOMAXPROCS=1 (a
+// faster start, issue 26); the server behind it sees its own environment, without it,
+// or with the GOMAXPROCS it was given.
+func TestSupervisorSettingsDoNotReachTheServer(t *testing.T) {
+	t.Parallel()
+	raw := testutil.Build(t, "./testdata/rawserver")
+	for _, c := range []struct{ mode, own string }{{"", ""}, {"", "GOMAXPROCS=3"}, {"exec", ""}, {"exec", "GOMAXPROCS=3"}} {
+		own := c.own
+		if own == "" && os.Getenv("GOMAXPROCS") != "" {
+			continue // the test's own environment gives the server one
+		}
+		env := []string{"BIR_SUPERVISE=" + c.mode}
+		if c.mode == "" {
+			env = []string{"BIR_SUPERVISE=1"}
+		}
+		if own != "" {
+			env = append(env, own)
+		}
+		s := startProxy(t, env, "--", raw, "--reply", "--env")
+		s.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","arguments":{}}}`)
+		got := s.recv()
+		switch {
+		case strings.Contains(got, "BIR_SUPERVISOR"):
+			t.Fatalf("server saw the supervisor's marker: %s", got)
+		case own == "" && strings.Contains(got, "GOMAXPROCS="):
+			t.Fatalf("server saw the supervisor's GOMAXPROCS: %s", got)
+		case own != "" && (!strings.Contains(got, own) || strings.Count(got, "GOMAXPROCS=") != 1):
+			t.Fatalf("server did not see its own %s once: %s", own, got)
+		}
+		s.end()
+	}
+}
+
+// TestSupervisorIsForkedHoldingOnlyStderr: on linux/amd64 the supervisor is a fork of
+// the proxy (no "__supervise" process image: the start it saves is issue 26's), and
+// it holds no descriptor of the proxy's but the server's stderr — not the host's
+// stdin or stdout, nor the server's stdin, whose end the server must see. With
+// BIR_SUPERVISE=exec it is the exec'd one.
+func TestSupervisorIsForkedHoldingOnlyStderr(t *testing.T) {
+	t.Parallel()
+	raw := testutil.Build(t, "./testdata/rawserver")
+	for _, mode := range []string{"1", "exec"} {
+		pidfile := filepath.Join(t.TempDir(), "pid")
+		s := startProxy(t, []string{"BIR_SUPERVISE=" + mode}, "--", raw, "--echo", "--pidfile", pidfile)
+		s.Send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		s.recv()
+		server := testutil.ReadPidfile(t, pidfile)
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(server) + "/stat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(stat)[strings.LastIndexByte(string(stat), ')')+1:])
+		sup := f[1]
+		cmdline, err := os.ReadFile("/proc/" + sup + "/cmdline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		execd := strings.Contains(string(cmdline), "__supervise")
+		switch {
+		case mode == "exec" && !execd:
+			t.Errorf("BIR_SUPERVISE=exec: the supervisor %s runs %q, want bir-proxy __supervise", sup, cmdline)
+		case mode == "1" && runtime.GOARCH == "amd64" && execd:
+			t.Errorf("the supervisor %s was exec'd (%q), want a fork of the proxy", sup, cmdline)
+		case mode == "1" && runtime.GOARCH == "amd64":
+			fds, err := os.ReadDir("/proc/" + sup + "/fd")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fds) != 1 || fds[0].Name() != "2" {
+				var names []string
+				for _, fd := range fds {
+					names = append(names, fd.Name())
+				}
+				t.Errorf("the forked supervisor holds descriptors %v, want only 2 (the server's stderr)", names)
+			}
+		}
+		s.end()
+	}
+}
+
+// TestSIGKILLedProxyLeavesNoDescendantEitherSupervisor is
+// TestSIGKILLedProxyLeavesNoDescendant with each supervisor named: the forked one
+// (linux/amd64's default) and the exec'd one (BIR_SUPERVISE=exec, every other
+// architecture's), a server and its grandchild, detached or not.
+func TestSIGKILLedProxyLeavesNoDescendantEitherSupervisor(t *testing.T) {
+	for _, mode := range []string{"1", "exec"} {
+		for _, detach := range []bool{false, true} {
+			pidfile := filepath.Join(t.TempDir(), "pid")
+			args := []string{"--echo", "--pidfile", pidfile, "--grandchild"}
+			if detach {
+				args = append(args, "--detach")
+			}
+			cmd, in, out, done := rawProxy(t, nil, []string{"BIR_OFF=1", "BIR_SUPERVISE=" + mode}, []string{"--server", "kill9"}, args...)
+			in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")
+			readWithin(t, out)
+			server := testutil.ReadPidfile(t, pidfile)
+			grand := testutil.ReadPidfile(t, pidfile+".grandchild")
+			t.Cleanup(func() { _ = syscall.Kill(grand, syscall.SIGKILL); _ = syscall.Kill(server, syscall.SIGKILL) })
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-done
+			ctx := testutil.Context(t)
+			for _, pid := range []int{server, grand} {
+				if err := testutil.WaitExit(ctx, pid); err != nil {
+					t.Fatalf("BIR_SUPERVISE=%s detach=%v: process %d outlived the SIGKILLed proxy: %v", mode, detach, pid, err)
+				}
+			}
+		}
+	}
+}
