@@ -86,6 +86,12 @@ func quoteOrBackslash(w uint64) uint64 {
 	return zeroBytes(w^('"'*ones)) | zeroBytes(w^('\\'*ones))
 }
 
+// stringStop marks (as zeroBytes) the bytes of w a JSON string does not hold as
+// themselves: '"', '\\' and the control characters.
+func stringStop(w uint64) uint64 {
+	return quoteOrBackslash(w) | (w-0x20*ones)&^w&highs
+}
+
 // SkipString returns the index just past the string literal starting at b[i] == '"',
 // or -1 when it is unterminated. It jumps from quote to quote (memchr speed), so a
 // 100 MB string costs milliseconds.

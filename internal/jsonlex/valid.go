@@ -146,8 +146,7 @@ func validString(b []byte, i int) int {
 		// one table look each.
 		for i+8 <= len(b) {
 			w := binary.LittleEndian.Uint64(b[i:])
-			m := quoteOrBackslash(w) | (w-0x20*ones)&^w&highs // and the bytes < 0x20
-			if m != 0 {
+			if m := stringStop(w); m != 0 {
 				i += bits.TrailingZeros64(m) / 8
 				break
 			}

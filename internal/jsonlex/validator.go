@@ -1,6 +1,9 @@
 package jsonlex
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // Validator is Valid for a value that arrives in pieces: Write each piece in order,
 // then Valid says whether all of it was exactly one JSON value with only JSON
@@ -72,7 +75,11 @@ func (v *Validator) Write(b []byte) (int, error) {
 			if v.sub == 0 {
 				// Most bytes of a string are plain: skip them eight at a time while
 				// none is special, then a table look each.
-				for i+8 <= len(b) && !special8(binary.LittleEndian.Uint64(b[i:])) {
+				for i+8 <= len(b) {
+					if m := stringStop(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+						i += bits.TrailingZeros64(m) / 8
+						break
+					}
 					i += 8
 				}
 				if i == len(b) {
@@ -309,15 +316,4 @@ func (v *Validator) numberByte(c byte) bool {
 		}
 	}
 	return true
-}
-
-// special8 reports whether any of the eight bytes in x is one a string does not hold
-// as itself: a control character, '"' or '\\' (the bit tricks of "Bit Twiddling
-// Hacks": a byte below n, a byte equal to zero; exact for the word as a whole).
-func special8(x uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	below := (x - ones*0x20) & ^x & highs
-	quote := x ^ (ones * '"')
-	backslash := x ^ (ones * '\\')
-	return below|((quote-ones)&^quote&highs)|((backslash-ones)&^backslash&highs) != 0
 }

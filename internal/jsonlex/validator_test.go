@@ -44,22 +44,22 @@ func TestValidatorDeep(t *testing.T) {
 	}
 }
 
-func TestSpecial8(t *testing.T) {
+func TestStringStop(t *testing.T) {
 	for i := range 8 {
 		for _, c := range []byte{0, 0x1f, '"', '\\'} {
 			b := []byte("abcdefgh")
 			b[i] = c
-			if !special8(leUint64(b)) {
+			if stringStop(leUint64(b)) == 0 {
 				t.Fatalf("%q: not special", b)
 			}
 		}
 		b := []byte("abcdefgh")
 		b[i] = 0xe9
-		if special8(leUint64(b)) {
+		if stringStop(leUint64(b)) != 0 {
 			t.Fatalf("%q: special", b)
 		}
 	}
-	if special8(leUint64([]byte(" !#[]~\x7f\xff"))) {
+	if stringStop(leUint64([]byte(" !#[]~\x7f\xff"))) != 0 {
 		t.Fatal("plain bytes said special")
 	}
 }
