@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
+)
+
+// streamRig is the built proxy in front of testdata/sockserver, a server whose every
+// byte the test writes through a TCP connection (scripted), with the host's side read
+// as raw bytes: a streamed line's pieces are seen as they arrive, before its newline.
+type streamRig struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  *os.File
+	host   *testutil.SyncBuffer // every byte the proxy wrote to the host
+	stderr *testutil.SyncBuffer
+	done   chan struct{}
+	conns  chan net.Conn
+}
+
+// scripted is one server's connection: Write is what the server prints, in is what
+// the proxy sent it.
+type scripted struct {
+	net.Conn
+	in *framing.Reader
+}
+
+func startStreamRig(t *testing.T, env []string, proxyArgs ...string) *streamRig {
+	t.Helper()
+	bin := testutil.Build(t, "./cmd/bir-proxy")
+	srv := testutil.Build(t, "./cmd/bir-proxy/testdata/sockserver")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &streamRig{t: t, host: &testutil.SyncBuffer{}, stderr: &testutil.SyncBuffer{}, done: make(chan struct{}), conns: make(chan net.Conn, 8)}
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r.conns <- c
+		}
+	}()
+	args := append(append(append([]string{}, proxyArgs...), "--", srv), ln.Addr().String())
+	r.cmd = exec.Command(bin, args...)
+	r.cmd.Env = append(append(os.Environ(), "XDG_STATE_HOME="+t.TempDir(), "BIR_OFF=1"), env...)
+	r.cmd.Stderr = r.stderr
+	in, err := r.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.stdin = in.(*os.File)
+	out, err := r.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(r.host, out); close(copied) }()
+	go func() { <-copied; _ = r.cmd.Wait(); close(r.done) }()
+	t.Cleanup(func() {
+		r.stdin.Close()
+		_ = r.cmd.Process.Kill()
+		<-r.done
+		ln.Close()
+		<-accepted
+		close(r.conns)
+		for c := range r.conns {
+			c.Close()
+		}
+	})
+	return r
+}
+
+// server waits for the next server the proxy starts.
+func (r *streamRig) server() *scripted {
+	r.t.Helper()
+	c := testutil.Recv(r.t, r.conns, "the proxy to start the server")
+	r.t.Cleanup(func() { c.Close() })
+	return &scripted{Conn: c, in: framing.NewReader(c)}
+}
+
+// send writes a host line.
+func (r *streamRig) send(line string) {
+	r.t.Helper()
+	if _, err := io.WriteString(r.stdin, line+"\n"); err != nil {
+		r.t.Fatalf("writing to the proxy: %v", err)
+	}
+}
+
+// waitHost waits until what the host got satisfies cond.
+func (r *streamRig) waitHost(what string, cond func(got string) bool) string {
+	r.t.Helper()
+	if err := r.host.WaitUntil(testutil.Context(r.t), cond); err != nil {
+		r.t.Fatalf("waiting for the host to get %s: %.300v (stderr: %s)", what, err, r.stderr.String())
+	}
+	return r.host.String()
+}
+
+// lines waits for n whole lines at the host and returns them.
+func (r *streamRig) lines(n int) []string {
+	r.t.Helper()
+	got := r.waitHost(strconv.Itoa(n)+" lines", func(s string) bool { return strings.Count(s, "\n") >= n })
+	return strings.Split(got, "\n")[:n]
+}
+
+// exited waits for the proxy to exit.
+func (r *streamRig) exited(what string) {
+	r.t.Helper()
+	select {
+	case <-r.done:
+	case <-testutil.Context(r.t).Done():
+		r.t.Fatalf("%s: the proxy did not exit (stderr: %s)", what, r.stderr.String())
+	}
+}
+
+// recvLine is the next line the proxy sent the server.
+func (s *scripted) recvLine(t *testing.T) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		m, err := s.in.Read()
+		if err != nil {
+			got <- "read error: " + err.Error()
+			return
+		}
+		got <- string(m)
+	}()
+	return testutil.Recv(t, got, "a line at the server")
+}
+
+func (s *scripted) print(t *testing.T, b string) {
+	t.Helper()
+	if _, err := io.WriteString(s.Conn, b); err != nil {
+		t.Fatalf("server writing: %v", err)
+	}
+}
+
+// answerOf is a valid answer to id whose line is exactly size bytes.
+func answerOf(id string, size int) string {
+	head := `{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"`
+	tail := `"}]}}`
+	return head + strings.Repeat("x", size-len(head)-len(tail)) + tail
+}
+
+var _ = bytes.Equal
+var _ = context.Background
+
+// TestStreamedLineOfExactlyTheCapEndedByCRLF: an answer of exactly --max-message
+// bytes ended by "\r\n" is within the cap (the "\r" is the terminator's, as the
+// assembled path counts it). Streamed, when a read ended between the "\r" and the
+// "\n", the "\r" was counted as the line's: the line was said over the cap, and the
+// host, which had the whole valid answer already, got an error answer for the same
+// id after it. Every threshold must give the host the same lines.
+func TestStreamedLineOfExactlyTheCapEndedByCRLF(t *testing.T) {
+	const max = 200_000
+	for _, stream := range []string{"0", "1"} {
+		t.Run("stream="+stream, func(t *testing.T) {
+			r := startStreamRig(t, []string{"BIR_STREAM_THRESHOLD=" + stream}, "--server", "s", "--no-revive", "--max-message", strconv.Itoa(max))
+			s := r.server()
+			r.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
+			s.recvLine(t)
+			answer := answerOf("7", max)
+			s.print(t, answer+"\r")
+			if stream != "0" {
+				// All of it but the "\r" is at the host: the proxy's read ended there.
+				r.waitHost("the streamed answer", func(got string) bool { return len(got) >= max })
+			}
+			s.print(t, "\n"+`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`+"\n")
+			got := r.lines(2)
+			if got[0] != answer+"\r" && got[0] != answer {
+				t.Fatalf("the host's first line is %d bytes, %.80s…, want the answer", len(got[0]), got[0])
+			}
+			if !strings.Contains(got[1], "notifications/message") {
+				t.Fatalf("after the answer the host got %.300s, want the server's next message", got[1])
+			}
+		})
+	}
+}
