@@ -211,6 +211,8 @@ func FuzzStreamedEqualsAssembled(f *testing.F) {
 	f.Add([]byte(`{"id":1,"result":"abc"}`+"\r\n"+`{"method":"x","params":{"a":"\"}"}}`+"\n"+`{"id":2,"result":1,"id":3}`), 3, 40, 1)
 	f.Add([]byte(`{"id":"a\"b","result":{"x":[1,2,{"y":"}"}]}}`+"\n\n  \n"+`[1]`+"\n"+`{"id":9,"error":{}}`), 1, 1000, 5)
 	f.Add([]byte(`{"a":"`+strings.Repeat("\\\\", 100)+`","id":1,"result":0}`+"\r"), 7, 64, 2)
+	// A line of exactly the cap ended by "\r\n", a read ending between them.
+	f.Add([]byte(`{"id":1,"result":"abc"}`+"\r\n"+`{"id":2}`), len(`{"id":1,"result":"abc"}`), len(`{"id":1,"result":"abc"}`)-1, 1) // the fuzz adds 1 to chunk and max
 	f.Fuzz(func(t *testing.T, in []byte, chunk, max, threshold int) {
 		chunk = 1 + abs(chunk)%97
 		max = 1 + abs(max)%4096
