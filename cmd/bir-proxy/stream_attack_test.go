@@ -193,3 +193,27 @@ func TestStreamedLineOfExactlyTheCapEndedByCRLF(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamedLastLineWithoutNewline: a server that writes its last answer whole and
+// valid but without a newline, then exits, meant it as a message: read whole, that
+// answer is validated in full whatever its size and reaches the host. Streamed, a
+// line over 1 MiB that the stream's end cut was never a message: the host got the
+// whole valid answer and then an error answer for the same id.
+func TestStreamedLastLineWithoutNewline(t *testing.T) {
+	for _, stream := range []string{"0", "1"} {
+		t.Run("stream="+stream, func(t *testing.T) {
+			r := startStreamRig(t, []string{"BIR_STREAM_THRESHOLD=" + stream}, "--server", "s", "--no-revive")
+			s := r.server()
+			r.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
+			s.recvLine(t)
+			answer := answerOf("7", 3<<20)
+			s.print(t, answer)
+			s.Close() // the server exits
+			r.exited("the server ended")
+			got := strings.Split(strings.TrimSuffix(r.host.String(), "\n"), "\n")
+			if len(got) != 1 || got[0] != answer {
+				t.Fatalf("the host got %d lines (the first %d bytes), want the one answer: %.300s", len(got), len(got[0]), got[len(got)-1])
+			}
+		})
+	}
+}
