@@ -100,6 +100,15 @@ func (s *streamLine) End(e framing.LineEnd) {
 	out := StreamEnd{ID: pk.ID, Method: pk.Method, Answer: pk.Answer, More: pk.More, Size: e.Size}
 	small := e.Size <= smallLine
 	whole := small && s.v.Valid() && s.shape.ends()
+	if e.Cut && !small {
+		// Read whole, a line the stream's end cut is validated in full whatever its
+		// size; here what is past 1 MiB was only scanned. It is whole when its object
+		// closed, with nothing after it, and it has a message's shape: a cut inside
+		// it (the usual death mid-line) leaves the object open. Judged so, a valid
+		// answer the server did not end with a newline is not followed by an error
+		// answer for the same id.
+		whole = pk.Done() && !pk.Broken() && !pk.More && s.shape.ok()
+	}
 	switch {
 	case e.Over:
 		out.Why = fmt.Sprintf("more than %d bytes, over the --max-message cap of %d", e.Size, e.Max)
