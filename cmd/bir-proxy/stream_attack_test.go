@@ -217,3 +217,80 @@ func TestStreamedLastLineWithoutNewline(t *testing.T) {
 		})
 	}
 }
+
+// TestServerStallsMidStreamedLine: a server that stops in the middle of a streamed
+// answer, while the host goes on: the host's requests still reach the server, the
+// proxy's own answer to the host (a request over the cap) waits behind the line
+// instead of running into it, and when the host closes its stdin the proxy stops;
+// the host then has the line ended, and whole lines after it: an error answer for
+// the cut call, and the over-cap request's.
+func TestServerStallsMidStreamedLine(t *testing.T) {
+	r := startStreamRig(t, []string{"BIR_STREAM_THRESHOLD=1"}, "--server", "s", "--no-revive", "--max-message", "100000")
+	s := r.server()
+	r.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
+	s.recvLine(t)
+	answer := answerOf("7", 90000)
+	s.print(t, answer[:50000])
+	r.waitHost("the streamed head", func(got string) bool { return len(got) >= 50000 })
+	r.send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"t","arguments":{"a":"` + strings.Repeat("y", 200000) + `"}}}`)
+	r.send(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)
+	if got := s.recvLine(t); !strings.Contains(got, `"id":9`) {
+		t.Fatalf("the server got %.200s, want the host's ping", got)
+	}
+	if got := r.host.String(); got != answer[:50000] {
+		t.Fatalf("while the line stalls the host got %d bytes, ending %q: something ran into the line", len(got), got[max(0, len(got)-200):])
+	}
+	r.stdin.Close()
+	r.exited("the host closed its stdin")
+	got := strings.Split(r.host.String(), "\n")
+	if got[0] != answer[:50000] || got[len(got)-1] != "" {
+		t.Fatalf("the host's first line: %d bytes; its last: %q", len(got[0]), got[len(got)-1])
+	}
+	ids := map[string]bool{}
+	for _, l := range got[1 : len(got)-1] {
+		id, ok := jsonID([]byte(l))
+		if !ok || !strings.Contains(l, `"error"`) {
+			t.Fatalf("after the cut line the host got %.300s", l)
+		}
+		ids[id] = true
+	}
+	if !ids["8"] || !ids["7"] {
+		t.Fatalf("the host got error answers for %v, want 7 (cut) and 8 (over the cap); lines: %q", ids, got[1:])
+	}
+}
+
+// TestProxyAnswersBehindAStalledLineDoNotStopTheSession: what the proxy writes to the
+// host while a line streams waits behind it, up to 16 MiB; past that, the host pump
+// that writes it waited for the line to end. A server stalled mid-line for good, and
+// a host whose requests the proxy answers itself (here, requests over the cap), and
+// the host pump no longer read: closing the host's stdin no longer stopped the proxy.
+func TestProxyAnswersBehindAStalledLineDoNotStopTheSession(t *testing.T) {
+	r := startStreamRig(t, []string{"BIR_STREAM_THRESHOLD=1"}, "--server", "s", "--no-revive", "--max-message", "64")
+	s := r.server()
+	head := `{"jsonrpc":"2.0","id":7,"result":{"content":[`
+	s.print(t, head)
+	r.waitHost("the streamed head", func(got string) bool { return len(got) >= len(head) })
+	sent := make(chan error, 1)
+	go func() {
+		// Each is over the cap of 64 and answered by the proxy (about 180 bytes):
+		// more than 16 MiB of answers.
+		var b strings.Builder
+		for i := range 120_000 {
+			b.WriteString(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"tools/call","params":{"name":"over"}}` + "\n")
+			if b.Len() > 1<<20 {
+				if _, err := io.WriteString(r.stdin, b.String()); err != nil {
+					sent <- err
+					return
+				}
+				b.Reset()
+			}
+		}
+		_, err := io.WriteString(r.stdin, b.String())
+		r.stdin.Close()
+		sent <- err
+	}()
+	if err := testutil.Recv(t, sent, "the host's requests to be read"); err != nil {
+		t.Fatalf("writing the host's requests: %v", err)
+	}
+	r.exited("the host closed its stdin")
+}
