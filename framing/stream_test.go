@@ -256,3 +256,38 @@ func abs(n int) int {
 	}
 	return n
 }
+
+// TestWriterEndsALineStalledWithTooMuchBehindIt: past afterMax waiting behind a line
+// written in pieces, the line is ended there (its newline, then what waited), the
+// writer that passed the bound does not wait, the line's later pieces are dropped,
+// and End says so (ErrLineCut); after it the writer is as before.
+func TestWriterEndsALineStalledWithTooMuchBehindIt(t *testing.T) {
+	var out bytes.Buffer
+	w := NewWriter(&out)
+	if err := w.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Part([]byte(`{"id":1,`)); err != nil {
+		t.Fatal(err)
+	}
+	msg := []byte(`"` + strings.Repeat("m", 1<<20) + `"`)
+	n := afterMax/len(msg) + 2
+	for range n { // from this goroutine: a wait for the line's end would hang here
+		if err := w.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Part([]byte(`"result":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.End(); !errors.Is(err, ErrLineCut) {
+		t.Fatalf("End: %v, want ErrLineCut", err)
+	}
+	if err := w.Write([]byte(`{"id":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":1,` + "\n" + strings.Repeat(string(msg)+"\n", n) + `{"id":2}` + "\n"
+	if out.String() != want {
+		t.Fatalf("wrote %d bytes %s, want %d bytes %s", out.Len(), clip(out.Bytes()), len(want), clip([]byte(want)))
+	}
+}

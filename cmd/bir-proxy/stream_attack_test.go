@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"os"
@@ -286,11 +287,29 @@ func TestProxyAnswersBehindAStalledLineDoNotStopTheSession(t *testing.T) {
 			}
 		}
 		_, err := io.WriteString(r.stdin, b.String())
-		r.stdin.Close()
 		sent <- err
 	}()
 	if err := testutil.Recv(t, sent, "the host's requests to be read"); err != nil {
 		t.Fatalf("writing the host's requests: %v", err)
 	}
+	// The server ends its answer at last: the host, which had only its head (the
+	// line was ended early), gets an error answer for the call instead.
+	s.print(t, `]}}`+"\n")
+	r.waitHost("an error answer for the stalled call", func(got string) bool {
+		return strings.Contains(got, `{"jsonrpc":"2.0","id":7,"error":`)
+	})
+	r.stdin.Close()
 	r.exited("the host closed its stdin")
+	got := strings.Split(strings.TrimSuffix(r.host.String(), "\n"), "\n")
+	if got[0] != head {
+		t.Fatalf("the host's first line is %.200q, want the stalled line's head, ended", got[0])
+	}
+	for _, l := range got[1:] {
+		if !json.Valid([]byte(l)) {
+			t.Fatalf("after the stalled line the host got %.300q", l)
+		}
+	}
+	if len(got) < 120_002 {
+		t.Fatalf("the host got %d lines, want an answer for each of its 120000 requests and the call", len(got)-1)
+	}
 }
