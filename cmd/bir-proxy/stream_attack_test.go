@@ -313,3 +313,59 @@ func TestProxyAnswersBehindAStalledLineDoNotStopTheSession(t *testing.T) {
 		t.Fatalf("the host got %d lines, want an answer for each of its 120000 requests and the call", len(got)-1)
 	}
 }
+
+// TestRevivalAfterADeathMidStreamedLine: a server that dies in the middle of a
+// streamed answer is revived; with every line that decides streamed, the host gets
+// the cut line ended, an error answer for that call, none of the re-handshake (its
+// answers are the proxy's own, and its initialize answer is long), and the next
+// call goes to the new server and back whole.
+func TestRevivalAfterADeathMidStreamedLine(t *testing.T) {
+	r := startStreamRig(t, []string{"BIR_STREAM_THRESHOLD=1"}, "--server", "s")
+	s := r.server()
+	initResult := `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"},"instructions":"` + strings.Repeat("i", 100000) + `"}`
+	r.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}`)
+	s.recvLine(t)
+	s.print(t, `{"jsonrpc":"2.0","id":1,"result":`+initResult+`}`+"\n")
+	r.lines(1)
+	r.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s.recvLine(t)
+	r.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
+	s.recvLine(t)
+	answer := answerOf("7", 300000)
+	before := len(r.host.String())
+	s.print(t, answer[:150000])
+	r.waitHost("the streamed head", func(got string) bool { return len(got) >= before+150000 })
+	s.Close() // the server dies mid-line
+	s2 := r.server()
+	init2 := s2.recvLine(t)
+	id, ok := jsonID([]byte(init2))
+	if !ok || !strings.Contains(init2, `"initialize"`) || !strings.HasPrefix(id, `"bir:`) {
+		t.Fatalf("the new server got %.200s, want the re-handshake's initialize", init2)
+	}
+	s2.print(t, `{"jsonrpc":"2.0","id":`+id+`,"result":`+initResult+`}`+"\n")
+	if got := s2.recvLine(t); !strings.Contains(got, "notifications/initialized") {
+		t.Fatalf("the new server got %.200s, want notifications/initialized", got)
+	}
+	r.send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
+	if got := s2.recvLine(t); !strings.Contains(got, `"id":8`) {
+		t.Fatalf("the new server got %.200s, want the host's call", got)
+	}
+	answer8 := answerOf("8", 200000)
+	s2.print(t, answer8+"\n")
+	got := r.waitHost("the next call's answer", func(got string) bool { return strings.Contains(got, answer8+"\n") })
+	lines := strings.Split(strings.TrimSuffix(got[before:], "\n"), "\n")
+	if lines[0] != answer[:150000] {
+		t.Fatalf("the cut line reached the host as %d bytes", len(lines[0]))
+	}
+	var saw7 bool
+	for _, l := range lines[1 : len(lines)-1] {
+		id, _ := jsonID([]byte(l))
+		if strings.HasPrefix(id, `"bir:`) || !json.Valid([]byte(l)) {
+			t.Fatalf("the host got %.300s", l)
+		}
+		saw7 = saw7 || id == "7" && strings.Contains(l, `"error"`)
+	}
+	if !saw7 || lines[len(lines)-1] != answer8 {
+		t.Fatalf("after the cut line the host got %q…, want an error answer for 7 and then 8's answer", lines[1:len(lines)-1])
+	}
+}
