@@ -369,3 +369,43 @@ func TestRevivalAfterADeathMidStreamedLine(t *testing.T) {
 		t.Fatalf("after the cut line the host got %q…, want an error answer for 7 and then 8's answer", lines[1:len(lines)-1])
 	}
 }
+
+// TestStreamedBytesAreTheAssembledOnes: lines that end as messages — a server's
+// request, a notification whose id comes last, an escaped id, a batch, CRLF and
+// blank-padded lines, an own-namespace answer (dropped), small lines between long
+// ones — reach the host as the same bytes whether every line that decides is
+// streamed or none is, written in pieces that cut them at many places.
+func TestStreamedBytesAreTheAssembledOnes(t *testing.T) {
+	big := strings.Repeat(`a\"b\\c\u00e9 `, 20000)
+	script := []string{
+		`{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"text":"` + big + `"}}` + "\n",
+		`{"jsonrpc":"2.0","method":"notifications/message","params":{"t":"` + big + `"},"id":5}` + "\r\n",
+		`{"jsonrpc":"2.0","id":"\u0037","result":{"t":"` + big + `"}}` + "\n",
+		`[{"jsonrpc":"2.0","method":"notifications/message","params":{"t":"` + big + `"}},{"jsonrpc":"2.0","id":3,"result":{}}]` + "\n",
+		`{"jsonrpc":"2.0","id":"bir:99","result":{"t":"` + big + `"}}` + "\n",
+		"  \t" + `{"jsonrpc":"2.0","id":4,"result":{"t":"` + big + `"}}` + " \r\r\n",
+		`{"jsonrpc":"2.0","method":"m","params":{}}` + "\n" + `{"jsonrpc":"2.0","id":6,"result":{}}` + "\n",
+		`{"jsonrpc":"2.0","id":9,"error":{"code":1,"message":"` + big + `"}}` + "\r",
+		"\n" + `{"jsonrpc":"2.0","method":"end","params":{}}` + "\n",
+	}
+	run := func(stream string) string {
+		r := startStreamRig(t, []string{"BIR_STREAM_THRESHOLD=" + stream}, "--server", "s", "--no-revive")
+		s := r.server()
+		for _, l := range script {
+			for i := 0; i < len(l); i += 7919 {
+				s.print(t, l[i:min(i+7919, len(l))])
+			}
+		}
+		return r.waitHost("the last message", func(got string) bool { return strings.Contains(got, `"method":"end"`) })
+	}
+	whole, streamed := run("0"), run("1")
+	if whole != streamed {
+		w, s := strings.Split(whole, "\n"), strings.Split(streamed, "\n")
+		for i := range min(len(w), len(s)) {
+			if w[i] != s[i] {
+				t.Fatalf("line %d differs: whole %d bytes %.120q, streamed %d bytes %.120q", i, len(w[i]), w[i], len(s[i]), s[i])
+			}
+		}
+		t.Fatalf("whole: %d lines, streamed: %d", len(w), len(s))
+	}
+}
