@@ -409,3 +409,20 @@ func TestStreamedBytesAreTheAssembledOnes(t *testing.T) {
 		t.Fatalf("whole: %d lines, streamed: %d", len(w), len(s))
 	}
 }
+
+// TestStreamedServerRequestOverTheCap: a request of the server's streamed to the host
+// that passes --max-message is ended at the cap, and the server, which waits for an
+// answer, gets an error answer with its id; the next message is whole.
+func TestStreamedServerRequestOverTheCap(t *testing.T) {
+	r := startStreamRig(t, []string{"BIR_STREAM_THRESHOLD=1"}, "--server", "s", "--no-revive", "--max-message", "100000")
+	s := r.server()
+	req := `{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"t":"` + strings.Repeat("q", 200000) + `"}}`
+	s.print(t, req+"\n"+`{"jsonrpc":"2.0","method":"after","params":{}}`+"\n")
+	if got := s.recvLine(t); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":"s1","error":{`) {
+		t.Fatalf("the server got %.300s, want an error answer for its request", got)
+	}
+	got := r.lines(2)
+	if got[0] != req[:100000] || got[1] != `{"jsonrpc":"2.0","method":"after","params":{}}` {
+		t.Fatalf("the host got a %d-byte line, then %.200q", len(got[0]), got[1])
+	}
+}
