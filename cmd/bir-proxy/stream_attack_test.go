@@ -19,6 +19,7 @@ import (
 // streamRig is the built proxy in front of testdata/sockserver, a server whose every
 // byte the test writes through a TCP connection (scripted), with the host's side read
 // as raw bytes: a streamed line's pieces are seen as they arrive, before its newline.
+// The proxy is built with the race detector: its pumps and writers meet here.
 type streamRig struct {
 	t      *testing.T
 	cmd    *exec.Cmd
@@ -38,7 +39,7 @@ type scripted struct {
 
 func startStreamRig(t *testing.T, env []string, proxyArgs ...string) *streamRig {
 	t.Helper()
-	bin := testutil.Build(t, "./cmd/bir-proxy")
+	bin := testutil.BuildRace(t, "./cmd/bir-proxy")
 	srv := testutil.Build(t, "./cmd/bir-proxy/testdata/sockserver")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -84,6 +85,9 @@ func startStreamRig(t *testing.T, env []string, proxyArgs ...string) *streamRig 
 		close(r.conns)
 		for c := range r.conns {
 			c.Close()
+		}
+		if strings.Contains(r.stderr.String(), "DATA RACE") {
+			t.Errorf("the proxy (built with the race detector) met a data race: %s", r.stderr.String())
 		}
 	})
 	return r
