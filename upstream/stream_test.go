@@ -100,3 +100,22 @@ func TestStreamCutLongLineJudgedByItsStructure(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamJudgesAPaddedLineByItsTrimmedSize: IsMessage validates a line whose
+// trimmed size is up to smallLine, however much blank is around it; a streamed line
+// is judged the same, not by its size with the blanks.
+func TestStreamJudgesAPaddedLineByItsTrimmedSize(t *testing.T) {
+	pad := strings.Repeat(" ", smallLine)
+	for _, line := range []string{
+		pad + `{"id":1,"result":{"a":tru}}`,        // invalid, with the right ends
+		`{"id":1,"result":{"a":tru}}` + pad,        // the same, padded after
+		pad + `{"id":1,"result":{"a":true}}` + pad, // valid
+		pad + `{"id":1,"result":"` + strings.Repeat("x", smallLine) + `"}`,
+	} {
+		for _, step := range []int{1 << 16, 7777} {
+			if got, want := judge([]byte(line), step, false), IsMessage([]byte(line)); got != want {
+				t.Errorf("a %d-byte line, %q trimmed, in pieces of %d: streamed %v, whole %v", len(line), strings.TrimSpace(line)[:20], step, got, want)
+			}
+		}
+	}
+}
