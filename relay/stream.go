@@ -94,6 +94,10 @@ func (s *hostStream) End(e upstream.StreamEnd) {
 		// in for (when it was no message, the Conn does): the call it answered gets
 		// an error answer, a request of the server's an error back.
 		r.log.Warn("a message the server stalled in the middle of was ended early: too much was waiting behind it", "bytes", e.Size)
+		if s.err != nil {
+			r.streamErr = s.err // a piece before the cut could not be written
+			return
+		}
 		if e.OK && e.ID != nil {
 			why := fmt.Sprintf("bir-proxy: the server's message could not be passed on whole: it stalled after %d bytes with more than %d bytes of other messages waiting behind it", e.Size, 16<<20)
 			if e.Method == nil {
