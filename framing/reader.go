@@ -520,9 +520,10 @@ func (r *Reader) pump() (done bool, _ error) {
 	if i >= 0 {
 		piece = avail[:i]
 	}
-	// One byte of slack, as for a line read whole: a final "\r" may be the
-	// terminator's (if it is not, the next byte is over the cap anyway).
-	if over := r.sinkBytes + int64(len(piece)) - int64(r.max); over > 1 || over == 1 && !r.lastIsCR(piece) {
+	// One byte over with a "\r" last is within the cap when the "\r" is the
+	// terminator's: with the newline here, or still to come (the read ended between
+	// them: give holds the "\r" back, and the next byte decides).
+	if over := r.sinkBytes + int64(len(piece)) - int64(r.max); over > 0 && !(over == 1 && r.lastIsCR(piece)) {
 		// Past the cap: a streamed line costs no memory, but the cap is the
 		// contract for a line's size both ways, and an endless line must end.
 		keep := max(int64(len(piece))-over, 0)

@@ -211,6 +211,8 @@ func FuzzStreamedEqualsAssembled(f *testing.F) {
 	f.Add([]byte(`{"id":1,"result":"abc"}`+"\r\n"+`{"method":"x","params":{"a":"\"}"}}`+"\n"+`{"id":2,"result":1,"id":3}`), 3, 40, 1)
 	f.Add([]byte(`{"id":"a\"b","result":{"x":[1,2,{"y":"}"}]}}`+"\n\n  \n"+`[1]`+"\n"+`{"id":9,"error":{}}`), 1, 1000, 5)
 	f.Add([]byte(`{"a":"`+strings.Repeat("\\\\", 100)+`","id":1,"result":0}`+"\r"), 7, 64, 2)
+	// A line of exactly the cap ended by "\r\n", a read ending between them.
+	f.Add([]byte(`{"id":1,"result":"abc"}`+"\r\n"+`{"id":2}`), len(`{"id":1,"result":"abc"}`), len(`{"id":1,"result":"abc"}`)-1, 1) // the fuzz adds 1 to chunk and max
 	f.Fuzz(func(t *testing.T, in []byte, chunk, max, threshold int) {
 		chunk = 1 + abs(chunk)%97
 		max = 1 + abs(max)%4096
@@ -253,4 +255,39 @@ func abs(n int) int {
 		return -n
 	}
 	return n
+}
+
+// TestWriterEndsALineStalledWithTooMuchBehindIt: past afterMax waiting behind a line
+// written in pieces, the line is ended there (its newline, then what waited), the
+// writer that passed the bound does not wait, the line's later pieces are dropped,
+// and End says so (ErrLineCut); after it the writer is as before.
+func TestWriterEndsALineStalledWithTooMuchBehindIt(t *testing.T) {
+	var out bytes.Buffer
+	w := NewWriter(&out)
+	if err := w.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Part([]byte(`{"id":1,`)); err != nil {
+		t.Fatal(err)
+	}
+	msg := []byte(`"` + strings.Repeat("m", 1<<20) + `"`)
+	n := afterMax/len(msg) + 2
+	for range n { // from this goroutine: a wait for the line's end would hang here
+		if err := w.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Part([]byte(`"result":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.End(); !errors.Is(err, ErrLineCut) {
+		t.Fatalf("End: %v, want ErrLineCut", err)
+	}
+	if err := w.Write([]byte(`{"id":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":1,` + "\n" + strings.Repeat(string(msg)+"\n", n) + `{"id":2}` + "\n"
+	if out.String() != want {
+		t.Fatalf("wrote %d bytes %s, want %d bytes %s", out.Len(), clip(out.Bytes()), len(want), clip([]byte(want)))
+	}
 }

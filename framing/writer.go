@@ -1,6 +1,7 @@
 package framing
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -24,12 +25,23 @@ type Writer struct {
 	streaming bool
 	after     []byte
 	cond      sync.Cond
+	// cut says the line being written in pieces was ended early (add, past
+	// afterMax): its remaining Parts are dropped, and End reports ErrLineCut.
+	// inPart says a Part is writing outside the lock: nothing else may write then.
+	cut, inPart bool
 }
 
-// afterMax bounds what others may queue behind a line written in pieces before they
-// wait for it to end: a server that stalls in the middle of a 64 MB line must not
-// make the proxy's own answers wait (nor the pump that sends them), but nor may they
-// grow without bound.
+// ErrLineCut is End's report that the line written in pieces was ended before its
+// end: what others wrote behind it passed afterMax while it stalled, so it was ended
+// there with its newline, and the rest of it was dropped. Its reader did not get it
+// whole.
+var ErrLineCut = errors.New("framing: the streamed line was ended early: too much was waiting behind it")
+
+// afterMax bounds what others may queue behind a line written in pieces: a server
+// that stalls in the middle of a 64 MB line must not make the proxy's own answers
+// wait (nor the pump that sends them), but nor may they grow without bound. Past it
+// the line is ended early (ErrLineCut), not waited for: a line stalled for good
+// would otherwise stall its waiting writers for good.
 const afterMax = 16 << 20
 
 // NewWriter returns a Writer to w.
@@ -55,7 +67,19 @@ func (w *Writer) Begin() error {
 // Part writes the next piece of the line Begin started; only its caller may call it.
 // It contains no newline.
 func (w *Writer) Part(p []byte) error {
-	if _, err := w.w.Write(p); err != nil {
+	w.mu.Lock()
+	if w.cut {
+		w.mu.Unlock()
+		return nil // ended early (add): the rest of the line is dropped
+	}
+	w.inPart = true
+	w.mu.Unlock()
+	_, err := w.w.Write(p)
+	w.mu.Lock()
+	w.inPart = false
+	w.cond.Broadcast()
+	w.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("writing %d bytes of a streamed message: %w", len(p), err)
 	}
 	return nil
@@ -66,6 +90,10 @@ func (w *Writer) Part(p []byte) error {
 func (w *Writer) End() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.cut {
+		w.cut = false
+		return ErrLineCut
+	}
 	w.streaming = false
 	w.cond.Broadcast()
 	out := append(append(w.buf[:0], '\n'), w.after...)
@@ -117,8 +145,25 @@ func (w *Writer) Flush() error {
 // too big to copy: copying a large message only to append one byte would double the
 // proxy's memory for exactly the messages where memory matters.
 func (w *Writer) add(msg []byte) error {
-	for w.streaming && len(w.after) > 0 && len(w.after)+len(msg)+1 > afterMax {
-		w.cond.Wait()
+	full := func() bool { return w.streaming && len(w.after) > 0 && len(w.after)+len(msg)+1 > afterMax }
+	for full() && w.inPart {
+		w.cond.Wait() // a piece being written: the newline goes after it
+	}
+	if full() {
+		// The line has stalled with afterMax waiting behind it. Waiting for it
+		// would stall whoever writes here (the host pump, which then reads no more
+		// of the host, not even its end), for as long as its writer pleases: the
+		// line is ended here instead, with its newline (its reader rejects that
+		// one line, and what follows stays whole), and what waited goes out.
+		w.streaming, w.cut = false, true
+		w.cond.Broadcast()
+		out := append(append(w.buf[:0], '\n'), w.after...)
+		w.after = nil
+		_, err := w.w.Write(out)
+		w.buf = make([]byte, 0, coalesceMax+1)
+		if err != nil {
+			return fmt.Errorf("ending a stalled streamed message early: %w", err)
+		}
 	}
 	if w.streaming {
 		w.after = append(append(w.after, msg...), '\n')

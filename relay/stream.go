@@ -2,8 +2,11 @@ package relay
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
@@ -85,7 +88,32 @@ func (s *hostStream) End(e upstream.StreamEnd) {
 	}
 	// The newline ends the line either way: one that was not a message must not run
 	// into the next (the Conn then stands in for it with an error answer).
-	if err := r.hostOut.End(); err != nil && s.err == nil {
+	if err := r.hostOut.End(); errors.Is(err, framing.ErrLineCut) {
+		// It stalled with too much of the proxy's own waiting behind it, and was
+		// ended early: the host did not get it whole. As for a line the Conn stands
+		// in for (when it was no message, the Conn does): the call it answered gets
+		// an error answer, a request of the server's an error back.
+		r.log.Warn("a message the server stalled in the middle of was ended early: too much was waiting behind it", "bytes", e.Size)
+		if s.err != nil {
+			r.streamErr = s.err // a piece before the cut could not be written
+			return
+		}
+		if e.OK && e.ID != nil {
+			why := fmt.Sprintf("bir-proxy: the server's message could not be passed on whole: it stalled after %d bytes with more than %d bytes of other messages waiting behind it", e.Size, 16<<20)
+			if e.Method == nil {
+				r.answerInstead([][]byte{e.ID}, why)
+			} else {
+				// Written here as the Conn writes its own refusals from its reader,
+				// not through send: sendMu may be held by a forward the server is
+				// slow to read, and this pump is what reads the server.
+				r.serverReqs.remove(e.ID)
+				if err := r.up.Write(ErrorResponse(e.ID, -32603, why)); err != nil {
+					r.log.Debug("could not tell the server its request was not passed on", "err", err)
+				}
+			}
+		}
+		return
+	} else if err != nil && s.err == nil {
 		s.err = err
 	}
 	if s.err != nil {

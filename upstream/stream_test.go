@@ -3,6 +3,7 @@ package upstream
 import (
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/bir-dev/bir-proxy/framing"
@@ -67,6 +68,54 @@ func TestStreamJudgesLongLinesByTheirShape(t *testing.T) {
 	} {
 		if got := judge([]byte(c.line), 65536, false); got != c.want || got != IsMessage([]byte(c.line)) {
 			t.Fatalf("%.20s…: streamed %v, want %v (IsMessage %v)", c.line, got, c.want, IsMessage([]byte(c.line)))
+		}
+	}
+}
+
+// TestStreamCutLongLineJudgedByItsStructure: a line over smallLine that the stream's
+// end cut is a message when its object closed with nothing after it (read whole it
+// would be validated in full, and a server's valid last answer without a newline
+// reaches the host); cut inside, or with something after, it is not.
+func TestStreamCutLongLineJudgedByItsStructure(t *testing.T) {
+	body := `{"id":1,"result":{"text":"` + strings.Repeat("x", smallLine) + `"}}`
+	for _, c := range []struct {
+		line string
+		want bool
+	}{
+		{body, true},
+		{body[:len(body)-1], false},             // the object still open
+		{body[:len(body)-3] + `}}`, false},      // cut inside the string, after a "}"
+		{body + ` {"id":2,"result":{}}`, false}, // a second value
+		{body + " \t", true},                    // whitespace after it
+		{`{"id":1,"result":[` + strings.Repeat("1,", smallLine) + `1]`, false}, // open
+	} {
+		var pk jsonlex.Peek
+		pk.Write([]byte(c.line))
+		sink := &nopSink{}
+		s := &streamLine{p: &Process{log: slog.New(slog.NewTextHandler(io.Discard, nil))}, sink: sink}
+		s.Write([]byte(c.line))
+		s.End(framing.LineEnd{Size: int64(len(c.line)), Cut: true, Peek: &pk})
+		if sink.end.OK != c.want {
+			t.Errorf("cut line of %d bytes ending %q: judged a message %v, want %v", len(c.line), c.line[len(c.line)-8:], sink.end.OK, c.want)
+		}
+	}
+}
+
+// TestStreamJudgesAPaddedLineByItsTrimmedSize: IsMessage validates a line whose
+// trimmed size is up to smallLine, however much blank is around it; a streamed line
+// is judged the same, not by its size with the blanks.
+func TestStreamJudgesAPaddedLineByItsTrimmedSize(t *testing.T) {
+	pad := strings.Repeat(" ", smallLine)
+	for _, line := range []string{
+		pad + `{"id":1,"result":{"a":tru}}`,        // invalid, with the right ends
+		`{"id":1,"result":{"a":tru}}` + pad,        // the same, padded after
+		pad + `{"id":1,"result":{"a":true}}` + pad, // valid
+		pad + `{"id":1,"result":"` + strings.Repeat("x", smallLine) + `"}`,
+	} {
+		for _, step := range []int{1 << 16, 7777} {
+			if got, want := judge([]byte(line), step, false), IsMessage([]byte(line)); got != want {
+				t.Errorf("a %d-byte line, %q trimmed, in pieces of %d: streamed %v, whole %v", len(line), strings.TrimSpace(line)[:20], step, got, want)
+			}
 		}
 	}
 }

@@ -45,6 +45,10 @@ func (p *Peek) Reset() {
 // not JSON): what it found stands, but nothing after that point was read.
 func (p *Peek) Broken() bool { return p.broken }
 
+// Done reports whether the top-level object closed: what was read is one whole
+// object by its structure (strings, escapes and nesting balanced), not validated.
+func (p *Peek) Done() bool { return p.state == peekDone }
+
 // Decided reports whether what was read so far says how the message is routed, by
 // its id and a method or the start of a result or error — or, for a notification,
 // its method (a later "id" makes it a request: the caller reads ID again at the end).
