@@ -20,6 +20,7 @@
 #define SYS_clock_gettime 228
 #define SYS_openat 257
 #define SYS_close_range 436
+#define SYS_prlimit64 302
 
 // rawSup offsets (rawsup_linux_amd64.go)
 #define S_PATH 0
@@ -318,12 +319,27 @@ resignal:
 	XORQ DX, DX
 	MOVQ $8, R10
 	SYSCALL
+	// RLIMIT_CORE 1, which no core dump passes (a file needs a page, and a pipe
+	// takes 1 for a crash of its own collector): this process's memory is the
+	// proxy's, and a core-dumping signal would write all of it out, the recorder's
+	// token with it. Where the hard limit forbids even 1, the status alone.
+	MOVQ $1, S_SLEEP(BX)
+	MOVQ $1, S_SLEEP+8(BX)
+	MOVQ $SYS_prlimit64, AX
+	XORQ DI, DI
+	MOVQ $4, SI // RLIMIT_CORE
+	LEAQ S_SLEEP(BX), DX
+	XORQ R10, R10
+	SYSCALL
+	CMPQ AX, $0
+	JNE exitsignaled
 	MOVQ $SYS_getpid, AX
 	SYSCALL
 	MOVQ AX, DI
 	MOVQ $SYS_kill, AX
 	MOVQ R12, SI
 	SYSCALL
+exitsignaled:
 	MOVQ R12, DI
 	ADDQ $128, DI
 	MOVQ $SYS_exit_group, AX
