@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -162,5 +163,110 @@ func TestRawSupervisorUnderGC(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// A server whose exec fails after the proxy's look-up: the supervisor ends with a
+// shell's status for it, 126 (found, not runnable) or 127 (not found).
+func TestRawSupervisorFailedExec(t *testing.T) {
+	if !canForkSupervisor() {
+		t.Skip("no /proc/thread-self/children")
+	}
+	dir := t.TempDir()
+	noShebang := filepath.Join(dir, "noshebang")
+	noInterp := filepath.Join(dir, "nointerp")
+	os.WriteFile(noShebang, []byte("echo hi\n"), 0o755)
+	os.WriteFile(noInterp, []byte("#!/nonexistent/interp\n"), 0o755)
+	for _, c := range []struct {
+		path string
+		code int
+	}{{noShebang, 126}, {noInterp, 127}} {
+		p, err := Start(Command{Path: c.path, Name: "x", Stderr: io.Discard, Supervisor: "unused"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitExited(t, p)
+		if p.exitCode != c.code {
+			t.Errorf("%s: exit code %d (%s), want %d", c.path, p.exitCode, p.ExitReason(), c.code)
+		}
+		if _, err := p.Read(); err == nil {
+			t.Errorf("%s: a message from a server that never ran", c.path)
+		}
+		p.Close()
+	}
+}
+
+// The supervisor's kill pass reads its children's pids 4096 bytes at a time: a pid cut
+// off at the end of the read must not be taken as the pid its first digits make, a
+// process outside the server's tree. The canary is put at that pid (ns_last_pid, as
+// root) and must survive the server's end. It holds because the kernel hands out only
+// whole records while the read is the size of its page-sized buffer: a smaller read
+// would cut one.
+func TestRawSupervisorKillsNoTruncatedPid(t *testing.T) {
+	if !canForkSupervisor() {
+		t.Skip("no /proc/thread-self/children")
+	}
+	if os.Getuid() != 0 {
+		t.Skip("placing the canary's pid takes root (ns_last_pid)")
+	}
+	const n = 1200
+	dir := t.TempDir()
+	script := `i=0; while [ $i -lt ` + strconv.Itoa(n) + ` ]; do sleep 1000 & echo $! >> pids; i=$((i+1)); done; echo done >> pids; while [ ! -e go ]; do sleep 0.05; done`
+	// Five-digit pids for the children, so the cut falls after four digits.
+	if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte("20000"), 0); err != nil {
+		t.Skip(err)
+	}
+	p := rawStart(t, dir, script, os.Environ())
+	var pids []string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(dir, "pids"))
+		if strings.HasSuffix(string(b), "done\n") {
+			pids = strings.Fields(strings.TrimSuffix(string(b), "done\n"))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not start its children")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	list := strings.Join(pids, " ") + " "
+	if len(list) <= 4096 || list[4095] == ' ' || list[4096] == ' ' {
+		t.Skipf("the children list (%d bytes) is not cut inside a pid", len(list))
+	}
+	cut := list[:4096]
+	frag, _ := strconv.Atoi(cut[strings.LastIndexByte(cut, ' ')+1:])
+	if frag < 300 {
+		t.Skipf("the cut pid's first digits, %d, are below pid 300", frag)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(frag)); err == nil {
+		t.Skipf("pid %d is taken", frag)
+	}
+	if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(frag-1)), 0); err != nil {
+		t.Skip(err)
+	}
+	canary := exec.Command("sleep", "1000")
+	if err := canary.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer canary.Wait()
+	defer canary.Process.Kill()
+	if canary.Process.Pid != frag {
+		t.Skipf("the canary got pid %d, not %d", canary.Process.Pid, frag)
+	}
+	t.Logf("frag %d canary %d first %s last %s", frag, canary.Process.Pid, pids[0], pids[len(pids)-1])
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	waitExited(t, p)
+	var ws syscall.WaitStatus
+	if got, _ := syscall.Wait4(frag, &ws, syscall.WNOHANG, nil); got == frag {
+		t.Fatalf("the canary at pid %d, the first digits of a server's child's pid, was killed: %v", frag, ws)
+	}
+	for _, s := range pids {
+		pid, _ := strconv.Atoi(s)
+		if err := syscall.Kill(pid, 0); err == nil {
+			if b, _ := os.ReadFile("/proc/" + s + "/stat"); strings.Contains(string(b), "(sleep)") && !strings.Contains(string(b), ") Z ") {
+				t.Errorf("the server's child %d outlived the supervisor", pid)
+			}
+		}
 	}
 }
