@@ -254,7 +254,6 @@ func TestRawSupervisorKillsNoTruncatedPid(t *testing.T) {
 	if canary.Process.Pid != frag {
 		t.Skipf("the canary got pid %d, not %d", canary.Process.Pid, frag)
 	}
-	t.Logf("frag %d canary %d first %s last %s", frag, canary.Process.Pid, pids[0], pids[len(pids)-1])
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 	waitExited(t, p)
 	var ws syscall.WaitStatus
