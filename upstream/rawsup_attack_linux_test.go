@@ -269,3 +269,30 @@ func TestRawSupervisorKillsNoTruncatedPid(t *testing.T) {
 		}
 	}
 }
+
+// A chain of descendants, each the parent of the next: the supervisor's kill pass
+// sees one level at a time (a process is reparented to it only when its parent has
+// died), and must still end a deep chain within its bound.
+func TestRawSupervisorEndsADeepChain(t *testing.T) {
+	const depth = 4000
+	dir := t.TempDir()
+	chain := `n=$1; if [ "$n" -gt 0 ]; then sh ./chain $((n-1)) & fi; echo $$ >> pids; exec sleep 1000`
+	if err := os.WriteFile(filepath.Join(dir, "chain"), []byte(chain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := rawStart(t, dir, `sh ./chain `+strconv.Itoa(depth)+` & while [ $(wc -l < pids 2>/dev/null || echo 0) -le `+strconv.Itoa(depth)+` ]; do sleep 0.05; done`, os.Environ())
+	waitExited(t, p)
+	b, _ := os.ReadFile(filepath.Join(dir, "pids"))
+	var alive []string
+	for _, s := range strings.Fields(string(b)) {
+		pid, _ := strconv.Atoi(s)
+		st, err := os.ReadFile("/proc/" + s + "/stat")
+		if err == nil && !strings.Contains(string(st), ") Z ") {
+			alive = append(alive, s)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if len(alive) > 0 {
+		t.Fatalf("%d of a chain of %d outlived the supervisor", len(alive), depth+1)
+	}
+}
