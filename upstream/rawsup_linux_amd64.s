@@ -6,6 +6,7 @@
 #define SYS_rt_sigprocmask 14
 #define SYS_dup2 33
 #define SYS_nanosleep 35
+#define SYS_sched_yield 24
 #define SYS_getpid 39
 #define SYS_clone 56
 #define SYS_execve 59
@@ -20,6 +21,7 @@
 #define SYS_clock_gettime 228
 #define SYS_openat 257
 #define SYS_close_range 436
+#define SYS_prlimit64 302
 
 // rawSup offsets (rawsup_linux_amd64.go)
 #define S_PATH 0
@@ -208,6 +210,7 @@ proxygone:
 	// Kill every child (the server's descendants are reparented to us as their
 	// parents die) and reap them until wait4 says none is left, for at most 2 s.
 killall:
+	XORQ R14, R14
 	MOVQ $SYS_clock_gettime, AX
 	MOVQ $1, DI // CLOCK_MONOTONIC
 	LEAQ S_TS(BX), SI
@@ -267,15 +270,28 @@ flush:
 	MOVQ R10, DI
 	MOVQ $9, SI
 	SYSCALL
+	MOVQ $1, R14 // this pass killed: the next one comes at once
 next:
 	XORQ R10, R10
 	CMPQ R9, $0
 	JGT parse
 pause:
+	// After a pass that killed, only a yield: each killed process's children become
+	// ours when it has died, and a chain of them, each the next one's parent, is
+	// ended one level a pass (a millisecond's sleep a pass let a chain of 4000 outlast
+	// the bound).
+	CMPQ R14, $0
+	JEQ sleep
+	XORQ R14, R14
+	MOVQ $SYS_sched_yield, AX
+	SYSCALL
+	JMP clock
+sleep:
 	MOVQ $SYS_nanosleep, AX
 	LEAQ S_SLEEP(BX), DI
 	XORQ SI, SI
 	SYSCALL
+clock:
 	MOVQ $SYS_clock_gettime, AX
 	MOVQ $1, DI
 	LEAQ S_TS(BX), SI
@@ -318,12 +334,27 @@ resignal:
 	XORQ DX, DX
 	MOVQ $8, R10
 	SYSCALL
+	// RLIMIT_CORE 1, which no core dump passes (a file needs a page, and a pipe
+	// takes 1 for a crash of its own collector): this process's memory is the
+	// proxy's, and a core-dumping signal would write all of it out, the recorder's
+	// token with it. Where the hard limit forbids even 1, the status alone.
+	MOVQ $1, S_SLEEP(BX)
+	MOVQ $1, S_SLEEP+8(BX)
+	MOVQ $SYS_prlimit64, AX
+	XORQ DI, DI
+	MOVQ $4, SI // RLIMIT_CORE
+	LEAQ S_SLEEP(BX), DX
+	XORQ R10, R10
+	SYSCALL
+	CMPQ AX, $0
+	JNE exitsignaled
 	MOVQ $SYS_getpid, AX
 	SYSCALL
 	MOVQ AX, DI
 	MOVQ $SYS_kill, AX
 	MOVQ R12, SI
 	SYSCALL
+exitsignaled:
 	MOVQ R12, DI
 	ADDQ $128, DI
 	MOVQ $SYS_exit_group, AX
