@@ -127,7 +127,11 @@ func TestSpoolNeverPassesItsBound(t *testing.T) {
 	watched.Wait()
 	sample()
 	t.Logf("spool peak: %d bytes (%d on disk) for a bound of %d", peakSize, peakBlocks, limit)
-	if peakSize > limit || peakBlocks > limit {
+	// The bytes are held to the bound exactly. The blocks get one block of slack: a
+	// sample reads the files one after another while a compaction moves bytes
+	// between them, and ext4 may still count a block of a file just cut short until
+	// writeback (CI once saw 4096 over with the bytes 13 KB under the bound).
+	if peakSize > limit || peakBlocks > limit+4096 {
 		t.Errorf("the spool took %d bytes (%d in blocks on disk), past its %d bound", peakSize, peakBlocks, limit)
 	}
 
