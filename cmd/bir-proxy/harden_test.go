@@ -297,13 +297,20 @@ func TestOverCapMessagesAreAnswered(t *testing.T) {
 // child, so the real server behind a launcher — in the server's group, or detached
 // from it — used to survive; the supervisor ends them all.
 func TestSIGKILLedProxyLeavesNoDescendant(t *testing.T) {
+	sigkillLeavesNoDescendant(t, nil, "")
+}
+
+// sigkillLeavesNoDescendant SIGKILLs a proxy (with env added) whose server started a
+// grandchild, detached from its group or not, and checks that both end.
+func sigkillLeavesNoDescendant(t *testing.T, env []string, label string) {
+	t.Helper()
 	for _, detach := range []bool{false, true} {
 		pidfile := filepath.Join(t.TempDir(), "pid")
 		args := []string{"--echo", "--pidfile", pidfile, "--grandchild"}
 		if detach {
 			args = append(args, "--detach")
 		}
-		cmd, in, out, done := rawProxy(t, nil, nil, []string{"--server", "kill9"}, args...)
+		cmd, in, out, done := rawProxy(t, nil, env, []string{"--server", "kill9"}, args...)
 		in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")
 		readWithin(t, out)
 		server := testutil.ReadPidfile(t, pidfile)
@@ -316,7 +323,7 @@ func TestSIGKILLedProxyLeavesNoDescendant(t *testing.T) {
 		ctx := testutil.Context(t)
 		for _, pid := range []int{server, grand} {
 			if err := testutil.WaitExit(ctx, pid); err != nil {
-				t.Fatalf("detach=%v: process %d outlived the SIGKILLed proxy: %v", detach, pid, err)
+				t.Fatalf("%sdetach=%v: process %d outlived the SIGKILLed proxy: %v", label, detach, pid, err)
 			}
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
@@ -98,28 +97,6 @@ func TestSupervisorIsForkedHoldingOnlyStderr(t *testing.T) {
 // architecture's), a server and its grandchild, detached or not.
 func TestSIGKILLedProxyLeavesNoDescendantEitherSupervisor(t *testing.T) {
 	for _, mode := range []string{"1", "exec"} {
-		for _, detach := range []bool{false, true} {
-			pidfile := filepath.Join(t.TempDir(), "pid")
-			args := []string{"--echo", "--pidfile", pidfile, "--grandchild"}
-			if detach {
-				args = append(args, "--detach")
-			}
-			cmd, in, out, done := rawProxy(t, nil, []string{"BIR_OFF=1", "BIR_SUPERVISE=" + mode}, []string{"--server", "kill9"}, args...)
-			in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")
-			readWithin(t, out)
-			server := testutil.ReadPidfile(t, pidfile)
-			grand := testutil.ReadPidfile(t, pidfile+".grandchild")
-			t.Cleanup(func() { _ = syscall.Kill(grand, syscall.SIGKILL); _ = syscall.Kill(server, syscall.SIGKILL) })
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			<-done
-			ctx := testutil.Context(t)
-			for _, pid := range []int{server, grand} {
-				if err := testutil.WaitExit(ctx, pid); err != nil {
-					t.Fatalf("BIR_SUPERVISE=%s detach=%v: process %d outlived the SIGKILLed proxy: %v", mode, detach, pid, err)
-				}
-			}
-		}
+		sigkillLeavesNoDescendant(t, []string{"BIR_OFF=1", "BIR_SUPERVISE=" + mode}, "BIR_SUPERVISE="+mode+" ")
 	}
 }
