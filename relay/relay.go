@@ -146,6 +146,7 @@ type Relay struct {
 	lic     LexedInterceptor         // ic, when it reads the relay's lex; else nil
 	luc     LexedUpstreamInterceptor // ic, when it reads the upstream's lex; else nil
 	clock   bool                     // ic reads the times it is given (see Passive)
+	key     string                   // the argument ic removes from a tools/call (KeyedInterceptor)
 	log     *slog.Logger
 
 	idPrefix string
@@ -264,12 +265,21 @@ func New(o Options) *Relay {
 		endedAnswer: make(chan struct{}, 1),
 		pol:         newPolicy(o.Policy),
 	}
-	if st, ok := o.Upstream.(upstream.Streamer); ok && o.StreamThreshold >= 0 {
-		t := o.StreamThreshold
-		if t == 0 {
-			t = DefaultStreamThreshold
-		}
+	t := o.StreamThreshold
+	if t == 0 {
+		t = DefaultStreamThreshold
+	}
+	if st, ok := o.Upstream.(upstream.Streamer); ok && t > 0 {
 		st.SetStream(t, r)
+	}
+	// A long host call goes to the server as it arrives (hoststream.go) when the
+	// relay can make interception's edit itself.
+	keyed, known := o.Intercept.(KeyedInterceptor)
+	if _, ok := o.Upstream.(upstream.LineWriter); ok && t > 0 && (o.Intercept == nil || known) {
+		if known {
+			r.key = keyed.CorrelationKey()
+		}
+		r.hostIn.SetStream(t, r.startHostLine)
 	}
 	return r
 }
@@ -387,6 +397,9 @@ func (r *Relay) hostPump() {
 	for {
 		msg, err := r.hostIn.Read()
 		if err != nil {
+			if errors.Is(err, framing.ErrStreamed) {
+				continue // a long call went to the server as it arrived (hoststream.go)
+			}
 			var tooLong *framing.TooLongError
 			if errors.As(err, &tooLong) {
 				r.log.Warn("dropped a message from the host: over the size cap", "bytes", tooLong.Size, "cap", tooLong.Max)

@@ -1,6 +1,10 @@
 package revive
 
-import "github.com/bir-dev/bir-proxy/upstream"
+import (
+	"errors"
+
+	"github.com/bir-dev/bir-proxy/upstream"
+)
 
 // SetStream passes the relay's handler of long messages on to each server, once it
 // is up (upstream.Streamer): a server's messages before and during its re-handshake
@@ -63,4 +67,27 @@ func (k *genSink) End(e upstream.StreamEnd) {
 		g.passed = true
 	}
 	k.sink.End(e)
+}
+
+// errNoLines is BeginLine's word that the message is to be written whole.
+var errNoLines = errors.New("no server takes a message in pieces now")
+
+// BeginLine starts a long message written in pieces to the server serving now
+// (upstream.LineWriter). It fails while none is (one is being replaced: a message
+// is then held whole for the next). A server that dies in the middle of it fails
+// the rest: its reader settles the request as lost, as for any request that server
+// had, and nothing of it reaches the next server.
+func (c *Conn) BeginLine() (upstream.LinePart, error) {
+	g := c.serving.Load()
+	if g == nil {
+		return nil, errNoLines
+	}
+	lw, ok := g.conn.(upstream.LineWriter)
+	if !ok {
+		return nil, errNoLines
+	}
+	if !g.wrote.Load() {
+		g.wrote.Store(true)
+	}
+	return lw.BeginLine()
 }

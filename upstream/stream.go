@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/bir-dev/bir-proxy/framing"
@@ -176,4 +177,50 @@ func (h shape) ok() bool {
 		return true
 	}
 	return h.second == '"' || h.second == '}'
+}
+
+// LineWriter is a Conn that can take a long message in pieces, as the host writes
+// it: the relay streams a long tools/call to the server instead of holding it
+// (docs/ARCHITECTURE.md, "Long messages"). The stdio child, and revive.Conn in front
+// of it.
+type LineWriter interface {
+	// BeginLine starts one message written in pieces. What else is written to the
+	// Conn meanwhile waits behind it, bounded: past the bound the message is ended
+	// early, and End says framing.ErrLineCut. It fails when the Conn cannot take a
+	// message in pieces now (no server is serving): the caller writes it whole.
+	BeginLine() (LinePart, error)
+}
+
+// LinePart is one message being written in pieces (LineWriter).
+type LinePart interface {
+	// Part writes the next piece, never a newline. After an error the message
+	// reached the server cut off, if at all.
+	Part(p []byte) error
+	// End ends the message with its newline.
+	End() error
+}
+
+// BeginLine starts a message written to the child in pieces (LineWriter).
+func (p *Process) BeginLine() (LinePart, error) {
+	if err := p.in.Begin(); err != nil {
+		return nil, p.writeFailed(err)
+	}
+	return processLine{p}, nil
+}
+
+type processLine struct{ p *Process }
+
+func (l processLine) Part(b []byte) error {
+	if err := l.p.in.Part(b); err != nil {
+		return l.p.writeFailed(err)
+	}
+	return nil
+}
+
+func (l processLine) End() error {
+	err := l.p.in.End()
+	if err != nil && !errors.Is(err, framing.ErrLineCut) {
+		return l.p.writeFailed(err)
+	}
+	return err
 }

@@ -1,0 +1,160 @@
+package intercept
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+)
+
+// streamStrip runs jsonlex.ArgStrip over msg cut at the given points, as the relay
+// does for a host line it streams: what it emitted, and whether it wanted the line
+// whole instead.
+func streamStrip(msg []byte, key string, cuts []int) (out []byte, whole, inexact bool) {
+	a := jsonlex.NewArgStrip(key)
+	emit := func(b []byte) { out = append(out, b...) }
+	prev := 0
+	for _, c := range cuts {
+		if c < prev || c > len(msg) {
+			continue
+		}
+		a.Write(msg[prev:c], emit)
+		prev = c
+	}
+	a.Write(msg[prev:], emit)
+	if a.Whole() {
+		if out != nil {
+			panic("ArgStrip wanted the line whole after emitting some of it")
+		}
+		return a.Held(), true, a.Inexact
+	}
+	a.End(emit)
+	return out, false, a.Inexact
+}
+
+// checkStreamStrip is the differential: for a valid message, the streamed edit is the
+// whole-line edit, byte for byte, whatever the pieces; one it wants whole it holds
+// unchanged.
+func checkStreamStrip(t *testing.T, msg []byte, key string, cuts []int) {
+	t.Helper()
+	if !jsonlex.Valid(msg) {
+		// Still: no panic, and nothing grows past the line.
+		out, _, _ := streamStrip(msg, key, cuts)
+		if len(out) > len(msg) {
+			t.Fatalf("streamed edit of invalid input grew it: %d > %d bytes", len(out), len(msg))
+		}
+		return
+	}
+	want, _ := strip(bytes.Clone(msg), key)
+	got, whole, inexact := streamStrip(msg, key, cuts)
+	if whole {
+		if !bytes.Equal(got, msg) {
+			t.Fatalf("held line differs from the line:\n got %q\nwant %q", got, msg)
+		}
+		return
+	}
+	if inexact {
+		return
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("streamed edit differs from the whole line's (cuts %v):\n msg %q\n got %q\nwant %q", cuts, msg, got, want)
+	}
+}
+
+func TestArgStripCases(t *testing.T) {
+	k := DefaultCorrelationKey
+	cases := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":1,"_bir_call_id":"c1"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"_bir_call_id":"c1","a":1}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{ "_bir_call_id" : "c1" }}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"a":1 , "_bir_call_id":"c1" , "_bir_call_id":{"x":[1,2]} },"name":"x"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"a":1,"_bir_call_id":"c1","_bir_call_id":2,"b":"q"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"\u005fbir_call_id":"c1","b":"q\"\\"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"b":{"_bir_call_id":1},"_bir_call_idx":2}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"_bir_call_id":1},"arguments":{"_bir_call_id":2,"z":0}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":[{"_bir_call_id":1}]}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"_bir_call_id":true,"n":-1.5e3,"t":null}}}`,
+		`{"params":{"arguments":{"_bir_call_id":1}},"jsonrpc":"2.0","id":1,"method":"tools/call"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"arguments":{"_bir_call_id":1}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"x","params":{},"method":"tools/call"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"_bir_call_id":1}},"method":"x"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/c\u0061ll","params":{"arguments":{"_bir_call_id":1,"p":"` + strings.Repeat("ab\\n", 300) + `"}}}`,
+		` {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"_bir_call_id":"c"}}} `,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"` + strings.Repeat("k", 200) + `":1,"_bir_call_id":"c"}}}`,
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range cases {
+		msg := []byte(c)
+		checkStreamStrip(t, msg, k, nil)
+		for range 200 {
+			checkStreamStrip(t, msg, k, randomCuts(rng, len(msg)))
+		}
+		for i := range len(msg) {
+			checkStreamStrip(t, msg, k, []int{i})
+		}
+	}
+	// The method after the params: the line is read whole.
+	if _, whole, _ := streamStrip([]byte(cases[11]), k, nil); !whole {
+		t.Fatal("a line whose params come before its method was not held whole")
+	}
+	// Something is edited at all (the checker can fail).
+	if out, _, _ := streamStrip([]byte(cases[0]), k, []int{40}); bytes.Contains(out, []byte("_bir_call_id")) {
+		t.Fatalf("the key passed: %q", out)
+	}
+}
+
+func randomCuts(rng *rand.Rand, n int) []int {
+	var cuts []int
+	for p := 0; p < n; {
+		p += 1 + rng.IntN(max(n/4, 2))
+		cuts = append(cuts, min(p, n))
+	}
+	return cuts
+}
+
+// TestArgStripRandom: generated calls, the key anywhere, any split.
+func TestArgStripRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 3000 {
+		msg := genCall(rng)
+		checkStreamStrip(t, msg, DefaultCorrelationKey, randomCuts(rng, len(msg)))
+		line, _ := randomCall(rng) // strip's own generator
+		checkStreamStrip(t, []byte(line), DefaultCorrelationKey, randomCuts(rng, len(line)))
+	}
+}
+
+func genCall(rng *rand.Rand) []byte {
+	ws := func() string { return []string{"", "", " ", "\n\t ", "  "}[rng.IntN(5)] }
+	var args []string
+	for range rng.IntN(6) {
+		key := []string{`"_bir_call_id"`, `"a"`, `"\u005fbir_call_id"`, `"b"`, `"_bir_call_id2"`}[rng.IntN(5)]
+		val := []string{`1`, `"s"`, `{"_bir_call_id":1}`, `[1,{"x":"y"}]`, `null`, `"` + strings.Repeat("x\\\"", rng.IntN(40)) + `"`}[rng.IntN(6)]
+		args = append(args, ws()+key+ws()+":"+ws()+val+ws())
+	}
+	a := "{" + ws() + strings.Join(args, ",") + ws() + "}"
+	if len(args) == 0 {
+		a = "{" + ws() + "}"
+	}
+	members := []string{`"jsonrpc":"2.0"`, `"id":` + fmt.Sprint(rng.IntN(100)), `"method":"tools/call"`, `"params":{"name":"t",` + ws() + `"arguments":` + a + `}`}
+	if rng.IntN(8) == 0 {
+		members[2], members[3] = members[3], members[2]
+	}
+	return []byte("{" + strings.Join(members, ","+ws()) + "}")
+}
+
+func FuzzArgStrip(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":1,"_bir_call_id":"c1"}}}`), uint16(17), uint16(3))
+	f.Add([]byte(`{"id":1,"method":"tools/call","params":{"arguments":{"_bir_call_id":"c1" , "a":[1,2]}}}`), uint16(40), uint16(1))
+	f.Add([]byte(`[{"id":1,"method":"tools/call","params":{"arguments":{"_bir_call_id":"c1"}}}]`), uint16(5), uint16(9))
+	f.Fuzz(func(t *testing.T, msg []byte, at, step uint16) {
+		var cuts []int
+		for p := int(at); p < len(msg) && step > 0; p += int(step) {
+			cuts = append(cuts, p)
+		}
+		checkStreamStrip(t, msg, DefaultCorrelationKey, cuts)
+	})
+}

@@ -1,0 +1,214 @@
+package relay
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/upstream"
+)
+
+// KeyedInterceptor is an Interceptor that names the argument its FromHost removes
+// from each tools/call: the relay then removes it itself from a long call it
+// streams to the server (hoststream.go), as the call arrives. The relay streams no
+// host message through an interceptor that does not say.
+type KeyedInterceptor interface {
+	CorrelationKey() string
+}
+
+// startHostLine takes a long host line to the server as it arrives, when its head
+// says it is a tools/call (jsonlex.Peek: an id and the method), which is what a host
+// sends that is long: a file's contents, an image. Anything else — another method,
+// an answer to the server, a batch — is read whole as before, and so is any line
+// while the relay must see messages whole: the tool policy on, the server ended
+// before serving, ids of a replaced server's still about, Run ending. It runs on
+// the host pump's goroutine, inside hostIn.Read.
+func (r *Relay) startHostLine(pk *jsonlex.Peek) framing.LineSink {
+	if pk.ID == nil || pk.Method == nil || !jsonlex.KeyIs(pk.Method, "tools/call") || r.pol != nil {
+		return nil
+	}
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	if r.stopped || r.endedWhy != "" || r.staleCount.Load() > 0 {
+		return nil
+	}
+	l := &hostLine{r: r, id: bytes.Clone(pk.ID), readAt: r.now(), keep: r.clock && r.ic != nil}
+	if r.key != "" {
+		l.st = jsonlex.NewArgStrip(r.key)
+	}
+	// As noteHost does, before any of it reaches the server: from here on the
+	// request is the registry's, and whoever settles a lost server answers it.
+	r.hostReqs.add(l.id)
+	r.answering.Add(1) // the end of Run lets its answers be written (forward)
+	return l
+}
+
+// hostLine is one long host request on its way to the server, in pieces: the
+// correlation key is removed as it passes (jsonlex.ArgStrip), and interception is
+// given it once it has all passed, just before the newline that lets the server act
+// on it (an answer cannot come before), so a call is still known before its answer.
+type hostLine struct {
+	r      *Relay
+	id     []byte
+	readAt time.Time
+	st     *jsonlex.ArgStrip // nil: nothing to remove (no interceptor)
+	keep   bool              // interception records: the line is kept, once, for it
+	msg    []byte            // the line as the host wrote it, when kept
+
+	out    upstream.LinePart // the message being written; nil before its first byte
+	sentAt time.Time
+	buf    []byte // the bytes one piece of the host's gives the server, gathered
+	// whole holds what goes to the server when no message could begin in pieces
+	// (no server serving: one is being replaced); it is written whole at the end,
+	// and held by the upstream for the next server like any message.
+	whole    []byte
+	useWhole bool
+	lost     bool  // settled by the upstream pump before a byte was written
+	err      error // writing a piece failed: the rest is dropped
+}
+
+func (l *hostLine) Write(p []byte) {
+	if l.keep {
+		l.msg = append(l.msg, p...)
+	}
+	if l.st == nil {
+		l.buf = append(l.buf, p...)
+	} else {
+		l.st.Write(p, l.gather)
+	}
+	l.send()
+}
+
+func (l *hostLine) gather(b []byte) { l.buf = append(l.buf, b...) }
+
+// maxGathered bounds the buffer kept from one piece to the next.
+const maxGathered = 512 << 10
+
+// send writes what the last piece gave, beginning the message with its first byte.
+func (l *hostLine) send() {
+	b := l.buf
+	if len(b) == 0 {
+		return
+	}
+	l.buf = l.buf[:0]
+	if cap(l.buf) > maxGathered {
+		l.buf = nil
+	}
+	r := l.r
+	if l.out == nil && !l.useWhole && !l.lost && l.err == nil {
+		r.sendMu.Lock()
+		switch {
+		case !r.hostReqs.hasKey(jsonlex.IDKey(l.id)):
+			// The server it was meant for went away before a byte of it was
+			// written, and the request was answered as lost with its others.
+			l.lost = true
+		default:
+			lw, _ := r.up.(upstream.LineWriter)
+			var err error
+			if lw != nil {
+				l.out, err = lw.BeginLine()
+			}
+			if lw == nil || err != nil {
+				l.useWhole = true
+			} else {
+				l.sentAt = r.now() // as the write starts, as forward takes it
+			}
+		}
+		r.sendMu.Unlock()
+	}
+	switch {
+	case l.lost || l.err != nil:
+	case l.useWhole:
+		l.whole = append(l.whole, b...)
+	default:
+		if err := l.out.Part(b); err != nil {
+			l.err = err
+		}
+	}
+}
+
+func (l *hostLine) End(e framing.LineEnd) {
+	r := l.r
+	defer r.answering.Done()
+	if l.st != nil && l.st.Whole() {
+		// The head did not say it was a call before its arguments: read whole after
+		// all, and forwarded as any message is (nothing of it was written).
+		r.hostReqs.remove(l.id)
+		if e.Over {
+			r.refuseTooLong(&framing.TooLongError{Size: e.Size, Max: e.Max, ID: l.id, Method: []byte(`"tools/call"`)}, l.readAt)
+			return
+		}
+		r.forward(l.st.Held(), l.readAt)
+		return
+	}
+	if l.st != nil && !e.Over {
+		l.st.End(l.gather)
+		if l.st.Inexact {
+			r.log.Warn("a long call from the host held more whitespace than the proxy holds while streaming it; the correlation key's removal may have left a stray comma")
+		}
+	}
+	l.send()
+	if e.Over {
+		// Past the cap: the server has a prefix of it, ended below, which it cannot
+		// parse; the host is answered as for any message over the cap.
+		l.err = errOverCap
+	}
+	r.sendMu.Lock()
+	settled := !r.hostReqs.hasKey(jsonlex.IDKey(l.id))
+	if l.keep && !r.stopped && !e.Over && !e.Cut {
+		// Interception sees the call as the host wrote it (and removes the key from
+		// its copy, finding the correlation id), before the newline.
+		if r.lic != nil {
+			r.lx.Lex(l.msg)
+			r.lic.FromHostLexed(l.msg, &r.lx, l.readAt)
+		} else {
+			r.ic.FromHost(l.msg, l.readAt)
+		}
+		sentAt := l.sentAt
+		if sentAt.IsZero() {
+			sentAt = time.Now()
+		}
+		r.ic.Forwarded(sentAt)
+		if settled {
+			// Its server went away while it was being written, and the host was
+			// answered then, before interception knew of the call: it ends here.
+			r.ic.FromUpstream(ErrorResponse(l.id, ServerErrorCode, "bir-proxy: the server went away while the request was being passed on"), time.Now())
+		}
+	}
+	l.msg = nil
+	var werr error
+	switch {
+	case l.lost:
+	case l.useWhole:
+		werr = r.up.Write(l.whole)
+	case l.out != nil:
+		werr = l.out.End()
+	}
+	r.sendMu.Unlock()
+	switch {
+	case e.Cut:
+		r.hostReqs.remove(l.id) // the host is gone; the server has half a message
+	case e.Over:
+		if !settled {
+			r.hostReqs.remove(l.id)
+			r.refuseTooLong(&framing.TooLongError{Size: e.Size, Max: e.Max, ID: l.id, Method: []byte(`"tools/call"`)}, l.readAt)
+		}
+	case l.err != nil || werr != nil:
+		if err := errors.Join(l.err, werr); r.hostReqs.take(l.id) {
+			r.log.Debug("could not forward a long host message", "err", err)
+			why := "could not deliver the request to the server: " + err.Error()
+			if errors.Is(err, framing.ErrLineCut) {
+				why = fmt.Sprintf("bir-proxy: the request could not be passed on whole: the server stopped reading it with more than %d bytes of other messages waiting behind it", 16<<20)
+			}
+			r.answerInstead([][]byte{l.id}, why)
+		}
+	}
+	if e.Size >= collectAfter {
+		r.collect()
+	}
+}
+
+var errOverCap = errors.New("over the size cap")
