@@ -55,9 +55,10 @@ func main() {
 		pipeN    = flag.Int("pipe-n", 50000, "messages in the pipelined workload")
 		bigMB    = flag.Int("big-mb", 64, "size of the large message, MiB")
 		resultMB = flag.String("result-mb", "1,16,64", "with the result workload: the sizes of the tools/call results, MiB, comma-separated")
+		argsMB   = flag.String("args-mb", "1,16,64", "with the args workload: the sizes of the tools/call arguments, MiB, comma-separated")
 		resRnds  = flag.Int("result-rounds", 3, "rounds of the result workload (a fresh process per variant, size and round)")
 		starts   = flag.Int("starts", 30, "process starts per variant for the startup workload")
-		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,result,start,idle,http,burst,verify (default all but burst and verify); http is http-seq,http-pipe,http-big")
+		only     = flag.String("only", "", "comma-separated workloads: seq,replay-paced,pipe,big,result,args,start,idle,http,burst,verify (default all but burst and verify); http is http-seq,http-pipe,http-big")
 		burstN   = flag.Int("burst-n", 100000, "calls in the burst workload (with -recording)")
 		verifyN  = flag.Int("verify-n", 10000, "calls in the verify workload's cassette (its memory is also measured with 10x as many)")
 		vRounds  = flag.Int("verify-rounds", 5, "rounds of the verify workload")
@@ -318,6 +319,13 @@ func main() {
 		fmt.Printf("A tools/call whose result is %s MiB (server --reply-size; %d rounds, a fresh process each):\n", *resultMB, *resRnds)
 		table.result, table.sizesMB = resultWorkload(variants, sizes, *resRnds), sizes
 		printResults(variants, table.result, sizes)
+		fmt.Println()
+	}
+	if want("args") {
+		sizes := parseSizes(*argsMB)
+		fmt.Printf("A tools/call whose arguments are %s MiB, answered small (%d rounds, a fresh process each):\n", *argsMB, *resRnds)
+		table.args, table.argsMB = sizeWorkload(variants, sizes, *resRnds, argsCalls), sizes
+		printSized(variants, table.args, sizes, "arguments")
 		fmt.Println()
 	}
 	if want("start") {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"log"
 	"slices"
@@ -27,6 +28,12 @@ func resultRuns(mb int) int { return max(1, 16/mb) }
 // resultWorkload measures every variant with results of each size, rounds times,
 // interleaved (roundOrder) so the machine's noise falls on all alike.
 func resultWorkload(vs []variant, sizesMB []int, rounds int) map[int]map[string]resultSample {
+	return sizeWorkload(vs, sizesMB, rounds, resultCalls)
+}
+
+// sizeWorkload is resultWorkload for any sized call: calls(v, size, runs) returns
+// each call's time, the idle RSS and the peak RSS.
+func sizeWorkload(vs []variant, sizesMB []int, rounds int, calls func(variant, int, int) ([]time.Duration, int64, int64)) map[int]map[string]resultSample {
 	out := map[int]map[string]resultSample{}
 	for _, mb := range sizesMB {
 		size := mb << 20
@@ -35,7 +42,7 @@ func resultWorkload(vs []variant, sizesMB []int, rounds int) map[int]map[string]
 		for r := range rounds {
 			for _, i := range roundOrder(len(vs), r) {
 				v := vs[i]
-				ds, idleRSS, peak := resultCalls(v, size, resultRuns(mb))
+				ds, idleRSS, peak := calls(v, size, resultRuns(mb))
 				times[v.name] = append(times[v.name], ds...)
 				if v.name != "direct" && peak > 0 {
 					over[v.name] = append(over[v.name], float64(peak-idleRSS)/float64(size))
@@ -89,6 +96,32 @@ func bigCalls(p *proc, name string, size, runs int) []time.Duration {
 	return ds
 }
 
+// argsCalls starts v in front of the server, makes one small call (the idle RSS is
+// taken after it), then runs calls whose arguments hold a string of size bytes (a
+// file's contents, an image) of a tool that answers small ("fail": its answer is a
+// line of text), the host direction of resultCalls.
+func argsCalls(v variant, size, runs int) ([]time.Duration, int64, int64) {
+	p := start(v)
+	defer p.stop()
+	initialize(p)
+	p.roundTrip([]byte(`{"jsonrpc":"2.0","id":"warm","method":"tools/list"}`))
+	pid := p.cmd.Process.Pid
+	idleRSS := procStatus(pid, "VmRSS")
+	head := `","method":"tools/call","params":{"name":"fail","arguments":{"path":"/tmp/x","_bir_call_id":"c-big","content":"`
+	body := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	var ds []time.Duration
+	for i := range runs {
+		msg := append(append(append([]byte(`{"jsonrpc":"2.0","id":"big-`+strconv.Itoa(i)), head...), body...), `"}}}`...)
+		t0 := time.Now()
+		resp := p.roundTrip(msg)
+		ds = append(ds, time.Since(t0))
+		if !bytes.Contains(resp, []byte(`"id":"big-`+strconv.Itoa(i)+`"`)) {
+			log.Fatalf("%s: the call with large arguments was answered %.200q", v.name, resp)
+		}
+	}
+	return ds, idleRSS, procStatus(pid, "VmHWM")
+}
+
 // parseSizes reads a comma-separated list of sizes in MiB.
 func parseSizes(s string) []int {
 	var out []int
@@ -103,13 +136,18 @@ func parseSizes(s string) []int {
 }
 
 func printResults(vs []variant, res map[int]map[string]resultSample, sizesMB []int) {
+	printSized(vs, res, sizesMB, "result")
+}
+
+// printSized prints a sized workload's figures; what names what is sized.
+func printSized(vs []variant, res map[int]map[string]resultSample, sizesMB []int, what string) {
 	for _, mb := range sizesMB {
-		fmt.Printf("  %d MiB result:\n", mb)
+		fmt.Printf("  %d MiB %s:\n", mb, what)
 		r := res[mb]
 		for _, v := range vs {
 			extra := ""
 			if o := r[v.name].rssOver; o != 0 {
-				extra = fmt.Sprintf("  peak RSS over idle %.2fx the result", o)
+				extra = fmt.Sprintf("  peak RSS over idle %.2fx the %s", o, what)
 			}
 			ratioS := ""
 			if v.name != "direct" && v.name != "copy-relay" {
@@ -132,6 +170,8 @@ type issueTable struct {
 	pipe    map[string]float64
 	result  map[int]map[string]resultSample
 	sizesMB []int
+	args    map[int]map[string]resultSample // the host direction (-only args)
+	argsMB  []int
 	start   map[string]time.Duration
 }
 
@@ -149,7 +189,7 @@ func tableVariants(vs []variant) []variant {
 }
 
 func (t *issueTable) print(vs []variant) {
-	if t.seq == nil && t.pipe == nil && t.result == nil && t.start == nil {
+	if t.seq == nil && t.pipe == nil && t.result == nil && t.args == nil && t.start == nil {
 		return
 	}
 	cols := tableVariants(vs)
@@ -191,6 +231,18 @@ func (t *issueTable) print(vs []variant) {
 	for _, mb := range t.sizesMB {
 		r := t.result[mb]
 		row(fmt.Sprintf("peak RSS over idle ÷ message, %d MB (copy relay %.2f×)", mb, r["copy-relay"].rssOver), "≤ 1.25×", func(n string) string {
+			return fmt.Sprintf("%.2f×", r[n].rssOver)
+		})
+	}
+	for _, mb := range t.argsMB {
+		r := t.args[mb]
+		row(fmt.Sprintf("%d MB arguments, time", mb), "≤ 1.2×", func(n string) string {
+			return fmt.Sprintf("%.2f×", ratio(r[n].perCall, r["copy-relay"].perCall))
+		})
+	}
+	for _, mb := range t.argsMB {
+		r := t.args[mb]
+		row(fmt.Sprintf("peak RSS over idle ÷ arguments, %d MB (copy relay %.2f×)", mb, r["copy-relay"].rssOver), "≤ 1.25×", func(n string) string {
 			return fmt.Sprintf("%.2f×", r[n].rssOver)
 		})
 	}
