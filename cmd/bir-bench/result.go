@@ -222,30 +222,24 @@ func (t *issueTable) print(vs []variant) {
 			return fmt.Sprintf("%.2f×", t.pipe[n]/t.pipe["copy-relay"])
 		})
 	}
-	for _, mb := range t.sizesMB {
-		r := t.result[mb]
-		row(fmt.Sprintf("%d MB result, time", mb), "≤ 1.2×", func(n string) string {
-			return fmt.Sprintf("%.2f×", ratio(r[n].perCall, r["copy-relay"].perCall))
-		})
+	// The sized rows: the time, then the peak RSS, of each size, for results (server
+	// → host) and for arguments (host → server).
+	sized := func(what, rssWhat string, sizes []int, res map[int]map[string]resultSample) {
+		for _, mb := range sizes {
+			r := res[mb]
+			row(fmt.Sprintf("%d MB %s, time", mb, what), "≤ 1.2×", func(n string) string {
+				return fmt.Sprintf("%.2f×", ratio(r[n].perCall, r["copy-relay"].perCall))
+			})
+		}
+		for _, mb := range sizes {
+			r := res[mb]
+			row(fmt.Sprintf("peak RSS over idle ÷ %s, %d MB (copy relay %.2f×)", rssWhat, mb, r["copy-relay"].rssOver), "≤ 1.25×", func(n string) string {
+				return fmt.Sprintf("%.2f×", r[n].rssOver)
+			})
+		}
 	}
-	for _, mb := range t.sizesMB {
-		r := t.result[mb]
-		row(fmt.Sprintf("peak RSS over idle ÷ message, %d MB (copy relay %.2f×)", mb, r["copy-relay"].rssOver), "≤ 1.25×", func(n string) string {
-			return fmt.Sprintf("%.2f×", r[n].rssOver)
-		})
-	}
-	for _, mb := range t.argsMB {
-		r := t.args[mb]
-		row(fmt.Sprintf("%d MB arguments, time", mb), "≤ 1.2×", func(n string) string {
-			return fmt.Sprintf("%.2f×", ratio(r[n].perCall, r["copy-relay"].perCall))
-		})
-	}
-	for _, mb := range t.argsMB {
-		r := t.args[mb]
-		row(fmt.Sprintf("peak RSS over idle ÷ arguments, %d MB (copy relay %.2f×)", mb, r["copy-relay"].rssOver), "≤ 1.25×", func(n string) string {
-			return fmt.Sprintf("%.2f×", r[n].rssOver)
-		})
-	}
+	sized("result", "message", t.sizesMB, t.result)
+	sized("arguments", "arguments", t.argsMB, t.args)
 	if t.start != nil {
 		b := t.start["copy-relay"]
 		row("spawn → initialize answered", "≤ +3 ms", func(n string) string {
