@@ -2,6 +2,8 @@ package intercept
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -14,7 +16,25 @@ import (
 // does for a host line it streams: what it emitted, and whether it wanted the line
 // whole instead.
 func streamStrip(msg []byte, key string, cuts []int) (out []byte, whole, inexact bool) {
+	out, whole, inexact, _ = streamStripCapture(msg, key, cuts)
+	return out, whole, inexact
+}
+
+// captured is what ArgStrip.Capture kept of a call.
+type captured struct {
+	args               []byte
+	name, meta, callID []byte
+}
+
+func streamStripCapture(msg []byte, key string, cuts []int) (out []byte, whole, inexact bool, c captured) {
 	a := jsonlex.NewArgStrip(key)
+	a.Capture(func(p []byte, begin bool) {
+		if begin {
+			c.args = c.args[:0]
+		}
+		c.args = append(c.args, p...)
+	})
+	defer func() { c.name, c.meta, c.callID = a.Name(), a.Meta(), a.CallID() }()
 	emit := func(b []byte) { out = append(out, b...) }
 	prev := 0
 	for _, c := range cuts {
@@ -29,10 +49,10 @@ func streamStrip(msg []byte, key string, cuts []int) (out []byte, whole, inexact
 		if out != nil {
 			panic("ArgStrip wanted the line whole after emitting some of it")
 		}
-		return a.Held(), true, a.Inexact
+		return a.Held(), true, a.Inexact, c
 	}
 	a.End(emit)
-	return out, false, a.Inexact
+	return out, false, a.Inexact, c
 }
 
 // checkStreamStrip is the differential: for a valid message, the streamed edit is the
@@ -48,8 +68,8 @@ func checkStreamStrip(t *testing.T, msg []byte, key string, cuts []int) {
 		}
 		return
 	}
-	want, _ := strip(bytes.Clone(msg), key)
-	got, whole, inexact := streamStrip(msg, key, cuts)
+	want, sc := strip(bytes.Clone(msg), key)
+	got, whole, inexact, c := streamStripCapture(msg, key, cuts)
 	if whole {
 		if !bytes.Equal(got, msg) {
 			t.Fatalf("held line differs from the line:\n got %q\nwant %q", got, msg)
@@ -61,6 +81,33 @@ func checkStreamStrip(t *testing.T, msg []byte, key string, cuts []int) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("streamed edit differs from the whole line's (cuts %v):\n msg %q\n got %q\nwant %q", cuts, msg, got, want)
+	}
+	// What the capture kept is what interception reads of the whole line.
+	f, ok := jsonlex.TopFields(want)
+	if !ok || f.Params == nil || f.Params[0] != '{' || bytes.Count(want, []byte("{")) == 0 || !singleValue(want) {
+		return
+	}
+	if w := jsonlex.Get(f.Params, "arguments"); !bytes.Equal(c.args, w) {
+		t.Fatalf("captured arguments %q, the whole line's %q (msg %q, cuts %v)", c.args, w, msg, cuts)
+	}
+	if w := jsonlex.Get(f.Params, "name"); !bytes.Equal(c.name, w) {
+		t.Fatalf("captured name %q, the whole line's %q (msg %q)", c.name, w, msg)
+	}
+	if w := jsonlex.Get(f.Params, "_meta"); !bytes.Equal(c.meta, w) && len(w) <= 16<<10 {
+		t.Fatalf("captured _meta %q, the whole line's %q (msg %q)", c.meta, w, msg)
+	}
+	if len(sc.callIDs) == 1 {
+		var w string
+		if sc.callIDs[0] != nil {
+			w = *sc.callIDs[0]
+		}
+		g := string(c.callID)
+		if s, ok := jsonlex.DecodeString(c.callID); ok && len(c.callID) > 0 && c.callID[0] == '"' {
+			g = s
+		}
+		if (sc.callIDs[0] == nil) != (c.callID == nil) || g != w {
+			t.Fatalf("captured correlation value %q, the whole line's %q (msg %q)", c.callID, w, msg)
+		}
 	}
 }
 
@@ -105,6 +152,17 @@ func TestArgStripCases(t *testing.T) {
 	if out, _, _ := streamStrip([]byte(cases[0]), k, []int{40}); bytes.Contains(out, []byte("_bir_call_id")) {
 		t.Fatalf("the key passed: %q", out)
 	}
+}
+
+// singleValue says msg is one JSON value (with spacing): the capture is of the first.
+func singleValue(msg []byte) bool {
+	d := json.NewDecoder(bytes.NewReader(msg))
+	var v json.RawMessage
+	if d.Decode(&v) != nil {
+		return false
+	}
+	_, err := d.Token()
+	return err == io.EOF
 }
 
 func randomCuts(rng *rand.Rand, n int) []int {

@@ -260,6 +260,9 @@ type event struct {
 	kind eventKind
 	msg  []byte
 	shed bool
+	// streamed says an evHost call's arguments were reduced as they streamed to the
+	// server (FromHostStreamed): what they were reduced to waits in tracker.streamed.
+	streamed bool
 	scan hostScan
 	at   time.Time
 	// origin is who asked for an evProxy request (a dispatch id, or ""); timedOut

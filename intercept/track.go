@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/report"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
@@ -40,6 +41,9 @@ type tracker struct {
 	sawTools  bool
 	warnedShd bool
 	cassette  *cassetteHook // nil without --cassette
+	// streamed holds, in order, what the arguments of each call queued with
+	// event.streamed were reduced to (FromHostStreamed).
+	streamed streamedQueue
 }
 
 // call is a tools/call in flight.
@@ -179,6 +183,10 @@ func (t *tracker) host(ev event) {
 		}
 		t.unsent = append(t.unsent, c)
 	}
+	var args relay.StreamedArgs
+	if ev.streamed {
+		args = t.streamed.pop()
+	}
 	if ev.msg == nil {
 		// Shed: the bytes are gone, but the call still gets its report.
 		for _, id := range ev.scan.callIDs {
@@ -197,6 +205,7 @@ func (t *tracker) host(ev event) {
 	n := 0 // index into ev.scan.callIDs
 	// each handles one request: f its members; for a tools/call, name and args are
 	// its params' (lexed says they were found already, so are not read again).
+	streamed := args
 	each := func(m []byte, f jsonlex.Fields, lexed bool, name, args []byte) {
 		switch method := methodOf(f.Method); method {
 		case "tools/call":
@@ -223,7 +232,11 @@ func (t *tracker) host(ev event) {
 					t.cassette.seen(c, f.Params, name, args)
 				}
 			}
-			t.scratch.describeArgs(c, t.cap)
+			if streamed != nil {
+				t.scratch.describeStreamed(c, streamed, t.cap)
+			} else {
+				t.scratch.describeArgs(c, t.cap)
+			}
 			if f.ID == nil {
 				// A tools/call without an id is a notification: no answer will ever
 				// come. It is still reported (never dropped), as the invalid request

@@ -35,9 +35,20 @@ func (r *Relay) startHostLine(pk *jsonlex.Peek) framing.LineSink {
 	if r.stopped || r.endedWhy != "" || r.staleCount.Load() > 0 {
 		return nil
 	}
-	l := &hostLine{r: r, id: bytes.Clone(pk.ID), readAt: r.now(), keep: r.clock && r.ic != nil}
+	l := &hostLine{r: r, id: bytes.Clone(pk.ID), readAt: r.now()}
 	if r.key != "" {
 		l.st = jsonlex.NewArgStrip(r.key)
+	}
+	switch {
+	case !r.clock || r.ic == nil:
+		// A pure pipe: nothing of the call is kept.
+	case l.st != nil && r.sic != nil && r.sic.StreamsArgs():
+		// Its arguments are reduced to what the report needs as they pass, off
+		// this path; nothing else of it is kept.
+		l.dig = newArgsDigest()
+		l.st.Capture(l.dig.add)
+	default:
+		l.keep = true
 	}
 	// As noteHost does, before any of it reaches the server: from here on the
 	// request is the registry's, and whoever settles a lost server answers it.
@@ -57,6 +68,7 @@ type hostLine struct {
 	st     *jsonlex.ArgStrip // nil: nothing to remove (no interceptor)
 	keep   bool              // interception records: the line is kept, once, for it
 	msg    []byte            // the line as the host wrote it, when kept
+	dig    *argsDigest       // or, when interception can take that, its arguments' digest
 
 	out    upstream.LinePart // the message being written; nil before its first byte
 	sentAt time.Time
@@ -133,6 +145,9 @@ func (l *hostLine) send() {
 func (l *hostLine) End(e framing.LineEnd) {
 	r := l.r
 	defer r.answering.Done()
+	if l.dig != nil {
+		defer l.dig.finish() // its goroutine ends, whatever became of the line
+	}
 	if l.st != nil && l.st.Whole() {
 		// The head did not say it was a call before its arguments: read whole after
 		// all, and forwarded as any message is (nothing of it was written).
@@ -158,13 +173,17 @@ func (l *hostLine) End(e framing.LineEnd) {
 	}
 	r.sendMu.Lock()
 	settled := !r.hostReqs.hasKey(jsonlex.IDKey(l.id))
-	if l.keep && !r.stopped && !e.Over && !e.Cut {
-		// Interception sees the call as the host wrote it (and removes the key from
-		// its copy, finding the correlation id), before the newline.
-		if r.lic != nil {
+	if (l.keep || l.dig != nil) && !r.stopped && !e.Over && !e.Cut {
+		// Interception sees the call before the newline: as the host wrote it (and
+		// removes the key from its copy, finding the correlation id), or reduced.
+		switch {
+		case l.dig != nil:
+			l.dig.finish()
+			r.sic.FromHostStreamed(standIn(l.id, l.st, r.key), l.dig, l.readAt)
+		case r.lic != nil:
 			r.lx.Lex(l.msg)
 			r.lic.FromHostLexed(l.msg, &r.lx, l.readAt)
-		} else {
+		default:
 			r.ic.FromHost(l.msg, l.readAt)
 		}
 		sentAt := l.sentAt
@@ -212,3 +231,22 @@ func (l *hostLine) End(e framing.LineEnd) {
 }
 
 var errOverCap = errors.New("over the size cap")
+
+// standIn is the call interception is given for a call whose arguments were
+// reduced as they passed: its id, name and _meta as the host wrote them, and as
+// arguments only the correlation member (which interception removes, as from any
+// call, to find the correlation id).
+func standIn(id []byte, st *jsonlex.ArgStrip, key string) []byte {
+	b := append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"method":"tools/call","params":{`...)
+	if name := st.Name(); name != nil {
+		b = append(append(append(b, `"name":`...), name...), ',')
+	}
+	if meta := st.Meta(); meta != nil {
+		b = append(append(append(b, `"_meta":`...), meta...), ',')
+	}
+	b = append(b, `"arguments":{`...)
+	if v := st.CallID(); v != nil {
+		b = append(append(jsonlex.AppendString(b, key), ':'), v...)
+	}
+	return append(b, `}}}`...)
+}

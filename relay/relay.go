@@ -147,6 +147,7 @@ type Relay struct {
 	luc     LexedUpstreamInterceptor // ic, when it reads the upstream's lex; else nil
 	clock   bool                     // ic reads the times it is given (see Passive)
 	key     string                   // the argument ic removes from a tools/call (KeyedInterceptor)
+	sic     StreamingInterceptor     // ic, when it takes a long call reduced; else nil
 	log     *slog.Logger
 
 	idPrefix string
@@ -278,6 +279,7 @@ func New(o Options) *Relay {
 	if _, ok := o.Upstream.(upstream.LineWriter); ok && t > 0 && (o.Intercept == nil || known) {
 		if known {
 			r.key = keyed.CorrelationKey()
+			r.sic, _ = o.Intercept.(StreamingInterceptor)
 		}
 		r.hostIn.SetStream(t, r.startHostLine)
 	}

@@ -59,6 +59,125 @@ type ArgStrip struct {
 
 	// Inexact says the edit may differ from the whole line's: a bound was passed.
 	Inexact bool
+
+	// What is kept of the first object for its report (Capture): the arguments go
+	// to capArgs as they are emitted; the small members are kept here, bounded.
+	capArgs   func(p []byte, begin bool)
+	teeArgs   bool // the bytes emitted are the arguments'
+	argsDepth int
+	tee       teeKind // a small member's value is being kept
+	teeDepth  int
+	small     [teeCallID + 1]smallValue
+}
+
+// teeKind is which small value of a call is being kept.
+type teeKind uint8
+
+const (
+	teeNone   teeKind = iota
+	teeName           // params.name
+	teeMeta           // params._meta
+	teeCallID         // the removed correlation member's value (the last)
+)
+
+// smallValue is one small value of a call, kept up to its bound (maxSmall); over
+// says it passed it, and nothing of it is kept.
+type smallValue struct {
+	raw  []byte
+	over bool
+	seen bool
+}
+
+// Bounds on the small values Capture keeps.
+var maxSmall = [teeCallID + 1]int{teeName: 4 << 10, teeMeta: 16 << 10, teeCallID: 4 << 10}
+
+// Capture asks for what the report of the line's call needs, as it passes: args
+// gets the bytes of its params.arguments as emitted (the key removed), with begin
+// set on the first bytes of each arguments value (a later one replaces an earlier,
+// as in the host's JSON.parse); Name, Meta and CallID then give the raw values of
+// params.name, params._meta and the removed correlation member (nil when absent or
+// over their bounds). Only the line's first object is captured. Call it before the
+// first Write.
+func (a *ArgStrip) Capture(args func(p []byte, begin bool)) { a.capArgs = args }
+
+// Name is the raw params.name of the captured call (Capture), nil when unknown.
+func (a *ArgStrip) Name() []byte { return a.smallOf(teeName) }
+
+// Meta is the raw params._meta of the captured call, nil when unknown.
+func (a *ArgStrip) Meta() []byte { return a.smallOf(teeMeta) }
+
+// CallID is the raw value of the last correlation member removed from the captured
+// call's arguments, nil when none (or it was over its bound).
+func (a *ArgStrip) CallID() []byte { return a.smallOf(teeCallID) }
+
+func (a *ArgStrip) smallOf(k teeKind) []byte {
+	if v := &a.small[k]; v.seen && !v.over {
+		return v.raw
+	}
+	return nil
+}
+
+// startTee keeps the value starting at p[i] of the member in frame f, when it is
+// one the capture wants.
+func (a *ArgStrip) startTee(i int, f *stripFrame) {
+	if a.capArgs == nil || a.objs != 1 {
+		return
+	}
+	k := teeNone
+	switch {
+	case f.ctx == ctxParams && f.mk == mkArguments:
+		a.flush(i)
+		a.teeArgs, a.argsDepth = true, a.depth
+		a.capArgs(nil, true)
+		return
+	case f.ctx == ctxParams && f.mk == mkName:
+		k = teeName
+	case f.ctx == ctxParams && f.mk == mkMeta:
+		k = teeMeta
+	case f.ctx == ctxArgs && f.mk == mkKey:
+		k = teeCallID
+	default:
+		return
+	}
+	a.flush(i)
+	a.tee, a.teeDepth = k, a.depth
+	a.small[k] = smallValue{raw: a.small[k].raw[:0], seen: true}
+}
+
+// endTee stops keeping the value that ended at p[i-1], when it was kept.
+func (a *ArgStrip) endTee(i int) {
+	switch {
+	case a.tee != teeNone && a.depth == a.teeDepth:
+		a.flush(i)
+		a.tee = teeNone
+	case a.teeArgs && a.depth == a.argsDepth:
+		a.flush(i)
+		a.teeArgs = false
+	}
+}
+
+// keepSmall adds b to the small value being kept.
+func (a *ArgStrip) keepSmall(b []byte) {
+	v := &a.small[a.tee]
+	if v.over {
+		return
+	}
+	if len(v.raw)+len(b) > maxSmall[a.tee] {
+		v.over, v.raw = true, v.raw[:0]
+		return
+	}
+	v.raw = append(v.raw, b...)
+}
+
+// send emits b, which goes on to the server, and gives it to the capture.
+func (a *ArgStrip) send(b []byte) {
+	a.emit(b)
+	switch {
+	case a.teeArgs:
+		a.capArgs(b, false)
+	case a.tee == teeName || a.tee == teeMeta:
+		a.keepSmall(b)
+	}
 }
 
 // Bounds on what ArgStrip holds.
@@ -108,7 +227,9 @@ const (
 	mkParams
 	mkMethod
 	mkArguments
-	mkKey // the correlation key: removed
+	mkKey  // the correlation key: removed
+	mkName // params.name (Capture)
+	mkMeta // params._meta (Capture)
 )
 
 type stripFrame struct {
@@ -183,7 +304,11 @@ func (a *ArgStrip) flush(i int) {
 	a.run = i
 	switch a.mode {
 	case modeEmit:
-		a.emit(b)
+		a.send(b)
+	case modeDrop:
+		if a.tee == teeCallID {
+			a.keepSmall(b)
+		}
 	case modeHold:
 		a.hold = append(a.hold, b...)
 		if len(a.hold) > maxHead {
@@ -192,7 +317,7 @@ func (a *ArgStrip) flush(i int) {
 	case modePend:
 		a.pend = append(a.pend, b...)
 		if len(a.pend) > maxSep {
-			a.emit(a.pend)
+			a.send(a.pend)
 			a.pend = a.pend[:0]
 			a.Inexact = true
 		}
@@ -312,12 +437,15 @@ func (a *ArgStrip) byteAt(i int, c byte) {
 		switch c {
 		case ' ', '\t', '\r', '\n':
 		case '"':
+			a.startTee(i, f)
 			a.startString(i, f.ctx == ctxTop && f.mk == mkMethod && a.head)
 			f.st = stIn
 		case '{', '[':
+			a.startTee(i, f)
 			f.st = stIn
 			a.open(i, c)
 		default:
+			a.startTee(i, f)
 			f.st = stScalar
 		}
 	case stScalar:
@@ -379,6 +507,12 @@ func (a *ArgStrip) open(i int, c byte) {
 	case c != '{':
 	case parent.ctx == ctxTop && parent.mk == mkParams:
 		ctx = ctxParams
+		if a.capArgs != nil && a.objs == 1 {
+			// A later params replaces an earlier one, as in the host's JSON.parse.
+			a.flush(i)
+			a.capArgs(nil, true)
+			a.small[teeName], a.small[teeMeta] = smallValue{raw: a.small[teeName].raw[:0]}, smallValue{raw: a.small[teeMeta].raw[:0]}
+		}
 	case parent.ctx == ctxParams && parent.mk == mkArguments && a.strip:
 		ctx = ctxArgs
 		a.kept, a.inRun = false, false
@@ -419,7 +553,7 @@ func (a *ArgStrip) close(i int) {
 
 func (a *ArgStrip) emitHeld(b *[]byte) {
 	if len(*b) > 0 {
-		a.emit(*b)
+		a.send(*b)
 		*b = (*b)[:0]
 	}
 }
@@ -472,8 +606,14 @@ func (a *ArgStrip) keyEnd(i int, f *stripFrame) {
 			f.mk = mkMethod
 		}
 	case ctxParams:
-		if !over && KeyIs(k, "arguments") {
+		switch {
+		case over:
+		case KeyIs(k, "arguments"):
 			f.mk = mkArguments
+		case a.capArgs != nil && KeyIs(k, "name"):
+			f.mk = mkName
+		case a.capArgs != nil && KeyIs(k, "_meta"):
+			f.mk = mkMeta
 		}
 	case ctxArgs:
 		if over {
@@ -504,7 +644,7 @@ func (a *ArgStrip) keptKey(i int) {
 	}
 	a.emitHeld(&a.pend)
 	if len(a.cap) > 0 {
-		a.emit(a.cap)
+		a.send(a.cap)
 	}
 	a.cap = a.cap[:0]
 	a.kept = true
@@ -513,6 +653,7 @@ func (a *ArgStrip) keptKey(i int) {
 
 // valueEnd follows a member's value that ended at p[i-1].
 func (a *ArgStrip) valueEnd(i int) {
+	a.endTee(i)
 	f := &a.fr[a.depth]
 	f.st = stAfter
 	if f.ctx == ctxArgs {

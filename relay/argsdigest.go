@@ -1,0 +1,156 @@
+package relay
+
+import (
+	"encoding/json"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/jcs"
+	"github.com/bir-dev/bir-proxy/redact"
+)
+
+// StreamedArgs is what the arguments of a long call streamed to the server
+// (hoststream.go) were reduced to as they passed: interception takes its report's
+// fingerprint and arguments from it, the arguments themselves never being held on
+// the host's path. Its methods wait for the last piece to be read, and are for
+// bookkeeping's goroutine.
+type StreamedArgs interface {
+	// Fingerprint is the fingerprint of the arguments (SPEC §3.2), "" when they
+	// could not be fingerprinted (not JSON, or not read: see Report).
+	Fingerprint() string
+	// Report is the arguments redacted and clipped to budget, as redact.Report
+	// gives them.
+	Report(budget int) (json.RawMessage, bool)
+}
+
+// StreamingInterceptor is a KeyedInterceptor that can be given a long call without
+// its arguments (FromHostStreamed): the relay then keeps none of the call.
+type StreamingInterceptor interface {
+	// StreamsArgs says interception can take a call so (it cannot when it records
+	// the arguments themselves: a cassette).
+	StreamsArgs() bool
+	// FromHostStreamed is FromHost of a long call that went to the server in
+	// pieces: standIn is the call with its arguments reduced to the correlation
+	// member the host put there (if any), args what its arguments were reduced to.
+	// Forwarded follows, as after FromHost.
+	FromHostStreamed(standIn []byte, args StreamedArgs, readAt time.Time)
+}
+
+// argsDigest reduces a streamed call's arguments to a StreamedArgs on a goroutine of
+// its own: the host's path only copies each piece into a bounded queue, and when
+// the queue is full (bookkeeping cannot keep up) it drops the rest rather than wait,
+// and the report says the arguments were not recorded.
+type argsDigest struct {
+	queue  chan digestPiece
+	queued atomic.Int64 // bytes in queue
+	behind bool         // the host's path dropped a piece: the rest is not read
+	done   chan struct{}
+	once   sync.Once
+
+	// The worker's, readable once done is closed.
+	args   []byte // the arguments as forwarded (the last value), up to maxDigestArgs
+	n      int64  // their size
+	over   bool   // past maxDigestArgs or dropped: not recorded
+	missed bool   // a piece was dropped
+	fp     string
+}
+
+type digestPiece struct {
+	b     []byte
+	begin bool
+	end   bool
+}
+
+// Bounds: what may wait in the queue, and the arguments a digest reads.
+const (
+	maxDigestQueued = 8 << 20
+	maxDigestArgs   = 1 << 30
+)
+
+func newArgsDigest() *argsDigest {
+	d := &argsDigest{queue: make(chan digestPiece, 256), done: make(chan struct{})}
+	go d.run()
+	return d
+}
+
+// add queues the next piece of the arguments (ArgStrip.Capture); begin starts a new
+// value. It never waits.
+func (d *argsDigest) add(p []byte, begin bool) {
+	if d.behind {
+		return
+	}
+	if d.queued.Load()+int64(len(p)) > maxDigestQueued {
+		d.behind = true
+		return
+	}
+	var b []byte
+	if len(p) > 0 {
+		b = append([]byte(nil), p...)
+	}
+	d.queued.Add(int64(len(b)))
+	select {
+	case d.queue <- digestPiece{b: b, begin: begin}:
+	default:
+		d.queued.Add(-int64(len(b)))
+		d.behind = true
+	}
+}
+
+// finish says the arguments are over. It never waits: with the queue full, the
+// end is handed over by a goroutine of its own.
+func (d *argsDigest) finish() {
+	d.once.Do(func() {
+		end := digestPiece{end: true, begin: d.behind} // begin on the end: something was dropped
+		select {
+		case d.queue <- end:
+		default:
+			go func() { d.queue <- end }()
+		}
+	})
+}
+
+func (d *argsDigest) run() {
+	defer close(d.done)
+	for p := range d.queue {
+		d.queued.Add(-int64(len(p.b)))
+		switch {
+		case p.end:
+			d.missed = p.begin
+			if !d.missed && !d.over {
+				args := d.args
+				if len(args) == 0 {
+					args = nil // absent: hashed as {}
+				}
+				d.fp, _ = jcs.Fingerprint(args)
+			}
+			return
+		case p.begin:
+			d.args, d.n, d.over = d.args[:0], 0, false
+		}
+		d.n += int64(len(p.b))
+		if d.over || d.n > maxDigestArgs {
+			d.over, d.args = true, nil
+			continue
+		}
+		d.args = append(d.args, p.b...)
+	}
+}
+
+func (d *argsDigest) Fingerprint() string {
+	<-d.done
+	return d.fp
+}
+
+func (d *argsDigest) Report(budget int) (json.RawMessage, bool) {
+	<-d.done
+	if d.missed || d.over {
+		return json.RawMessage(strconv.Quote("[bir-proxy: not recorded: " + strconv.FormatInt(d.n, 10) + "+ bytes of arguments came faster than the proxy's bookkeeping could read them]")), true
+	}
+	args := d.args
+	if len(args) == 0 {
+		args = []byte(`{}`)
+	}
+	return redact.Report(args, budget)
+}
