@@ -3,8 +3,8 @@ package intercept
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"

@@ -263,8 +263,8 @@ type event struct {
 	// streamed says an evHost call's arguments were reduced as they streamed to the
 	// server (FromHostStreamed): what they were reduced to waits in tracker.streamed.
 	streamed bool
-	scan hostScan
-	at   time.Time
+	scan     hostScan
+	at       time.Time
 	// origin is who asked for an evProxy request (a dispatch id, or ""); timedOut
 	// says an evProxy cancel was sent because the request's deadline passed.
 	origin   string
