@@ -260,11 +260,8 @@ type event struct {
 	kind eventKind
 	msg  []byte
 	shed bool
-	// streamed says an evHost call's arguments were reduced as they streamed to the
-	// server (FromHostStreamed): what they were reduced to waits in tracker.streamed.
-	streamed bool
-	scan     hostScan
-	at       time.Time
+	scan hostScan
+	at   time.Time
 	// origin is who asked for an evProxy request (a dispatch id, or ""); timedOut
 	// says an evProxy cancel was sent because the request's deadline passed.
 	origin   string
@@ -273,6 +270,10 @@ type event struct {
 	top rpcSpans
 	// spared are the keys of the host's calls an evLost does not end (UpstreamLostSparing).
 	spared []string
+
+	// streamed says an evHost call's arguments were reduced as they streamed to the
+	// server (FromHostStreamed): what they were reduced to waits in tracker.streamed.
+	streamed bool
 }
 
 // rpcSpans is where the JSON-RPC members of a message that is one object lie in it,
