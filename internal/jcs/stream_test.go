@@ -1,0 +1,309 @@
+package jcs
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// streamBounds are a Stream's bounds for a test; zero means the defaults.
+type streamBounds struct{ exact, member, held int }
+
+func newTestStream(b streamBounds) *Stream {
+	return &Stream{exactBound: b.exact, memberBound: b.member, heldBound: b.held}
+}
+
+// streamSum writes data to s in pieces of the given sizes (cycled; the rest in one
+// piece when none) and returns Sum.
+func streamSum(s *Stream, data []byte, pieces []int) (string, error) {
+	s.Reset()
+	for k := 0; len(data) > 0; k++ {
+		n := len(data)
+		if len(pieces) > 0 {
+			n = min(max(pieces[k%len(pieces)], 1), len(data))
+		}
+		if w, err := s.Write(data[:n]); w != n || err != nil {
+			return "", errors.New("Write refused a piece")
+		}
+		data = data[n:]
+	}
+	return s.Sum()
+}
+
+// tinyBounds make everything past a few bytes take the streaming path.
+var tinyBounds = []streamBounds{
+	{exact: 0, member: 1, held: 1 << 20},
+	{exact: 3, member: 4, held: 1 << 20},
+	{exact: 1, member: 16, held: 1 << 20},
+	{exact: 8, member: 64, held: 1 << 20},
+	{exact: 1, member: 8, held: 200},
+}
+
+var pieceSets = [][]int{nil, {1}, {2}, {3, 1, 7}, {5}, {13, 2}}
+
+// checkStream holds Stream to Fingerprint on data under bounds b: equal whenever the
+// stream succeeds, and success whenever within the exact bound. It returns the
+// stream's error.
+func checkStream(t *testing.T, s *Stream, data []byte, b streamBounds, pieces []int) error {
+	t.Helper()
+	want, wantErr := Fingerprint(data)
+	got, err := streamSum(s, data, pieces)
+	if err == nil && (wantErr != nil || got != want) {
+		t.Fatalf("bounds %+v pieces %v: Stream(%q) = %s, want %s, %v", b, pieces, data, got, want, wantErr)
+	}
+	exact := b.exact
+	if b == (streamBounds{}) {
+		exact = StreamExactBound
+	}
+	if len(data) <= exact && (err == nil) != (wantErr == nil) {
+		t.Fatalf("bounds %+v pieces %v: within the exact bound, Stream(%q): %v; Fingerprint: %v", b, pieces, data, err, wantErr)
+	}
+	if err != nil && wantErr == nil && !errors.Is(err, ErrNeedsWhole) {
+		t.Fatalf("bounds %+v pieces %v: Stream(%q) failed with %v where Fingerprint succeeds", b, pieces, data, err)
+	}
+	return err
+}
+
+// sortedOrNone is whether Stream must succeed on data whatever its bounds (held
+// aside): Fingerprint succeeds and data is its own canonical form, whose keys come
+// in order, so no speculation can fail.
+func mustStream(data []byte) bool {
+	c, err := jcsOutput(data)
+	return err == nil && bytes.Equal(c, data)
+}
+
+func TestStreamVectors(t *testing.T) {
+	vf := loadFingerprintVectors(t)
+	s := new(Stream)
+	for i, v := range vf.Vectors {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			args, _ := withoutTopLevelKey(t, []byte(v.Arguments), vf.CorrelationKey)
+			for _, b := range append([]streamBounds{{}}, tinyBounds...) {
+				*s = Stream{exactBound: b.exact, memberBound: b.member, heldBound: b.held}
+				for _, p := range pieceSets {
+					err := checkStream(t, s, args, b, p)
+					got, _ := s.Sum()
+					if err == nil && got != v.Fingerprint {
+						t.Fatalf("bounds %+v: %s, want %s", b, got, v.Fingerprint)
+					}
+					if b == (streamBounds{}) && err != nil {
+						t.Fatalf("default bounds: %v", err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// FuzzStream: for any input, bounds and fragmentation, Stream's Sum is Fingerprint's
+// when it succeeds, succeeds within the exact bound exactly when Fingerprint does,
+// fails past it only with ErrNeedsWhole where Fingerprint succeeds, and succeeds on
+// canonical input (keys in order: no speculation can fail).
+func FuzzStream(f *testing.F) {
+	for _, v := range loadFingerprintVectors(f).Vectors {
+		f.Add([]byte(v.Arguments), uint16(0x1234))
+	}
+	for _, seed := range []string{
+		`{"path":"x","content":"` + strings.Repeat("abcd", 40) + `"}`,
+		`{"b":{"y":"` + strings.Repeat("q", 50) + `","x":"` + strings.Repeat("r", 60) + `"},"a":1}`,
+		`{"a":1,"a":2}`, `{"\ud83d\ude00":1,"\ue000":2}`, `"\ud800"`, `{"a":"\ud800","a":0}`, `1e400`,
+		"\"\xe2\x82A\"", "\"\xf0\x9f\x98\x80\xf0\x9f\"", `[[[[{}]]]]`, `{"a":[1,{"b":null}],"c":"\u0000"}`, `[1,]`, ` null `,
+		`{"z":[{"k":"` + strings.Repeat("v", 40) + `","j":2}],"a":0}`, `{"a":{"b":{"c":"` + strings.Repeat("d", 80) + `"}}}`,
+		`[1e20,-0,0.1,1E-7,123456789012345678901234567890]`, `{"x":"\ud83d\ude00\ud83d"}`,
+	} {
+		f.Add([]byte(seed), uint16(0x0101))
+		f.Add([]byte(seed), uint16(0x3307))
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 40 {
+		var b bytes.Buffer
+		randomJSON(r, &b, 0)
+		f.Add(b.Bytes(), uint16(r.Uint32()))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, knobs uint16) {
+		b := streamBounds{
+			exact:  int(knobs & 0xF),
+			member: 1 + int(knobs>>4&0x3F),
+			held:   []int{1 << 20, 64, 256, 4096}[knobs>>10&3],
+		}
+		pieces := []int{1 + int(knobs>>12), 1 + int(knobs&7), 1 + int(knobs>>3&15)}
+		s := newTestStream(b)
+		checkStream(t, s, data, b, pieces)
+		checkStream(t, s, data, b, nil)
+		if mustStream(data) {
+			b.held = 1 << 20
+			s := newTestStream(b)
+			if err := checkStream(t, s, data, b, pieces); err != nil {
+				t.Fatalf("canonical %q, bounds %+v: %v", data, b, err)
+			}
+		}
+	})
+}
+
+// TestStreamRandom runs the fuzz target's checks over generated values, in every
+// bound and fragmentation of the tables above.
+func TestStreamRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	s := new(Stream)
+	for range 3000 {
+		var b bytes.Buffer
+		randomJSON(r, &b, 0)
+		data := b.Bytes()
+		for _, bd := range tinyBounds {
+			s.exactBound, s.memberBound, s.heldBound = bd.exact, bd.member, bd.held
+			checkStream(t, s, data, bd, pieceSets[r.IntN(len(pieceSets))])
+		}
+		if c, err := jcsOutput(data); err == nil {
+			s.exactBound, s.memberBound, s.heldBound = 0, 1+r.IntN(20), 1<<20
+			bd := streamBounds{0, s.memberBound, 1 << 20}
+			if err := checkStream(t, s, c, bd, pieceSets[r.IntN(len(pieceSets))]); err != nil {
+				t.Fatalf("canonical %q: %v", c, err)
+			}
+		}
+	}
+}
+
+// bigArgs is {"path":"x","content":"<n bytes>"}, the shape streaming is for.
+func bigArgs(n int) []byte {
+	var b bytes.Buffer
+	b.Grow(n + 64)
+	b.WriteString(`{"path":"/src/main.go","content":"`)
+	chunk := strings.Repeat("abcdefgh", 16)
+	for b.Len() < n {
+		b.WriteString(chunk)
+	}
+	b.WriteString(`","mode":"0644"}`)
+	return b.Bytes()
+}
+
+func TestStreamPastTheExactBound(t *testing.T) {
+	s := new(Stream)
+	cases := map[string][]byte{
+		"big string member":  bigArgs(3 << 20),
+		"escaped big string": func() []byte { a, _ := bigStringArgs(3<<20, true); return a }(),
+		"nested":             []byte(`{"z":1,"files":[{"name":"a","data":{"b64":"` + strings.Repeat("QUJD", 1<<19) + `","kind":"png"}},{"name":"b"}],"g":[1,2]}`),
+		"two big members in order": []byte(`{"a":"` + strings.Repeat("x", 2<<20) + `","b":"` + strings.Repeat("y", 2<<20) + `"}`),
+		"big array":                []byte("[" + strings.Repeat(`{"v":1.50,"k":"x"},`, 1<<17) + "null]"),
+		"big top-level string":     []byte(`"` + strings.Repeat("é\\n", 1<<19) + `"`),
+		"padded null":              []byte(strings.Repeat(" ", 2<<20) + "null "),
+		"held members then big":    []byte(`{"m":{` + strings.Repeat(`"k":"`+strings.Repeat("w", 1000)+`",`, 100) + `"c":"` + strings.Repeat("c", 2<<20) + `"}}`),
+	}
+	for name, data := range cases {
+		for _, p := range [][]int{nil, {4096}, {65536 + 17}, {1 << 20}} {
+			got, err := streamSum(s, data, p)
+			want, wantErr := Fingerprint(data)
+			if err != nil || wantErr != nil || got != want {
+				t.Fatalf("%s, pieces %v: Stream %s, %v; Fingerprint %s, %v", name, p, got, err, want, wantErr)
+			}
+		}
+	}
+}
+
+// TestStreamSpeculationFailures: past the exact bound, each way the order of the
+// keys can defeat writing as it comes gives ErrNeedsWhole, and each way the input
+// has no canonical form gives Fingerprint's kind of error.
+func TestStreamSpeculationFailures(t *testing.T) {
+	big := strings.Repeat("x", 2<<20)
+	needsWhole := map[string]string{
+		"a later key sorts before the big member":    `{"b":"` + big + `","a":1}`,
+		"a later duplicate replaces the big member":  `{"b":"` + big + `","b":1}`,
+		"a later key sorts before an enclosing key":  `{"m":{"c":"` + big + `"},"a":1}`,
+		"a duplicate of an enclosing key":            `{"m":{"c":"` + big + `"},"m":1}`,
+		"a later key in an array's object":           `[{"b":"` + big + `","a":0}]`,
+		"members held past the held bound":           `{"z":"` + big + `",` + strings.Repeat(`"k`+strings.Repeat("a", 100)+`":1,`, 10000) + `"zz":0}`,
+		"wide object of small members, big last":     `{` + strings.Repeat(`"k":"`+strings.Repeat("v", 200)+`",`, 6000) + `"a":"` + big + `"}`,
+		"a key longer than the member bound":         `{"` + big + `":1}`,
+		"a number longer than its bound":             `[` + strings.Repeat(" ", 2<<20) + "0." + strings.Repeat("0", 5000) + `1]`,
+		"nesting past the depth bound":               strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20),
+		"a big member after one that sorts after it": `{"c":"` + big + `","b":"` + big + `"}`,
+	}
+	s := new(Stream)
+	for name, data := range needsWhole {
+		_, err := streamSum(s, []byte(data), []int{1 << 16})
+		if !errors.Is(err, ErrNeedsWhole) {
+			t.Errorf("%s: Stream: %v, want ErrNeedsWhole", name, err)
+		}
+		if _, err := Fingerprint([]byte(data)); err != nil {
+			t.Errorf("%s: Fingerprint: %v (the case should have a fingerprint)", name, err)
+		}
+	}
+	noForm := map[string]string{
+		"lone surrogate in the big string":          `{"c":"` + big + `\ud800"}`,
+		"lone surrogate in a held member":           `{"c":"` + big + `","d":"\udc00"}`,
+		"overflowing number written as it comes":    `[` + strings.Repeat("0,", 1<<20) + `1e400]`,
+		"not JSON past the bound":                   `{"c":"` + big + `",}`,
+		"unterminated":                              `{"c":"` + big,
+		"control character in the streamed string":  `{"c":"` + big + "\x01" + `"}`,
+		"data after the value":                      `"` + big + `" 1`,
+		"bad escape in the streamed string":         `["` + big + `\x"]`,
+		"lone surrogate replaced by a later member": `{"c":"` + big + `","d":"\udc00","d":1}`, // no error: replaced
+	}
+	for name, data := range noForm {
+		_, err := streamSum(s, []byte(data), []int{1 << 16})
+		_, wantErr := Fingerprint([]byte(data))
+		if (err == nil) != (wantErr == nil) || errors.Is(err, ErrNeedsWhole) {
+			t.Errorf("%s: Stream: %v; Fingerprint: %v", name, err, wantErr)
+		}
+	}
+}
+
+// TestStreamMemory: 64 MB of arguments in the shape streaming is for cost a fresh
+// Stream well under 2 MB (the exact buffer grown to its bound, the held and replay
+// buffers, the writer), and a reused one next to nothing.
+func TestStreamMemory(t *testing.T) {
+	data := bigArgs(64 << 20)
+	want, err := Fingerprint(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	measure := func(s *Stream) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		got, err := streamSum(s, data, []int{64 << 10})
+		runtime.ReadMemStats(&after)
+		if err != nil || got != want {
+			t.Fatalf("Stream: %s, %v; want %s", got, err, want)
+		}
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	s := new(Stream)
+	fresh := measure(s)
+	reused := measure(s)
+	t.Logf("64 MB arguments: a fresh Stream allocated %d bytes, a reused one %d", fresh, reused)
+	if fresh > 1700<<10 {
+		t.Errorf("a fresh Stream allocated %d bytes for 64 MB of arguments", fresh)
+	}
+	if reused > 16<<10 {
+		t.Errorf("a reused Stream allocated %d bytes for 64 MB of arguments", reused)
+	}
+}
+
+func benchmarkStream(b *testing.B, n int) {
+	data := bigArgs(n)
+	b.Run("Fingerprint", func(b *testing.B) {
+		var f Fingerprinter
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			if _, err := f.Fingerprint(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Stream", func(b *testing.B) {
+		s := new(Stream)
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			if _, err := streamSum(s, data, []int{64 << 10}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkStream1MB(b *testing.B)  { benchmarkStream(b, 1<<20) }
+func BenchmarkStream16MB(b *testing.B) { benchmarkStream(b, 16<<20) }
