@@ -63,13 +63,14 @@ const (
 // 1 MiB of held members and a few hundred KiB of buffers, kept for reuse by Reset. The
 // zero value is ready; a Stream is not safe for concurrent use.
 type Stream struct {
-	fp    Fingerprinter // the exact path
-	buf   []byte        // the input, while within the exact bound
-	total int64
-	err   error
-	bad   error // see noCanonical
-	done  bool
-	sum   string
+	fp     Fingerprinter // the exact path
+	buf    []byte        // the input, while within the exact bound
+	total  int64
+	err    error
+	bad    error // see noCanonical
+	done   bool
+	sum    string
+	sumErr error
 
 	// Bounds, zero for the defaults; tests set small ones.
 	exactBound, memberBound, heldBound int
@@ -258,16 +259,19 @@ func (s *Stream) startStreaming() {
 // there is none (ErrNeedsWhole: not decidable in bounded memory). It ends the value:
 // Reset starts another.
 func (s *Stream) Sum() (string, error) {
-	if s.done {
-		if s.err != nil {
-			return "", fmt.Errorf("fingerprint arguments: %w", s.err)
-		}
-		return s.sum, nil
+	if !s.done {
+		s.done = true
+		s.sum, s.sumErr = s.finish()
 	}
-	s.done = true
+	if s.sumErr == nil && s.err != nil {
+		return "", fmt.Errorf("fingerprint arguments: %w", s.err) // written after Sum
+	}
+	return s.sum, s.sumErr
+}
+
+func (s *Stream) finish() (string, error) {
 	if s.err == nil && !s.streaming {
-		s.sum, s.err = s.fp.Fingerprint(s.buf)
-		return s.sum, s.err
+		return s.fp.Fingerprint(s.buf)
 	}
 	if s.err == nil && s.st == stNumber {
 		s.endNumber()
@@ -286,8 +290,7 @@ func (s *Stream) Sum() (string, error) {
 	var out [len(prefix) + 2*sha256.Size]byte
 	copy(out[:], prefix)
 	hex.Encode(out[len(prefix):], s.h.Sum(s.sumBuf[:0]))
-	s.sum = string(out[:])
-	return s.sum, nil
+	return string(out[:]), nil
 }
 
 // keep adds c to the held member, if one is being held.

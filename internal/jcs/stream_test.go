@@ -182,22 +182,27 @@ func bigArgs(n int) []byte {
 
 func TestStreamPastTheExactBound(t *testing.T) {
 	s := new(Stream)
+	const n = 3 << 19 // 1.5 MiB
 	cases := map[string][]byte{
-		"big string member":  bigArgs(3 << 20),
-		"escaped big string": func() []byte { a, _ := bigStringArgs(3<<20, true); return a }(),
-		"nested":             []byte(`{"z":1,"files":[{"name":"a","data":{"b64":"` + strings.Repeat("QUJD", 1<<19) + `","kind":"png"}},{"name":"b"}],"g":[1,2]}`),
-		"two big members in order": []byte(`{"a":"` + strings.Repeat("x", 2<<20) + `","b":"` + strings.Repeat("y", 2<<20) + `"}`),
-		"big array":                []byte("[" + strings.Repeat(`{"v":1.50,"k":"x"},`, 1<<17) + "null]"),
-		"big top-level string":     []byte(`"` + strings.Repeat("é\\n", 1<<19) + `"`),
-		"padded null":              []byte(strings.Repeat(" ", 2<<20) + "null "),
-		"held members then big":    []byte(`{"m":{` + strings.Repeat(`"k":"`+strings.Repeat("w", 1000)+`",`, 100) + `"c":"` + strings.Repeat("c", 2<<20) + `"}}`),
+		"big string member":  bigArgs(n),
+		"escaped big string": func() []byte { a, _ := bigStringArgs(n, true); return a }(),
+		"nested": []byte(`{"z":1,"files":[{"name":"a","data":{"b64":"` + strings.Repeat("QUJD", n/4) +
+			`","kind":"png"}},{"name":"b"}],"g":[1,2]}`),
+		"two big members in order": []byte(`{"a":"` + strings.Repeat("x", n/2) + `","b":"` + strings.Repeat("y", n/2) + `"}`),
+		"big array":                []byte("[" + strings.Repeat(`{"v":1.50,"k":"x"},`, n/19) + "null]"),
+		"big top-level string":     []byte(`"` + strings.Repeat("é\\n", n/4) + `"`),
+		"padded null":              []byte(strings.Repeat(" ", n) + "null "),
+		"held members then big":    []byte(`{"m":{` + strings.Repeat(`"k":"`+strings.Repeat("w", 1000)+`",`, 100) + `"c":"` + strings.Repeat("c", n) + `"}}`),
 	}
 	for name, data := range cases {
-		for _, p := range [][]int{nil, {4096}, {65536 + 17}, {1 << 20}} {
+		want, wantErr := Fingerprint(data)
+		if wantErr != nil {
+			t.Fatalf("%s: Fingerprint: %v", name, wantErr)
+		}
+		for _, p := range [][]int{nil, {4093}, {65536 + 17}} {
 			got, err := streamSum(s, data, p)
-			want, wantErr := Fingerprint(data)
-			if err != nil || wantErr != nil || got != want {
-				t.Fatalf("%s, pieces %v: Stream %s, %v; Fingerprint %s, %v", name, p, got, err, want, wantErr)
+			if err != nil || got != want {
+				t.Fatalf("%s, pieces %v: Stream %s, %v; Fingerprint %s", name, p, got, err, want)
 			}
 		}
 	}
@@ -307,3 +312,49 @@ func benchmarkStream(b *testing.B, n int) {
 
 func BenchmarkStream1MB(b *testing.B)  { benchmarkStream(b, 1<<20) }
 func BenchmarkStream16MB(b *testing.B) { benchmarkStream(b, 16<<20) }
+
+// TestStreamLifecycle: the zero value is ready, Reset starts afresh after success
+// and after failure, Sum repeats its answer, a Write after Sum fails the next Sum, and a
+// value past 2 GiB is refused as Fingerprint refuses it.
+func TestStreamLifecycle(t *testing.T) {
+	var s Stream
+	if got, err := s.Sum(); err != nil || got != mustFingerprint(t, nil) {
+		t.Fatalf("zero Stream: %s, %v; want the fingerprint of {}", got, err)
+	}
+	big := bigArgs(2 << 20)
+	for range 2 {
+		if _, err := streamSum(&s, []byte(`{"b":"`+strings.Repeat("x", 2<<20)+`","a":1}`), nil); !errors.Is(err, ErrNeedsWhole) {
+			t.Fatalf("want ErrNeedsWhole, got %v", err)
+		}
+		got, err := streamSum(&s, big, []int{1000})
+		if err != nil || got != mustFingerprint(t, big) {
+			t.Fatalf("after Reset: %s, %v", got, err)
+		}
+		if again, err := s.Sum(); err != nil || again != got {
+			t.Fatalf("Sum again: %s, %v; want %s", again, err, got)
+		}
+		s.Write([]byte(" "))
+		if _, err := s.Sum(); err == nil {
+			t.Fatal("Sum after a late Write succeeded: it no longer covers what was written")
+		}
+	}
+	s.Reset()
+	s.Write([]byte("1"))
+	s.Sum()
+	s.Reset()
+	s.Write([]byte(`"`))
+	s.total = 1 << 31
+	s.Write([]byte(`"`))
+	if _, err := s.Sum(); err == nil || errors.Is(err, ErrNeedsWhole) {
+		t.Fatalf("past 2 GiB: %v, want a refusal", err)
+	}
+}
+
+func mustFingerprint(t *testing.T, b []byte) string {
+	t.Helper()
+	fp, err := Fingerprint(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp
+}
