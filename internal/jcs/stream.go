@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -286,11 +285,7 @@ func (s *Stream) finish() (string, error) {
 	if err := s.w.Flush(); err != nil {
 		return "", fmt.Errorf("fingerprint arguments: %w", err)
 	}
-	const prefix = "sha256:"
-	var out [len(prefix) + 2*sha256.Size]byte
-	copy(out[:], prefix)
-	hex.Encode(out[len(prefix):], s.h.Sum(s.sumBuf[:0]))
-	return string(out[:]), nil
+	return sumString(s.h, &s.sumBuf), nil
 }
 
 // keep adds c to the held member, if one is being held.
