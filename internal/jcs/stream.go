@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
@@ -30,7 +31,7 @@ const (
 	StreamExactBound = 1 << 20
 	// streamMemberBound: an object member held back longer than this is hashed
 	// as it streams (promoted), when the key order allows.
-	streamMemberBound = 64 << 10
+	streamMemberBound = 256 << 10
 	// streamHeldBound: members held back (canonical, with their keys) and the
 	// bookkeeping of the open objects, together.
 	streamHeldBound = 1 << 20
@@ -49,7 +50,7 @@ const (
 // Up to StreamExactBound bytes are held and Sum is exactly Fingerprint of them. Past
 // it, the value is canonicalized as it arrives: arrays, strings and numbers are hashed
 // as they come; an object's members are held back (canonical, sorted when the object
-// closes) until one grows past 64 KiB, which is then hashed as it streams, after the
+// closes) until one grows past 256 KiB, which is then hashed as it streams, after the
 // held members that sort before it. That speculates that no later key of that object
 // sorts before or equals that member's: a later one that does makes Sum return
 // ErrNeedsWhole, as does holding more than 1 MiB of members (or a 64 KiB key, a
@@ -97,8 +98,8 @@ type Stream struct {
 	numOut []byte
 
 	// The member being held back: hold has its raw bytes from the key's quote, and
-	// path[d] the offset in hold of the member open at nesting holdDepth+d (-1 none,
-	// -2 an array level).
+	// path, one entry per object open in it (the first for the member itself), the
+	// offset in hold of that object's member being read (-1 between members).
 	holding    bool
 	hold       []byte
 	replay     []byte
@@ -160,6 +161,9 @@ const streamRecordSize = 20
 type byteSink struct{ b []byte }
 
 func (s *byteSink) Write(p []byte) (int, error) {
+	if len(s.b)+len(p) > cap(s.b) {
+		s.b = append(make([]byte, 0, max(2*cap(s.b), len(s.b)+len(p), 1<<10)), s.b...) // see holdBytes
+	}
 	s.b = append(s.b, p...)
 	return len(p), nil
 }
@@ -291,8 +295,19 @@ func (s *Stream) finish() (string, error) {
 // keep adds c to the held member, if one is being held.
 func (s *Stream) keep(c byte) {
 	if s.holding {
-		s.hold = append(s.hold, c)
+		s.holdBytes(c)
 	}
+}
+
+// holdBytes appends to the held member. Its buffer grows fourfold, not by append's
+// 1.25 for big slices, whose copies would add up to five times the bound.
+func (s *Stream) holdBytes(p ...byte) {
+	if len(s.hold)+len(p) > cap(s.hold) {
+		_, member, _ := s.bounds()
+		c := max(len(s.hold)+len(p), min(max(4*cap(s.hold), 1<<10), member+2))
+		s.hold = append(make([]byte, 0, c), s.hold...)
+	}
+	s.hold = append(s.hold, p...)
 }
 
 // out writes c, unless a member is being held.
@@ -355,7 +370,7 @@ func (s *Stream) feed(p []byte) {
 				if obj {
 					s.st = stKey
 					if s.holding {
-						s.path[s.kinds.depth-s.holdDepth] = -1
+						s.path[len(s.path)-1] = -1
 					}
 				} else {
 					s.out(c)
@@ -481,11 +496,8 @@ func (s *Stream) beginValue(c byte) {
 		if obj {
 			s.st = stObjFirst
 		}
-		if s.holding {
+		if s.holding && obj {
 			s.path = append(s.path, -1)
-			if !obj {
-				s.path[len(s.path)-1] = -2
-			}
 		} else if obj {
 			s.pushFrame()
 		}
@@ -514,7 +526,7 @@ func (s *Stream) beginValue(c byte) {
 // more byte; in an object being written, a member to hold.
 func (s *Stream) beginKey(i int) {
 	if s.holding {
-		s.path[s.kinds.depth-s.holdDepth] = int32(len(s.hold))
+		s.path[len(s.path)-1] = int32(len(s.hold))
 	} else {
 		s.holding = true
 		s.hold = s.hold[:0]
@@ -527,7 +539,7 @@ func (s *Stream) beginKey(i int) {
 			s.chainAt++
 		}
 	}
-	s.hold = append(s.hold, '"')
+	s.holdBytes('"')
 	s.st, s.isKey = stString, true
 }
 
@@ -551,7 +563,7 @@ func (s *Stream) stringRun(p []byte, i, member int) int {
 	}
 	if run := p[start:i]; len(run) > 0 {
 		if s.holding {
-			s.hold = append(s.hold, run...)
+			s.holdBytes(run...)
 		} else {
 			if s.high != 0 {
 				s.noCanonical("lone surrogate")
@@ -707,7 +719,9 @@ func (s *Stream) valueDone() {
 func (s *Stream) closeContainer(c byte) {
 	if s.holding {
 		s.keep(c)
-		s.path = s.path[:len(s.path)-1]
+		if c == '}' {
+			s.path = s.path[:len(s.path)-1]
+		}
 	} else if c == '}' {
 		s.writeRecords(nil, false)
 		s.w.WriteByte('}')
@@ -765,13 +779,13 @@ func (s *Stream) memberKey() {
 func (s *Stream) finishMember() {
 	s.holding = false
 	r := streamRecord{key: int32(len(s.arena.b)), keyLen: int32(len(s.key))}
-	s.arena.b = append(s.arena.b, s.key...)
+	s.arena.Write(s.key)
 	r.canon = int32(len(s.arena.b))
-	if s.canon.Canonicalize(&s.arena, s.hold[:s.keyEnd]) != nil {
+	if !s.canonicalTo(&s.arena, s.hold[:s.keyEnd]) {
 		r.bad = true
 	} else {
-		s.arena.b = append(s.arena.b, ':')
-		if s.canon.Canonicalize(&s.arena, s.hold[s.valStart:]) != nil {
+		s.arena.Write([]byte{':'})
+		if !s.canonicalTo(&s.arena, s.hold[s.valStart:]) {
 			r.bad = true
 		}
 	}
@@ -782,6 +796,31 @@ func (s *Stream) finishMember() {
 	s.recs = append(s.recs, r)
 	s.hold = s.hold[:0]
 	s.overHeld()
+}
+
+// canonicalTo appends the canonical form of the validated value v and reports
+// whether it has one. The usual small member (a plain string, a literal, a number)
+// is written without a Canonicalizer, whose set-up costs more than it.
+func (s *Stream) canonicalTo(w *byteSink, v []byte) bool {
+	switch c := v[0]; {
+	case c == '"':
+		for _, b := range v[1 : len(v)-1] {
+			if b == '\\' || b >= utf8.RuneSelf {
+				return s.canon.Canonicalize(w, v) == nil
+			}
+		}
+		w.Write(v) // validated: no control characters
+		return true
+	case c == 't' || c == 'f' || c == 'n':
+		w.Write(v)
+		return true
+	case c == '-' || ('0' <= c && c <= '9'):
+		var ok bool
+		s.numOut, ok = appendESNumber(s.numOut[:0], v)
+		w.Write(s.numOut)
+		return ok
+	}
+	return s.canon.Canonicalize(w, v) == nil
 }
 
 // startMember writes the held member's key, after the held members that sort before
@@ -814,9 +853,6 @@ func (s *Stream) promote() {
 	_, member, _ := s.bounds()
 	s.chain = s.chain[:0]
 	for _, off := range s.path[1:] {
-		if off == -2 {
-			continue // an array level
-		}
 		if off < 0 || len(s.hold)-int(off) <= member/2 {
 			break
 		}

@@ -228,7 +228,7 @@ func TestStreamSpeculationFailures(t *testing.T) {
 		"a later key in an array's object":           `[{"b":"` + big + `","a":0}]`,
 		"members held past the held bound":           `{"z":"` + big + `",` + strings.Repeat(`"k`+strings.Repeat("a", 100)+`":1,`, 10000) + `"zz":0}`,
 		"wide object of small members, big last":     `{` + strings.Repeat(`"k":"`+strings.Repeat("v", 200)+`",`, 6000) + `"a":"` + big + `"}`,
-		"a key longer than the member bound":         `{"` + big + `":1}`,
+		"a key longer than its bound":                `{"` + big + `":1}`,
 		"a number longer than its bound":             `[` + strings.Repeat(" ", 2<<20) + "0." + strings.Repeat("0", 5000) + `1]`,
 		"nesting past the depth bound":               strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20),
 		"a big member after one that sorts after it": `{"c":"` + big + `","b":"` + big + `"}`,
