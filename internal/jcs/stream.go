@@ -49,19 +49,21 @@ const (
 //
 // Up to StreamExactBound bytes are held and Sum is exactly Fingerprint of them. Past
 // it, the value is canonicalized as it arrives: arrays, strings and numbers are hashed
-// as they come; an object's members are held back (canonical, sorted when the object
-// closes) until one grows past 256 KiB, which is then hashed as it streams, after the
-// held members that sort before it. That speculates that no later key of that object
-// sorts before or equals that member's: a later one that does makes Sum return
-// ErrNeedsWhole, as does holding more than 1 MiB of members (or a 64 KiB key, a
-// 4 KiB number, nesting past 2^18). Whenever Sum returns no error, it is what
-// Fingerprint returns for the same bytes; when the input has no canonical form, Sum
-// fails as Fingerprint does (not JSON, or a lone surrogate or overflowing number in
-// what survives).
+// as they come; an object's members are held back (canonical, written sorted when the
+// object closes) until one grows past 256 KiB, which is then hashed as it streams,
+// after the held members that sort before it. That speculates that no later key of
+// that object sorts before that member's or repeats it: a later one that does makes
+// Sum return ErrNeedsWhole, as does holding more than 1 MiB of members (or a key over
+// 64 KiB, a number over 4 KiB, nesting past 2^18 levels). Whenever Sum returns no
+// error, it is what Fingerprint returns for the same bytes; input with no canonical
+// form (not JSON, or a lone surrogate or overflowing number in what survives) fails as
+// it fails Fingerprint.
 //
-// Nothing recurses on the input; memory is bounded by about 1.3 MiB of held input,
-// 1 MiB of held members and a few hundred KiB of buffers, kept for reuse by Reset. The
-// zero value is ready; a Stream is not safe for concurrent use.
+// Nothing recurses on the input. A Stream holds under 4 MiB whatever the input (1 MiB
+// of input, 1 MiB of held members, two 256 KiB member buffers, and the rest), and
+// 64 MB of {"path":…,"content":…} allocate 1.6 MB in a fresh one and nothing in a
+// reused one: Reset keeps the buffers. The zero value is ready; a Stream is not safe
+// for concurrent use.
 type Stream struct {
 	fp     Fingerprinter // the exact path
 	buf    []byte        // the input, while within the exact bound
@@ -157,12 +159,24 @@ type streamRecord struct {
 
 const streamRecordSize = 20
 
-// byteSink is an io.Writer appending to a slice.
-type byteSink struct{ b []byte }
+// byteSink is an io.Writer appending to a slice of at most limit bytes; past it,
+// it refuses and notes over (a held member's canonical form can be six times its
+// text: 1e20 is 100000000000000000000).
+type byteSink struct {
+	b     []byte
+	limit int
+	over  bool
+}
+
+var errSinkFull = errors.New("held members past their bound")
 
 func (s *byteSink) Write(p []byte) (int, error) {
+	if len(s.b)+len(p) > s.limit {
+		s.over = true
+		return 0, errSinkFull
+	}
 	if len(s.b)+len(p) > cap(s.b) {
-		s.b = append(make([]byte, 0, max(2*cap(s.b), len(s.b)+len(p), 1<<10)), s.b...) // see holdBytes
+		s.b = append(make([]byte, 0, min(max(2*cap(s.b), len(s.b)+len(p), 1<<10), s.limit)), s.b...) // see holdBytes
 	}
 	s.b = append(s.b, p...)
 	return len(p), nil
@@ -178,7 +192,7 @@ func (s *Stream) Reset() {
 		h: s.h, w: s.w, canon: s.canon,
 		kinds: jcsKinds{bits: s.kinds.bits[:0]}, num: s.num[:0], numOut: s.numOut[:0],
 		hold: s.hold[:0], replay: s.replay[:0], path: s.path[:0], key: s.key[:0], chain: s.chain[:0],
-		frames: s.frames[:0], recs: s.recs[:0], arena: byteSink{s.arena.b[:0]}, keys: s.keys[:0], order: s.order[:0],
+		frames: s.frames[:0], recs: s.recs[:0], arena: byteSink{b: s.arena.b[:0]}, keys: s.keys[:0], order: s.order[:0],
 	}
 }
 
@@ -778,6 +792,8 @@ func (s *Stream) memberKey() {
 // comes.
 func (s *Stream) finishMember() {
 	s.holding = false
+	_, _, bound := s.bounds()
+	s.arena.limit = bound
 	r := streamRecord{key: int32(len(s.arena.b)), keyLen: int32(len(s.key))}
 	s.arena.Write(s.key)
 	r.canon = int32(len(s.arena.b))
@@ -791,6 +807,10 @@ func (s *Stream) finishMember() {
 	}
 	if r.bad {
 		s.arena.b = s.arena.b[:r.canon]
+	}
+	if s.arena.over {
+		s.needsWhole("more than 1 MiB of members held back")
+		return
 	}
 	r.canonLen = int32(len(s.arena.b)) - r.canon
 	s.recs = append(s.recs, r)

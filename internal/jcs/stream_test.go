@@ -199,7 +199,8 @@ func TestStreamPastTheExactBound(t *testing.T) {
 		"big array":                []byte("[" + strings.Repeat(`{"v":1.50,"k":"x"},`, n/19) + "null]"),
 		"big top-level string":     []byte(`"` + strings.Repeat("é\\n", n/4) + `"`),
 		"padded null":              []byte(strings.Repeat(" ", n) + "null "),
-		"held members then big":    []byte(`{"m":{` + strings.Repeat(`"k":"`+strings.Repeat("w", 1000)+`",`, 100) + `"c":"` + strings.Repeat("c", n) + `"}}`),
+		"medium member, then a big one sorting before it": []byte(`{"prompt":"` + strings.Repeat("p", 200<<10) + `","image":"` + strings.Repeat("i", n) + `"}`),
+		"held members then big":                           []byte(`{"m":{` + strings.Repeat(`"k":"`+strings.Repeat("w", 1000)+`",`, 100) + `"c":"` + strings.Repeat("c", n) + `"}}`),
 	}
 	for name, data := range cases {
 		want, wantErr := Fingerprint(data)
@@ -221,17 +222,18 @@ func TestStreamPastTheExactBound(t *testing.T) {
 func TestStreamSpeculationFailures(t *testing.T) {
 	big := strings.Repeat("x", 2<<20)
 	needsWhole := map[string]string{
-		"a later key sorts before the big member":    `{"b":"` + big + `","a":1}`,
-		"a later duplicate replaces the big member":  `{"b":"` + big + `","b":1}`,
-		"a later key sorts before an enclosing key":  `{"m":{"c":"` + big + `"},"a":1}`,
-		"a duplicate of an enclosing key":            `{"m":{"c":"` + big + `"},"m":1}`,
-		"a later key in an array's object":           `[{"b":"` + big + `","a":0}]`,
-		"members held past the held bound":           `{"z":"` + big + `",` + strings.Repeat(`"k`+strings.Repeat("a", 100)+`":1,`, 10000) + `"zz":0}`,
-		"wide object of small members, big last":     `{` + strings.Repeat(`"k":"`+strings.Repeat("v", 200)+`",`, 6000) + `"a":"` + big + `"}`,
-		"a key longer than its bound":                `{"` + big + `":1}`,
-		"a number longer than its bound":             `[` + strings.Repeat(" ", 2<<20) + "0." + strings.Repeat("0", 5000) + `1]`,
-		"nesting past the depth bound":               strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20),
-		"a big member after one that sorts after it": `{"c":"` + big + `","b":"` + big + `"}`,
+		"a later key sorts before the big member":              `{"b":"` + big + `","a":1}`,
+		"a later duplicate replaces the big member":            `{"b":"` + big + `","b":1}`,
+		"a later key sorts before an enclosing key":            `{"m":{"c":"` + big + `"},"a":1}`,
+		"a duplicate of an enclosing key":                      `{"m":{"c":"` + big + `"},"m":1}`,
+		"a later key in an array's object":                     `[{"b":"` + big + `","a":0}]`,
+		"members held past the held bound":                     `{"z":"` + big + `",` + strings.Repeat(`"k`+strings.Repeat("a", 100)+`":1,`, 10000) + `"zz":0}`,
+		"wide object of small members, big last":               `{` + strings.Repeat(`"k":"`+strings.Repeat("v", 200)+`",`, 6000) + `"a":"` + big + `"}`,
+		"a held member whose canonical form is past the bound": `{"z":"` + big + `","zz":[` + strings.Repeat("1e20,", 50000) + `0]}`,
+		"a key longer than its bound":                          `{"` + big + `":1}`,
+		"a number longer than its bound":                       `[` + strings.Repeat(" ", 2<<20) + "0." + strings.Repeat("0", 5000) + `1]`,
+		"nesting past the depth bound":                         strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20),
+		"a big member after one that sorts after it":           `{"c":"` + big + `","b":"` + big + `"}`,
 	}
 	s := new(Stream)
 	for name, data := range needsWhole {
