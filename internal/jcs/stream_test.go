@@ -367,3 +367,38 @@ func mustFingerprint(t *testing.T, b []byte) string {
 	}
 	return fp
 }
+
+// TestStreamSplitsAnywhere: text that decodes differently when a sequence is cut
+// (truncated and invalid UTF-8, surrogate pairs, escapes, numbers) gives the same
+// answer streamed, cut in two at every byte.
+func TestStreamSplitsAnywhere(t *testing.T) {
+	inputs := []string{
+		"\"a\xe2\x82\xacb\xe2\x82\"", "\"\xf0\x9f\x98\x80\xf0\x9f\x98\"", "\"\xed\xa0\x80\xc0\xaf\xf4\x90\x80\x80\xe0\x9f\xbf\"",
+		"[\"\xe2\x82\\n\", \"\xf0\x90\\u00e9\"]", `{"k":"\ud83d\ude00\u00e9\"\\\/\b\f\n\r\t\u0001"}`, `["\ud83d\ud83d\ude00"]`,
+		`{"b":[1.0e2,-0.0,1E-7,0.000001,123456789012345678901],"a":true,"c":null}`, `{"a":{"b":"x","a":"y"},"a":[{"z":1,"y":2}]}`,
+		"{\"\xe2\x82\":1,\"\xe2\x82\xac\":2}", `{"\u00e9":1,"é":2}`,
+	}
+	s := new(Stream)
+	for _, in := range inputs {
+		data := []byte(in)
+		for _, b := range []streamBounds{{exact: 0, member: 1, held: 1 << 20}, {exact: 0, member: 1 << 10, held: 1 << 20}} {
+			s.exactBound, s.memberBound, s.heldBound = b.exact, b.member, b.held
+			_, fpErr := Fingerprint(data)
+			for _, p := range append(cuts(len(data)), []int{1}) {
+				// Within the member bound nothing is speculated on.
+				if err := checkStream(t, s, data, b, p); err != nil && fpErr == nil && b.member > len(data) {
+					t.Fatalf("%q in pieces %v: %v", data, p, err)
+				}
+			}
+		}
+	}
+}
+
+// cuts is each way to cut n bytes in two.
+func cuts(n int) [][]int {
+	var cs [][]int
+	for c := 1; c < n; c++ {
+		cs = append(cs, []int{c, n})
+	}
+	return cs
+}
