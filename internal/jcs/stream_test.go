@@ -234,6 +234,7 @@ func TestStreamSpeculationFailures(t *testing.T) {
 		"a number longer than its bound":                       `[` + strings.Repeat(" ", 2<<20) + "0." + strings.Repeat("0", 5000) + `1]`,
 		"nesting past the depth bound":                         strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20),
 		"a big member after one that sorts after it":           `{"c":"` + big + `","b":"` + big + `"}`,
+		"a key after the big member sorts first":               `{"path":"x","edits":[{"oldText":"` + big + `","newText":"y"}],"dryRun":false}`,
 	}
 	s := new(Stream)
 	for name, data := range needsWhole {
