@@ -569,25 +569,68 @@ func (s *Stream) stringRun(p []byte, i, member int) int {
 		}
 		end = min(end, i+member+1-len(s.hold))
 	}
-	for i+8 <= end && !jcsStringStop(binary.LittleEndian.Uint64(p[i:])) {
-		i += 8
-	}
-	for i < end && p[i] != '"' && p[i] != '\\' && p[i] >= 0x20 {
-		i++
-	}
-	if run := p[start:i]; len(run) > 0 {
-		if s.holding {
-			s.holdBytes(run...)
-		} else {
-			if s.high != 0 {
-				s.noCanonical("lone surrogate")
-				s.high = 0
-			}
-			s.writeText(run)
+	for {
+		for i+8 <= end && !jcsStringStop(binary.LittleEndian.Uint64(p[i:])) {
+			i += 8
 		}
-	}
-	if i == end {
-		return i
+		for i < end && p[i] != '"' && p[i] != '\\' && p[i] >= 0x20 {
+			i++
+		}
+		if run := p[start:i]; len(run) > 0 {
+			if s.holding {
+				s.holdBytes(run...)
+			} else {
+				if s.high != 0 {
+					s.noCanonical("lone surrogate")
+					s.high = 0
+				}
+				s.writeText(run)
+			}
+		}
+		if i == end {
+			return i
+		}
+		// An escape whole in this piece is read here, not byte by byte (source
+		// code in a file's content is full of \n, \t and \").
+		n := 0
+		if p[i] == '\\' && i+1 < end && p[i+1] != 'u' {
+			n = 2
+		} else if p[i] == '\\' && i+5 < end {
+			n = 6
+		}
+		if n == 0 {
+			break
+		}
+		if s.holding {
+			s.holdBytes(p[i : i+n]...)
+		} else {
+			s.endText()
+		}
+		if n == 2 {
+			v, ok := jsonlex.Unescape(p[i+1])
+			if !ok {
+				s.syntax("invalid escape")
+				return i + n
+			}
+			if !s.holding {
+				if s.high != 0 {
+					s.noCanonical("lone surrogate")
+					s.high = 0
+				}
+				jcsWriteChar(s.w, rune(v))
+			}
+		} else {
+			cu, ok := jsonlex.Hex4(p, i+2)
+			if !ok {
+				s.syntax("invalid \\u escape")
+				return i + n
+			}
+			if !s.holding {
+				s.writeUnit(cu)
+			}
+		}
+		i += n
+		start = i
 	}
 	switch c := p[i]; {
 	case c == '"':
