@@ -407,13 +407,7 @@ func (s *Stream) feed(p []byte) {
 				s.st, s.uni, s.uniN = stUnicode, 0, 0
 			} else if v, ok := jsonlex.Unescape(c); ok {
 				s.st = stString
-				if !s.holding {
-					if s.high != 0 {
-						s.noCanonical("lone surrogate")
-						s.high = 0
-					}
-					jcsWriteChar(s.w, rune(v))
-				}
+				s.writeEscape(v)
 			} else {
 				s.syntax("invalid escape")
 			}
@@ -580,10 +574,7 @@ func (s *Stream) stringRun(p []byte, i, member int) int {
 			if s.holding {
 				s.holdBytes(run...)
 			} else {
-				if s.high != 0 {
-					s.noCanonical("lone surrogate")
-					s.high = 0
-				}
+				s.noHigh()
 				s.writeText(run)
 			}
 		}
@@ -612,13 +603,7 @@ func (s *Stream) stringRun(p []byte, i, member int) int {
 				s.syntax("invalid escape")
 				return i + n
 			}
-			if !s.holding {
-				if s.high != 0 {
-					s.noCanonical("lone surrogate")
-					s.high = 0
-				}
-				jcsWriteChar(s.w, rune(v))
-			}
+			s.writeEscape(v)
 		} else {
 			cu, ok := jsonlex.Hex4(p, i+2)
 			if !ok {
@@ -645,10 +630,7 @@ func (s *Stream) stringRun(p []byte, i, member int) int {
 		}
 		if !s.holding {
 			s.endText()
-			if s.high != 0 {
-				s.noCanonical("lone surrogate")
-				s.high = 0
-			}
+			s.noHigh()
 			s.w.WriteByte('"')
 		}
 		s.valueDone()
@@ -662,6 +644,22 @@ func (s *Stream) stringRun(p []byte, i, member int) int {
 		s.syntax("control character in string")
 	}
 	return i + 1
+}
+
+// writeEscape writes the character of an escape other than \u, unless holding.
+func (s *Stream) writeEscape(v byte) {
+	if !s.holding {
+		s.noHigh()
+		jcsWriteChar(s.w, rune(v))
+	}
+}
+
+// noHigh: a high surrogate escape not followed by a low one is lone.
+func (s *Stream) noHigh() {
+	if s.high != 0 {
+		s.noCanonical("lone surrogate")
+		s.high = 0
+	}
 }
 
 // writeUnit writes the UTF-16 code unit of a \u escape, pairing surrogates.
