@@ -59,11 +59,11 @@ const (
 // form (not JSON, or a lone surrogate or overflowing number in what survives) fails as
 // it fails Fingerprint.
 //
-// Nothing recurses on the input. A Stream holds under 4 MiB whatever the input (1 MiB
-// of input, 1 MiB of held members, two 256 KiB member buffers, and the rest), and
-// 64 MB of {"path":…,"content":…} allocate 1.6 MB in a fresh one and nothing in a
-// reused one: Reset keeps the buffers. The zero value is ready; a Stream is not safe
-// for concurrent use.
+// Nothing recurses on the input. A fresh Stream allocates under 6 MB whatever the
+// input and however long (1 MiB of input held, two 256 KiB member buffers, the held
+// members and open objects up to their 1 MiB, with growth), 1.7 MB for 64 MB of
+// {"path":…,"content":…}, and a reused one nothing: Reset keeps the buffers. The zero
+// value is ready; a Stream is not safe for concurrent use.
 type Stream struct {
 	fp     Fingerprinter // the exact path
 	buf    []byte        // the input, while within the exact bound
@@ -180,6 +180,15 @@ func (s *byteSink) Write(p []byte) (int, error) {
 	}
 	s.b = append(s.b, p...)
 	return len(p), nil
+}
+
+// doubled returns b with room for n more, grown twofold when it has none: append
+// grows big slices by 1.25, and its copies would add up to five times the bound.
+func doubled[T any](b []T, n int) []T {
+	if len(b)+n <= cap(b) {
+		return b
+	}
+	return append(make([]T, 0, max(2*cap(b), len(b)+n, 16)), b...)
 }
 
 // Reset makes s ready for another value, keeping its buffers.
@@ -505,7 +514,7 @@ func (s *Stream) beginValue(c byte) {
 			s.st = stObjFirst
 		}
 		if s.holding && obj {
-			s.path = append(s.path, -1)
+			s.path = append(doubled(s.path, 1), -1)
 		} else if obj {
 			s.pushFrame()
 		}
@@ -803,7 +812,7 @@ func (s *Stream) overHeld() bool {
 }
 
 func (s *Stream) pushFrame() {
-	s.frames = append(s.frames, streamFrame{recBase: len(s.recs), arenaBase: len(s.arena.b), keyBase: len(s.keys)})
+	s.frames = append(doubled(s.frames, 1), streamFrame{recBase: len(s.recs), arenaBase: len(s.arena.b), keyBase: len(s.keys)})
 	s.overHeld()
 }
 
@@ -854,7 +863,7 @@ func (s *Stream) finishMember() {
 		return
 	}
 	r.canonLen = int32(len(s.arena.b)) - r.canon
-	s.recs = append(s.recs, r)
+	s.recs = append(doubled(s.recs, 1), r)
 	s.hold = s.hold[:0]
 	s.overHeld()
 }
@@ -899,7 +908,7 @@ func (s *Stream) startMember() {
 	if err := s.canon.Canonicalize(s.w, s.hold[:s.keyEnd]); err != nil {
 		s.noCanonical("lone surrogate")
 	}
-	s.keys = append(s.keys[:f.keyBase], s.key...)
+	s.keys = append(doubled(s.keys[:f.keyBase], len(s.key)), s.key...)
 	f.hasFront = true
 	s.holding = false
 	s.overHeld()
@@ -943,7 +952,7 @@ func (s *Stream) writeRecords(key []byte, below bool) {
 	s.order = s.order[:0]
 	for i := range recs {
 		if !below || bytes.Compare(keyOf(int32(i)), key) < 0 {
-			s.order = append(s.order, int32(i))
+			s.order = append(doubled(s.order, 1), int32(i))
 		}
 	}
 	// Stable: of equal keys the last held sorts last.

@@ -298,6 +298,35 @@ func TestStreamMemory(t *testing.T) {
 	}
 }
 
+// TestStreamMemoryIsBounded: what a fresh Stream allocates does not grow with the
+// input, whatever its shape (the ones that defeat streaming included), and stays
+// under 7 MiB: 1.3 MiB of exact buffer, the member buffers, and the held members and
+// open objects up to their bound.
+func TestStreamMemoryIsBounded(t *testing.T) {
+	alloc := func(in []byte) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		streamSum(new(Stream), in, []int{64 << 10})
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	shapes := func(n int) map[string][]byte {
+		m := memShapes(n)
+		m["deep members"] = []byte(strings.Repeat(`{"a":`, n/5) + "1" + strings.Repeat("}", n/5))
+		m["content"] = bigArgs(n)
+		return m
+	}
+	small, large := shapes(2<<20), shapes(8<<20)
+	for name := range small {
+		a, b := alloc(small[name]), alloc(large[name])
+		t.Logf("%s: %d bytes for 2 MiB, %d for 8 MiB", name, a, b)
+		if b > 7<<20 || b > a+64<<10 {
+			t.Errorf("%s: a Stream allocated %d bytes for 2 MiB, %d for 8 MiB", name, a, b)
+		}
+	}
+}
+
 func benchmarkStream(b *testing.B, n int) {
 	data := bigArgs(n)
 	b.Run("Fingerprint", func(b *testing.B) {
