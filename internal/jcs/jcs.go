@@ -389,25 +389,8 @@ func decodeRuneWHATWG(b []byte) (rune, int) {
 	if c < utf8.RuneSelf {
 		return rune(c), 1
 	}
-	lo, hi := byte(0x80), byte(0xBF)
-	var need int
-	var r rune
-	switch {
-	case 0xC2 <= c && c <= 0xDF:
-		need, r = 1, rune(c&0x1F)
-	case c == 0xE0:
-		need, r, lo = 2, rune(c&0x0F), 0xA0
-	case c == 0xED:
-		need, r, hi = 2, rune(c&0x0F), 0x9F
-	case 0xE1 <= c && c <= 0xEF:
-		need, r = 2, rune(c&0x0F)
-	case c == 0xF0:
-		need, r, lo = 3, rune(c&0x07), 0x90
-	case c == 0xF4:
-		need, r, hi = 3, rune(c&0x07), 0x8F
-	case 0xF1 <= c && c <= 0xF3:
-		need, r = 3, rune(c&0x07)
-	default:
+	need, r, lo, hi := whatwgLead(c)
+	if need == 0 {
 		return utf8.RuneError, 1
 	}
 	i := 1
@@ -420,6 +403,30 @@ func decodeRuneWHATWG(b []byte) (rune, int) {
 		i++
 	}
 	return r, i
+}
+
+// whatwgLead says what the WHATWG decoder expects after the non-ASCII byte
+// c: need continuation bytes (0 when c cannot start a sequence), the first
+// of them in lo..hi (the rest in 0x80..0xBF), and the bits c contributes.
+func whatwgLead(c byte) (need int, r rune, lo, hi byte) {
+	lo, hi = 0x80, 0xBF
+	switch {
+	case 0xC2 <= c && c <= 0xDF:
+		return 1, rune(c & 0x1F), lo, hi
+	case c == 0xE0:
+		return 2, rune(c & 0x0F), 0xA0, hi
+	case c == 0xED:
+		return 2, rune(c & 0x0F), lo, 0x9F
+	case 0xE1 <= c && c <= 0xEF:
+		return 2, rune(c & 0x0F), lo, hi
+	case c == 0xF0:
+		return 3, rune(c & 0x07), 0x90, hi
+	case c == 0xF4:
+		return 3, rune(c & 0x07), lo, 0x8F
+	case 0xF1 <= c && c <= 0xF3:
+		return 3, rune(c & 0x07), lo, hi
+	}
+	return 0, 0, 0, 0
 }
 
 // writeString writes the validated string content raw[start:end] as
@@ -463,9 +470,11 @@ func (e *jcsEmitter) writeString(start, end int) {
 // writeText writes unescaped string bytes, which the scanner guarantees
 // hold no quote, backslash or control character; only invalid UTF-8 needs
 // rewriting.
-func (e *jcsEmitter) writeText(s []byte) {
+func (e *jcsEmitter) writeText(s []byte) { writeText(e.w, s) }
+
+func writeText(w *bufio.Writer, s []byte) {
 	if utf8.Valid(s) {
-		e.w.Write(s)
+		w.Write(s)
 		return
 	}
 	for len(s) > 0 {
@@ -477,12 +486,12 @@ func (e *jcsEmitter) writeText(s []byte) {
 			}
 			i += n
 		}
-		e.w.Write(s[:i])
+		w.Write(s[:i])
 		if i == len(s) {
 			return
 		}
 		_, n := decodeRuneWHATWG(s[i:])
-		e.w.WriteString("\uFFFD")
+		w.WriteString("\uFFFD")
 		s = s[i+n:]
 	}
 }

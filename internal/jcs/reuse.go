@@ -31,9 +31,14 @@ func (f *Fingerprinter) Fingerprint(args []byte) (string, error) {
 	if err := f.c.Canonicalize(f.h, args); err != nil {
 		return "", fmt.Errorf("fingerprint arguments: %w", err)
 	}
+	return sumString(f.h, &f.sum), nil
+}
+
+// sumString is "sha256:" and the hex of h's sum (sum is its workspace).
+func sumString(h hash.Hash, sum *[sha256.Size]byte) string {
 	const prefix = "sha256:"
 	var out [len(prefix) + 2*sha256.Size]byte
 	copy(out[:], prefix)
-	hex.Encode(out[len(prefix):], f.h.Sum(f.sum[:0]))
-	return string(out[:]), nil
+	hex.Encode(out[len(prefix):], h.Sum(sum[:0]))
+	return string(out[:])
 }
