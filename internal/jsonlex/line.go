@@ -206,25 +206,28 @@ func (l *Line) lexObj(b []byte, i int, o *Obj) (end int, ok bool) {
 		if i >= len(b) || b[i] != '"' {
 			return 0, false
 		}
-		var k int
-		if l.strict {
-			if k = validString(b, i); k < 0 {
-				return 0, false
+		k, which := plainKey(b, i)
+		if k < 0 {
+			if l.strict {
+				if k = validString(b, i); k < 0 {
+					return 0, false
+				}
+			} else if k = skipShort(b, i); k < 0 {
+				if k = SkipString(b, i); k < 0 {
+					return 0, false
+				}
 			}
-		} else if k = skipShort(b, i); k < 0 {
-			if k = SkipString(b, i); k < 0 {
-				return 0, false
-			}
+			which = rpcMember(b[i:k])
 		}
-		key := b[i:k]
 		i = SkipSpace(b, k)
 		if i >= len(b) || b[i] != ':' {
 			return 0, false
 		}
 		i = SkipSpace(b, i+1)
-		which := rpcMember(key)
 		var v int
 		switch {
+		case which == memberJSONRPC && hasLiteral(b, i, `"2.0"`):
+			v = i + len(`"2.0"`) // every message's: a string, in either mode
 		case which == memberParams && i < len(b) && b[i] == '{':
 			v = l.lexParams(b, i, o)
 			if l.strict {
@@ -295,20 +298,28 @@ func (l *Line) lexParams(b []byte, i int, o *Obj) (end int) {
 		if i >= len(b) || b[i] != '"' {
 			break
 		}
-		k := skipShort(b, i)
-		if k < 0 {
-			if k = SkipString(b, i); k < 0 {
-				break
+		var isName, isArgs bool
+		k := plainParamsKey(b, i)
+		switch {
+		case k > 0:
+			isName, isArgs = k-i == len(`"name"`), k-i == len(`"arguments"`)
+		case k == 0:
+			if k = skipShort(b, i); k < 0 {
+				if k = SkipString(b, i); k < 0 {
+					break
+				}
 			}
+			isName, isArgs = paramsKey(b[i:k])
 		}
-		key := b[i:k]
+		if k < 0 {
+			break
+		}
 		i = SkipSpace(b, k)
 		if i >= len(b) || b[i] != ':' {
 			break
 		}
 		i = SkipSpace(b, i+1)
 		var v int
-		isName, isArgs := paramsKey(key)
 		if isArgs {
 			if found {
 				o.Recheck = true
@@ -316,10 +327,7 @@ func (l *Line) lexParams(b []byte, i int, o *Obj) (end int) {
 			found = true
 			if i < len(b) && b[i] == '{' && !o.Recheck {
 				n := len(l.args)
-				e, ok := EachMember(b, i, func(m Member) bool {
-					l.args = append(l.args, m)
-					return true
-				})
+				e, ok := l.appendMembers(b, i)
 				if ok {
 					o.args, o.hasArgs, v = [2]int32{int32(n), int32(len(l.args))}, true, e
 				} else {
@@ -405,7 +413,8 @@ func (l *Line) Arguments(o *Obj) []Member {
 type member uint8
 
 const (
-	memberOther member = iota
+	memberOther   member = iota
+	memberJSONRPC        // rpcMember says memberOther of it; only plainKey tells it
 	memberMethod
 	memberID
 	memberParams
@@ -556,5 +565,104 @@ func (l *Line) eachSpan(f func(s *Span)) {
 		f(&o.Error)
 		f(&o.Name)
 		f(&o.Arguments)
+	}
+}
+
+// plainKey is the end of the key literal at b[i] == '"' and the member it names,
+// when it is the plain spelling of a JSON-RPC member's name ("jsonrpc" included):
+// the keys of almost every message, told by one comparison each rather than a scan
+// and rpcMember. It returns -1 for any other key. The literal ends where the
+// comparison says: no backslash comes before that quote, and the name's letters
+// are no control characters, so the literal is one JSON allows (the strict lex's
+// check too).
+func plainKey(b []byte, i int) (int, member) {
+	r := b[i+1:]
+	if len(r) < len(`id"`) {
+		return -1, memberOther
+	}
+	switch r[0] {
+	case 'j':
+		if len(r) >= len(`jsonrpc"`) && string(r[:len(`jsonrpc"`)]) == `jsonrpc"` {
+			return i + 1 + len(`jsonrpc"`), memberJSONRPC
+		}
+	case 'i':
+		if string(r[:len(`id"`)]) == `id"` {
+			return i + 1 + len(`id"`), memberID
+		}
+	case 'm':
+		if len(r) >= len(`method"`) && string(r[:len(`method"`)]) == `method"` {
+			return i + 1 + len(`method"`), memberMethod
+		}
+	case 'p':
+		if len(r) >= len(`params"`) && string(r[:len(`params"`)]) == `params"` {
+			return i + 1 + len(`params"`), memberParams
+		}
+	case 'r':
+		if len(r) >= len(`result"`) && string(r[:len(`result"`)]) == `result"` {
+			return i + 1 + len(`result"`), memberResult
+		}
+	case 'e':
+		if len(r) >= len(`error"`) && string(r[:len(`error"`)]) == `error"` {
+			return i + 1 + len(`error"`), memberError
+		}
+	}
+	return -1, memberOther
+}
+
+// plainParamsKey is the end of the key literal at b[i] == '"' when it is the plain
+// spelling of "name" or "arguments" (plainKey's reasoning), and 0 otherwise.
+func plainParamsKey(b []byte, i int) int {
+	if r := b[i+1:]; len(r) >= len(`arguments"`) && string(r[:len(`arguments"`)]) == `arguments"` {
+		return i + 1 + len(`arguments"`)
+	} else if len(r) >= len(`name"`) && string(r[:len(`name"`)]) == `name"` {
+		return i + 1 + len(`name"`)
+	}
+	return 0
+}
+
+// appendMembers is EachMember of the object at b[i], appending each member to
+// l.args: the members of a call's arguments, without a call of a closure each.
+func (l *Line) appendMembers(b []byte, i int) (end int, ok bool) {
+	if i >= len(b) || b[i] != '{' {
+		return 0, false
+	}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return 0, false
+		}
+		k := skipShort(b, i)
+		if k < 0 {
+			if k = SkipString(b, i); k < 0 {
+				return 0, false
+			}
+		}
+		m := Member{Key: Span{i, k}}
+		i = SkipSpace(b, k)
+		if i >= len(b) || b[i] != ':' {
+			return 0, false
+		}
+		i = SkipSpace(b, i+1)
+		v := SkipValue(b, i)
+		if v < 0 {
+			return 0, false
+		}
+		m.Value = Span{i, v}
+		l.args = append(l.args, m)
+		i = SkipSpace(b, v)
+		if i >= len(b) {
+			return 0, false
+		}
+		switch b[i] {
+		case ',':
+			i = SkipSpace(b, i+1)
+		case '}':
+			return i + 1, true
+		default:
+			return 0, false
+		}
 	}
 }
