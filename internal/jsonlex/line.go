@@ -387,17 +387,29 @@ func paramsKey(k []byte) (isName, isArgs bool) {
 // shiftOne is Shift by the one cut d, once the members of arguments are dropped.
 func (l *Line) shiftOne(d Span) {
 	n := d.End - d.Start
-	move := func(s *Span) {
-		if s.End != 0 {
-			if s.Start >= d.End {
-				s.Start -= n
-			}
-			if s.End >= d.End {
-				s.End -= n
-			}
+	for i := range l.Objs {
+		o := &l.Objs[i]
+		shiftSpan(&o.Span, d.End, n)
+		shiftSpan(&o.Method, d.End, n)
+		shiftSpan(&o.ID, d.End, n)
+		shiftSpan(&o.Params, d.End, n)
+		shiftSpan(&o.Result, d.End, n)
+		shiftSpan(&o.Error, d.End, n)
+		shiftSpan(&o.Name, d.End, n)
+		shiftSpan(&o.Arguments, d.End, n)
+	}
+}
+
+// shiftSpan moves s, unless it is absent, by a cut of n bytes ending at end.
+func shiftSpan(s *Span, end, n int) {
+	if s.End != 0 {
+		if s.Start >= end {
+			s.Start -= n
+		}
+		if s.End >= end {
+			s.End -= n
 		}
 	}
-	l.eachSpan(move)
 }
 
 // Arguments is the members of o's params.arguments, an object, when o has one params
