@@ -305,9 +305,9 @@ func BenchmarkLexFast(b *testing.B) {
 	}
 }
 
-// FuzzLexFast: Lex and LexValid with their fast paths (plainKey, the "2.0" value,
-// appendMembers) leave a Line exactly as the lexer before them did, and LexValid
-// judges every line as it did, on any input and on a Line reused from the last.
+// FuzzLexFast: Lex and LexValid with their fast paths (plainKey, plainParamsKey, the
+// "2.0" value) leave a Line exactly as the lexer before them did, and LexValid judges
+// every line as it did, on any input and on a Line reused from the last.
 func FuzzLexFast(f *testing.F) {
 	for _, s := range []string{
 		string(benchCall), string(benchAnswer),

@@ -1,6 +1,9 @@
 package jsonlex
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // Line is what one pass of the lexer learns of a line of JSON-RPC: where each of its
 // objects lies (the message, or each object element of a batch) and, in each, where
@@ -327,7 +330,10 @@ func (l *Line) lexParams(b []byte, i int, o *Obj) (end int) {
 			found = true
 			if i < len(b) && b[i] == '{' && !o.Recheck {
 				n := len(l.args)
-				e, ok := l.appendMembers(b, i)
+				e, ok := EachMember(b, i, func(m Member) bool {
+					l.args = append(l.args, m)
+					return true
+				})
 				if ok {
 					o.args, o.hasArgs, v = [2]int32{int32(n), int32(len(l.args))}, true, e
 				} else {
@@ -588,93 +594,57 @@ func (l *Line) eachSpan(f func(s *Span)) {
 // are no control characters, so the literal is one JSON allows (the strict lex's
 // check too).
 func plainKey(b []byte, i int) (int, member) {
-	r := b[i+1:]
-	if len(r) < len(`id"`) {
-		return -1, memberOther
+	if i+9 > len(b) {
+		return -1, memberOther // the generic path, for a key at the end of a line
 	}
-	switch r[0] {
-	case 'j':
-		if len(r) >= len(`jsonrpc"`) && string(r[:len(`jsonrpc"`)]) == `jsonrpc"` {
-			return i + 1 + len(`jsonrpc"`), memberJSONRPC
-		}
-	case 'i':
-		if string(r[:len(`id"`)]) == `id"` {
-			return i + 1 + len(`id"`), memberID
-		}
-	case 'm':
-		if len(r) >= len(`method"`) && string(r[:len(`method"`)]) == `method"` {
-			return i + 1 + len(`method"`), memberMethod
-		}
-	case 'p':
-		if len(r) >= len(`params"`) && string(r[:len(`params"`)]) == `params"` {
-			return i + 1 + len(`params"`), memberParams
-		}
-	case 'r':
-		if len(r) >= len(`result"`) && string(r[:len(`result"`)]) == `result"` {
-			return i + 1 + len(`result"`), memberResult
-		}
-	case 'e':
-		if len(r) >= len(`error"`) && string(r[:len(`error"`)]) == `error"` {
-			return i + 1 + len(`error"`), memberError
-		}
+	// The eight bytes after the opening quote, as one word: the names with their
+	// closing quote, masked to their length (little-endian: the first byte lowest).
+	w := binary.LittleEndian.Uint64(b[i+1:])
+	switch {
+	case w == wordJSONRPC:
+		return i + 9, memberJSONRPC
+	case w&mask3 == wordID:
+		return i + 4, memberID
+	case w&mask7 == wordMethod:
+		return i + 8, memberMethod
+	case w&mask7 == wordParams:
+		return i + 8, memberParams
+	case w&mask7 == wordResult:
+		return i + 8, memberResult
+	case w&mask6 == wordError:
+		return i + 7, memberError
 	}
 	return -1, memberOther
 }
 
+// The key literals plainKey and plainParamsKey know, as the words they start with
+// after the opening quote ("argument" is the first eight bytes of `arguments"`).
+const (
+	wordJSONRPC  = 0x226370726e6f736a // jsonrpc"
+	wordID       = 0x226469           // id"
+	wordMethod   = 0x22646f6874656d   // method"
+	wordParams   = 0x22736d61726170   // params"
+	wordResult   = 0x22746c75736572   // result"
+	wordError    = 0x22726f727265     // error"
+	wordArgument = 0x746e656d75677261 // argument
+	wordName     = 0x22656d616e       // name"
+	mask3        = 1<<24 - 1
+	mask5        = 1<<40 - 1
+	mask6        = 1<<48 - 1
+	mask7        = 1<<56 - 1
+)
+
 // plainParamsKey is the end of the key literal at b[i] == '"' when it is the plain
 // spelling of "name" or "arguments" (plainKey's reasoning), and 0 otherwise.
 func plainParamsKey(b []byte, i int) int {
-	if r := b[i+1:]; len(r) >= len(`arguments"`) && string(r[:len(`arguments"`)]) == `arguments"` {
-		return i + 1 + len(`arguments"`)
-	} else if len(r) >= len(`name"`) && string(r[:len(`name"`)]) == `name"` {
-		return i + 1 + len(`name"`)
+	if i+11 > len(b) {
+		return 0
+	}
+	switch w := binary.LittleEndian.Uint64(b[i+1:]); {
+	case w == wordArgument && b[i+9] == 's' && b[i+10] == '"':
+		return i + 11
+	case w&mask5 == wordName:
+		return i + 6
 	}
 	return 0
-}
-
-// appendMembers is EachMember of the object at b[i], appending each member to
-// l.args: the members of a call's arguments, without a call of a closure each.
-func (l *Line) appendMembers(b []byte, i int) (end int, ok bool) {
-	if i >= len(b) || b[i] != '{' {
-		return 0, false
-	}
-	i = SkipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return 0, false
-		}
-		k := skipShort(b, i)
-		if k < 0 {
-			if k = SkipString(b, i); k < 0 {
-				return 0, false
-			}
-		}
-		m := Member{Key: Span{i, k}}
-		i = SkipSpace(b, k)
-		if i >= len(b) || b[i] != ':' {
-			return 0, false
-		}
-		i = SkipSpace(b, i+1)
-		v := SkipValue(b, i)
-		if v < 0 {
-			return 0, false
-		}
-		m.Value = Span{i, v}
-		l.args = append(l.args, m)
-		i = SkipSpace(b, v)
-		if i >= len(b) {
-			return 0, false
-		}
-		switch b[i] {
-		case ',':
-			i = SkipSpace(b, i+1)
-		case '}':
-			return i + 1, true
-		default:
-			return 0, false
-		}
-	}
 }
