@@ -78,6 +78,11 @@ type Reader struct {
 
 	unterminated bool // the line Read last returned was ended by the stream, not a newline
 
+	// nlAt is where Buffered found the newline of the line at buf[start:], as an
+	// offset from start, while nlFor == start+1 (0: nothing found): Read, which
+	// follows Buffered for every message under load, does not look for it again.
+	nlFor, nlAt int
+
 	// early is the TooLongError of the line being dropped, to be returned before the
 	// line ends (TooLongError.Early); told says it was, so its end is not said again.
 	early *TooLongError
@@ -205,7 +210,7 @@ func (r *Reader) Read() ([]byte, error) {
 			}
 			continue
 		}
-		i := bytes.IndexByte(r.buf[r.start:r.end], '\n')
+		i := r.newline()
 		if r.streamAt > 0 && !r.skipping && !r.undecided && r.offer(i) {
 			continue
 		}
@@ -253,10 +258,11 @@ func (r *Reader) Buffered() bool {
 		return false
 	}
 	for {
-		i := bytes.IndexByte(r.buf[r.start:r.end], '\n')
+		i := r.newline()
 		if i < 0 {
 			return false
 		}
+		r.nlFor, r.nlAt = r.start+1, i
 		line := r.buf[r.start : r.start+i]
 		if r.streamAt > 0 && i >= r.streamAt {
 			// Read may stream it, and a streamed line is written by the Reader's
@@ -275,9 +281,19 @@ func (r *Reader) Buffered() bool {
 	}
 }
 
+// newline is the offset from start of the first newline in buf[start:end], -1 when
+// there is none yet.
+func (r *Reader) newline() int {
+	if r.nlFor == r.start+1 {
+		return r.nlAt
+	}
+	return bytes.IndexByte(r.buf[r.start:r.end], '\n')
+}
+
 // fill reads more input, first making room: unconsumed bytes move to the front, and a
 // buffer that is full without a newline becomes a fragment of a long line.
 func (r *Reader) fill() {
+	r.nlFor = 0
 	if r.start > 0 {
 		n := copy(r.buf, r.buf[r.start:r.end])
 		r.start, r.end = 0, n
@@ -414,6 +430,7 @@ func (r *Reader) resetLong() {
 	if len(r.buf) > readSize {
 		// The grown buffer was sized for the long line; after it, go back to a small
 		// one so an idle proxy doesn't hold megabytes.
+		r.nlFor = 0
 		rest := r.buf[r.start:r.end]
 		r.buf = make([]byte, max(readSize, len(rest)))
 		r.end = copy(r.buf, rest)
@@ -609,7 +626,7 @@ func (r *Reader) unstream() {
 	rest := r.buf[r.start:r.end]
 	if len(r.streamBuf) > 0 && &r.buf[0] == &r.streamBuf[0] && r.smallBuf != nil && len(rest) <= len(r.smallBuf) {
 		r.end = copy(r.smallBuf, rest)
-		r.start, r.buf = 0, r.smallBuf
+		r.start, r.buf, r.nlFor = 0, r.smallBuf, 0
 		return
 	}
 	r.shrink()
@@ -618,6 +635,7 @@ func (r *Reader) unstream() {
 // shrink goes back to a small read buffer after a long line grew it.
 func (r *Reader) shrink() {
 	if len(r.buf) > readSize {
+		r.nlFor = 0
 		rest := r.buf[r.start:r.end]
 		r.buf = make([]byte, max(readSize, len(rest)))
 		r.end = copy(r.buf, rest)

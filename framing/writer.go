@@ -145,6 +145,14 @@ func (w *Writer) Flush() error {
 // too big to copy: copying a large message only to append one byte would double the
 // proxy's memory for exactly the messages where memory matters.
 func (w *Writer) add(msg []byte) error {
+	if !w.streaming {
+		// The usual case, no line being written in pieces: held with the others.
+		if len(w.buf)+len(msg)+1 <= cap(w.buf) {
+			w.buf = append(append(w.buf, msg...), '\n')
+			return nil
+		}
+		return w.addBig(msg)
+	}
 	full := func() bool { return w.streaming && len(w.after) > 0 && len(w.after)+len(msg)+1 > afterMax }
 	for full() && w.inPart {
 		w.cond.Wait() // a piece being written: the newline goes after it
@@ -173,6 +181,12 @@ func (w *Writer) add(msg []byte) error {
 		w.buf = append(append(w.buf, msg...), '\n')
 		return nil
 	}
+	return w.addBig(msg)
+}
+
+// addBig is add of a message that does not fit in what is left of the buffer: the
+// held lines go first, then it is held, or written in place when it is too big to copy.
+func (w *Writer) addBig(msg []byte) error {
 	if err := w.flush(); err != nil {
 		return err
 	}

@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"bytes"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -92,4 +94,56 @@ func TestPendingIntegerKeys(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("an integer id in and out allocated %v times", n)
 	}
+}
+
+// FuzzPendingFew: pending, whose first integer ids live in an array before its
+// map, holds the same set as a plain map would through any adds, takes and looks,
+// past the array's size and back, and drains the same raw ids.
+func FuzzPendingFew(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 130, 131, 0, 200})
+	f.Add(bytes.Repeat([]byte{1, 5, 9, 77, 140}, 40))
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		p := newPending()
+		ref := map[string]string{} // IDKey -> raw
+		for i, op := range ops {
+			id := strconv.Itoa(int(op >> 1)) // 0..127: past fewMax and back
+			if op%7 == 3 {
+				id += ".0" // the same id spelled otherwise: kept raw
+			}
+			k := jsonlex.IDKey([]byte(id))
+			switch {
+			case i%5 == 4:
+				if got, want := p.hasKey(k), ref[k] != ""; got != want {
+					t.Fatalf("op %d: hasKey(%s) = %v, want %v", i, k, got, want)
+				}
+			case op&1 == 0:
+				p.add([]byte(id))
+				ref[k] = id
+			default:
+				_, want := ref[k]
+				if got := p.take([]byte(id)); got != want {
+					t.Fatalf("op %d: take(%s) = %v, want %v", i, id, got, want)
+				}
+				delete(ref, k)
+			}
+			if p.len() != len(ref) {
+				t.Fatalf("op %d: len %d, want %d", i, p.len(), len(ref))
+			}
+		}
+		var got, want []string
+		for _, id := range p.drain() {
+			got = append(got, string(id))
+		}
+		for _, raw := range ref {
+			want = append(want, raw)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("drain = %q, want %q", got, want)
+		}
+		if p.len() != 0 {
+			t.Fatal("drain left entries")
+		}
+	})
 }

@@ -340,9 +340,9 @@ func (p *Process) read(lx *jsonlex.Line) ([]byte, error) {
 		if errors.Is(err, framing.ErrStreamed) {
 			continue
 		}
-		var tooLong *framing.TooLongError
-		switch {
-		case errors.As(err, &tooLong):
+		switch tooLong := tooLongOf(err); {
+		case err == nil:
+		case tooLong != nil:
 			p.log.Warn("dropped a message from the server: over the size cap", "bytes", tooLong.Size, "cap", tooLong.Max)
 			if answer := p.refuseTooLong(tooLong, ""); answer != nil {
 				if lx != nil {
@@ -354,7 +354,7 @@ func (p *Process) read(lx *jsonlex.Line) ([]byte, error) {
 				return answer, nil
 			}
 			continue
-		case err != nil:
+		default:
 			return p.readErr(err)
 		}
 		// jsonlex.Valid is iterative: gjson.ValidBytes recursed once per level, and a
@@ -693,4 +693,18 @@ func (t *tailBuffer) lines(n int) []string {
 	}
 	slices.Reverse(out)
 	return out
+}
+
+// tooLongOf is err as a *framing.TooLongError, or nil. The pointer errors.As fills
+// escapes to the heap; declared in the read loop, it was one allocation for every
+// message read, error or not.
+func tooLongOf(err error) *framing.TooLongError {
+	if err == nil {
+		return nil
+	}
+	var e *framing.TooLongError
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
 }

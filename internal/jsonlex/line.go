@@ -1,6 +1,9 @@
 package jsonlex
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // Line is what one pass of the lexer learns of a line of JSON-RPC: where each of its
 // objects lies (the message, or each object element of a batch) and, in each, where
@@ -206,25 +209,28 @@ func (l *Line) lexObj(b []byte, i int, o *Obj) (end int, ok bool) {
 		if i >= len(b) || b[i] != '"' {
 			return 0, false
 		}
-		var k int
-		if l.strict {
-			if k = validString(b, i); k < 0 {
-				return 0, false
+		k, which := plainKey(b, i)
+		if k < 0 {
+			if l.strict {
+				if k = validString(b, i); k < 0 {
+					return 0, false
+				}
+			} else if k = skipShort(b, i); k < 0 {
+				if k = SkipString(b, i); k < 0 {
+					return 0, false
+				}
 			}
-		} else if k = skipShort(b, i); k < 0 {
-			if k = SkipString(b, i); k < 0 {
-				return 0, false
-			}
+			which = rpcMember(b[i:k])
 		}
-		key := b[i:k]
 		i = SkipSpace(b, k)
 		if i >= len(b) || b[i] != ':' {
 			return 0, false
 		}
 		i = SkipSpace(b, i+1)
-		which := rpcMember(key)
 		var v int
 		switch {
+		case which == memberJSONRPC && hasLiteral(b, i, `"2.0"`):
+			v = i + len(`"2.0"`) // every message's: a string, in either mode
 		case which == memberParams && i < len(b) && b[i] == '{':
 			v = l.lexParams(b, i, o)
 			if l.strict {
@@ -295,20 +301,28 @@ func (l *Line) lexParams(b []byte, i int, o *Obj) (end int) {
 		if i >= len(b) || b[i] != '"' {
 			break
 		}
-		k := skipShort(b, i)
-		if k < 0 {
-			if k = SkipString(b, i); k < 0 {
-				break
+		var isName, isArgs bool
+		k := plainParamsKey(b, i)
+		switch {
+		case k > 0:
+			isName, isArgs = k-i == len(`"name"`), k-i == len(`"arguments"`)
+		case k == 0:
+			if k = skipShort(b, i); k < 0 {
+				if k = SkipString(b, i); k < 0 {
+					break
+				}
 			}
+			isName, isArgs = paramsKey(b[i:k])
 		}
-		key := b[i:k]
+		if k < 0 {
+			break
+		}
 		i = SkipSpace(b, k)
 		if i >= len(b) || b[i] != ':' {
 			break
 		}
 		i = SkipSpace(b, i+1)
 		var v int
-		isName, isArgs := paramsKey(key)
 		if isArgs {
 			if found {
 				o.Recheck = true
@@ -379,17 +393,29 @@ func paramsKey(k []byte) (isName, isArgs bool) {
 // shiftOne is Shift by the one cut d, once the members of arguments are dropped.
 func (l *Line) shiftOne(d Span) {
 	n := d.End - d.Start
-	move := func(s *Span) {
-		if s.End != 0 {
-			if s.Start >= d.End {
-				s.Start -= n
-			}
-			if s.End >= d.End {
-				s.End -= n
-			}
+	for i := range l.Objs {
+		o := &l.Objs[i]
+		shiftSpan(&o.Span, d.End, n)
+		shiftSpan(&o.Method, d.End, n)
+		shiftSpan(&o.ID, d.End, n)
+		shiftSpan(&o.Params, d.End, n)
+		shiftSpan(&o.Result, d.End, n)
+		shiftSpan(&o.Error, d.End, n)
+		shiftSpan(&o.Name, d.End, n)
+		shiftSpan(&o.Arguments, d.End, n)
+	}
+}
+
+// shiftSpan moves s, unless it is absent, by a cut of n bytes ending at end.
+func shiftSpan(s *Span, end, n int) {
+	if s.End != 0 {
+		if s.Start >= end {
+			s.Start -= n
+		}
+		if s.End >= end {
+			s.End -= n
 		}
 	}
-	l.eachSpan(move)
 }
 
 // Arguments is the members of o's params.arguments, an object, when o has one params
@@ -405,7 +431,8 @@ func (l *Line) Arguments(o *Obj) []Member {
 type member uint8
 
 const (
-	memberOther member = iota
+	memberOther   member = iota
+	memberJSONRPC        // rpcMember says memberOther of it; only plainKey tells it
 	memberMethod
 	memberID
 	memberParams
@@ -557,4 +584,67 @@ func (l *Line) eachSpan(f func(s *Span)) {
 		f(&o.Name)
 		f(&o.Arguments)
 	}
+}
+
+// plainKey is the end of the key literal at b[i] == '"' and the member it names,
+// when it is the plain spelling of a JSON-RPC member's name ("jsonrpc" included):
+// the keys of almost every message, told by one comparison each rather than a scan
+// and rpcMember. It returns -1 for any other key. The literal ends where the
+// comparison says: no backslash comes before that quote, and the name's letters
+// are no control characters, so the literal is one JSON allows (the strict lex's
+// check too).
+func plainKey(b []byte, i int) (int, member) {
+	if i+9 > len(b) {
+		return -1, memberOther // the generic path, for a key at the end of a line
+	}
+	// The eight bytes after the opening quote, as one word: the names with their
+	// closing quote, masked to their length (little-endian: the first byte lowest).
+	w := binary.LittleEndian.Uint64(b[i+1:])
+	switch {
+	case w == wordJSONRPC:
+		return i + 9, memberJSONRPC
+	case w&mask3 == wordID:
+		return i + 4, memberID
+	case w&mask7 == wordMethod:
+		return i + 8, memberMethod
+	case w&mask7 == wordParams:
+		return i + 8, memberParams
+	case w&mask7 == wordResult:
+		return i + 8, memberResult
+	case w&mask6 == wordError:
+		return i + 7, memberError
+	}
+	return -1, memberOther
+}
+
+// The key literals plainKey and plainParamsKey know, as the words they start with
+// after the opening quote ("argument" is the first eight bytes of `arguments"`).
+const (
+	wordJSONRPC  = 0x226370726e6f736a // jsonrpc"
+	wordID       = 0x226469           // id"
+	wordMethod   = 0x22646f6874656d   // method"
+	wordParams   = 0x22736d61726170   // params"
+	wordResult   = 0x22746c75736572   // result"
+	wordError    = 0x22726f727265     // error"
+	wordArgument = 0x746e656d75677261 // argument
+	wordName     = 0x22656d616e       // name"
+	mask3        = 1<<24 - 1
+	mask5        = 1<<40 - 1
+	mask6        = 1<<48 - 1
+	mask7        = 1<<56 - 1
+)
+
+// plainParamsKey is the end of the key literal at b[i] == '"' when it is the plain
+// spelling of "name" or "arguments" (plainKey's reasoning), and 0 otherwise.
+func plainParamsKey(b []byte, i int) int {
+	if i+11 > len(b) {
+		return 0
+	}
+	switch w := binary.LittleEndian.Uint64(b[i+1:]); {
+	case w == wordArgument && b[i+9] == 's' && b[i+10] == '"':
+		return i + 11
+	case w&mask5 == wordName:
+		return i + 6
+	}
+	return 0
 }

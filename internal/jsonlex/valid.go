@@ -141,23 +141,29 @@ key:
 // when it is not one JSON allows: unterminated, a control character in it, or an
 // escape JSON does not have.
 func validString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
+	for i++; ; i++ {
 		// Most bytes of a string are plain: eight at a time while eight remain, then
-		// one table look each.
+		// one table look each, to the first byte that is not.
+		stop := false
 		for i+8 <= len(b) {
 			w := binary.LittleEndian.Uint64(b[i:])
 			if m := stringStop(w); m != 0 {
 				i += bits.TrailingZeros64(m) / 8
+				stop = true
 				break
 			}
 			i += 8
 		}
-		if i >= len(b) {
-			break
+		if !stop {
+			for i < len(b) && plainInString[b[i]] == 1 {
+				i++
+			}
+			if i >= len(b) {
+				return -1
+			}
 		}
-		if plainInString[b[i]] == 1 {
-			continue
-		}
+		// b[i] is the closing quote (the usual case, told first), a control
+		// character, or an escape.
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1
@@ -180,7 +186,6 @@ func validString(b []byte, i int) int {
 			}
 		}
 	}
-	return -1
 }
 
 // plainInString marks with 1 the bytes a string holds as themselves: not a control
