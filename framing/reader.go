@@ -469,6 +469,12 @@ func (r *Reader) offer(nl int) bool {
 	if r.fragBytes+int64(len(avail)) < int64(r.streamAt) {
 		return false
 	}
+	if size := r.fragBytes + int64(len(avail)); size > int64(r.max) && !(whole && size == int64(r.max)+1 && avail[len(avail)-1] == '\r') {
+		// Known to be over the cap already: dropped whole, as any such line is,
+		// rather than streamed and cut (a cut line reaches its reader).
+		r.undecided = true
+		return false
+	}
 	if !r.spkOn {
 		r.spk.Reset()
 		r.spkOn, r.spkFed = true, 0

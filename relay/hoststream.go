@@ -50,9 +50,6 @@ func (r *Relay) startHostLine(pk *jsonlex.Peek) framing.LineSink {
 	default:
 		l.keep = true
 	}
-	// As noteHost does, before any of it reaches the server: from here on the
-	// request is the registry's, and whoever settles a lost server answers it.
-	r.hostReqs.add(l.id)
 	r.answering.Add(1) // the end of Run lets its answers be written (forward)
 	return l
 }
@@ -77,9 +74,9 @@ type hostLine struct {
 	// (no server serving: one is being replaced); it is written whole at the end,
 	// and held by the upstream for the next server like any message.
 	whole    []byte
-	useWhole bool
-	lost     bool  // settled by the upstream pump before a byte was written
-	err      error // writing a piece failed: the rest is dropped
+	useWhole   bool
+	registered bool  // the request is in hostReqs (from its first byte on)
+	err        error // writing a piece failed: the rest is dropped
 }
 
 func (l *hostLine) Write(p []byte) {
@@ -110,29 +107,28 @@ func (l *hostLine) send() {
 		l.buf = nil
 	}
 	r := l.r
-	if l.out == nil && !l.useWhole && !l.lost && l.err == nil {
+	if l.out == nil && !l.useWhole && l.err == nil {
 		r.sendMu.Lock()
-		switch {
-		case !r.hostReqs.hasKey(jsonlex.IDKey(l.id)):
-			// The server it was meant for went away before a byte of it was
-			// written, and the request was answered as lost with its others.
-			l.lost = true
-		default:
-			lw, _ := r.up.(upstream.LineWriter)
-			var err error
-			if lw != nil {
-				l.out, err = lw.BeginLine()
-			}
-			if lw == nil || err != nil {
-				l.useWhole = true
-			} else {
-				l.sentAt = r.now() // as the write starts, as forward takes it
-			}
+		// As noteHost does, under sendMu and before any of it reaches the server:
+		// from here on the request is the registry's, and whoever settles a server
+		// that went away answers it. (Registered only now: a line held whole after
+		// all goes the usual way, registered there.)
+		r.hostReqs.add(l.id)
+		l.registered = true
+		lw, _ := r.up.(upstream.LineWriter)
+		var err error
+		if lw != nil {
+			l.out, err = lw.BeginLine()
+		}
+		if lw == nil || err != nil {
+			l.useWhole = true
+		} else {
+			l.sentAt = r.now() // as the write starts, as forward takes it
 		}
 		r.sendMu.Unlock()
 	}
 	switch {
-	case l.lost || l.err != nil:
+	case l.err != nil:
 	case l.useWhole:
 		l.whole = append(l.whole, b...)
 	default:
@@ -150,8 +146,8 @@ func (l *hostLine) End(e framing.LineEnd) {
 	}
 	if l.st != nil && l.st.Whole() {
 		// The head did not say it was a call before its arguments: read whole after
-		// all, and forwarded as any message is (nothing of it was written).
-		r.hostReqs.remove(l.id)
+		// all, and forwarded as any message is (nothing of it was written, nor
+		// registered).
 		if e.Over {
 			r.refuseTooLong(&framing.TooLongError{Size: e.Size, Max: e.Max, ID: l.id, Method: []byte(`"tools/call"`)}, l.readAt)
 			return
@@ -172,7 +168,7 @@ func (l *hostLine) End(e framing.LineEnd) {
 		l.err = errOverCap
 	}
 	r.sendMu.Lock()
-	settled := !r.hostReqs.hasKey(jsonlex.IDKey(l.id))
+	settled := l.registered && !r.hostReqs.hasKey(jsonlex.IDKey(l.id))
 	if (l.keep || l.dig != nil) && !r.stopped && !e.Over && !e.Cut {
 		// Interception sees the call before the newline: as the host wrote it (and
 		// removes the key from its copy, finding the correlation id), or reduced.
@@ -200,7 +196,6 @@ func (l *hostLine) End(e framing.LineEnd) {
 	l.msg = nil
 	var werr error
 	switch {
-	case l.lost:
 	case l.useWhole:
 		werr = r.up.Write(l.whole)
 	case l.out != nil:

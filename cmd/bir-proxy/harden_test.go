@@ -373,9 +373,17 @@ func TestArgumentShapesCostMemoryInProportion(t *testing.T) {
 // proxy and returns the proxy's peak RSS once the call is answered and, when
 // recording, reported.
 func callPeakRSS(t *testing.T, birOff, args string) int64 {
+	return callPeakRSSAt(t, birOff, "0", args)
+}
+
+// callPeakRSSAt is callPeakRSS with BIR_STREAM_THRESHOLD=streamAt.
+func callPeakRSSAt(t *testing.T, birOff, streamAt, args string) int64 {
 	t.Helper()
 	journal := filepath.Join(t.TempDir(), "j.jsonl")
-	cmd, in, out, done := rawProxy(t, nil, []string{"BIR_OFF=" + birOff, "BIR_RECORDER_URL="},
+	// Read whole (BIR_STREAM_THRESHOLD=0): the subject is the bookkeeping of a
+	// message held whole, against the same message through the pure pipe; a
+	// streamed call's is TestStreamedCallCostsNoMemoryInProportion's.
+	cmd, in, out, done := rawProxy(t, nil, []string{"BIR_OFF=" + birOff, "BIR_RECORDER_URL=", "BIR_STREAM_THRESHOLD=" + streamAt},
 		[]string{"--server", "mem", "--journal", journal}, "--reply")
 	go in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":` + args + "}}\n")
 	if got := readWithin(t, out); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":1,"result"`) {

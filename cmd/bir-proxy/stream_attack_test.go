@@ -239,8 +239,17 @@ func TestServerStallsMidStreamedLine(t *testing.T) {
 	r.waitHost("the streamed head", func(got string) bool { return len(got) >= 50000 })
 	r.send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"t","arguments":{"a":"` + strings.Repeat("y", 200000) + `"}}}`)
 	r.send(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)
-	if got := s.recvLine(t); !strings.Contains(got, `"id":9`) {
-		t.Fatalf("the server got %.200s, want the host's ping", got)
+	got8 := s.recvLine(t)
+	if strings.HasPrefix(got8, `{"jsonrpc":"2.0","id":8,`) {
+		// The long call streamed to the server up to the cap, where it was ended
+		// (docs/ARCHITECTURE.md, "Long messages, host → server"): a prefix only.
+		if len(got8) > 100000 || strings.HasSuffix(got8, "}}}") {
+			t.Fatalf("the server got %d bytes of the call over the cap", len(got8))
+		}
+		got8 = s.recvLine(t)
+	}
+	if !strings.Contains(got8, `"id":9`) {
+		t.Fatalf("the server got %.200s, want the host's ping", got8)
 	}
 	if got := r.host.String(); got != answer[:50000] {
 		t.Fatalf("while the line stalls the host got %d bytes, ending %q: something ran into the line", len(got), got[max(0, len(got)-200):])
