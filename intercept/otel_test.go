@@ -1,7 +1,6 @@
 package intercept
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -202,8 +201,17 @@ func TestIsToolError(t *testing.T) {
 		`{"content":[{"data":{"isError":true}}],"isError":false}`: false,
 		`{"isError":false,"isError":true}`:                        true,
 		`{"content":[{"text":"\"isError\":true"}]}`:               false,
-		`[1]`: false,
-		``:    false,
+		// Keys spelt with escapes are the host's isError all the same (JSON.parse
+		// decodes them).
+		`{"content":[],"is\u0045rror":true}`:        true,
+		`{"content":[],"\u0069\u0073Error" : true}`: true,
+		`{"content":[],"is\u0045rror":false}`:       false,
+		`{"content":[{"is\u0045rror":true}]}`:       false,
+		`{"is\u0045rror":true,"isError":false}`:     false,
+		`{"isError":true,"is\u0045rror":false}`:     false,
+		`{"is\u0045rrors":true}`:                    false,
+		`[1]`:                                       false,
+		``:                                          false,
 	} {
 		if got := isToolError([]byte(in)); got != want {
 			t.Errorf("%s: %v, want %v", in, got, want)
@@ -211,19 +219,56 @@ func TestIsToolError(t *testing.T) {
 	}
 }
 
-// FuzzIsToolError: the quick look agrees with reading the result, for every result
-// whose keys are spelt without escapes.
+// FuzzIsToolError: the quick look agrees with reading the result, for every result,
+// keys spelt with escapes or not.
 func FuzzIsToolError(f *testing.F) {
 	f.Add([]byte(`{"content":[],"isError":true}`))
 	f.Add([]byte(`{"content":[{"data":{"isError":true}}],"isError":false}`))
+	f.Add([]byte(`{"content":[],"is\u0045rror":true}`))
+	f.Add([]byte(`{"content":[],"is\u0045rror" :true}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if bytes.IndexByte(b, '\\') >= 0 {
-			return
-		}
 		if _, want := resultKind(b); isToolError(b) != want {
 			t.Fatalf("%s: %v, want %v", b, !want, want)
 		}
 	})
+}
+
+// A host's _meta and a server's isError spelt with escapes are what the host's
+// JSON.parse reads them as: the call joins the host's trace, and ends as a tool error.
+func TestEscapedKeys(t *testing.T) {
+	c, url := newSpanCollector(t)
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: url + "/v1/traces", Protocol: telemetry.ProtoProtobuf},
+		Version: "1", Server: "s", BatchDelay: time.Hour})
+	ic := New(Options{Tracing: &Tracing{Exporter: x, Transport: "pipe"}})
+	now := time.Now()
+	for _, m := range [][2]string{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{},"_m\u0065ta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"content":[],"is\u0045rror":true}}`},
+		// The last of two members wins, as in JSON.parse, however each is spelt.
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b","_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},"\u005fmeta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}`,
+			`{"jsonrpc":"2.0","id":2,"result":{"isError":true,"is\u0045rror":false}}`},
+	} {
+		if out := ic.FromHost([]byte(m[0]), now); string(out) != m[0] {
+			t.Fatalf("forwarded %s, want the host's bytes", out)
+		}
+		ic.Forwarded(now)
+		ic.FromUpstream([]byte(m[1]), now)
+	}
+	ic.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if st := x.Close(ctx); st.Exported != 2 {
+		t.Fatalf("%+v", st)
+	}
+	for name, wantErr := range map[string]string{"tools/call a": "tool_error", "tools/call b": ""} {
+		sp, a := c.byName(t, name)
+		if hex.EncodeToString(sp.TraceId) != "4bf92f3577b34da6a3ce929d0e0e4736" || hex.EncodeToString(sp.ParentSpanId) != "00f067aa0ba902b7" {
+			t.Errorf("%s: trace %x parent %x, want the host's from the escaped _meta", name, sp.TraceId, sp.ParentSpanId)
+		}
+		if a["error.type"] != wantErr {
+			t.Errorf("%s: error.type %q, want %q", name, a["error.type"], wantErr)
+		}
+	}
 }
 
 // Finished spans are reused: an answer read before its request's send time ends the
