@@ -53,9 +53,9 @@ type spanHook struct {
 	protocol string
 	red      redact.Redactor
 	kbuf     []byte
-	base     []telemetry.Attr  // the session's attributes every span carries
-	mattrs   []telemetry.Attr  // scratch: a span's metric attributes
-	names    map[string]string // tool and prompt names as spans show them, by raw JSON
+	base     []telemetry.Attr      // the session's attributes every span carries
+	mattrs   []telemetry.Attr      // scratch: a span's metric attributes
+	names    map[string]recentName // tool and prompt names as spans show them, by raw JSON
 	// ops is what a (method, target) pair's spans share: the name, the attributes
 	// that are the pair's, the protocol's and the session's (encoded once), and the
 	// metric series of its successes (which has those attributes). Cleared when the
@@ -67,6 +67,9 @@ type spanHook struct {
 	// lexName is its params' "name" as the lex found it (nil when absent).
 	lexed   bool
 	lexName []byte
+	// recent are the last names looked up, tried before the map.
+	recent     [2]recentName
+	nextRecent int
 }
 
 type opKey struct{ method, target string }
@@ -389,11 +392,49 @@ func mayHaveKey(obj, key []byte) bool {
 // holds a \u escape (a key spelt "is\u0045rror" is the host's isError too). Most
 // results have no isError or a false one.
 func isToolError(result []byte) bool {
+	if lastIsPlainFalse(result) {
+		return false // the last "isError" wins, and it is false
+	}
 	if !plainTrue(result) && !bytes.Contains(result, unicodeEscape) {
 		return false
 	}
 	_, isError := resultKind(result)
 	return isError
+}
+
+// lastIsPlainFalse says whether the last member of the object result is, plainly
+// spelt, "isError": false, read backwards from its closing brace: where SDKs put it
+// when they say it. The brace, the false before it and the colon before that are
+// outside any string (result is one JSON value), so the string before the colon is
+// the member's key; its opening quote is one when a ',' or '{' comes before it.
+func lastIsPlainFalse(result []byte) bool {
+	i := skipWSBack(result, len(result))
+	if i == 0 || result[i-1] != '}' {
+		return false
+	}
+	i = skipWSBack(result, i-1)
+	if !bytes.HasSuffix(result[:i], []byte("false")) {
+		return false
+	}
+	i = skipWSBack(result, i-len("false"))
+	if i == 0 || result[i-1] != ':' {
+		return false
+	}
+	i = skipWSBack(result, i-1)
+	if !bytes.HasSuffix(result[:i], isErrorKey) {
+		return false
+	}
+	i = skipWSBack(result, i-len(isErrorKey))
+	return i > 0 && (result[i-1] == ',' || result[i-1] == '{')
+}
+
+// skipWSBack is the index just past the last byte of b[:i] that is not JSON
+// whitespace (0 when there is none).
+func skipWSBack(b []byte, i int) int {
+	for i > 0 && (b[i-1] == ' ' || b[i-1] == '\t' || b[i-1] == '\r' || b[i-1] == '\n') {
+		i--
+	}
+	return i
 }
 
 // plainTrue says whether some plainly spelt "isError" in result is followed by a
@@ -563,17 +604,39 @@ func metricAttrs(out, as []telemetry.Attr) []telemetry.Attr {
 // name is a tool's or prompt's name as spans show it, from its raw JSON string: a
 // server has a handful, named again and again, each decoded and redacted once.
 func (h *spanHook) name(raw []byte) string {
+	// The method and the tool of the call before are most often this call's too.
+	for i := range h.recent {
+		if r := &h.recent[i]; r.raw == string(raw) && r.raw != "" {
+			return r.name
+		}
+	}
+	n, ok := h.lookName(raw)
+	if ok {
+		h.recent[h.nextRecent] = n
+		h.nextRecent = (h.nextRecent + 1) % len(h.recent)
+	}
+	return n.name
+}
+
+// recentName is a raw name and the name spans show for it.
+type recentName struct{ raw, name string }
+
+// lookName is name from the cache of all names; ok says it is (or now is) in it, its
+// raw a string of its own.
+func (h *spanHook) lookName(raw []byte) (n recentName, ok bool) {
 	if n, ok := h.names[string(raw)]; ok {
-		return n
+		return n, true
 	}
 	if h.names == nil || len(h.names) >= maxTools {
-		h.names = make(map[string]string)
+		h.names = make(map[string]recentName)
 	}
-	n := text(raw)
+	n = recentName{name: text(raw)}
 	if len(raw) <= 4*maxSpanText {
-		h.names[string(raw)] = n
+		n.raw = string(raw)
+		h.names[n.raw] = n
+		return n, true
 	}
-	return n
+	return n, false
 }
 
 // key is the open map's key of an id under prefix, in h's scratch.

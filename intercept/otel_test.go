@@ -210,8 +210,14 @@ func TestIsToolError(t *testing.T) {
 		`{"is\u0045rror":true,"isError":false}`:     false,
 		`{"isError":true,"is\u0045rror":false}`:     false,
 		`{"is\u0045rrors":true}`:                    false,
-		`[1]`:                                       false,
-		``:                                          false,
+		// The last member read backwards: a false there settles it.
+		`{"isError":true, "isError" :	 false }`:          false,
+		`{"isError":true,"xisError":false}`:              true,
+		`{"isError":true,"x":"\",\"isError\":false"}`:    true,
+		`{"content":[{"isError":false}]}`:                false,
+		`{"content":[{"isError":true}],"isError":false}`: false,
+		`[1]`: false,
+		``:    false,
 	} {
 		if got := isToolError([]byte(in)); got != want {
 			t.Errorf("%s: %v, want %v", in, got, want)
