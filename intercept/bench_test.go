@@ -94,28 +94,7 @@ func benchBookkeeping(b *testing.B, lexed bool) {
 	tr := newTracker(sink, DefaultReportCap, &interested, slog.New(slog.DiscardHandler))
 	tr.later = func() {}
 	tr.parked = &parked
-	hosts := make([]event, 1024)
-	answers := make([]event, len(hosts))
-	var lx jsonlex.Line
-	for i := range hosts {
-		id := strconv.Itoa(i)
-		call := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-` + id + `"}}}`)
-		// What the bench's server (rawserver --reply) answers: the arguments it got,
-		// as a JSON string.
-		answer := []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"{\"text\":\"hello, world\"}"}],"isError":false}}`)
-		// The key is removed once, on the host's path; bookkeeping sees what is left.
-		lx.Lex(call)
-		out, sc := stripLexed(call, DefaultCorrelationKey, &lx, true)
-		hosts[i] = event{kind: evHost, msg: out, scan: sc}
-		if lexed {
-			hosts[i].top = spansOf(&lx.Objs[0])
-		}
-		answers[i] = event{kind: evUpstream, msg: answer}
-		if lexed {
-			lx.LexValid(answer)
-			answers[i].top = spansOf(&lx.Objs[0])
-		}
-	}
+	hosts, answers := benchCalls(true, lexed)
 	now := time.Now()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -145,19 +124,7 @@ func BenchmarkSpanHook(b *testing.B) {
 	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: srv.URL + "/v1/traces", MetricsURL: srv.URL + "/v1/metrics",
 		Protocol: telemetry.ProtoProtobuf, Timeout: 10 * time.Second, MetricInterval: time.Hour}, Version: "1", Logger: slog.New(slog.DiscardHandler)})
 	h := newSpanHook(Tracing{Exporter: x, Transport: "pipe"})
-	hosts := make([]event, 1024)
-	answers := make([]event, len(hosts))
-	var lx jsonlex.Line
-	for i := range hosts {
-		id := strconv.Itoa(i)
-		call := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-` + id + `"}}}`)
-		answer := []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"{\"text\":\"hello, world\"}"}],"isError":false}}`)
-		lx.Lex(call)
-		out, sc := stripLexed(call, DefaultCorrelationKey, &lx, false)
-		hosts[i] = event{kind: evHost, msg: out, scan: sc, top: spansOf(&lx.Objs[0])}
-		lx.LexValid(answer)
-		answers[i] = event{kind: evUpstream, msg: answer, top: spansOf(&lx.Objs[0])}
-	}
+	hosts, answers := benchCalls(false, true)
 	now := time.Now()
 	b.ReportAllocs()
 	n := 0
@@ -192,4 +159,32 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchCalls are the events of 1,024 small calls as bookkeeping gets them: the
+// request with its key removed (ids: the removed values kept, as when recording) and
+// the answer the bench's server (rawserver --reply) gives, the arguments it got as a
+// JSON string; lexed: with where their members lie, as the pumps' lex says.
+func benchCalls(ids, lexed bool) (hosts, answers []event) {
+	hosts = make([]event, 1024)
+	answers = make([]event, len(hosts))
+	var lx jsonlex.Line
+	for i := range hosts {
+		id := strconv.Itoa(i)
+		call := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-` + id + `"}}}`)
+		answer := []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"{\"text\":\"hello, world\"}"}],"isError":false}}`)
+		// The key is removed once, on the host's path; bookkeeping sees what is left.
+		lx.Lex(call)
+		out, sc := stripLexed(call, DefaultCorrelationKey, &lx, ids)
+		hosts[i] = event{kind: evHost, msg: out, scan: sc}
+		if lexed {
+			hosts[i].top = spansOf(&lx.Objs[0])
+		}
+		answers[i] = event{kind: evUpstream, msg: answer}
+		if lexed {
+			lx.LexValid(answer)
+			answers[i].top = spansOf(&lx.Objs[0])
+		}
+	}
+	return hosts, answers
 }

@@ -239,13 +239,27 @@ func FuzzIsToolError(f *testing.F) {
 	})
 }
 
-// A host's _meta and a server's isError spelt with escapes are what the host's
-// JSON.parse reads them as: the call joins the host's trace, and ends as a tool error.
-func TestEscapedKeys(t *testing.T) {
+// tracingOnly is an Interceptor tracing with nothing recording, its exporter sending
+// to a collector on 127.0.0.1.
+func tracingOnly(t *testing.T) (*spanCollector, *telemetry.Exporter, *Interceptor) {
 	c, url := newSpanCollector(t)
 	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: url + "/v1/traces", Protocol: telemetry.ProtoProtobuf},
 		Version: "1", Server: "s", BatchDelay: time.Hour})
-	ic := New(Options{Tracing: &Tracing{Exporter: x, Transport: "pipe"}})
+	return c, x, New(Options{Tracing: &Tracing{Exporter: x, Transport: "pipe"}})
+}
+
+// closeTracing closes ic and then x, which has a second to send what it holds.
+func closeTracing(ic *Interceptor, x *telemetry.Exporter) telemetry.Stats {
+	ic.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return x.Close(ctx)
+}
+
+// A host's _meta and a server's isError spelt with escapes are what the host's
+// JSON.parse reads them as: the call joins the host's trace, and ends as a tool error.
+func TestEscapedKeys(t *testing.T) {
+	c, x, ic := tracingOnly(t)
 	now := time.Now()
 	for _, m := range [][2]string{
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{},"_m\u0065ta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}`,
@@ -260,10 +274,7 @@ func TestEscapedKeys(t *testing.T) {
 		ic.Forwarded(now)
 		ic.FromUpstream([]byte(m[1]), now)
 	}
-	ic.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if st := x.Close(ctx); st.Exported != 2 {
+	if st := closeTracing(ic, x); st.Exported != 2 {
 		t.Fatalf("%+v", st)
 	}
 	for name, wantErr := range map[string]string{"tools/call a": "tool_error", "tools/call b": ""} {
@@ -281,10 +292,7 @@ func TestEscapedKeys(t *testing.T) {
 // span, and the span made next (here the server's request) must not get that send
 // time as its start, nor carry anything of the span before it.
 func TestSpanReuseKeepsSpansApart(t *testing.T) {
-	c, url := newSpanCollector(t)
-	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: url + "/v1/traces", Protocol: telemetry.ProtoProtobuf},
-		Version: "1", Server: "s", BatchDelay: time.Hour})
-	ic := New(Options{Tracing: &Tracing{Exporter: x, Transport: "pipe"}})
+	c, x, ic := tracingOnly(t)
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	ic.FromHost([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"first","arguments":{}}}`), at(0))
@@ -292,10 +300,7 @@ func TestSpanReuseKeepsSpansApart(t *testing.T) {
 	ic.FromUpstream([]byte(`{"jsonrpc":"2.0","id":"s1","method":"roots/list"}`), at(2))
 	ic.Forwarded(at(3)) // the tools/call's send time, after its answer
 	ic.FromHost([]byte(`{"jsonrpc":"2.0","id":"s1","result":{"roots":[]}}`), at(4))
-	ic.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if st := x.Close(ctx); st.Exported != 2 {
+	if st := closeTracing(ic, x); st.Exported != 2 {
 		t.Fatalf("%+v", st)
 	}
 	roots, a := c.byName(t, "roots/list")
