@@ -269,10 +269,12 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	switch {
 	case f.ID[0] == '"':
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", text(f.ID)))
+	case len(f.ID) > 64 || string(f.ID) == "null":
+		// No attribute: a number past 64 digits is no id worth its bytes in a span.
 	case len(s.key) == len(prefix)+len(f.ID) && s.key[len(prefix):] == string(f.ID):
 		// A plain integer is its own key (jsonlex.IDKeyBytes): its text is there.
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", s.key[len(prefix):]))
-	case string(f.ID) != "null" && len(f.ID) <= 64:
+	default:
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", string(f.ID))) // a number
 	}
 	var params []byte

@@ -376,3 +376,37 @@ func TestOperationDurationSeries(t *testing.T) {
 		t.Fatalf("series %v, want %v", counts, want)
 	}
 }
+
+// jsonrpc.request.id is the id's text: a number as written, a string decoded; a
+// number longer than 64 digits gets none, nor does a null id.
+func TestRequestIDAttribute(t *testing.T) {
+	c, x, ic := tracingOnly(t)
+	long := strings.Repeat("7", 70)
+	ids := map[string]string{`17`: "17", `-3`: "-3", `1.0`: "1.0", `1e2`: "1e2", `"a\u0062"`: "ab", long: "", `null`: ""}
+	i := 0
+	for id := range ids {
+		i++
+		ic.FromHost([]byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"t`+fmt.Sprint(i)+`","arguments":{}}}`), time.Now())
+		ic.Forwarded(time.Now())
+		ic.FromUpstream([]byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{"content":[]}}`), time.Now())
+	}
+	if st := closeTracing(ic, x); st.Exported != uint64(len(ids)) {
+		t.Fatalf("%+v", st)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got := map[string]bool{}
+	for _, sp := range c.spans {
+		a := attrs(sp.Attributes)
+		v, ok := a["jsonrpc.request.id"]
+		got[v] = true
+		if ok && v == "" || len(v) > 64 {
+			t.Errorf("%s: jsonrpc.request.id %q", sp.Name, v)
+		}
+	}
+	for _, want := range ids {
+		if want != "" && !got[want] {
+			t.Errorf("no span with jsonrpc.request.id %q among %v", want, got)
+		}
+	}
+}
