@@ -1,15 +1,21 @@
 package intercept
 
 import (
-	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"context"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/report"
+	"github.com/bir-dev/bir-proxy/telemetry"
 )
 
 type countSink struct{ n atomic.Int64 }
@@ -88,28 +94,7 @@ func benchBookkeeping(b *testing.B, lexed bool) {
 	tr := newTracker(sink, DefaultReportCap, &interested, slog.New(slog.DiscardHandler))
 	tr.later = func() {}
 	tr.parked = &parked
-	hosts := make([]event, 1024)
-	answers := make([]event, len(hosts))
-	var lx jsonlex.Line
-	for i := range hosts {
-		id := strconv.Itoa(i)
-		call := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-` + id + `"}}}`)
-		// What the bench's server (rawserver --reply) answers: the arguments it got,
-		// as a JSON string.
-		answer := []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"{\"text\":\"hello, world\"}"}],"isError":false}}`)
-		// The key is removed once, on the host's path; bookkeeping sees what is left.
-		lx.Lex(call)
-		out, sc := stripLexed(call, DefaultCorrelationKey, &lx, true)
-		hosts[i] = event{kind: evHost, msg: out, scan: sc}
-		if lexed {
-			hosts[i].top = spansOf(&lx.Objs[0])
-		}
-		answers[i] = event{kind: evUpstream, msg: answer}
-		if lexed {
-			lx.LexValid(answer)
-			answers[i].top = spansOf(&lx.Objs[0])
-		}
-	}
+	hosts, answers := benchCalls(true, lexed)
 	now := time.Now()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -125,4 +110,81 @@ func benchBookkeeping(b *testing.B, lexed bool) {
 	if int(sink.n.Load()) != b.N {
 		b.Fatalf("%d reports for %d calls", sink.n.Load(), b.N)
 	}
+}
+
+// BenchmarkSpanHook is tracing's share of one small call in bookkeeping, and the
+// export of its span: the span hook run in line on the three events of a call (the
+// request, its send time, the answer), spans submitted to an exporter that POSTs them
+// to a server on 127.0.0.1 that discards them. Run with -cpu 1 to have the export's
+// goroutine's time counted in the time per call; cpu-ns/op is the process's CPU per
+// call (with the discarding server's).
+func BenchmarkSpanHook(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	defer srv.Close()
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: srv.URL + "/v1/traces", MetricsURL: srv.URL + "/v1/metrics",
+		Protocol: telemetry.ProtoProtobuf, Timeout: 10 * time.Second, MetricInterval: time.Hour}, Version: "1", Logger: slog.New(slog.DiscardHandler)})
+	h := newSpanHook(Tracing{Exporter: x, Transport: "pipe"})
+	hosts, answers := benchCalls(false, true)
+	now := time.Now()
+	b.ReportAllocs()
+	n := 0
+	cpu0 := cpuTime()
+	for b.Loop() {
+		k := n % len(hosts)
+		hv, av := hosts[k], answers[k]
+		hv.at, hv.sent, av.at = now, now, now
+		h.handle(&hv)
+		h.handle(&event{kind: evSent, at: now})
+		h.handle(&av)
+		if n++; n%256 == 0 {
+			// No more queued than the exporter's queue holds: a drop is cheaper than
+			// an export, and would be measured instead.
+			for st := x.Stats(); int(st.Exported+st.Dropped)+1536 < n; st = x.Stats() {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(n), "cpu-ns/op")
+	st := x.Close(context.Background())
+	if st.Dropped > 0 {
+		b.Logf("%d of %d spans dropped", st.Dropped, n)
+	}
+}
+
+// cpuTime is the CPU time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchCalls are the events of 1,024 small calls as bookkeeping gets them: the
+// request with its key removed (ids: the removed values kept, as when recording) and
+// the answer the bench's server (rawserver --reply) gives, the arguments it got as a
+// JSON string; lexed: with where their members lie, as the pumps' lex says.
+func benchCalls(ids, lexed bool) (hosts, answers []event) {
+	hosts = make([]event, 1024)
+	answers = make([]event, len(hosts))
+	var lx jsonlex.Line
+	for i := range hosts {
+		id := strconv.Itoa(i)
+		call := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-` + id + `"}}}`)
+		answer := []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"{\"text\":\"hello, world\"}"}],"isError":false}}`)
+		// The key is removed once, on the host's path; bookkeeping sees what is left.
+		lx.Lex(call)
+		out, sc := stripLexed(call, DefaultCorrelationKey, &lx, ids)
+		hosts[i] = event{kind: evHost, msg: out, scan: sc}
+		if lexed {
+			hosts[i].top = spansOf(&lx.Objs[0])
+		}
+		answers[i] = event{kind: evUpstream, msg: answer}
+		if lexed {
+			lx.LexValid(answer)
+			answers[i].top = spansOf(&lx.Objs[0])
+		}
+	}
+	return hosts, answers
 }

@@ -121,9 +121,11 @@ func (ic *Interceptor) FromHost(msg []byte, readAt time.Time) []byte {
 // (relay.LexedInterceptor): the host's path reads each message once. lx then
 // describes the bytes returned; it is the relay's, and not kept.
 func (ic *Interceptor) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) []byte {
-	out, sc := stripLexed(msg, ic.key, lx, ic.q != nil)
+	out, sc := stripLexed(msg, ic.key, lx, ic.q != nil && !ic.traceOnly)
 	if ic.q != nil && (sc.want != 0 || ic.spans != nil) {
-		ic.interested.Add(sc.awaiting)
+		if !ic.traceOnly {
+			ic.interested.Add(sc.awaiting)
+		}
 		ev := event{kind: evHost, msg: out, scan: sc, at: readAt}
 		if len(lx.Objs) == 1 && len(lx.RPC()) == 1 && !lx.Objs[0].Recheck && len(out) <= math.MaxInt32 {
 			ev.top = spansOf(&lx.Objs[0])
@@ -143,7 +145,9 @@ func (ic *Interceptor) Forwarded(sentAt time.Time) {
 	if !ic.sentPending {
 		return
 	}
-	ic.q.push(event{kind: evSent, at: sentAt}, false)
+	if !ic.q.sent(sentAt) {
+		ic.q.push(event{kind: evSent, at: sentAt}, false)
+	}
 	// A call of this message may already have ended (its answer beat this send
 	// time); its report waits for the event just queued, so have it looked at.
 	if ic.parked.Load() {
@@ -182,9 +186,11 @@ func (ic *Interceptor) FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt ti
 // A notifications/cancelled marked TimedOut ends its call as a timeout.
 func (ic *Interceptor) FromProxy(msg []byte, own relay.Own, sentAt time.Time) []byte {
 	ic.lx.Lex(msg)
-	out, sc := stripLexed(msg, ic.key, &ic.lx, ic.q != nil)
+	out, sc := stripLexed(msg, ic.key, &ic.lx, ic.q != nil && !ic.traceOnly)
 	if ic.q != nil && (sc.want != 0 || ic.spans != nil) {
-		ic.interested.Add(sc.awaiting)
+		if !ic.traceOnly {
+			ic.interested.Add(sc.awaiting)
+		}
 		ic.q.push(event{kind: evProxy, msg: out, scan: sc, at: sentAt, origin: own.Origin, timedOut: own.TimedOut}, sc.ends)
 	}
 	return out
@@ -226,11 +232,11 @@ func (ic *Interceptor) run() {
 		var ok bool
 		batch, ok = ic.q.pop(batch)
 		for i := range batch {
-			if ic.spans != nil {
-				ic.spans.handle(&batch[i])
-			}
-			if !ic.traceOnly {
-				ic.tracker.handle(batch[i])
+			ev := &batch[i]
+			ic.look(ev)
+			if ev.kind == evHost && !ev.sent.IsZero() {
+				// Its send time, set in place by Forwarded (queue.sent).
+				ic.look(&event{kind: evSent, at: ev.sent})
 			}
 			// Its bytes go now, not with the batch: a batch is everything that came
 			// while bookkeeping was busy, thousands of requests whose reports need
@@ -240,6 +246,16 @@ func (ic *Interceptor) run() {
 		if !ok {
 			return
 		}
+	}
+}
+
+// look has bookkeeping look at one event.
+func (ic *Interceptor) look(ev *event) {
+	if ic.spans != nil {
+		ic.spans.handle(ev)
+	}
+	if !ic.traceOnly {
+		ic.tracker.handle(*ev)
 	}
 }
 
@@ -262,6 +278,9 @@ type event struct {
 	shed bool
 	scan hostScan
 	at   time.Time
+	// sent is an evHost's send time when Forwarded could set it in place (queue.sent):
+	// bookkeeping then reads the evSent that would have followed from it.
+	sent time.Time
 	// origin is who asked for an evProxy request (a dispatch id, or ""); timedOut
 	// says an evProxy cancel was sent because the request's deadline passed.
 	origin   string
@@ -326,6 +345,10 @@ type queue struct {
 	pile   int64 // bytes waiting past which bookkeeping is woken at once (pileAt)
 	closed bool
 	armed  bool // the wake-up timer is pending
+	// hostAt is the index in events of the evHost pushed last, while nothing was
+	// pushed after it (else -1): Forwarded then gives it its send time in place
+	// rather than queueing an evSent.
+	hostAt int
 	wake   chan struct{}
 	// timer is the one wake-up timer, reset for each burst: an AfterFunc per burst
 	// allocated a timer and a closure for every sequential call.
@@ -333,7 +356,7 @@ type queue struct {
 }
 
 func newQueue(budget int64) *queue {
-	q := &queue{budget: budget, pile: min(budget/pileFraction, pileMax), wake: make(chan struct{}, 1)}
+	q := &queue{hostAt: -1, budget: budget, pile: min(budget/pileFraction, pileMax), wake: make(chan struct{}, 1)}
 	q.timer = time.AfterFunc(time.Hour, q.fire)
 	q.timer.Stop()
 	return q
@@ -372,10 +395,20 @@ func (q *queue) push(ev event, ends bool) {
 	}
 	q.bytes += int64(len(ev.msg))
 	q.events = append(q.events, ev)
+	q.hostAt = -1
+	if ev.kind == evHost {
+		q.hostAt = len(q.events) - 1
+	}
+	large := (ev.kind == evHost || ev.kind == evProxy) && len(ev.msg) >= holdMax
 	piling := q.bytes >= q.pile
+	// The wake-up timer is armed under the same lock (wakeSoon's, taken once).
+	arm := ends && !large && !piling && !q.armed
+	if arm {
+		q.armed = true
+	}
 	q.mu.Unlock()
 	switch {
-	case (ev.kind == evHost || ev.kind == evProxy) && len(ev.msg) >= holdMax:
+	case large:
 		q.signal() // a large request is looked at now, so its bytes can go
 	case piling:
 		// Requests whose answers are slow to come (a server that never answers) would
@@ -383,9 +416,22 @@ func (q *queue) push(ev event, ends bool) {
 		// them filled the budget, and the rest lost their arguments. Looked at now,
 		// each keeps only what its report will hold.
 		q.signal()
-	case ends:
-		q.wakeSoon()
+	case arm:
+		q.timer.Reset(wakeDelay)
 	}
+}
+
+// sent gives the evHost pushed last its send time in place, when nothing was pushed
+// after it and bookkeeping has not taken it yet; false: push an evSent.
+func (q *queue) sent(at time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.hostAt < 0 || q.hostAt != len(q.events)-1 || q.closed {
+		return false
+	}
+	q.events[q.hostAt].sent = at
+	q.hostAt = -1
+	return true
 }
 
 // wakeSoon wakes bookkeeping wakeDelay from now, unless a wake-up is already due.
@@ -474,7 +520,7 @@ func (q *queue) pop(done []event) (batch []event, ok bool) {
 	for {
 		q.mu.Lock()
 		if len(q.events) > 0 || q.closed {
-			batch, q.events, q.bytes = q.events, done[:0], 0
+			batch, q.events, q.bytes, q.hostAt = q.events, done[:0], 0, -1
 			closed := q.closed
 			q.mu.Unlock()
 			return batch, !closed

@@ -53,27 +53,35 @@ type spanHook struct {
 	protocol string
 	red      redact.Redactor
 	kbuf     []byte
-	base     []telemetry.Attr  // the session's attributes every span carries
-	mattrs   []telemetry.Attr  // scratch: a span's metric attributes
-	names    map[string]string // tool and prompt names as spans show them, by raw JSON
-	// ops is what a (method, target) pair's spans share: the name, and the metric
-	// series of its successes (their attributes are the pair's, the protocol's and
-	// the session's). Cleared when the protocol version is learnt.
-	ops  map[opKey]*opInfo
-	free []*openSpan // finished spans to reuse: Submit copies what it keeps
+	base     []telemetry.Attr      // the session's attributes every span carries
+	mattrs   []telemetry.Attr      // scratch: a span's metric attributes
+	names    map[string]recentName // tool and prompt names as spans show them, by raw JSON
+	// ops is what a (method, target) pair's spans share: the name, the attributes
+	// that are the pair's, the protocol's and the session's (encoded once), and the
+	// metric series of its successes (which has those attributes). Cleared when the
+	// protocol version is learnt.
+	ops    map[opKey]*opInfo
+	lastOp *opInfo     // the one op looked up last
+	free   []*openSpan // finished spans to reuse: Submit copies what it keeps
 	// lexed says the message handed to each's callback was lexed by its pump; then
 	// lexName is its params' "name" as the lex found it (nil when absent).
 	lexed   bool
 	lexName []byte
+	// recent are the last names looked up, tried before the map.
+	recent     [2]recentName
+	nextRecent int
 }
 
 type opKey struct{ method, target string }
 
 type opInfo struct {
+	method string
+	target string
 	name   string
-	series *telemetry.Series // nil until a success was recorded
-	ready  bool              // series was looked up (it is nil with no metrics)
-	proto  string            // the protocol version series was looked up with
+	shared *telemetry.AttrSet // its spans' Shared
+	proto  string             // the protocol version shared holds ("": none yet)
+	series *telemetry.Series  // nil until a success was recorded
+	ready  bool               // series was looked up (it is nil with no metrics)
 }
 
 // Caps on the hook's caches.
@@ -102,7 +110,7 @@ func (h *spanHook) newSpan() *openSpan {
 		h.free = h.free[:n-1]
 		return s
 	}
-	return &openSpan{sp: telemetry.Span{Attrs: make([]telemetry.Attr, 0, 12)}}
+	return &openSpan{sp: telemetry.Span{Attrs: make([]telemetry.Attr, 0, 4)}}
 }
 
 // release takes back a finished span: what it held is cleared, its attributes'
@@ -111,26 +119,44 @@ func (h *spanHook) release(s *openSpan) {
 	if len(h.free) >= maxFree || cap(s.sp.Attrs) > 64 {
 		return
 	}
+	clear(s.sp.Attrs) // (past its length it was cleared when last released)
 	attrs := s.sp.Attrs[:0]
-	clear(s.sp.Attrs[:cap(s.sp.Attrs)])
 	*s = openSpan{sp: telemetry.Span{Attrs: attrs}}
 	h.free = append(h.free, s)
 }
 
 // op is what the spans of (method, target) share.
 func (h *spanHook) op(method, target string) *opInfo {
+	if o := h.lastOp; o != nil && o.method == method && o.target == target && o.proto == h.protocol {
+		return o // a host calls one tool many times in a row
+	}
 	k := opKey{method, target}
 	if o, ok := h.ops[k]; ok {
+		h.lastOp = o
 		return o
 	}
 	if h.ops == nil || len(h.ops) >= maxOps {
 		h.ops = make(map[opKey]*opInfo)
 	}
-	o := &opInfo{name: method}
+	o := &opInfo{method: method, target: target, name: method, proto: h.protocol}
 	if target != "" {
 		o.name = method + " " + target
 	}
+	as := append(h.mattrs[:0], telemetry.String("mcp.method.name", method))
+	switch method {
+	case "tools/call":
+		as = append(as, telemetry.String("gen_ai.operation.name", "execute_tool"), telemetry.String("gen_ai.tool.name", target))
+	case "prompts/get":
+		as = append(as, telemetry.String("gen_ai.prompt.name", target))
+	}
+	if h.protocol != "" {
+		as = append(as, telemetry.String("mcp.protocol.version", h.protocol))
+	}
+	as = append(as, h.base...)
+	o.shared = telemetry.NewAttrSet(as)
+	h.mattrs = as[:0]
 	h.ops[k] = o
+	h.lastOp = o
 	return o
 }
 
@@ -239,11 +265,16 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	s := h.newSpan()
 	s.method, s.sampled = method, true
 	s.sp.Kind, s.sp.Start, s.sp.SpanID = kind, at, telemetry.NewSpanID()
-	s.sp.Attrs = append(s.sp.Attrs, telemetry.String("mcp.method.name", method))
+	s.key = string(h.key(prefix, f.ID))
 	switch {
 	case f.ID[0] == '"':
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", text(f.ID)))
-	case string(f.ID) != "null" && len(f.ID) <= 64:
+	case len(f.ID) > 64 || string(f.ID) == "null":
+		// No attribute: a number past 64 digits is no id worth its bytes in a span.
+	case len(s.key) == len(prefix)+len(f.ID) && s.key[len(prefix):] == string(f.ID):
+		// A plain integer is its own key (jsonlex.IDKeyBytes): its text is there.
+		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", s.key[len(prefix):]))
+	default:
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", string(f.ID))) // a number
 	}
 	var params []byte
@@ -254,7 +285,6 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	case "tools/call":
 		s.tool = true
 		s.target = h.name(h.paramsName(params))
-		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.operation.name", "execute_tool"), telemetry.String("gen_ai.tool.name", s.target))
 		if h.tr.Capture {
 			args := jsonlex.Get(params, "arguments")
 			if args == nil {
@@ -266,7 +296,6 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	case "prompts/get":
 		s.prompt = true
 		s.target = h.name(h.paramsName(params))
-		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.prompt.name", s.target))
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		if uri := jsonlex.Get(params, "uri"); len(uri) > 0 && uri[0] == '"' {
 			s.sp.Attrs = append(s.sp.Attrs, telemetry.String("mcp.resource.uri", redact.Label(jsonlex.StringOf(uri), 2*maxSpanText)))
@@ -278,7 +307,6 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("bir.dispatch.id", redact.Label(*origin, maxSpanText)))
 	}
 	h.parent(s, params, kind)
-	s.key = string(h.key(prefix, f.ID))
 	if old, dup := h.open[s.key]; dup {
 		h.finish(old, at, "_OTHER", "", "the request id was used again before it was answered")
 	}
@@ -303,7 +331,7 @@ func (h *spanHook) paramsName(params []byte) []byte {
 // only have come from, or else a new trace.
 func (h *spanHook) parent(s *openSpan, params []byte, kind int) {
 	var meta []byte
-	if bytes.Contains(params, metaKey) { // most requests carry none: not looked for
+	if mayHaveKey(params, metaKey) { // most requests carry none: not looked for
 		meta = jsonlex.Get(params, "_meta")
 	}
 	if len(meta) > 0 && meta[0] == '{' {
@@ -338,31 +366,106 @@ func (h *spanHook) parent(s *openSpan, params []byte, kind int) {
 	s.sp.TraceID, s.sp.Flags = telemetry.NewTraceID(), 1
 }
 
-// metaKey is what a params with _meta holds (as the hosts write it: a key spelt
-// with escapes is not looked for, and its request starts a trace of its own).
+// metaKey is what a params with _meta holds when the key is spelt plainly, as the
+// hosts write it. Spelt with escapes ("_m\u0065ta"), it has a \u somewhere (none of
+// its letters has a one-character escape): mayHaveKey.
 var metaKey = []byte(`"_meta"`)
 
 // isErrorKey is what a result with isError holds, spelt plainly.
 var isErrorKey = []byte(`"isError"`)
 
+// unicodeEscape is what any key spelt with escapes holds when the name has no
+// character with a one-character escape (\n, \", \/...): "_meta" and "isError".
+var unicodeEscape = []byte(`\u`)
+
+// mayHaveKey says whether obj may hold a member named by key (quoted, plainly spelt,
+// of letters and '_' only): it holds the plain spelling, or a \u escape, which a
+// spelling with escapes needs. Only then is it read (jsonlex.Get, which compares keys
+// as the host's JSON.parse does, escapes decoded).
+func mayHaveKey(obj, key []byte) bool {
+	// The name and its closing quote only: JSON is full of the opening quote's byte,
+	// from which bytes.Index would start again and again. (A longer key ending so
+	// only makes it read.)
+	return bytes.Contains(obj, key[1:]) || bytes.Contains(obj, unicodeEscape)
+}
+
 // isToolError says whether a tools/call result says isError: true. The result is
-// read only when some "isError" in it is followed by true: most results have no
-// isError or a false one, and a top-level true is spelt so (a key spelt with
-// escapes is not looked for).
+// read only when it may: when some plain "isError" in it is followed by true, or it
+// holds a \u escape (a key spelt "is\u0045rror" is the host's isError too). Most
+// results have no isError or a false one.
 func isToolError(result []byte) bool {
-	for rest := result; ; {
-		i := bytes.Index(rest, isErrorKey)
-		if i < 0 {
-			return false
-		}
-		rest = rest[i+len(isErrorKey):]
-		v := bytes.TrimLeft(rest, " \t\r\n")
-		if len(v) > 0 && v[0] == ':' && bytes.HasPrefix(bytes.TrimLeft(v[1:], " \t\r\n"), []byte("true")) {
-			break
-		}
+	if lastIsPlainFalse(result) {
+		return false // the last "isError" wins, and it is false
+	}
+	if !plainTrue(result) && !bytes.Contains(result, unicodeEscape) {
+		return false
 	}
 	_, isError := resultKind(result)
 	return isError
+}
+
+// lastIsPlainFalse says whether the last member of the object result is, plainly
+// spelt, "isError": false, read backwards from its closing brace: where SDKs put it
+// when they say it. The brace, the false before it and the colon before that are
+// outside any string (result is one JSON value), so the string before the colon is
+// the member's key; its opening quote is one when a ',' or '{' comes before it.
+func lastIsPlainFalse(result []byte) bool {
+	i := skipWSBack(result, len(result))
+	if i == 0 || result[i-1] != '}' {
+		return false
+	}
+	i = skipWSBack(result, i-1)
+	if !bytes.HasSuffix(result[:i], []byte("false")) {
+		return false
+	}
+	i = skipWSBack(result, i-len("false"))
+	if i == 0 || result[i-1] != ':' {
+		return false
+	}
+	i = skipWSBack(result, i-1)
+	if !bytes.HasSuffix(result[:i], isErrorKey) {
+		return false
+	}
+	i = skipWSBack(result, i-len(isErrorKey))
+	return i > 0 && (result[i-1] == ',' || result[i-1] == '{')
+}
+
+// skipWSBack is the index just past the last byte of b[:i] that is not JSON
+// whitespace (0 when there is none).
+func skipWSBack(b []byte, i int) int {
+	for i > 0 && (b[i-1] == ' ' || b[i-1] == '\t' || b[i-1] == '\r' || b[i-1] == '\n') {
+		i--
+	}
+	return i
+}
+
+// plainTrue says whether some plainly spelt "isError" in result is followed by a
+// colon and true (or a longer name ending so is: then the result is read).
+func plainTrue(result []byte) bool {
+	key := isErrorKey[1:] // as in mayHaveKey
+	for rest := result; ; {
+		i := bytes.Index(rest, key)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(key):]
+		j := skipWS(rest, 0)
+		if j < len(rest) && rest[j] == ':' {
+			j = skipWS(rest, j+1)
+			if bytes.HasPrefix(rest[j:], []byte("true")) {
+				return true
+			}
+		}
+	}
+}
+
+// skipWS is the index of the first byte of b at or past i that is not JSON
+// whitespace.
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
 }
 
 // cancel ends the span of the request a notifications/cancelled names.
@@ -442,15 +545,17 @@ func (h *spanHook) finish(s *openSpan, at time.Time, errType, rpcCode, msg strin
 	if sp.End.Before(sp.Start) {
 		sp.End = sp.Start
 	}
-	if h.protocol != "" {
-		sp.Attrs = append(sp.Attrs, telemetry.String("mcp.protocol.version", h.protocol))
+	o := s.op
+	if o.proto != h.protocol {
+		// Begun before the protocol version was learnt, it ends with it.
+		o = h.op(s.method, s.target)
 	}
+	sp.Shared = o.shared
 	if h.tr.SessionID != nil {
 		if id := h.tr.SessionID(); id != "" {
 			sp.Attrs = append(sp.Attrs, telemetry.String("mcp.session.id", redact.Label(id, maxSpanText)))
 		}
 	}
-	sp.Attrs = append(sp.Attrs, h.base...)
 	if rpcCode != "" {
 		sp.Attrs = append(sp.Attrs, telemetry.String("rpc.response.status_code", rpcCode))
 	}
@@ -459,16 +564,15 @@ func (h *spanHook) finish(s *openSpan, at time.Time, errType, rpcCode, msg strin
 		sp.Status, sp.StatusMsg = telemetry.StatusError, msg
 	}
 	if sp.Kind == telemetry.KindClient {
-		switch o := s.op; {
-		case errType == "" && o != nil && o.ready && o.proto == h.protocol:
+		switch {
+		case errType == "" && o.ready:
 			o.series.Record(sp.End.Sub(sp.Start))
-		case errType == "" && o != nil:
-			// (A span begun before the protocol version was learnt ends with it.)
-			h.mattrs = metricAttrs(h.mattrs[:0], sp.Attrs)
-			o.series, o.ready, o.proto = h.x.Series(h.mattrs), true, h.protocol
+		case errType == "":
+			h.mattrs = metricAttrs(metricAttrs(h.mattrs[:0], o.shared.Attrs()), sp.Attrs)
+			o.series, o.ready = h.x.Series(h.mattrs), true
 			o.series.Record(sp.End.Sub(sp.Start))
 		default:
-			h.mattrs = metricAttrs(h.mattrs[:0], sp.Attrs)
+			h.mattrs = metricAttrs(metricAttrs(h.mattrs[:0], o.shared.Attrs()), sp.Attrs)
 			h.x.Record(h.mattrs, sp.End.Sub(sp.Start))
 		}
 	}
@@ -502,17 +606,39 @@ func metricAttrs(out, as []telemetry.Attr) []telemetry.Attr {
 // name is a tool's or prompt's name as spans show it, from its raw JSON string: a
 // server has a handful, named again and again, each decoded and redacted once.
 func (h *spanHook) name(raw []byte) string {
+	// The method and the tool of the call before are most often this call's too.
+	for i := range h.recent {
+		if r := &h.recent[i]; r.raw == string(raw) && r.raw != "" {
+			return r.name
+		}
+	}
+	n, ok := h.lookName(raw)
+	if ok {
+		h.recent[h.nextRecent] = n
+		h.nextRecent = (h.nextRecent + 1) % len(h.recent)
+	}
+	return n.name
+}
+
+// recentName is a raw name and the name spans show for it.
+type recentName struct{ raw, name string }
+
+// lookName is name from the cache of all names; ok says it is (or now is) in it, its
+// raw a string of its own.
+func (h *spanHook) lookName(raw []byte) (n recentName, ok bool) {
 	if n, ok := h.names[string(raw)]; ok {
-		return n
+		return n, true
 	}
 	if h.names == nil || len(h.names) >= maxTools {
-		h.names = make(map[string]string)
+		h.names = make(map[string]recentName)
 	}
-	n := text(raw)
+	n = recentName{name: text(raw)}
 	if len(raw) <= 4*maxSpanText {
-		h.names[string(raw)] = n
+		n.raw = string(raw)
+		h.names[n.raw] = n
+		return n, true
 	}
-	return n
+	return n, false
 }
 
 // key is the open map's key of an id under prefix, in h's scratch.

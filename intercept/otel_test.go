@@ -1,7 +1,6 @@
 package intercept
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -202,6 +201,21 @@ func TestIsToolError(t *testing.T) {
 		`{"content":[{"data":{"isError":true}}],"isError":false}`: false,
 		`{"isError":false,"isError":true}`:                        true,
 		`{"content":[{"text":"\"isError\":true"}]}`:               false,
+		// Keys spelt with escapes are the host's isError all the same (JSON.parse
+		// decodes them).
+		`{"content":[],"is\u0045rror":true}`:        true,
+		`{"content":[],"\u0069\u0073Error" : true}`: true,
+		`{"content":[],"is\u0045rror":false}`:       false,
+		`{"content":[{"is\u0045rror":true}]}`:       false,
+		`{"is\u0045rror":true,"isError":false}`:     false,
+		`{"isError":true,"is\u0045rror":false}`:     false,
+		`{"is\u0045rrors":true}`:                    false,
+		// The last member read backwards: a false there settles it.
+		`{"isError":true, "isError" :	 false }`:          false,
+		`{"isError":true,"xisError":false}`:              true,
+		`{"isError":true,"x":"\",\"isError\":false"}`:    true,
+		`{"content":[{"isError":false}]}`:                false,
+		`{"content":[{"isError":true}],"isError":false}`: false,
 		`[1]`: false,
 		``:    false,
 	} {
@@ -211,29 +225,74 @@ func TestIsToolError(t *testing.T) {
 	}
 }
 
-// FuzzIsToolError: the quick look agrees with reading the result, for every result
-// whose keys are spelt without escapes.
+// FuzzIsToolError: the quick look agrees with reading the result, for every result,
+// keys spelt with escapes or not.
 func FuzzIsToolError(f *testing.F) {
 	f.Add([]byte(`{"content":[],"isError":true}`))
 	f.Add([]byte(`{"content":[{"data":{"isError":true}}],"isError":false}`))
+	f.Add([]byte(`{"content":[],"is\u0045rror":true}`))
+	f.Add([]byte(`{"content":[],"is\u0045rror" :true}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if bytes.IndexByte(b, '\\') >= 0 {
-			return
-		}
 		if _, want := resultKind(b); isToolError(b) != want {
 			t.Fatalf("%s: %v, want %v", b, !want, want)
 		}
 	})
 }
 
+// tracingOnly is an Interceptor tracing with nothing recording, its exporter sending
+// to a collector on 127.0.0.1.
+func tracingOnly(t *testing.T) (*spanCollector, *telemetry.Exporter, *Interceptor) {
+	c, url := newSpanCollector(t)
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: url + "/v1/traces", Protocol: telemetry.ProtoProtobuf},
+		Version: "1", Server: "s", BatchDelay: time.Hour})
+	return c, x, New(Options{Tracing: &Tracing{Exporter: x, Transport: "pipe"}})
+}
+
+// closeTracing closes ic and then x, which has a second to send what it holds.
+func closeTracing(ic *Interceptor, x *telemetry.Exporter) telemetry.Stats {
+	ic.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return x.Close(ctx)
+}
+
+// A host's _meta and a server's isError spelt with escapes are what the host's
+// JSON.parse reads them as: the call joins the host's trace, and ends as a tool error.
+func TestEscapedKeys(t *testing.T) {
+	c, x, ic := tracingOnly(t)
+	now := time.Now()
+	for _, m := range [][2]string{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{},"_m\u0065ta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"content":[],"is\u0045rror":true}}`},
+		// The last of two members wins, as in JSON.parse, however each is spelt.
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b","_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},"\u005fmeta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}`,
+			`{"jsonrpc":"2.0","id":2,"result":{"isError":true,"is\u0045rror":false}}`},
+	} {
+		if out := ic.FromHost([]byte(m[0]), now); string(out) != m[0] {
+			t.Fatalf("forwarded %s, want the host's bytes", out)
+		}
+		ic.Forwarded(now)
+		ic.FromUpstream([]byte(m[1]), now)
+	}
+	if st := closeTracing(ic, x); st.Exported != 2 {
+		t.Fatalf("%+v", st)
+	}
+	for name, wantErr := range map[string]string{"tools/call a": "tool_error", "tools/call b": ""} {
+		sp, a := c.byName(t, name)
+		if hex.EncodeToString(sp.TraceId) != "4bf92f3577b34da6a3ce929d0e0e4736" || hex.EncodeToString(sp.ParentSpanId) != "00f067aa0ba902b7" {
+			t.Errorf("%s: trace %x parent %x, want the host's from the escaped _meta", name, sp.TraceId, sp.ParentSpanId)
+		}
+		if a["error.type"] != wantErr {
+			t.Errorf("%s: error.type %q, want %q", name, a["error.type"], wantErr)
+		}
+	}
+}
+
 // Finished spans are reused: an answer read before its request's send time ends the
 // span, and the span made next (here the server's request) must not get that send
 // time as its start, nor carry anything of the span before it.
 func TestSpanReuseKeepsSpansApart(t *testing.T) {
-	c, url := newSpanCollector(t)
-	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: url + "/v1/traces", Protocol: telemetry.ProtoProtobuf},
-		Version: "1", Server: "s", BatchDelay: time.Hour})
-	ic := New(Options{Tracing: &Tracing{Exporter: x, Transport: "pipe"}})
+	c, x, ic := tracingOnly(t)
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	ic.FromHost([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"first","arguments":{}}}`), at(0))
@@ -241,10 +300,7 @@ func TestSpanReuseKeepsSpansApart(t *testing.T) {
 	ic.FromUpstream([]byte(`{"jsonrpc":"2.0","id":"s1","method":"roots/list"}`), at(2))
 	ic.Forwarded(at(3)) // the tools/call's send time, after its answer
 	ic.FromHost([]byte(`{"jsonrpc":"2.0","id":"s1","result":{"roots":[]}}`), at(4))
-	ic.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if st := x.Close(ctx); st.Exported != 2 {
+	if st := closeTracing(ic, x); st.Exported != 2 {
 		t.Fatalf("%+v", st)
 	}
 	roots, a := c.byName(t, "roots/list")
@@ -318,5 +374,39 @@ func TestOperationDurationSeries(t *testing.T) {
 	}
 	if fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Fatalf("series %v, want %v", counts, want)
+	}
+}
+
+// jsonrpc.request.id is the id's text: a number as written, a string decoded; a
+// number longer than 64 digits gets none, nor does a null id.
+func TestRequestIDAttribute(t *testing.T) {
+	c, x, ic := tracingOnly(t)
+	long := strings.Repeat("7", 70)
+	ids := map[string]string{`17`: "17", `-3`: "-3", `1.0`: "1.0", `1e2`: "1e2", `"a\u0062"`: "ab", long: "", `null`: ""}
+	i := 0
+	for id := range ids {
+		i++
+		ic.FromHost([]byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"t`+fmt.Sprint(i)+`","arguments":{}}}`), time.Now())
+		ic.Forwarded(time.Now())
+		ic.FromUpstream([]byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{"content":[]}}`), time.Now())
+	}
+	if st := closeTracing(ic, x); st.Exported != uint64(len(ids)) {
+		t.Fatalf("%+v", st)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got := map[string]bool{}
+	for _, sp := range c.spans {
+		a := attrs(sp.Attributes)
+		v, ok := a["jsonrpc.request.id"]
+		got[v] = true
+		if ok && v == "" || len(v) > 64 {
+			t.Errorf("%s: jsonrpc.request.id %q", sp.Name, v)
+		}
+	}
+	for _, want := range ids {
+		if want != "" && !got[want] {
+			t.Errorf("no span with jsonrpc.request.id %q among %v", want, got)
+		}
 	}
 }

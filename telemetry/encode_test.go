@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,11 @@ func sampleSpans() []Span {
 			Status: StatusError, StatusMsg: "boom \"quoted\"\n",
 		},
 		{TraceID: NewTraceID(), SpanID: NewSpanID(), Name: "initialize", Kind: KindServer, Start: t0, End: t0},
+		// Attributes shared with other spans (encoded once), then its own.
+		{TraceID: NewTraceID(), SpanID: NewSpanID(), Name: "tools/call echo", Kind: KindClient, Start: t0, End: t0,
+			Shared: NewAttrSet([]Attr{String("mcp.method.name", "tools/call"), String("gen_ai.tool.name", "echo"), Int("server.port", 8080), String("long", long)}),
+			Attrs:  []Attr{String("jsonrpc.request.id", "7"), Int("neg", -3)}},
+		{TraceID: NewTraceID(), SpanID: NewSpanID(), Name: "ping", Kind: KindClient, Start: t0, End: t0, Shared: NewAttrSet(nil)},
 	}
 }
 
@@ -76,11 +82,12 @@ func checkTraces(t *testing.T, td *tracepb.TracesData, in []Span, ids bool) {
 		if s.Flags != wantFlags {
 			t.Errorf("span %d flags %x, want %x", i, s.Flags, wantFlags)
 		}
-		if len(s.Attributes) != len(w.Attrs) {
-			t.Fatalf("span %d: %d attributes", i, len(s.Attributes))
+		want := append(slices.Clone(w.Shared.Attrs()), w.Attrs...)
+		if len(s.Attributes) != len(want) {
+			t.Fatalf("span %d: %d attributes, want %d", i, len(s.Attributes), len(want))
 		}
 		for j, a := range s.Attributes {
-			wa := w.Attrs[j]
+			wa := want[j]
 			if a.Key != wa.Key {
 				t.Errorf("attr %d key %q", j, a.Key)
 			}

@@ -12,26 +12,41 @@ import (
 // lowerCamelCase names, ids as hex, enums as numbers and 64-bit integers as strings.
 
 func appendAttrsJSON(b []byte, name string, as []Attr) []byte {
+	return appendAttrsJSON2(b, name, nil, as)
+}
+
+// appendAttrsJSON2 is appendAttrsJSON of the attributes of first and then of as.
+func appendAttrsJSON2(b []byte, name string, first, as []Attr) []byte {
 	b = append(b, `"`...)
 	b = append(b, name...)
 	b = append(b, `":[`...)
-	for i, a := range as {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"key":`...)
-		b = jsonlex.AppendString(b, a.Key)
-		if a.IsInt {
-			b = append(b, `,"value":{"intValue":"`...)
-			b = strconv.AppendInt(b, a.Int, 10)
-			b = append(b, `"}}`...)
-		} else {
-			b = append(b, `,"value":{"stringValue":`...)
-			b = jsonlex.AppendString(b, a.Str)
-			b = append(b, `}}`...)
-		}
+	n := 0
+	for _, a := range first {
+		b = appendAttrJSON(b, n, a)
+		n++
+	}
+	for _, a := range as {
+		b = appendAttrJSON(b, n, a)
+		n++
 	}
 	return append(b, ']')
+}
+
+// appendAttrJSON appends one attribute, the i-th of its list.
+func appendAttrJSON(b []byte, i int, a Attr) []byte {
+	if i > 0 {
+		b = append(b, ',')
+	}
+	b = append(b, `{"key":`...)
+	b = jsonlex.AppendString(b, a.Key)
+	if a.IsInt {
+		b = append(b, `,"value":{"intValue":"`...)
+		b = strconv.AppendInt(b, a.Int, 10)
+		return append(b, `"}}`...)
+	}
+	b = append(b, `,"value":{"stringValue":`...)
+	b = jsonlex.AppendString(b, a.Str)
+	return append(b, `}}`...)
 }
 
 func appendHeadJSON(b []byte, kind string, res []Attr, scopeVersion string) []byte {
@@ -89,7 +104,7 @@ func appendTracesJSON(b []byte, res []Attr, scopeVersion string, spans []Span) [
 		b = appendNanos(b, "startTimeUnixNano", s.Start.UnixNano())
 		b = appendNanos(b, "endTimeUnixNano", s.End.UnixNano())
 		b = append(b, ',')
-		b = appendAttrsJSON(b, "attributes", s.Attrs)
+		b = appendAttrsJSON2(b, "attributes", s.Shared.Attrs(), s.Attrs)
 		if s.Status != StatusUnset {
 			b = append(b, `,"status":{"code":`...)
 			b = strconv.AppendInt(b, int64(s.Status), 10)

@@ -130,6 +130,9 @@ func (e *pb) span(s *Span) {
 	e.uint(6, uint64(s.Kind))
 	e.fixed64(7, uint64(s.Start.UnixNano()))
 	e.fixed64(8, uint64(s.End.UnixNano()))
+	if s.Shared != nil {
+		e.b = append(e.b, s.Shared.proto...) // encoded once, when the set was made
+	}
 	for _, a := range s.Attrs {
 		e.attr(9, a)
 	}

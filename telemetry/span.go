@@ -3,6 +3,7 @@ package telemetry
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -44,9 +45,39 @@ type Span struct {
 	Name         string
 	Kind         int
 	Start, End   time.Time
-	Attrs        []Attr
-	Status       int
-	StatusMsg    string
+	// Shared are attributes the span carries with many others (its method's and the
+	// session's), encoded once; Attrs are its own.
+	Shared    *AttrSet
+	Attrs     []Attr
+	Status    int
+	StatusMsg string
+}
+
+// AttrSet is a set of attributes many spans carry alike (Span.Shared): encoded for
+// OTLP/protobuf once, when made, not once per span. It is not changed once made (a
+// batch being encoded may hold it).
+type AttrSet struct {
+	attrs []Attr
+	proto []byte // the attributes as Span.attributes fields (9)
+}
+
+// NewAttrSet is the set of as (copied).
+func NewAttrSet(as []Attr) *AttrSet {
+	s := &AttrSet{attrs: slices.Clone(as)}
+	e := pb{}
+	for _, a := range s.attrs {
+		e.attr(9, a)
+	}
+	s.proto = e.b
+	return s
+}
+
+// Attrs are the set's attributes (nil for a nil set); not to be changed.
+func (s *AttrSet) Attrs() []Attr {
+	if s == nil {
+		return nil
+	}
+	return s.attrs
 }
 
 // NewTraceID and NewSpanID make random ids (math/rand/v2's generator is seeded from
