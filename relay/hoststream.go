@@ -147,7 +147,7 @@ func (l *hostLine) End(e framing.LineEnd) {
 	if l.st != nil && !e.Over {
 		l.st.End(l.gather)
 		if l.st.Inexact {
-			r.log.Warn("a long call from the host held more whitespace than the proxy holds while streaming it; the correlation key's removal may have left a stray comma")
+			r.log.Warn("a long call from the host was edited as it passed where the whole line's edit may differ (more whitespace than the proxy holds while streaming it, or a second value on the line); the correlation key's removal may have left a stray comma")
 		}
 	}
 	l.send()
@@ -182,6 +182,10 @@ func (l *hostLine) End(e framing.LineEnd) {
 	var werr error
 	switch {
 	case l.lost:
+	case l.useWhole && settled:
+		// Gathered while no server served, and settled since with a server that
+		// died meanwhile (the host has its answer): written now, it would go to the
+		// next server, which would run it and answer a second time.
 	case l.useWhole:
 		werr = r.up.Write(l.whole)
 	case l.out != nil:
