@@ -158,9 +158,11 @@ func (l *hostLine) End(e framing.LineEnd) {
 	}
 	r.sendMu.Lock()
 	settled := !r.hostReqs.hasKey(jsonlex.IDKey(l.id))
-	if l.keep && !r.stopped && !e.Over && !e.Cut {
+	if l.keep && !r.stopped && !e.Over {
 		// Interception sees the call as the host wrote it (and removes the key from
-		// its copy, finding the correlation id), before the newline.
+		// its copy, finding the correlation id), before the newline. A line the
+		// host's end cut off too: the server gets it ended, as a last line without
+		// its newline is a message read whole (framing.Reader), and may run it.
 		if r.lic != nil {
 			r.lx.Lex(l.msg)
 			r.lic.FromHostLexed(l.msg, &r.lx, l.readAt)
@@ -194,7 +196,7 @@ func (l *hostLine) End(e framing.LineEnd) {
 	r.sendMu.Unlock()
 	switch {
 	case e.Cut:
-		r.hostReqs.remove(l.id) // the host is gone; the server has half a message
+		r.hostReqs.remove(l.id) // the host is gone; the server has the line, ended
 	case e.Over:
 		if !settled {
 			r.hostReqs.remove(l.id)

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -58,5 +61,45 @@ func TestLongHostCallGatheredWhileReplacedIsNotSentAfterItsAnswer(t *testing.T) 
 	got := r.waitHost("the next call's answer", func(got string) bool { return strings.Contains(got, `"id":8,"result"`) })
 	if n := strings.Count(got, `"id":7,`); n != 1 {
 		t.Fatalf("the host got %d answers for the long call, want one: %s", n, got)
+	}
+}
+
+// TestLongHostCallWithoutNewlineIsRecorded: a host that writes its last call
+// without a final newline and closes its input still meant it as a message: read
+// whole, it is forwarded and recorded. Streamed, the server got it (with the
+// newline) and ran it, but interception never saw it: the journal had no report of a
+// call that ran.
+func TestLongHostCallWithoutNewlineIsRecorded(t *testing.T) {
+	for _, threshold := range []string{"0", "1"} {
+		t.Run("threshold="+threshold, func(t *testing.T) {
+			journal := filepath.Join(t.TempDir(), "j.jsonl")
+			r := startStreamRig(t, []string{"BIR_OFF=0", "BIR_STREAM_THRESHOLD=" + threshold}, "--server", "s", "--journal", journal)
+			s := r.server()
+			r.handshake(t, s)
+			line, stripped := longCall("7", 256<<10)
+			r.sendPart(line)
+			r.stdin.Close()
+			if got := s.rawLine(t); got != stripped+"\n" {
+				t.Fatalf("the server got %d bytes, want the call without its key (%d bytes)", len(got), len(stripped)+1)
+			}
+			s.print(t, `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"ok"}]}}`+"\n")
+			r.waitHost("the call's answer", func(got string) bool { return strings.Contains(got, `"id":7,"result"`) })
+			s.Close()
+			r.exited("the host closed its input")
+			b, err := os.ReadFile(journal)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				var m map[string]any
+				if json.Unmarshal([]byte(l), &m) == nil && m["tool"] == "write" {
+					if m["callId"] != "c-7" || m["outcome"] != "ok" {
+						t.Fatalf("the call's report: callId %v outcome %v, want c-7 ok", m["callId"], m["outcome"])
+					}
+					return
+				}
+			}
+			t.Fatalf("no report of the call in the journal: %.500s", b)
+		})
 	}
 }
