@@ -157,8 +157,9 @@ func (l *hostLine) End(e framing.LineEnd) {
 		l.err = errOverCap
 	}
 	r.sendMu.Lock()
+	stopped := r.stopped
 	settled := !r.hostReqs.hasKey(jsonlex.IDKey(l.id))
-	if l.keep && !r.stopped && !e.Over {
+	if l.keep && !stopped && !e.Over {
 		// Interception sees the call as the host wrote it (and removes the key from
 		// its copy, finding the correlation id), before the newline. A line the
 		// host's end cut off too: the server gets it ended, as a last line without
@@ -183,6 +184,10 @@ func (l *hostLine) End(e framing.LineEnd) {
 	l.msg = nil
 	var werr error
 	switch {
+	case stopped:
+		// Run has ended, or is ending: it may have returned already (a host read
+		// it cannot interrupt is not joined), and the upstream is the caller's to
+		// close; as forward does, the line goes no further.
 	case l.lost:
 	case l.useWhole && settled:
 		// Gathered while no server served, and settled since with a server that
@@ -195,6 +200,12 @@ func (l *hostLine) End(e framing.LineEnd) {
 	}
 	r.sendMu.Unlock()
 	switch {
+	case stopped:
+		// Nor is interception touched: the host alone is told, if it still waits.
+		if !e.Cut && r.hostReqs.take(l.id) {
+			r.answerHost([][]byte{l.id}, "bir-proxy: the session ended while the request was being passed on")
+		}
+		return
 	case e.Cut:
 		r.hostReqs.remove(l.id) // the host is gone; the server has the line, ended
 	case e.Over:
