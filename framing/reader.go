@@ -452,6 +452,13 @@ func (r *Reader) offer(nl int) bool {
 	if r.fragBytes+int64(len(avail)) < int64(r.streamAt) {
 		return false
 	}
+	if whole && r.fragBytes+int64(len(avail))-1 > int64(r.max) {
+		// All of it is here and it is over the cap (even if a last "\r" is the
+		// terminator's): read whole, it is refused as such, and no peer gets a
+		// prefix of it.
+		r.undecided = true
+		return false
+	}
 	if !r.spkOn {
 		r.spk.Reset()
 		r.spkOn, r.spkFed = true, 0
