@@ -71,13 +71,19 @@ type hostLine struct {
 }
 
 func (l *hostLine) Write(p []byte) {
+	if l.st != nil {
+		l.st.Write(p, l.gather)
+		if l.st.Whole() {
+			// Held is the line, forwarded whole at its end (nothing of it was
+			// emitted): a copy kept for interception too would hold it twice.
+			l.msg, l.keep = nil, false
+			return
+		}
+	} else {
+		l.buf = append(l.buf, p...)
+	}
 	if l.keep {
 		l.msg = append(l.msg, p...)
-	}
-	if l.st == nil {
-		l.buf = append(l.buf, p...)
-	} else {
-		l.st.Write(p, l.gather)
 	}
 	l.send()
 }
