@@ -208,6 +208,12 @@ func FuzzArgStrip(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":1,"_bir_call_id":"c1"}}}`), uint16(17), uint16(3))
 	f.Add([]byte(`{"id":1,"method":"tools/call","params":{"arguments":{"_bir_call_id":"c1" , "a":[1,2]}}}`), uint16(40), uint16(1))
 	f.Add([]byte(`[{"id":1,"method":"tools/call","params":{"arguments":{"_bir_call_id":"c1"}}}]`), uint16(5), uint16(9))
+	// Review seeds: escaped and duplicate keys, a run of removed members, whitespace
+	// around them, a method after the params, a later object of a batch.
+	f.Add([]byte(`{"id":1,"method":"tools/call","params":{"arguments":{"a":1 ,"_bir_call_id":1 , "b":3,"\u005fbir_call_id":2 , "c":4 }}}`), uint16(3), uint16(2))
+	f.Add([]byte(`{"id":1,"method":"tools\/call","method":"x","params":{"arguments":{"_bir_call_id":[],"_bir_call_id":{}},"arguments":{"_bir_call_id":1}}}`), uint16(1), uint16(1))
+	f.Add([]byte(`[{"id":1,"method":"tools/call","params":{}},{"params":{"arguments":{"_bir_call_id":1}},"method":"x"}]`), uint16(7), uint16(5))
+	f.Add([]byte(`{"id":1,"method":"x","params":{"arguments":{"_bir_call_id":1}},"method":"tools/call"}`), uint16(2), uint16(4))
 	f.Fuzz(func(t *testing.T, msg []byte, at, step uint16) {
 		var cuts []int
 		for p := int(at); p < len(msg) && step > 0; p += int(step) {

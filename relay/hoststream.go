@@ -80,13 +80,19 @@ type hostLine struct {
 }
 
 func (l *hostLine) Write(p []byte) {
+	if l.st != nil {
+		l.st.Write(p, l.gather)
+		if l.st.Whole() {
+			// Held is the line, forwarded whole at its end (nothing of it was
+			// emitted): a copy kept for interception too would hold it twice.
+			l.msg, l.keep = nil, false
+			return
+		}
+	} else {
+		l.buf = append(l.buf, p...)
+	}
 	if l.keep {
 		l.msg = append(l.msg, p...)
-	}
-	if l.st == nil {
-		l.buf = append(l.buf, p...)
-	} else {
-		l.st.Write(p, l.gather)
 	}
 	l.send()
 }
@@ -158,7 +164,7 @@ func (l *hostLine) End(e framing.LineEnd) {
 	if l.st != nil && !e.Over {
 		l.st.End(l.gather)
 		if l.st.Inexact {
-			r.log.Warn("a long call from the host held more whitespace than the proxy holds while streaming it; the correlation key's removal may have left a stray comma")
+			r.log.Warn("a long call from the host was edited as it passed where the whole line's edit may differ (more whitespace than the proxy holds while streaming it, or a second value on the line); the correlation key's removal may have left a stray comma")
 		}
 	}
 	l.send()
@@ -168,10 +174,14 @@ func (l *hostLine) End(e framing.LineEnd) {
 		l.err = errOverCap
 	}
 	r.sendMu.Lock()
+	stopped := r.stopped
 	settled := l.registered && !r.hostReqs.hasKey(jsonlex.IDKey(l.id))
-	if (l.keep || l.dig != nil) && !r.stopped && !e.Over && !e.Cut {
+	if (l.keep || l.dig != nil) && !stopped && !e.Over {
 		// Interception sees the call before the newline: as the host wrote it (and
-		// removes the key from its copy, finding the correlation id), or reduced.
+		// removes the key from its copy, finding the correlation id), or reduced. A
+		// line the host's end cut off too: the server gets it ended, as a last line
+		// without its newline is a message read whole (framing.Reader), and may run
+		// it.
 		switch {
 		case l.dig != nil:
 			l.dig.finish()
@@ -196,6 +206,14 @@ func (l *hostLine) End(e framing.LineEnd) {
 	l.msg = nil
 	var werr error
 	switch {
+	case stopped:
+		// Run has ended, or is ending: it may have returned already (a host read
+		// it cannot interrupt is not joined), and the upstream is the caller's to
+		// close; as forward does, the line goes no further.
+	case l.useWhole && settled:
+		// Gathered while no server served, and settled since with a server that
+		// died meanwhile (the host has its answer): written now, it would go to the
+		// next server, which would run it and answer a second time.
 	case l.useWhole:
 		werr = r.up.Write(l.whole)
 	case l.out != nil:
@@ -203,8 +221,14 @@ func (l *hostLine) End(e framing.LineEnd) {
 	}
 	r.sendMu.Unlock()
 	switch {
+	case stopped:
+		// Nor is interception touched: the host alone is told, if it still waits.
+		if !e.Cut && r.hostReqs.take(l.id) {
+			r.answerHost([][]byte{l.id}, "bir-proxy: the session ended while the request was being passed on")
+		}
+		return
 	case e.Cut:
-		r.hostReqs.remove(l.id) // the host is gone; the server has half a message
+		r.hostReqs.remove(l.id) // the host is gone; the server has the line, ended
 	case e.Over:
 		if !settled {
 			r.hostReqs.remove(l.id)

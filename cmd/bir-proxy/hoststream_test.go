@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -128,18 +127,11 @@ func TestLongHostCallIsRecordedAsWhole(t *testing.T) {
 		r.lines(2)
 		r.stdin.Close()
 		r.exited("the host closed its input")
-		b, err := os.ReadFile(journal)
-		if err != nil {
-			t.Fatal(err)
+		m := writeReport(t, journal)
+		if m == nil {
+			t.Fatalf("threshold %s: no report of the call in the journal", threshold)
 		}
-		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			var m map[string]any
-			if json.Unmarshal([]byte(l), &m) == nil && m["tool"] == "write" {
-				return m
-			}
-		}
-		t.Fatalf("threshold %s: no report of the call in the journal: %.500s", threshold, b)
-		return nil
+		return m
 	}
 	whole, streamed := report("0"), report("1")
 	_, stripped := longCall("7", 1<<20)
@@ -178,22 +170,8 @@ func TestServerDiesInTheMiddleOfALongHostCall(t *testing.T) {
 	s.rawAtLeast(t, half/2)
 	s.Close() // dies mid-line
 	s2 := r.server()
-	init2 := s2.recvLine(t)
-	id, ok := jsonID([]byte(init2))
-	if !ok || !strings.Contains(init2, `"initialize"`) {
-		t.Fatalf("the new server got %.200s, want the re-handshake's initialize", init2)
-	}
-	s2.print(t, `{"jsonrpc":"2.0","id":`+id+`,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`+"\n")
-	if got := s2.recvLine(t); !strings.Contains(got, "notifications/initialized") {
-		t.Fatalf("the new server got %.200s, want notifications/initialized", got)
-	}
-	r.sendPart(line[half:] + "\n")
-	r.send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
-	if got := s2.recvLine(t); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":8,`) {
-		t.Fatalf("the new server got %.200s, want the host's next call", got)
-	}
-	s2.print(t, `{"jsonrpc":"2.0","id":8,"result":{}}`+"\n")
-	got := r.waitHost("the next call's answer", func(got string) bool { return strings.Contains(got, `"id":8,"result"`) })
+	reviveTo(t, s2)
+	got := r.endThenNextCall(t, s2, line[half:])
 	if n := strings.Count(got, `"id":7,`); n != 1 || !strings.Contains(got, `"id":7,"error"`) {
 		t.Fatalf("the host got %d answers for the call cut by the death, want one error: %s", n, got)
 	}

@@ -20,7 +20,7 @@ import "bytes"
 // Whole then says so, and from there on everything is held (Held returns it), for
 // the caller to read the line whole. A later object on the same line (a line holds
 // one value; this is for a peer that sends more) is edited in that case anyway: the
-// key must never pass.
+// key must never pass (Inexact: the whole line's edit leaves one that is not a call).
 //
 // It follows structure only, like the rest of the package, is never recursive, and
 // holds at most a few hundred bytes besides the head (maxHead) and a separator
@@ -57,7 +57,9 @@ type ArgStrip struct {
 	pend        []byte // the separator after the last kept member
 	tail        []byte // what followed the last removed member
 
-	// Inexact says the edit may differ from the whole line's: a bound was passed.
+	// Inexact says the edit may differ from the whole line's: a bound was passed, or
+	// an object after the first on the line (a batch's) reached its params with no
+	// method saying tools/call before them, and was edited all the same.
 	Inexact bool
 
 	// What is kept of the first object for its report (Capture): the arguments go
@@ -338,9 +340,12 @@ func (a *ArgStrip) route(i int, m stripMode) {
 
 // headOver: a head passed maxHead before its params.
 func (a *ArgStrip) headOver() {
-	if a.objs == 1 && !a.anyCall {
-		a.whole = true
-		return
+	if !a.anyCall {
+		if a.objs == 1 {
+			a.whole = true
+			return
+		}
+		a.Inexact = true // edited whatever it is, as in keyEnd
 	}
 	a.strip = true
 	a.endHead()
@@ -597,7 +602,10 @@ func (a *ArgStrip) keyEnd(i int, f *stripFrame) {
 						a.whole = true
 						return
 					}
-					// Not the first value on the line: it passes edited, whatever it is.
+					// Not the first value on the line: it passes edited, whatever it
+					// is, though the whole line's edit leaves an object that is not a
+					// call as it is (the key must never pass): Inexact.
+					a.Inexact = true
 				}
 				a.strip = true
 				a.endHead()
