@@ -73,7 +73,7 @@ type hostLine struct {
 	// whole holds what goes to the server when no message could begin in pieces
 	// (no server serving: one is being replaced); it is written whole at the end,
 	// and held by the upstream for the next server like any message.
-	whole    []byte
+	whole      []byte
 	useWhole   bool
 	registered bool  // the request is in hostReqs (from its first byte on)
 	err        error // writing a piece failed: the rest is dropped
