@@ -54,6 +54,7 @@ type argsDigest struct {
 	n      int64  // their size
 	over   bool   // past maxDigestArgs or dropped: not recorded
 	missed bool   // a piece was dropped
+	fs     jcs.Stream
 	fp     string
 }
 
@@ -118,17 +119,20 @@ func (d *argsDigest) run() {
 		switch {
 		case p.end:
 			d.missed = p.begin
-			if !d.missed && !d.over {
-				args := d.args
-				if len(args) == 0 {
-					args = nil // absent: hashed as {}
+			if !d.missed {
+				// Computed as the pieces came (a Stream with nothing written is {}'s,
+				// as absent arguments are); "" when it needs the arguments whole
+				// (jcs.ErrNeedsWhole) or they are not JSON.
+				if fp, err := d.fs.Sum(); err == nil {
+					d.fp = fp
 				}
-				d.fp, _ = jcs.Fingerprint(args)
 			}
 			return
 		case p.begin:
 			d.args, d.n, d.over = d.args[:0], 0, false
+			d.fs.Reset()
 		}
+		d.fs.Write(p.b)
 		d.n += int64(len(p.b))
 		if d.over || d.n > maxDigestArgs {
 			d.over, d.args = true, nil

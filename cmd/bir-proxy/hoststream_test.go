@@ -110,14 +110,15 @@ func TestLongHostCallReachesTheServerAsItArrives(t *testing.T) {
 }
 
 // TestLongHostCallIsRecordedAsWhole: recording, a streamed call's report (callId,
-// tool, fingerprint, arguments) is the one the same call read whole gets.
+// tool, fingerprint, arguments) is the one the same call read whole gets; 4 MB of
+// arguments, past the size jcs.Stream holds to fingerprint exactly.
 func TestLongHostCallIsRecordedAsWhole(t *testing.T) {
 	report := func(threshold string) map[string]any {
 		journal := filepath.Join(t.TempDir(), "j.jsonl")
 		r := startStreamRig(t, []string{"BIR_OFF=0", "BIR_STREAM_THRESHOLD=" + threshold}, "--server", "s", "--journal", journal)
 		s := r.server()
 		r.handshake(t, s)
-		line, stripped := longCall("7", 1<<20)
+		line, stripped := longCall("7", 4<<20)
 		r.sendPart(line[:len(line)/2])
 		r.sendPart(line[len(line)/2:] + "\n")
 		if got := s.rawLine(t); got != stripped+"\n" {
@@ -134,7 +135,7 @@ func TestLongHostCallIsRecordedAsWhole(t *testing.T) {
 		return m
 	}
 	whole, streamed := report("0"), report("1")
-	_, stripped := longCall("7", 1<<20)
+	_, stripped := longCall("7", 4<<20)
 	var msg struct {
 		Params struct{ Arguments json.RawMessage }
 	}
