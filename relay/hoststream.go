@@ -232,7 +232,8 @@ func (l *hostLine) End(e framing.LineEnd) {
 	case e.Over:
 		if !settled {
 			r.hostReqs.remove(l.id)
-			r.refuseTooLong(&framing.TooLongError{Size: e.Size, Max: e.Max, ID: l.id, Method: []byte(`"tools/call"`)}, l.readAt)
+			r.refuseTooLongSent(&framing.TooLongError{Size: e.Size, Max: e.Max, ID: l.id, Method: []byte(`"tools/call"`)}, l.readAt,
+				fmt.Sprintf("it was streamed to the server as it came, and cut off there after %d bytes", e.Size))
 		}
 	case l.err != nil || werr != nil:
 		if err := errors.Join(l.err, werr); r.hostReqs.take(l.id) {

@@ -541,6 +541,12 @@ func (r *Relay) forwardLocked(msg []byte, readAt time.Time) (bool, *endedRequest
 // report saying what happened); an answer to the server's request is replaced, for the
 // server, by an error answer.
 func (r *Relay) refuseTooLong(e *framing.TooLongError, at time.Time) {
+	r.refuseTooLongSent(e, at, "it was not sent to the server")
+}
+
+// refuseTooLongSent is refuseTooLong, saying what reached the server as sent (a long
+// call streamed to it reached it cut off: hoststream.go).
+func (r *Relay) refuseTooLongSent(e *framing.TooLongError, at time.Time, sent string) {
 	if e.ID == nil {
 		return // a notification: nobody waits for it
 	}
@@ -552,7 +558,7 @@ func (r *Relay) refuseTooLong(e *framing.TooLongError, at time.Time) {
 		}
 		return
 	}
-	answer := ErrorResponse(e.ID, -32600, fmt.Sprintf("bir-proxy: the request was %s, over the proxy's --max-message cap of %d bytes; it was not sent to the server", e.Sized(), e.Max))
+	answer := ErrorResponse(e.ID, -32600, fmt.Sprintf("bir-proxy: the request was %s, over the proxy's --max-message cap of %d bytes; %s", e.Sized(), e.Max, sent))
 	report := r.ic != nil && jsonlex.KeyIs(e.Method, "tools/call")
 	if report {
 		// Interception never saw the call; it is reported as what it was, a call
