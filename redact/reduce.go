@@ -790,6 +790,7 @@ type strDecoder struct {
 	strict bool
 	pend   [12]byte
 	np     int
+	ebuf   [8]byte
 	small  []byte // decoded bytes not yet hashed: escapes come a few bytes at a time
 	child  *reducer
 }
@@ -828,6 +829,11 @@ func (d *strDecoder) write(b []byte) {
 		}
 		d.plain(b[:k])
 		b = b[k:]
+		if len(b) >= len(d.pend) {
+			// the whole escape is here (AppendEscape reads at most a \u pair)
+			b = b[d.escape(b):]
+			continue
+		}
 		k = copy(d.pend[:], b)
 		d.np = k
 		b = b[k:]
@@ -854,15 +860,20 @@ func (d *strDecoder) escapes(final bool) {
 		if d.np < len(d.pend) && !final {
 			return
 		}
-		var buf [8]byte
-		out, next, ok := jsonlex.AppendEscape(buf[:0], pend, 0)
-		if !ok {
-			out, next = append(buf[:0], '\\'), 1
-			d.strict = false
-		}
-		d.emit(out)
-		d.shift(next)
+		d.shift(d.escape(pend))
 	}
+}
+
+// escape decodes the escape b starts with (b holds all of it, or ends where the body
+// does) and returns its length; an invalid one stands for its backslash.
+func (d *strDecoder) escape(b []byte) int {
+	out, next, ok := jsonlex.AppendEscape(d.ebuf[:0], b, 0)
+	if !ok {
+		out, next = append(d.ebuf[:0], '\\'), 1
+		d.strict = false
+	}
+	d.emit(out)
+	return next
 }
 
 func (d *strDecoder) shift(k int) {
@@ -871,7 +882,8 @@ func (d *strDecoder) shift(k int) {
 }
 
 func (d *strDecoder) plain(b []byte) {
-	if d.strict {
+	// Strictness only matters to the JSON the string may hold.
+	if d.strict && d.child != nil {
 		for _, c := range b {
 			if c < 0x20 {
 				d.strict = false

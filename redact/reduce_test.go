@@ -18,9 +18,10 @@ func writeSplit(r *Reducer, in []byte, seed uint64) {
 		return
 	}
 	rng := rand.New(rand.NewPCG(seed, seed>>7))
-	max := 1 + int(seed%9000)
+	most := 1 + int(seed%9000)
+	least := len(in) / 4096 // a few thousand fragments at most: each costs a few hash calls
 	for len(in) > 0 {
-		k := min(len(in), 1+rng.IntN(max))
+		k := min(len(in), max(least, 1+rng.IntN(most)))
 		r.Write(in[:k])
 		in = in[k:]
 	}
