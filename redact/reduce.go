@@ -718,7 +718,7 @@ func stringEnd(p []byte, bs bool) (int, bool) {
 	for {
 		j := bytes.IndexByte(p[i:], '"')
 		if j < 0 {
-			return -1, escapesNext(p, i, bs)
+			return -1, escapesNext(p, bs)
 		}
 		q := i + j
 		n := 0
@@ -736,9 +736,8 @@ func stringEnd(p []byte, bs bool) (int, bool) {
 }
 
 // escapesNext says whether the run of backslashes ending p is odd (counting the
-// escape carried in by bs when the run is all of p); from is where p's unread part
-// starts, past which the run cannot reach a quote.
-func escapesNext(p []byte, from int, bs bool) bool {
+// escape carried in by bs when the run is all of p).
+func escapesNext(p []byte, bs bool) bool {
 	n := 0
 	for k := len(p) - 1; k >= 0 && p[k] == '\\'; k-- {
 		n++
@@ -746,7 +745,6 @@ func escapesNext(p []byte, from int, bs bool) bool {
 	if n == len(p) && bs {
 		n++
 	}
-	_ = from
 	return n%2 == 1
 }
 
