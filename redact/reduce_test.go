@@ -232,6 +232,42 @@ func TestReducerStreamsMatchWhole(t *testing.T) {
 	}
 }
 
+// TestReducerEdgeShapes: long keys, top-level long strings, pairs and flags whose value
+// is cut, media and name/value look-ahead, JSON held after long white space or with
+// long escapes, and escapes (a \u pair among them) straddling the kept part's end.
+func TestReducerEdgeShapes(t *testing.T) {
+	var r Reducer
+	long := strings.Repeat("ab\\u00e9c", 2000)
+	var ins []string
+	for _, s := range []string{
+		`{"` + long + `password": 1, "x": "` + long + `"}`,
+		`"` + long + `"`,
+		`  "` + long + `"  `,
+		`["X-Api-Key", "` + long + `"]`,
+		`["--password", "` + long + `", "-p", "` + long + `"]`,
+		`[{"name":"API_KEY","value":"` + long + `"}]`,
+		`{"value":"` + long + `","name":"token"}`,
+		`{"data":"` + strings.Repeat("QUJD", 3000) + `","type":"image"}`,
+		`"` + strings.Repeat(" ", 5000) + `{\"password\":\"hunter22\"}"`,
+		`"{\"password\":\"hunter22\",\"x\":\"` + strings.Repeat(`\\\"`, 3000) + `\"}"`,
+		`"{\"a\":\"` + strings.Repeat("\\\\u0041", 3000) + `\"}"`,
+		`{"a":"` + strings.Repeat("x", 5000) + `\ud83d\ude00` + `"}`,
+	} {
+		ins = append(ins, s)
+	}
+	for k := stubAt - 16; k < stubAt+16; k++ {
+		ins = append(ins, `{"a":"`+strings.Repeat("x", k)+`\ud83d\ude00\n\"`+strings.Repeat("y", 300)+`"}`)
+		ins = append(ins, `"{\"password\":\"hunter22\",\"x\":\"`+strings.Repeat("x", k)+`\\ud83d\\ude00\"}"`)
+	}
+	for _, s := range ins {
+		for _, b := range []int{0, 700, 256, 100} {
+			for _, seed := range []uint64{0, 1, 5, 4099} {
+				sameReduced(t, &r, []byte(s), b, seed)
+			}
+		}
+	}
+}
+
 // FuzzReducer: any bytes, grown into any big shape, split anywhere: the reduced
 // report is Report's (or the summary, over the bound).
 func FuzzReducer(f *testing.F) {
