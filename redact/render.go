@@ -21,7 +21,30 @@ type doc struct {
 	extents map[int]extent // container start → its extent and digest
 	digests map[int]digest // string start → digest of its text
 	inner   map[int]*doc   // string start → the JSON text it holds, nil if none
+
+	// red is set when src is a Reducer's stand-in for a longer value: the memos above
+	// then come filled in with what the cut parts were, and red says where they were.
+	red *reduced
 }
+
+// length is how many bytes of the original value the text src[p:e] stands for.
+func (d *doc) length(p, e int) int64 {
+	n := int64(e - p)
+	if d.red != nil {
+		n += d.red.shrink(p, e)
+	}
+	return n
+}
+
+// hole says what is at p is not in a stand-in (the rest of a container from the item
+// or member at p: holeTail; the container at p: holeWhole): the limits of this pass
+// show more than the Reducer kept, so the pass must give way to a smaller one.
+func (d *doc) hole(p int, kind uint8) bool { return d.red != nil && d.red.holes[p]&kind != 0 }
+
+const (
+	holeTail uint8 = 1 << iota
+	holeWhole
+)
 
 type extent struct {
 	end, count int
@@ -244,9 +267,12 @@ func (r *renderer) value(d *doc, p, depth int, h hint) (end int, flag bool, err 
 	switch c := src[p]; c {
 	case '{', '[':
 		if depth >= r.lim.depth {
-			if x, err := d.extentSum(p); err != nil || x.end-p > markerRoom {
+			if x, err := d.extentSum(p); err != nil || d.length(p, x.end) > markerRoom {
 				return r.cutWhole(d, p)
 			}
+		}
+		if d.hole(p, holeWhole) {
+			return 0, false, errOverflow
 		}
 		if c == '{' {
 			end, err = r.object(d, p, depth+1)
@@ -292,7 +318,7 @@ func (r *renderer) cutWhole(d *doc, p int) (int, bool, error) {
 	if d.src[p] == '{' {
 		kind = "object"
 	}
-	r.appendWholeMarker(kind, int64(x.end-p), x.sum)
+	r.appendWholeMarker(kind, d.length(p, x.end), x.sum)
 	return x.end, false, r.check()
 }
 
@@ -354,13 +380,16 @@ func (r *renderer) object(d *doc, start, depth int) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			if x.end-p > markerRoom {
+			if d.length(p, x.end) > markerRoom {
 				r.out = append(r.out, `"…":"`...)
 				r.out = appendCountMarker(r.out, int64(x.count-n), int64(x.count), "members", x.sum)
 				r.out = append(r.out, `"}`...)
 				r.clipped = true
 				return x.end, r.check()
 			}
+		}
+		if d.hole(p, holeTail) {
+			return 0, errOverflow
 		}
 		ke := d.stringEnd(p)
 		if ke < 0 {
@@ -686,13 +715,16 @@ func (r *renderer) array(d *doc, start, depth int) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			if x.end-p > markerRoom {
+			if d.length(p, x.end) > markerRoom {
 				r.out = append(r.out, `"…`...)
 				r.out = appendCountMarker(r.out, int64(x.count-n), int64(x.count), "items", x.sum)
 				r.out = append(r.out, `"]`...)
 				r.clipped = true
 				return x.end, r.check()
 			}
+		}
+		if d.hole(p, holeTail) {
+			return 0, errOverflow
 		}
 		var err error
 		if flag {

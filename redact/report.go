@@ -57,6 +57,13 @@ const maxNested = 8
 // valid until the next call, and whoever keeps it copies it.
 func (z *Redactor) Report(raw []byte, budget int) (out json.RawMessage, clipped bool) {
 	out, clipped = z.report(raw, budget)
+	z.trim()
+	return out, clipped
+}
+
+// trim drops the buffers too big to keep for the next value, and what reads the last
+// value's bytes.
+func (z *Redactor) trim() {
 	r := &z.r
 	for _, b := range []*[]byte{&r.dec, &r.red, &r.inner} {
 		if cap(*b) > maxKept {
@@ -80,23 +87,30 @@ func (z *Redactor) Report(raw []byte, budget int) (out json.RawMessage, clipped 
 		r.out = nil // out is the caller's until the next call; only the next one drops it
 	}
 	z.d = doc{} // the value's bytes and memos must not outlive the call
-	return out, clipped
 }
 
 func (z *Redactor) report(raw []byte, budget int) (out json.RawMessage, clipped bool) {
+	z.d = doc{src: raw}
+	return z.reportDoc(&z.d, nil, budget)
+}
+
+// reportDoc renders d, or plain (made from d's source when nil) once d turns out not
+// to be JSON.
+func (z *Redactor) reportDoc(d, plain *doc, budget int) (out json.RawMessage, clipped bool) {
 	if budget <= 0 {
 		budget = DefaultBudget
 	}
 	r := &z.r
-	z.d = doc{src: raw}
-	d := &z.d
+	raw := d.src
 	for level := 0; level < len(levels); level++ {
 		err := r.render(d, levels[level], budget)
 		if err == nil {
 			return r.out, r.clipped
 		}
 		if errors.Is(err, errSyntax) && !d.plain {
-			d = &doc{src: raw, plain: true}
+			if d = plain; d == nil {
+				d = &doc{src: raw, plain: true}
+			}
 			level = -1
 		}
 	}
@@ -156,8 +170,12 @@ const (
 // summary returns a stand-in for the whole value that fits budget: a marker naming it,
 // or shorter ones when even that does not fit.
 func summary(d *doc, budget int) json.RawMessage {
-	var out []byte
 	kind, n, sum := d.describe()
+	return summaryOf(kind, n, sum, budget)
+}
+
+func summaryOf(kind string, n int64, sum [32]byte, budget int) json.RawMessage {
+	var out []byte
 	out = append(out, `"[clipped `...)
 	out = append(out, kind...)
 	out = append(out, ", "...)
@@ -176,6 +194,9 @@ func summary(d *doc, budget int) json.RawMessage {
 // describe names the whole value, with its size and sha256 as the markers count them.
 func (d *doc) describe() (kind string, n int64, sum [32]byte) {
 	if d.plain {
+		if d.red != nil {
+			return "text", d.red.plainN, d.red.plainSum
+		}
 		return "text", int64(len(d.src)), sha256.Sum256(d.src)
 	}
 	p := jsonlex.SkipSpace(d.src, 0)
@@ -194,9 +215,11 @@ func (d *doc) describe() (kind string, n int64, sum [32]byte) {
 			kind = "array"
 		}
 	}
-	end, _, err := d.extent(p)
+	x, err := d.extentSum(p)
 	if err != nil {
-		end = len(d.src)
+		// Only a stand-in's plain doc knows the whole; a broken value is never
+		// summarised from a stand-in (it is rendered as text).
+		return kind, int64(len(d.src) - p), sha256.Sum256(d.src[p:])
 	}
-	return kind, int64(end - p), sha256.Sum256(d.src[p:end])
+	return kind, d.length(p, x.end), x.sum
 }
