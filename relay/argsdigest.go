@@ -49,12 +49,14 @@ type argsDigest struct {
 	done   chan struct{}
 	once   sync.Once
 
-	// The worker's, readable once done is closed.
-	args   []byte // the arguments as forwarded (the last value), up to maxDigestArgs
-	n      int64  // their size
-	over   bool   // past maxDigestArgs or dropped: not recorded
-	missed bool   // a piece was dropped
+	// The worker's, readable once done is closed: the arguments as forwarded (the
+	// last value) reduced as they come, to their fingerprint and to what their
+	// report can show (redact.Reducer: bounded, whatever their size).
+	n      int64 // their size
+	any    bool  // some bytes of them came
+	missed bool  // a piece was dropped
 	fs     jcs.Stream
+	red    redact.Reducer
 	fp     string
 }
 
@@ -64,11 +66,8 @@ type digestPiece struct {
 	end   bool
 }
 
-// Bounds: what may wait in the queue, and the arguments a digest reads.
-const (
-	maxDigestQueued = 8 << 20
-	maxDigestArgs   = 1 << 30
-)
+// maxDigestQueued bounds what may wait in the queue.
+const maxDigestQueued = 8 << 20
 
 func newArgsDigest() *argsDigest {
 	d := &argsDigest{queue: make(chan digestPiece, 256), done: make(chan struct{})}
@@ -129,16 +128,16 @@ func (d *argsDigest) run() {
 			}
 			return
 		case p.begin:
-			d.args, d.n, d.over = d.args[:0], 0, false
+			d.n, d.any = 0, false
 			d.fs.Reset()
+			d.red.Reset()
 		}
-		d.fs.Write(p.b)
-		d.n += int64(len(p.b))
-		if d.over || d.n > maxDigestArgs {
-			d.over, d.args = true, nil
-			continue
+		if len(p.b) > 0 {
+			d.fs.Write(p.b)
+			d.red.Write(p.b)
+			d.n += int64(len(p.b))
+			d.any = true
 		}
-		d.args = append(d.args, p.b...)
 	}
 }
 
@@ -149,12 +148,11 @@ func (d *argsDigest) Fingerprint() string {
 
 func (d *argsDigest) Report(budget int) (json.RawMessage, bool) {
 	<-d.done
-	if d.missed || d.over {
+	if d.missed {
 		return json.RawMessage(strconv.Quote("[bir-proxy: not recorded: " + strconv.FormatInt(d.n, 10) + "+ bytes of arguments came faster than the proxy's bookkeeping could read them]")), true
 	}
-	args := d.args
-	if len(args) == 0 {
-		args = []byte(`{}`)
+	if !d.any {
+		return redact.Report([]byte(`{}`), budget) // absent: the host saw {}
 	}
-	return redact.Report(args, budget)
+	return d.red.Report(budget)
 }

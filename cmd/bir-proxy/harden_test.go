@@ -373,11 +373,12 @@ func TestArgumentShapesCostMemoryInProportion(t *testing.T) {
 // proxy and returns the proxy's peak RSS once the call is answered and, when
 // recording, reported.
 func callPeakRSS(t *testing.T, birOff, args string) int64 {
-	return callPeakRSSAt(t, birOff, "0", args)
+	return callPeakRSSAt(t, birOff, "0", "echo", args)
 }
 
-// callPeakRSSAt is callPeakRSS with BIR_STREAM_THRESHOLD=streamAt.
-func callPeakRSSAt(t *testing.T, birOff, streamAt, args string) int64 {
+// callPeakRSSAt is callPeakRSS with BIR_STREAM_THRESHOLD=streamAt, of the tool
+// named (echo answers with the arguments, fail with a line).
+func callPeakRSSAt(t *testing.T, birOff, streamAt, tool, args string) int64 {
 	t.Helper()
 	journal := filepath.Join(t.TempDir(), "j.jsonl")
 	// Read whole (BIR_STREAM_THRESHOLD=0): the subject is the bookkeeping of a
@@ -385,14 +386,14 @@ func callPeakRSSAt(t *testing.T, birOff, streamAt, args string) int64 {
 	// streamed call's is TestStreamedCallCostsNoMemoryInProportion's.
 	cmd, in, out, done := rawProxy(t, nil, []string{"BIR_OFF=" + birOff, "BIR_RECORDER_URL=", "BIR_STREAM_THRESHOLD=" + streamAt},
 		[]string{"--server", "mem", "--journal", journal}, "--reply")
-	go in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":` + args + "}}\n")
+	go in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + "}}\n")
 	if got := readWithin(t, out); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":1,"result"`) {
 		t.Fatalf("BIR_OFF=%s: host got %.200s", birOff, got)
 	}
 	if birOff == "0" {
 		testutil.Eventually(t, "the call's report in the journal", func() bool {
 			data, _ := os.ReadFile(journal)
-			return strings.Contains(string(data), `"outcome":"ok"`)
+			return strings.Contains(string(data), `"outcome":"`)
 		})
 	}
 	hwm := procStatusKB(t, cmd.Process.Pid, "VmHWM") << 10
@@ -479,5 +480,29 @@ func endlessAnswer(t *testing.T, stream string) {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the proxy did not end after the host closed its stdin")
+	}
+}
+
+// TestStreamedCallCostsNoMemoryInProportion: recording a long call streamed to the
+// server (the default threshold) holds none of it: its arguments are reduced as they
+// pass (relay/argsdigest.go), so 16 MB of them take the proxy no further above the
+// pure pipe than the digest's queue may hold (8 MiB, when the digest lags the pipe),
+// where held whole they took it to twice their size.
+func TestStreamedCallCostsNoMemoryInProportion(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the proxy's peak RSS from /proc")
+	}
+	const size = 16 << 20
+	args := `{"path":"/tmp/x","content":"` + strings.Repeat("0123456789abcdef", size/16) + `"}`
+	// fail answers with a line: the answer is not the subject.
+	off := callPeakRSSAt(t, "1", "", "fail", args)
+	on := callPeakRSSAt(t, "0", "", "fail", args)
+	whole := callPeakRSSAt(t, "0", "0", "fail", args)
+	t.Logf("peak RSS for a %d-byte call: %d MB recording it streamed, %d MB recording it whole, %d MB under BIR_OFF=1", len(args), on>>20, whole>>20, off>>20)
+	if on-off > 12<<20 {
+		t.Errorf("recording a streamed call of %d bytes took the proxy to %d MB, %d MB over the pure pipe's %d MB", len(args), on>>20, (on-off)>>20, off>>20)
+	}
+	if whole-off < size {
+		t.Errorf("the checker's control: recording the same call whole took only %d MB over the pure pipe", (whole-off)>>20)
 	}
 }
