@@ -71,14 +71,18 @@ func sizeWorkload(vs []variant, sizesMB []int, rounds int, calls func(variant, i
 func resultCalls(v variant, size, runs int) ([]time.Duration, int64, int64) {
 	rv := v
 	rv.argv = append(slices.Clone(v.argv), "--reply-size", strconv.Itoa(size))
-	p := start(rv)
+	p, idleRSS := startIdle(rv)
 	defer p.stop()
+	return bigCalls(p, v.name, size, runs), idleRSS, procStatus(p.cmd.Process.Pid, "VmHWM")
+}
+
+// startIdle starts v, initializes it and makes one ordinary call, so that the
+// proxy's buffers for a small message are in place, and returns it with its RSS then.
+func startIdle(v variant) (*proc, int64) {
+	p := start(v)
 	initialize(p)
-	// An ordinary call first: the proxy's buffers for a small message are in place.
 	p.roundTrip([]byte(`{"jsonrpc":"2.0","id":"warm","method":"tools/list"}`))
-	pid := p.cmd.Process.Pid
-	idleRSS := procStatus(pid, "VmRSS")
-	return bigCalls(p, v.name, size, runs), idleRSS, procStatus(pid, "VmHWM")
+	return p, procStatus(p.cmd.Process.Pid, "VmRSS")
 }
 
 // bigCalls makes runs calls of the server's --reply-size tool, checking each answer
@@ -101,12 +105,8 @@ func bigCalls(p *proc, name string, size, runs int) []time.Duration {
 // file's contents, an image) of a tool that answers small ("fail": its answer is a
 // line of text), the host direction of resultCalls.
 func argsCalls(v variant, size, runs int) ([]time.Duration, int64, int64) {
-	p := start(v)
+	p, idleRSS := startIdle(v)
 	defer p.stop()
-	initialize(p)
-	p.roundTrip([]byte(`{"jsonrpc":"2.0","id":"warm","method":"tools/list"}`))
-	pid := p.cmd.Process.Pid
-	idleRSS := procStatus(pid, "VmRSS")
 	head := `","method":"tools/call","params":{"name":"fail","arguments":{"path":"/tmp/x","_bir_call_id":"c-big","content":"`
 	body := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 	var ds []time.Duration
@@ -119,7 +119,7 @@ func argsCalls(v variant, size, runs int) ([]time.Duration, int64, int64) {
 			log.Fatalf("%s: the call with large arguments was answered %.200q", v.name, resp)
 		}
 	}
-	return ds, idleRSS, procStatus(pid, "VmHWM")
+	return ds, idleRSS, procStatus(p.cmd.Process.Pid, "VmHWM")
 }
 
 // parseSizes reads a comma-separated list of sizes in MiB.
