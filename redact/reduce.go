@@ -46,6 +46,10 @@ const maxStandIn = 16 * DefaultBudget
 // (rendered as text then: the most a pass shows of a string, its margin, and more).
 const plainKeep = 4096
 
+// maxValidDepth bounds the nesting of embedded JSON the validator follows (its stack
+// is a bit a level).
+const maxValidDepth = 1 << 16
+
 const (
 	// stubAt is the decoded length from which a string is kept as a stand-in: more
 	// than the longest part any pass decodes (levels[0].str + margin), so that the
@@ -142,7 +146,7 @@ type reducer struct {
 	top   bool // the value itself (not embedded JSON)
 	base  int  // the renderer's depth of this text's value
 	embed int  // levels of embedding above
-	val   validator
+	val   jsonlex.Validator
 	dead  bool  // embedded text that turned out not to be JSON
 	probe bool  // embedded too deep to follow: only looks whether it is JSON
 	held  int   // bytes of sh.size this reducer accounts for
@@ -271,12 +275,12 @@ func (t *reducer) write(p []byte) {
 		return
 	}
 	if !t.top {
-		t.val.write(p)
-		if t.val.deep {
-			t.sh.over = true
+		t.val.Write(p)
+		if t.val.Depth() > maxValidDepth {
+			t.sh.over = true // more nesting than followed: given up on, not judged
 			return
 		}
-		if t.val.dead {
+		if t.val.Broken() {
 			t.drop()
 			return
 		}
@@ -317,7 +321,7 @@ func (t *reducer) drop() {
 	t.sh.size -= t.held
 	t.held = 0
 	t.out, t.stubs, t.exts, t.holes, t.frames = nil, nil, nil, nil, nil
-	t.val.stack, t.extra = nil, 0
+	t.val, t.extra = jsonlex.Validator{}, 0
 }
 
 func (t *reducer) keepBytes(p []byte) int {
@@ -643,7 +647,7 @@ func (t *reducer) endString() {
 	var inner *doc
 	held := 0
 	if c := st.child; c != nil {
-		if !c.dead && !c.probe && st.dec.strict && c.val.valid() && c.mode == mKeep && len(c.frames) == 0 {
+		if !c.dead && !c.probe && st.dec.strict && c.val.Valid() && c.mode == mKeep && len(c.frames) == 0 {
 			inner = c.doc()
 			// from now on this reducer accounts for what the child holds
 			held = c.held

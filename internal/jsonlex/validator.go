@@ -49,6 +49,14 @@ const (
 	numExp          // in the exponent digits
 )
 
+// Broken reports that what was written can no longer be the start of a valid JSON
+// text, whatever follows: a reader may stop feeding it.
+func (v *Validator) Broken() bool { return v.st == vBad }
+
+// Depth is how many containers are open: a reader bounds it (the stack costs a bit a
+// level).
+func (v *Validator) Depth() int { return int(v.depth) }
+
 // Reset makes v ready for the next value.
 func (v *Validator) Reset() {
 	*v = Validator{stack: v.stack[:0]}
