@@ -20,14 +20,17 @@ type KeyedInterceptor interface {
 }
 
 // startHostLine takes a long host line to the server as it arrives, when its head
-// says it is a tools/call (jsonlex.Peek: an id and the method), which is what a host
-// sends that is long: a file's contents, an image. Anything else — another method,
+// says it is a tools/call (jsonlex.Peek: its method), which is what a host sends
+// that is long: a file's contents, an image. Its id need not be known yet: the
+// TypeScript SDK writes it last, after the params, and the server cannot answer
+// before the newline, so the request is registered in flight by the time the
+// newline is written. Anything else — another method,
 // an answer to the server, a batch — is read whole as before, and so is any line
 // while the relay must see messages whole: the tool policy on, the server ended
 // before serving, ids of a replaced server's still about, Run ending. It runs on
 // the host pump's goroutine, inside hostIn.Read.
 func (r *Relay) startHostLine(pk *jsonlex.Peek) framing.LineSink {
-	if pk.ID == nil || pk.Method == nil || !jsonlex.KeyIs(pk.Method, "tools/call") || r.pol != nil {
+	if pk.Method == nil || !jsonlex.KeyIs(pk.Method, "tools/call") || r.pol != nil {
 		return nil
 	}
 	r.sendMu.Lock()
@@ -60,7 +63,7 @@ func (r *Relay) startHostLine(pk *jsonlex.Peek) framing.LineSink {
 // on it (an answer cannot come before), so a call is still known before its answer.
 type hostLine struct {
 	r      *Relay
-	id     []byte
+	id     []byte // nil until known (it may come last), and for a notification
 	readAt time.Time
 	st     *jsonlex.ArgStrip // nil: nothing to remove (no interceptor)
 	keep   bool              // interception records: the line is kept, once, for it
@@ -118,9 +121,12 @@ func (l *hostLine) send() {
 		// As noteHost does, under sendMu and before any of it reaches the server:
 		// from here on the request is the registry's, and whoever settles a server
 		// that went away answers it. (Registered only now: a line held whole after
-		// all goes the usual way, registered there.)
-		r.hostReqs.add(l.id)
-		l.registered = true
+		// all goes the usual way, registered there. An id not known yet is
+		// registered at the end, before the newline.)
+		if l.id != nil {
+			r.hostReqs.add(l.id)
+			l.registered = true
+		}
 		lw, _ := r.up.(upstream.LineWriter)
 		var err error
 		if lw != nil {
@@ -175,6 +181,15 @@ func (l *hostLine) End(e framing.LineEnd) {
 	}
 	r.sendMu.Lock()
 	stopped := r.stopped
+	if e.Peek != nil && e.Peek.ID != nil && !bytes.Equal(e.Peek.ID, l.id) {
+		// The id the host's JSON.parse reads is the last one (the TypeScript SDK
+		// writes it after the params): known only now.
+		if l.registered {
+			r.hostReqs.remove(l.id)
+			l.registered = false
+		}
+		l.id = bytes.Clone(e.Peek.ID)
+	}
 	settled := l.registered && !r.hostReqs.hasKey(jsonlex.IDKey(l.id))
 	if (l.keep || l.dig != nil) && !stopped && !e.Over {
 		// Interception sees the call before the newline: as the host wrote it (and
@@ -204,6 +219,12 @@ func (l *hostLine) End(e framing.LineEnd) {
 		}
 	}
 	l.msg = nil
+	if !l.registered && l.id != nil && !stopped && !e.Cut && !e.Over && l.err == nil {
+		// Its id came last: registered now, before the newline lets the server
+		// answer, as noteHost does before a write.
+		r.hostReqs.add(l.id)
+		l.registered = true
+	}
 	var werr error
 	switch {
 	case stopped:
@@ -220,23 +241,35 @@ func (l *hostLine) End(e framing.LineEnd) {
 		werr = l.out.End()
 	}
 	r.sendMu.Unlock()
+	// waits says the host still waits for an answer to this request, which it is the
+	// relay's to give: registered and not settled by another, or never registered.
+	waits := func() bool {
+		if l.id == nil {
+			return false
+		}
+		if l.registered {
+			return r.hostReqs.take(l.id)
+		}
+		return true
+	}
 	switch {
 	case stopped:
 		// Nor is interception touched: the host alone is told, if it still waits.
-		if !e.Cut && r.hostReqs.take(l.id) {
+		if !e.Cut && waits() {
 			r.answerHost([][]byte{l.id}, "bir-proxy: the session ended while the request was being passed on")
 		}
 		return
 	case e.Cut:
-		r.hostReqs.remove(l.id) // the host is gone; the server has the line, ended
+		if l.registered {
+			r.hostReqs.remove(l.id) // the host is gone; the server has the line, ended
+		}
 	case e.Over:
-		if !settled {
-			r.hostReqs.remove(l.id)
+		if waits() {
 			r.refuseTooLongSent(&framing.TooLongError{Size: e.Size, Max: e.Max, ID: l.id, Method: []byte(`"tools/call"`)}, l.readAt,
 				fmt.Sprintf("it was streamed to the server as it came, and cut off there after %d bytes", e.Size))
 		}
 	case l.err != nil || werr != nil:
-		if err := errors.Join(l.err, werr); r.hostReqs.take(l.id) {
+		if err := errors.Join(l.err, werr); waits() {
 			r.log.Debug("could not forward a long host message", "err", err)
 			why := "could not deliver the request to the server: " + err.Error()
 			if errors.Is(err, framing.ErrLineCut) {
@@ -257,7 +290,11 @@ var errOverCap = errors.New("over the size cap")
 // arguments only the correlation member (which interception removes, as from any
 // call, to find the correlation id).
 func standIn(id []byte, st *jsonlex.ArgStrip, key string) []byte {
-	b := append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"method":"tools/call","params":{`...)
+	b := []byte(`{"jsonrpc":"2.0",`)
+	if id != nil {
+		b = append(append(append(b, `"id":`...), id...), ',')
+	}
+	b = append(b, `"method":"tools/call","params":{`...)
 	if name := st.Name(); name != nil {
 		b = append(append(append(b, `"name":`...), name...), ',')
 	}

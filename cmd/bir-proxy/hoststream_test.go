@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -216,4 +217,64 @@ func TestHostStallsInTheMiddleOfALongCall(t *testing.T) {
 	s.Close()
 	r.exited("the server exited while the host stalled mid-call")
 	t.Logf("the proxy exited %v after the server", time.Since(start))
+}
+
+// longCallIDLast is longCall as the TypeScript SDK writes a request: method, params,
+// then jsonrpc and the id last.
+func longCallIDLast(id string, size int) (line, stripped string) {
+	line, stripped = longCall(id, size)
+	head := `{"jsonrpc":"2.0","id":` + id + `,`
+	move := func(s string) string {
+		return "{" + strings.TrimSuffix(strings.TrimPrefix(s, head), "}") + `,"jsonrpc":"2.0","id":` + id + "}"
+	}
+	return move(line), move(stripped)
+}
+
+// TestLongHostCallWithItsIDLastStreams: a call whose id comes after its params (the
+// TypeScript SDK's order: Claude Code, the Inspector) streams too, is answered, is
+// recorded as read whole, and when the server dies in the middle of it, the host gets
+// one error answer with its id.
+func TestLongHostCallWithItsIDLastStreams(t *testing.T) {
+	line, stripped := longCallIDLast("7", 2<<20)
+	if !strings.HasSuffix(line, `"id":7}`) || !json.Valid([]byte(line)) || !json.Valid([]byte(stripped)) {
+		t.Fatalf("the test's call is not what it means to be: %.100q…%.100q", line, line[len(line)-100:])
+	}
+	t.Run("answered and recorded", func(t *testing.T) {
+		journal := filepath.Join(t.TempDir(), "j.jsonl")
+		r := startStreamRig(t, []string{"BIR_OFF=0"}, "--server", "s", "--journal", journal)
+		s := r.server()
+		r.handshake(t, s)
+		half := len(line) / 2
+		r.sendPart(line[:half])
+		first := s.rawAtLeast(t, half/2) // before the host wrote the rest (and the id)
+		r.sendPart(line[half:] + "\n")
+		if got := first + s.rawLine(t); got != stripped+"\n" {
+			t.Fatalf("the server got %d bytes, want the call without its key (%d)", len(got), len(stripped)+1)
+		}
+		s.print(t, `{"jsonrpc":"2.0","id":7,"result":{"content":[]}}`+"\n")
+		if l := r.lines(2)[1]; l != `{"jsonrpc":"2.0","id":7,"result":{"content":[]}}` {
+			t.Fatalf("the host got %q", l)
+		}
+		r.stdin.Close()
+		r.exited("the host closed its input")
+		b, _ := os.ReadFile(journal)
+		if !strings.Contains(string(b), `"callId":"c-7"`) || !strings.Contains(string(b), `"outcome":"ok"`) || !strings.Contains(string(b), `"argsFingerprint":"sha256:`) {
+			t.Fatalf("the journal has no complete report of the call: %.600s", b)
+		}
+	})
+	t.Run("server dies mid-line", func(t *testing.T) {
+		r := startStreamRig(t, []string{"BIR_STREAM_THRESHOLD=1"}, "--server", "s")
+		s := r.server()
+		r.handshake(t, s)
+		half := len(line) / 2
+		r.sendPart(line[:half])
+		s.rawAtLeast(t, half/2)
+		s.Close()
+		s2 := r.server()
+		reviveTo(t, s2)
+		got := r.endThenNextCall(t, s2, line[half:])
+		if n := strings.Count(got, `"id":7,`); n != 1 || !strings.Contains(got, `"id":7,"error"`) {
+			t.Fatalf("the host got %d answers for the call cut by the death, want one error: %s", n, got)
+		}
+	})
 }
