@@ -65,3 +65,30 @@ func TestStreamedCallWithManyMembersIsRecorded(t *testing.T) {
 		t.Errorf("the secret is in the streamed call's report: %.300s", s)
 	}
 }
+
+// TestCutStreamedCallKeepsNoSecret: a long call the host cut off in the middle of a
+// string (its stdin closed) reaches the server ended and is recorded, its arguments
+// as the text they are; JSON held escaped in them (\"password\":\"hunter2) kept the
+// password in the journal.
+func TestCutStreamedCallKeepsNoSecret(t *testing.T) {
+	t.Parallel()
+	journal := filepath.Join(t.TempDir(), "j.jsonl")
+	_, in, _, done := rawProxy(t, nil, []string{"BIR_OFF=0", "BIR_RECORDER_URL=", "BIR_STREAM_THRESHOLD=1"},
+		[]string{"--server", "mem", "--journal", journal}, "--reply")
+	pad := strings.Repeat("x", 100<<10)
+	go func() {
+		in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"w","pad":"` + pad + `","arguments":{"s":"{\"password\":\"hunter2`)
+		in.Close()
+	}()
+	<-done
+	data, err := os.ReadFile(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"tool":"w"`) {
+		t.Fatalf("no report of the cut call: %.500s", data)
+	}
+	if strings.Contains(string(data), "hunter2") {
+		t.Errorf("the secret is in the journal: %.500s", data)
+	}
+}
