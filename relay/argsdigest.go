@@ -156,6 +156,7 @@ func (d *argsDigest) run() {
 					d.fp = fp
 				}
 			}
+			d.fs = jcs.Stream{} // its buffers go: only the report's stand-in is wanted now
 			return
 		case p.begin:
 			d.n, d.any = 0, false

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -90,5 +91,46 @@ func TestCutStreamedCallKeepsNoSecret(t *testing.T) {
 	}
 	if strings.Contains(string(data), "hunter2") {
 		t.Errorf("the secret is in the journal: %.500s", data)
+	}
+}
+
+// TestPendingStreamedCallsHoldNoDigest: each long call streamed to a server that has
+// not answered it held what its arguments were reduced to (the fingerprint's and the
+// report's buffers, some 2 MB) until an answer woke bookkeeping: a request read whole
+// over 64 KiB wakes it at once, but a streamed one reaches it as a small stand-in.
+// 100 calls of 2 MiB to a tool that never answers took the proxy to 200 MB; now
+// they cost what 10 do, give or take.
+func TestPendingStreamedCallsHoldNoDigest(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the proxy's RSS from /proc")
+	}
+	t.Parallel()
+	rss := func(n int) int64 {
+		journal := filepath.Join(t.TempDir(), "j.jsonl")
+		stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd, in, _, _ := rawProxy(t, stderr, []string{"BIR_OFF=0", "BIR_RECORDER_URL=", "BIR_STREAM_THRESHOLD=1"},
+			[]string{"--server", "mem", "--journal", journal, "--log-level", "debug"}, "--reply", "--record", filepath.Join(filepath.Dir(journal), "rec"))
+		args := `{"a":"` + strings.Repeat("x", 2<<20) + `","b":{"c":[1,2,3]}}`
+		for i := range n {
+			if _, err := fmt.Fprintf(in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"hang","arguments":%s}}`+"\n", i, args); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The server has had every call (rawserver records what it reads), so the
+		// proxy has read and passed on all of them.
+		rec := filepath.Join(filepath.Dir(journal), "rec")
+		testutil.Eventually(t, "the server to have every call", func() bool {
+			data, _ := os.ReadFile(rec)
+			return strings.Count(string(data), "\n") >= n
+		})
+		return procStatusKB(t, cmd.Process.Pid, "VmRSS") << 10
+	}
+	few, many := rss(10), rss(100)
+	t.Logf("RSS with 10 long calls pending: %d MB; with 100: %d MB", few>>20, many>>20)
+	if many-few > 40<<20 {
+		t.Errorf("90 more pending streamed calls of 2 MiB took %d MB more", (many-few)>>20)
 	}
 }
