@@ -134,3 +134,27 @@ func TestPendingStreamedCallsHoldNoDigest(t *testing.T) {
 		t.Errorf("90 more pending streamed calls of 2 MiB took %d MB more", (many-few)>>20)
 	}
 }
+
+// TestStreamedCallWithLongNameAndCallIDReportsThem: a long call's tool name or
+// correlation id past what ArgStrip keeps of them (4 KiB; 16 KiB now) was reported with no tool
+// and no callId, where the call read whole reports both, clipped. A long string now
+// keeps its first part, more than any report shows.
+func TestStreamedCallWithLongNameAndCallIDReportsThem(t *testing.T) {
+	t.Parallel()
+	pad := strings.Repeat("x", 100<<10)
+	for _, c := range []struct{ name, id string }{
+		{strings.Repeat("n", 30000), strings.Repeat("q", 30000)},
+		{strings.Repeat(`\u0041`, 3000), strings.Repeat(`\u00e9`, 3000)},
+		{strings.Repeat("é", 10000), strings.Repeat("😀", 5000)},
+		{strings.Repeat(`\ud83d\ude00`, 2000), "x" + strings.Repeat(`\"`, 9000)},
+	} {
+		args := `{"a":"` + pad + `","_bir_call_id":"` + c.id + `"}`
+		streamed := recordedCall(t, "1", c.name, args)
+		whole := recordedCall(t, "0", c.name, args)
+		for _, k := range []string{"tool", "callId"} {
+			if s, w := fmt.Sprint(streamed[k]), fmt.Sprint(whole[k]); s != w {
+				t.Errorf("%s of the call streamed: %.80q; read whole: %.80q", k, s, w)
+			}
+		}
+	}
+}
