@@ -2028,6 +2028,21 @@ func refValueAt(b []byte, v int, stop func(byte) bool) (int, int) {
 		return v + 1, len(b)
 	case '{', '[':
 		return v, refBalancedEnd(b, v)
+	case '\\':
+		// The rule changed since the copy (TestEscapedQuotedSecretInTextIsRedacted):
+		// a value quoted with escaped quotes.
+		if v+1 < len(b) && (b[v+1] == '"' || b[v+1] == '\'') {
+			q := b[v+1]
+			for e := v + 2; e < len(b); e++ {
+				switch {
+				case b[e] == '\\' && e+1 < len(b) && b[e+1] == q:
+					return v + 2, e
+				case b[e] == '\n':
+					return v + 2, e
+				}
+			}
+			return v + 2, len(b)
+		}
 	}
 	e := v
 	for e < len(b) && !stop(b[e]) {

@@ -240,6 +240,20 @@ func valueAt(b []byte, v int, stop func(byte) bool) (int, int) {
 		return v + 1, len(b)
 	case '{', '[':
 		return v, balancedEnd(b, v)
+	case '\\':
+		// Quoted with escaped quotes (\"hunter2\"): JSON held escaped in text.
+		if v+1 < len(b) && (b[v+1] == '"' || b[v+1] == '\'') {
+			q := b[v+1]
+			for e := v + 2; e < len(b); e++ {
+				switch {
+				case b[e] == '\\' && e+1 < len(b) && b[e+1] == q:
+					return v + 2, e
+				case b[e] == '\n':
+					return v + 2, e
+				}
+			}
+			return v + 2, len(b)
+		}
 	}
 	e := v
 	for e < len(b) && !stop(b[e]) {

@@ -46,8 +46,13 @@ type argsDigest struct {
 	queue  chan digestPiece
 	queued atomic.Int64 // bytes in queue
 	behind bool         // the host's path dropped a piece: the rest is not read
-	done   chan struct{}
-	once   sync.Once
+	// What the host's path gathered of the pieces, queued as one when it reaches
+	// digestChunk (ArgStrip emits a key, a separator, a value each on its own: one
+	// queue entry apiece filled the queue's slots with a few hundred members' bytes).
+	gather    []byte
+	gatherNew bool // the gathered bytes begin a new value
+	done      chan struct{}
+	once      sync.Once
 
 	// The worker's, readable once done is closed: the arguments as forwarded (the
 	// last value) reduced as they come, to their fingerprint and to what their
@@ -69,6 +74,10 @@ type digestPiece struct {
 // maxDigestQueued bounds what may wait in the queue.
 const maxDigestQueued = 8 << 20
 
+// digestChunk is the least the host's path queues at once (but the last piece): the
+// queue's slots then hold more than maxDigestQueued.
+const digestChunk = 64 << 10
+
 func newArgsDigest() *argsDigest {
 	d := &argsDigest{queue: make(chan digestPiece, 256), done: make(chan struct{})}
 	go d.run()
@@ -81,17 +90,36 @@ func (d *argsDigest) add(p []byte, begin bool) {
 	if d.behind {
 		return
 	}
-	if d.queued.Load()+int64(len(p)) > maxDigestQueued {
+	if begin {
+		// A later value replaces an earlier one: what is gathered of that is of no use.
+		d.gather, d.gatherNew = d.gather[:0], true
+	}
+	if d.queued.Load()+int64(len(d.gather)+len(p)) > maxDigestQueued {
 		d.behind = true
 		return
 	}
+	if d.gather == nil && len(p) > 0 {
+		d.gather = make([]byte, 0, digestChunk+len(p))
+	}
+	d.gather = append(d.gather, p...)
+	if len(d.gather) >= digestChunk {
+		d.push()
+	}
+}
+
+// push queues what is gathered.
+func (d *argsDigest) push() {
+	if d.behind || (len(d.gather) == 0 && !d.gatherNew) {
+		return
+	}
 	var b []byte
-	if len(p) > 0 {
-		b = append([]byte(nil), p...)
+	if len(d.gather) > 0 {
+		b = d.gather
 	}
 	d.queued.Add(int64(len(b)))
 	select {
-	case d.queue <- digestPiece{b: b, begin: begin}:
+	case d.queue <- digestPiece{b: b, begin: d.gatherNew}:
+		d.gather, d.gatherNew = nil, false // the worker's now
 	default:
 		d.queued.Add(-int64(len(b)))
 		d.behind = true
@@ -102,6 +130,8 @@ func (d *argsDigest) add(p []byte, begin bool) {
 // end is handed over by a goroutine of its own.
 func (d *argsDigest) finish() {
 	d.once.Do(func() {
+		d.push()
+		d.gather = nil
 		end := digestPiece{end: true, begin: d.behind} // begin on the end: something was dropped
 		select {
 		case d.queue <- end:
@@ -126,6 +156,7 @@ func (d *argsDigest) run() {
 					d.fp = fp
 				}
 			}
+			d.fs = jcs.Stream{} // its buffers go: only the report's stand-in is wanted now
 			return
 		case p.begin:
 			d.n, d.any = 0, false

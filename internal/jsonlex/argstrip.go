@@ -87,11 +87,15 @@ const (
 type smallValue struct {
 	raw  []byte
 	over bool
+	cut  bool // a long string: raw is its first part, closed
 	seen bool
 }
 
-// Bounds on the small values Capture keeps.
-var maxSmall = [teeCallID + 1]int{teeName: 4 << 10, teeMeta: 16 << 10, teeCallID: 4 << 10}
+// Bounds on the small values Capture keeps. A name or correlation id that is a
+// longer string keeps its first part (cut on an escape's and a character's
+// boundary, and closed): at six bytes an escaped character, more than the most a
+// report shows of it (redact.Label looks at 1024 bytes and its margin).
+var maxSmall = [teeCallID + 1]int{teeName: 16 << 10, teeMeta: 16 << 10, teeCallID: 16 << 10}
 
 // Capture asks for what the report of the line's call needs, as it passes: args
 // gets the bytes of its params.arguments as emitted (the key removed), with begin
@@ -161,14 +165,46 @@ func (a *ArgStrip) endTee(i int) {
 // keepSmall adds b to the small value being kept.
 func (a *ArgStrip) keepSmall(b []byte) {
 	v := &a.small[a.tee]
-	if v.over {
+	if v.over || v.cut {
 		return
 	}
-	if len(v.raw)+len(b) > maxSmall[a.tee] {
+	if m := maxSmall[a.tee]; len(v.raw)+len(b) > m {
+		if v.raw = append(v.raw, b[:m-len(v.raw)]...); a.tee != teeMeta && len(v.raw) > 0 && v.raw[0] == '"' {
+			v.raw = append(v.raw[:stringPrefix(v.raw)], '"')
+			v.cut = true
+			return
+		}
 		v.over, v.raw = true, v.raw[:0]
 		return
 	}
 	v.raw = append(v.raw, b...)
+}
+
+// stringPrefix is how much of s, the first part of a string's literal (its
+// opening quote first), ends on a whole escape and a whole character.
+func stringPrefix(s []byte) int {
+	n := len(s)
+	for i := 1; i < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		l := 2
+		if i+1 < len(s) && s[i+1] == 'u' {
+			l = 6
+		}
+		if i+l > len(s) {
+			n = i
+			break
+		}
+		i += l - 1
+	}
+	for n > 1 && s[n-1]&0xC0 == 0x80 {
+		n--
+	}
+	if n > 1 && s[n-1] >= 0xC0 {
+		n--
+	}
+	return n
 }
 
 // send emits b, which goes on to the server, and gives it to the capture.
