@@ -90,7 +90,7 @@ func checkStreamStrip(t *testing.T, msg []byte, key string, cuts []int) {
 	if w := jsonlex.Get(f.Params, "arguments"); !bytes.Equal(c.args, w) {
 		t.Fatalf("captured arguments %q, the whole line's %q (msg %q, cuts %v)", c.args, w, msg, cuts)
 	}
-	if w := jsonlex.Get(f.Params, "name"); !bytes.Equal(c.name, w) {
+	if w := jsonlex.Get(f.Params, "name"); !bytes.Equal(c.name, w) && len(w) <= 16<<10 { // a longer one is kept cut (TestCaptureKeepsTheFirstPartOfALongName)
 		t.Fatalf("captured name %q, the whole line's %q (msg %q)", c.name, w, msg)
 	}
 	if w := jsonlex.Get(f.Params, "_meta"); !bytes.Equal(c.meta, w) && len(w) <= 16<<10 {
