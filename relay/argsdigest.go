@@ -66,9 +66,10 @@ type argsDigest struct {
 }
 
 type digestPiece struct {
-	b     []byte
-	begin bool
-	end   bool
+	b      []byte
+	begin  bool // b starts a new value
+	end    bool // the arguments are over
+	missed bool // on the end: the host's path dropped a piece
 }
 
 // maxDigestQueued bounds what may wait in the queue.
@@ -132,7 +133,7 @@ func (d *argsDigest) finish() {
 	d.once.Do(func() {
 		d.push()
 		d.gather = nil
-		end := digestPiece{end: true, begin: d.behind} // begin on the end: something was dropped
+		end := digestPiece{end: true, missed: d.behind}
 		select {
 		case d.queue <- end:
 		default:
@@ -147,7 +148,7 @@ func (d *argsDigest) run() {
 		d.queued.Add(-int64(len(p.b)))
 		switch {
 		case p.end:
-			d.missed = p.begin
+			d.missed = p.missed
 			if !d.missed {
 				// Computed as the pieces came (a Stream with nothing written is {}'s,
 				// as absent arguments are); "" when it needs the arguments whole

@@ -173,12 +173,9 @@ func (l *hostLine) End(e framing.LineEnd) {
 			r.log.Warn("a long call from the host was edited as it passed where the whole line's edit may differ (more whitespace than the proxy holds while streaming it, or a second value on the line); the correlation key's removal may have left a stray comma")
 		}
 	}
+	// Past the cap (e.Over), the server has a prefix, ended below, which it cannot
+	// parse; the host is answered below as for any message over the cap.
 	l.send()
-	if e.Over {
-		// Past the cap: the server has a prefix of it, ended below, which it cannot
-		// parse; the host is answered as for any message over the cap.
-		l.err = errOverCap
-	}
 	r.sendMu.Lock()
 	stopped := r.stopped
 	if e.Peek != nil && e.Peek.ID != nil && !bytes.Equal(e.Peek.ID, l.id) {
@@ -282,8 +279,6 @@ func (l *hostLine) End(e framing.LineEnd) {
 		r.collect()
 	}
 }
-
-var errOverCap = errors.New("over the size cap")
 
 // standIn is the call interception is given for a call whose arguments were
 // reduced as they passed: its id, name and _meta as the host wrote them, and as
