@@ -274,8 +274,10 @@ func (r *Reader) Buffered() bool {
 		if !isBlank(line) && i <= r.max {
 			return true
 		}
-		if !isBlank(line) {
-			return false // over the cap: Read reports it
+		if !isBlank(line) || i > r.max {
+			// Over the cap: Read reports it, a blank line too (one Buffered
+			// consumed was reported or not by whether the relay had asked).
+			return false
 		}
 		r.start += i + 1
 	}
