@@ -50,6 +50,12 @@ type outcome struct {
 }
 
 func readOutcomes(t testing.TB, in []byte, chunk, max, threshold int) []outcome {
+	return readAsking(t, in, chunk, max, threshold, false)
+}
+
+// readAsking is readOutcomes with, when ask, Buffered asked before every Read, as a
+// relay does under load (Read then reuses the newline Buffered found).
+func readAsking(t testing.TB, in []byte, chunk, max, threshold int, ask bool) []outcome {
 	r := NewReader(&chunked{b: in, n: chunk}, WithMaxMessage(max))
 	var cur *sinkRec
 	if threshold > 0 {
@@ -60,6 +66,10 @@ func readOutcomes(t testing.TB, in []byte, chunk, max, threshold int) []outcome 
 	}
 	var out []outcome
 	for {
+		if ask {
+			r.Buffered()
+			r.Buffered()
+		}
 		msg, err := r.Read()
 		switch {
 		case errors.Is(err, ErrStreamed):
