@@ -66,6 +66,12 @@ type Interceptor struct {
 
 	// traceOnly: tracing with no Sink; the tracker's reports would go nowhere.
 	traceOnly bool
+
+	// handshakes are the host's handshake requests awaiting answers, whose answers
+	// are never reduced (AnswerWanted); results hands bookkeeping what the long
+	// answers FromUpstreamStreamed was given were reduced to.
+	handshakes handshakeIDs
+	results    streamedQueue[relay.StreamedResult]
 }
 
 // New returns an Interceptor; with a Sink it starts its bookkeeping goroutine, which
@@ -126,6 +132,9 @@ func (ic *Interceptor) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.T
 		if !ic.traceOnly {
 			ic.interested.Add(sc.awaiting)
 		}
+		if sc.want&wantHandshake != 0 {
+			ic.handshakes.note(out)
+		}
 		ev := event{kind: evHost, msg: out, scan: sc, at: readAt}
 		if len(lx.Objs) == 1 && len(lx.RPC()) == 1 && !lx.Objs[0].Recheck && len(out) <= math.MaxInt32 {
 			ev.top = spansOf(&lx.Objs[0])
@@ -158,6 +167,7 @@ func (ic *Interceptor) Forwarded(sentAt time.Time) {
 
 // FromUpstream queues a message the upstream sent, when bookkeeping may want it.
 func (ic *Interceptor) FromUpstream(msg []byte, readAt time.Time) {
+	ic.handshakes.answered(msg)
 	if ic.q == nil || ic.interested.Load() == 0 && ic.spans == nil {
 		return
 	}
@@ -168,6 +178,7 @@ func (ic *Interceptor) FromUpstream(msg []byte, readAt time.Time) {
 // (relay.LexedUpstreamInterceptor). Where each of a lone message's members lies goes
 // with it to bookkeeping, which then does not read the message again to find them.
 func (ic *Interceptor) FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) {
+	ic.handshakes.answered(msg)
 	if ic.q == nil || ic.interested.Load() == 0 && ic.spans == nil {
 		return
 	}
@@ -251,11 +262,19 @@ func (ic *Interceptor) run() {
 
 // look has bookkeeping look at one event.
 func (ic *Interceptor) look(ev *event) {
+	var res relay.StreamedResult
+	if ev.streamed && ev.kind == evUpstream {
+		res = ic.results.pop()
+	}
 	if ic.spans != nil {
+		ic.spans.res = res
 		ic.spans.handle(ev)
+		ic.spans.res = nil
 	}
 	if !ic.traceOnly {
+		ic.tracker.res = res
 		ic.tracker.handle(*ev)
+		ic.tracker.res = nil
 	}
 }
 
@@ -291,7 +310,9 @@ type event struct {
 	spared []string
 
 	// streamed says an evHost call's arguments were reduced as they streamed to the
-	// server (FromHostStreamed): what they were reduced to waits in tracker.streamed.
+	// server (FromHostStreamed): what they were reduced to waits in tracker.streamed;
+	// or an evUpstream answer's result as it streamed to the host
+	// (FromUpstreamStreamed), which waits in Interceptor.results.
 	streamed bool
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/redact"
+	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/report"
 	"github.com/bir-dev/bir-proxy/telemetry"
 )
@@ -70,6 +71,9 @@ type spanHook struct {
 	// recent are the last names looked up, tried before the map.
 	recent     [2]recentName
 	nextRecent int
+	// res is what the result of the answer being handled was reduced to, when it
+	// streamed to the host (relay.StreamedResult); else nil.
+	res relay.StreamedResult
 }
 
 type opKey struct{ method, target string }
@@ -493,6 +497,11 @@ func (h *spanHook) end(prefix string, f jsonlex.Fields, at time.Time) {
 		return
 	}
 	delete(h.open, s.key)
+	if h.res != nil {
+		if e := h.res.Error(); e != nil {
+			f.Error = e
+		}
+	}
 	switch {
 	case f.Error != nil:
 		code := jsonlex.Get(f.Error, "code")
@@ -506,7 +515,7 @@ func (h *spanHook) end(prefix string, f jsonlex.Fields, at time.Time) {
 		h.learn(f.Result)
 	}
 	if s.tool {
-		if isToolError(f.Result) {
+		if h.toolError(f.Result) {
 			h.capture(s, f.Result)
 			h.finish(s, at, "tool_error", "", "")
 			return
@@ -517,10 +526,27 @@ func (h *spanHook) end(prefix string, f jsonlex.Fields, at time.Time) {
 }
 
 func (h *spanHook) capture(s *openSpan, result []byte) {
-	if h.tr.Capture && result != nil {
-		out, _ := h.red.Report(result, maxCapture)
-		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.tool.call.result", string(out)))
+	if !h.tr.Capture || result == nil {
+		return
 	}
+	var out []byte
+	if h.res != nil {
+		if out, _ = h.res.Report(maxCapture); out == nil {
+			return
+		}
+	} else {
+		out, _ = h.red.Report(result, maxCapture)
+	}
+	s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.tool.call.result", string(out)))
+}
+
+// toolError says the result of the answer being handled is a tool's error.
+func (h *spanHook) toolError(result []byte) bool {
+	if h.res != nil {
+		_, isError := h.res.Kind()
+		return isError
+	}
+	return isToolError(result)
 }
 
 // learn takes the protocol version and serverInfo from the initialize answer.

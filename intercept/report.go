@@ -104,7 +104,11 @@ func (sc *scratch) buildStep(c *call, endedAt time.Time, outcome string, result,
 		st.Error, _ = sc.errRed.Report(rpcErr, max(avail/4, minPart))
 		avail -= len(st.Error)
 	}
-	if result != nil {
+	switch {
+	case result == nil:
+	case c.res != nil:
+		st.Result, st.ResultClipped = c.res.Report(max(avail, minPart))
+	default:
 		st.Result, st.ResultClipped = sc.red.Report(result, max(avail, minPart))
 	}
 	return st

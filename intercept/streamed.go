@@ -3,8 +3,10 @@ package intercept
 import (
 	"bytes"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/relay"
 )
 
@@ -47,29 +49,123 @@ func (ic *Interceptor) FromHostStreamed(standIn []byte, args relay.StreamedArgs,
 	ic.sentPending = true
 }
 
-// streamedQueue hands what FromHostStreamed was given to bookkeeping, in the order
-// of the events that say so.
-type streamedQueue struct {
+// streamedQueue hands what FromHostStreamed or FromUpstreamStreamed was given to
+// bookkeeping, in the order of the events that say so.
+type streamedQueue[T any] struct {
 	mu sync.Mutex
-	q  []relay.StreamedArgs
+	q  []T
 }
 
-func (s *streamedQueue) push(a relay.StreamedArgs) {
+func (s *streamedQueue[T]) push(a T) {
 	s.mu.Lock()
 	s.q = append(s.q, a)
 	s.mu.Unlock()
 }
 
-func (s *streamedQueue) pop() relay.StreamedArgs {
+func (s *streamedQueue[T]) pop() (a T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.q) == 0 {
-		return nil
+		return a
 	}
-	a := s.q[0]
-	s.q[0] = nil
+	var zero T
+	a, s.q[0] = s.q[0], zero
 	s.q = s.q[1:]
 	return a
+}
+
+// AnswerWanted says whether bookkeeping wants the server's answer with this id, and
+// whether whole (relay.ResultStreamingInterceptor): not when nothing waits for any
+// answer; whole when it answers a handshake request (learn reads it) or a cassette
+// records results.
+func (ic *Interceptor) AnswerWanted(id []byte) (want, whole bool) {
+	if ic.q == nil || ic.interested.Load() == 0 && ic.spans == nil {
+		return false, false
+	}
+	if ic.tracker != nil && ic.tracker.cassette != nil {
+		return true, true
+	}
+	return true, ic.handshakes.has(id)
+}
+
+// FromUpstreamStreamed is FromUpstream of a long answer that went to the host in
+// pieces (relay.ResultStreamingInterceptor): standIn is its id with an empty result,
+// res what its result and error were reduced to. Bookkeeping reads res, waiting for
+// it on its goroutine.
+func (ic *Interceptor) FromUpstreamStreamed(standIn []byte, res relay.StreamedResult, readAt time.Time) {
+	if ic.q == nil {
+		return
+	}
+	ic.results.push(res)
+	ic.q.push(event{kind: evUpstream, msg: standIn, at: readAt, streamed: true}, true)
+}
+
+// handshakeIDs are the ids of the host's handshake requests (initialize, tools/list,
+// server/discover) not answered yet, written by the host's path and read by the
+// upstream's, so that their answers, which bookkeeping learns from, are never reduced
+// as they stream.
+type handshakeIDs struct {
+	n    atomic.Int32 // len(ids): while 0, answers are not looked at
+	mu   sync.Mutex
+	ids  map[string]struct{} // by jsonlex.IDKey
+	full bool                // maxHandshakeIDs were unanswered at once: all go whole
+}
+
+// maxHandshakeIDs bounds the ids kept. A host has a handshake request or two
+// unanswered at a time; past this many, every long answer is kept whole, as before
+// there was any reducing.
+const maxHandshakeIDs = 256
+
+// note keeps the ids of the handshake requests in msg (a message or a batch).
+func (h *handshakeIDs) note(msg []byte) {
+	jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
+		if f.ID == nil || !isHandshake(f.Method) {
+			return
+		}
+		h.mu.Lock()
+		if h.ids == nil {
+			h.ids = make(map[string]struct{})
+		}
+		if len(h.ids) >= maxHandshakeIDs {
+			h.full = true
+		} else {
+			h.ids[jsonlex.IDKey(f.ID)] = struct{}{}
+			h.n.Store(int32(len(h.ids)))
+		}
+		h.mu.Unlock()
+	})
+}
+
+// answered forgets the ids msg answers (a message or a batch of the server's read
+// whole).
+func (h *handshakeIDs) answered(msg []byte) {
+	if h.n.Load() == 0 {
+		return
+	}
+	jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
+		if f.IsResponse() {
+			h.has(f.ID)
+		}
+	})
+}
+
+// has says an answer with this id must be kept whole, and forgets the id: its
+// answer is here.
+func (h *handshakeIDs) has(id []byte) bool {
+	if h.n.Load() == 0 {
+		return h.full
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := jsonlex.IDKey(id)
+	_, ok := h.ids[k]
+	delete(h.ids, k)
+	h.n.Store(int32(len(h.ids)))
+	return ok || h.full
+}
+
+func isHandshake(method []byte) bool {
+	return method != nil && (jsonlex.KeyIs(method, "initialize") || jsonlex.KeyIs(method, "tools/list") || jsonlex.KeyIs(method, "server/discover"))
 }
 
 // describeStreamed is describeArgs of a call whose arguments streamed past.

@@ -43,7 +43,10 @@ type tracker struct {
 	cassette  *cassetteHook // nil without --cassette
 	// streamed holds, in order, what the arguments of each call queued with
 	// event.streamed were reduced to (FromHostStreamed).
-	streamed streamedQueue
+	streamed streamedQueue[relay.StreamedArgs]
+	// res is what the result of the answer being handled was reduced to, when it
+	// streamed to the host (FromUpstreamStreamed); else nil.
+	res relay.StreamedResult
 }
 
 // call is a tools/call in flight.
@@ -76,6 +79,9 @@ type call struct {
 	rpcErr  json.RawMessage
 
 	cass *rawCall // the raw call, for the cassette (cassette.go)
+	// res is what its result was reduced to, when the answer streamed to the host:
+	// the report's result is taken from it.
+	res relay.StreamedResult
 }
 
 func newTracker(sink report.Sink, cap int, interested *atomic.Int64, log *slog.Logger) *tracker {
@@ -309,6 +315,15 @@ func (t *tracker) answer(f jsonlex.Fields, at time.Time, keyPrefix string) {
 	if c, ok := t.calls[string(k)]; ok {
 		delete(t.calls, c.key)
 		inputRequired, isError := resultKind(f.Result)
+		if t.res != nil {
+			// The answer streamed to the host: what its result and error were
+			// reduced to stands for them.
+			if e := t.res.Error(); e != nil {
+				f.Error = e
+			}
+			inputRequired, isError = t.res.Kind()
+			c.res = t.res
+		}
 		switch {
 		case f.Error != nil:
 			t.finish(c, at, report.OutcomeRPCError, nil, f.Error)

@@ -148,7 +148,10 @@ type Relay struct {
 	clock   bool                     // ic reads the times it is given (see Passive)
 	key     string                   // the argument ic removes from a tools/call (KeyedInterceptor)
 	sic     StreamingInterceptor     // ic, when it takes a long call reduced; else nil
-	log     *slog.Logger
+	// resultsQueued counts the bytes of long answers waiting to be reduced for
+	// interception (resultDigest), all of them together.
+	resultsQueued atomic.Int64
+	log           *slog.Logger
 
 	idPrefix string
 	ids      *upstream.OwnIDs

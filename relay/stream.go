@@ -28,9 +28,23 @@ func (r *Relay) StartStream(id, method []byte) upstream.StreamSink {
 	if method == nil && r.mayBeOwn(id) {
 		return nil
 	}
-	// A passive interceptor (a pure pipe) keeps nothing it is given: nothing is
-	// kept for it.
-	s := &hostStream{r: r, keep: r.clock && (r.ic != nil || r.luc != nil)}
+	s := &hostStream{r: r}
+	if r.clock && r.ic != nil {
+		// (A passive interceptor, a pure pipe, keeps nothing it is given: nothing is
+		// kept for it.)
+		s.keep = true
+		if rsi, ok := r.ic.(ResultStreamingInterceptor); ok && method == nil && id != nil {
+			// An answer, by its head: reduced as it passes, off this path, to what
+			// its report needs, unless interception needs it whole or not at all.
+			// (Its id is the head's; a later duplicate is looked at in End.)
+			switch want, whole := rsi.AnswerWanted(id); {
+			case !want:
+				s.keep = false
+			case !whole:
+				s.keep, s.rsi, s.dig = false, rsi, newResultDigest(&r.resultsQueued)
+			}
+		}
+	}
 	// Held messages go first; from here until End what others write to the host
 	// waits behind the line (framing.Writer.Begin), bounded.
 	s.err = r.hostOut.Begin()
@@ -54,11 +68,18 @@ type hostStream struct {
 	keep bool   // interception reads answers: the message is also kept, once
 	msg  []byte // what was kept
 	err  error  // the host's side failed: the rest is dropped
+	// Or, when interception takes it so, the answer is reduced as it passes.
+	dig   *resultDigest
+	rsi   ResultStreamingInterceptor
+	begun bool // dig has had the first piece
 }
 
 func (s *hostStream) Write(p []byte) {
 	if s.keep {
 		s.msg = append(s.msg, p...)
+	} else if s.dig != nil {
+		s.dig.add(p, !s.begun)
+		s.begun = true
 	}
 	if s.err == nil {
 		s.err = s.r.hostOut.Part(p)
@@ -68,6 +89,9 @@ func (s *hostStream) Write(p []byte) {
 func (s *hostStream) End(e upstream.StreamEnd) {
 	r := s.r
 	readAt := r.now()
+	if s.dig != nil {
+		s.dig.finish() // its goroutine ends, whatever became of the message
+	}
 	if e.OK && e.ID != nil {
 		// As noteUpstream does for a whole message, before the host has all of it
 		// (and can answer), by the id the host's JSON.parse reads: the last.
@@ -120,6 +144,16 @@ func (s *hostStream) End(e upstream.StreamEnd) {
 		r.streamErr = s.err
 		return
 	}
+	if s.dig != nil && e.OK && e.ID != nil && !r.abandoned.Load() {
+		if e.Method == nil {
+			s.rsi.FromUpstreamStreamed(answerStandIn(e.ID), s.dig, readAt)
+		} else {
+			// A request after all (a later "method"): its params went by, and
+			// interception has what the head and the end said.
+			r.intercepted(requestStandIn(e.ID, e.Method), false, readAt)
+		}
+		return
+	}
 	if !e.OK || !s.keep || r.abandoned.Load() {
 		return
 	}
@@ -142,4 +176,20 @@ func (r *Relay) intercepted(msg []byte, lexed bool, readAt time.Time) {
 	case r.ic != nil:
 		r.ic.FromUpstream(msg, readAt)
 	}
+}
+
+// answerStandIn is what interception is given of a long answer reduced as it
+// passed: its id, and an empty result (the rest is the StreamedResult's).
+func answerStandIn(id []byte) []byte {
+	b := make([]byte, 0, len(id)+40)
+	b = append(append(append(b, `{"jsonrpc":"2.0","id":`...), id...), `,"result":{}}`...)
+	return b
+}
+
+// requestStandIn is what interception is given of a long request of the server's
+// that began like an answer: its id and method.
+func requestStandIn(id, method []byte) []byte {
+	b := make([]byte, 0, len(id)+len(method)+40)
+	b = append(append(append(b, `{"jsonrpc":"2.0","id":`...), id...), `,"method":`...)
+	return append(append(b, method...), '}')
 }

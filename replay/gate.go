@@ -192,6 +192,24 @@ func (g *Gate) FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt time.Time)
 	g.afterUpstream(msg)
 }
 
+// AnswerWanted implements relay.ResultStreamingInterceptor. Until the Gate is
+// ready every answer goes whole (the one it waits for is the handshake's); after,
+// as the inner Interceptor wants.
+func (g *Gate) AnswerWanted(id []byte) (want, whole bool) {
+	if rs, ok := g.inner.(relay.ResultStreamingInterceptor); ok && g.ready.Load() {
+		return rs.AnswerWanted(id)
+	}
+	return true, true
+}
+
+// FromUpstreamStreamed implements relay.ResultStreamingInterceptor (asked only once
+// AnswerWanted said so: the Gate is ready, and has nothing to watch for).
+func (g *Gate) FromUpstreamStreamed(standIn []byte, res relay.StreamedResult, readAt time.Time) {
+	if rs, ok := g.inner.(relay.ResultStreamingInterceptor); ok {
+		rs.FromUpstreamStreamed(standIn, res, readAt)
+	}
+}
+
 // ToProxy implements relay.Interceptor.
 func (g *Gate) ToProxy(msg []byte, readAt time.Time) {
 	if g.inner != nil {

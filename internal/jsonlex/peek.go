@@ -34,11 +34,27 @@ type Peek struct {
 	// More says something other than whitespace followed the first value: the line
 	// holds more than one (which JSON.parse refuses), or trailing garbage.
 	More bool
+
+	// Names, when set, are the top-level members kept in ID and Method instead of
+	// "id" and "method": a tools/call result's "isError" and "resultType", say.
+	Names *[2]string
+	// Tap, when set, is given the bytes of every top-level "result" and "error"
+	// value as they pass, in order, a piece at a time: begin says p starts a value (a
+	// later duplicate starts again: the last wins, as everywhere here), isErr that it
+	// is an error's. What a value stopped at (input p cannot follow, a cut) is what
+	// was given.
+	Tap func(b []byte, begin, isErr bool)
+
+	piece   []byte // the piece being written, while Tap is set
+	at      int    // the index in it of the byte being read
+	tap     int8   // the value being read goes to Tap: 1 a result, 2 an error
+	tapFrom int    // where in the piece the tapped bytes not yet given start
+	tapNew  bool   // the next tapped bytes begin their value
 }
 
-// Reset makes p ready for the next message, keeping its scratch space.
+// Reset makes p ready for the next message, keeping its scratch space, Names and Tap.
 func (p *Peek) Reset() {
-	*p = Peek{key: p.key[:0], val: p.val[:0]}
+	*p = Peek{key: p.key[:0], val: p.val[:0], Names: p.Names, Tap: p.Tap}
 }
 
 // Broken reports whether p met input it cannot follow (the line is not an object, or
@@ -76,6 +92,9 @@ const (
 
 // Write feeds the next piece of the message. It never fails.
 func (p *Peek) Write(b []byte) (int, error) {
+	if p.Tap != nil {
+		p.piece = b
+	}
 	i := 0
 	for i < len(b) && !p.broken && p.state != peekDone {
 		if p.inStr && !p.esc && p.target == nil && !(p.depth == 1 && p.state == peekInKey) {
@@ -94,9 +113,19 @@ func (p *Peek) Write(b []byte) (int, error) {
 				break
 			}
 		}
+		p.at = i
 		p.byte(b[i])
 		i++
 	}
+	if p.tap != 0 {
+		// The value goes on in the next piece (or stopped here, if p broke off).
+		p.giveTap(b[p.tapFrom:i])
+		p.tapFrom = 0
+		if p.broken {
+			p.tap = 0
+		}
+	}
+	p.piece = nil // the caller's: not kept
 	if p.state == peekDone && !p.More {
 		for ; i < len(b); i++ {
 			if c := b[i]; c != ' ' && c != '\t' && c != '\r' && c != '\n' {
@@ -130,7 +159,7 @@ func (p *Peek) byte(c byte) {
 		case p.depth == 1 && p.state == peekInValue:
 			p.keep(c)
 			if !p.inStr {
-				p.endValue()
+				p.endValue(true)
 			}
 		default:
 			if p.state == peekInValue {
@@ -142,7 +171,7 @@ func (p *Peek) byte(c byte) {
 	switch c {
 	case ' ', '\t', '\r', '\n':
 		if p.depth == 1 && p.state == peekInValue && !p.nested {
-			p.endValue()
+			p.endValue(false)
 		}
 		return
 	case '"':
@@ -180,7 +209,7 @@ func (p *Peek) byte(c byte) {
 	case '}', ']':
 		if p.depth == 1 {
 			if p.state == peekInValue && !p.nested {
-				p.endValue()
+				p.endValue(false)
 			}
 			p.state = peekDone
 			return
@@ -189,7 +218,7 @@ func (p *Peek) byte(c byte) {
 		if p.state == peekInValue {
 			p.keep(c)
 			if p.depth == 1 {
-				p.endValue()
+				p.endValue(true)
 			}
 		}
 		return
@@ -205,7 +234,7 @@ func (p *Peek) byte(c byte) {
 	case ',':
 		if p.depth == 1 {
 			if p.state == peekInValue && !p.nested {
-				p.endValue()
+				p.endValue(false)
 			}
 			p.state = peekKey
 			return
@@ -227,13 +256,36 @@ func (p *Peek) startValue(nested bool) {
 	}
 	lit := make([]byte, 0, len(p.key)+2)
 	lit = append(append(append(lit, '"'), p.key...), '"')
+	names := &[2]string{"id", "method"}
+	if p.Names != nil {
+		names = p.Names
+	}
 	switch {
-	case KeyIs(lit, "id"):
+	case KeyIs(lit, names[0]):
 		p.target = &p.ID
-	case KeyIs(lit, "method"):
+	case KeyIs(lit, names[1]):
 		p.target = &p.Method
-	case KeyIs(lit, "result"), KeyIs(lit, "error"):
+	case KeyIs(lit, "result"):
 		p.Answer = true
+		p.startTap(1)
+	case KeyIs(lit, "error"):
+		p.Answer = true
+		p.startTap(2)
+	}
+}
+
+// startTap starts giving the value that begins at the byte being read to Tap.
+func (p *Peek) startTap(kind int8) {
+	if p.Tap != nil {
+		p.tap, p.tapFrom, p.tapNew = kind, p.at, true
+	}
+}
+
+// giveTap gives Tap the next bytes of the value being tapped.
+func (p *Peek) giveTap(b []byte) {
+	if len(b) > 0 || p.tapNew {
+		p.Tap(b, p.tapNew, p.tap == 2)
+		p.tapNew = false
 	}
 }
 
@@ -248,7 +300,17 @@ func (p *Peek) keep(c byte) {
 	p.val = append(p.val, c)
 }
 
-func (p *Peek) endValue() {
+// endValue ends the top-level value being read; with its byte says the byte being
+// read is its last (a string's quote, a closing bracket), not the one after it.
+func (p *Peek) endValue(withByte bool) {
+	if p.tap != 0 {
+		end := p.at
+		if withByte {
+			end++
+		}
+		p.giveTap(p.piece[p.tapFrom:end])
+		p.tap = 0
+	}
 	if p.target != nil {
 		if p.valOver {
 			*p.target = nil

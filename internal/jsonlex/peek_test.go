@@ -34,6 +34,53 @@ func TestPeekFindsIDAnywhere(t *testing.T) {
 	}
 }
 
+// tapAll peeks msg in pieces of chunk bytes with a Tap, and returns the last result
+// and error values it was given, each assembled from its pieces.
+func tapAll(msg []byte, chunk int) (p *Peek, result, errv []byte) {
+	p = &Peek{}
+	p.Tap = func(b []byte, begin, isErr bool) {
+		v := &result
+		if isErr {
+			v = &errv
+		}
+		if begin {
+			*v = []byte{}
+		}
+		*v = append(*v, b...)
+	}
+	for i := 0; i < len(msg); i += chunk {
+		p.Write(msg[i:min(i+chunk, len(msg))])
+	}
+	return p, result, errv
+}
+
+func TestPeekTapsResultAndError(t *testing.T) {
+	big := strings.Repeat(`{"a":[1,"}\"]",{}]},`, 100)
+	cases := []struct{ msg, result, errv string }{
+		{`{"jsonrpc":"2.0","id":1,"result":{"content":[` + big + `1]}}`, `{"content":[` + big + `1]}`, ``},
+		{`{"id":1,"result":5}`, `5`, ``},
+		{`{"id":1,"result": true ,"x":1}`, `true`, ``},
+		{`{"id":1,"result":"a\"}b"}`, `"a\"}b"`, ``},
+		{`{"result":1,"id":1,"result":[2]}`, `[2]`, ``},
+		{`{"id":1,"error":{"code":-1,"message":"x"},"jsonrpc":"2.0"}`, ``, `{"code":-1,"message":"x"}`},
+		{`{"id":1,"r\u0065sult":-1.5e3}`, `-1.5e3`, ``},
+		{`{"id":1,"params":{"result":1}}`, ``, ``},
+	}
+	for _, c := range cases {
+		for _, chunk := range []int{1, 2, 3, 7, 64, 1 << 20} {
+			_, res, errv := tapAll([]byte(c.msg), chunk)
+			if string(res) != c.result || string(errv) != c.errv {
+				t.Fatalf("chunk %d of %.60q: result %q error %q, want %q %q", chunk, c.msg, res, errv, c.result, c.errv)
+			}
+		}
+	}
+	rp := &Peek{Names: &[2]string{"isError", "resultType"}}
+	rp.Write([]byte(`{"content":[{"isError":false}],"resultType":"input_required","isError":true}`))
+	if string(rp.ID) != "true" || string(rp.Method) != `"input_required"` {
+		t.Fatalf("Names: isError %q resultType %q", rp.ID, rp.Method)
+	}
+}
+
 // FuzzPeek: on any valid JSON object, Peek finds what the one lexer finds.
 func FuzzPeek(f *testing.F) {
 	// Nesting depth: a message nested 100,000 levels (the peek must not recurse).
@@ -46,12 +93,27 @@ func FuzzPeek(f *testing.F) {
 			chunk = len(msg) + 1
 		}
 		p := peekAll(string(msg), chunk)
+		tp, res, errv := tapAll(msg, chunk)
+		if string(tp.ID) != string(p.ID) || string(tp.Method) != string(p.Method) || tp.Answer != p.Answer || tp.Broken() != p.Broken() || tp.Done() != p.Done() || tp.More != p.More {
+			t.Fatalf("a Tap changed what Peek found: %+v vs %+v", tp, p)
+		}
 		if !json.Valid(msg) {
 			return
 		}
 		f, ok := TopFields(msg)
 		if !ok {
 			return
+		}
+		if string(res) != string(f.Result) || string(errv) != string(f.Error) {
+			t.Fatalf("Tap gave result %q error %q, TopFields %q %q", res, errv, f.Result, f.Error)
+		}
+		if f.Result != nil && f.Result[0] == '{' {
+			rp := &Peek{Names: &[2]string{"isError", "resultType"}}
+			rp.Write(f.Result)
+			ie, rt := Get(f.Result, "isError"), Get(f.Result, "resultType")
+			if len(ie) <= peekValueMax && string(rp.ID) != string(ie) || len(rt) <= peekValueMax && string(rp.Method) != string(rt) {
+				t.Fatalf("Peek with Names read isError %q resultType %q, Get %q %q", rp.ID, rp.Method, ie, rt)
+			}
 		}
 		if len(f.ID) <= peekValueMax && string(p.ID) != string(f.ID) {
 			t.Fatalf("Peek id %q, TopFields %q", p.ID, f.ID)

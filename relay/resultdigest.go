@@ -1,0 +1,136 @@
+package relay
+
+import (
+	"encoding/json"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/redact"
+)
+
+// StreamedResult is what a long answer of the server's, streamed to the host
+// (stream.go), was reduced to as it passed: interception takes its report's result,
+// error and outcome from it, the answer itself never being held. Its methods wait for
+// the last piece to be read, and are for bookkeeping's goroutine.
+type StreamedResult interface {
+	// Kind says the result asks for input ("resultType": "input_required") or is a
+	// tool's error ("isError": true), read as jsonlex.Get reads them.
+	Kind() (inputRequired, isError bool)
+	// Error is the answer's "error" value, nil when it has none.
+	Error() json.RawMessage
+	// Report is the result redacted and clipped to budget, as redact.Report gives
+	// it; nil when the answer had no result.
+	Report(budget int) (json.RawMessage, bool)
+}
+
+// ResultStreamingInterceptor is an interceptor that can be given a long answer
+// without its result (FromUpstreamStreamed): the relay then keeps none of it.
+type ResultStreamingInterceptor interface {
+	// AnswerWanted says whether interception wants the answer with this id at all,
+	// and if so whether whole (a handshake answer it learns from, a cassette's).
+	AnswerWanted(id []byte) (want, whole bool)
+	// FromUpstreamStreamed is FromUpstream of a long answer that went to the host in
+	// pieces: standIn is the answer with its result emptied, res what its result
+	// and error were reduced to.
+	FromUpstreamStreamed(standIn []byte, res StreamedResult, readAt time.Time)
+}
+
+// maxResultsQueued bounds the bytes of the server's answers waiting, together, to
+// be reduced: a result is reduced at ~150 MB/s (redaction hashes what it cuts), slower
+// than a pipe passes it, and up to this much of a fast one waits. Past it the rest is
+// not read, and the report says the result was not recorded.
+const maxResultsQueued = 64 << 20
+
+// maxErrorKept bounds an error value kept as it is; a longer one is reported as
+// one that was not recorded.
+const maxErrorKept = 64 << 10
+
+// resultDigest reduces a long answer (the whole message: its top-level structure is
+// read here, off the pump) to a StreamedResult.
+type resultDigest struct {
+	digest
+
+	// The worker's, readable once done is closed.
+	top     jsonlex.Peek   // the message; its Tap gives the result and error
+	kind    jsonlex.Peek   // the result's isError and resultType
+	red     redact.Reducer // the result
+	n       int64          // the message's bytes read
+	res     bool           // a result came
+	errv    []byte         // the error, when one came and fits
+	errN    int64          // its size
+	anyErr  bool
+	errOver bool
+}
+
+func newResultDigest(queued *atomic.Int64) *resultDigest {
+	d := &resultDigest{}
+	d.top.Tap = d.tap
+	d.kind.Names = &[2]string{"isError", "resultType"}
+	d.start(d, queued, maxResultsQueued)
+	return d
+}
+
+func (d *resultDigest) begin() {}
+
+func (d *resultDigest) write(p []byte) {
+	d.n += int64(len(p))
+	d.top.Write(p)
+}
+
+func (d *resultDigest) end() {}
+
+// tap takes the result's and error's bytes from the message's Peek.
+func (d *resultDigest) tap(b []byte, begin, isErr bool) {
+	if isErr {
+		if begin {
+			d.anyErr, d.errv, d.errN, d.errOver = true, d.errv[:0], 0, false
+		}
+		d.errN += int64(len(b))
+		if d.errOver || len(d.errv)+len(b) > maxErrorKept {
+			d.errv, d.errOver = nil, true
+			return
+		}
+		d.errv = append(d.errv, b...)
+		return
+	}
+	if begin {
+		d.res = true
+		d.red.Reset()
+		d.kind.Reset()
+	}
+	d.red.Write(b)
+	d.kind.Write(b)
+}
+
+func (d *resultDigest) Kind() (inputRequired, isError bool) {
+	<-d.done
+	k := &d.kind
+	if !d.res || d.missed || !k.Done() || k.Broken() {
+		return false, false // as resultKind reads what is not one whole object
+	}
+	return jsonlex.StringOf(k.Method) == "input_required", string(k.ID) == "true"
+}
+
+func (d *resultDigest) Error() json.RawMessage {
+	<-d.done
+	switch {
+	case !d.anyErr:
+		return nil
+	case d.errOver:
+		return json.RawMessage(`{"message":` + strconv.Quote("bir-proxy: not recorded: the server's error was "+strconv.FormatInt(d.errN, 10)+"+ bytes") + `}`)
+	}
+	return d.errv
+}
+
+func (d *resultDigest) Report(budget int) (json.RawMessage, bool) {
+	<-d.done
+	switch {
+	case d.missed:
+		return json.RawMessage(strconv.Quote("[bir-proxy: not recorded: " + strconv.FormatInt(d.n, 10) + "+ bytes of the answer came faster than the proxy's bookkeeping could read them]")), true
+	case !d.res:
+		return nil, false
+	}
+	return d.red.Report(budget)
+}
