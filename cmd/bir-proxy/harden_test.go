@@ -21,6 +21,14 @@ import (
 // given file (a pipe end the test controls), and returns the host's ends.
 func rawProxy(t *testing.T, stderr *os.File, env []string, proxyArgs []string, serverArgs ...string) (cmd *exec.Cmd, in *os.File, out *framing.Reader, done chan error) {
 	t.Helper()
+	cmd, in, outR, done := rawProxyPipes(t, stderr, env, proxyArgs, serverArgs...)
+	return cmd, in, framing.NewReader(outR), done
+}
+
+// rawProxyPipes is rawProxy with the proxy's stdout as it is, for a host that reads
+// it its own way.
+func rawProxyPipes(t *testing.T, stderr *os.File, env []string, proxyArgs []string, serverArgs ...string) (cmd *exec.Cmd, in, out *os.File, done chan error) {
+	t.Helper()
 	bin := testutil.Build(t, "./cmd/bir-proxy")
 	raw := testutil.Build(t, "./testdata/rawserver")
 	args := append(append(append([]string{}, proxyArgs...), "--", raw), serverArgs...)
@@ -51,7 +59,7 @@ func rawProxy(t *testing.T, stderr *os.File, env []string, proxyArgs []string, s
 		<-done
 		outR.Close()
 	})
-	return cmd, inW, framing.NewReader(outR), done
+	return cmd, inW, outR, done
 }
 
 // readWithin reads one message from the proxy, failing the test after a generous
