@@ -261,6 +261,9 @@ func (l *hostLine) End(e framing.LineEnd) {
 			r.hostReqs.remove(l.id) // the host is gone; the server has the line, ended
 		}
 	case e.Over:
+		if l.out != nil && werr == nil {
+			r.cutToServer()
+		}
 		if waits() {
 			r.refuseTooLongSent(&framing.TooLongError{Size: e.Size, Max: e.Max, ID: l.id, Method: []byte(`"tools/call"`)}, l.readAt,
 				fmt.Sprintf("it was streamed to the server as it came, and cut off there after %d bytes", e.Size))
@@ -301,4 +304,36 @@ func standIn(id []byte, st *jsonlex.ArgStrip, key string) []byte {
 		b = append(append(jsonlex.AppendString(b, key), ':'), v...)
 	}
 	return append(b, `}}}`...)
+}
+
+// cutAnswerWindow is how long after a host call passed the cap on its way to the
+// server the server's parse error for it is looked for: a server reads the line at
+// once, and a stale expectation must not eat a later parse error the host caused.
+const cutAnswerWindow = 10 * time.Second
+
+// cutToServer notes that the server was given the start of a host call that then
+// passed --max-message, ended by a newline: a line it cannot parse, which a
+// JSON-RPC server answers with a parse error of id null. The host was answered for
+// the call already, as for any line over the cap, which the server never sees:
+// that parse error is not the host's (swallowCutAnswer).
+func (r *Relay) cutToServer() {
+	r.cutAt.Store(time.Now().UnixNano())
+	r.cutsPending.Add(1)
+}
+
+// swallowCutAnswer says a server's answer is the parse error for a call cut at the
+// cap (cutToServer), which the host must not get: an error of id null, while a cut
+// line is unanswered and recent. It runs on the upstream pump, which alone takes
+// from cutsPending.
+func (r *Relay) swallowCutAnswer(f *jsonlex.Fields) bool {
+	if r.cutsPending.Load() == 0 || f.Error == nil || string(f.ID) != "null" {
+		return false
+	}
+	if time.Since(time.Unix(0, r.cutAt.Load())) > cutAnswerWindow {
+		r.cutsPending.Store(0) // the server answered none of them: given up on
+		return false
+	}
+	r.cutsPending.Add(-1)
+	r.log.Debug("dropped the server's error of id null for a host call cut at the cap on its way to it")
+	return true
 }

@@ -151,7 +151,12 @@ type Relay struct {
 	// resultsQueued counts the bytes of long answers waiting to be reduced for
 	// interception (resultDigest), all of them together.
 	resultsQueued atomic.Int64
-	log           *slog.Logger
+	// cutsPending counts the host calls cut at the cap on their way to the server
+	// whose parse error has not come, the last cut at cutAt (UnixNano): the error is
+	// not the host's (swallowCutAnswer).
+	cutsPending atomic.Int64
+	cutAt       atomic.Int64
+	log         *slog.Logger
 
 	idPrefix string
 	ids      *upstream.OwnIDs
@@ -755,7 +760,7 @@ func (r *Relay) noteUpstream(msg []byte, lexed bool, readAt time.Time) (own bool
 		f := objs[i].Fields(msg)
 		switch {
 		case f.IsResponse():
-			if single && r.deliverOwn(objs[i].Bytes(msg), f.ID, readAt) {
+			if single && (r.deliverOwn(objs[i].Bytes(msg), f.ID, readAt) || r.swallowCutAnswer(&f)) {
 				own = true
 				continue
 			}

@@ -198,9 +198,19 @@ func TestLongHostCallOverTheCap(t *testing.T) {
 	if !strings.Contains(got, `"id":7,"error":{"code":-32600`) || !strings.Contains(got, "over the proxy's --max-message cap") {
 		t.Fatalf("the host got %s", got)
 	}
+	// The server answers the line it could not parse, as a JSON-RPC server does: that
+	// error is not the host's, which got the answer a line over the cap gets, as if
+	// the server had seen nothing. A later one, for a line of the host's, is.
+	parseError := `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`
+	s.print(t, parseError+"\n")
 	r.send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
 	if got := s.recvLine(t); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":8,`) {
 		t.Fatalf("the server got %.200s, want the next call", got)
+	}
+	s.print(t, `{"jsonrpc":"2.0","id":8,"result":{"content":[]}}`+"\n"+parseError+"\n")
+	lines := r.lines(4)
+	if lines[2] != `{"jsonrpc":"2.0","id":8,"result":{"content":[]}}` || lines[3] != parseError {
+		t.Fatalf("after the call over the cap, the host got %q, want the next call's answer and then the later parse error (and not the first); stderr: %s", lines[1:], r.stderr.String())
 	}
 }
 
