@@ -56,7 +56,8 @@ func FuzzText(f *testing.F) {
 		`{"password": "a\"b", "n": 1}`, "--token v --x", "-----BEGIN RSA PRIVATE KEY-----\nabc",
 		"https://h/?key=v&sig=s#access_token=t", "u:p@tcp(h)/d", "aws " + fake("", 40),
 		fake("ghp_", 36), fake("eyJ", 12) + "." + fake("", 8) + "." + fake("", 8),
-		"mysql -u root -p hunter2 db", "mkdir -p x && psql -p 5432", "-p -p a-p b",
+		"mysql -u root -p hunter2 db", "mkdir -p x && psql -p 5432", "-p -p a-p b", "-p mkdir -p A",
+		"my password is hunter2.", "the token is invalid", "aws secret is [REDACTED] ok",
 	} {
 		f.Add(s)
 	}

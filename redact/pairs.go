@@ -61,6 +61,7 @@ func passwordFlagItem(d *doc, p int) bool {
 // variable stays, and so does what follows mkdir -p. The attached form (-pSECRET) is
 // not recognised: -print, -pedantic and the like look the same.
 func scanShortPassword(spans []span, b []byte) []span {
+	redEnd := -1 // where the last value redacted here ends
 	for p := 0; p < len(b); {
 		k := bytes.Index(b[p:], []byte("-p"))
 		if k < 0 {
@@ -75,12 +76,15 @@ func scanShortPassword(spans []span, b []byte) []span {
 			continue
 		}
 		v := runEnd(b, k+2, clsSpace)
-		if v >= len(b) || b[v] == '\n' || b[v] == '\r' || afterMkdir(b, k) {
+		// (A "mkdir" that was the last flag's value, redacted, is no command: read as
+		// one, the flag after it was redacted only on a second pass.)
+		if v >= len(b) || b[v] == '\n' || b[v] == '\r' || afterMkdir(b, k) && wordEndBefore(b, k) != redEnd {
 			continue
 		}
 		vs, ve := valueAt(b, v, textStop)
 		if passwordLike(b[vs:ve]) {
 			spans = appendSecret(spans, b, vs, ve)
+			redEnd = ve
 			p = max(p, ve)
 		}
 	}
@@ -89,10 +93,7 @@ func scanShortPassword(spans []span, b []byte) []span {
 
 // afterMkdir reports whether the word before the flag at k is mkdir (mkdir -p DIR).
 func afterMkdir(b []byte, k int) bool {
-	e := k
-	for e > 0 && is(b[e-1], clsSpace) {
-		e--
-	}
+	e := wordEndBefore(b, k)
 	s := e
 	for s > 0 && !textStop(b[s-1]) && b[s-1] != '/' && e-s < 6 {
 		s--
@@ -132,4 +133,13 @@ func portLike(v []byte) bool {
 		}
 	}
 	return digits
+}
+
+// wordEndBefore is where the word before the flag at k ends.
+func wordEndBefore(b []byte, k int) int {
+	e := k
+	for e > 0 && is(b[e-1], clsSpace) {
+		e--
+	}
+	return e
 }

@@ -83,8 +83,14 @@ func findSecrets(spans []span, b []byte) []span {
 	if seen&trigAt != 0 {
 		spans = scanDSN(spans, b)
 	}
+	if len(b) >= minProse {
+		spans = scanProse(spans, b)
+	}
 	return mergeSpans(spans, n0)
 }
+
+// minProse is the shortest text scanProse can find a secret in: "pin is x".
+const minProse = 8
 
 // minWordSecret is the shortest text scanWords can find a secret in: "Basic " and an
 // 8-character credential, or a JWT's "eyJ" header of 10 and two dots around 2 more;

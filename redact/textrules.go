@@ -1,6 +1,9 @@
 package redact
 
-import "bytes"
+import (
+	"bytes"
+	"strings"
+)
 
 // appendSecret adds b[start:end] as a secret unless it is empty or already redacted.
 func appendSecret(spans []span, b []byte, start, end int) []span {
@@ -428,4 +431,104 @@ func keyBefore(b []byte, i int) (ks, ke int, quoted, ok bool) {
 		ks--
 	}
 	return ks, ke, false, ke > ks
+}
+
+// scanProse redacts a secret said in a sentence: the word after "is" or "was" (or
+// "is:") that follows a word naming a secret, or two (my password is hunter2, the API
+// key was k-123, secret is: x). A word that says something about the secret rather
+// than giving it (the token is invalid, password is required, not, the) is kept.
+func scanProse(spans []span, b []byte) []span {
+	for _, verb := range [...]string{" is", " was"} {
+		for p := 0; p < len(b); {
+			k := bytes.Index(b[p:], []byte(verb))
+			if k < 0 {
+				break
+			}
+			k += p
+			p = k + len(verb)
+			v := p
+			if v < len(b) && b[v] == ':' {
+				v++
+			}
+			if v >= len(b) || !is(b[v], clsSpace) {
+				continue // "island", "wasted"
+			}
+			if v = runEnd(b, v, clsSpace); v >= len(b) || b[v] == '\n' || b[v] == '\r' {
+				continue
+			}
+			if !proseNamesSecret(b, k) {
+				continue
+			}
+			vs, ve := valueAt(b, v, textStop)
+			if bytes.HasPrefix(b[vs:ve], []byte(Redacted)) {
+				continue // redacted already ("[REDACTED]." is not "[REDACTED" and ".")
+			}
+			if vs == v { // unquoted: a sentence's punctuation is not the secret's
+				for ve > vs && strings.IndexByte(".,;:!?)]}", b[ve-1]) >= 0 {
+					ve--
+				}
+			}
+			if w := b[vs:ve]; len(w) == 0 || isVarRef(w) || proseWord(w) {
+				continue
+			}
+			spans = appendSecret(spans, b, vs, ve)
+			p = max(p, ve)
+		}
+	}
+	return spans
+}
+
+// proseNamesSecret says the word before b[k] (a space), or the two words before it,
+// name a secret.
+func proseNamesSecret(b []byte, k int) bool {
+	ks := wordBefore(b, k)
+	if ks == k {
+		return false
+	}
+	if isSecretName(b[ks:k]) {
+		return true
+	}
+	if ks >= 2 && b[ks-1] == ' ' {
+		if ks2 := wordBefore(b, ks-1); ks2 < ks-1 {
+			return isSecretName(b[ks2:k]) // "API key": a pair of words
+		}
+	}
+	return false
+}
+
+// wordBefore is the start of the run of key characters (at most 64) ending at e.
+func wordBefore(b []byte, e int) int {
+	s := e
+	for s > 0 && e-s < 64 && is(b[s-1], clsKey) {
+		s--
+	}
+	return s
+}
+
+// proseWord says w is a word of the sentence, not a secret: what follows "the password
+// is" without being one.
+func proseWord(w []byte) bool {
+	if len(w) > 20 {
+		return false
+	}
+	var low [20]byte
+	for i, c := range w {
+		low[i] = lower(c)
+	}
+	switch string(low[:len(w)]) {
+	case "not", "no", "invalid", "valid", "required", "incorrect", "correct", "wrong",
+		"expired", "missing", "empty", "set", "unset", "blank", "null", "none", "nil", "too",
+		"the", "a", "an", "being", "now", "still", "also", "stored", "saved", "shown",
+		"hidden", "needed", "optional", "changed", "reset", "rotated", "revoked", "ok",
+		"fine", "good", "bad", "weak", "strong", "long", "short", "used", "in", "on", "at",
+		"for", "of", "to", "from", "with", "your", "my", "our", "their", "his", "her", "its",
+		"this", "that", "what", "which", "sent", "generated", "encrypted", "hashed", "here",
+		"there", "below", "above", "same", "different", "available", "unavailable",
+		"configured", "provided", "known", "unknown", "redacted", "true", "false",
+		"incomplete", "case-sensitive", "mandatory", "secret", "private", "public", "only",
+		"never", "always", "usually", "currently", "already", "stale", "old", "new",
+		"active", "inactive", "disabled", "enabled":
+		return true
+	}
+	return false
 }
