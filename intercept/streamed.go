@@ -77,7 +77,9 @@ func (s *streamedQueue[T]) pop() (a T) {
 // AnswerWanted says whether bookkeeping wants the server's answer with this id, and
 // whether whole (relay.ResultStreamingInterceptor): not when nothing waits for any
 // answer; whole when it answers a handshake request (learn reads it) or a cassette
-// records results.
+// records results. Asking forgets nothing: the line may yet turn out to be no answer
+// (a later "method"), or to answer another id (a later duplicate); the id is
+// forgotten by what the line turned out to answer (FromUpstream, FromUpstreamStreamed).
 func (ic *Interceptor) AnswerWanted(id []byte) (want, whole bool) {
 	if ic.q == nil || ic.interested.Load() == 0 && ic.spans == nil {
 		return false, false
@@ -93,6 +95,9 @@ func (ic *Interceptor) AnswerWanted(id []byte) (want, whole bool) {
 // res what its result and error were reduced to. Bookkeeping reads res, waiting for
 // it on its goroutine.
 func (ic *Interceptor) FromUpstreamStreamed(standIn []byte, res relay.StreamedResult, readAt time.Time) {
+	// Its id is the line's last, which may not be the head's AnswerWanted was asked
+	// of: a handshake's it answers is answered now (reduced: nothing is learned).
+	ic.handshakes.answered(standIn)
 	if ic.q == nil {
 		return
 	}
@@ -105,15 +110,17 @@ func (ic *Interceptor) FromUpstreamStreamed(standIn []byte, res relay.StreamedRe
 // upstream's, so that their answers, which bookkeeping learns from, are never reduced
 // as they stream.
 type handshakeIDs struct {
-	n    atomic.Int32 // len(ids): while 0, answers are not looked at
-	mu   sync.Mutex
-	ids  map[string]struct{} // by jsonlex.IDKey
-	full bool                // maxHandshakeIDs were unanswered at once: all go whole
+	n   atomic.Int32 // len(ids): while 0, answers are not looked at
+	mu  sync.Mutex
+	ids map[string]uint64 // by jsonlex.IDKey: when noted (seq)
+	seq uint64
 }
 
 // maxHandshakeIDs bounds the ids kept. A host has a handshake request or two
-// unanswered at a time; past this many, every long answer is kept whole, as before
-// there was any reducing.
+// unanswered at a time; past this many, the oldest is forgotten (a request the server
+// never answered, or the host cancelled): its answer, if it ever comes long, is
+// reduced. (A flag that kept every long answer whole once this many had gone
+// unanswered was set for good by a server that never answers tools/list.)
 const maxHandshakeIDs = 256
 
 // note keeps the ids of the handshake requests in msg (a message or a batch).
@@ -124,44 +131,55 @@ func (h *handshakeIDs) note(msg []byte) {
 		}
 		h.mu.Lock()
 		if h.ids == nil {
-			h.ids = make(map[string]struct{})
+			h.ids = make(map[string]uint64)
 		}
-		if len(h.ids) >= maxHandshakeIDs {
-			h.full = true
-		} else {
-			h.ids[jsonlex.IDKey(f.ID)] = struct{}{}
-			h.n.Store(int32(len(h.ids)))
+		k := jsonlex.IDKey(f.ID)
+		if _, ok := h.ids[k]; !ok && len(h.ids) >= maxHandshakeIDs {
+			oldest, at := "", ^uint64(0)
+			for k, s := range h.ids {
+				if s < at {
+					oldest, at = k, s
+				}
+			}
+			delete(h.ids, oldest)
 		}
+		h.seq++
+		h.ids[k] = h.seq
+		h.n.Store(int32(len(h.ids)))
 		h.mu.Unlock()
 	})
 }
 
 // answered forgets the ids msg answers (a message or a batch of the server's read
-// whole).
+// whole, or a streamed answer's stand-in).
 func (h *handshakeIDs) answered(msg []byte) {
 	if h.n.Load() == 0 {
 		return
 	}
 	jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
 		if f.IsResponse() {
-			h.has(f.ID)
+			h.forget(f.ID)
 		}
 	})
 }
 
-// has says an answer with this id must be kept whole, and forgets the id: its
-// answer is here.
+// has says an answer with this id must be kept whole.
 func (h *handshakeIDs) has(id []byte) bool {
 	if h.n.Load() == 0 {
-		return h.full
+		return false
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	k := jsonlex.IDKey(id)
-	_, ok := h.ids[k]
-	delete(h.ids, k)
+	_, ok := h.ids[jsonlex.IDKey(id)]
+	return ok
+}
+
+// forget forgets the id: its answer is here.
+func (h *handshakeIDs) forget(id []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.ids, jsonlex.IDKey(id))
 	h.n.Store(int32(len(h.ids)))
-	return ok || h.full
 }
 
 func isHandshake(method []byte) bool {

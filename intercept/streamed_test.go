@@ -27,7 +27,9 @@ func TestAnswerWantedWholeForHandshakes(t *testing.T) {
 	s.host(`[{"jsonrpc":"2.0","id":"l","method":"tools/list"},{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a","arguments":{}}}]`)
 	s.host(`{"jsonrpc":"2.0","id":4,"method":"server/discover"}`)
 	ask(`"l"`, true, true)
-	ask(`"l"`, true, false) // asked once: its answer is here
+	ask(`"l"`, true, true) // asking forgets nothing: the line may turn out no answer
+	s.up(`{"jsonrpc":"2.0","id":"l","result":{"tools":[]}}`)
+	ask(`"l"`, true, false) // answered
 	ask("3", true, false)
 	s.up(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18"}}`) // whole
 	ask("1", true, false)

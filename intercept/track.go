@@ -338,7 +338,10 @@ func (t *tracker) answer(f jsonlex.Fields, at time.Time, keyPrefix string) {
 	}
 	if method, ok := t.handshake[string(k)]; ok {
 		t.forgetHandshake(string(k))
-		if f.Result != nil {
+		// An answer reduced as it streamed has no result here, only a stand-in for
+		// it (its head's id was not the handshake's, docs/ARCHITECTURE.md): nothing
+		// is learned from it, and a later answer read whole still is.
+		if f.Result != nil && t.res == nil {
 			if t.cassette != nil && keyPrefix == "" {
 				t.cassette.c.ServerResult(method, f.Result)
 			}

@@ -55,6 +55,7 @@ type resultDigest struct {
 	// The worker's, readable once done is closed.
 	top     jsonlex.Peek   // the message; its Tap gives the result and error
 	kind    jsonlex.Peek   // the result's isError and resultType
+	code    jsonlex.Peek   // the error's code, for the stand-in of one too long to keep
 	red     redact.Reducer // the result
 	n       int64          // the message's bytes read
 	res     bool           // a result came
@@ -68,6 +69,7 @@ func newResultDigest(queued *atomic.Int64) *resultDigest {
 	d := &resultDigest{}
 	d.top.Tap = d.tap
 	d.kind.Names = &[2]string{"isError", "resultType"}
+	d.code.Names = &[2]string{"code", "code"}
 	d.start(d, queued, maxResultsQueued)
 	return d
 }
@@ -86,8 +88,10 @@ func (d *resultDigest) tap(b []byte, begin, isErr bool) {
 	if isErr {
 		if begin {
 			d.anyErr, d.errv, d.errN, d.errOver = true, d.errv[:0], 0, false
+			d.code.Reset()
 		}
 		d.errN += int64(len(b))
+		d.code.Write(b)
 		if d.errOver || len(d.errv)+len(b) > maxErrorKept {
 			d.errv, d.errOver = nil, true
 			return
@@ -118,8 +122,21 @@ func (d *resultDigest) Error() json.RawMessage {
 	switch {
 	case !d.anyErr:
 		return nil
+	case d.missed:
+		// What was read of it may be a fragment (a secret cut short is no longer one
+		// the redaction rules know), and a later duplicate may have replaced it.
+		return json.RawMessage(`{"message":` + strconv.Quote("bir-proxy: not recorded: "+strconv.FormatInt(d.n, 10)+"+ bytes of the answer came faster than the proxy's bookkeeping could read them") + `}`)
 	case d.errOver:
-		return json.RawMessage(`{"message":` + strconv.Quote("bir-proxy: not recorded: the server's error was "+strconv.FormatInt(d.errN, 10)+"+ bytes") + `}`)
+		// Its code, when it is a number, is kept: tracing's error.type and rpc code,
+		// and the report's error, show it as for the whole error.
+		b := []byte(`{`)
+		if c := d.code.ID; d.code.Done() && !d.code.Broken() && c != nil {
+			if _, err := strconv.ParseInt(string(c), 10, 64); err == nil {
+				b = append(append(append(b, `"code":`...), c...), ',')
+			}
+		}
+		b = append(append(b, `"message":`...), strconv.Quote("bir-proxy: not recorded: the server's error was "+strconv.FormatInt(d.errN, 10)+"+ bytes")...)
+		return append(b, '}')
 	}
 	return d.errv
 }
