@@ -93,8 +93,9 @@ type LexedUpstreamInterceptor interface {
 // it reads none of the times the pumps give it and keeps none of the messages past
 // its call. The pumps then do not read the clock for every message (three time.Now
 // per call, ~60 ns each on this project's VMs, were a tenth of the relay's own work
-// per message), and the host's messages are carved out of shared blocks rather than
-// allocated one by one (framing.WithSlab).
+// per message), and the host's messages are lent by the reader in place
+// (framing.WithLending) when the upstream copies what it is written (upstream.Copier),
+// else carved out of shared blocks rather than allocated one by one (framing.WithSlab).
 type Passive interface {
 	Passive() bool
 }
@@ -239,7 +240,13 @@ func New(o Options) *Relay {
 		passive = true
 	}
 	opts := []framing.Option{framing.WithMaxMessage(o.MaxMessage)}
-	if passive {
+	if cp, ok := o.Upstream.(upstream.Copier); passive && ok && cp.CopiesWrites() {
+		// Nobody keeps a host message once it is forwarded, and the upstream copies
+		// what it is written: a message may be lent, read in place and never copied
+		// into a message of its own (the host pump reads the next only once the
+		// upstream has it).
+		opts = append(opts, framing.WithLending())
+	} else if passive {
 		// Nobody keeps a host message once it is forwarded: a block of them may be
 		// one allocation (what one message holds alive is its block).
 		opts = append(opts, framing.WithSlab())
@@ -809,7 +816,9 @@ func (r *Relay) deliverOwn(msg, id []byte, readAt time.Time) bool {
 		return true
 	}
 	if w.ch != nil {
-		w.ch <- callResult{msg: msg} // buffered: never blocks the pump
+		// A copy: the upstream may lend its messages only until its next Read
+		// (upstream.Command.Slab), and the caller keeps this one.
+		w.ch <- callResult{msg: bytes.Clone(msg)} // buffered: never blocks the pump
 	}
 	if r.ic != nil {
 		r.ic.ToProxy(msg, readAt)
