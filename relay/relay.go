@@ -592,13 +592,20 @@ func (r *Relay) refuseTooLongSent(e *framing.TooLongError, at time.Time, sent st
 // retires the upstream's requests it answers.
 func (r *Relay) noteHost(msg []byte, lx *jsonlex.Line) {
 	for i, objs := 0, lx.RPC(); i < len(objs); i++ {
-		f := objs[i].Fields(msg)
-		switch {
-		case f.IsRequest():
-			r.hostReqs.add(f.ID)
-		case f.IsResponse():
-			r.serverReqs.remove(f.ID)
-		case f.Method != nil && jsonlex.KeyIs(f.Method, "notifications/cancelled"):
+		// Read from the spans: Fields' five slices per message are built only for
+		// a notification.
+		o := &objs[i]
+		switch hasID, hasMethod := o.ID.End != 0, o.Method.End != 0; {
+		case hasID && hasMethod: // a request
+			r.hostReqs.add(msg[o.ID.Start:o.ID.End])
+			continue
+		case hasID: // a response
+			r.serverReqs.remove(msg[o.ID.Start:o.ID.End])
+			continue
+		case !hasMethod:
+			continue
+		}
+		if f := o.Fields(msg); jsonlex.KeyIs(f.Method, "notifications/cancelled") {
 			// A cancelled request may never be answered (the server SHOULD NOT); it is
 			// no longer the host's to wait for.
 			if id := jsonlex.Get(f.Params, "requestId"); id != nil {
@@ -756,16 +763,19 @@ func (r *Relay) noteUpstream(msg []byte, lexed bool, readAt time.Time) (own bool
 		r.upLx.Lex(msg)
 	}
 	for i, objs := 0, r.upLx.RPC(); i < len(objs); i++ {
-		f := objs[i].Fields(msg)
-		switch {
-		case f.IsResponse():
-			if single && r.deliverOwn(objs[i].Bytes(msg), f.ID, readAt) {
+		o := &objs[i] // read from the spans, as noteHost
+		if o.ID.End == 0 {
+			continue // a notification: neither answers nor asks
+		}
+		id := msg[o.ID.Start:o.ID.End]
+		if o.Method.End == 0 { // a response
+			if single && r.deliverOwn(o.Bytes(msg), id, readAt) {
 				own = true
 				continue
 			}
-			r.hostReqs.remove(f.ID)
-		case f.IsRequest():
-			r.serverReqs.add(f.ID)
+			r.hostReqs.remove(id)
+		} else {
+			r.serverReqs.add(id)
 		}
 	}
 	return own
