@@ -309,14 +309,19 @@ func (c *Conn) ReadLexed(lx *jsonlex.Line) ([]byte, error) { return c.read(lx) }
 
 // read is Read, and ReadLexed when lx is set.
 func (c *Conn) read(lx *jsonlex.Line) ([]byte, error) {
-	c.mu.Lock()
-	if c.st == stBetween {
-		c.startingLocked()
-	}
-	gone := c.st == stGone
-	c.mu.Unlock()
-	if gone {
-		return nil, io.EOF
+	// serving is set only in stUp, the usual case, where there is nothing to do
+	// here: no lock per message then (a change of state after the look is the
+	// same race as one after the lock is let go).
+	if c.serving.Load() == nil {
+		c.mu.Lock()
+		if c.st == stBetween {
+			c.startingLocked()
+		}
+		gone := c.st == stGone
+		c.mu.Unlock()
+		if gone {
+			return nil, io.EOF
+		}
 	}
 	for {
 		if len(c.out) > 0 {
