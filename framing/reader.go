@@ -92,6 +92,9 @@ type Reader struct {
 	// the option is set.
 	slab   []byte
 	slabOn bool
+	// lend, with WithLending, says a line that lies whole in the read buffer is
+	// returned in place, not copied.
+	lend bool
 
 	// Streaming (SetStream): a line that reaches streamAt bytes, and whose head says
 	// how it is routed, goes to the LineSink startStream gives, piece by piece.
@@ -165,6 +168,20 @@ func WithSlab() Option {
 	return func(r *Reader) { r.slabOn = true }
 }
 
+// WithLending makes Read return a line that lies whole in its read buffer (almost
+// every message) in place, as a slice of that buffer, instead of a copy: no
+// allocation and no copy per message. Such a message is lent, not given: it stays
+// valid only until the Reader next reads its source, which is at the latest the next
+// Read — but a Read right after Buffered reported true returns a line already
+// buffered and reads nothing, so the messages returned before it stay valid too (a
+// relay holds a message while it reads the next this way). Whoever keeps a message
+// longer copies it. A lent message's capacity is its length: an append to it cannot
+// reach the next line, and an edit in place (a key cut out of it) changes nothing
+// else. A line longer than the buffer is assembled and given, as without the option.
+func WithLending() Option {
+	return func(r *Reader) { r.lend = true }
+}
+
 // SetStream makes lines of at least threshold bytes stream: once as much of such a
 // line has been read as says how it is routed (jsonlex.Peek.Decided: its id and a
 // method or the start of a result or error, or a notification's method), start is
@@ -193,7 +210,8 @@ func NewReader(r io.Reader, opts ...Option) *Reader {
 
 // Read returns the next message: a line without its "\n" or "\r\n", never blank. The
 // caller owns the returned slice (the Reader never touches it again), so it can be
-// forwarded and then handed to bookkeeping on another goroutine without a copy.
+// forwarded and then handed to bookkeeping on another goroutine without a copy —
+// except with WithLending, where the Reader lends it until it next reads its source.
 //
 // A line over the cap yields a *TooLongError and is skipped; the stream goes on. At the
 // end of the stream a last line without a newline is still returned, then io.EOF.
@@ -372,6 +390,9 @@ func (r *Reader) finish(tail []byte) (msg []byte, err error, ok bool) {
 		tail = tail[:total]
 		if isBlank(tail) {
 			return nil, nil, false
+		}
+		if r.lend {
+			return tail[:total:total], nil, true
 		}
 		msg = r.alloc(int(total))
 		copy(msg, tail)

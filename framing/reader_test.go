@@ -97,6 +97,72 @@ func checkAsking(t testing.TB, input string, max, bufSize int, chunked, ask bool
 	}
 }
 
+// checkLending is check of a Reader that lends its lines (WithLending), asking
+// Buffered before each Read as a relay does. Besides returning the reference's
+// messages, what it lent must stay as it was for as long as the option promises:
+// through every Read that follows a Buffered that reported true, until a Read that
+// may read the source. Each lent message is also edited in place and appended to, as
+// a key strip and a careless caller would: neither may reach another message.
+func checkLending(t testing.TB, input string, max, bufSize int, chunked bool) {
+	t.Helper()
+	var src io.Reader = strings.NewReader(input)
+	if chunked {
+		src = iotest.OneByteReader(src)
+	}
+	r := NewReader(src, WithMaxMessage(max), withBufSize(bufSize), WithLending())
+	type lent struct {
+		msg  []byte
+		want string
+	}
+	var live []lent // lent messages that must still be intact
+	var got []result
+	for {
+		buffered := r.Buffered()
+		if !buffered {
+			live = live[:0] // the next Read may read the source
+		}
+		msg, err := r.Read()
+		for i, l := range live {
+			if string(l.msg) != l.want {
+				t.Fatalf("input %q (max %d, buf %d): lent message %d of %d changed to %q by a Read after Buffered said true, want %q", input, max, bufSize, i, len(live), l.msg, l.want)
+			}
+		}
+		var tl *TooLongError
+		switch {
+		case errors.As(err, &tl):
+			got = append(got, result{tooLong: tl.Size})
+			live = live[:0]
+			continue
+		case err == io.EOF:
+		case err != nil:
+			t.Fatalf("Read: %v", err)
+		default:
+			if cap(msg) != len(msg) {
+				t.Fatalf("input %q: a lent message has room for %d bytes more: an append would overwrite the next line", input, cap(msg)-len(msg))
+			}
+			got = append(got, result{msg: string(msg), tooLong: -1})
+			// An edit inside the message (the key strip shortens it in place) and an
+			// append must leave every other line as it was.
+			edited := append([]byte(nil), msg...)
+			edited[0] ^= 0x20
+			msg[0] ^= 0x20
+			_ = append(msg, "\n\n{}"...)
+			live = append(live, lent{msg: msg, want: string(edited)})
+			continue
+		}
+		break
+	}
+	want := expected(input, max)
+	if len(got) != len(want) {
+		t.Fatalf("input %q (max %d, buf %d), lending: got %d messages %+v, want %d %+v", input, max, bufSize, len(got), got, len(want), want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("input %q (max %d, buf %d), lending: message %d = %+v, want %+v", input, max, bufSize, i, got[i], want[i])
+		}
+	}
+}
+
 func TestReaderFraming(t *testing.T) {
 	cases := map[string]string{
 		"simple":          "{\"a\":1}\n{\"b\":2}\n",
@@ -121,6 +187,8 @@ func TestReaderFraming(t *testing.T) {
 				check(t, in, 200, buf, false)
 				check(t, in, 200, buf, true)
 				check(t, in, 200, buf, false, WithSlab())
+				checkLending(t, in, 200, buf, false)
+				checkLending(t, in, 200, buf, true)
 			}
 		})
 	}
@@ -250,6 +318,7 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte("{\"a\":1}\n \n{\"b\":2}\n{\"c\":3}"), uint8(16), uint8(64+8))
 	f.Fuzz(func(t *testing.T, in []byte, max, buf uint8) {
 		checkAsking(t, string(in), int(max)+1, int(buf%32)+1, buf&32 != 0, buf&64 != 0)
+		checkLending(t, string(in), int(max)+1, int(buf%32)+1, buf&32 != 0)
 	})
 }
 

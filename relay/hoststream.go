@@ -325,8 +325,8 @@ func (r *Relay) cutToServer() {
 // cap (cutToServer), which the host must not get: an error of id null, while a cut
 // line is unanswered and recent. It runs on the upstream pump, which alone takes
 // from cutsPending.
-func (r *Relay) swallowCutAnswer(f *jsonlex.Fields) bool {
-	if r.cutsPending.Load() == 0 || f.Error == nil || string(f.ID) != "null" {
+func (r *Relay) swallowCutAnswer(id []byte, isError bool) bool {
+	if r.cutsPending.Load() == 0 || !isError || string(id) != "null" {
 		return false
 	}
 	if time.Since(time.Unix(0, r.cutAt.Load())) > cutAnswerWindow {

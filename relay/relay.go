@@ -93,8 +93,9 @@ type LexedUpstreamInterceptor interface {
 // it reads none of the times the pumps give it and keeps none of the messages past
 // its call. The pumps then do not read the clock for every message (three time.Now
 // per call, ~60 ns each on this project's VMs, were a tenth of the relay's own work
-// per message), and the host's messages are carved out of shared blocks rather than
-// allocated one by one (framing.WithSlab).
+// per message), and the host's messages are lent by the reader in place
+// (framing.WithLending) when the upstream copies what it is written (upstream.Copier),
+// else carved out of shared blocks rather than allocated one by one (framing.WithSlab).
 type Passive interface {
 	Passive() bool
 }
@@ -247,7 +248,13 @@ func New(o Options) *Relay {
 		passive = true
 	}
 	opts := []framing.Option{framing.WithMaxMessage(o.MaxMessage)}
-	if passive {
+	if cp, ok := o.Upstream.(upstream.Copier); passive && ok && cp.CopiesWrites() {
+		// Nobody keeps a host message once it is forwarded, and the upstream copies
+		// what it is written: a message may be lent, read in place and never copied
+		// into a message of its own (the host pump reads the next only once the
+		// upstream has it).
+		opts = append(opts, framing.WithLending())
+	} else if passive {
 		// Nobody keeps a host message once it is forwarded: a block of them may be
 		// one allocation (what one message holds alive is its block).
 		opts = append(opts, framing.WithSlab())
@@ -593,13 +600,20 @@ func (r *Relay) refuseTooLongSent(e *framing.TooLongError, at time.Time, sent st
 // retires the upstream's requests it answers.
 func (r *Relay) noteHost(msg []byte, lx *jsonlex.Line) {
 	for i, objs := 0, lx.RPC(); i < len(objs); i++ {
-		f := objs[i].Fields(msg)
-		switch {
-		case f.IsRequest():
-			r.hostReqs.add(f.ID)
-		case f.IsResponse():
-			r.serverReqs.remove(f.ID)
-		case f.Method != nil && jsonlex.KeyIs(f.Method, "notifications/cancelled"):
+		// Read from the spans: Fields' five slices per message are built only for
+		// a notification.
+		o := &objs[i]
+		switch hasID, hasMethod := o.ID.End != 0, o.Method.End != 0; {
+		case hasID && hasMethod: // a request
+			r.hostReqs.add(msg[o.ID.Start:o.ID.End])
+			continue
+		case hasID: // a response
+			r.serverReqs.remove(msg[o.ID.Start:o.ID.End])
+			continue
+		case !hasMethod:
+			continue
+		}
+		if f := o.Fields(msg); jsonlex.KeyIs(f.Method, "notifications/cancelled") {
 			// A cancelled request may never be answered (the server SHOULD NOT); it is
 			// no longer the host's to wait for.
 			if id := jsonlex.Get(f.Params, "requestId"); id != nil {
@@ -757,16 +771,19 @@ func (r *Relay) noteUpstream(msg []byte, lexed bool, readAt time.Time) (own bool
 		r.upLx.Lex(msg)
 	}
 	for i, objs := 0, r.upLx.RPC(); i < len(objs); i++ {
-		f := objs[i].Fields(msg)
-		switch {
-		case f.IsResponse():
-			if single && (r.deliverOwn(objs[i].Bytes(msg), f.ID, readAt) || r.swallowCutAnswer(&f)) {
+		o := &objs[i] // read from the spans, as noteHost
+		if o.ID.End == 0 {
+			continue // a notification: neither answers nor asks
+		}
+		id := msg[o.ID.Start:o.ID.End]
+		if o.Method.End == 0 { // a response
+			if single && (r.deliverOwn(o.Bytes(msg), id, readAt) || r.swallowCutAnswer(id, o.Error.End != 0)) {
 				own = true
 				continue
 			}
-			r.hostReqs.remove(f.ID)
-		case f.IsRequest():
-			r.serverReqs.add(f.ID)
+			r.hostReqs.remove(id)
+		} else {
+			r.serverReqs.add(id)
 		}
 	}
 	return own
@@ -817,7 +834,9 @@ func (r *Relay) deliverOwn(msg, id []byte, readAt time.Time) bool {
 		return true
 	}
 	if w.ch != nil {
-		w.ch <- callResult{msg: msg} // buffered: never blocks the pump
+		// A copy: the upstream may lend its messages only until its next Read
+		// (upstream.Command.Slab), and the caller keeps this one.
+		w.ch <- callResult{msg: bytes.Clone(msg)} // buffered: never blocks the pump
 	}
 	if r.ic != nil {
 		r.ic.ToProxy(msg, readAt)

@@ -10,6 +10,7 @@
 package revive
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -132,6 +133,8 @@ type Conn struct {
 	revived func(report.ServerFacts)
 	cause   func(upstream.Conn) string
 	setup   *upstream.Setup
+	// copies is CopiesWrites: the first server's Conn keeps nothing written to it.
+	copies bool
 	// The relay's handler of long messages (SetStream), given to each server.
 	streamAt int
 	streamH  upstream.StreamHandler
@@ -196,9 +199,11 @@ const (
 
 // gen is one server process (or whatever the Dialer makes) and what is known of it.
 type gen struct {
-	conn    upstream.Conn
-	batch   upstream.Batcher
-	lexed   upstream.LexedReader // conn, when it lexes what it reads; else nil
+	conn  upstream.Conn
+	batch upstream.Batcher
+	lexed upstream.LexedReader // conn, when it lexes what it reads; else nil
+	// copies says conn keeps nothing written to it past the write (upstream.Copier).
+	copies  bool
 	started time.Time
 	// Read side.
 	answered bool // it sent something: it came up
@@ -250,6 +255,7 @@ func New(first upstream.Conn, o Options) *Conn {
 		c.ids = upstream.NewOwnIDs(o.IDPrefix)
 	}
 	g := newGen(first)
+	c.copies = g.copies
 	c.st = stUp
 	c.cur, c.last, c.rcur = g, g, g
 	c.serving.Store(g)
@@ -260,8 +266,15 @@ func newGen(conn upstream.Conn) *gen {
 	g := &gen{conn: conn, started: time.Now()}
 	g.batch, _ = conn.(upstream.Batcher)
 	g.lexed, _ = conn.(upstream.LexedReader)
+	cp, ok := conn.(upstream.Copier)
+	g.copies = ok && cp.CopiesWrites()
 	return g
 }
+
+// CopiesWrites says a message written is not kept past the write (upstream.Copier):
+// when the first server's Conn says so. What is held for the next server is copied,
+// and a later server whose Conn keeps what it is given gets a copy.
+func (c *Conn) CopiesWrites() bool { return c.copies }
 
 // Setup is what the host set up on the session, as this Conn saw it.
 func (c *Conn) Setup() *upstream.Setup { return c.setup }
@@ -296,14 +309,19 @@ func (c *Conn) ReadLexed(lx *jsonlex.Line) ([]byte, error) { return c.read(lx) }
 
 // read is Read, and ReadLexed when lx is set.
 func (c *Conn) read(lx *jsonlex.Line) ([]byte, error) {
-	c.mu.Lock()
-	if c.st == stBetween {
-		c.startingLocked()
-	}
-	gone := c.st == stGone
-	c.mu.Unlock()
-	if gone {
-		return nil, io.EOF
+	// serving is set only in stUp, the usual case, where there is nothing to do
+	// here: no lock per message then (a change of state after the look is the
+	// same race as one after the lock is let go).
+	if c.serving.Load() == nil {
+		c.mu.Lock()
+		if c.st == stBetween {
+			c.startingLocked()
+		}
+		gone := c.st == stGone
+		c.mu.Unlock()
+		if gone {
+			return nil, io.EOF
+		}
 	}
 	for {
 		if len(c.out) > 0 {
@@ -709,15 +727,17 @@ func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
 			return nil, c.genEnded(g, err)
 		}
 		g.answered = true
+		// Copied when kept: the server's Conn may lend its messages only until its
+		// next Read (upstream.Command.Slab).
 		if f, ok := jsonlex.TopFields(msg); ok && f.IsResponse() && jsonlex.IDKey(f.ID) == want {
-			return msg, nil
+			return bytes.Clone(msg), nil
 		}
 		if c.takeOwn(msg) {
 			continue
 		}
 		if len(c.out) < 256 && outBytes+len(msg) <= maxEarlyBytes {
 			outBytes += len(msg)
-			c.out = append(c.out, msg)
+			c.out = append(c.out, bytes.Clone(msg))
 		}
 	}
 }
@@ -842,7 +862,7 @@ func (c *Conn) takeOwn(msg []byte) bool {
 	delete(c.own, k)
 	c.ownN.Store(int64(len(c.own)))
 	if r.answered != nil {
-		r.answered(msg)
+		r.answered(bytes.Clone(msg)) // msg may be lent until the next Read
 	}
 	return true
 }
@@ -905,6 +925,9 @@ func (c *Conn) writeOnce(msg []byte, lx *jsonlex.Line, hold bool) error {
 	}
 	if !g.wrote.Load() {
 		g.wrote.Store(true)
+	}
+	if c.copies && !g.copies {
+		msg = bytes.Clone(msg) // the writer lent it (CopiesWrites)
 	}
 	var err error
 	if hold && g.batch != nil {
@@ -976,7 +999,8 @@ func (c *Conn) holdAfter(dead *gen, msg []byte) error {
 	if len(c.held) == 0 {
 		c.heldSince = time.Now()
 	}
-	c.held = append(c.held, msg)
+	// A copy: the writer may have lent msg only for its write (CopiesWrites).
+	c.held = append(c.held, bytes.Clone(msg))
 	c.heldBytes += len(msg)
 	return nil
 }

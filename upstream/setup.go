@@ -135,7 +135,18 @@ func (s *Setup) FromHostLexed(msg []byte, lx *jsonlex.Line) {
 		return
 	}
 	for i, objs := 0, lx.RPC(); i < len(objs); i++ {
-		s.fromHost(objs[i].Bytes(msg), objs[i].Fields(msg))
+		o := &objs[i]
+		if o.Method.End == 0 {
+			continue // a response to a server request: sets nothing up
+		}
+		m := hostMethodOf(msg[o.Method.Start:o.Method.End])
+		if m == methodOther && (o.ID.End == 0 || s.eraKnown.Load()) {
+			// What fromHost would do with it is nothing: a notification, or a
+			// request once the era is known (every tools/call, without building
+			// its Fields).
+			continue
+		}
+		s.fromHostAs(m, o.Bytes(msg), o.Fields(msg))
 	}
 }
 
@@ -144,9 +155,13 @@ func (s *Setup) fromHost(obj []byte, f jsonlex.Fields) {
 	if f.Method == nil {
 		return // a response to a server request: sets nothing up
 	}
-	m := f.Method
+	s.fromHostAs(hostMethodOf(f.Method), obj, f)
+}
+
+// fromHostAs is fromHost of an object whose method is m (hostMethodOf).
+func (s *Setup) fromHostAs(m hostMethod, obj []byte, f jsonlex.Fields) {
 	switch {
-	case jsonlex.KeyIs(m, "notifications/initialized"):
+	case m == methodInitialized:
 		if f.ID == nil {
 			s.mu.Lock()
 			s.initialized = bytes.Clone(obj)
@@ -155,25 +170,91 @@ func (s *Setup) fromHost(obj []byte, f jsonlex.Fields) {
 		return
 	case f.ID == nil:
 		return // any other notification
-	case jsonlex.KeyIs(m, "initialize"):
+	case m == methodInitialize:
 		s.ask(f.ID, asked{kind: askInitialize, msg: bytes.Clone(obj)})
-	case jsonlex.KeyIs(m, "logging/setLevel"):
+	case m == methodSetLevel:
 		s.ask(f.ID, asked{kind: askSetLevel, msg: bytes.Clone(obj)})
-	case jsonlex.KeyIs(m, "resources/subscribe"):
+	case m == methodSubscribe:
 		s.ask(f.ID, asked{kind: askSubscribe, msg: bytes.Clone(obj), uri: jsonlex.StringOf(jsonlex.Get(f.Params, "uri"))})
-	case jsonlex.KeyIs(m, "resources/unsubscribe"):
+	case m == methodUnsubscribe:
 		s.ask(f.ID, asked{kind: askUnsubscribe, uri: jsonlex.StringOf(jsonlex.Get(f.Params, "uri"))})
-	case jsonlex.KeyIs(m, "tools/list"):
+	case m == methodToolsList:
 		// Only the first page: a paged list is the host's to reassemble, and the
 		// first page differing is enough to say the list changed.
 		if jsonlex.Get(f.Params, "cursor") == nil {
 			s.ask(f.ID, asked{kind: askToolsList})
 		}
-	case jsonlex.KeyIs(m, "server/discover"):
+	case m == methodDiscover:
 		s.ask(f.ID, asked{kind: askDiscover})
 	default:
 		s.noteMeta(f.Params)
 	}
+}
+
+// hostMethod is which of the methods Setup looks at a host message's method is.
+type hostMethod uint8
+
+const (
+	methodOther hostMethod = iota
+	methodInitialized
+	methodInitialize
+	methodSetLevel
+	methodSubscribe
+	methodUnsubscribe
+	methodToolsList
+	methodDiscover
+)
+
+// hostMethodOf says which method the raw method value m names: what testing it with
+// jsonlex.KeyIs against each name in turn says, in one switch. KeyIs matches a
+// literal of a name's plain length by its bytes inside the quotes, and a longer one
+// only through a backslash (an escape is longer than what it decodes to): so a value
+// without a backslash is one of them only by its bytes inside the quotes.
+func hostMethodOf(m []byte) hostMethod {
+	if len(m) >= 2 {
+		switch string(m[1 : len(m)-1]) {
+		case "notifications/initialized":
+			return methodInitialized
+		case "initialize":
+			return methodInitialize
+		case "logging/setLevel":
+			return methodSetLevel
+		case "resources/subscribe":
+			return methodSubscribe
+		case "resources/unsubscribe":
+			return methodUnsubscribe
+		case "tools/list":
+			return methodToolsList
+		case "server/discover":
+			return methodDiscover
+		}
+	}
+	if bytes.IndexByte(m, '\\') < 0 {
+		return methodOther
+	}
+	return hostMethodSpelled(m)
+}
+
+// hostMethodSpelled is hostMethodOf by KeyIs of each name, in the order Setup tests
+// them: a method spelled with escapes (and the reference hostMethodOf is held to).
+func hostMethodSpelled(m []byte) hostMethod {
+	switch {
+	case jsonlex.KeyIs(m, "notifications/initialized"):
+		return methodInitialized
+	case jsonlex.KeyIs(m, "initialize"):
+		return methodInitialize
+	case jsonlex.KeyIs(m, "logging/setLevel"):
+		return methodSetLevel
+	case jsonlex.KeyIs(m, "resources/subscribe"):
+		return methodSubscribe
+	case jsonlex.KeyIs(m, "resources/unsubscribe"):
+		return methodUnsubscribe
+	case jsonlex.KeyIs(m, "tools/list"):
+		return methodToolsList
+	case jsonlex.KeyIs(m, "server/discover"):
+		return methodDiscover
+	}
+	return methodOther
 }
 
 // noteMeta marks the host stateless when a request carries the stateless era's

@@ -1,11 +1,15 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
 // ids is a caller's id namespace for Rehandshake.
@@ -250,4 +254,45 @@ func TestToolNamesTakeTheLastDuplicate(t *testing.T) {
 			t.Errorf("ToolNames(%s) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// FuzzSetupLexed: hostMethodOf, one switch, says of any method value what KeyIs of
+// each name in turn says (hostMethodSpelled); and FromHostLexed, which skips the
+// objects it would not act on without building their Fields, ends where fromHost of
+// every object of the Line does (what FromHostLexed was before it skipped).
+func FuzzSetupLexed(f *testing.F) {
+	f.Add([]byte(`"initialize"`), []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`), []byte(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"x"}}`))
+	f.Add([]byte(`"\u0069nitialize"`), []byte(`{"jsonrpc":"2.0","id":"a","method":"tools/\u006cist","params":{}}`), []byte(`{"jsonrpc":"2.0","id":"a","result":{"tools":[]}}`))
+	f.Add([]byte(`{initialize}`), []byte(`[{"id":2,"method":"logging/setLevel","params":{"level":"x"}},{"method":"notifications/initialized"}]`), []byte(`[{"id":2,"result":{}}]`))
+	f.Add([]byte(`"tools/call"`), []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"x"}}}`), []byte(`{}`))
+	f.Add([]byte(`"server/discover"`), []byte(`{"id":4,"method":"server\/discover"}{"id":5,"method":"resources/subscribe","params":{"uri":"u"}}`), []byte(`{"id":4,"result":{}}`))
+	f.Fuzz(func(t *testing.T, method, host, server []byte) {
+		if got, want := hostMethodOf(method), hostMethodSpelled(method); got != want {
+			t.Fatalf("hostMethodOf(%q) = %d, KeyIs says %d", method, got, want)
+		}
+		raw, lexed := NewSetup(), NewSetup()
+		var lx jsonlex.Line
+		for _, s := range []*Setup{raw, lexed} {
+			for _, m := range [][]byte{host, server, host} {
+				lx.Lex(m)
+				if s == lexed {
+					s.FromHostLexed(m, &lx)
+				} else if len(m) <= setupScanMax {
+					for _, o := range lx.RPC() {
+						s.fromHost(o.Bytes(m), o.Fields(m))
+					}
+				}
+			}
+			s.FromServer(server)
+		}
+		if raw.Era() != lexed.Era() || raw.waiting.Load() != lexed.waiting.Load() || raw.ProtocolVersion() != lexed.ProtocolVersion() ||
+			!bytes.Equal(raw.Tools(), lexed.Tools()) {
+			t.Fatalf("lexed: era %v, %d waiting, version %q, tools %q; raw: %v, %d, %q, %q",
+				lexed.Era(), lexed.waiting.Load(), lexed.ProtocolVersion(), lexed.Tools(), raw.Era(), raw.waiting.Load(), raw.ProtocolVersion(), raw.Tools())
+		}
+		a, b := raw.Rehandshake(ids("bir:f:")), lexed.Rehandshake(ids("bir:f:"))
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("rehandshake from the lexed host: %q, from the raw: %q", b, a)
+		}
+	})
 }

@@ -48,10 +48,12 @@ type Command struct {
 	// MaxMessage caps one message from the server (0: framing's default).
 	MaxMessage int
 	// Slab says nothing keeps the server's messages once they are forwarded (nothing
-	// records: BIR_OFF=1): small ones are then carved out of shared blocks
-	// (framing.WithSlab) instead of allocated one by one. It was the one allocation
-	// per call left on a pure pipe. A message is still never reused, only the memory
-	// of its block is held while any message of it is.
+	// records: BIR_OFF=1): a message is then lent, not given (framing.WithLending):
+	// Read returns it in place in the read buffer, valid until the next Read that
+	// reads the server's stdout (a Read after Buffered reported true does not), with
+	// no allocation or copy per message. (The name is from when such messages were
+	// carved out of shared blocks, framing.WithSlab.) Whoever keeps one longer copies
+	// it: revival's own reads do, and the relay's answers to its own requests.
 	Slab   bool
 	Logger *slog.Logger
 
@@ -255,7 +257,7 @@ func Start(c Command) (*Process, error) {
 	p.outF = outR
 	opts := []framing.Option{framing.WithMaxMessage(c.MaxMessage)}
 	if c.Slab {
-		opts = append(opts, framing.WithSlab())
+		opts = append(opts, framing.WithLending())
 	}
 	p.out = framing.NewReader(outR, opts...)
 	go p.wait()
@@ -463,6 +465,10 @@ func (p *Process) Buffered() bool {
 	}
 	return true
 }
+
+// CopiesWrites says a message written is copied into the writer's buffer, or
+// written out, before Write or Hold returns (upstream.Copier).
+func (p *Process) CopiesWrites() bool { return true }
 
 // Hold sends one message to the server, possibly held until the next Write.
 func (p *Process) Hold(msg []byte) error {

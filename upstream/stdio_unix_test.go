@@ -83,11 +83,13 @@ func TestTailBuffer(t *testing.T) {
 	}
 }
 
-// TestProcessSlab: a Process whose messages are carved out of shared blocks (Slab, a
-// pure pipe) returns the same messages, byte for byte, as one that allocates each; no
-// message is overwritten by the ones read after it (each is still whole once all are
-// read); and what is not a message still goes to Notes, never to the caller. The same
-// with ReadLexed, whose Line describes the message it returns.
+// TestProcessSlab: a Process whose messages are lent (Slab, a pure pipe:
+// framing.WithLending) returns the same messages, byte for byte, as one that
+// allocates each; a lent message stays whole while Buffered reads ahead (the relay
+// holds it while the next is read) until the Read after a Buffered that said no;
+// one that is not lent is never overwritten; and what is not a message still goes
+// to Notes, never to the caller. The same with ReadLexed, whose Line describes the
+// message it returns.
 func TestProcessSlab(t *testing.T) {
 	raw := testutil.Build(t, "./testdata/rawserver")
 	var script strings.Builder
@@ -121,6 +123,8 @@ func TestProcessSlab(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got [][]byte
+		var live [][]byte // messages lent and not yet due to be overwritten, as read
+		var orig [][]byte // every message as Read returned it
 		var lx, fresh jsonlex.Line
 		for len(got) < len(want) {
 			var msg []byte
@@ -135,11 +139,22 @@ func TestProcessSlab(t *testing.T) {
 			if fresh.Lex(msg); tc.lexed && !reflect.DeepEqual(lx, fresh) {
 				t.Fatalf("%+v: message %d lexed as %+v, want %+v", tc, len(got), lx, fresh)
 			}
-			got = append(got, msg)
+			got = append(got, bytes.Clone(msg))
+			live, orig = append(live, msg), append(orig, msg)
+			for i, m := range live {
+				if string(m) != string(got[len(got)-len(live)+i]) {
+					t.Fatalf("%+v: message %d changed before its reader read the server again: %.80q", tc, len(got)-len(live)+i, m)
+				}
+			}
 			// Buffered reads ahead, as the relay's pump does under load.
-			p.Buffered()
+			if !p.Buffered() {
+				live = live[:0] // the next Read may read the server's stdout
+			}
 		}
 		p.Close()
+		if !slab {
+			got = orig // not lent: each is still whole once all are read
+		}
 		for i := range want {
 			if string(got[i]) != want[i] {
 				t.Fatalf("slab %v: message %d is %.80q, want %.80q", slab, i, got[i], want[i])

@@ -50,6 +50,15 @@ type Conn interface {
 	Close() error
 }
 
+// Copier is a Conn that keeps nothing of a message written to it past the call that
+// wrote it (Write, and Batcher's Hold and LexedWriter's WriteLexed): the message is
+// copied, or written out, before the call returns. A relay may then hand it a message
+// lent only for the call (framing.WithLending). Listed here rather than in
+// capabilities.go because it is a promise about ownership, not a capability.
+type Copier interface {
+	CopiesWrites() bool
+}
+
 // Dialer makes a Conn: the first one at start, and the next one whenever the server
 // behind a Conn must be replaced (a revived child, a re-initialized HTTP session).
 type Dialer interface {
