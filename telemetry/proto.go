@@ -106,16 +106,56 @@ func (e *pb) head(res []Attr, scopeVersion string) (outer, inner int) {
 	return outer, inner
 }
 
-// appendTracesProto appends an ExportTraceServiceRequest holding spans.
+// appendTracesProto appends an ExportTraceServiceRequest holding spans: its head,
+// then the spans (what the exporter sends, a batch's spans encoded as they came).
 func appendTracesProto(b []byte, res []Attr, scopeVersion string, spans []Span) []byte {
-	e := pb{b}
-	rs, ss := e.head(res, scopeVersion) // ResourceSpans, ScopeSpans
+	var enc []byte
 	for i := range spans {
-		e.span(&spans[i])
+		enc = appendSpanProto(enc, &spans[i])
 	}
-	e.end(ss)
-	e.end(rs)
+	return append(appendTracesHead(b, res, scopeVersion, len(enc)), enc...)
+}
+
+// appendSpanProto appends s as a Span message of ScopeSpans (field 2).
+func appendSpanProto(b []byte, s *Span) []byte {
+	e := pb{b}
+	e.span(s)
 	return e.b
+}
+
+// appendTracesHead appends the start of an ExportTraceServiceRequest whose one
+// ScopeSpans ends with spansLen bytes of Span messages (appendSpanProto), which are
+// to follow it: its one ResourceSpans (field 1: the resource) and in it the
+// ScopeSpans (field 2: the scope), each length counting the spans to come.
+func appendTracesHead(b []byte, res []Attr, scopeVersion string, spansLen int) []byte {
+	// The resource and the scope are encoded first, to be measured.
+	var m pb
+	m.resource(res) // ResourceSpans.resource
+	r := len(m.b)
+	sc := m.begin(1) // ScopeSpans.scope
+	m.str(1, scopeName)
+	m.str(2, scopeVersion)
+	m.end(sc)
+	resource, scope := m.b[:r], m.b[r:]
+	ssLen := len(scope) + spansLen                                 // ScopeSpans' length
+	rsLen := len(resource) + 1 + uvarintLen(uint64(ssLen)) + ssLen // ResourceSpans'
+	e := pb{b}
+	e.tag(1, 2) // ExportTraceServiceRequest.resource_spans
+	e.varint(uint64(rsLen))
+	e.b = append(e.b, resource...)
+	e.tag(2, 2) // ResourceSpans.scope_spans
+	e.varint(uint64(ssLen))
+	e.b = append(e.b, scope...)
+	return e.b
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
 }
 
 func (e *pb) span(s *Span) {
