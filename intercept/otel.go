@@ -50,7 +50,7 @@ type spanHook struct {
 	x        *telemetry.Exporter
 	open     openSpans
 	ids      telemetry.IDs // the spans' and traces' ids (bookkeeping's own generator)
-	unsent   []*openSpan          // the last host message's, until its send time
+	unsent   []*openSpan   // the last host message's, until its send time
 	protocol string
 	red      redact.Redactor
 	kbuf     []byte
