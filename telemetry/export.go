@@ -632,9 +632,7 @@ func (x *Exporter) post(u string, sig Signal, body, tail []byte) (code int, resp
 		// Two parts, the length known (as it is of one bytes.Reader), and a body
 		// that can be read again for a redirect.
 		req.ContentLength = int64(len(body) + len(tail))
-		req.GetBody = func() (io.ReadCloser, error) {
-			return io.NopCloser(io.MultiReader(bytes.NewReader(body), bytes.NewReader(tail))), nil
-		}
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(&twoParts{body, tail}), nil }
 		req.Body, _ = req.GetBody()
 	}
 	if sig.Protocol == ProtoJSON {
@@ -656,6 +654,34 @@ func (x *Exporter) post(u string, sig Signal, body, tail []byte) (code int, resp
 		err = nil // the status is what matters; a broken body is not a failed export
 	}
 	return r.StatusCode, resp, parseRetryAfter(r.Header.Get("Retry-After"), time.Now()), nil
+}
+
+// twoParts reads a then b. Its WriteTo writes each as it is (io.MultiReader's copies
+// them through a 32 KiB buffer it allocates for each request).
+type twoParts struct{ a, b []byte }
+
+func (t *twoParts) Read(p []byte) (int, error) {
+	if len(t.a) == 0 && len(t.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, t.a)
+	t.a = t.a[n:]
+	m := copy(p[n:], t.b)
+	t.b = t.b[m:]
+	return n + m, nil
+}
+
+func (t *twoParts) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for _, p := range []*[]byte{&t.a, &t.b} {
+		n, err := w.Write(*p)
+		total += int64(n)
+		*p = (*p)[n:]
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 func redacted(u string) string {
