@@ -1,9 +1,9 @@
 package telemetry
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"bytes"
 	"io"
 	"net"
 	"net/http"
