@@ -152,6 +152,28 @@ func BenchmarkSpanHook(b *testing.B) {
 	}
 }
 
+// BenchmarkSpanHookAlone is the span hook's own work on a call's three events, with
+// nothing exported (an exporter with no endpoint: Submit and the metric return at
+// once): what BenchmarkSpanHook measures less the export.
+func BenchmarkSpanHookAlone(b *testing.B) {
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{Protocol: telemetry.ProtoProtobuf}, Logger: slog.New(slog.DiscardHandler)})
+	defer x.Close(context.Background())
+	h := newSpanHook(Tracing{Exporter: x, Transport: "pipe"})
+	hosts, answers := benchCalls(false, true)
+	now := time.Now()
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		k := n % len(hosts)
+		hv, av := hosts[k], answers[k]
+		hv.at, hv.sent, av.at = now, now, now
+		h.handle(&hv)
+		h.handle(&event{kind: evSent, at: now})
+		h.handle(&av)
+		n++
+	}
+}
+
 // cpuTime is the CPU time the process has used.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage

@@ -149,6 +149,10 @@ func (ic *Interceptor) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.T
 // read, and no message kept past the call (relay.Passive).
 func (ic *Interceptor) Passive() bool { return ic.q == nil }
 
+// KeepsBriefly reports that, tracing with nothing recording, a host message is kept
+// only until bookkeeping has looked at it (relay.Brief): no span holds its bytes.
+func (ic *Interceptor) KeepsBriefly() bool { return ic.traceOnly }
+
 // Forwarded records when the bytes FromHost last returned reached the upstream.
 func (ic *Interceptor) Forwarded(sentAt time.Time) {
 	if !ic.sentPending {

@@ -49,8 +49,9 @@ func (nopSink) Learned(report.ServerFacts) {}
 type spanHook struct {
 	tr       Tracing
 	x        *telemetry.Exporter
-	open     map[string]*openSpan // "h"/"p"/"s" + jsonlex.IDKey
-	unsent   []*openSpan          // the last host message's, until its send time
+	open     openSpans
+	ids      telemetry.IDs // the spans' and traces' ids (bookkeeping's own generator)
+	unsent   []*openSpan   // the last host message's, until its send time
 	protocol string
 	red      redact.Redactor
 	kbuf     []byte
@@ -95,6 +96,8 @@ const (
 )
 
 type openSpan struct {
+	// ikey is the span's key in openSpans.ints (0: it is key in openSpans.strs).
+	ikey   uint64
 	key    string
 	sp     telemetry.Span
 	op     *opInfo
@@ -165,7 +168,8 @@ func (h *spanHook) op(method, target string) *opInfo {
 }
 
 func newSpanHook(tr Tracing) *spanHook {
-	h := &spanHook{tr: tr, x: tr.Exporter, open: make(map[string]*openSpan)}
+	h := &spanHook{tr: tr, x: tr.Exporter, open: openSpans{ints: make(map[uint64]*openSpan), strs: make(map[string]*openSpan)},
+		ids: telemetry.NewIDs()}
 	if tr.Transport != "" {
 		h.base = append(h.base, telemetry.String("network.transport", tr.Transport))
 	}
@@ -225,11 +229,11 @@ func (h *spanHook) handle(ev *event) {
 		})
 	case evLost:
 		h.flushUnsent(ev.at)
-		for k, s := range h.open {
-			if k[0] == 'h' && len(ev.spared) > 0 && isSpared(ev, k[1:]) {
+		for s := range h.open.all() {
+			if s.prefix() == 'h' && len(ev.spared) > 0 && isSpared(ev, s.idKey()) {
 				continue
 			}
-			delete(h.open, k)
+			h.open.del(s)
 			h.finish(s, ev.at, "upstream_lost", "", "the server went away before answering")
 		}
 	}
@@ -262,14 +266,19 @@ func (h *spanHook) flushUnsent(at time.Time) {
 
 // request starts the span of a request (a notification makes none).
 func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Time, origin *string, kind int) *openSpan {
-	if f.ID == nil || len(h.open) >= maxOpenSpans {
+	if f.ID == nil || h.open.len() >= maxOpenSpans {
 		return nil
 	}
 	method := h.name(f.Method)
 	s := h.newSpan()
 	s.method, s.sampled = method, true
-	s.sp.Kind, s.sp.Start, s.sp.SpanID = kind, at, telemetry.NewSpanID()
-	s.key = string(h.key(prefix, f.ID))
+	s.sp.Kind, s.sp.Start, s.sp.SpanID = kind, at, h.ids.SpanID()
+	kb := h.key(f.ID)
+	if ik, ok := intKey(prefix, kb); ok {
+		s.ikey = ik
+	} else {
+		s.key = prefix + string(kb)
+	}
 	switch {
 	case f.ID[0] == '"':
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", text(f.ID)))
@@ -311,10 +320,11 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("bir.dispatch.id", redact.Label(*origin, maxSpanText)))
 	}
 	h.parent(s, params, kind)
-	if old, dup := h.open[s.key]; dup {
+	if old, dup := h.open.find(s.ikey, s.key); dup {
+		h.open.del(old)
 		h.finish(old, at, "_OTHER", "", "the request id was used again before it was answered")
 	}
-	h.open[s.key] = s
+	h.open.put(s)
 	return s
 }
 
@@ -353,8 +363,8 @@ func (h *spanHook) parent(s *openSpan, params []byte, kind int) {
 	if kind == telemetry.KindServer {
 		var only *openSpan
 		n := 0
-		for k, o := range h.open {
-			if k[0] != 's' {
+		for o := range h.open.all() {
+			if o.prefix() != 's' {
 				only, n = o, n+1
 				if n > 1 {
 					break
@@ -367,7 +377,7 @@ func (h *spanHook) parent(s *openSpan, params []byte, kind int) {
 			return
 		}
 	}
-	s.sp.TraceID, s.sp.Flags = telemetry.NewTraceID(), 1
+	s.sp.TraceID, s.sp.Flags = h.ids.TraceID(), 1
 }
 
 // metaKey is what a params with _meta holds when the key is spelt plainly, as the
@@ -477,12 +487,10 @@ func (h *spanHook) cancel(f jsonlex.Fields, prefix string, timedOut bool, at tim
 	if f.ID != nil || !jsonlex.KeyIs(f.Method, "notifications/cancelled") || len(f.Params) == 0 || f.Params[0] != '{' {
 		return
 	}
-	k := h.key(prefix, jsonlex.Get(f.Params, "requestId"))
-	s, ok := h.open[string(k)]
+	s, ok := h.open.take(prefix, h.key(jsonlex.Get(f.Params, "requestId")))
 	if !ok {
 		return
 	}
-	delete(h.open, s.key)
 	if timedOut {
 		h.finish(s, at, "timeout", "", "the dispatch's timeout passed")
 		return
@@ -492,11 +500,10 @@ func (h *spanHook) cancel(f jsonlex.Fields, prefix string, timedOut bool, at tim
 
 // end ends the span a response answers.
 func (h *spanHook) end(prefix string, f jsonlex.Fields, at time.Time) {
-	s, ok := h.open[string(h.key(prefix, f.ID))]
+	s, ok := h.open.take(prefix, h.key(f.ID))
 	if !ok {
 		return
 	}
-	delete(h.open, s.key)
 	if h.res != nil {
 		if e := h.res.Error(); e != nil {
 			f.Error = e
@@ -667,13 +674,134 @@ func (h *spanHook) lookName(raw []byte) (n recentName, ok bool) {
 	return n, false
 }
 
-// key is the open map's key of an id under prefix, in h's scratch.
-func (h *spanHook) key(prefix string, raw []byte) []byte {
-	h.kbuf = append(h.kbuf[:0], prefix...)
+// key is an id's jsonlex.IDKey: in raw for the usual ids, else in h's scratch.
+func (h *spanHook) key(raw []byte) []byte {
 	if kb, ok := jsonlex.IDKeyBytes(raw); ok {
-		return append(h.kbuf, kb...)
+		return kb
 	}
-	return append(h.kbuf, jsonlex.IDKey(raw)...)
+	h.kbuf = append(h.kbuf[:0], jsonlex.IDKey(raw)...)
+	return h.kbuf
+}
+
+// openSpans are the spans of the requests in flight, by prefix ("h" the host's, "p"
+// the proxy's own, "s" the server's) and jsonlex.IDKey. A key that is a plain
+// non-negative integer of at most 18 digits, as hosts number their requests, is in
+// ints (intKey: no string is made, hashed and compared per request); any other is in
+// strs, as prefix + key. A key is in one of them only: it is an integer's or not.
+type openSpans struct {
+	ints map[uint64]*openSpan
+	strs map[string]*openSpan
+}
+
+// intKey is ints' key of a prefix and an IDKey that is a plain integer below 10^18
+// (its own key: no leading zero, no sign); ok false for any other.
+func intKey(prefix string, key []byte) (uint64, bool) {
+	if len(key) == 0 || len(key) > 18 || (key[0] == '0' && len(key) > 1) {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range key {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	var p uint64
+	switch prefix {
+	case "h":
+		p = 1
+	case "p":
+		p = 2
+	case "s":
+		p = 3
+	default:
+		return 0, false
+	}
+	return p<<intKeyShift | v, true // never 0: p is not
+}
+
+// intKeyShift puts the prefix above any 18-digit value (10^18 < 2^60).
+const intKeyShift = 60
+
+func (o *openSpans) len() int { return len(o.ints) + len(o.strs) }
+
+// find is the span of an ikey, or of a string key when ikey is 0.
+func (o *openSpans) find(ikey uint64, key string) (*openSpan, bool) {
+	if ikey != 0 {
+		s, ok := o.ints[ikey]
+		return s, ok
+	}
+	s, ok := o.strs[key]
+	return s, ok
+}
+
+// take removes and returns the span of prefix and key (an IDKey).
+func (o *openSpans) take(prefix string, key []byte) (*openSpan, bool) {
+	if ik, ok := intKey(prefix, key); ok {
+		s, ok := o.ints[ik]
+		if ok {
+			delete(o.ints, ik)
+		}
+		return s, ok
+	}
+	if len(o.strs) == 0 {
+		return nil, false
+	}
+	var b [64]byte
+	k := append(append(b[:0], prefix...), key...) // on the stack for the usual ids
+	s, ok := o.strs[string(k)]
+	if ok {
+		delete(o.strs, s.key)
+	}
+	return s, ok
+}
+
+func (o *openSpans) put(s *openSpan) {
+	if s.ikey != 0 {
+		o.ints[s.ikey] = s
+		return
+	}
+	o.strs[s.key] = s
+}
+
+func (o *openSpans) del(s *openSpan) {
+	if s.ikey != 0 {
+		delete(o.ints, s.ikey)
+		return
+	}
+	delete(o.strs, s.key)
+}
+
+// all is every open span (one may be deleted as it is yielded).
+func (o *openSpans) all() func(yield func(*openSpan) bool) {
+	return func(yield func(*openSpan) bool) {
+		for _, s := range o.ints {
+			if !yield(s) {
+				return
+			}
+		}
+		for _, s := range o.strs {
+			if !yield(s) {
+				return
+			}
+		}
+	}
+}
+
+// prefix is the span's key's prefix: 'h', 'p' or 's'.
+func (s *openSpan) prefix() byte {
+	if s.ikey != 0 {
+		return "?hps"[s.ikey>>intKeyShift]
+	}
+	return s.key[0]
+}
+
+// idKey is the span's request id's jsonlex.IDKey.
+func (s *openSpan) idKey() string {
+	if s.ikey != 0 {
+		return strconv.FormatUint(s.ikey&(1<<intKeyShift-1), 10)
+	}
+	return s.key[1:]
 }
 
 // text is the string a raw JSON string holds, redacted and clipped for a span; a

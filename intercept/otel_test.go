@@ -185,7 +185,7 @@ func FuzzSpanHook(f *testing.F) {
 		kinds := []eventKind{evHost, evSent, evUpstream, evLost, evProxy, evToProxy}
 		ev := event{kind: kinds[int(kind)%len(kinds)], msg: msg, at: time.Now(), origin: "d"}
 		h.handle(&ev)
-		if len(h.open) > maxOpenSpans {
+		if h.open.len() > maxOpenSpans {
 			t.Fatal("past the cap")
 		}
 	})
@@ -409,4 +409,64 @@ func TestRequestIDAttribute(t *testing.T) {
 			t.Errorf("no span with jsonrpc.request.id %q among %v", want, got)
 		}
 	}
+}
+
+// A span is ended by the answer of its id however the server spells the number
+// (1e2 is 100, as jsonlex.IDKey reads it), whichever of the hook's two maps the key
+// is in: a plain integer's (openSpans.ints), or any other's. A string "100" is
+// another id, and a host's request and the server's of the same id are two.
+func TestSpanIDKeys(t *testing.T) {
+	c, x, ic := tracingOnly(t)
+	now := time.Now()
+	host := func(id, name string) {
+		ic.FromHost([]byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"`+name+`","arguments":{}}}`), now)
+		ic.Forwarded(now)
+	}
+	answer := func(id string) {
+		ic.FromUpstream([]byte(`{"jsonrpc":"2.0","id":`+id+`,"error":{"code":-1,"message":"m"}}`), now)
+	}
+	host(`100`, "int")
+	host(`"100"`, "str")
+	host(`1e3`, "exp")
+	host(`1234567890123456789`, "long") // 19 digits: not in the integers' map
+	host(`-7`, "neg")
+	// The server's request of id 100 (its own numbering): a SERVER span of its own.
+	ic.FromUpstream([]byte(`{"jsonrpc":"2.0","id":100,"method":"roots/list"}`), now)
+	answer(`1e2`)
+	answer(`1000`)
+	answer(`1234567890123456789`)
+	answer(`-7.0`)
+	ic.FromHost([]byte(`{"jsonrpc":"2.0","id":100,"result":{"roots":[]}}`), now)
+	closeTracing(ic, x)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got := map[string]string{}
+	for _, sp := range c.spans {
+		got[sp.Name] = attrs(sp.Attributes)["error.type"]
+	}
+	want := map[string]string{"tools/call int": "-1", "tools/call exp": "-1", "tools/call long": "-1", "tools/call neg": "-1",
+		"tools/call str": "upstream_lost", "roots/list": ""}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("spans' error.type %v, want %v", got, want)
+	}
+}
+
+// Tracing with nothing recording keeps a host's message only until bookkeeping has
+// looked at it: the relay may carve them from shared blocks (relay.Brief). Recording
+// keeps them longer (a call's arguments until its end), and a pure pipe is Passive.
+func TestKeepsBriefly(t *testing.T) {
+	_, x, ic := tracingOnly(t)
+	defer closeTracing(ic, x)
+	if !ic.KeepsBriefly() || ic.Passive() {
+		t.Fatal("tracing only: not Brief, or Passive")
+	}
+	rec := New(Options{Sink: &countSink{}, Tracing: &Tracing{Exporter: x}})
+	defer rec.Close()
+	if rec.KeepsBriefly() {
+		t.Fatal("recording and tracing: Brief")
+	}
+	if p := New(Options{}); p.KeepsBriefly() || !p.Passive() {
+		t.Fatal("a pure pipe: Brief, or not Passive")
+	}
+	var _ relay.Brief = ic
 }

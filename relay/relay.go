@@ -100,6 +100,14 @@ type Passive interface {
 	Passive() bool
 }
 
+// Brief is an Interceptor that reads the times it is given but keeps the host's
+// messages only until it has looked at them, soon after (tracing with nothing
+// recording): the host's messages are then carved out of shared blocks as for a
+// Passive one (framing.WithSlab), as the server's already are in that mode.
+type Brief interface {
+	KeepsBriefly() bool
+}
+
 // Own describes a message of the proxy's own to interception.
 type Own struct {
 	// Origin names who asked: a replay dispatch's id, which interception puts in the
@@ -247,6 +255,10 @@ func New(o Options) *Relay {
 	if p, ok := o.Intercept.(Passive); ok && p.Passive() {
 		passive = true
 	}
+	slab := passive
+	if b, ok := o.Intercept.(Brief); ok && b.KeepsBriefly() {
+		slab = true
+	}
 	opts := []framing.Option{framing.WithMaxMessage(o.MaxMessage)}
 	if cp, ok := o.Upstream.(upstream.Copier); passive && ok && cp.CopiesWrites() {
 		// Nobody keeps a host message once it is forwarded, and the upstream copies
@@ -254,7 +266,7 @@ func New(o Options) *Relay {
 		// into a message of its own (the host pump reads the next only once the
 		// upstream has it).
 		opts = append(opts, framing.WithLending())
-	} else if passive {
+	} else if slab {
 		// Nobody keeps a host message once it is forwarded: a block of them may be
 		// one allocation (what one message holds alive is its block).
 		opts = append(opts, framing.WithSlab())

@@ -230,6 +230,24 @@ func TestHistogramSeriesAreCapped(t *testing.T) {
 func BenchmarkEncodeSpanProto(b *testing.B) { benchEncode(b, appendTracesProto) }
 func BenchmarkEncodeSpanJSON(b *testing.B)  { benchEncode(b, appendTracesJSON) }
 
+// BenchmarkEncodeSpanSubmit is one span's encoding as Submit does it, into the
+// batch's buffer (reused), its method's attributes shared.
+func BenchmarkEncodeSpanSubmit(b *testing.B) {
+	t0 := time.Now()
+	sp := Span{TraceID: NewTraceID(), SpanID: NewSpanID(), Name: "tools/call echo", Kind: KindClient, Start: t0, End: t0,
+		Shared: NewAttrSet([]Attr{String("mcp.method.name", "tools/call"), String("mcp.protocol.version", "2025-06-18"),
+			String("gen_ai.operation.name", "execute_tool"), String("gen_ai.tool.name", "echo"), String("network.transport", "pipe")}),
+		Attrs: []Attr{String("jsonrpc.request.id", "17")}}
+	buf := make([]byte, 0, 512*300)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%512 == 0 {
+			buf = buf[:0]
+		}
+		buf = appendSpanProto(buf, &sp)
+	}
+}
+
 func benchEncode(b *testing.B, enc func([]byte, []Attr, string, []Span) []byte) {
 	t0 := time.Now()
 	sp := Span{TraceID: NewTraceID(), SpanID: NewSpanID(), Name: "tools/call echo", Kind: KindClient, Start: t0, End: t0,
@@ -247,4 +265,90 @@ func benchEncode(b *testing.B, enc func([]byte, []Attr, string, []Span) []byte) 
 		buf = enc(buf[:0], testRes, "1", batch)
 	}
 	b.ReportMetric(float64(len(buf))/512, "wire-B/span")
+}
+
+// refSpan and refAttr are the span encoder before appendSpanProto reckoned lengths
+// first: one pass with pb's placeholders. The two must write the same bytes.
+func (e *pb) refSpan(s *Span) {
+	m := e.begin(2)
+	e.bytes(1, s.TraceID[:])
+	e.bytes(2, s.SpanID[:])
+	e.str(3, s.TraceState)
+	if s.Parent != [8]byte{} {
+		e.bytes(4, s.Parent[:])
+	}
+	e.str(5, s.Name)
+	e.uint(6, uint64(s.Kind))
+	e.fixed64(7, uint64(s.Start.UnixNano()))
+	e.fixed64(8, uint64(s.End.UnixNano()))
+	if s.Shared != nil {
+		e.b = append(e.b, s.Shared.proto...) // encoded once, when the set was made
+	}
+	for _, a := range s.Attrs {
+		e.refAttr(9, a)
+	}
+	if s.Status != StatusUnset {
+		st := e.begin(15)
+		e.str(2, s.StatusMsg)
+		e.uint(3, uint64(s.Status))
+		e.end(st)
+	}
+	e.fixed32(16, spanFlags(s))
+	e.end(m)
+}
+
+func (e *pb) refAttr(field int, a Attr) {
+	kv := e.begin(field)
+	e.str(1, a.Key)
+	v := e.begin(2)
+	if a.IsInt {
+		e.tag(3, 0)
+		e.varint(uint64(a.Int))
+	} else {
+		e.tag(1, 2) // an empty string is still a string value
+		e.varint(uint64(len(a.Str)))
+		e.b = append(e.b, a.Str...)
+	}
+	e.end(v)
+	e.end(kv)
+}
+
+func TestSpanProtoAsBefore(t *testing.T) {
+	spans := sampleSpans()
+	spans = append(spans, Span{}, Span{Kind: 300, Status: StatusError, Attrs: []Attr{Int("big", 1<<40), Int("neg", -1), String("", "v")}})
+	for i := range spans {
+		var ref pb
+		ref.refSpan(&spans[i])
+		if got := appendSpanProto([]byte("x"), &spans[i]); !bytes.Equal(got[1:], ref.b) {
+			t.Fatalf("span %d: %x, want %x", i, got[1:], ref.b)
+		}
+	}
+}
+
+func FuzzSpanProto(f *testing.F) {
+	f.Add("tools/call echo", "k", "v", int64(7), uint8(3), "msg", 2, "ts")
+	f.Add("", "", "", int64(-1), uint8(0), "", 0, "")
+	f.Fuzz(func(t *testing.T, name, key, val string, iv int64, kind uint8, msg string, status int, ts string) {
+		s := Span{Name: name, Kind: int(kind), TraceState: ts, Status: status & 3, StatusMsg: msg, Start: time.Unix(0, iv), End: time.Unix(1, iv),
+			Attrs: []Attr{String(key, val), Int(val, iv)}, Shared: NewAttrSet([]Attr{String(val, key)})}
+		if iv&1 == 1 {
+			s.Parent = [8]byte{byte(iv)}
+		}
+		var ref pb
+		ref.refSpan(&s)
+		if got := appendSpanProto(nil, &s); !bytes.Equal(got, ref.b) {
+			t.Fatalf("%x, want %x", got, ref.b)
+		}
+	})
+}
+
+// appendTracesProto appends an ExportTraceServiceRequest holding spans: its head,
+// then the spans: what the exporter sends, made of the same parts (Submit encodes
+// each span as it comes, send writes the head).
+func appendTracesProto(b []byte, res []Attr, scopeVersion string, spans []Span) []byte {
+	var enc []byte
+	for i := range spans {
+		enc = appendSpanProto(enc, &spans[i])
+	}
+	return append(appendTracesHead(b, res, scopeVersion, len(enc)), enc...)
 }

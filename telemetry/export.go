@@ -188,9 +188,15 @@ func (x *Exporter) SetSession(attrs []Attr) {
 	x.mu.Unlock()
 }
 
-// batch is up to BatchSize spans, and their attributes (copied there by Submit).
+// batch is up to BatchSize spans. With OTLP/protobuf, Submit encodes each span into
+// enc as it comes (the Span messages of the request's one ScopeSpans): the span is
+// not copied, kept and read again when the batch is sent, only its bytes are, and
+// the request is those bytes after a head made when it is sent. With OTLP/JSON the
+// spans and their attributes are copied into spans and attrs, and encoded when sent.
 // Batches are reused once sent: a span costs the exporter no allocation.
 type batch struct {
+	n     int // spans in the batch
+	enc   []byte
 	spans []Span
 	attrs []Attr
 }
@@ -216,18 +222,23 @@ func (x *Exporter) Submit(s Span) {
 		if n := len(x.spare); n > 0 {
 			b, x.spare = x.spare[n-1], x.spare[:n-1]
 		} else {
-			b = &batch{spans: make([]Span, 0, x.bsize), attrs: make([]Attr, 0, 12*x.bsize)}
+			b = x.newBatch()
 		}
 		x.cur = b
 	}
-	// Appended where the batch's spans keep theirs (a growth leaves the earlier
-	// spans' attributes where they were, which is as good).
-	i := len(b.attrs)
-	b.attrs = append(b.attrs, s.Attrs...)
-	s.Attrs = b.attrs[i:len(b.attrs):len(b.attrs)]
-	b.spans = append(b.spans, s)
+	if x.traces.Protocol == ProtoJSON {
+		// Appended where the batch's spans keep theirs (a growth leaves the earlier
+		// spans' attributes where they were, which is as good).
+		i := len(b.attrs)
+		b.attrs = append(b.attrs, s.Attrs...)
+		s.Attrs = b.attrs[i:len(b.attrs):len(b.attrs)]
+		b.spans = append(b.spans, s)
+	} else {
+		b.enc = appendSpanProto(b.enc, &s)
+	}
+	b.n++
 	x.queued++
-	full := len(b.spans) >= x.bsize
+	full := b.n >= x.bsize
 	if full {
 		x.ready = append(x.ready, b)
 		x.cur = nil
@@ -236,6 +247,13 @@ func (x *Exporter) Submit(s Span) {
 	if full {
 		x.signal()
 	}
+}
+
+func (x *Exporter) newBatch() *batch {
+	if x.traces.Protocol == ProtoJSON {
+		return &batch{spans: make([]Span, 0, x.bsize), attrs: make([]Attr, 0, 12*x.bsize)}
+	}
+	return &batch{enc: make([]byte, 0, 256*x.bsize)}
 }
 
 // Record adds one operation's duration to mcp.client.operation.duration.
@@ -419,7 +437,7 @@ func (x *Exporter) run() {
 			}
 			ok := x.send(pending)
 			if !ok && tries >= retries {
-				x.drop(len(pending.spans), "the collector kept answering that it cannot take them now")
+				x.drop(pending.n, "the collector kept answering that it cannot take them now")
 				ok = true
 			}
 			if ok {
@@ -444,12 +462,12 @@ func (x *Exporter) take(flush bool) *batch {
 		n := copy(x.ready, x.ready[1:])
 		x.ready[n] = nil
 		x.ready = x.ready[:n]
-	case flush && x.cur != nil && len(x.cur.spans) > 0:
+	case flush && x.cur != nil && x.cur.n > 0:
 		b, x.cur = x.cur, nil
 	default:
 		return nil
 	}
-	x.queued -= len(b.spans)
+	x.queued -= b.n
 	return b
 }
 
@@ -457,9 +475,12 @@ func (x *Exporter) take(flush bool) *batch {
 func (x *Exporter) recycle(b *batch) {
 	clear(b.spans)
 	clear(b.attrs)
-	b.spans, b.attrs = b.spans[:0], b.attrs[:0]
+	b.n, b.enc, b.spans, b.attrs = 0, b.enc[:0], b.spans[:0], b.attrs[:0]
 	if cap(b.attrs) > 64*x.bsize { // a batch of huge spans: its room goes
 		b.attrs = nil
+	}
+	if cap(b.enc) > 4<<20 {
+		b.enc = nil
 	}
 	x.mu.Lock()
 	if len(x.spare) < maxSpare {
@@ -472,7 +493,7 @@ func (x *Exporter) recycle(b *batch) {
 // it (x.ctx cancelled); then the metrics.
 func (x *Exporter) final(pending *batch) {
 	if pending != nil && !x.send(pending) {
-		x.drop(len(pending.spans), "the collector did not take them before exit")
+		x.drop(pending.n, "the collector did not take them before exit")
 	}
 	for x.ctx.Err() == nil {
 		b := x.take(true)
@@ -480,7 +501,7 @@ func (x *Exporter) final(pending *batch) {
 			break
 		}
 		if !x.send(b) {
-			x.drop(len(b.spans), "the collector did not take them before exit")
+			x.drop(b.n, "the collector did not take them before exit")
 		}
 	}
 	x.mu.Lock()
@@ -494,23 +515,25 @@ func (x *Exporter) final(pending *batch) {
 // send exports one batch; true means done with it (taken, or refused for good and
 // counted), false that it may be sent again.
 func (x *Exporter) send(b *batch) bool {
-	batch := b.spans
+	n := b.n
 	x.mu.Lock()
 	res := x.res
 	x.mu.Unlock()
+	var tail []byte // sent after x.buf
 	if x.traces.Protocol == ProtoJSON {
-		x.buf = appendTracesJSON(x.buf[:0], res, x.version, batch)
+		x.buf = appendTracesJSON(x.buf[:0], res, x.version, b.spans)
 	} else {
-		x.buf = appendTracesProto(x.buf[:0], res, x.version, batch)
+		// The head, then the spans as Submit encoded them: not copied again.
+		x.buf, tail = appendTracesHead(x.buf[:0], res, x.version, len(b.enc)), b.enc
 	}
-	code, body, retryAfter, err := x.post(x.cfg.TracesURL, x.traces, x.buf)
+	code, body, retryAfter, err := x.post(x.cfg.TracesURL, x.traces, x.buf, tail)
 	x.shrink()
 	switch {
 	case err == nil && code/100 == 2:
 		rejected, msg, _ := partialSuccess(body, x.traces.Protocol == ProtoJSON, "rejectedSpans")
-		rejected = max(0, min(rejected, int64(len(batch))))
+		rejected = max(0, min(rejected, int64(n)))
 		x.rejected.Add(uint64(rejected))
-		x.exported.Add(uint64(int64(len(batch)) - rejected))
+		x.exported.Add(uint64(int64(n) - rejected))
 		if rejected > 0 && msg != "" {
 			x.log.Debug("OpenTelemetry: the collector rejected spans", "spans", rejected, "message", msg)
 		}
@@ -529,7 +552,7 @@ func (x *Exporter) send(b *batch) bool {
 		if err == nil {
 			err = fmt.Errorf("HTTP %d", code)
 		}
-		x.drop(len(batch), "the collector refused them: "+err.Error())
+		x.drop(n, "the collector refused them: "+err.Error())
 		return true
 	}
 }
@@ -582,7 +605,7 @@ func (x *Exporter) exportMetrics() {
 	} else {
 		body = appendMetricsProto(nil, res, x.version, ms)
 	}
-	if code, _, _, err := x.post(x.cfg.MetricsURL, x.metrics, body); err != nil || code/100 != 2 {
+	if code, _, _, err := x.post(x.cfg.MetricsURL, x.metrics, body, nil); err != nil || code/100 != 2 {
 		if err == nil {
 			err = fmt.Errorf("HTTP %d", code)
 		}
@@ -596,14 +619,21 @@ func retryable(code int) bool {
 		code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
 }
 
-// post sends body to u with sig's protocol, headers and timeout, and reads at most
-// maxResponse of the answer.
-func (x *Exporter) post(u string, sig Signal, body []byte) (code int, resp []byte, retryAfter time.Duration, err error) {
+// post sends body followed by tail to u with sig's protocol, headers and timeout,
+// and reads at most maxResponse of the answer.
+func (x *Exporter) post(u string, sig Signal, body, tail []byte) (code int, resp []byte, retryAfter time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(x.ctx, sig.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, 0, fmt.Errorf("making the export request: %w", err)
+	}
+	if len(tail) > 0 {
+		// Two parts, the length known (as it is of one bytes.Reader), and a body
+		// that can be read again for a redirect.
+		req.ContentLength = int64(len(body) + len(tail))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(&twoParts{body, tail}), nil }
+		req.Body, _ = req.GetBody()
 	}
 	if sig.Protocol == ProtoJSON {
 		req.Header.Set("Content-Type", "application/json")
@@ -624,6 +654,34 @@ func (x *Exporter) post(u string, sig Signal, body []byte) (code int, resp []byt
 		err = nil // the status is what matters; a broken body is not a failed export
 	}
 	return r.StatusCode, resp, parseRetryAfter(r.Header.Get("Retry-After"), time.Now()), nil
+}
+
+// twoParts reads a then b. Its WriteTo writes each as it is (io.MultiReader's copies
+// them through a 32 KiB buffer it allocates for each request).
+type twoParts struct{ a, b []byte }
+
+func (t *twoParts) Read(p []byte) (int, error) {
+	if len(t.a) == 0 && len(t.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, t.a)
+	t.a = t.a[n:]
+	m := copy(p[n:], t.b)
+	t.b = t.b[m:]
+	return n + m, nil
+}
+
+func (t *twoParts) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for _, p := range []*[]byte{&t.a, &t.b} {
+		n, err := w.Write(*p)
+		total += int64(n)
+		*p = (*p)[n:]
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 func redacted(u string) string {

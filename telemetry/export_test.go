@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -369,5 +370,29 @@ func TestExporterPerSignal(t *testing.T) {
 			t.Errorf("%+v, want %+v", s, want[s.path])
 		}
 		delete(want, s.path)
+	}
+}
+
+// A request's body in two parts reads, and writes itself, as the two one after the
+// other, whichever way net/http takes it.
+func TestTwoParts(t *testing.T) {
+	a, b := []byte("head:"), bytes.Repeat([]byte("spans"), 1000)
+	want := string(a) + string(b)
+	var got []byte
+	r := &twoParts{a, b}
+	buf := make([]byte, 7) // reads that cross from one part to the other
+	for {
+		n, err := r.Read(buf)
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+	}
+	if string(got) != want {
+		t.Fatalf("read %d bytes, want %d", len(got), len(want))
+	}
+	var w bytes.Buffer
+	if n, err := (&twoParts{a, b}).WriteTo(&w); err != nil || n != int64(len(want)) || w.String() != want {
+		t.Fatalf("wrote %d bytes, %v", n, err)
 	}
 }

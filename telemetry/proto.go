@@ -3,6 +3,7 @@ package telemetry
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 )
 
 // pb appends protobuf wire format. A nested message is written after a one-byte
@@ -69,21 +70,7 @@ func (e *pb) end(start int) {
 	copy(e.b[start-1:], tmp[:l])
 }
 
-func (e *pb) attr(field int, a Attr) {
-	kv := e.begin(field)
-	e.str(1, a.Key)
-	v := e.begin(2)
-	if a.IsInt {
-		e.tag(3, 0)
-		e.varint(uint64(a.Int))
-	} else {
-		e.tag(1, 2) // an empty string is still a string value
-		e.varint(uint64(len(a.Str)))
-		e.b = append(e.b, a.Str...)
-	}
-	e.end(v)
-	e.end(kv)
-}
+func (e *pb) attr(field int, a Attr) { e.b = appendAttrField(e.b, byte(field<<3|2), &a) }
 
 func (e *pb) resource(res []Attr) {
 	r := e.begin(1)
@@ -106,44 +93,158 @@ func (e *pb) head(res []Attr, scopeVersion string) (outer, inner int) {
 	return outer, inner
 }
 
-// appendTracesProto appends an ExportTraceServiceRequest holding spans.
-func appendTracesProto(b []byte, res []Attr, scopeVersion string, spans []Span) []byte {
-	e := pb{b}
-	rs, ss := e.head(res, scopeVersion) // ResourceSpans, ScopeSpans
-	for i := range spans {
-		e.span(&spans[i])
+// appendSpanProto appends s as a Span message of ScopeSpans (field 2). The message's
+// length is reckoned first (spanSize), so that it is written once, in front, and the
+// room grown once: a span is ~250 bytes, past the one-byte length pb.end writes in
+// place, which moved every span to make room for its length.
+func appendSpanProto(b []byte, s *Span) []byte {
+	n := spanSize(s)
+	b = slices.Grow(b, 1+uvarintLen(uint64(n))+n)
+	b = append(b, 2<<3|2) // ScopeSpans.spans
+	b = binary.AppendUvarint(b, uint64(n))
+	b = append(b, 1<<3|2, 16)
+	b = append(b, s.TraceID[:]...)
+	b = append(b, 2<<3|2, 8)
+	b = append(b, s.SpanID[:]...)
+	b = appendStrField(b, 3<<3|2, s.TraceState)
+	if s.Parent != [8]byte{} {
+		b = append(b, 4<<3|2, 8)
+		b = append(b, s.Parent[:]...)
 	}
-	e.end(ss)
-	e.end(rs)
+	b = appendStrField(b, 5<<3|2, s.Name)
+	if s.Kind != 0 {
+		b = append(b, 6<<3|0)
+		b = binary.AppendUvarint(b, uint64(s.Kind))
+	}
+	b = append(b, 7<<3|1)
+	b = binary.LittleEndian.AppendUint64(b, uint64(s.Start.UnixNano()))
+	b = append(b, 8<<3|1)
+	b = binary.LittleEndian.AppendUint64(b, uint64(s.End.UnixNano()))
+	if s.Shared != nil {
+		b = append(b, s.Shared.proto...) // encoded once, when the set was made
+	}
+	for i := range s.Attrs {
+		b = appendAttrField(b, 9<<3|2, &s.Attrs[i])
+	}
+	if s.Status != StatusUnset {
+		b = append(b, 15<<3|2)
+		b = binary.AppendUvarint(b, uint64(statusSize(s)))
+		b = appendStrField(b, 2<<3|2, s.StatusMsg)
+		b = append(b, 3<<3|0)
+		b = binary.AppendUvarint(b, uint64(s.Status))
+	}
+	b = append(b, 0x85, 0x01) // 16<<3|5: flags, fixed32
+	return binary.LittleEndian.AppendUint32(b, spanFlags(s))
+}
+
+// spanSize is the length of the Span message appendSpanProto writes.
+func spanSize(s *Span) int {
+	n := 2 + 16 + 2 + 8 + strFieldSize(s.TraceState) + strFieldSize(s.Name) + 9 + 9 + 2 + 4
+	if s.Parent != [8]byte{} {
+		n += 2 + 8
+	}
+	if s.Kind != 0 {
+		n += 1 + uvarintLen(uint64(s.Kind))
+	}
+	if s.Shared != nil {
+		n += len(s.Shared.proto)
+	}
+	for i := range s.Attrs {
+		m := attrSize(&s.Attrs[i])
+		n += 1 + uvarintLen(uint64(m)) + m
+	}
+	if s.Status != StatusUnset {
+		m := statusSize(s)
+		n += 1 + uvarintLen(uint64(m)) + m
+	}
+	return n
+}
+
+func statusSize(s *Span) int { return strFieldSize(s.StatusMsg) + 1 + uvarintLen(uint64(s.Status)) }
+
+// strFieldSize is the size of a string field of a one-byte tag (none when empty).
+func strFieldSize(v string) int {
+	if v == "" {
+		return 0
+	}
+	return 1 + uvarintLen(uint64(len(v))) + len(v)
+}
+
+// appendStrField appends a string field of the one-byte tag (nothing when empty).
+func appendStrField(b []byte, tag byte, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = append(b, tag)
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// attrSize is the length of the KeyValue message of a.
+func attrSize(a *Attr) int {
+	return strFieldSize(a.Key) + 1 + uvarintLen(uint64(anyValueSize(a))) + anyValueSize(a)
+}
+
+// anyValueSize is the length of a's AnyValue message: an int, or a string (an empty
+// string is still a string value, written).
+func anyValueSize(a *Attr) int {
+	if a.IsInt {
+		return 1 + uvarintLen(uint64(a.Int))
+	}
+	return 1 + uvarintLen(uint64(len(a.Str))) + len(a.Str)
+}
+
+// appendAttrField appends a as a KeyValue field of the one-byte tag (attributes are
+// field 1 of a Resource, 9 of a Span or a data point).
+func appendAttrField(b []byte, tag byte, a *Attr) []byte {
+	v := anyValueSize(a)
+	b = append(b, tag)
+	b = binary.AppendUvarint(b, uint64(strFieldSize(a.Key)+1+uvarintLen(uint64(v))+v))
+	b = appendStrField(b, 1<<3|2, a.Key)
+	b = append(b, 2<<3|2)
+	b = binary.AppendUvarint(b, uint64(v))
+	if a.IsInt {
+		b = append(b, 3<<3|0)
+		return binary.AppendUvarint(b, uint64(a.Int))
+	}
+	b = append(b, 1<<3|2)
+	b = binary.AppendUvarint(b, uint64(len(a.Str)))
+	return append(b, a.Str...)
+}
+
+// appendTracesHead appends the start of an ExportTraceServiceRequest whose one
+// ScopeSpans ends with spansLen bytes of Span messages (appendSpanProto), which are
+// to follow it: its one ResourceSpans (field 1: the resource) and in it the
+// ScopeSpans (field 2: the scope), each length counting the spans to come.
+func appendTracesHead(b []byte, res []Attr, scopeVersion string, spansLen int) []byte {
+	// The resource and the scope are encoded first, to be measured.
+	var m pb
+	m.resource(res) // ResourceSpans.resource
+	r := len(m.b)
+	sc := m.begin(1) // ScopeSpans.scope
+	m.str(1, scopeName)
+	m.str(2, scopeVersion)
+	m.end(sc)
+	resource, scope := m.b[:r], m.b[r:]
+	ssLen := len(scope) + spansLen                                 // ScopeSpans' length
+	rsLen := len(resource) + 1 + uvarintLen(uint64(ssLen)) + ssLen // ResourceSpans'
+	e := pb{b}
+	e.tag(1, 2) // ExportTraceServiceRequest.resource_spans
+	e.varint(uint64(rsLen))
+	e.b = append(e.b, resource...)
+	e.tag(2, 2) // ResourceSpans.scope_spans
+	e.varint(uint64(ssLen))
+	e.b = append(e.b, scope...)
 	return e.b
 }
 
-func (e *pb) span(s *Span) {
-	m := e.begin(2)
-	e.bytes(1, s.TraceID[:])
-	e.bytes(2, s.SpanID[:])
-	e.str(3, s.TraceState)
-	if s.Parent != [8]byte{} {
-		e.bytes(4, s.Parent[:])
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
 	}
-	e.str(5, s.Name)
-	e.uint(6, uint64(s.Kind))
-	e.fixed64(7, uint64(s.Start.UnixNano()))
-	e.fixed64(8, uint64(s.End.UnixNano()))
-	if s.Shared != nil {
-		e.b = append(e.b, s.Shared.proto...) // encoded once, when the set was made
-	}
-	for _, a := range s.Attrs {
-		e.attr(9, a)
-	}
-	if s.Status != StatusUnset {
-		st := e.begin(15)
-		e.str(2, s.StatusMsg)
-		e.uint(3, uint64(s.Status))
-		e.end(st)
-	}
-	e.fixed32(16, spanFlags(s))
-	e.end(m)
+	return n
 }
 
 // spanFlags is Span.flags: the W3C trace flags, and whether the parent is remote.
