@@ -64,6 +64,13 @@ func (f *proxyFlags) startTracing(logger *slog.Logger) (*intercept.Tracing, func
 	}
 }
 
+// tracingConfigured says the flags or the environment switch tracing on (startTracing
+// will start an exporter).
+func (f *proxyFlags) tracingConfigured() bool {
+	cfg, err := telemetry.FromEnv(os.Getenv, f.otlp.endpoint)
+	return err == nil && cfg.Enabled()
+}
+
 // otelStateDir is where the proxies' exporters leave their counts for `bir-proxy
 // status`: the state directory's otel/ (next to the journal and the spool).
 func otelStateDir() string {

@@ -62,7 +62,10 @@ func (f *proxyFlags) openUpstream(ctx context.Context, logger *slog.Logger, diag
 		Notes:      diag,
 		Supervisor: supervisor(),
 		MaxMessage: f.maxMessage,
-		Slab:       off(), // nothing records: no server message is kept
+		// Nothing records and nothing traces: no server message is kept once
+		// forwarded, so each may be lent in place (tracing's bookkeeping reads them
+		// later: a lent line would have been read over by then).
+		Slab:       off() && !f.tracingConfigured(),
 		Logger:     logger,
 		InputGrace: f.stopGrace,
 
