@@ -398,7 +398,14 @@ func callPeakRSSAt(t *testing.T, birOff, streamAt, tool, args string) int64 {
 	if got := readWithin(t, out); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":1,"result"`) {
 		t.Fatalf("BIR_OFF=%s: host got %.200s", birOff, got)
 	}
-	if birOff == "0" {
+	return peakAfterReport(t, cmd, in, done, birOff == "0", journal)
+}
+
+// peakAfterReport is the proxy's peak RSS once the call's report is in the journal
+// (when recording); the proxy is then stopped.
+func peakAfterReport(t *testing.T, cmd *exec.Cmd, in *os.File, done chan error, recording bool, journal string) int64 {
+	t.Helper()
+	if recording {
 		testutil.Eventually(t, "the call's report in the journal", func() bool {
 			data, _ := os.ReadFile(journal)
 			return strings.Contains(string(data), `"outcome":"`)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -119,16 +118,7 @@ func answerPeakRSS(t *testing.T, birOff, streamAt string, size int) int64 {
 	if err := testutil.Recv(t, read, "the answer at the host"); err != nil {
 		t.Fatalf("BIR_OFF=%s: reading the answer: %v", birOff, err)
 	}
-	if birOff == "0" {
-		testutil.Eventually(t, "the call's report in the journal", func() bool {
-			data, _ := os.ReadFile(journal)
-			return strings.Contains(string(data), `"outcome":"`)
-		})
-	}
-	hwm := procStatusKB(t, cmd.Process.Pid, "VmHWM") << 10
-	in.Close()
-	<-done
-	return hwm
+	return peakAfterReport(t, cmd, in, done, birOff == "0", journal)
 }
 
 // TestRecordingALongAnswerCostsNoMemoryInProportion: recording a 32 MB answer that
