@@ -71,17 +71,15 @@ type hostStream struct {
 	msg  []byte // what was kept
 	err  error  // the host's side failed: the rest is dropped
 	// Or, when interception takes it so, the answer is reduced as it passes.
-	dig   *resultDigest
-	rsi   ResultStreamingInterceptor
-	begun bool // dig has had the first piece
+	dig *resultDigest
+	rsi ResultStreamingInterceptor
 }
 
 func (s *hostStream) Write(p []byte) {
 	if s.keep {
 		s.msg = append(s.msg, p...)
 	} else if s.dig != nil {
-		s.dig.add(p, !s.begun)
-		s.begun = true
+		s.dig.add(p, false) // one message: the digest follows its values itself
 	}
 	if s.err == nil {
 		s.err = s.r.hostOut.Part(p)
