@@ -40,6 +40,12 @@ func (e Era) String() string {
 // and a 50 MB tools/call must not be lexed once more on the host's path for nothing.
 const setupScanMax = 64 << 10
 
+// maxSetupAwaited bounds the setup requests awaiting an answer that Setup holds (each
+// up to setupScanMax): a server that never answers them, or a host that cancels them
+// without the server saying anything, would otherwise have Setup hold every one for
+// the rest of the session. Past it, the oldest is forgotten: it set nothing up.
+const maxSetupAwaited = 128
+
 // metaProtocolVersion is the params._meta key by which a stateless-era request says
 // its protocol version.
 const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
@@ -66,6 +72,9 @@ const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 //     params._meta["io.modelcontextprotocol/protocolVersion"], or a server/discover
 //     that got a result).
 //
+// A request the host cancels (notifications/cancelled) is forgotten, as is the oldest
+// awaited past maxSetupAwaited: neither sets anything up, even if answered later.
+//
 // Setup is safe for concurrent use: FromHost may run on several writers' goroutines and
 // FromServer on the reader's. FromServer costs an atomic load while no request it
 // cares about awaits an answer, which is almost always.
@@ -78,6 +87,7 @@ type Setup struct {
 
 	mu      sync.Mutex
 	pending map[string]asked // host requests Setup awaits the answer to, by jsonlex.IDKey
+	order   []string         // pending's keys, oldest first (and some since answered)
 
 	initReq     []byte // the answered initialize request, as the host wrote it
 	initialized []byte // the host's notifications/initialized, as it wrote it
@@ -168,6 +178,11 @@ func (s *Setup) fromHostAs(m hostMethod, obj []byte, f jsonlex.Fields) {
 			s.mu.Unlock()
 		}
 		return
+	case m == methodCancelled:
+		if f.ID == nil {
+			s.forget(f.Params)
+		}
+		return
 	case f.ID == nil:
 		return // any other notification
 	case m == methodInitialize:
@@ -197,6 +212,7 @@ type hostMethod uint8
 const (
 	methodOther hostMethod = iota
 	methodInitialized
+	methodCancelled
 	methodInitialize
 	methodSetLevel
 	methodSubscribe
@@ -215,6 +231,8 @@ func hostMethodOf(m []byte) hostMethod {
 		switch string(m[1 : len(m)-1]) {
 		case "notifications/initialized":
 			return methodInitialized
+		case "notifications/cancelled":
+			return methodCancelled
 		case "initialize":
 			return methodInitialize
 		case "logging/setLevel":
@@ -241,6 +259,8 @@ func hostMethodSpelled(m []byte) hostMethod {
 	switch {
 	case jsonlex.KeyIs(m, "notifications/initialized"):
 		return methodInitialized
+	case jsonlex.KeyIs(m, "notifications/cancelled"):
+		return methodCancelled
 	case jsonlex.KeyIs(m, "initialize"):
 		return methodInitialize
 	case jsonlex.KeyIs(m, "logging/setLevel"):
@@ -276,10 +296,53 @@ func (s *Setup) noteMeta(params []byte) {
 func (s *Setup) ask(id []byte, a asked) {
 	k := jsonlex.IDKey(id)
 	s.mu.Lock()
-	if _, dup := s.pending[k]; !dup {
-		s.waiting.Add(1)
+	defer s.mu.Unlock()
+	if _, dup := s.pending[k]; dup {
+		s.pending[k] = a
+		return
 	}
+	for len(s.pending) >= maxSetupAwaited {
+		// The oldest still pending goes (order may also hold keys since answered).
+		old := s.order[0]
+		s.order = s.order[1:]
+		if _, ok := s.pending[old]; ok {
+			delete(s.pending, old)
+			s.waiting.Add(-1)
+		}
+	}
+	if len(s.order) >= 2*maxSetupAwaited {
+		// Keys answered since are dropped, so that order stays within twice the bound.
+		kept := s.order[:0]
+		for _, o := range s.order {
+			if _, ok := s.pending[o]; ok {
+				kept = append(kept, o)
+			}
+		}
+		clear(s.order[len(kept):])
+		s.order = kept
+	}
+	s.order = append(s.order, k)
 	s.pending[k] = a
+	s.waiting.Add(1)
+}
+
+// forget drops the request whose id is the raw requestId of a host's
+// notifications/cancelled: the server need not answer it, and an answer that still
+// came would be to a request the host gave up on.
+func (s *Setup) forget(params []byte) {
+	if s.waiting.Load() == 0 {
+		return
+	}
+	id := jsonlex.Get(params, "requestId")
+	if len(id) == 0 {
+		return
+	}
+	k := jsonlex.IDKey(id)
+	s.mu.Lock()
+	if _, ok := s.pending[k]; ok {
+		delete(s.pending, k)
+		s.waiting.Add(-1)
+	}
 	s.mu.Unlock()
 }
 
@@ -351,6 +414,8 @@ func (s *Setup) answered(a asked, result []byte) {
 func (s *Setup) Lost() {
 	s.mu.Lock()
 	clear(s.pending)
+	clear(s.order)
+	s.order = s.order[:0]
 	s.waiting.Store(0)
 	s.mu.Unlock()
 }

@@ -296,3 +296,58 @@ func FuzzSetupLexed(f *testing.F) {
 		}
 	})
 }
+
+// TestSetupForgetsWhatIsNeverAnswered: a setup request the server never answers (a
+// host that cancelled it, a server that ignores it) must not be held for the rest of
+// the session: each held subscribe is a copy of up to 64 KiB, and while anything is
+// held FromServer reads every message the server sends.
+func TestSetupForgetsWhatIsNeverAnswered(t *testing.T) {
+	t.Run("cancelled", func(t *testing.T) {
+		s := NewSetup()
+		hostSession(s)
+		s.FromHost([]byte(`{"jsonrpc":"2.0","id":"sub-7","method":"resources/subscribe","params":{"uri":"file:///a"}}`))
+		s.FromHost([]byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`))
+		if !s.Awaiting() {
+			t.Fatal("the checker is wrong: nothing awaited after two setup requests")
+		}
+		s.FromHost([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"sub-7","reason":"timeout"}}`))
+		// Lexed as the relay does, and spelt with an escape and as 8.0 (the same id).
+		msg := []byte(`{"jsonrpc":"2.0","method":"notifications/cancel\u006ced","params":{"reason":"x","requestId":8.0}}`)
+		var lx jsonlex.Line
+		lx.Lex(msg)
+		s.FromHostLexed(msg, &lx)
+		if s.Awaiting() {
+			t.Fatalf("still awaiting %d cancelled requests", s.waiting.Load())
+		}
+		// A late answer to a cancelled subscribe sets nothing up: the host gave up on it.
+		s.FromServer([]byte(`{"jsonrpc":"2.0","id":"sub-7","result":{}}`))
+		if len(s.subs) != 0 {
+			t.Fatalf("a cancelled subscribe was kept: %q", s.subs)
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		s := NewSetup()
+		hostSession(s)
+		uri := strings.Repeat("u", 60<<10)
+		for i := range 5000 {
+			s.FromHost([]byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"resources/subscribe","params":{"uri":"` + uri + `"}}`))
+		}
+		s.mu.Lock()
+		n, held := len(s.pending), 0
+		for _, a := range s.pending {
+			held += len(a.msg) + len(a.uri)
+		}
+		s.mu.Unlock()
+		if n > maxSetupAwaited || n != int(s.waiting.Load()) {
+			t.Fatalf("%d requests held (waiting says %d), at most %d wanted", n, s.waiting.Load(), maxSetupAwaited)
+		}
+		if held > 32<<20 {
+			t.Fatalf("%d MiB held for unanswered requests", held>>20)
+		}
+		// The newest are the ones kept: the server answers the last one.
+		s.FromServer([]byte(`{"jsonrpc":"2.0","id":4999,"result":{}}`))
+		if len(s.subs) != 1 {
+			t.Fatalf("the newest subscribe was not kept: %d subscriptions", len(s.subs))
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -74,10 +75,11 @@ func otlpVariants(argv []string, dir string) ([]variant, []*otlpCollector) {
 	for _, fault := range []string{"ok", "down", "503", "hang"} {
 		c := startOTLPCollector(fault)
 		cs = append(cs, c)
-		// XDG_STATE_HOME: the exporter's state file (for status) goes to the bench's
-		// directory, not the user's.
+		// XDG_STATE_HOME: the exporter's state file (for status) goes to a directory of
+		// the bench's, not the user's, nor the bench's directory itself, which holds the
+		// binary named bir-proxy where the state directory would be made.
 		vs = append(vs, variant{name: "bir-proxy/otlp-" + fault, argv: argv, seqRSS: new(int64),
-			env: []string{"BIR_OFF=1", "OTEL_EXPORTER_OTLP_ENDPOINT=" + c.url, "XDG_STATE_HOME=" + dir}})
+			env: []string{"BIR_OFF=1", "OTEL_EXPORTER_OTLP_ENDPOINT=" + c.url, "XDG_STATE_HOME=" + filepath.Join(dir, "otlp-state")}})
 	}
 	// With -also BINARY, the journal and healthy-collector variants of that binary too
 	// (as also:NAME, read against NAME by main's also lines): tracing's cost before
