@@ -68,10 +68,8 @@ type Interceptor struct {
 	traceOnly bool
 
 	// handshakes are the host's handshake requests awaiting answers, whose answers
-	// are never reduced (AnswerWanted); results hands bookkeeping what the long
-	// answers FromUpstreamStreamed was given were reduced to.
+	// are never reduced (AnswerWanted).
 	handshakes handshakeIDs
-	results    streamedQueue[relay.StreamedResult]
 }
 
 // New returns an Interceptor; with a Sink it starts its bookkeeping goroutine, which
@@ -268,7 +266,7 @@ func (ic *Interceptor) run() {
 func (ic *Interceptor) look(ev *event) {
 	var res relay.StreamedResult
 	if ev.streamed && ev.kind == evUpstream {
-		res = ic.results.pop()
+		res = ev.res
 	}
 	if ic.spans != nil {
 		ic.spans.res = res
@@ -314,10 +312,14 @@ type event struct {
 	spared []string
 
 	// streamed says an evHost call's arguments were reduced as they streamed to the
-	// server (FromHostStreamed): what they were reduced to waits in tracker.streamed;
-	// or an evUpstream answer's result as it streamed to the host
-	// (FromUpstreamStreamed), which waits in Interceptor.results.
+	// server (FromHostStreamed): args; or an evUpstream answer's result as it
+	// streamed to the host (FromUpstreamStreamed): res.
 	streamed bool
+	args     relay.StreamedArgs
+	res      relay.StreamedResult
+	// weight is what the event holds besides msg (a reduction), counted against the
+	// queue's budget as msg is.
+	weight int64
 }
 
 // rpcSpans is where the JSON-RPC members of a message that is one object lie in it,
@@ -407,10 +409,17 @@ func (q *queue) push(ev event, ends bool) {
 		q.mu.Unlock()
 		return
 	}
-	if ev.msg != nil && q.bytes+int64(len(ev.msg)) > q.budget {
+	if ev.msg != nil && q.bytes+int64(len(ev.msg))+ev.weight > q.budget {
 		// Over budget: rare, and only then is the message read here, outside the lock.
 		q.mu.Unlock()
 		ev.msg, ev.shed = shed(ev), true
+		if ev.kind == evUpstream && ev.streamed {
+			// A long answer's reduction goes too: shed made its stand-in an answer
+			// that says it was not recorded.
+			ev.streamed, ev.res = false, nil
+		}
+		ev.args = nil // a call's: its report says it was not recorded
+		ev.weight = 0
 		// The spans were of the bytes just dropped: applied to what replaced them
 		// they read past its end (a slice bounds panic that took the proxy and every
 		// later report down) or members that are not there. Bookkeeping reads the
@@ -418,7 +427,7 @@ func (q *queue) push(ev event, ends bool) {
 		ev.top = rpcSpans{}
 		q.mu.Lock()
 	}
-	q.bytes += int64(len(ev.msg))
+	q.bytes += int64(len(ev.msg)) + ev.weight
 	q.events = append(q.events, ev)
 	q.hostAt = -1
 	if ev.kind == evHost {

@@ -36,8 +36,7 @@ func (ic *Interceptor) FromHostStreamed(standIn []byte, args relay.StreamedArgs,
 		return // not a call after all: nothing to report
 	}
 	ic.interested.Add(sc.awaiting)
-	ic.tracker.streamed.push(args)
-	ev := event{kind: evHost, msg: out, scan: sc, at: readAt, streamed: true}
+	ev := event{kind: evHost, msg: out, scan: sc, at: readAt, streamed: true, args: args, weight: args.Holds()}
 	if len(ic.lx.Objs) == 1 && len(ic.lx.RPC()) == 1 && !ic.lx.Objs[0].Recheck {
 		ev.top = spansOf(&ic.lx.Objs[0])
 	}
@@ -47,31 +46,6 @@ func (ic *Interceptor) FromHostStreamed(standIn []byte, args relay.StreamedArgs,
 	// some MB a call, for as long as the tool runs.
 	ic.q.signal()
 	ic.sentPending = true
-}
-
-// streamedQueue hands what FromHostStreamed or FromUpstreamStreamed was given to
-// bookkeeping, in the order of the events that say so.
-type streamedQueue[T any] struct {
-	mu sync.Mutex
-	q  []T
-}
-
-func (s *streamedQueue[T]) push(a T) {
-	s.mu.Lock()
-	s.q = append(s.q, a)
-	s.mu.Unlock()
-}
-
-func (s *streamedQueue[T]) pop() (a T) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.q) == 0 {
-		return a
-	}
-	var zero T
-	a, s.q[0] = s.q[0], zero
-	s.q = s.q[1:]
-	return a
 }
 
 // AnswerWanted says whether bookkeeping wants the server's answer with this id, and
@@ -101,8 +75,9 @@ func (ic *Interceptor) FromUpstreamStreamed(standIn []byte, res relay.StreamedRe
 	if ic.q == nil {
 		return
 	}
-	ic.results.push(res)
-	ic.q.push(event{kind: evUpstream, msg: standIn, at: readAt, streamed: true}, true)
+	// The reduction counts for what it may keep: counted as its stand-in's few bytes,
+	// one per answer was held without bound while bookkeeping waited on a slow one.
+	ic.q.push(event{kind: evUpstream, msg: standIn, at: readAt, streamed: true, res: res, weight: res.Holds()}, true)
 }
 
 // handshakeIDs are the ids of the host's handshake requests (initialize, tools/list,

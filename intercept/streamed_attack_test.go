@@ -1,9 +1,13 @@
 package intercept
 
 import (
+	"encoding/json"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+	"weak"
 )
 
 // TestAnAnswerThatTurnsIntoARequestKeepsTheHandshakeWhole: a long line whose head is
@@ -82,5 +86,74 @@ func TestUnansweredHandshakesDoNotKeepEveryAnswerWhole(t *testing.T) {
 	s.host(`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{}}`)
 	if want, whole := s.ic.AnswerWanted([]byte(`"i"`)); !want || !whole {
 		t.Fatalf("AnswerWanted for the latest initialize = %v, %v; want it whole", want, whole)
+	}
+}
+
+// blockingResult is a long answer's reduction that bookkeeping waits on until
+// release is closed (a reduction that runs behind the pipe); held says it is.
+type blockingResult struct {
+	fakeResult
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingResult) Error() json.RawMessage {
+	close(b.held)
+	<-b.release
+	return nil
+}
+
+// TestStreamedResultsHeldAreBounded: each long answer's reduction waiting for
+// bookkeeping keeps up to a clipped result (~1 MiB), but only its small stand-in was
+// counted against the queue's budget: with bookkeeping waiting on a slow reduction, a
+// server answering every call at length had the proxy hold a reduction per answer,
+// without bound. Each now counts as what it may keep; past the budget the answer is
+// reported as not recorded and its reduction let go.
+func TestStreamedResultsHeldAreBounded(t *testing.T) {
+	const budget = 8 << 20
+	s := newSessionWith(t, Options{QueueBytes: budget})
+	first := &blockingResult{held: make(chan struct{}), release: make(chan struct{})}
+	s.host(`{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	s.ic.FromUpstreamStreamed([]byte(`{"jsonrpc":"2.0","id":0,"result":{}}`), first, s.tick())
+	select {
+	case <-first.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("bookkeeping never looked at the first long answer")
+	}
+	const n = 200
+	var alive []weak.Pointer[fakeResult]
+	for i := 1; i <= n; i++ {
+		id := strconv.Itoa(i)
+		s.host(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
+		r := &fakeResult{rep: `"x"`, holds: 1 << 20}
+		alive = append(alive, weak.Make(r))
+		s.ic.FromUpstreamStreamed([]byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{}}`), r, s.tick())
+	}
+	runtime.GC()
+	held := 0
+	for _, w := range alive {
+		if w.Value() != nil {
+			held++
+		}
+	}
+	if limit := budget / (1 << 20); held > limit {
+		t.Errorf("%d reductions held while bookkeeping waits, at most %d fit the queue's %d MiB", held, limit, budget>>20)
+	}
+	if held == 0 {
+		t.Errorf("the checker is wrong: no reduction held at all")
+	}
+	close(first.release)
+	steps := s.close()
+	if len(steps) != n+1 {
+		t.Fatalf("%d reports, want %d", len(steps), n+1)
+	}
+	notRecorded := 0
+	for _, st := range steps {
+		if strings.Contains(string(st.Result), "not recorded") {
+			notRecorded++
+		}
+	}
+	if notRecorded != n-held {
+		t.Errorf("%d answers reported as not recorded, want the %d let go", notRecorded, n-held)
 	}
 }

@@ -48,7 +48,10 @@ type fakeResult struct {
 	input, isErr bool
 	err          json.RawMessage
 	rep          string
+	holds        int64
 }
+
+func (f fakeResult) Holds() int64 { return f.holds }
 
 func (f fakeResult) Kind() (bool, bool)     { return f.input, f.isErr }
 func (f fakeResult) Error() json.RawMessage { return f.err }

@@ -41,9 +41,6 @@ type tracker struct {
 	sawTools  bool
 	warnedShd bool
 	cassette  *cassetteHook // nil without --cassette
-	// streamed holds, in order, what the arguments of each call queued with
-	// event.streamed were reduced to (FromHostStreamed).
-	streamed streamedQueue[relay.StreamedArgs]
 	// res is what the result of the answer being handled was reduced to, when it
 	// streamed to the host (FromUpstreamStreamed); else nil.
 	res relay.StreamedResult
@@ -191,7 +188,7 @@ func (t *tracker) host(ev event) {
 	}
 	var args relay.StreamedArgs
 	if ev.streamed {
-		args = t.streamed.pop()
+		args = ev.args
 	}
 	if ev.msg == nil {
 		// Shed: the bytes are gone, but the call still gets its report.

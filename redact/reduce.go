@@ -42,6 +42,11 @@ type Reducer struct {
 // included: sixteen default budgets.
 const maxStandIn = 16 * DefaultBudget
 
+// ReducerHolds is about the most a Reducer keeps of a value once it has read it (its
+// stand-ins, and the first bytes kept in case it is not JSON): what a reduction
+// waiting to be reported costs in memory.
+const ReducerHolds = maxStandIn + plainKeep
+
 // plainKeep is how much of the value's first bytes is kept for the case it is not JSON
 // (rendered as text then: the most a pass shows of a string, its margin, and more).
 const plainKeep = 4096

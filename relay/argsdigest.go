@@ -22,6 +22,9 @@ type StreamedArgs interface {
 	// Report is the arguments redacted and clipped to budget, as redact.Report
 	// gives them.
 	Report(budget int) (json.RawMessage, bool)
+	// Holds is about the most it keeps (StreamedArgsHolds, or the bytes it was
+	// given when fewer): for the goroutine that streamed the call, once it passed.
+	Holds() int64
 }
 
 // StreamingInterceptor is a KeyedInterceptor that can be given a long call without
@@ -58,6 +61,10 @@ type argsDigest struct {
 // maxDigestQueued bounds what may wait in an argsDigest's queue.
 const maxDigestQueued = 8 << 20
 
+// StreamedArgsHolds is about the most a StreamedArgs keeps once its call has passed:
+// what waits in its queue and what it reduced the arguments to.
+const StreamedArgsHolds = maxDigestQueued + redact.ReducerHolds
+
 func newArgsDigest() *argsDigest {
 	d := &argsDigest{}
 	d.start(d, &d.queued, maxDigestQueued)
@@ -88,6 +95,8 @@ func (d *argsDigest) end() {
 	}
 	d.fs = jcs.Stream{} // its buffers go: only the report's stand-in is wanted now
 }
+
+func (d *argsDigest) Holds() int64 { return min(d.fed, StreamedArgsHolds) }
 
 func (d *argsDigest) Fingerprint() string {
 	<-d.done

@@ -23,7 +23,8 @@ type digest struct {
 	gatherNew bool // the gathered bytes begin a new value
 	done      chan struct{}
 	once      sync.Once
-	missed    bool // the worker's: a piece was dropped
+	missed    bool  // the worker's: a piece was dropped
+	fed       int64 // the pump's: the bytes it took of the values (what they may keep)
 }
 
 // digestWorker is what a digest's goroutine feeds.
@@ -69,6 +70,7 @@ func (d *digest) add(p []byte, begin bool) {
 		d.gather = make([]byte, 0, digestChunk+len(p))
 	}
 	d.gather = append(d.gather, p...)
+	d.fed += int64(len(p))
 	if len(d.gather) >= digestChunk {
 		d.push()
 	}

@@ -23,6 +23,9 @@ type StreamedResult interface {
 	// Report is the result redacted and clipped to budget, as redact.Report gives
 	// it; nil when the answer had no result.
 	Report(budget int) (json.RawMessage, bool)
+	// Holds is about the most it keeps (StreamedResultHolds, or the bytes it was
+	// given when fewer): for the goroutine that streamed the answer, once it passed.
+	Holds() int64
 }
 
 // ResultStreamingInterceptor is an interceptor that can be given a long answer
@@ -46,6 +49,10 @@ const maxResultsQueued = 64 << 20
 // maxErrorKept bounds an error value kept as it is; a longer one is reported as
 // one that was not recorded.
 const maxErrorKept = 64 << 10
+
+// StreamedResultHolds is about the most a StreamedResult keeps once its answer has
+// passed (its reduced result and its error): what one waiting for bookkeeping costs.
+const StreamedResultHolds = redact.ReducerHolds + maxErrorKept
 
 // resultDigest reduces a long answer (the whole message: its top-level structure is
 // read here, off the pump) to a StreamedResult.
@@ -107,6 +114,8 @@ func (d *resultDigest) tap(b []byte, begin, isErr bool) {
 	d.red.Write(b)
 	d.kind.Write(b)
 }
+
+func (d *resultDigest) Holds() int64 { return min(d.fed, StreamedResultHolds) }
 
 func (d *resultDigest) Kind() (inputRequired, isError bool) {
 	<-d.done
