@@ -126,6 +126,7 @@ func (ic *Interceptor) FromHost(msg []byte, readAt time.Time) []byte {
 // describes the bytes returned; it is the relay's, and not kept.
 func (ic *Interceptor) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) []byte {
 	out, sc := stripLexed(msg, ic.key, lx, ic.q != nil && !ic.traceOnly)
+	ic.handshakes.cancelled(out, lx) // (lx describes out now)
 	if ic.q != nil && (sc.want != 0 || ic.spans != nil) {
 		if !ic.traceOnly {
 			ic.interested.Add(sc.awaiting)
@@ -180,7 +181,7 @@ func (ic *Interceptor) FromUpstream(msg []byte, readAt time.Time) {
 // (relay.LexedUpstreamInterceptor). Where each of a lone message's members lies goes
 // with it to bookkeeping, which then does not read the message again to find them.
 func (ic *Interceptor) FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) {
-	ic.handshakes.answered(msg)
+	ic.handshakes.answeredLexed(msg, lx)
 	if ic.q == nil || ic.interested.Load() == 0 && ic.spans == nil {
 		return
 	}

@@ -138,6 +138,47 @@ func (h *handshakeIDs) answered(msg []byte) {
 	})
 }
 
+// answeredLexed is answered of a message the upstream's pump lexed into lx: the ids
+// are where the lex says, not read again.
+func (h *handshakeIDs) answeredLexed(msg []byte, lx *jsonlex.Line) {
+	if h.n.Load() == 0 {
+		return
+	}
+	objs := lx.RPC()
+	if len(objs) == 0 || !lexOf(msg, &objs[len(objs)-1]) {
+		h.answered(msg) // not a lex of msg: read it
+		return
+	}
+	for i := range objs {
+		if o := &objs[i]; o.Method.End == 0 && o.ID.End != 0 {
+			h.forget(msg[o.ID.Start:o.ID.End])
+		}
+	}
+}
+
+// cancelled forgets the ids the host's notifications/cancelled in msg (lexed into
+// lx) name: a server need not answer a cancelled request, and its id, kept, had
+// every message the server sends read once more until maxHandshakeIDs newer ones
+// pushed it out.
+func (h *handshakeIDs) cancelled(msg []byte, lx *jsonlex.Line) {
+	if h.n.Load() == 0 {
+		return
+	}
+	objs := lx.RPC()
+	if len(objs) == 0 || !lexOf(msg, &objs[len(objs)-1]) {
+		return
+	}
+	for i := range objs {
+		o := &objs[i]
+		if o.ID.End != 0 || o.Method.End == 0 || o.Params.End == 0 || !jsonlex.KeyIs(msg[o.Method.Start:o.Method.End], "notifications/cancelled") {
+			continue
+		}
+		if id := jsonlex.Get(msg[o.Params.Start:o.Params.End], "requestId"); id != nil {
+			h.forget(id)
+		}
+	}
+}
+
 // has says an answer with this id must be kept whole.
 func (h *handshakeIDs) has(id []byte) bool {
 	if h.n.Load() == 0 {

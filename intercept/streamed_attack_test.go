@@ -157,3 +157,29 @@ func TestStreamedResultsHeldAreBounded(t *testing.T) {
 		t.Errorf("%d answers reported as not recorded, want the %d let go", notRecorded, n-held)
 	}
 }
+
+// TestACancelledHandshakeIsForgotten: a handshake request the host cancelled is
+// answered by no server (the spec lets it not answer), so its id was kept until 256
+// more pushed it out: and while any id is kept, every message the server sends is
+// read once more on the upstream's pump. A cancellation forgets it.
+func TestACancelledHandshakeIsForgotten(t *testing.T) {
+	s := newSession(t)
+	defer s.close()
+	s.host(`{"jsonrpc":"2.0","id":5,"method":"tools/list"}`)
+	s.host(`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{}}`)
+	if n := s.ic.handshakes.n.Load(); n != 2 {
+		t.Fatalf("the checker is wrong: %d handshake ids kept, want 2", n)
+	}
+	s.host(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5.0,"reason":"timed out"}}`)
+	s.host(`[{"jsonrpc":"2.0","method":"notifications/cancel\u006ced","params":{"requestId":"\u0069"}}]`)
+	if n := s.ic.handshakes.n.Load(); n != 0 {
+		t.Fatalf("%d handshake ids kept after both were cancelled", n)
+	}
+	// Answers the pump lexed, in a batch, end a handshake as answers read whole do.
+	s.lexed = true
+	s.host(`{"jsonrpc":"2.0","id":6,"method":"tools/list"}`)
+	s.up(`[{"jsonrpc":"2.0","id":99,"result":{}},{"jsonrpc":"2.0","id":6,"result":{"tools":[]}}]`)
+	if n := s.ic.handshakes.n.Load(); n != 0 {
+		t.Fatalf("%d handshake ids kept after a lexed batch answered it", n)
+	}
+}
