@@ -40,6 +40,7 @@ func TestSpoolMaxIsNeverPassed(t *testing.T) {
 	const n = 1500
 	var mu sync.Mutex
 	var peak, peakBlocks int64
+	var samples, retaken int
 	stop, watched := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watched)
@@ -49,9 +50,14 @@ func TestSpoolMaxIsNeverPassed(t *testing.T) {
 				return
 			default:
 			}
-			size, blocks := dirUsage(dir)
+			size, blocks, ok := dirUsage(dir)
 			mu.Lock()
-			peak, peakBlocks = max(peak, size), max(peakBlocks, blocks)
+			if ok {
+				samples++
+				peak, peakBlocks = max(peak, size), max(peakBlocks, blocks)
+			} else {
+				retaken++
+			}
 			mu.Unlock()
 		}
 	}()
@@ -65,7 +71,10 @@ func TestSpoolMaxIsNeverPassed(t *testing.T) {
 	s.end()
 	close(stop)
 	<-watched
-	t.Logf("spool peak: %d bytes, %d in blocks, for --spool-max %d", peak, peakBlocks, limit)
+	t.Logf("spool peak: %d bytes, %d in blocks, for --spool-max %d (%d samples, %d thrown away)", peak, peakBlocks, limit, samples, retaken)
+	if samples < 100 {
+		t.Fatalf("only %d samples of the spool directory (%d thrown away: a file renamed while looked at)", samples, retaken)
+	}
 	if peak > limit || peakBlocks > limit {
 		t.Errorf("the spool took %d bytes (%d in blocks on disk), past --spool-max %d", peak, peakBlocks, limit)
 	}
@@ -120,11 +129,33 @@ func TestSpoolMaxIsNeverPassed(t *testing.T) {
 	t.Logf("kept seq %d..%d, dropped %d", lo, n, rec.Dropped)
 }
 
-// dirUsage is what the files of dir take: their sizes and their blocks on disk. A
-// compaction's file is looked at first (it grows while the file it shrinks is cut
-// short, so the other order counts what moved in between twice), and a file seen
-// under both names (renamed in between) once.
-func dirUsage(dir string) (size, blocks int64) {
+// dirUsage is what the files of dir took at one moment: their sizes and their blocks
+// on disk; ok is false when a file was renamed or removed while they were looked at,
+// and the sample is to be taken again.
+//
+// The files are looked at one after another, not at once, so a sample must not add up
+// what a file held at one moment and what another held later if reports moved between
+// them meanwhile. Two things move them:
+//   - a compaction moves reports piece by piece from X.jsonl into X.jsonl.compact: the
+//     .compact file is looked at first (it only grows while X.jsonl is cut short, so
+//     the other order counts what moved in between twice);
+//   - a finished compaction renames X.jsonl.compact over X.jsonl. A sample that
+//     looked at X.jsonl.compact (inode Y, holding the reports kept), was then put off
+//     (a loaded machine: 8 to 180 ms, seen) while that compaction ended and the next
+//     one moved the reports on from Y into a new file Z and renamed Z over X.jsonl,
+//     then looked at X.jsonl, added Y as it was and Z: the reports kept twice. It
+//     looked like --spool-max 256KiB passed by up to 116 KiB (this test failed on a
+//     loaded CI machine) while the proxy's own view of its spool files, taken under
+//     the lock its writes and compactions hold, never passed 244 KiB. Telling the
+//     two files apart by inode number was no guard: Y's number is freed and handed
+//     out again, and was seen on the .dropped file of the same sample.
+//
+// So each file is opened (which keeps its inode number from being handed out again
+// while it is open) and its size read from the open file; then every name is looked
+// up again: if each still names the file opened under it, no rename or removal came
+// in between, and only the compaction's pieces moved, which the order above counts at
+// most once. Otherwise the sample is thrown away.
+func dirUsage(dir string) (size, blocks int64, ok bool) {
 	des, _ := os.ReadDir(dir)
 	later := func(de os.DirEntry) int {
 		if strings.HasSuffix(de.Name(), ".compact") {
@@ -133,20 +164,39 @@ func dirUsage(dir string) (size, blocks int64) {
 		return 1
 	}
 	slices.SortStableFunc(des, func(a, b os.DirEntry) int { return cmp.Compare(later(a), later(b)) })
-	type use struct{ size, blocks int64 }
-	by := map[uint64]use{}
-	for _, de := range des {
-		info, err := os.Lstat(filepath.Join(dir, de.Name()))
-		if err != nil {
-			continue
+	type seen struct {
+		path string
+		info os.FileInfo
+	}
+	var files []seen
+	var open []*os.File
+	defer func() {
+		for _, f := range open {
+			f.Close()
 		}
-		st := info.Sys().(*syscall.Stat_t)
-		u := by[st.Ino]
-		by[st.Ino] = use{max(u.size, info.Size()), max(u.blocks, int64(st.Blocks)*512)}
+	}()
+	for _, de := range des {
+		path := filepath.Join(dir, de.Name())
+		f, err := os.Open(path)
+		if err != nil {
+			return 0, 0, false // removed or renamed since it was listed
+		}
+		open = append(open, f)
+		info, err := f.Stat()
+		if err != nil {
+			return 0, 0, false
+		}
+		files = append(files, seen{path, info})
 	}
-	for _, u := range by {
-		size += u.size
-		blocks += u.blocks
+	for _, f := range files {
+		now, err := os.Lstat(f.path)
+		if err != nil || !os.SameFile(now, f.info) {
+			return 0, 0, false
+		}
 	}
-	return size, blocks
+	for _, f := range files {
+		size += f.info.Size()
+		blocks += f.info.Sys().(*syscall.Stat_t).Blocks * 512
+	}
+	return size, blocks, true
 }
