@@ -1,0 +1,238 @@
+package relay_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/intercept"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
+	"github.com/bir-dev/bir-proxy/relay"
+	"github.com/bir-dev/bir-proxy/report"
+	"github.com/bir-dev/bir-proxy/upstream"
+)
+
+// The scripted server: this test binary, run with scriptEnv set to a file. It
+// reads scriptWaitEnv lines from stdin, then copies the file to its stdout, then
+// reads stdin to its end. What it writes is all the test's: a hostile server's lines.
+const (
+	scriptEnv     = "BIR_RELAY_TEST_SCRIPTED_SERVER"
+	scriptWaitEnv = "BIR_RELAY_TEST_SCRIPTED_WAIT"
+)
+
+func init() {
+	path := os.Getenv(scriptEnv)
+	if path == "" {
+		return
+	}
+	in := bufio.NewReaderSize(os.Stdin, 1<<20)
+	n, _ := strconv.Atoi(os.Getenv(scriptWaitEnv))
+	for range n {
+		if _, err := in.ReadSlice('\n'); err != nil && err != bufio.ErrBufferFull {
+			break
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		os.Exit(3)
+	}
+	if _, err := io.Copy(os.Stdout, f); err != nil {
+		os.Exit(4)
+	}
+	_, _ = io.Copy(io.Discard, in)
+	os.Exit(0)
+}
+
+// collected is a Sink that keeps what every report says (at once: its raw fields
+// are the caller's scratch).
+type collected struct {
+	mu    sync.Mutex
+	steps []string
+}
+
+func (c *collected) Submit(st report.Step) {
+	id := ""
+	if st.CallID != nil {
+		id = *st.CallID
+	}
+	s := fmt.Sprintf("tool=%s call=%s outcome=%s result=%s clipped=%v error=%s", st.Tool, id, st.Outcome, st.Result, st.ResultClipped, st.Error)
+	c.mu.Lock()
+	c.steps = append(c.steps, s)
+	c.mu.Unlock()
+}
+func (c *collected) Learned(report.ServerFacts) {}
+
+// pipeRun is what the host got, and what was recorded, of one session in which the
+// host sends calls 1..calls and closes its input, and the server answers with script.
+type pipeRun struct {
+	host  []string
+	steps []string
+}
+
+func runScripted(t *testing.T, script string, calls, threshold int, slab, record bool) pipeRun {
+	t.Helper()
+	path := t.TempDir() + "/script"
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), scriptEnv+"="+path, scriptWaitEnv+"="+strconv.Itoa(calls))
+	proc, err := upstream.Start(upstream.Command{Path: self, Env: env, Name: "scripted", Slab: slab, MaxMessage: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Close()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inR.Close()
+	defer outR.Close()
+	_ = outR.SetReadDeadline(time.Now().Add(testutil.Guard))
+	sink := &collected{}
+	var ic relay.Interceptor
+	var icClose func()
+	if record {
+		i := intercept.New(intercept.Options{Sink: sink})
+		ic, icClose = i, i.Close
+	}
+	r := relay.New(relay.Options{HostIn: inR, HostOut: outW, Upstream: proc, Intercept: ic, IDPrefix: "bir:test:", StreamThreshold: threshold, MaxMessage: 1 << 20})
+	ran := make(chan error, 1)
+	go func() {
+		ran <- r.Run(context.Background())
+		outW.Close()
+	}()
+	hw := framing.NewWriter(inW)
+	for i := 1; i <= calls; i++ {
+		if err := hw.Write([]byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"tools/call","params":{"name":"t` + strconv.Itoa(i) + `","arguments":{}}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var run pipeRun
+	hr := framing.NewReader(outR, framing.WithMaxMessage(8<<20))
+	got := make(chan struct{})
+	go func() {
+		defer close(got)
+		for {
+			msg, err := hr.Read()
+			if err != nil {
+				return
+			}
+			run.host = append(run.host, string(msg))
+		}
+	}()
+	// The host's end once the server has printed all (it waits for the calls first):
+	// the session ends gently, every line delivered.
+	inW.Close()
+	testutil.Recv(t, got, "the host's output to end")
+	if err := testutil.Recv(t, ran, "Run to return"); err != nil {
+		t.Logf("Run: %v", err)
+	}
+	if icClose != nil {
+		icClose()
+	}
+	sink.mu.Lock()
+	run.steps = append(run.steps, sink.steps...)
+	sink.mu.Unlock()
+	sort.Strings(run.steps)
+	return run
+}
+
+// hostileScript is a server's output meant to find where a line streamed as it
+// arrives (BIR_STREAM_THRESHOLD=1) and one read whole part ways: lines that end at
+// the read buffer's boundaries, duplicate and odd ids, ids of calls never sent, a
+// late "method", escapes, NUL and invalid UTF-8 in strings, batches, an answer of the
+// proxy's own namespace, blank lines, a last line without its newline.
+func hostileScript() string {
+	var b strings.Builder
+	pad := func(id string, n int) string {
+		// An answer of exactly n bytes.
+		head := `{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"`
+		tail := `"}]}}`
+		return head + strings.Repeat("p", n-len(head)-len(tail)) + tail
+	}
+	b.WriteString(pad("1", 65535) + "\n")   // its newline the buffer's last byte
+	b.WriteString(pad("2", 65536) + "\n")   // one past
+	b.WriteString(pad("3", 65534) + "\r\n") // "\r" the buffer's last byte
+	b.WriteString(`{"jsonrpc":"2.0","id":4,"result":{"isError":true,"content":[]},"id":5}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":123456789012345678901234567890,"result":{}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":1e400,"result":{}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":"\u0036","result":{"content":[{"type":"text","text":"esc \" \\ \n \u0000"}]}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":"bir:test:9","result":{}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":"\u0062ir:test:9","result":{}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}` + "\n")
+	b.WriteString("\n   \n\t\r\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"nul ` + "\x00" + ` bad ` + "\xff\xfe" + ` utf8"}]}}` + "\n")
+	b.WriteString(`[{"jsonrpc":"2.0","id":8,"result":{}},{"jsonrpc":"2.0","method":"notifications/message","params":{}}]` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"` + strings.Repeat("q", 200000) + `"}]},"id":9,"method":"sampling/createMessage"}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":10,"error":{"code":-32000,"message":"` + strings.Repeat("e", 100000) + `"}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":11,"result":{"resultType":"input_required","content":[]}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":99,"result":{}}` + "\n") // never asked
+	b.WriteString(`{"jsonrpc":"2.0","id":12,"result":{"content":[]},"result":{"isError":true,"content":[{"type":"text","text":"second"}]}}` + "\n")
+	b.WriteString(`  {"jsonrpc":"2.0","id":13,"result":{}}  ` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":14,"result":{"content":[{"type":"text","text":"` + strings.Repeat("\\\"", 80000) + `"}]}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":15,"result":` + strings.Repeat("[", 3000) + strings.Repeat("]", 3000) + `}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":16,"result":{}}`) // no newline: the server's last line
+	return b.String()
+}
+
+// TestStreamedAndAssembledAgree: whatever the server sends, a session in which every
+// line streams (threshold 1) and one in which lines are read whole (the default)
+// give the host the same bytes and record the same results; lent lines (Slab) too.
+func TestStreamedAndAssembledAgree(t *testing.T) {
+	script := hostileScript()
+	for _, record := range []bool{false, true} {
+		base := runScripted(t, script, 16, 0, false, record)
+		if len(base.host) < 15 {
+			t.Fatalf("the host got %d lines: %.300q", len(base.host), base.host)
+		}
+		if record && len(base.steps) != 16 {
+			t.Fatalf("recorded %d steps: %q", len(base.steps), base.steps)
+		}
+		for _, c := range []struct {
+			threshold int
+			slab      bool
+		}{{1, false}, {0, !record}, {1, !record}} {
+			got := runScripted(t, script, 16, c.threshold, c.slab, record)
+			name := fmt.Sprintf("threshold %d slab %v record %v", c.threshold, c.slab, record)
+			if d := firstDiff(base.host, got.host); d != "" {
+				t.Errorf("%s: the host got other lines: %s", name, d)
+			}
+			if d := firstDiff(base.steps, got.steps); d != "" {
+				t.Errorf("%s: other steps recorded: %s", name, d)
+			}
+		}
+	}
+}
+
+func firstDiff(a, b []string) string {
+	for i := range max(len(a), len(b)) {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d (of %d and %d):\n  whole    %.400q\n  streamed %.400q", i, len(a), len(b), x, y)
+		}
+	}
+	return ""
+}
