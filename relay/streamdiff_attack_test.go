@@ -188,6 +188,12 @@ func hostileScript() string {
 	b.WriteString(`  {"jsonrpc":"2.0","id":13,"result":{}}  ` + "\n")
 	b.WriteString(`{"jsonrpc":"2.0","id":14,"result":{"content":[{"type":"text","text":"` + strings.Repeat("\\\"", 80000) + `"}]}}` + "\n")
 	b.WriteString(`{"jsonrpc":"2.0","id":15,"result":` + strings.Repeat("[", 3000) + strings.Repeat("]", 3000) + `}` + "\n")
+	b.WriteString(pad("17", 1<<20) + "\n")            // exactly the cap
+	b.WriteString(pad("18", 1<<20) + "\r\n")          // the cap, and its "\r"
+	b.WriteString(pad("19", 1<<20+1) + "\n")          // one over
+	b.WriteString(pad("20", 3<<20) + "\n")            // well over
+	b.WriteString(pad("21", 256<<10-1) + "\n")        // the stream buffer's size
+	b.WriteString(pad("22", 65536) + "\n")            // the threshold
 	b.WriteString(`{"jsonrpc":"2.0","id":16,"result":{}}`) // no newline: the server's last line
 	return b.String()
 }
@@ -198,18 +204,18 @@ func hostileScript() string {
 func TestStreamedAndAssembledAgree(t *testing.T) {
 	script := hostileScript()
 	for _, record := range []bool{false, true} {
-		base := runScripted(t, script, 16, 0, false, record)
+		base := runScripted(t, script, 22, 0, false, record)
 		if len(base.host) < 15 {
 			t.Fatalf("the host got %d lines: %.300q", len(base.host), base.host)
 		}
-		if record && len(base.steps) != 16 {
+		if record && len(base.steps) != 22 {
 			t.Fatalf("recorded %d steps: %q", len(base.steps), base.steps)
 		}
 		for _, c := range []struct {
 			threshold int
 			slab      bool
 		}{{1, false}, {0, !record}, {1, !record}} {
-			got := runScripted(t, script, 16, c.threshold, c.slab, record)
+			got := runScripted(t, script, 22, c.threshold, c.slab, record)
 			name := fmt.Sprintf("threshold %d slab %v record %v", c.threshold, c.slab, record)
 			if d := firstDiff(base.host, got.host); d != "" {
 				t.Errorf("%s: the host got other lines: %s", name, d)
