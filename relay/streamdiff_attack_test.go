@@ -27,9 +27,25 @@ import (
 const (
 	scriptEnv     = "BIR_RELAY_TEST_SCRIPTED_SERVER"
 	scriptWaitEnv = "BIR_RELAY_TEST_SCRIPTED_WAIT"
+	// Or, with recordEnv set to a file, it writes all it reads to it, and says
+	// nothing.
+	recordEnv = "BIR_RELAY_TEST_RECORDING_SERVER"
 )
 
 func init() {
+	if rec := os.Getenv(recordEnv); rec != "" {
+		f, err := os.Create(rec)
+		if err != nil {
+			os.Exit(3)
+		}
+		if _, err := io.Copy(f, os.Stdin); err != nil {
+			os.Exit(4)
+		}
+		if f.Close() != nil {
+			os.Exit(5)
+		}
+		os.Exit(0)
+	}
 	path := os.Getenv(scriptEnv)
 	if path == "" {
 		return
@@ -64,7 +80,8 @@ func (c *collected) Submit(st report.Step) {
 	if st.CallID != nil {
 		id = *st.CallID
 	}
-	s := fmt.Sprintf("tool=%s call=%s outcome=%s result=%s clipped=%v error=%s", st.Tool, id, st.Outcome, st.Result, st.ResultClipped, st.Error)
+	s := fmt.Sprintf("tool=%s call=%s args=%s fp=%s argsClipped=%v outcome=%s result=%s clipped=%v error=%s",
+		st.Tool, id, st.Args, st.ArgsFingerprint, st.ArgsClipped, st.Outcome, st.Result, st.ResultClipped, st.Error)
 	c.mu.Lock()
 	c.steps = append(c.steps, s)
 	c.mu.Unlock()
@@ -188,6 +205,8 @@ func hostileScript() string {
 	b.WriteString(`  {"jsonrpc":"2.0","id":13,"result":{}}  ` + "\n")
 	b.WriteString(`{"jsonrpc":"2.0","id":14,"result":{"content":[{"type":"text","text":"` + strings.Repeat("\\\"", 80000) + `"}]}}` + "\n")
 	b.WriteString(`{"jsonrpc":"2.0","id":15,"result":` + strings.Repeat("[", 3000) + strings.Repeat("]", 3000) + `}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":17,"result":{"content":[{"type":"text","text":"the first of two"}]}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a second answer"}]}}` + "\n")
 	b.WriteString(pad("17", 1<<20) + "\n")                 // exactly the cap
 	b.WriteString(pad("18", 1<<20) + "\r\n")               // the cap, and its "\r"
 	b.WriteString(pad("19", 1<<20+1) + "\n")               // one over
@@ -241,4 +260,124 @@ func firstDiff(a, b []string) string {
 		}
 	}
 	return ""
+}
+
+// runRecorded is what the server received, and what was recorded, of a session in
+// which the host writes script (in pieces of piece bytes) and closes its input.
+func runRecorded(t *testing.T, script string, piece, threshold int, slab bool) pipeRun {
+	t.Helper()
+	path := t.TempDir() + "/received"
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), recordEnv+"="+path)
+	proc, err := upstream.Start(upstream.Command{Path: self, Env: env, Name: "recording", Slab: slab, MaxMessage: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Close()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inR.Close()
+	defer outR.Close()
+	_ = inW.SetWriteDeadline(time.Now().Add(testutil.Guard))
+	_ = outR.SetReadDeadline(time.Now().Add(testutil.Guard))
+	sink := &collected{}
+	ic := intercept.New(intercept.Options{Sink: sink})
+	r := relay.New(relay.Options{HostIn: inR, HostOut: outW, Upstream: proc, Intercept: ic, IDPrefix: "bir:test:", StreamThreshold: threshold, MaxMessage: 1 << 20})
+	ran := make(chan error, 1)
+	go func() {
+		ran <- r.Run(context.Background())
+		outW.Close()
+	}()
+	var run pipeRun
+	got := make(chan struct{})
+	go func() {
+		defer close(got)
+		hr := framing.NewReader(outR, framing.WithMaxMessage(8<<20))
+		for {
+			msg, err := hr.Read()
+			if err != nil {
+				return
+			}
+			run.host = append(run.host, string(msg))
+		}
+	}()
+	for i := 0; i < len(script); i += piece {
+		if _, err := inW.Write([]byte(script[i:min(i+piece, len(script))])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inW.Close()
+	testutil.Recv(t, got, "the host's output to end")
+	if err := testutil.Recv(t, ran, "Run to return"); err != nil {
+		t.Logf("Run: %v", err)
+	}
+	ic.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.host = append(run.host, strings.Split(string(b), "\n")...)
+	sink.mu.Lock()
+	run.steps = append(run.steps, sink.steps...)
+	sink.mu.Unlock()
+	sort.Strings(run.steps)
+	return run
+}
+
+// hostScript is a host's lines meant to find where a call streamed to the server
+// as it arrives and one read whole part ways.
+func hostScript() string {
+	var b strings.Builder
+	call := func(id string, n int, idLast bool) string {
+		head := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t","arguments":{"_bir_call_id":"c` + id + `","a":"`
+		tail := `"}}}`
+		if idLast {
+			head = `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"t","arguments":{"a":"`
+			tail = `","_bir_call_id":"c` + id + `"}},"id":` + id + `}`
+		}
+		return head + strings.Repeat("h", max(n-len(head)-len(tail), 0)) + tail
+	}
+	b.WriteString(call("1", 100, false) + "\n")
+	b.WriteString(call("2", 65535, false) + "\n")
+	b.WriteString(call("3", 65536, true) + "\r\n")
+	b.WriteString(call("4", 200000, true) + "\n")
+	b.WriteString("\n \t \r\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"x","arguments":{"_bir_call_id":"c5","a":"nul ` + "\x00 \xff" + `"}}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}` + "\n")
+	b.WriteString(`[{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"t","arguments":{"_bir_call_id":"c6"}}}]` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"_bir_call_id":"c7","a":"` + strings.Repeat("q", 70000) + `"}},"id":8}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"t","arguments":{"_bir_call\u005fid":"c9","a":"` + strings.Repeat("\\\"", 40000) + `"}}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"arguments":{"_bir_call_id":"c10","a":"` + strings.Repeat("z", 70000) + `"},"name":"late"}}` + "\n")
+	b.WriteString(call("11", 300, false)) // no newline: the host's last line
+	return b.String()
+}
+
+// TestHostStreamedAndAssembledAgree: whatever the host sends (within the cap), a
+// session in which every call streams to the server (threshold 1) and one in which
+// calls are read whole give the server the same bytes and record the same steps.
+func TestHostStreamedAndAssembledAgree(t *testing.T) {
+	script := hostScript()
+	base := runRecorded(t, script, 1<<20, 0, false)
+	if len(base.steps) != 10 {
+		t.Logf("recorded %d steps: %.200q", len(base.steps), base.steps)
+	}
+	for _, c := range []struct{ piece, threshold int }{{1 << 20, 1}, {4093, 1}, {4093, 0}} {
+		got := runRecorded(t, script, c.piece, c.threshold, false)
+		name := fmt.Sprintf("pieces of %d, threshold %d", c.piece, c.threshold)
+		if d := firstDiff(base.host, got.host); d != "" {
+			t.Errorf("%s: the server got other lines: %s", name, d)
+		}
+		if d := firstDiff(base.steps, got.steps); d != "" {
+			t.Errorf("%s: other steps recorded: %s", name, d)
+		}
+	}
 }
