@@ -1,12 +1,15 @@
 package relay_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/upstream"
@@ -177,5 +180,53 @@ func TestCutCallGatheredWholeIsNotWritten(t *testing.T) {
 		if strings.HasPrefix(w, call[:100]) {
 			t.Fatalf("the server was written %d bytes of the call over the cap, as a message", len(w))
 		}
+	}
+}
+
+// spacedAnswers is an upstream that answers every request at once, its answer's
+// line led by blanks (JSON allows them; IsMessage trims them).
+type spacedAnswers struct {
+	quickParser
+}
+
+func (s *spacedAnswers) Write(msg []byte) error {
+	f, ok := jsonlex.TopFields(msg)
+	if !ok || f.ID == nil || f.Method == nil {
+		return nil
+	}
+	go func() {
+		select {
+		case s.in <- []byte(" \t" + `{"jsonrpc":"2.0","id":` + string(f.ID) + `,"result":{"content":[]}}`):
+		case <-s.closed:
+		}
+	}()
+	return nil
+}
+
+// TestOwnAnswerLedByBlanksIsTheProxys: an answer to a request of the proxy's own,
+// on a line led by blanks, is its caller's: it was taken for a batch, passed to the
+// host (an answer to nothing it asked), and the caller waited until it gave up.
+func TestOwnAnswerLedByBlanksIsTheProxys(t *testing.T) {
+	s := &spacedAnswers{quickParser{in: make(chan []byte), begun: make(chan struct{}, 1), closed: make(chan struct{})}}
+	r, host := wireConn(t, s, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := r.Call(ctx, relay.Request{Method: "tools/list"})
+	if err != nil {
+		t.Fatalf("the proxy's own call: %v", err)
+	}
+	if !strings.Contains(string(resp), `"result":{"content":[]}`) {
+		t.Fatalf("the proxy's own call got %s", resp)
+	}
+	// The host's traffic goes on, and the host never got the proxy's answer.
+	if err := host.w.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := host.r.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), `"id":1,`) {
+		t.Fatalf("the host got %s, want the answer to its ping", got)
 	}
 }

@@ -778,7 +778,9 @@ func (r *Relay) upstreamPump() error {
 // requests, so only a message that is one object can answer one. lexed says r.upLx
 // already describes msg (LexedReader).
 func (r *Relay) noteUpstream(msg []byte, lexed bool, readAt time.Time) (own bool) {
-	single := len(msg) > 0 && msg[0] == '{'
+	// One object, not a batch, by its first token: a line may be led by blanks.
+	start := jsonlex.SkipSpace(msg, 0)
+	single := start < len(msg) && msg[start] == '{'
 	if !lexed {
 		r.upLx.Lex(msg)
 	}
