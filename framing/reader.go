@@ -532,8 +532,12 @@ func (r *Reader) offer(nl int) bool {
 		}
 		return false
 	}
-	if whole {
+	if whole && len(r.frags) == 0 && len(avail) > 0 {
+		// (A line held in fragments is not one slice: it is streamed, as before.)
 		r.offered = avail
+		if n := len(avail); avail[n-1] == '\r' {
+			r.offered = avail[:n-1] // a "\r\n" terminator's
+		}
 	}
 	sink := r.startStream(&r.spk)
 	r.offered = nil

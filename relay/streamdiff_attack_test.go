@@ -207,13 +207,15 @@ func hostileScript() string {
 	b.WriteString(`{"jsonrpc":"2.0","id":15,"result":` + strings.Repeat("[", 3000) + strings.Repeat("]", 3000) + `}` + "\n")
 	b.WriteString(`{"jsonrpc":"2.0","id":17,"result":{"content":[{"type":"text","text":"the first of two"}]}}` + "\n")
 	b.WriteString(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a second answer"}]}}` + "\n")
-	b.WriteString(pad("17", 1<<20) + "\n")                 // exactly the cap
-	b.WriteString(pad("18", 1<<20) + "\r\n")               // the cap, and its "\r"
-	b.WriteString(pad("19", 1<<20+1) + "\n")               // one over
-	b.WriteString(pad("20", 3<<20) + "\n")                 // well over
-	b.WriteString(pad("21", 256<<10-1) + "\n")             // the stream buffer's size
-	b.WriteString(pad("22", 65536) + "\n")                 // the threshold
-	b.WriteString(`{"jsonrpc":"2.0","id":16,"result":{}}`) // no newline: the server's last line
+	b.WriteString(pad("17", 1<<20) + "\n")                                                                                                 // exactly the cap
+	b.WriteString(pad("18", 1<<20) + "\r\n")                                                                                               // the cap, and its "\r"
+	b.WriteString(pad("19", 1<<20+1) + "\n")                                                                                               // one over
+	b.WriteString(pad("20", 3<<20) + "\n")                                                                                                 // well over
+	b.WriteString(pad("21", 256<<10-1) + "\n")                                                                                             // the stream buffer's size
+	b.WriteString(pad("22", 65536) + "\n")                                                                                                 // the threshold
+	b.WriteString(`{"result":{"content":[{"type":"text","text":"` + strings.Repeat("t", 200000) + `"}]},"jsonrpc":"2.0","id":98}` + "\n")  // routed by its end
+	b.WriteString(`{"result":{"content":[{"type":"text","text":"` + strings.Repeat("t", 200000) + `"}]},"jsonrpc":"2.0","id":97}}` + "\n") // and no message
+	b.WriteString(`{"jsonrpc":"2.0","id":16,"result":{}}`)                                                                                 // no newline: the server's last line
 	return b.String()
 }
 
