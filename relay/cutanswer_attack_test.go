@@ -230,3 +230,72 @@ func TestOwnAnswerLedByBlanksIsTheProxys(t *testing.T) {
 		t.Fatalf("the host got %s, want the answer to its ping", got)
 	}
 }
+
+// silentThenReplaced is an upstream whose first server drops a line it cannot parse
+// without a word (many do), then is replaced: what it says next is the test's.
+type silentThenReplaced struct {
+	quickParser
+	from chan fromServer
+}
+
+func (s *silentThenReplaced) Read() ([]byte, error) {
+	select {
+	case f := <-s.from:
+		return f.msg, f.err
+	case <-s.closed:
+		return nil, io.EOF
+	}
+}
+
+func (s *silentThenReplaced) BeginLine() (upstream.LinePart, error) {
+	select {
+	case s.begun <- struct{}{}:
+	default:
+	}
+	return silentLine{}, nil
+}
+
+type silentLine struct{}
+
+func (silentLine) Part([]byte) error { return nil }
+func (silentLine) End() error        { return nil }
+
+// TestCutExpectationEndsWithItsServer: the parse error awaited for a call cut at the
+// cap is the server's that got the cut line; once that server is replaced, it will
+// never come, and the next server's error of id null (for a line of the host's it
+// could not parse) is the host's: it was dropped, for as long as the cut's window.
+func TestCutExpectationEndsWithItsServer(t *testing.T) {
+	s := &silentThenReplaced{quickParser: quickParser{begun: make(chan struct{}, 1), closed: make(chan struct{})}, from: make(chan fromServer, 4)}
+	_, host := wireConn(t, s, nil, func(o *relay.Options) {
+		o.MaxMessage = 2000
+		o.StreamThreshold = 1
+	})
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"a":"` + strings.Repeat("x", 5000) + `"}}}`
+	if err := host.w.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.w.Part([]byte(call[:1000])); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Recv(t, s.begun, "the call to begin streaming to the server")
+	if err := errors.Join(host.w.Part([]byte(call[1000:])), host.w.End()); err != nil {
+		t.Fatal(err)
+	}
+	read := func(what string) string {
+		got := make(chan string, 1)
+		go func() {
+			msg, _ := host.r.Read()
+			got <- string(msg)
+		}()
+		return testutil.Recv(t, got, what)
+	}
+	if a := read("the answer to the call over the cap"); !strings.Contains(a, `"id":7,"error"`) {
+		t.Fatalf("the host got %.300s", a)
+	}
+	s.from <- fromServer{err: &upstream.ReplacedError{Reason: "server s exited with status 1"}}
+	s.from <- fromServer{msg: []byte(idNullParseError)}
+	s.from <- fromServer{msg: []byte(quickMarker)}
+	if a := read("what the next server said"); a != idNullParseError {
+		t.Fatalf("the host got %.300s, want the next server's parse error", a)
+	}
+}
