@@ -111,7 +111,17 @@ type Reader struct {
 	// streamBuf is the read buffer while a line streams, kept for the next;
 	// smallBuf the usual one it stood in for.
 	streamBuf, smallBuf []byte
+	// offered is the line being offered (SetStream's start), when all of it, to
+	// its newline, is in the buffer already (Offered).
+	offered []byte
 }
+
+// Offered is, while SetStream's start is deciding, the line offered when all of
+// it (not its terminator) is read already; nil when only its head is. It is the
+// Reader's, valid only until start returns: a start that would judge a whole line
+// as Read's caller judges one it returns (and refuse to stream one it would drop)
+// need not wait for its pieces.
+func (r *Reader) Offered() []byte { return r.offered }
 
 // LineSink takes a line that is streamed rather than returned whole (SetStream).
 type LineSink interface {
@@ -522,7 +532,15 @@ func (r *Reader) offer(nl int) bool {
 		}
 		return false
 	}
+	if whole && len(r.frags) == 0 && len(avail) > 0 {
+		// (A line held in fragments is not one slice: it is streamed, as before.)
+		r.offered = avail
+		if n := len(avail); avail[n-1] == '\r' {
+			r.offered = avail[:n-1] // a "\r\n" terminator's
+		}
+	}
 	sink := r.startStream(&r.spk)
+	r.offered = nil
 	if sink == nil {
 		r.undecided = true
 		return false

@@ -256,10 +256,23 @@ func (l *hostLine) End(e framing.LineEnd) {
 		// Gathered while no server served, and settled since with a server that
 		// died meanwhile (the host has its answer): written now, it would go to the
 		// next server, which would run it and answer a second time.
+	case l.useWhole && e.Over:
+		// Gathered while no server served, and over the cap: refused below as any
+		// line over the cap, which no server sees (its first --max-message bytes,
+		// written as a message, are a line the server cannot parse and would
+		// answer with a parse error the host gets).
 	case l.useWhole:
 		werr = r.up.Write(l.whole)
 	case l.out != nil:
-		werr = l.out.End()
+		cut := e.Over
+		if cut {
+			// Noted before the newline: the server may answer the line it cannot
+			// parse, and the upstream pump read that answer, the moment it arrives.
+			r.cutToServer()
+		}
+		if werr = l.out.End(); werr != nil && cut {
+			r.cutNotSent()
+		}
 	}
 	r.sendMu.Unlock()
 	// waits says the host still waits for an answer to this request, which it is the
@@ -285,12 +298,14 @@ func (l *hostLine) End(e framing.LineEnd) {
 			r.hostReqs.remove(l.id) // the host is gone; the server has the line, ended
 		}
 	case e.Over:
-		if l.out != nil && werr == nil {
-			r.cutToServer()
-		}
 		if waits() {
-			r.refuseTooLongSent(&framing.TooLongError{Size: e.Size, Max: e.Max, ID: l.id, Method: []byte(`"tools/call"`)}, l.readAt,
-				fmt.Sprintf("it was streamed to the server as it came, and cut off there after %d bytes", e.Size))
+			// Early: Size is what passed by the cap, not the line's size.
+			tl := &framing.TooLongError{Size: e.Size, Max: e.Max, ID: l.id, Method: []byte(`"tools/call"`), Early: true}
+			if l.useWhole {
+				r.refuseTooLong(tl, l.readAt)
+				break
+			}
+			r.refuseTooLongSent(tl, l.readAt, fmt.Sprintf("it was streamed to the server as it came, and cut off there after %d bytes", e.Size))
 		}
 	case l.err != nil || werr != nil:
 		if err := errors.Join(l.err, werr); waits() {
@@ -345,16 +360,27 @@ func (r *Relay) cutToServer() {
 	r.cutsPending.Add(1)
 }
 
+// cutNotSent undoes cutToServer when the cut line's newline could not be written:
+// the server has no line to answer.
+func (r *Relay) cutNotSent() {
+	if r.cutsPending.Add(-1) < 0 {
+		r.cutsPending.Store(0) // the pump gave up on it meanwhile
+	}
+}
+
 // swallowCutAnswer says a server's answer is the parse error for a call cut at the
 // cap (cutToServer), which the host must not get: an error of id null, while a cut
 // line is unanswered and recent. It runs on the upstream pump, which alone takes
 // from cutsPending.
 func (r *Relay) swallowCutAnswer(id []byte, isError bool) bool {
-	if r.cutsPending.Load() == 0 || !isError || string(id) != "null" {
+	n := r.cutsPending.Load()
+	if n == 0 || !isError || string(id) != "null" {
 		return false
 	}
 	if time.Since(time.Unix(0, r.cutAt.Load())) > cutAnswerWindow {
-		r.cutsPending.Store(0) // the server answered none of them: given up on
+		// The server answered none of them: given up on, unless a cut came since
+		// the count was read (its time may not have been, and it is not stale).
+		r.cutsPending.CompareAndSwap(n, 0)
 		return false
 	}
 	r.cutsPending.Add(-1)

@@ -778,7 +778,9 @@ func (r *Relay) upstreamPump() error {
 // requests, so only a message that is one object can answer one. lexed says r.upLx
 // already describes msg (LexedReader).
 func (r *Relay) noteUpstream(msg []byte, lexed bool, readAt time.Time) (own bool) {
-	single := len(msg) > 0 && msg[0] == '{'
+	// One object, not a batch, by its first token: a line may be led by blanks.
+	start := jsonlex.SkipSpace(msg, 0)
+	single := start < len(msg) && msg[start] == '{'
 	if !lexed {
 		r.upLx.Lex(msg)
 	}
@@ -881,6 +883,10 @@ func (r *Relay) replaced(re *upstream.ReplacedError) {
 	r.stale.addHost(lost)
 	r.stale.addServer(orphans)
 	r.staleCount.Store(int64(r.stale.len()))
+	// The parse errors awaited for calls cut at the cap were the old server's to
+	// send (a cut is noted under sendMu, as this is): the next server's error of id
+	// null is the host's.
+	r.cutsPending.Store(0)
 	// Under sendMu, so no write slips in between: every request the old server owed is
 	// registered above and answered below; what the host sends from here on is the
 	// new server's, even before this pump reads again.

@@ -144,6 +144,12 @@ func (p *Process) SetStream(threshold int, h StreamHandler) {
 		return
 	}
 	p.out.SetStream(threshold, func(pk *jsonlex.Peek) framing.LineSink {
+		if line := p.out.Offered(); line != nil && !IsMessage(line) {
+			// All of it is here, and it is no message: read whole, it is dropped
+			// (shown on stderr) as any such line, where streamed it would have
+			// reached the host, cut off, before its end could say so.
+			return nil
+		}
 		sink := h.StartStream(pk.ID, pk.Method)
 		if sink == nil {
 			return nil
