@@ -63,6 +63,7 @@ type streamLine struct {
 	p      *Process
 	sink   StreamSink
 	v      jsonlex.Validator
+	judged bool  // IsMessage said it is one, all of it read already: v is not needed
 	n      int64 // bytes seen
 	lead   int64 // blanks before the first token
 	lastAt int64 // bytes up to the last that is not blank: IsMessage trims the rest
@@ -83,7 +84,7 @@ func (s *streamLine) Write(piece []byte) {
 	}
 	// IsMessage validates a line whose trimmed size is up to smallLine: what is
 	// validated starts at its first token.
-	if budget := s.lead + smallLine + 1 - s.n; budget > 0 {
+	if budget := s.lead + smallLine + 1 - s.n; budget > 0 && !s.judged {
 		s.v.Write(piece[:min(int64(len(piece)), budget)])
 	}
 	for i := len(piece) - 1; i >= 0; i-- {
@@ -107,7 +108,7 @@ func (s *streamLine) End(e framing.LineEnd) {
 	pk := e.Peek
 	out := StreamEnd{ID: pk.ID, Method: pk.Method, Answer: pk.Answer, More: pk.More, Size: e.Size}
 	small := s.lastAt-min(s.lead, s.lastAt) <= smallLine // as IsMessage trims it
-	whole := small && s.v.Valid() && s.shape.ends()
+	whole := small && (s.judged || s.v.Valid()) && s.shape.ends()
 	if e.Cut && !small {
 		// Read whole, a line the stream's end cut is validated in full whatever its
 		// size; here what is past 1 MiB was only scanned. It is whole when its object
@@ -144,7 +145,8 @@ func (p *Process) SetStream(threshold int, h StreamHandler) {
 		return
 	}
 	p.out.SetStream(threshold, func(pk *jsonlex.Peek) framing.LineSink {
-		if line := p.out.Offered(); line != nil && !IsMessage(line) {
+		line := p.out.Offered()
+		if line != nil && !IsMessage(line) {
 			// All of it is here, and it is no message: read whole, it is dropped
 			// (shown on stderr) as any such line, where streamed it would have
 			// reached the host, cut off, before its end could say so.
@@ -154,7 +156,8 @@ func (p *Process) SetStream(threshold int, h StreamHandler) {
 		if sink == nil {
 			return nil
 		}
-		return &streamLine{p: p, sink: sink}
+		// A line judged whole here is not validated again as it passes.
+		return &streamLine{p: p, sink: sink, judged: line != nil}
 	})
 }
 
