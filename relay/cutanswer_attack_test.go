@@ -82,18 +82,7 @@ func TestCutCallParseErrorNotLeakedWhenAnsweredAtOnce(t *testing.T) {
 		o.MaxMessage = 2000
 		o.StreamThreshold = 1
 	})
-	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"a":"` + strings.Repeat("x", 5000) + `"}}}`
-	// The head first, under the cap: the line streams, and passes the cap later.
-	if err := host.w.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	if err := host.w.Part([]byte(call[:1000])); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Recv(t, q.begun, "the call to begin streaming to the server")
-	if err := errors.Join(host.w.Part([]byte(call[1000:])), host.w.End()); err != nil {
-		t.Fatal(err)
-	}
+	sendCutCall(t, host, q.begun, "the call to begin streaming to the server")
 	got := make(chan []string, 1)
 	go func() {
 		var lines []string
@@ -155,17 +144,7 @@ func TestCutCallGatheredWholeIsNotWritten(t *testing.T) {
 		o.MaxMessage = 2000
 		o.StreamThreshold = 1
 	})
-	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"a":"` + strings.Repeat("x", 5000) + `"}}}`
-	if err := host.w.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	if err := host.w.Part([]byte(call[:1000])); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Recv(t, b.begun, "the call to begin on its way to the server")
-	if err := errors.Join(host.w.Part([]byte(call[1000:])), host.w.End()); err != nil {
-		t.Fatal(err)
-	}
+	call := sendCutCall(t, host, b.begun, "the call to begin on its way to the server")
 	got := make(chan string, 1)
 	go func() {
 		msg, _ := host.r.Read()
@@ -270,17 +249,7 @@ func TestCutExpectationEndsWithItsServer(t *testing.T) {
 		o.MaxMessage = 2000
 		o.StreamThreshold = 1
 	})
-	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"a":"` + strings.Repeat("x", 5000) + `"}}}`
-	if err := host.w.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	if err := host.w.Part([]byte(call[:1000])); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Recv(t, s.begun, "the call to begin streaming to the server")
-	if err := errors.Join(host.w.Part([]byte(call[1000:])), host.w.End()); err != nil {
-		t.Fatal(err)
-	}
+	sendCutCall(t, host, s.begun, "the call to begin streaming to the server")
 	read := func(what string) string {
 		got := make(chan string, 1)
 		go func() {
@@ -298,4 +267,23 @@ func TestCutExpectationEndsWithItsServer(t *testing.T) {
 	if a := read("what the next server said"); a != idNullParseError {
 		t.Fatalf("the host got %.300s, want the next server's parse error", a)
 	}
+}
+
+// sendCutCall has the host write a tools/call of 5,000 bytes, over a 2,000-byte cap:
+// its head first, under the cap, so that the line streams, and once the server's
+// side says it has begun (begun), the rest and the newline. It returns the call.
+func sendCutCall(t *testing.T, host *hostSide, begun chan struct{}, what string) string {
+	t.Helper()
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"a":"` + strings.Repeat("x", 5000) + `"}}}`
+	if err := host.w.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.w.Part([]byte(call[:1000])); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Recv(t, begun, what)
+	if err := errors.Join(host.w.Part([]byte(call[1000:])), host.w.End()); err != nil {
+		t.Fatal(err)
+	}
+	return call
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -86,7 +87,40 @@ func (c *collected) Submit(st report.Step) {
 	c.steps = append(c.steps, s)
 	c.mu.Unlock()
 }
+
+// sorted is a sorted copy of the steps submitted (the order of two calls' reports
+// is bookkeeping's, not the wire's).
+func (c *collected) sorted() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := slices.Clone(c.steps)
+	sort.Strings(out)
+	return out
+}
 func (c *collected) Learned(report.ServerFacts) {}
+
+// startWithPipes starts the test binary self as the server, with env, and makes the
+// host's two pipes (the relay's ends: inR, outW; the test's: inW, outR). end closes
+// the server and the test's read ends.
+func startWithPipes(t *testing.T, self string, env []string, name string, slab bool) (proc *upstream.Process, inR, inW, outR, outW *os.File, end func()) {
+	t.Helper()
+	proc, err := upstream.Start(upstream.Command{Path: self, Env: env, Name: name, Slab: slab, MaxMessage: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inR, inW, err = os.Pipe(); err == nil {
+		outR, outW, err = os.Pipe()
+	}
+	if err != nil {
+		proc.Close()
+		t.Fatal(err)
+	}
+	return proc, inR, inW, outR, outW, func() {
+		inR.Close()
+		outR.Close()
+		proc.Close()
+	}
+}
 
 // pipeRun is what the host got, and what was recorded, of one session in which the
 // host sends calls 1..calls and closes its input, and the server answers with script.
@@ -106,21 +140,8 @@ func runScripted(t *testing.T, script string, calls, threshold int, slab, record
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), scriptEnv+"="+path, scriptWaitEnv+"="+strconv.Itoa(calls))
-	proc, err := upstream.Start(upstream.Command{Path: self, Env: env, Name: "scripted", Slab: slab, MaxMessage: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proc.Close()
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inR.Close()
-	defer outR.Close()
+	proc, inR, inW, outR, outW, end := startWithPipes(t, self, env, "scripted", slab)
+	defer end()
 	_ = outR.SetReadDeadline(time.Now().Add(testutil.Guard))
 	sink := &collected{}
 	var ic relay.Interceptor
@@ -164,10 +185,7 @@ func runScripted(t *testing.T, script string, calls, threshold int, slab, record
 	if icClose != nil {
 		icClose()
 	}
-	sink.mu.Lock()
-	run.steps = append(run.steps, sink.steps...)
-	sink.mu.Unlock()
-	sort.Strings(run.steps)
+	run.steps = sink.sorted()
 	return run
 }
 
@@ -274,21 +292,8 @@ func runRecorded(t *testing.T, script string, piece, threshold int, slab bool) p
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), recordEnv+"="+path)
-	proc, err := upstream.Start(upstream.Command{Path: self, Env: env, Name: "recording", Slab: slab, MaxMessage: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proc.Close()
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inR.Close()
-	defer outR.Close()
+	proc, inR, inW, outR, outW, end := startWithPipes(t, self, env, "recording", slab)
+	defer end()
 	_ = inW.SetWriteDeadline(time.Now().Add(testutil.Guard))
 	_ = outR.SetReadDeadline(time.Now().Add(testutil.Guard))
 	sink := &collected{}
@@ -328,10 +333,7 @@ func runRecorded(t *testing.T, script string, piece, threshold int, slab bool) p
 		t.Fatal(err)
 	}
 	run.host = append(run.host, strings.Split(string(b), "\n")...)
-	sink.mu.Lock()
-	run.steps = append(run.steps, sink.steps...)
-	sink.mu.Unlock()
-	sort.Strings(run.steps)
+	run.steps = sink.sorted()
 	return run
 }
 
