@@ -210,3 +210,29 @@ func benchCalls(ids, lexed bool) (hosts, answers []event) {
 	}
 	return hosts, answers
 }
+
+// TestSpanHookAllocatesNothingPerCall: a call's span, from its request to its answer,
+// allocates nothing in the hook: a numeric id's attribute was a string made per span
+// (jsonrpc.request.id), one allocation a call at 150,000 calls a second.
+func TestSpanHookAllocatesNothingPerCall(t *testing.T) {
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{Protocol: telemetry.ProtoProtobuf}, Logger: slog.New(slog.DiscardHandler)})
+	defer x.Close(context.Background())
+	h := newSpanHook(Tracing{Exporter: x, Transport: "pipe"})
+	hosts, answers := benchCalls(false, true)
+	now := time.Now()
+	k := 100 // ids of three digits and more: a one-byte string is never allocated
+	call := func() {
+		hv, av := hosts[k], answers[k]
+		hv.at, hv.sent, av.at = now, now, now
+		h.handle(&hv)
+		h.handle(&event{kind: evSent, at: now})
+		h.handle(&av)
+		k++
+	}
+	for range 10 {
+		call() // the hook's free list and maps warmed
+	}
+	if n := testing.AllocsPerRun(500, call); n >= 0.5 {
+		t.Fatalf("%.2f allocations a call", n)
+	}
+}

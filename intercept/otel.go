@@ -284,8 +284,12 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", text(f.ID)))
 	case len(f.ID) > 64 || string(f.ID) == "null":
 		// No attribute: a number past 64 digits is no id worth its bytes in a span.
+	case s.ikey != 0 && string(kb) == string(f.ID):
+		// A plain integer below 10^18, its own key: its text is made as the span is
+		// encoded (string(f.ID) was a string allocated per span).
+		s.sp.Attrs = append(s.sp.Attrs, telemetry.IntString("jsonrpc.request.id", int64(s.ikey&(1<<intKeyShift-1))))
 	case len(s.key) == len(prefix)+len(f.ID) && s.key[len(prefix):] == string(f.ID):
-		// A plain integer is its own key (jsonlex.IDKeyBytes): its text is there.
+		// Another id that is its own key (jsonlex.IDKeyBytes): its text is there.
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", s.key[len(prefix):]))
 	default:
 		s.sp.Attrs = append(s.sp.Attrs, telemetry.String("jsonrpc.request.id", string(f.ID))) // a number

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -351,4 +353,26 @@ func appendTracesProto(b []byte, res []Attr, scopeVersion string, spans []Span) 
 		enc = appendSpanProto(enc, &spans[i])
 	}
 	return append(appendTracesHead(b, res, scopeVersion, len(enc)), enc...)
+}
+
+// TestIntStringIsItsText: an IntString attribute is encoded, in both protocols and as
+// a metric series' key, as the String attribute of its decimal text.
+func TestIntStringIsItsText(t *testing.T) {
+	for _, v := range []int64{0, 7, 10, 99, 100, -3, 123456789012345678, math.MaxInt64, math.MinInt64} {
+		text := strconv.FormatInt(v, 10)
+		is, s := IntString("jsonrpc.request.id", v), String("jsonrpc.request.id", text)
+		if got, want := appendAttrField(nil, 9<<3|2, &is), appendAttrField(nil, 9<<3|2, &s); !bytes.Equal(got, want) {
+			t.Errorf("%d: protobuf %x, want %x", v, got, want)
+		}
+		if got, want := appendAttrJSON(nil, 0, is), appendAttrJSON(nil, 0, s); !bytes.Equal(got, want) {
+			t.Errorf("%d: JSON %s, want %s", v, got, want)
+		}
+		var h1, h2 histogram
+		h1.series, h2.series = map[string]*point{}, map[string]*point{}
+		h1.seriesLocked([]Attr{is})
+		h2.seriesLocked([]Attr{s})
+		if !bytes.Equal(h1.kbuf, h2.kbuf) {
+			t.Errorf("%d: series key %q, want %q", v, h1.kbuf, h2.kbuf)
+		}
+	}
 }

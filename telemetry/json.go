@@ -45,7 +45,11 @@ func appendAttrJSON(b []byte, i int, a Attr) []byte {
 		return append(b, `"}}`...)
 	}
 	b = append(b, `,"value":{"stringValue":`...)
-	b = jsonlex.AppendString(b, a.Str)
+	if a.IntText {
+		b = append(strconv.AppendInt(append(b, '"'), a.Int, 10), '"')
+	} else {
+		b = jsonlex.AppendString(b, a.Str)
+	}
 	return append(b, `}}`...)
 }
 

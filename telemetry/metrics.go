@@ -63,6 +63,8 @@ func (h *histogram) seriesLocked(attrs []Attr) *point {
 		h.kbuf = append(append(h.kbuf, a.Key...), 0)
 		if a.IsInt {
 			h.kbuf = strconv.AppendInt(append(h.kbuf, '#'), a.Int, 10)
+		} else if a.IntText {
+			h.kbuf = strconv.AppendInt(h.kbuf, a.Int, 10)
 		} else {
 			h.kbuf = append(h.kbuf, a.Str...)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"slices"
+	"strconv"
 )
 
 // pb appends protobuf wire format. A nested message is written after a one-byte
@@ -191,7 +192,24 @@ func anyValueSize(a *Attr) int {
 	if a.IsInt {
 		return 1 + uvarintLen(uint64(a.Int))
 	}
-	return 1 + uvarintLen(uint64(len(a.Str))) + len(a.Str)
+	n := len(a.Str)
+	if a.IntText {
+		n = intTextLen(a.Int)
+	}
+	return 1 + uvarintLen(uint64(n)) + n
+}
+
+// intTextLen is the length of v's decimal text.
+func intTextLen(v int64) int {
+	n := 1
+	u := uint64(v)
+	if v < 0 {
+		n, u = 2, -u
+	}
+	for ; u >= 10; u /= 10 {
+		n++
+	}
+	return n
 }
 
 // appendAttrField appends a as a KeyValue field of the one-byte tag (attributes are
@@ -208,6 +226,10 @@ func appendAttrField(b []byte, tag byte, a *Attr) []byte {
 		return binary.AppendUvarint(b, uint64(a.Int))
 	}
 	b = append(b, 1<<3|2)
+	if a.IntText {
+		b = binary.AppendUvarint(b, uint64(intTextLen(a.Int)))
+		return strconv.AppendInt(b, a.Int, 10)
+	}
 	b = binary.AppendUvarint(b, uint64(len(a.Str)))
 	return append(b, a.Str...)
 }

@@ -19,12 +19,14 @@ const (
 	StatusError = 2
 )
 
-// Attr is one attribute: a string, or an int when IsInt.
+// Attr is one attribute: a string, or an int when IsInt, or when IntText a string
+// that is Int's decimal text.
 type Attr struct {
-	Key   string
-	Str   string
-	Int   int64
-	IsInt bool
+	Key     string
+	Str     string
+	Int     int64
+	IsInt   bool
+	IntText bool
 }
 
 // String is a string attribute.
@@ -32,6 +34,10 @@ func String(k, v string) Attr { return Attr{Key: k, Str: v} }
 
 // Int is an int attribute.
 func Int(k string, v int64) Attr { return Attr{Key: k, Int: v, IsInt: true} }
+
+// IntString is a string attribute whose value is v's decimal text, made only as it
+// is encoded: a request id's, one per span, allocated no string.
+func IntString(k string, v int64) Attr { return Attr{Key: k, Int: v, IntText: true} }
 
 // Span is one finished span.
 type Span struct {
