@@ -183,3 +183,21 @@ func TestACancelledHandshakeIsForgotten(t *testing.T) {
 		t.Fatalf("%d handshake ids kept after a lexed batch answered it", n)
 	}
 }
+
+// TestAHandshakeCancelledInItsBatchIsForgotten: a host batch holding a handshake
+// request and then its cancel had the cancel looked at before the request was noted,
+// so the id was kept (every server message read once more, its answer kept whole)
+// until 256 newer pushed it out; a cancel before a request of the same id, in one
+// batch, is of an earlier request and leaves the new one noted.
+func TestAHandshakeCancelledInItsBatchIsForgotten(t *testing.T) {
+	s := newSession(t)
+	defer s.close()
+	s.host(`[{"jsonrpc":"2.0","id":5,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}]`)
+	if n := s.ic.handshakes.n.Load(); n != 0 {
+		t.Fatalf("%d handshake ids kept after the batch cancelled its request", n)
+	}
+	s.host(`[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":6}},{"jsonrpc":"2.0","id":6,"method":"tools/list"}]`)
+	if !s.ic.handshakes.has([]byte("6")) {
+		t.Fatal("a request after a cancel of its id (an earlier request's) was not noted")
+	}
+}
