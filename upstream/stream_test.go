@@ -119,3 +119,19 @@ func TestStreamJudgesAPaddedLineByItsTrimmedSize(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamEndSaysAnError: a streamed answer's end says it was an error when its
+// head said so (the relay's stand-in of it for interception is then an error's).
+func TestStreamEndSaysAnError(t *testing.T) {
+	for _, line := range []string{`{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}`, `{"jsonrpc":"2.0","id":1,"result":{}}`} {
+		sink := &nopSink{}
+		s := &streamLine{p: &Process{log: slog.New(slog.NewTextHandler(io.Discard, nil))}, sink: sink}
+		var pk jsonlex.Peek
+		pk.Write([]byte(line))
+		s.Write([]byte(line))
+		s.End(framing.LineEnd{Size: int64(len(line)), Peek: &pk})
+		if want := strings.Contains(line, "error"); !sink.end.OK || sink.end.Error != want {
+			t.Fatalf("%s: OK %v Error %v", line, sink.end.OK, sink.end.Error)
+		}
+	}
+}
