@@ -126,12 +126,17 @@ func (ic *Interceptor) FromHost(msg []byte, readAt time.Time) []byte {
 // describes the bytes returned; it is the relay's, and not kept.
 func (ic *Interceptor) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) []byte {
 	out, sc := stripLexed(msg, ic.key, lx, ic.q != nil && !ic.traceOnly)
-	ic.handshakes.cancelled(out, lx) // (lx describes out now)
+	noting := ic.q != nil && (sc.want != 0 || ic.spans != nil) && sc.want&wantHandshake != 0
+	if !noting {
+		ic.handshakes.cancelled(out, lx) // (lx describes out now)
+	}
 	if ic.q != nil && (sc.want != 0 || ic.spans != nil) {
 		if !ic.traceOnly {
 			ic.interested.Add(sc.awaiting)
 		}
-		if sc.want&wantHandshake != 0 {
+		if noting {
+			// Its cancels too, in the line's order: a batch's cancel of a request
+			// before it was looked at before the request was noted, and kept it.
 			ic.handshakes.note(out)
 		}
 		ev := event{kind: evHost, msg: out, scan: sc, at: readAt}

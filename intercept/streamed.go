@@ -98,9 +98,17 @@ type handshakeIDs struct {
 // unanswered was set for good by a server that never answers tools/list.)
 const maxHandshakeIDs = 256
 
-// note keeps the ids of the handshake requests in msg (a message or a batch).
+// note keeps the ids of the handshake requests in msg (a message or a batch), and
+// forgets those its notifications/cancelled name, in the order they come (cancelled's
+// work, for a line note is asked of).
 func (h *handshakeIDs) note(msg []byte) {
 	jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
+		if f.ID == nil && f.Method != nil && f.Params != nil && jsonlex.KeyIs(f.Method, "notifications/cancelled") {
+			if id := jsonlex.Get(f.Params, "requestId"); id != nil && h.n.Load() != 0 {
+				h.forget(id)
+			}
+			return
+		}
 		if f.ID == nil || !isHandshake(f.Method) {
 			return
 		}

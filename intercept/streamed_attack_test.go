@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"weak"
+
+	"github.com/bir-dev/bir-proxy/report"
 )
 
 // TestAnAnswerThatTurnsIntoARequestKeepsTheHandshakeWhole: a long line whose head is
@@ -181,5 +183,65 @@ func TestACancelledHandshakeIsForgotten(t *testing.T) {
 	s.up(`[{"jsonrpc":"2.0","id":99,"result":{}},{"jsonrpc":"2.0","id":6,"result":{"tools":[]}}]`)
 	if n := s.ic.handshakes.n.Load(); n != 0 {
 		t.Fatalf("%d handshake ids kept after a lexed batch answered it", n)
+	}
+}
+
+// TestAHandshakeCancelledInItsBatchIsForgotten: a host batch holding a handshake
+// request and then its cancel had the cancel looked at before the request was noted,
+// so the id was kept (every server message read once more, its answer kept whole)
+// until 256 newer pushed it out; a cancel before a request of the same id, in one
+// batch, is of an earlier request and leaves the new one noted.
+func TestAHandshakeCancelledInItsBatchIsForgotten(t *testing.T) {
+	s := newSession(t)
+	defer s.close()
+	s.host(`[{"jsonrpc":"2.0","id":5,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}]`)
+	if n := s.ic.handshakes.n.Load(); n != 0 {
+		t.Fatalf("%d handshake ids kept after the batch cancelled its request", n)
+	}
+	s.host(`[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":6}},{"jsonrpc":"2.0","id":6,"method":"tools/list"}]`)
+	if !s.ic.handshakes.has([]byte("6")) {
+		t.Fatal("a request after a cancel of its id (an earlier request's) was not noted")
+	}
+}
+
+// TestAShedLongErrorAnswerIsAnError: a long answer that was an error, shed because
+// bookkeeping fell behind, is reported as an error not recorded, as a shed error
+// answer read whole is: its stand-in is a result's, so once its reduction was let go
+// with it, the failed call was reported as having succeeded (outcome ok).
+func TestAShedLongErrorAnswerIsAnError(t *testing.T) {
+	const budget = 4 << 20
+	s := newSessionWith(t, Options{QueueBytes: budget})
+	first := &blockingResult{held: make(chan struct{}), release: make(chan struct{})}
+	s.host(`{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	s.ic.FromUpstreamStreamed([]byte(`{"jsonrpc":"2.0","id":0,"result":{}}`), first, s.tick())
+	select {
+	case <-first.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("bookkeeping never looked at the first long answer")
+	}
+	const n = 20
+	for i := 1; i <= n; i++ {
+		id := strconv.Itoa(i)
+		s.host(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
+		r := &fakeResult{err: json.RawMessage(`{"code":-32000,"message":"boom"}`), holds: 1 << 20}
+		// The relay's stand-in of an error answer (relay.answerStandIn).
+		s.ic.FromUpstreamStreamed([]byte(`{"jsonrpc":"2.0","id":`+id+`,"error":{}}`), r, s.tick())
+	}
+	close(first.release)
+	steps := s.close()
+	if len(steps) != n+1 {
+		t.Fatalf("%d reports, want %d", len(steps), n+1)
+	}
+	shed := 0
+	for _, st := range steps[1:] {
+		if st.Outcome != report.OutcomeRPCError {
+			t.Errorf("a call answered with an error reported as %s: %s %s", st.Outcome, st.Result, st.Error)
+		}
+		if strings.Contains(string(st.Error), "not recorded") {
+			shed++
+		}
+	}
+	if shed == 0 {
+		t.Error("the checker is wrong: nothing was shed")
 	}
 }

@@ -146,7 +146,7 @@ func (s *hostStream) End(e upstream.StreamEnd) {
 	}
 	if s.dig != nil && e.OK && e.ID != nil && !r.abandoned.Load() {
 		if e.Method == nil {
-			s.rsi.FromUpstreamStreamed(answerStandIn(e.ID), s.dig, readAt)
+			s.rsi.FromUpstreamStreamed(answerStandIn(e.ID, e.Error), s.dig, readAt)
 		} else {
 			// A request after all (a later "method"): its params went by, and
 			// interception has what the head and the end said.
@@ -179,11 +179,16 @@ func (r *Relay) intercepted(msg []byte, lexed bool, readAt time.Time) {
 }
 
 // answerStandIn is what interception is given of a long answer reduced as it
-// passed: its id, and an empty result (the rest is the StreamedResult's).
-func answerStandIn(id []byte) []byte {
+// passed: its id, and an empty result, or an empty error when it was an error (the
+// rest is the StreamedResult's). Shed by bookkeeping, the stand-in is all that is
+// left of it: a result's, a failed call was reported as having succeeded.
+func answerStandIn(id []byte, isErr bool) []byte {
 	b := make([]byte, 0, len(id)+40)
-	b = append(append(append(b, `{"jsonrpc":"2.0","id":`...), id...), `,"result":{}}`...)
-	return b
+	b = append(append(b, `{"jsonrpc":"2.0","id":`...), id...)
+	if isErr {
+		return append(b, `,"error":{}}`...)
+	}
+	return append(b, `,"result":{}}`...)
 }
 
 // requestStandIn is what interception is given of a long request of the server's

@@ -87,7 +87,8 @@ type Setup struct {
 
 	mu      sync.Mutex
 	pending map[string]asked // host requests Setup awaits the answer to, by jsonlex.IDKey
-	order   []string         // pending's keys, oldest first (and some since answered)
+	order   []awaited        // pending's keys, oldest first (and some since answered)
+	seq     uint64           // the last asked's asked.seq
 
 	initReq     []byte // the answered initialize request, as the host wrote it
 	initialized []byte // the host's notifications/initialized, as it wrote it
@@ -119,8 +120,23 @@ const (
 // asked is a host request awaiting its answer: what it would set up once answered.
 type asked struct {
 	kind askKind
+	seq  uint64 // when it was first asked: which entry of order is its
 	msg  []byte // the request object, copied (the caller's buffer is not ours to keep)
 	uri  string // resources/(un)subscribe
+}
+
+// awaited is an entry of Setup.order: a key, and the seq of the request it was
+// appended for. A key answered (or cancelled) and asked again is appended again: its
+// first entry is stale, and must neither evict nor keep the newer request.
+type awaited struct {
+	key string
+	seq uint64
+}
+
+// current says o is the entry of the request pending under its key now. Called with mu.
+func (s *Setup) current(o awaited) bool {
+	a, ok := s.pending[o.key]
+	return ok && a.seq == o.seq
 }
 
 // NewSetup returns an empty Setup.
@@ -297,31 +313,36 @@ func (s *Setup) ask(id []byte, a asked) {
 	k := jsonlex.IDKey(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, dup := s.pending[k]; dup {
+	if old, dup := s.pending[k]; dup {
+		a.seq = old.seq // where it is in order
 		s.pending[k] = a
 		return
 	}
 	for len(s.pending) >= maxSetupAwaited {
-		// The oldest still pending goes (order may also hold keys since answered).
+		// The oldest still pending goes (order may also hold entries of requests
+		// since answered, or cancelled: some of a key asked again since).
 		old := s.order[0]
+		s.order[0] = awaited{}
 		s.order = s.order[1:]
-		if _, ok := s.pending[old]; ok {
-			delete(s.pending, old)
+		if s.current(old) {
+			delete(s.pending, old.key)
 			s.waiting.Add(-1)
 		}
 	}
 	if len(s.order) >= 2*maxSetupAwaited {
-		// Keys answered since are dropped, so that order stays within twice the bound.
+		// Stale entries are dropped, so that order stays within twice the bound.
 		kept := s.order[:0]
 		for _, o := range s.order {
-			if _, ok := s.pending[o]; ok {
+			if s.current(o) {
 				kept = append(kept, o)
 			}
 		}
 		clear(s.order[len(kept):])
 		s.order = kept
 	}
-	s.order = append(s.order, k)
+	s.seq++
+	a.seq = s.seq
+	s.order = append(s.order, awaited{key: k, seq: a.seq})
 	s.pending[k] = a
 	s.waiting.Add(1)
 }

@@ -49,6 +49,8 @@ type StreamEnd struct {
 	// keeps, which may not be what the head said.
 	ID, Method []byte
 	Answer     bool
+	// Error says it had a top-level "error" member (an answer that is an error).
+	Error bool
 	// More says the line held more than one value (which JSON.parse refuses).
 	More bool
 	Size int64
@@ -106,7 +108,7 @@ func isBlank(c byte, nl bool) bool {
 
 func (s *streamLine) End(e framing.LineEnd) {
 	pk := e.Peek
-	out := StreamEnd{ID: pk.ID, Method: pk.Method, Answer: pk.Answer, More: pk.More, Size: e.Size}
+	out := StreamEnd{ID: pk.ID, Method: pk.Method, Answer: pk.Answer, Error: pk.Error, More: pk.More, Size: e.Size}
 	small := s.lastAt-min(s.lead, s.lastAt) <= smallLine // as IsMessage trims it
 	whole := small && (s.judged || s.v.Valid()) && s.shape.ends()
 	if e.Cut && !small {

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"strings"
@@ -118,4 +119,45 @@ func TestStreamJudgesAPaddedLineByItsTrimmedSize(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestStreamEndSaysAnError: a streamed answer's end says it was an error when its
+// head said so (the relay's stand-in of it for interception is then an error's).
+func TestStreamEndSaysAnError(t *testing.T) {
+	for _, line := range []string{`{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}`, `{"jsonrpc":"2.0","id":1,"result":{}}`} {
+		sink := &nopSink{}
+		s := &streamLine{p: &Process{log: slog.New(slog.NewTextHandler(io.Discard, nil))}, sink: sink}
+		var pk jsonlex.Peek
+		pk.Write([]byte(line))
+		s.Write([]byte(line))
+		s.End(framing.LineEnd{Size: int64(len(line)), Peek: &pk})
+		if want := strings.Contains(line, "error"); !sink.end.OK || sink.end.Error != want {
+			t.Fatalf("%s: OK %v Error %v", line, sink.end.OK, sink.end.Error)
+		}
+	}
+}
+
+// FuzzStreamJudgedOfferedAsWhole: a line offered whole (framing.Reader.Offered) and
+// judged a message by IsMessage there streams with judged set: its end must judge it
+// exactly as the whole line is, blanks, a CR and a size at smallLine included.
+func FuzzStreamJudgedOfferedAsWhole(f *testing.F) {
+	pad := strings.Repeat("x", smallLine-8)
+	for _, s := range []string{`{"id":1,"result":{}}`, " \t{\"a\":1}\r", `{"t":"` + pad + `"}`, ` {"t":"` + pad + `x"} `, `{"t":"` + pad + `xy"}`, "\r\r{\"t\":\"" + pad + "\"}\r\r"} {
+		f.Add([]byte(s), 3)
+	}
+	f.Fuzz(func(t *testing.T, line []byte, step int) {
+		if bytes.IndexByte(line, '\n') >= 0 || !IsMessage(line) {
+			return // offered, and no message: not streamed at all
+		}
+		step = 1 + int(uint(step)%13)
+		sink := &nopSink{}
+		s := &streamLine{p: &Process{log: slog.New(slog.NewTextHandler(io.Discard, nil))}, sink: sink, judged: true}
+		for i := 0; i < len(line); i += step {
+			s.Write(line[i:min(i+step, len(line))])
+		}
+		s.End(framing.LineEnd{Size: int64(len(line)), Peek: &jsonlex.Peek{}})
+		if !sink.end.OK || sink.end.OK != judge(line, step, false) {
+			t.Fatalf("judged, streamed in pieces of %d: %v, validated as it passed: %v, for %q", step, sink.end.OK, judge(line, step, false), line)
+		}
+	})
 }

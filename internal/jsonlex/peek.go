@@ -31,6 +31,9 @@ type Peek struct {
 	// Answer says the value of a top-level "result" or "error" member has started:
 	// the message is an answer, whatever follows.
 	Answer bool
+	// Error says a top-level "error" member has started (an answer that is an
+	// error, as a reader of its Fields takes one with any error member).
+	Error bool
 	// More says something other than whitespace followed the first value: the line
 	// holds more than one (which JSON.parse refuses), or trailing garbage.
 	More bool
@@ -269,7 +272,7 @@ func (p *Peek) startValue(nested bool) {
 		p.Answer = true
 		p.startTap(1)
 	case KeyIs(lit, "error"):
-		p.Answer = true
+		p.Answer, p.Error = true, true
 		p.startTap(2)
 	}
 }

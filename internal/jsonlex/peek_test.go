@@ -123,3 +123,25 @@ func FuzzPeek(f *testing.F) {
 		}
 	})
 }
+
+// TestPeekSaysAnError: Error says a top-level "error" member came, in any piece and
+// order, as a Fields reader takes any error member for an error answer; a nested one
+// is not.
+func TestPeekSaysAnError(t *testing.T) {
+	for _, c := range []struct {
+		msg  string
+		want bool
+	}{
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}`, true},
+		{`{"jsonrpc":"2.0","error":{"code":-1},"result":{},"id":1}`, true},
+		{`{"jsonrpc":"2.0","id":1,"\u0065rror":null}`, true},
+		{`{"jsonrpc":"2.0","id":1,"result":{"error":{"code":1}}}`, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, false},
+	} {
+		for _, chunk := range []int{1, 5, 1 << 20} {
+			if p := peekAll(c.msg, chunk); p.Error != c.want || !p.Answer {
+				t.Fatalf("chunk %d of %s: Error %v Answer %v, want Error %v", chunk, c.msg, p.Error, p.Answer, c.want)
+			}
+		}
+	}
+}
