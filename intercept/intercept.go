@@ -126,7 +126,7 @@ func (ic *Interceptor) FromHost(msg []byte, readAt time.Time) []byte {
 // describes the bytes returned; it is the relay's, and not kept.
 func (ic *Interceptor) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) []byte {
 	out, sc := stripLexed(msg, ic.key, lx, ic.q != nil && !ic.traceOnly)
-	noting := ic.q != nil && (sc.want != 0 || ic.spans != nil) && sc.want&wantHandshake != 0
+	noting := ic.q != nil && sc.want&wantHandshake != 0 // note, below, takes the cancels
 	if !noting {
 		ic.handshakes.cancelled(out, lx) // (lx describes out now)
 	}
