@@ -131,11 +131,7 @@ func BenchmarkSpanHook(b *testing.B) {
 	cpu0 := cpuTime()
 	for b.Loop() {
 		k := n % len(hosts)
-		hv, av := hosts[k], answers[k]
-		hv.at, hv.sent, av.at = now, now, now
-		h.handle(&hv)
-		h.handle(&event{kind: evSent, at: now})
-		h.handle(&av)
+		spanCall(h, hosts[k], answers[k], now)
 		if n++; n%256 == 0 {
 			// No more queued than the exporter's queue holds: a drop is cheaper than
 			// an export, and would be measured instead.
@@ -156,20 +152,13 @@ func BenchmarkSpanHook(b *testing.B) {
 // nothing exported (an exporter with no endpoint: Submit and the metric return at
 // once): what BenchmarkSpanHook measures less the export.
 func BenchmarkSpanHookAlone(b *testing.B) {
-	x := telemetry.New(telemetry.Options{Config: telemetry.Config{Protocol: telemetry.ProtoProtobuf}, Logger: slog.New(slog.DiscardHandler)})
-	defer x.Close(context.Background())
-	h := newSpanHook(Tracing{Exporter: x, Transport: "pipe"})
-	hosts, answers := benchCalls(false, true)
+	h, hosts, answers := hookAlone(b)
 	now := time.Now()
 	b.ReportAllocs()
 	n := 0
 	for b.Loop() {
 		k := n % len(hosts)
-		hv, av := hosts[k], answers[k]
-		hv.at, hv.sent, av.at = now, now, now
-		h.handle(&hv)
-		h.handle(&event{kind: evSent, at: now})
-		h.handle(&av)
+		spanCall(h, hosts[k], answers[k], now)
 		n++
 	}
 }
@@ -211,22 +200,32 @@ func benchCalls(ids, lexed bool) (hosts, answers []event) {
 	return hosts, answers
 }
 
+// hookAlone is a span hook whose exporter has no endpoint (Submit and the metric
+// return at once), and benchCalls' events.
+func hookAlone(tb testing.TB) (h *spanHook, hosts, answers []event) {
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{Protocol: telemetry.ProtoProtobuf}, Logger: slog.New(slog.DiscardHandler)})
+	tb.Cleanup(func() { x.Close(context.Background()) })
+	hosts, answers = benchCalls(false, true)
+	return newSpanHook(Tracing{Exporter: x, Transport: "pipe"}), hosts, answers
+}
+
+// spanCall has h look at one call's three events: the request, its send, the answer.
+func spanCall(h *spanHook, hv, av event, now time.Time) {
+	hv.at, hv.sent, av.at = now, now, now
+	h.handle(&hv)
+	h.handle(&event{kind: evSent, at: now})
+	h.handle(&av)
+}
+
 // TestSpanHookAllocatesNothingPerCall: a call's span, from its request to its answer,
 // allocates nothing in the hook: a numeric id's attribute was a string made per span
 // (jsonrpc.request.id), one allocation a call at 150,000 calls a second.
 func TestSpanHookAllocatesNothingPerCall(t *testing.T) {
-	x := telemetry.New(telemetry.Options{Config: telemetry.Config{Protocol: telemetry.ProtoProtobuf}, Logger: slog.New(slog.DiscardHandler)})
-	defer x.Close(context.Background())
-	h := newSpanHook(Tracing{Exporter: x, Transport: "pipe"})
-	hosts, answers := benchCalls(false, true)
+	h, hosts, answers := hookAlone(t)
 	now := time.Now()
 	k := 100 // ids of three digits and more: a one-byte string is never allocated
 	call := func() {
-		hv, av := hosts[k], answers[k]
-		hv.at, hv.sent, av.at = now, now, now
-		h.handle(&hv)
-		h.handle(&event{kind: evSent, at: now})
-		h.handle(&av)
+		spanCall(h, hosts[k], answers[k], now)
 		k++
 	}
 	for range 10 {

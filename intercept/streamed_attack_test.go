@@ -105,14 +105,10 @@ func (b *blockingResult) Error() json.RawMessage {
 	return nil
 }
 
-// TestStreamedResultsHeldAreBounded: each long answer's reduction waiting for
-// bookkeeping keeps up to a clipped result (~1 MiB), but only its small stand-in was
-// counted against the queue's budget: with bookkeeping waiting on a slow reduction, a
-// server answering every call at length had the proxy hold a reduction per answer,
-// without bound. Each now counts as what it may keep; past the budget the answer is
-// reported as not recorded and its reduction let go.
-func TestStreamedResultsHeldAreBounded(t *testing.T) {
-	const budget = 8 << 20
+// stalledBookkeeping is a session whose queue holds budget bytes, with bookkeeping
+// waiting on the first call's long answer until first.release is closed.
+func stalledBookkeeping(t *testing.T, budget int64) (*session, *blockingResult) {
+	t.Helper()
 	s := newSessionWith(t, Options{QueueBytes: budget})
 	first := &blockingResult{held: make(chan struct{}), release: make(chan struct{})}
 	s.host(`{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
@@ -122,6 +118,18 @@ func TestStreamedResultsHeldAreBounded(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("bookkeeping never looked at the first long answer")
 	}
+	return s, first
+}
+
+// TestStreamedResultsHeldAreBounded: each long answer's reduction waiting for
+// bookkeeping keeps up to a clipped result (~1 MiB), but only its small stand-in was
+// counted against the queue's budget: with bookkeeping waiting on a slow reduction, a
+// server answering every call at length had the proxy hold a reduction per answer,
+// without bound. Each now counts as what it may keep; past the budget the answer is
+// reported as not recorded and its reduction let go.
+func TestStreamedResultsHeldAreBounded(t *testing.T) {
+	const budget = 8 << 20
+	s, first := stalledBookkeeping(t, budget)
 	const n = 200
 	var alive []weak.Pointer[fakeResult]
 	for i := 1; i <= n; i++ {
@@ -210,15 +218,7 @@ func TestAHandshakeCancelledInItsBatchIsForgotten(t *testing.T) {
 // with it, the failed call was reported as having succeeded (outcome ok).
 func TestAShedLongErrorAnswerIsAnError(t *testing.T) {
 	const budget = 4 << 20
-	s := newSessionWith(t, Options{QueueBytes: budget})
-	first := &blockingResult{held: make(chan struct{}), release: make(chan struct{})}
-	s.host(`{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
-	s.ic.FromUpstreamStreamed([]byte(`{"jsonrpc":"2.0","id":0,"result":{}}`), first, s.tick())
-	select {
-	case <-first.held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("bookkeeping never looked at the first long answer")
-	}
+	s, first := stalledBookkeeping(t, budget)
 	const n = 20
 	for i := 1; i <= n; i++ {
 		id := strconv.Itoa(i)
