@@ -179,17 +179,22 @@ func (r *Relay) intercepted(msg []byte, lexed bool, readAt time.Time) {
 }
 
 // answerStandIn is what interception is given of a long answer reduced as it
-// passed: its id, and an empty result, or an empty error when it was an error (the
-// rest is the StreamedResult's). Shed by bookkeeping, the stand-in is all that is
-// left of it: a result's, a failed call was reported as having succeeded.
+// passed: its id, and an empty result, or an error when it was an error (the rest is
+// the StreamedResult's). Shed by bookkeeping, the stand-in is all that is left of it:
+// a result's, a failed call was reported as having succeeded. The error's value is
+// what is recorded when the StreamedResult has none (it fell behind before the
+// error came): it says so, where `{}` was recorded as though the server sent it.
 func answerStandIn(id []byte, isErr bool) []byte {
-	b := make([]byte, 0, len(id)+40)
+	b := make([]byte, 0, len(id)+len(standInError)+40)
 	b = append(append(b, `{"jsonrpc":"2.0","id":`...), id...)
 	if isErr {
-		return append(b, `,"error":{}}`...)
+		return append(append(append(b, `,"error":`...), standInError...), '}')
 	}
 	return append(b, `,"result":{}}`...)
 }
+
+// standInError is the error of an error answer's stand-in.
+const standInError = `{"message":"bir-proxy: not recorded: the answer came faster than the proxy's bookkeeping could read it"}`
 
 // requestStandIn is what interception is given of a long request of the server's
 // that began like an answer: its id and method.
