@@ -35,11 +35,19 @@ func errorScript() string {
 		`{"jsonrpc":"2.0","id":22,"error":{"code":-32022,"message":"m"},"error":{"code":-32022,"message":"m"}`,
 		`{"jsonrpc":"2.0","id":23,"error":{"code":-32023,"message":"m"}}}`,
 		`{"jsonrpc":"2.0","id":24,"result":{"content":[]},"error":{"code":-32024,"message":"a"` + strings.Repeat(" ", 70000) + `}}`,
+		`[{"jsonrpc":"2.0","id":25,"error":{"code":-32025,"message":"` + long + `"}},{"jsonrpc":"2.0","id":26,"result":{}}]`,
+		`{"jsonrpc":"2.0","id":27,"result":{"content":[{"type":"text","text":"` + long + `"}]},"x":"error","y":{"error":1},"errors":{},"error\u0000":{}}`,
+		`{"jsonrpc":"2.0","id":28,"result":{"content":[{"type":"text","text":"` + long + `"}]},"\u0065rror":{"code":-32028}}`,
+		`{"jsonrpc":"2.0","id":29,"error":{"code":-32029,"message":"` + long + `"},"id":30}`,
+		`{"jsonrpc":"2.0","error":{"code":-32031,"message":"` + long + `"}}`,
+		`{"jsonrpc":"2.0","id":31,"error":{"code":-32031,"message":"` + long + `"},"result":null}`,
+		`{"jsonrpc":"2.0","id":34,"error":{"code":-32034,"message":"` + long + `"}` + strings.Repeat(" ", 10) + `}  `,
+		`{"jsonrpc":"2.0","id":35,"result":{"content":[{"type":"text","text":"` + long + `"}]},"error":{"code":-32035,"message":"x"},"method":"notifications/x"}`,
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
 
-const errorCalls = 24
+const errorCalls = 35
 
 // TestStreamedAndAssembledAgreeOnErrors: TestStreamedAndAssembledAgree of errorScript.
 func TestStreamedAndAssembledAgreeOnErrors(t *testing.T) {
