@@ -88,6 +88,7 @@ func FuzzPeek(f *testing.F) {
 
 	f.Add([]byte(`{"id":1,"method":"a","params":{"id":2}}`), 3)
 	f.Add([]byte(`{"result":"\"}","id":"x\\"}`), 1)
+	f.Add([]byte(`{"id":1,"\u0065rror":null,"result":{"error":1}}`), 2)
 	f.Fuzz(func(t *testing.T, msg []byte, chunk int) {
 		if chunk <= 0 || chunk > len(msg)+1 {
 			chunk = len(msg) + 1
@@ -103,6 +104,9 @@ func FuzzPeek(f *testing.F) {
 		f, ok := TopFields(msg)
 		if !ok {
 			return
+		}
+		if p.Error != (f.Error != nil) || tp.Error != p.Error {
+			t.Fatalf("Peek Error %v (tapped %v), TopFields error %q", p.Error, tp.Error, f.Error)
 		}
 		if string(res) != string(f.Result) || string(errv) != string(f.Error) {
 			t.Fatalf("Tap gave result %q error %q, TopFields %q %q", res, errv, f.Result, f.Error)
