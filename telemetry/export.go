@@ -119,6 +119,7 @@ func New(o Options) *Exporter {
 	if o.Config.MetricInterval <= 0 {
 		o.Config.MetricInterval = 60 * time.Second
 	}
+	o.Version = ValidUTF8(o.Version) // the scope's version, a string in OTLP
 	now := time.Now()
 	x := &Exporter{
 		cfg: o.Config, traces: o.Config.TracesSignal(), metrics: o.Config.MetricsSignal(), version: o.Version, log: o.Logger, client: o.Client,
@@ -211,6 +212,8 @@ func (x *Exporter) Submit(s Span) {
 	if x.cfg.TracesURL == "" {
 		return
 	}
+	// The span's own strings, as String makes its attributes', valid UTF-8.
+	s.Name, s.StatusMsg, s.TraceState = ValidUTF8(s.Name), ValidUTF8(s.StatusMsg), ValidUTF8(s.TraceState)
 	x.mu.Lock()
 	if x.queued >= x.qsize || x.closing {
 		x.mu.Unlock()

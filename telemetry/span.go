@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Span kinds (OTLP's SpanKind).
@@ -29,8 +31,19 @@ type Attr struct {
 	IntText bool
 }
 
-// String is a string attribute.
-func String(k, v string) Attr { return Attr{Key: k, Str: v} }
+// String is a string attribute. Its key and value are made valid UTF-8 (a byte that is
+// not is U+FFFD): OTLP's strings must be, and a collector refuses a whole request with
+// one that is not, so one peer's hostile name would cost a batch of other spans.
+func String(k, v string) Attr { return Attr{Key: ValidUTF8(k), Str: ValidUTF8(v)} }
+
+// ValidUTF8 is s with every byte that is not UTF-8 replaced by U+FFFD; s itself when
+// it is valid (no allocation).
+func ValidUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
 
 // Int is an int attribute.
 func Int(k string, v int64) Attr { return Attr{Key: k, Int: v, IsInt: true} }
