@@ -209,10 +209,16 @@ func signalURL(base, own, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Appended to the URL's path: a query or fragment stays after it (checkURL
+	// parsed u, so its first '?' or '#' ends the path).
+	rest := ""
+	if i := strings.IndexAny(u, "?#"); i >= 0 {
+		u, rest = u[:i], u[i:]
+	}
 	if !strings.HasSuffix(u, "/") {
 		u += "/"
 	}
-	return u + path, nil
+	return u + path + rest, nil
 }
 
 func checkURL(s string) (string, error) {
