@@ -2,6 +2,7 @@ package intercept
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"strconv"
 	"time"
 
@@ -37,6 +38,7 @@ const (
 	maxCapture    = 8 << 10 // one captured arguments or result form
 	maxOpenSpans  = 100_000 // requests in flight that are followed
 	maxTraceParen = 256     // a traceparent's raw JSON string
+	maxSpanKey    = 256     // an open span's id key kept as it is (longer: hashed)
 )
 
 // nopSink is the Sink of an Interceptor that traces with nothing recording.
@@ -230,7 +232,7 @@ func (h *spanHook) handle(ev *event) {
 	case evLost:
 		h.flushUnsent(ev.at)
 		for s := range h.open.all() {
-			if s.prefix() == 'h' && len(ev.spared) > 0 && isSpared(ev, s.idKey()) {
+			if s.prefix() == 'h' && len(ev.spared) > 0 && sparedSpan(ev, s.idKey()) {
 				continue
 			}
 			h.open.del(s)
@@ -679,12 +681,29 @@ func (h *spanHook) lookName(raw []byte) (n recentName, ok bool) {
 }
 
 // key is an id's jsonlex.IDKey: in raw for the usual ids, else in h's scratch.
+// An IDKey past maxSpanKey bytes is kept as '#' and its SHA-256 (no IDKey starts with
+// '#'): a host's ids are of any length, and up to maxOpenSpans of them are kept.
 func (h *spanHook) key(raw []byte) []byte {
-	if kb, ok := jsonlex.IDKeyBytes(raw); ok {
-		return kb
+	kb, ok := jsonlex.IDKeyBytes(raw)
+	if !ok {
+		h.kbuf = append(h.kbuf[:0], jsonlex.IDKey(raw)...)
+		kb = h.kbuf
 	}
-	h.kbuf = append(h.kbuf[:0], jsonlex.IDKey(raw)...)
-	return h.kbuf
+	if len(kb) > maxSpanKey {
+		sum := sha256.Sum256(kb)
+		h.kbuf = append(append(h.kbuf[:0], '#'), sum[:]...)
+		return h.kbuf
+	}
+	return kb
+}
+
+// spanKey is what key makes of an IDKey.
+func spanKey(k string) string {
+	if len(k) > maxSpanKey {
+		sum := sha256.Sum256([]byte(k))
+		return "#" + string(sum[:])
+	}
+	return k
 }
 
 // openSpans are the spans of the requests in flight, by prefix ("h" the host's, "p"
@@ -806,6 +825,16 @@ func (s *openSpan) idKey() string {
 		return strconv.FormatUint(s.ikey&(1<<intKeyShift-1), 10)
 	}
 	return s.key[1:]
+}
+
+// sparedSpan is isSpared of an open span's idKey (spanKey of the IDKey spared).
+func sparedSpan(ev *event, k string) bool {
+	for _, sp := range ev.spared {
+		if spanKey(sp) == k {
+			return true
+		}
+	}
+	return false
 }
 
 // text is the string a raw JSON string holds, redacted and clipped for a span; a
