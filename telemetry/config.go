@@ -225,20 +225,44 @@ func checkURL(s string) (string, error) {
 	if len(s) > maxEnvValue {
 		return "", errors.New("too long")
 	}
+	// Errors show the URL without its userinfo, which may be a password or a token
+	// (url.Parse's own error quotes the whole input).
+	shown := withoutUserinfo(s)
 	u, err := url.Parse(s)
 	if err != nil {
-		return "", err
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "", fmt.Errorf("%q: %w", shown, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("%q: not an http or https URL", s)
+		return "", fmt.Errorf("%q: not an http or https URL", shown)
 	}
 	if u.Host == "" {
-		return "", fmt.Errorf("%q: no host", s)
+		return "", fmt.Errorf("%q: no host", shown)
 	}
 	if u.User != nil {
-		return "", fmt.Errorf("%q: credentials in the URL (put them in OTEL_EXPORTER_OTLP_HEADERS)", u.Redacted())
+		return "", fmt.Errorf("%q: credentials in the URL (put them in OTEL_EXPORTER_OTLP_HEADERS)", shown)
 	}
 	return s, nil
+}
+
+// withoutUserinfo is s with the userinfo of its authority, if any, shown as xxxxx.
+func withoutUserinfo(s string) string {
+	i := strings.Index(s, "//") + 2 // the authority's start
+	if i < 2 {
+		i = strings.IndexByte(s, ':') + 1 // "http:user:pass@host" has none
+	}
+	auth := s[i:]
+	if j := strings.IndexAny(auth, "/?#"); j >= 0 {
+		auth = auth[:j]
+	}
+	at := strings.LastIndexByte(auth, '@')
+	if at < 0 {
+		return s
+	}
+	return s[:i] + "xxxxx" + s[i+at:]
 }
 
 // pairs reads the specification's "key1=value1,key2=value2" lists (W3C Baggage
