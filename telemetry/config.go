@@ -175,7 +175,13 @@ func headers(getenv func(string) string, name string) ([][2]string, error) {
 	}
 	for _, h := range hs {
 		if !validHeaderName(h[0]) {
-			return nil, fmt.Errorf("%s: %q is not a header name", name, redact.Label(h[0], 64))
+			// Shown only up to where it stops being a name: past it may be the value
+			// ("Authorization Bearer TOKEN=").
+			i := 0
+			for i < len(h[0]) && validHeaderName(h[0][:i+1]) {
+				i++
+			}
+			return nil, fmt.Errorf("%s: %q... is not a header name (byte 0x%02x at %d)", name, redact.Label(h[0][:i], 64), h[0][i], i)
 		}
 		if i := controlAt(h[1]); i >= 0 {
 			return nil, fmt.Errorf("%s: the value of %q holds a control character (byte 0x%02x at %d, after percent-decoding); a header value cannot", name, h[0], h[1][i], i)
@@ -276,7 +282,9 @@ func pairs(s string) ([][2]string, error) {
 		return nil, errors.New("too long")
 	}
 	var out [][2]string
+	entry := 0
 	for item := range strings.SplitSeq(s, ",") {
+		entry++
 		if strings.TrimSpace(item) == "" {
 			continue
 		}
@@ -286,7 +294,8 @@ func pairs(s string) ([][2]string, error) {
 		k, v, ok := strings.Cut(item, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" {
-			return nil, fmt.Errorf("%q is not key=value", item)
+			// Not quoted: "Authorization: Bearer TOKEN" is a header's usual mistake.
+			return nil, fmt.Errorf("entry %d (of %d bytes) is not key=value", entry, len(item))
 		}
 		v = strings.TrimSpace(v)
 		if i := badEscape(v); i >= 0 {
