@@ -35,3 +35,35 @@ func TestFilterDuplicateNameRefused(t *testing.T) {
 		t.Fatalf("the host got %s", got)
 	}
 }
+
+// TestFilterListAnswerWithAStringID: a server answering the host's tools/list of id
+// 1 with the id "1" (or " 1 ", "0x1", "1e0") reaches a TypeScript SDK host as the
+// answer to that list (its Protocol matches Number(response.id)), so it loses the
+// hidden tools as the answer of id 1 does; and the exact answer after it is cut
+// too. An answer of a string id that no list's number is goes as it is.
+func TestFilterListAnswerWithAStringID(t *testing.T) {
+	up := newReplacingConn()
+	_, host := wireConn(t, up, nil, func(o *relay.Options) { o.Policy = &toolpolicy.Policy{Ignore: []string{"secret*"}} })
+	list := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[{"name":"echo"},{"name":"secret"}]}}`
+	}
+	cut := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[{"name":"echo"}]}}`
+	}
+	host.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	host.send(t, `{"jsonrpc":"2.0","id":0,"method":"tools/list"}`)
+	written(t, up)
+	written(t, up)
+	for _, id := range []string{`"1"`, `" 1\n"`, `"0x1"`, `"1e0"`, `"+1.0"`, `""`, `"\u0031"`, `1`} {
+		up.from <- fromServer{msg: []byte(list(id))}
+		if got := host.next(t); got != cut(id) {
+			t.Errorf("the host got %s, want %s", got, cut(id))
+		}
+	}
+	for _, id := range []string{`"2"`, `"1a"`, `"0x"`, `"1.5"`, `"a"`} {
+		up.from <- fromServer{msg: []byte(list(id))}
+		if got := host.next(t); got != list(id) {
+			t.Errorf("the host got %s, want %s", got, list(id))
+		}
+	}
+}
