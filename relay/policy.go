@@ -1,9 +1,13 @@
 package relay
 
 import (
+	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/toolpolicy"
@@ -354,6 +358,13 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 			if _, ok := pl.lists[k]; ok {
 				delete(pl.lists, k)
 				pl.up.cuts = pl.p.ToolCuts(msg, o.Span, pl.up.cuts)
+			} else if nk, ok := jsNumberKey(f.ID); ok && len(pl.lists) > 0 {
+				if _, ok := pl.lists[nk]; ok {
+					// A string id a TypeScript SDK host takes for the list's number
+					// (its Protocol matches Number(response.id)): cut as the list's
+					// answer, which is still awaited (an exact one is cut too).
+					pl.up.cuts = pl.p.ToolCuts(msg, o.Span, pl.up.cuts)
+				}
 			}
 		case len(pl.tokens)+len(pl.lateTokens) > 0 && f.Method != nil && f.ID == nil && jsonlex.KeyIs(f.Method, "notifications/progress"):
 			tok := jsonlex.IDKey(jsonlex.Get(f.Params, "progressToken"))
@@ -476,4 +487,72 @@ func (r *Relay) refuseOwn(msg []byte, req Request) (answer []byte, ok bool) {
 		req.Sent()
 	}
 	return answer, true
+}
+
+// jsNumberKey is the IDKey of the number JavaScript's Number() makes of the string
+// id lit, when it is an integer: a host's SDK that matches answers by Number(id)
+// takes an answer of the id "1" (or " 1", "0x1", "1e0", "") for its request 1. ok
+// is false for any other id.
+func jsNumberKey(lit []byte) (string, bool) {
+	if len(lit) < 2 || lit[0] != '"' {
+		return "", false
+	}
+	s, ok := jsonlex.DecodeString(lit)
+	if !ok {
+		return "", false
+	}
+	s = strings.TrimFunc(s, func(r rune) bool {
+		// JavaScript's StrWhiteSpaceChar: white space and line terminators.
+		return r == '\t' || r == '\n' || r == '\v' || r == '\f' || r == '\r' || r == '\u2028' || r == '\u2029' || r == '\ufeff' || unicode.Is(unicode.Zs, r)
+	})
+	if s == "" {
+		return "0", true
+	}
+	if len(s) > 2 && s[0] == '0' {
+		base := 0
+		switch s[1] {
+		case 'x', 'X':
+			base = 16
+		case 'o', 'O':
+			base = 8
+		case 'b', 'B':
+			base = 2
+		}
+		if base != 0 {
+			if strings.ContainsAny(s[2:], "_+-") {
+				return "", false
+			}
+			n, err := strconv.ParseUint(s[2:], base, 64)
+			if err != nil {
+				return "", false
+			}
+			return strconv.FormatUint(n, 10), true
+		}
+	}
+	// A StrDecimalLiteral: a sign, digits with a point, an exponent; nothing else
+	// that ParseFloat reads (underscores, hexadecimal, inf, nan).
+	digits, body := 0, s
+	if body[0] == '+' || body[0] == '-' {
+		body = body[1:]
+	}
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-':
+		default:
+			return "", false
+		}
+	}
+	if digits == 0 {
+		return "", false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || f != math.Trunc(f) {
+		return "", false
+	}
+	if f == 0 {
+		return "0", true
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64), true
 }

@@ -255,7 +255,10 @@ func (l *Line) refLexParams(b []byte, i int, o *Obj) (end int) {
 			break
 		}
 		if isName {
-			o.Name = Span{i, v} // the last wins
+			// The last wins; a second one is read by a reader that must see each
+			// (the tool policy: a server may act on the first).
+			o.Recheck = o.Recheck || o.Name.End != 0
+			o.Name = Span{i, v}
 		} else if isArgs {
 			o.Arguments = Span{i, v}
 		}

@@ -37,7 +37,8 @@ type Obj struct {
 	Method, ID, Params, Result, Error Span
 	// Recheck says a reader that must look at every member of a name, not only the
 	// last, reads the object itself: "method", "id" or "params" occurs more than
-	// once, params has several "arguments", or their members cannot be followed.
+	// once, params has several "name" or "arguments", or their members cannot be
+	// followed.
 	Recheck bool
 	// Name and Arguments are params' "name" and "arguments" values, when params is
 	// an object this lexer follows (zero otherwise, or absent); read them only when
@@ -351,7 +352,10 @@ func (l *Line) lexParams(b []byte, i int, o *Obj) (end int) {
 			break
 		}
 		if isName {
-			o.Name = Span{i, v} // the last wins
+			// The last wins; a second one is read by a reader that must see each
+			// (the tool policy: a server may act on the first).
+			o.Recheck = o.Recheck || o.Name.End != 0
+			o.Name = Span{i, v}
 		} else if isArgs {
 			o.Arguments = Span{i, v}
 		}
