@@ -236,8 +236,9 @@ var volatileRes = sync.OnceValue(func() *volatileRegexps {
 		clock:    regexp.MustCompile(`\b\d{1,2}:\d{2}:\d{2}(\.\d+)?( ?[AaPp][Mm]\b)?`),
 		uuid:     regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`),
 		duration: regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|us|ms|s)\b|\b\d+(\.\d+)? ?(ms|milliseconds|seconds|sec)\b|\bPT(\d+H)?(\d+M)?(\d+(\.\d+)?S)?\b`),
-		// key names a number that is a measured duration or a clock reading.
-		key: regexp.MustCompile(`(?i)(duration|elapsed|latency|took|timestamp|uptime|_ms$|Ms$|^time$|At$)`),
+		// key names a number that is a measured duration or a clock reading. The
+		// camelCase suffixes are case-sensitive: "items" and "lat" name neither.
+		key: regexp.MustCompile(`(?i:duration|elapsed|latency|took|timestamp|uptime|_ms$|^ms$|_at$|^time$)|Ms$|At$`),
 	}
 })
 

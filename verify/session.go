@@ -27,6 +27,7 @@ type session struct {
 	meta   []byte // the stateless era's params._meta, nil in the session era
 
 	wmu     sync.Mutex     // one write at a time
+	writing atomic.Int32   // requests being written (send)
 	replies sync.WaitGroup // answers to the server's own requests being written
 	slots   chan struct{}  // bounds those writes: a server not reading gets no more
 
@@ -222,12 +223,46 @@ type errLost struct{ why string }
 
 func (e *errLost) Error() string { return e.why }
 
-// errExpired is a request whose expire channel fired before its answer came.
+// errExpired is a request whose timeout passed before its answer came.
 var errExpired = errors.New("no answer in time")
 
+// send writes msg, a request (or the handshake's notification) that is waited on,
+// unless ctx is done. A server that stops reading its input (the pipe full, or a
+// remote's queue) would hold the write, and so the call, past its timeout and past an
+// interruption: whoever gives up on a request still being written gives up on the
+// session (stall), which ends the write. A message half written cannot be taken back.
+func (s *session) send(ctx context.Context, writing *atomic.Bool, msg []byte) error {
+	s.writing.Add(1)
+	defer s.writing.Add(-1)
+	if writing != nil {
+		defer writing.Store(false)
+	}
+	if err := ctx.Err(); err != nil {
+		return err // after the count: watch sees the write, or the write sees ctx done
+	}
+	return s.write(msg)
+}
+
+// watch gives up on the session when ctx is done while a request is being written;
+// stop it once ctx no longer bounds the writes.
+func (s *session) watch(ctx context.Context, why string) (stop func() bool) {
+	return context.AfterFunc(ctx, func() {
+		if s.writing.Load() > 0 {
+			s.stall(why + " while a request was still being written (the server is not reading its input)")
+		}
+	})
+}
+
+// stall gives up on a server that does not take what is written to it: every call
+// waiting, and every later one, is not run; closing the connection ends the write.
+func (s *session) stall(why string) {
+	s.die(why)
+	s.conn.Close()
+}
+
 // roundTrip sends msg, a request whose id is id, and waits for its answer, until ctx
-// is done or expire fires (nil: never).
-func (s *session) roundTrip(ctx context.Context, expire <-chan time.Time, id, msg []byte) (answer, error) {
+// is done or timeout passes (0: never).
+func (s *session) roundTrip(ctx context.Context, timeout time.Duration, id, msg []byte) (answer, error) {
 	ch := make(chan answer, 1)
 	key := jsonlex.IDKey(id)
 	s.mu.Lock()
@@ -239,10 +274,28 @@ func (s *session) roundTrip(ctx context.Context, expire <-chan time.Time, id, ms
 	}
 	s.waiting[key] = ch
 	s.mu.Unlock()
-	if err := s.write(msg); err != nil {
+	var expire chan struct{}
+	var writing *atomic.Bool
+	if timeout > 0 {
+		// A timer, not a context.WithTimeout: a context per call, linked to ctx and
+		// unlinked again, was 3% of verify's cost per call.
+		expire, writing = make(chan struct{}), new(atomic.Bool)
+		writing.Store(true)
+		t := time.AfterFunc(timeout, func() {
+			close(expire)
+			if writing.Load() {
+				s.stall("the server stopped reading its input: a request could not be written to it within " + timeout.String())
+			}
+		})
+		defer t.Stop()
+	}
+	if err := s.send(ctx, writing, msg); err != nil {
 		s.forget(key)
 		if why := s.gone(); why != "" {
 			return answer{}, &errLost{why}
+		}
+		if ctx.Err() != nil {
+			return answer{}, ctx.Err()
 		}
 		return answer{}, &errLost{"sending the request: " + err.Error()}
 	}
@@ -276,9 +329,9 @@ func (s *session) forget(key string) {
 
 // request sends method with params (an object's raw bytes, or nil), the stateless
 // era's _meta added.
-func (s *session) request(ctx context.Context, expire <-chan time.Time, method string, params []byte) (answer, error) {
+func (s *session) request(ctx context.Context, timeout time.Duration, method string, params []byte) (answer, error) {
 	id := s.newID()
-	return s.roundTrip(ctx, expire, id, s.build(id, method, params))
+	return s.roundTrip(ctx, timeout, id, s.build(id, method, params))
 }
 
 func (s *session) build(id []byte, method string, params []byte) []byte {
@@ -336,7 +389,7 @@ func (s *session) handshake(ctx context.Context, h *cassette.Header) (initResult
 	if h.Era == cassette.EraStateless {
 		s.meta = h.Meta
 		if h.DiscoverResult != nil {
-			a, err := s.request(ctx, nil, "server/discover", nil)
+			a, err := s.request(ctx, 0, "server/discover", nil)
 			if err != nil {
 				return nil, fmt.Errorf("server/discover: %w", err)
 			}
@@ -365,7 +418,7 @@ func (s *session) handshake(ctx context.Context, h *cassette.Header) (initResult
 	if rh.Initialize == nil {
 		return nil, errors.New("the recorded initialize cannot be made again")
 	}
-	a, err := s.roundTrip(ctx, nil, rh.InitializeID, rh.Initialize)
+	a, err := s.roundTrip(ctx, 0, rh.InitializeID, rh.Initialize)
 	if err != nil {
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
@@ -376,7 +429,7 @@ func (s *session) handshake(ctx context.Context, h *cassette.Header) (initResult
 		if bytes.Contains(m, []byte(`"id"`)) {
 			continue // only the notification: the recording has no setLevel or subscriptions
 		}
-		if err := s.write(m); err != nil {
+		if err := s.send(ctx, nil, m); err != nil {
 			return nil, fmt.Errorf("notifications/initialized: %w", err)
 		}
 	}
@@ -396,7 +449,7 @@ func (s *session) listTools(ctx context.Context) (map[string][]byte, []byte, err
 		if cursor != nil {
 			params = append(append([]byte(`{"cursor":`), cursor...), '}')
 		}
-		a, err := s.request(ctx, nil, "tools/list", params)
+		a, err := s.request(ctx, 0, "tools/list", params)
 		if err != nil {
 			return nil, nil, fmt.Errorf("tools/list: %w", err)
 		}

@@ -149,12 +149,14 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 		s.replies.Wait()
 	}()
 	hsCtx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
+	stopWatch := s.watch(hsCtx, "the handshake ran out of time or was interrupted")
 	initResult, err := s.handshake(hsCtx, h)
 	var tools map[string][]byte
 	var toolsRaw []byte
 	if err == nil {
 		tools, toolsRaw, err = s.listTools(hsCtx)
 	}
+	stopWatch()
 	cancel()
 	if err != nil {
 		if why := s.gone(); why != "" && !errors.Is(err, context.DeadlineExceeded) {
@@ -177,6 +179,7 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 		up.SetHeader(nh)
 	}
 
+	defer s.watch(ctx, "verify was interrupted")()
 	r := &runner{cfg: &cfg, s: s, h: h, recTools: recordedTools(h), tools: tools}
 	sum := &Summary{Server: h.Server, Total: total, Counts: map[mcpdiff.Status]int{}, Plan: cfg.Plan}
 	out.Start(h, total, cfg.Plan)
@@ -444,13 +447,9 @@ func (r *runner) run(ctx context.Context, c *cassette.Call, res *CallResult) *Ca
 		params = append(append(params, `,"arguments":`...), c.Arguments...)
 	}
 	params = append(params, '}')
-	// A timer, not a context.WithTimeout: a context per call, linked to ctx and
-	// unlinked again, was 3% of verify's cost per call.
-	timeout := time.NewTimer(r.cfg.CallTimeout)
 	t0 := time.Now()
-	a, err := r.s.request(ctx, timeout.C, "tools/call", params)
+	a, err := r.s.request(ctx, r.cfg.CallTimeout, "tools/call", params)
 	took := time.Since(t0)
-	timeout.Stop()
 	res.Ran = true
 	if err != nil {
 		res.Status = mcpdiff.NotRun
