@@ -358,8 +358,11 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 			if _, ok := pl.lists[k]; ok {
 				delete(pl.lists, k)
 				pl.up.cuts = pl.p.ToolCuts(msg, o.Span, pl.up.cuts)
-			} else if nk, ok := jsNumberKey(f.ID); ok && len(pl.lists) > 0 {
-				if _, ok := pl.lists[nk]; ok {
+			} else if len(pl.lists) > 0 {
+				// Only while a list is awaited: the string is decoded on the
+				// server's pump, before the answer goes to the host.
+				nk, isNum := jsNumberKey(f.ID)
+				if _, ok := pl.lists[nk]; isNum && ok {
 					// A string id a TypeScript SDK host takes for the list's number
 					// (its Protocol matches Number(response.id)): cut as the list's
 					// answer, which is still awaited (an exact one is cut too).
