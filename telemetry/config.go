@@ -177,8 +177,8 @@ func headers(getenv func(string) string, name string) ([][2]string, error) {
 		if !validHeaderName(h[0]) {
 			// Shown only up to where it stops being a name: past it may be the value
 			// ("Authorization Bearer TOKEN=").
-			i := 0
-			for i < len(h[0]) && validHeaderName(h[0][:i+1]) {
+			i := 0 // the first byte that is not a name's (pairs refused an empty name)
+			for i < len(h[0]) && validHeaderName(h[0][i:i+1]) {
 				i++
 			}
 			return nil, fmt.Errorf("%s: %q... is not a header name (byte 0x%02x at %d)", name, redact.Label(h[0][:i], 64), h[0][i], i)
