@@ -22,11 +22,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/backoff"
 )
 
 // tuning holds the timings of delivery. Zero fields take the defaults below; tests
@@ -116,14 +116,6 @@ func newClient(t tuning) *client {
 // for the rest of the day.
 const idleTimeout = 30 * time.Second
 
-func jitter(base, max time.Duration, attempt int) time.Duration {
-	d := base << min(attempt, 30)
-	if d <= 0 || d > max {
-		d = max
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
 // post sends body to path under ep, once, within the request timeout. Whatever fails
 // is the caller's to back off from.
 func (c *client) post(ctx context.Context, ep *Endpoint, path string, body []byte) response {
@@ -171,23 +163,10 @@ func (c *client) send(ctx context.Context, ep *Endpoint, path string, body []byt
 		location: resp.Header.Get("Location"), cut: cut}
 }
 
-func retryAfter(resp *http.Response) time.Duration {
-	return retryAfterValue(resp.Header.Get("Retry-After"))
-}
+func retryAfter(resp *http.Response) time.Duration { return backoff.FromResponse(resp) }
 
 // retryAfterValue reads a Retry-After header's value: seconds, or an HTTP date.
-func retryAfterValue(v string) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return time.Until(t)
-	}
-	return 0
-}
+func retryAfterValue(v string) time.Duration { return backoff.RetryAfter(v, time.Now()) }
 
 // postPieces is post of a body in pieces (a batch: its reports, and the brackets and
 // commas between them), written as they are where http1 posts, joined for net/http.
