@@ -22,11 +22,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/backoff"
+	"github.com/bir-dev/bir-proxy/internal/httpclient"
 )
 
 // tuning holds the timings of delivery. Zero fields take the defaults below; tests
@@ -94,20 +94,18 @@ type response struct {
 }
 
 func newClient(t tuning) *client {
-	transport := &http.Transport{
+	return &client{h1: newHTTP1(t), timeout: t.requestTimeout, hc: httpclient.New(httpclient.Options{
 		// Never through an HTTP proxy from the environment: the bearer token is for the
 		// recorder alone.
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy: httpclient.NoProxy,
+		// A redirect would carry the token to wherever it points.
+		Redirects:           httpclient.NoRedirects,
+		DialTimeout:         5 * time.Second,
+		KeepAlive:           30 * time.Second,
 		MaxIdleConns:        t.maxWindow,
 		MaxIdleConnsPerHost: t.maxWindow,
 		IdleConnTimeout:     t.idleTimeout,
-	}
-	return &client{h1: newHTTP1(t), timeout: t.requestTimeout, hc: &http.Client{
-		Transport: transport,
-		// A redirect would carry the token to wherever it points.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
+	})}
 }
 
 // idleTimeout is how long a kept-alive connection to the recorder may wait unused
@@ -152,6 +150,7 @@ func (c *client) send(ctx context.Context, ep *Endpoint, path string, body []byt
 	// it would otherwise return the error. A nil value marks the request without
 	// sending the header.
 	req.Header["Idempotency-Key"] = nil
+	// One attempt, not go-retryablehttp: the dispatcher's backoff is the one retry layer.
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return response{err: fmt.Errorf("post %s: %w", path, err)}
@@ -213,10 +212,8 @@ func Ping(ctx context.Context, ep *Endpoint) error {
 		return fmt.Errorf("ping recorder: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+ep.Token)
-	hc := &http.Client{
-		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	// One try, as the request loops' are (no go-retryablehttp): status says what it saw.
+	hc := httpclient.New(httpclient.Options{Proxy: httpclient.NoProxy, Redirects: httpclient.NoRedirects, DisableKeepAlives: true})
 	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("ping recorder at %s: %w", ep.URL, err)
