@@ -23,6 +23,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/httpclient"
 )
 
 const (
@@ -79,7 +81,7 @@ type Options struct {
 	// CallbackPort is the loopback redirect port (0: DefaultCallbackPort).
 	CallbackPort int
 	Store        *Store
-	HTTPClient   *http.Client // nil: http.DefaultClient's transport with proxies honoured
+	HTTPClient   *http.Client // nil: net/http's default settings, the environment's proxy honoured
 	Open         Opener       // nil: SystemOpener(os.Getenv)
 	Notify       io.Writer    // the lines the user must see (stderr); nil: os.Stderr
 	// Logger is the log. Its lines do not name the server (the proxy's log names it
@@ -178,7 +180,10 @@ func New(o Options) (*Client, error) {
 		redirect: "http://127.0.0.1:" + strconv.Itoa(o.CallbackPort) + "/callback",
 		hc:       o.HTTPClient, renew: make(chan struct{}, 1)}
 	if c.hc == nil {
-		c.hc = &http.Client{Transport: http.DefaultTransport}
+		// As http.DefaultClient: the environment's proxy (the authorization server is
+		// on the network), net/http's redirects (the token endpoint refuses them on its
+		// own copy, token.go).
+		c.hc = httpclient.New(httpclient.Options{Proxy: httpclient.FromEnv, Redirects: httpclient.Follow, Standard: true})
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
@@ -746,13 +751,14 @@ const probeEvery = 20
 func (c *Client) portHeldByOther(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
+	// Loopback: no proxy. net/http's redirects, as this probe always followed them.
+	hc := httpclient.New(httpclient.Options{Proxy: httpclient.NoProxy, Redirects: httpclient.Follow, DisableKeepAlives: true})
+	defer hc.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", c.o.CallbackPort), nil)
 	if err != nil {
 		return false
 	}
-	resp, err := (&http.Client{Transport: tr}).Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return false
 	}

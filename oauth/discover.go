@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/bir-dev/bir-proxy/internal/backoff"
 	"github.com/bir-dev/bir-proxy/redact"
 )
 
@@ -150,11 +153,45 @@ func serverMetadataURLs(issuer string) ([]string, error) {
 // errNotFound is a metadata document that is not there (a 4xx): try the next place.
 var errNotFound = errors.New("not found")
 
+// discoveryPace paces a metadata GET's tries: 250 ms doubling to 2 s, full jitter, a
+// Retry-After honoured up to 5 s. All of a GET's tries and waits are within one
+// requestTimeout.
+var discoveryPace = backoff.Policy{Base: 250 * time.Millisecond, Cap: 2 * time.Second, Jitter: backoff.Full, MaxRetryAfter: 5 * time.Second}
+
+// discoveryRetries is how many times a metadata GET is tried again after a
+// transient failure: 429, 502, 503, 504, or no answer (a refused or reset
+// connection; not a redirect loop, a bad certificate or the timeout).
+const discoveryRetries = 2
+
+// retryingGET is hc trying a metadata GET again (a read of a public document: safe to
+// repeat), its own log off: the error the last try met is what the caller says.
+func retryingGET(hc *http.Client) *retryablehttp.Client {
+	return &retryablehttp.Client{
+		HTTPClient:   hc,
+		RetryMax:     discoveryRetries,
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+			if err != nil {
+				// false for the context's end and for what no retry mends
+				return retryablehttp.DefaultRetryPolicy(ctx, nil, err)
+			}
+			switch resp.StatusCode {
+			case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+				return true, nil
+			}
+			return false, nil
+		},
+		Backoff: func(_, _ time.Duration, attempt int, resp *http.Response) time.Duration {
+			return discoveryPace.Next(attempt, backoff.FromResponse(resp))
+		},
+	}
+}
+
 // getJSON GETs a JSON document into v.
 func getJSON(ctx context.Context, hc *http.Client, u string, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
@@ -162,7 +199,7 @@ func getJSON(ctx context.Context, hc *http.Client, u string, v any) error {
 	// The spec has the client send the protocol version during discovery; this is
 	// the newest one the proxy's transport speaks.
 	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-	resp, err := hc.Do(req)
+	resp, err := retryingGET(hc).Do(req)
 	if err != nil {
 		return err
 	}

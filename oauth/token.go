@@ -74,6 +74,7 @@ func tokenRequest(ctx context.Context, hc *http.Client, as *ServerMetadata, cl *
 		req.SetBasicAuth(url.QueryEscape(cl.ID), url.QueryEscape(cl.Secret))
 	}
 	start := time.Now()
+	// One try, not go-retryablehttp: a code or a rotated refresh token is spent by the first.
 	resp, err := noRedirects(hc).Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("the token endpoint: %w", urlErr(err))
@@ -212,6 +213,7 @@ func register(ctx context.Context, hc *http.Client, as *ServerMetadata, name, re
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
+	// One try, not go-retryablehttp: a registration repeated makes a second client.
 	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("registering the client: %w", urlErr(err))

@@ -22,11 +22,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
-	"strconv"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/backoff"
+	"github.com/bir-dev/bir-proxy/internal/httpclient"
 )
 
 // tuning holds the timings of delivery. Zero fields take the defaults below; tests
@@ -94,20 +94,18 @@ type response struct {
 }
 
 func newClient(t tuning) *client {
-	transport := &http.Transport{
+	return &client{h1: newHTTP1(t), timeout: t.requestTimeout, hc: httpclient.New(httpclient.Options{
 		// Never through an HTTP proxy from the environment: the bearer token is for the
 		// recorder alone.
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy: httpclient.NoProxy,
+		// A redirect would carry the token to wherever it points.
+		Redirects:           httpclient.NoRedirects,
+		DialTimeout:         5 * time.Second,
+		KeepAlive:           30 * time.Second,
 		MaxIdleConns:        t.maxWindow,
 		MaxIdleConnsPerHost: t.maxWindow,
 		IdleConnTimeout:     t.idleTimeout,
-	}
-	return &client{h1: newHTTP1(t), timeout: t.requestTimeout, hc: &http.Client{
-		Transport: transport,
-		// A redirect would carry the token to wherever it points.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
+	})}
 }
 
 // idleTimeout is how long a kept-alive connection to the recorder may wait unused
@@ -115,14 +113,6 @@ func newClient(t tuning) *client {
 // same): a session that stopped making calls must not hold the recorder's sockets open
 // for the rest of the day.
 const idleTimeout = 30 * time.Second
-
-func jitter(base, max time.Duration, attempt int) time.Duration {
-	d := base << min(attempt, 30)
-	if d <= 0 || d > max {
-		d = max
-	}
-	return d/2 + rand.N(d/2+1)
-}
 
 // post sends body to path under ep, once, within the request timeout. Whatever fails
 // is the caller's to back off from.
@@ -160,6 +150,7 @@ func (c *client) send(ctx context.Context, ep *Endpoint, path string, body []byt
 	// it would otherwise return the error. A nil value marks the request without
 	// sending the header.
 	req.Header["Idempotency-Key"] = nil
+	// One attempt, not go-retryablehttp: the dispatcher's backoff is the one retry layer.
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return response{err: fmt.Errorf("post %s: %w", path, err)}
@@ -171,23 +162,10 @@ func (c *client) send(ctx context.Context, ep *Endpoint, path string, body []byt
 		location: resp.Header.Get("Location"), cut: cut}
 }
 
-func retryAfter(resp *http.Response) time.Duration {
-	return retryAfterValue(resp.Header.Get("Retry-After"))
-}
+func retryAfter(resp *http.Response) time.Duration { return backoff.FromResponse(resp) }
 
 // retryAfterValue reads a Retry-After header's value: seconds, or an HTTP date.
-func retryAfterValue(v string) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return time.Until(t)
-	}
-	return 0
-}
+func retryAfterValue(v string) time.Duration { return backoff.RetryAfter(v, time.Now()) }
 
 // postPieces is post of a body in pieces (a batch: its reports, and the brackets and
 // commas between them), written as they are where http1 posts, joined for net/http.
@@ -234,10 +212,8 @@ func Ping(ctx context.Context, ep *Endpoint) error {
 		return fmt.Errorf("ping recorder: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+ep.Token)
-	hc := &http.Client{
-		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	// One try, as the request loops' are (no go-retryablehttp): status says what it saw.
+	hc := httpclient.New(httpclient.Options{Proxy: httpclient.NoProxy, Redirects: httpclient.NoRedirects, DisableKeepAlives: true})
 	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("ping recorder at %s: %w", ep.URL, err)

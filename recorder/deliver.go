@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/bir-dev/bir-proxy/internal/backoff"
 	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -904,12 +905,10 @@ func (d *dispatcher) fail(retryAfter time.Duration) {
 
 // backoffWait is the pause after the failures-th failure in a row: doubling from the
 // base with jitter up to the cap, or what the recorder asked for, clamped to the cap.
+// Each wait is drawn from [d/2, d] (backoff.Half): the pause stops all delivery, and
+// one near zero would be no pause at all.
 func backoffWait(t tuning, failures int, retryAfter time.Duration) time.Duration {
-	wait := jitter(t.backoffBase, t.backoffCap, failures)
-	if retryAfter > wait {
-		wait = min(retryAfter, t.backoffCap)
-	}
-	return wait
+	return backoff.Policy{Base: t.backoffBase, Cap: t.backoffCap, Jitter: backoff.Half}.Next(failures, retryAfter)
 }
 
 func (d *dispatcher) resume() {

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/backoff"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/relay"
@@ -483,7 +484,7 @@ func (e *Executor) settle(d *dispatch, o outcome) {
 func (e *Executor) poll() {
 	defer close(e.pollDone)
 	ctx := e.pollCtx
-	b := backoff{base: e.tune.backoffBase, cap: e.tune.backoffCap}
+	b := newPacer(e.tune)
 	// A poll before the first register has succeeded would only be refused.
 	if !e.register(ctx, 0) {
 		return
@@ -519,7 +520,7 @@ func (e *Executor) poll() {
 			} else {
 				e.log.Debug("poll failed", "err", err)
 			}
-			if !sleep(ctx, b.next(0)) || !e.register(ctx, e.rec.Reregister()) {
+			if !backoff.Sleep(ctx, b.next(0)) || !e.register(ctx, e.rec.Reregister()) {
 				return
 			}
 			fresh = true
@@ -528,7 +529,7 @@ func (e *Executor) poll() {
 			// unknown_proxy: the recorder forgot us. Register again, then poll; a
 			// refusal right after registering waits first, or the two would spin.
 			e.log.Debug("poll answered unknown_proxy; registering again")
-			if fresh && !sleep(ctx, b.next(0)) {
+			if fresh && !backoff.Sleep(ctx, b.next(0)) {
 				return
 			}
 			if !e.register(ctx, e.rec.Reregister()) {
@@ -541,7 +542,7 @@ func (e *Executor) poll() {
 				outage = true
 				e.log.Warn("the recorder is failing polls; dispatches wait until it answers", "status", a.Status, "body", string(a.Body))
 			}
-			if !sleep(ctx, b.next(a.RetryAfter)) {
+			if !backoff.Sleep(ctx, b.next(a.RetryAfter)) {
 				return
 			}
 			continue
@@ -549,7 +550,7 @@ func (e *Executor) poll() {
 		ans, ok := parsePoll(a.Body, time.Now(), e.pollLimit())
 		if !ok {
 			e.log.Warn("the recorder's poll answer is not a JSON object; ignored", "body", clip(a.Body, 200))
-			if !sleep(ctx, b.next(0)) {
+			if !backoff.Sleep(ctx, b.next(0)) {
 				return
 			}
 			continue
@@ -563,7 +564,7 @@ func (e *Executor) poll() {
 			// Nothing, and long before waitMs: a recorder that does not hold polls
 			// would have this loop spin, so it is paced as if the poll had failed.
 			if time.Since(sent) < e.tune.wait/10 {
-				if !sleep(ctx, b.next(0)) {
+				if !backoff.Sleep(ctx, b.next(0)) {
 					return
 				}
 				continue
@@ -576,7 +577,7 @@ func (e *Executor) poll() {
 			// The recorder is not taking results: nothing more it hands out could be
 			// answered, so the next poll waits, as after a failure (a flood of
 			// dispatches would otherwise be parsed and dropped as fast as it comes).
-			if !sleep(ctx, b.next(0)) {
+			if !backoff.Sleep(ctx, b.next(0)) {
 				return
 			}
 			continue

@@ -346,7 +346,7 @@ func TestBackoffBound(t *testing.T) {
 	worst, total := 0, 0
 	const runs = 20000
 	for range runs {
-		b := backoff{base: 250 * time.Millisecond, cap: 30 * time.Second}
+		b := newPacer(tuning{backoffBase: 250 * time.Millisecond, backoffCap: 30 * time.Second})
 		n := 1
 		for elapsed := b.next(0); elapsed < time.Minute; elapsed += b.next(0) {
 			n++
@@ -358,7 +358,7 @@ func TestBackoffBound(t *testing.T) {
 	if worst > 36 {
 		t.Fatalf("%d attempts in a minute", worst)
 	}
-	b := backoff{base: time.Second, cap: 30 * time.Second}
+	b := newPacer(tuning{backoffBase: time.Second, backoffCap: 30 * time.Second})
 	for range 3 {
 		if w := b.next(10 * time.Second); w < 10*time.Second {
 			t.Fatalf("Retry-After not honoured: %s", w)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/backoff"
 )
 
 // sender posts dispatch results (POST /proxy/result) one at a time, in the order the
@@ -188,7 +190,7 @@ func (s *sender) logDropped(ids []string, why string) {
 func (s *sender) run() {
 	defer close(s.done)
 	e := s.e
-	b := backoff{base: e.tune.backoffBase, cap: e.tune.backoffCap}
+	b := newPacer(e.tune)
 	refused := false // the last answer was unknown_proxy
 	defer func() {
 		// Cut off by Close's deadline: what is left is said once.
@@ -256,6 +258,6 @@ func (s *sender) run() {
 }
 
 // pause waits out the next backoff step, no later than until (the head's give-up).
-func (s *sender) pause(b *backoff, retryAfter time.Duration, until time.Time) {
-	sleep(s.ctx, min(b.next(retryAfter), max(time.Until(until), 0)))
+func (s *sender) pause(b *pacer, retryAfter time.Duration, until time.Time) {
+	backoff.Sleep(s.ctx, min(b.next(retryAfter), max(time.Until(until), 0)))
 }

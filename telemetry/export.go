@@ -10,10 +10,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/bir-dev/bir-proxy/internal/backoff"
+	"github.com/bir-dev/bir-proxy/internal/httpclient"
 )
 
 // Defaults of the batching span processor (the SDK specification's, but the queue).
@@ -23,11 +27,18 @@ const (
 	DefaultBatchDelay = 5 * time.Second
 	// maxResponse caps what is read of a collector's answer.
 	maxResponse = 64 << 10
-	// maxRetryAfter caps how long a Retry-After can silence the exporter.
-	maxRetryAfter = 60 * time.Second
 	// retries is how many times one batch is sent again after a retryable answer.
 	retries = 2
 )
+
+// pace is the exporter's backoff: 1 s doubling to 32 s, no jitter, a Retry-After
+// honoured up to 60 s. failures counts across batches (reset by a success): the
+// batch after one that was dropped waits too.
+var pace = backoff.Policy{Base: time.Second, Cap: 32 * time.Second, Jitter: backoff.None, MaxRetryAfter: 60 * time.Second}
+
+// errStopping cuts a wait between two tries of a batch when Close starts: the exit's
+// flush sends the batch once more, as it sends what is queued.
+var errStopping = errors.New("the exporter is stopping")
 
 // Options configure an Exporter.
 type Options struct {
@@ -96,10 +107,21 @@ type Exporter struct {
 	lastErr   string // the last reason spans were dropped or not sent (under mu)
 	lastErrAt time.Time
 
+	// stopping is cancelled when Close starts (x.stop is closed).
+	stopping   context.Context
+	stopCancel context.CancelFunc
+	// retrying sends the traces' exports, trying a batch again after a retryable
+	// answer; its hooks run on the goroutine.
+	retrying *retryablehttp.Client
+
 	// owned by the goroutine
-	buf     []byte
-	retryAt time.Time
-	backoff time.Duration
+	buf      []byte
+	retryAt  time.Time // nothing is sent before it (after a batch failed for good)
+	failures int       // retryable failures in a row, for pace
+	// sleeping is set while retrying waits between two tries; interrupt cuts that
+	// wait (Close started meanwhile).
+	sleeping  atomic.Bool
+	interrupt context.CancelCauseFunc
 }
 
 // New starts an Exporter for a Config that is Enabled.
@@ -135,6 +157,8 @@ func New(o Options) *Exporter {
 	}
 	x.res = baseResource(o.Config, o.Version, o.Server)
 	x.ctx, x.cancel = context.WithCancel(context.Background())
+	x.stopping, x.stopCancel = context.WithCancel(context.Background())
+	x.retrying = x.newRetrying()
 	go x.run()
 	return x
 }
@@ -384,6 +408,7 @@ func (x *Exporter) Close(ctx context.Context) Stats {
 		x.sessions.record(session, time.Since(x.created).Seconds())
 	}
 	close(x.stop)
+	x.stopCancel()
 	select {
 	case <-x.done:
 	case <-ctx.Done():
@@ -391,6 +416,7 @@ func (x *Exporter) Close(ctx context.Context) Stats {
 		<-x.done
 	}
 	x.cancel()
+	x.stopCancel()
 	x.stateWG.Wait()
 	if x.statePath != "" {
 		x.writeState(x.state(false))
@@ -412,8 +438,7 @@ func (x *Exporter) run() {
 		defer mt.Stop()
 		metricsC = mt.C
 	}
-	var pending *batch // a batch to send again after a retryable answer
-	tries := 0
+	var pending *batch // a batch whose tries Close cut: the exit's flush sends it
 	for {
 		timed := false
 		select {
@@ -427,28 +452,19 @@ func (x *Exporter) run() {
 			x.exportMetrics()
 			continue
 		}
-		for x.ctx.Err() == nil {
+		for x.ctx.Err() == nil && pending == nil {
 			if wait := time.Until(x.retryAt); wait > 0 {
 				break // the collector asked for quiet; the ticker comes back
 			}
-			if pending == nil {
-				pending = x.take(timed)
-				if pending == nil {
-					break
-				}
-				tries = 0
+			b := x.take(timed)
+			if b == nil {
+				break
 			}
-			ok := x.send(pending)
-			if !ok && tries >= retries {
-				x.drop(pending.n, "the collector kept answering that it cannot take them now")
-				ok = true
+			if !x.send(b) {
+				pending = b // Close started; x.stop is closed
+				break
 			}
-			if ok {
-				x.recycle(pending)
-				pending, tries = nil, 0
-				continue
-			}
-			tries++
+			x.recycle(b)
 		}
 	}
 }
@@ -515,8 +531,9 @@ func (x *Exporter) final(pending *batch) {
 	x.exportMetrics()
 }
 
-// send exports one batch; true means done with it (taken, or refused for good and
-// counted), false that it may be sent again.
+// send exports one batch, trying it again up to twice after a retryable answer;
+// true means done with it (taken, or refused or given up for good and counted),
+// false that Close started before it was taken and it may be sent again (once).
 func (x *Exporter) send(b *batch) bool {
 	n := b.n
 	x.mu.Lock()
@@ -529,8 +546,11 @@ func (x *Exporter) send(b *batch) bool {
 		// The head, then the spans as Submit encoded them: not copied again.
 		x.buf, tail = appendTracesHead(x.buf[:0], res, x.version, len(b.enc)), b.enc
 	}
-	code, body, retryAfter, err := x.post(x.cfg.TracesURL, x.traces, x.buf, tail)
+	code, body, retryAfter, err := x.post(x.cfg.TracesURL, x.traces, x.buf, tail, x.retrying)
 	x.shrink()
+	if errors.Is(err, errStopping) {
+		return false
+	}
 	switch {
 	case err == nil && code/100 == 2:
 		rejected, msg, _ := partialSuccess(body, x.traces.Protocol == ProtoJSON, "rejectedSpans")
@@ -540,17 +560,19 @@ func (x *Exporter) send(b *batch) bool {
 		if rejected > 0 && msg != "" {
 			x.log.Debug("OpenTelemetry: the collector rejected spans", "spans", rejected, "message", msg)
 		}
-		x.backoff = 0
+		x.failures = 0
 		return true
 	case err == nil && retryable(code), err != nil && x.ctx.Err() == nil:
-		x.setBackoff(retryAfter)
-		if err != nil {
-			x.logOnce("OpenTelemetry: the collector cannot be reached; spans wait, and are dropped past the queue", err)
-			x.setError(err.Error())
-		} else {
-			x.setError(fmt.Sprintf("the collector answered HTTP %d; spans wait, and are dropped past the queue", code))
+		x.noteRetryable(code, err)
+		if x.stopping.Err() != nil {
+			return false // the exit's flush tries it once more
 		}
-		return false
+		// Given up after its tries: nothing more is sent for one more step of the
+		// backoff (the batch after it would likely meet the same answer).
+		x.retryAt = time.Now().Add(pace.Next(x.failures, retryAfter))
+		x.failures++
+		x.drop(n, "the collector kept answering that it cannot take them now")
+		return true
 	default:
 		if err == nil {
 			err = fmt.Errorf("HTTP %d", code)
@@ -573,16 +595,60 @@ func (x *Exporter) shrink() {
 	}
 }
 
-func (x *Exporter) setBackoff(retryAfter time.Duration) {
-	switch {
-	case retryAfter > 0:
-		x.backoff = min(retryAfter, maxRetryAfter)
-	case x.backoff == 0:
-		x.backoff = time.Second
-	default:
-		x.backoff = min(2*x.backoff, 32*time.Second)
+// noteRetryable says a retryable failure (an answer code, or err): once on stderr for
+// an unreachable collector, and in the state file.
+func (x *Exporter) noteRetryable(code int, err error) {
+	if err != nil {
+		x.logOnce("OpenTelemetry: the collector cannot be reached; spans wait, and are dropped past the queue", err)
+		x.setError(err.Error())
+	} else {
+		x.setError(fmt.Sprintf("the collector answered HTTP %d; spans wait, and are dropped past the queue", code))
 	}
-	x.retryAt = time.Now().Add(x.backoff)
+}
+
+// newRetrying is the client of the traces' exports: x.client, each try bounded by the
+// traces' timeout, a batch tried again up to retries times after a retryable answer
+// (retryable: 429, 502, 503, 504, no answer) with pace's waits, the last answer
+// returned as it is. Its own log is off: the exporter says what matters.
+func (x *Exporter) newRetrying() *retryablehttp.Client {
+	hc := *x.client
+	hc.Timeout = x.traces.Timeout // each try's, not the whole batch's with its waits
+	return &retryablehttp.Client{
+		HTTPClient:   &hc,
+		RetryMax:     retries,
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+			switch {
+			case ctx.Err() != nil:
+				return false, context.Cause(ctx)
+			case x.stopping.Err() != nil:
+				return false, nil // Close started: the exit's flush takes over
+			case err == nil && !retryable(resp.StatusCode):
+				return false, nil
+			}
+			code := 0
+			if resp != nil {
+				code = resp.StatusCode
+			}
+			x.noteRetryable(code, err)
+			return true, nil
+		},
+		Backoff: func(_, _ time.Duration, _ int, resp *http.Response) time.Duration {
+			wait := pace.Next(x.failures, backoff.FromResponse(resp))
+			x.failures++
+			x.log.Debug("OpenTelemetry: export to be tried again", "after", wait)
+			// Close may start during the wait: it cuts it (see post).
+			x.sleeping.Store(true)
+			if x.stopping.Err() != nil {
+				x.interrupt(errStopping)
+			}
+			return wait
+		},
+		PrepareRetry: func(*http.Request) error {
+			x.sleeping.Store(false)
+			return nil
+		},
+	}
 }
 
 func (x *Exporter) exportMetrics() {
@@ -608,7 +674,7 @@ func (x *Exporter) exportMetrics() {
 	} else {
 		body = appendMetricsProto(nil, res, x.version, ms)
 	}
-	if code, _, _, err := x.post(x.cfg.MetricsURL, x.metrics, body, nil); err != nil || code/100 != 2 {
+	if code, _, _, err := x.post(x.cfg.MetricsURL, x.metrics, body, nil, nil); err != nil || code/100 != 2 {
 		if err == nil {
 			err = fmt.Errorf("HTTP %d", code)
 		}
@@ -623,45 +689,82 @@ func retryable(code int) bool {
 }
 
 // post sends body followed by tail to u with sig's protocol, headers and timeout,
-// and reads at most maxResponse of the answer.
-func (x *Exporter) post(u string, sig Signal, body, tail []byte) (code int, resp []byte, retryAfter time.Duration, err error) {
-	ctx, cancel := context.WithTimeout(x.ctx, sig.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, 0, fmt.Errorf("making the export request: %w", err)
-	}
-	if len(tail) > 0 {
-		// Two parts, the length known (as it is of one bytes.Reader), and a body
-		// that can be read again for a redirect.
-		req.ContentLength = int64(len(body) + len(tail))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(&twoParts{body, tail}), nil }
-		req.Body, _ = req.GetBody()
-	}
-	if sig.Protocol == ProtoJSON {
-		req.Header.Set("Content-Type", "application/json")
+// and reads at most maxResponse of the answer. With rc the request is rc's, tried
+// again as it says (the traces); without, it is tried once (the metrics: the next
+// interval's export carries the same cumulative values).
+func (x *Exporter) post(u string, sig Signal, body, tail []byte, rc *retryablehttp.Client) (code int, resp []byte, retryAfter time.Duration, err error) {
+	var r *http.Response
+	if rc == nil {
+		ctx, cancel := context.WithTimeout(x.ctx, sig.Timeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+		if err != nil {
+			return 0, nil, 0, fmt.Errorf("making the export request: %w", err)
+		}
+		x.setHeaders(req.Header, sig)
+		r, err = x.client.Do(req)
+		if err != nil {
+			return 0, nil, 0, fmt.Errorf("exporting to %s: %w", redacted(u), err)
+		}
 	} else {
-		req.Header.Set("Content-Type", "application/x-protobuf")
-	}
-	req.Header.Set("User-Agent", "bir-proxy/"+x.version)
-	for _, h := range sig.Headers {
-		req.Header.Set(h[0], h[1])
-	}
-	r, err := x.client.Do(req)
-	if err != nil {
-		return 0, nil, 0, fmt.Errorf("exporting to %s: %w", redacted(u), err)
+		// Each try bounded by rc's timeout; a wait between two cut when Close starts.
+		ctx, cancel := context.WithCancelCause(x.ctx)
+		defer cancel(nil)
+		x.interrupt = cancel
+		x.sleeping.Store(false)
+		stop := context.AfterFunc(x.stopping, func() {
+			if x.sleeping.Load() {
+				cancel(errStopping)
+			}
+		})
+		defer stop()
+		// Two parts, the length known (twoParts.Len), read again for each try and
+		// for a redirect; the spans are not copied into one buffer.
+		req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, u,
+			retryablehttp.ReaderFunc(func() (io.Reader, error) { return &twoParts{body, tail}, nil }))
+		if err != nil {
+			return 0, nil, 0, fmt.Errorf("making the export request: %w", err)
+		}
+		x.setHeaders(req.Header, sig)
+		r, err = rc.Do(req)
+		if context.Cause(ctx) == errStopping {
+			if r != nil {
+				r.Body.Close()
+			}
+			return 0, nil, 0, errStopping
+		}
+		if err != nil {
+			return 0, nil, 0, fmt.Errorf("exporting to %s: %w", redacted(u), err)
+		}
 	}
 	defer r.Body.Close()
 	resp, err = io.ReadAll(io.LimitReader(r.Body, maxResponse))
 	if err != nil && !errors.Is(err, context.Canceled) {
 		err = nil // the status is what matters; a broken body is not a failed export
 	}
-	return r.StatusCode, resp, parseRetryAfter(r.Header.Get("Retry-After"), time.Now()), nil
+	return r.StatusCode, resp, backoff.FromResponse(r), nil
 }
 
-// twoParts reads a then b. Its WriteTo writes each as it is (io.MultiReader's copies
-// them through a 32 KiB buffer it allocates for each request).
+func (x *Exporter) setHeaders(h http.Header, sig Signal) {
+	if sig.Protocol == ProtoJSON {
+		h.Set("Content-Type", "application/json")
+	} else {
+		h.Set("Content-Type", "application/x-protobuf")
+	}
+	h.Set("User-Agent", "bir-proxy/"+x.version)
+	for _, kv := range sig.Headers {
+		h.Set(kv[0], kv[1])
+	}
+}
+
+// twoParts reads a then b; Len is what is left, which tells retryablehttp the
+// request's length.
 type twoParts struct{ a, b []byte }
+
+func (t *twoParts) Len() int { return len(t.a) + len(t.b) }
+
+// Its WriteTo writes each as it is (io.MultiReader's copies them through a 32 KiB
+// buffer it allocates for each request).
 
 func (t *twoParts) Read(p []byte) (int, error) {
 	if len(t.a) == 0 && len(t.b) == 0 {
@@ -695,43 +798,19 @@ func redacted(u string) string {
 	return p.Redacted()
 }
 
-// parseRetryAfter reads a Retry-After value: seconds, or an HTTP date; 0 when absent
-// or unreadable.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" || len(v) > 64 {
-		return 0
-	}
-	if n, err := strconv.Atoi(v); err == nil {
-		if n <= 0 {
-			return 0
-		}
-		return min(time.Duration(min(n, 3600))*time.Second, maxRetryAfter)
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return min(t.Sub(now), maxRetryAfter)
-	}
-	return 0
-}
-
 // newClient is the HTTP client of the exports: it follows a redirect only within the
 // origin of the endpoint it was sent to (the headers, which may carry an API key, go
-// nowhere else), at most 3 times, and reads answers with capped headers.
+// nowhere else), in a chain of at most 3 requests, and reads answers with capped
+// headers. The environment's proxy is honoured (a collector is on the network).
 func newClient(timeout time.Duration) *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxResponseHeaderBytes = 64 << 10
-	tr.MaxIdleConns = 2
-	tr.WriteBufferSize = 64 << 10 // a batch in a few writes, not 4 KiB ones
-	tr.ResponseHeaderTimeout = timeout
-	return &http.Client{Transport: tr, CheckRedirect: sameOrigin}
-}
-
-func sameOrigin(req *http.Request, via []*http.Request) error {
-	if len(via) >= 3 {
-		return http.ErrUseLastResponse
-	}
-	first := via[0].URL
-	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
-		return http.ErrUseLastResponse
-	}
-	return nil
+	return httpclient.New(httpclient.Options{
+		Standard:               true,
+		Proxy:                  httpclient.FromEnv,
+		Redirects:              httpclient.SameOrigin,
+		MaxHops:                3,
+		MaxResponseHeaderBytes: 64 << 10,
+		MaxIdleConns:           2,
+		WriteBufferSize:        64 << 10, // a batch in a few writes, not 4 KiB ones
+		ResponseHeaderTimeout:  timeout,
+	})
 }

@@ -396,3 +396,47 @@ func TestTwoParts(t *testing.T) {
 		t.Fatalf("wrote %d bytes, %v", n, err)
 	}
 }
+
+// Close while a batch waits between two tries (a collector's Retry-After of 10^9 s,
+// honoured up to 60 s) cuts the wait: the exit's flush sends the batch once more,
+// within Close's bound, instead of the wait outlasting it and the batch being lost.
+func TestExporterCloseCutsARetryWait(t *testing.T) {
+	c := newCollector(t)
+	c.answer = func(n int, w http.ResponseWriter) {
+		if n == 1 {
+			w.Header().Set("Retry-After", "1000000000")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}
+	x := New(Options{Config: c.cfg(ProtoProtobuf), BatchDelay: 10 * time.Millisecond})
+	x.Submit(span(0))
+	<-c.got // the 503's; the exporter then waits 60 s to try again
+	deadline := time.Now().Add(10 * time.Second)
+	for !x.sleeping.Load() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	st := closeWithin(t, x, 5*time.Second)
+	if st.Exported != 1 || st.Dropped != 0 || c.reqs.Load() != 2 {
+		t.Fatalf("%+v after %d requests", st, c.reqs.Load())
+	}
+}
+
+// A collector that keeps answering 503 gets each batch three times (two tries again,
+// after 1 s and 2 s), then the batch is dropped and counted.
+func TestExporterGivesUpAfterTwoRetries(t *testing.T) {
+	c := newCollector(t)
+	c.answer = func(n int, w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) }
+	x := New(Options{Config: c.cfg(ProtoProtobuf), BatchDelay: 10 * time.Millisecond})
+	x.Submit(span(0))
+	for range 3 {
+		<-c.got
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for x.Stats().Dropped == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := closeWithin(t, x, time.Second)
+	if st.Dropped != 1 || st.Exported != 0 || c.reqs.Load() != 3 {
+		t.Fatalf("%+v after %d requests", st, c.reqs.Load())
+	}
+}

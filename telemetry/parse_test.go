@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/backoff"
 )
 
 func TestParseTraceparent(t *testing.T) {
@@ -108,15 +110,19 @@ func FuzzPartialSuccess(f *testing.F) {
 	})
 }
 
-func TestParseRetryAfter(t *testing.T) {
+// A collector's Retry-After silences the exporter at most 60 s, its backoff 32 s.
+func TestRetryAfterBound(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for v, want := range map[string]time.Duration{
-		"3": 3 * time.Second, "0": 0, "-1": 0, "x": 0, "100000": maxRetryAfter, "": 0,
+		"3": 3 * time.Second, "0": time.Second, "x": time.Second, "100000": time.Minute, "1000000000": time.Minute,
 		now.Add(5 * time.Second).Format(http.TimeFormat): 5 * time.Second,
 	} {
-		if got := parseRetryAfter(v, now); got != want {
+		if got := pace.Next(0, backoff.RetryAfter(v, now)); got != want {
 			t.Errorf("%q: %v, want %v", v, got, want)
 		}
+	}
+	if got := pace.Next(40, 0); got != 32*time.Second {
+		t.Errorf("the backoff's cap: %v", got)
 	}
 }
 
