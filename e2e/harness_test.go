@@ -148,6 +148,8 @@ type expectedCall struct {
 	CallID          *string         `json:"callId"`
 	ArgsFingerprint string          `json:"argsFingerprint"`
 	Outcome         string          `json:"outcome"`
+	// Rounds is set by joinRounds: the host's calls one multi round-trip call made.
+	Rounds int `json:"-"`
 }
 
 // runHost runs the scenario's scripted host once and collects what it wrote. A host

@@ -26,6 +26,7 @@ type replier struct {
 	toolsList []byte          // the whole tools/list result
 	bigResult []byte          // the tools/call result for --reply-size, built once
 	buf       []byte
+	tasks     map[string]*task // tasks.go
 }
 
 func newReplier(cfg config) (*replier, error) {
@@ -75,6 +76,7 @@ type request struct {
 	name, arguments    gjson.Result // members of params
 	protocolVersion    gjson.Result
 	inputResponses     gjson.Result
+	taskID, task       gjson.Result // tasks/*'s params.taskId; 2025-11-25's params.task
 }
 
 func parseRequest(msg gjson.Result) request {
@@ -106,6 +108,10 @@ func parseRequest(msg gjson.Result) request {
 				first(&req.protocolVersion, v)
 			case "inputResponses":
 				first(&req.inputResponses, v)
+			case "taskId":
+				first(&req.taskID, v)
+			case "task":
+				first(&req.task, v)
 			}
 			return true
 		})
@@ -206,6 +212,8 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 		case name == "endless":
 			r.then = thenEndless
 			return append(appendResultStart(buf, id), `{"content":[{"type":"text","text":"`...)
+		case name == "task" || req.task.IsObject():
+			return r.appendTaskHandle(buf, req)
 		case name == "need_input":
 			buf = appendNeedInput(appendResultStart(buf, id), req.inputResponses.Exists())
 		case name == "env" && r.env:
@@ -221,6 +229,8 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 		}
 		buf = append(appendResultStart(buf, id), `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},`+
 			`"resultType":"complete","ttlMs":0,"cacheScope":"private","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"rawserver","version":"0.0.1"}}}`...)
+	case "tasks/get", "tasks/result", "tasks/cancel":
+		return r.appendTaskAnswer(buf, req)
 	default:
 		buf = append(appendResultStart(buf, id), `{}`...)
 	}
