@@ -779,3 +779,34 @@ func TestReplayFollowsTasks(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayExitWhileFollowingTask: the host leaving while a dispatch follows a task
+// that never ends (no timeoutMs) posts it cancelled, and the proxy exits as promptly
+// as with a plain call in flight: the tasks/cancel it sends on the way out waits for
+// no one.
+func TestReplayExitWhileFollowingTask(t *testing.T) {
+	t.Parallel()
+	s := startReplay(t)
+	ctx := testutil.Context(t)
+	s.handshake()
+	s.dispatch(recordertest.Dispatch{DispatchID: "endless", Tool: "task_forever", Arguments: json.RawMessage(`{"endless":1}`)})
+	s.waitReceived(ctx, "a tasks/get", func(l string) bool { return gjson.Get(l, "method").String() == "tasks/get" })
+	t0 := time.Now()
+	s.Stdin.Close()
+	select {
+	case <-s.Done():
+	case <-ctx.Done():
+		t.Fatal("the proxy did not exit")
+	}
+	took := time.Since(t0)
+	t.Logf("exited %s after the host left", took.Round(time.Millisecond))
+	if took > 4*time.Second {
+		t.Errorf("the proxy took %s to exit", took)
+	}
+	if r := s.results(ctx, "endless")["endless"]; r.Outcome != "cancelled" {
+		t.Errorf("posted %s, want cancelled", r.Body)
+	}
+	if msg, err := s.out.Read(); err != io.EOF {
+		t.Errorf("the host got more than its handshake: %s %v", msg, err)
+	}
+}
