@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -809,4 +810,47 @@ func TestReplayExitWhileFollowingTask(t *testing.T) {
 	if msg, err := s.out.Read(); err != io.EOF {
 		t.Errorf("the host got more than its handshake: %s %v", msg, err)
 	}
+}
+
+// TestReplayTaskHugeAnswersStayBounded: a task whose every tasks/get answer is 8 MB
+// (a statusMessage of x's; 100 ms apart, for five seconds) and another that completes
+// with an 8 MB result cost the proxy one answer at a time: its peak RSS stays under a
+// bound well below what the answers add up to (over 200 MB), and the completed one's
+// result is posted (clipped past 16 MiB only).
+func TestReplayTaskHugeAnswersStayBounded(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the proxy's RSS from /proc")
+	}
+	t.Parallel()
+	const size = 8 << 20
+	s := startReplay(t, "--reply-size", fmt.Sprint(size))
+	ctx := testutil.Context(t)
+	s.handshake()
+	s.dispatch(
+		recordertest.Dispatch{DispatchID: "big", Tool: "task", Arguments: json.RawMessage(`{}`), TimeoutMs: 60000},
+		recordertest.Dispatch{DispatchID: "endless", Tool: "task_forever", Arguments: json.RawMessage(`{}`), TimeoutMs: 5000},
+	)
+	rs := s.results(ctx, "big", "endless")
+	if r := rs["big"]; r.Outcome != "ok" || len(r.Get("result.content.0.text").String()) != size {
+		t.Errorf("big posted %s (%d bytes)", r.Outcome, len(r.Body))
+	}
+	if r := rs["endless"]; r.Outcome != "timeout" {
+		t.Errorf("endless posted %s", r.Body)
+	}
+	gets := 0
+	for _, l := range s.received() {
+		if strings.Contains(l, `"tasks/get"`) {
+			gets++
+		}
+	}
+	hwm := procStatusKB(t, s.Cmd.Process.Pid, "VmHWM") << 10
+	t.Logf("%d tasks/get answers of 8 MB; peak RSS %d MB", gets, hwm>>20)
+	if gets < 25 {
+		t.Fatalf("only %d tasks/get: the answers did not add up", gets)
+	}
+	const bound = 150 << 20
+	if hwm > bound {
+		t.Errorf("peak RSS %d MB, over %d MB", hwm>>20, bound>>20)
+	}
+	s.finish()
 }

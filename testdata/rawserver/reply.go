@@ -25,6 +25,7 @@ type replier struct {
 	known     map[string]bool // with --strict-tools: the tools a call may name
 	toolsList []byte          // the whole tools/list result
 	bigResult []byte          // the tools/call result for --reply-size, built once
+	bigPad    []byte          // --reply-size x's: the task tools' statusMessage
 	buf       []byte
 	tasks     map[string]*rawTask // the task tools' tasks, by taskId (tasks.go)
 	taskN     int
@@ -68,6 +69,7 @@ func newReplier(cfg config) (*replier, error) {
 		big = append(big, bytes.Repeat([]byte{'x'}, cfg.replySize)...)
 		big = append(big, `"}],"isError":false}`...)
 		r.bigResult = big
+		r.bigPad = bytes.Repeat([]byte{'x'}, cfg.replySize)
 	}
 	return r, nil
 }

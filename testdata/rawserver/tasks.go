@@ -21,6 +21,9 @@ import (
 //	                     ("working" once, then "completed"), tasks/result the result
 //	task_legacy_forever  the same handle; "working" until a tasks/cancel
 //
+// With --reply-size N, each tasks/get answer of the extension's tasks carries an
+// N-byte statusMessage, and a completed one the N-byte result.
+//
 // Task ids are "rawtask-N". A task method naming an unknown task gets -32602; a
 // tasks/result of an unfinished task gets -32000 (a real server would block).
 type rawTask struct {
@@ -83,7 +86,13 @@ func (r *replier) appendTaskMethod(buf []byte, id string, req request) []byte {
 			return append(appendTask(append(buf, '{'), taskID, status, true), "}}"...)
 		}
 		buf = appendTask(append(buf, `{"resultType":"complete",`...), taskID, status, false)
-		if status == "completed" {
+		if r.bigPad != nil {
+			buf = append(append(append(buf, `,"statusMessage":"`...), r.bigPad...), '"')
+		}
+		switch {
+		case status == "completed" && r.bigResult != nil:
+			buf = append(append(buf, `,"result":`...), r.bigResult...)
+		case status == "completed":
 			buf = append(buf, `,"result":`...)
 			buf = appendTextResult(buf, t.args, false)
 		}
