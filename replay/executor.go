@@ -543,6 +543,7 @@ func (e *Executor) leaveTask(ctx context.Context, d *dispatch, t *task, err erro
 // dropTask ends the following of t on an answer the proxy cannot follow: rpcErr is
 // posted (rpc_error), and the task, which may still be running, gets tasks/cancel.
 func (e *Executor) dropTask(ctx context.Context, d *dispatch, t *task, rpcErr []byte) outcome {
+	e.log.Warn("a dispatch's task cannot be followed; it is cancelled and the dispatch posted rpc_error", "dispatchId", d.id, "taskId", clip(t.id, 200), "error", clip(rpcErr, 200))
 	e.cancelTask(ctx, d, t)
 	return outcome{name: report.OutcomeRPCError, err: rpcErr}
 }
