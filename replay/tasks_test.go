@@ -472,3 +472,48 @@ func FuzzTaskAnswer(f *testing.F) {
 func relayable(params []byte) bool {
 	return len(params) > 0 && params[0] == '{' && !strings.ContainsAny(string(params), "\r\n") && gjson.ValidBytes(params)
 }
+
+// TestTasksFollowedSideBySide: 2 and 8 dispatches answered with tasks at once are
+// followed side by side (at most maxInFlight of them, the rest waiting their turn),
+// each to its own task's result.
+func TestTasksFollowedSideBySide(t *testing.T) {
+	for _, n := range []int{2, 8} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				up := &taskUpstream{script: func(method string, params []byte, _ int) string {
+					switch method {
+					case "tools/call":
+						id := gjson.GetBytes(params, "arguments.n").String()
+						return `"result":{"resultType":"task","taskId":"t-` + id + `","status":"working","pollIntervalMs":300}`
+					case "tasks/get":
+						id := gjson.GetBytes(params, "taskId").Raw
+						return `"result":{"resultType":"complete","taskId":` + id + `,"status":"completed","result":{"content":[{"type":"text","text":` + id + `}]}}`
+					}
+					return `"error":{"code":-32601,"message":"Method not found"}`
+				}}
+				rec := &taskRecorder{polls: make(chan []byte, 1), results: make(chan []byte, n)}
+				gate := NewGate(nil)
+				host(gate, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":`+hostMeta+`}}`)
+				ex := Start(Config{Recorder: rec, Upstream: up, Gate: gate, Logger: slog.New(slog.DiscardHandler)})
+				defer ex.Close(context.Background())
+				var ds []string
+				for i := range n {
+					ds = append(ds, fmt.Sprintf(`{"dispatchId":"d%d","tool":"slow","arguments":{"n":%d}}`, i, i))
+				}
+				start := time.Now()
+				rec.polls <- []byte(`{"dispatches":[` + strings.Join(ds, ",") + `]}`)
+				for range n {
+					r := gjson.ParseBytes(<-rec.results)
+					want := "t-" + strings.TrimPrefix(r.Get("dispatchId").String(), "d")
+					if r.Get("outcome").String() != "ok" || r.Get("result.content.0.text").String() != want {
+						t.Errorf("posted %s, want ok with %s", r.Raw, want)
+					}
+				}
+				// Four at a time, 300 ms each.
+				if took, want := time.Since(start), time.Duration((n+maxInFlight-1)/maxInFlight)*300*time.Millisecond; took != want {
+					t.Errorf("%d tasks ended after %v, want %v", n, took, want)
+				}
+			})
+		})
+	}
+}
