@@ -25,7 +25,8 @@ type replier struct {
 	known     map[string]bool // with --strict-tools: the tools a call may name
 	toolsList []byte          // the whole tools/list result
 	bigResult []byte          // the tools/call result for --reply-size, built once
-	bigPad    []byte          // --reply-size x's: the task tools' statusMessage
+	replySize int             // --reply-size
+	bigPad    []byte          // --reply-size x's: the task tools' statusMessage, built when first used
 	buf       []byte
 	tasks     map[string]*rawTask // the task tools' tasks, by taskId (tasks.go)
 	taskN     int
@@ -69,7 +70,7 @@ func newReplier(cfg config) (*replier, error) {
 		big = append(big, bytes.Repeat([]byte{'x'}, cfg.replySize)...)
 		big = append(big, `"}],"isError":false}`...)
 		r.bigResult = big
-		r.bigPad = bytes.Repeat([]byte{'x'}, cfg.replySize)
+		r.replySize = cfg.replySize
 	}
 	return r, nil
 }

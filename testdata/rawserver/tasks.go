@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"strconv"
 
 	"github.com/tidwall/gjson"
@@ -86,6 +87,9 @@ func (r *replier) appendTaskMethod(buf []byte, id string, req request) []byte {
 			return append(appendTask(append(buf, '{'), taskID, status, true), "}}"...)
 		}
 		buf = appendTask(append(buf, `{"resultType":"complete",`...), taskID, status, false)
+		if r.replySize > 0 && r.bigPad == nil {
+			r.bigPad = bytes.Repeat([]byte{'x'}, r.replySize)
+		}
 		if r.bigPad != nil {
 			buf = append(append(append(buf, `,"statusMessage":"`...), r.bigPad...), '"')
 		}
