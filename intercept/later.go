@@ -359,7 +359,7 @@ func (t *tracker) taskState(c *call, task []byte, at time.Time) {
 	if len(task) == 0 || task[0] != '{' {
 		return
 	}
-	var st, result, rpcErr []byte
+	var st, result, rpcErr, msg []byte
 	jsonlex.EachMember(task, 0, func(m jsonlex.Member) bool {
 		v := task[m.Value.Start:m.Value.End]
 		switch k := task[m.Key.Start:m.Key.End]; {
@@ -369,6 +369,8 @@ func (t *tracker) taskState(c *call, task []byte, at time.Time) {
 			result = v
 		case jsonlex.KeyIs(k, "error"):
 			rpcErr = v
+		case jsonlex.KeyIs(k, "statusMessage"):
+			msg = v
 		}
 		return true
 	})
@@ -383,16 +385,31 @@ func (t *tracker) taskState(c *call, task []byte, at time.Time) {
 	switch {
 	case status == "cancelled":
 		t.endLater(c, at, report.OutcomeCancelled, nil, nil)
-	case c.task2025:
-		// Its result is tasks/result's answer.
 	case status == "failed":
-		if rpcErr == nil {
-			rpcErr = json.RawMessage(`{"code":-32603,"message":"the task failed with no error"}`)
+		if rpcErr == nil || rpcErr[0] != '{' {
+			// 2025-11-25 puts the error in tasks/result's answer, which a host that
+			// saw the failure need not ask for (the official SDK 1.x does not): the
+			// call ends here, with the task's statusMessage as its error.
+			rpcErr = failedTask(msg)
 		}
 		t.endLater(c, at, report.OutcomeRPCError, nil, rpcErr)
+	case c.task2025:
+		// Its result is tasks/result's answer.
 	default:
 		t.endTaskWith(c, result, at)
 	}
+}
+
+// failedTask is the error of a task that failed without one: its statusMessage
+// (raw, a JSON string, or absent).
+func failedTask(msg []byte) json.RawMessage {
+	out := []byte(`{"code":-32603,"message":`)
+	text := "the task failed"
+	if len(msg) > 1 && msg[0] == '"' {
+		text += ": " + jsonlex.StringOf(msg)
+	}
+	out = jsonlex.AppendString(out, text)
+	return append(out, '}')
 }
 
 // endTaskWith ends a completed task's call with its final result.

@@ -377,7 +377,9 @@ func (t *tracker) answer(f jsonlex.Fields, at time.Time, keyPrefix string) {
 			t.finish(c, at, report.OutcomeRPCError, nil, f.Error)
 		case ri.task:
 			t.openTask(c, ri, at)
-		case ri.inputRequired && c.res == nil:
+		case ri.inputRequired && c.res == nil && keyPrefix == "":
+			// A dispatch's input_required is its end: the recorder decides what
+			// comes next, as another dispatch (SPEC §4).
 			t.openRound(c, ri, f.Result, at)
 		case ri.inputRequired:
 			t.finish(c, at, report.OutcomeInputRequired, f.Result, nil)

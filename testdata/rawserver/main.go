@@ -23,16 +23,16 @@
 //	                                     tool "need_input": resultType "input_required" until the
 //	                                       retry carries params.inputResponses, then "complete";
 //	                                     tool "hang": never answered (for cancellation and loss tests)
-//	                                     tool "task", or any call carrying params.task: a task
-//	                                       handle (2026-07-28 resultType "task"; with params.task
-//	                                       the 2025-11-25 {"task":{...}}), followed by tasks/get,
-//	                                       tasks/result and tasks/cancel as tasks.go says
 //	                                     tool "partial": the first 2.5 MB of an answer (cut just after
 //	                                       a "}", no newline), then exit with --exit-code: a server
 //	                                       that died in the middle of a large line;
 //	                                     tool "partial_hang": the same, then write "rawserver: partial
 //	                                       answer written" to stderr and stop (nothing more read or
 //	                                       written) until a signal, to be killed mid-message
+//	                                     tools "task", "task_forever", "task_legacy",
+//	                                       "task_legacy_forever": a task handle of either era,
+//	                                       followed with tasks/get, tasks/result, tasks/cancel
+//	                                       (tasks.go)
 //	                    server/discover  error -32601, as a session-era server answers it
 //	                                     (with --discover, a stateless-era result)
 //	                    anything else    an empty result {}

@@ -1,156 +1,151 @@
 package main
 
 import (
+	"bytes"
 	"strconv"
 
 	"github.com/tidwall/gjson"
 )
 
-// Tasks, in both eras' shapes (the 2026-07-28 tasks extension, SEP-2663; the
-// 2025-11-25 utility, basic/utilities/tasks.mdx), for the tests of the proxy
-// following them. A call of tool "task" (or any tools/call carrying params.task,
-// 2025-11-25) is answered with a handle, task id "rawtask-N". Its arguments say
-// how it goes:
+// Task tools (with --reply): a tools/call of one of them is answered with a task
+// handle instead of a result, and the task is then followed with tasks/get,
+// tasks/result and tasks/cancel, keyed by params.taskId:
 //
-//	"end":   "completed" (default), "error" (completed with isError: true),
-//	         "failed" (a JSON-RPC error), "cancelled", or "never" (working for ever)
-//	"polls": how many tasks/get answer "working" before the end (default 1)
+//	task                 the tasks extension (2026-07-28): {"resultType":"task","taskId",
+//	                     "status":"working","pollIntervalMs":100,...}; tasks/get answers
+//	                     "working" once, then "completed" with "result": the text content
+//	                     of the raw arguments
+//	task_forever         the same handle; tasks/get answers "working" until a tasks/cancel,
+//	                     then "cancelled"
+//	task_legacy          the 2025-11-25 utility: {"task":{"taskId","status":"working",
+//	                     "pollInterval":100,...}}; tasks/get answers the task's fields
+//	                     ("working" once, then "completed"), tasks/result the result
+//	task_legacy_forever  the same handle; "working" until a tasks/cancel
 //
-// tasks/get answers the task's state (2026-07-28: with its result or error once
-// terminal); tasks/result (2025-11-25) answers what the call would have returned;
-// tasks/cancel cancels it (2025-11-25: answered with the task; 2026-07-28: an empty
-// acknowledgement). An unknown task id gets error -32602.
-
-type task struct {
-	id        string
-	era2025   bool
-	end       string
-	polls     int // tasks/get answering "working" still to come
-	status    string
-	arguments string // raw, echoed in the final result
+// The arguments' "end" changes how a task that ends ends: "error" completes with a
+// result of isError true; "failed" fails (the extension's tasks/get carries the
+// error -32000; the utility's tasks/result answers it).
+//
+// With --reply-size N, each tasks/get answer of the extension's tasks carries an
+// N-byte statusMessage, and a completed one the N-byte result.
+//
+// Task ids are "rawtask-N". A task method naming an unknown task gets -32602; a
+// tasks/result of an unfinished task gets -32000 (a real server would block).
+type rawTask struct {
+	legacy    bool
+	forever   bool
+	polls     int
+	cancelled bool
+	end       string // the arguments' "end": "", "error" or "failed"
+	args      string // the raw arguments, for the result
 }
 
-func (r *replier) appendTaskHandle(buf []byte, req request) []byte {
+var taskTools = map[string]bool{"task": true, "task_forever": true, "task_legacy": true, "task_legacy_forever": true}
+
+// status is the task's status after one more tasks/get (polled) or as it stands.
+func (t *rawTask) status() string {
+	switch {
+	case t.cancelled:
+		return "cancelled"
+	case t.forever || t.polls < 2:
+		return "working"
+	case t.end == "failed":
+		return "failed"
+	}
+	return "completed"
+}
+
+// appendTaskHandle answers a tools/call of a task tool: the whole response.
+func (r *replier) appendTaskHandle(buf []byte, id string, req request) []byte {
 	if r.tasks == nil {
-		r.tasks = make(map[string]*task)
+		r.tasks = map[string]*rawTask{}
 	}
-	t := &task{id: "rawtask-" + strconv.Itoa(len(r.tasks)+1), era2025: req.task.IsObject(), end: "completed", polls: 1,
-		status: "working", arguments: req.arguments.Raw}
-	if e := req.arguments.Get("end"); e.Type == gjson.String {
-		t.end = e.Str
+	name := req.name.Str
+	t := &rawTask{
+		legacy:  name == "task_legacy" || name == "task_legacy_forever",
+		forever: name == "task_forever" || name == "task_legacy_forever",
+		args:    req.arguments.Raw,
+		end:     req.arguments.Get("end").Str,
 	}
-	if p := req.arguments.Get("polls"); p.Type == gjson.Number {
-		t.polls = int(p.Int())
+	r.taskN++
+	taskID := "rawtask-" + strconv.Itoa(r.taskN)
+	r.tasks[taskID] = t
+	buf = appendResultStart(buf, id)
+	if t.legacy {
+		buf = appendTask(append(buf, `{"task":{`...), taskID, "working", true)
+		return append(buf, "}}}"...)
 	}
-	if t.arguments == "" {
-		t.arguments = "{}"
-	}
-	r.tasks[t.id] = t
-	buf = appendResultStart(buf, req.id.Raw)
-	if t.era2025 {
-		buf = append(buf, `{"task":`...)
-		buf = t.appendState(buf)
-		return append(buf, "}}"...)
-	}
-	buf = append(buf, `{"resultType":"task",`...)
-	buf = t.appendFields(buf)
+	buf = appendTask(append(buf, `{"resultType":"task",`...), taskID, "working", false)
 	return append(buf, "}}"...)
 }
 
-func (r *replier) appendTaskAnswer(buf []byte, req request) []byte {
-	id := req.id.Raw
-	t := r.tasks[req.taskID.Str]
-	if t == nil {
-		return appendError(buf, id, -32602, "Unknown task: "+req.taskID.Str)
+// appendTaskMethod answers tasks/get, tasks/result and tasks/cancel: the whole response.
+func (r *replier) appendTaskMethod(buf []byte, id string, req request) []byte {
+	taskID := req.taskID.Str
+	t := r.tasks[taskID]
+	if t == nil || req.taskID.Type != gjson.String {
+		return appendError(buf, id, -32602, "Unknown task")
 	}
 	switch req.method.Str {
-	case "tasks/cancel":
-		if t.status != "working" {
-			return appendError(buf, id, -32602, "Cannot cancel task: already in terminal status '"+t.status+"'")
+	case "tasks/get":
+		t.polls++
+		status := t.status()
+		buf = appendResultStart(buf, id)
+		if t.legacy {
+			return append(appendTask(append(buf, '{'), taskID, status, true), "}}"...)
 		}
-		t.status = "cancelled"
-		if !t.era2025 {
-			return append(appendResultStart(buf, id), `{"resultType":"complete"}}`...)
+		buf = appendTask(append(buf, `{"resultType":"complete",`...), taskID, status, false)
+		if r.replySize > 0 && r.bigPad == nil {
+			r.bigPad = bytes.Repeat([]byte{'x'}, r.replySize)
 		}
-		return append(t.appendState(appendResultStart(buf, id)), '}')
+		if r.bigPad != nil {
+			buf = append(append(append(buf, `,"statusMessage":"`...), r.bigPad...), '"')
+		}
+		switch {
+		case status == "failed":
+			buf = append(buf, `,"error":{"code":-32000,"message":"task failed as asked"}`...)
+		case status == "completed" && r.bigResult != nil:
+			buf = append(append(buf, `,"result":`...), r.bigResult...)
+		case status == "completed":
+			buf = append(buf, `,"result":`...)
+			buf = appendTextResult(buf, t.args, t.end == "error")
+		}
+		return append(buf, '}', '}')
 	case "tasks/result":
-		t.settle()
-		switch t.status {
+		switch t.status() {
 		case "failed":
 			return appendError(buf, id, -32000, "task failed as asked")
-		case "cancelled":
-			return appendError(buf, id, -32000, "task was cancelled")
+		case "completed":
+		default:
+			return appendError(buf, id, -32000, "Task not finished: "+t.status())
 		}
-		buf = t.appendResult(appendResultStart(buf, id))
-		return append(buf, '}')
-	}
-	if t.status == "working" {
-		if t.polls > 0 || t.end == "never" {
-			t.polls--
-		} else {
-			t.settle()
-		}
-	}
-	buf = appendResultStart(buf, id)
-	if t.era2025 {
-		return append(t.appendState(buf), '}')
-	}
-	buf = append(buf, `{"resultType":"complete",`...)
-	buf = t.appendFields(buf)
-	switch t.status {
-	case "completed":
-		buf = append(buf, `,"result":`...)
-		buf = t.appendResult(buf)
-	case "failed":
-		buf = append(buf, `,"error":{"code":-32000,"message":"task failed as asked"}`...)
-	}
-	return append(buf, "}}"...)
-}
-
-// settle moves a working task to its end.
-func (t *task) settle() {
-	if t.status != "working" || t.end == "never" {
-		return
-	}
-	switch t.end {
-	case "failed", "cancelled":
-		t.status = t.end
-	default:
-		t.status = "completed"
-	}
-}
-
-// appendState appends the task as 2025-11-25 shows it: an object of its own.
-func (t *task) appendState(buf []byte) []byte {
-	buf = append(buf, `{"taskId":`...)
-	buf = gjson.AppendJSONString(buf, t.id)
-	buf = append(buf, `,"status":`...)
-	buf = gjson.AppendJSONString(buf, t.status)
-	return append(buf, `,"createdAt":"2026-12-06T00:00:00Z","lastUpdatedAt":"2026-12-06T00:00:00Z","ttl":60000,"pollInterval":100}`...)
-}
-
-// appendFields appends the task's members as 2026-07-28 inlines them in a result.
-func (t *task) appendFields(buf []byte) []byte {
-	buf = append(buf, `"taskId":`...)
-	buf = gjson.AppendJSONString(buf, t.id)
-	buf = append(buf, `,"status":`...)
-	buf = gjson.AppendJSONString(buf, t.status)
-	return append(buf, `,"createdAt":"2026-12-06T00:00:00Z","lastUpdatedAt":"2026-12-06T00:00:00Z","ttlMs":60000,"pollIntervalMs":100`...)
-}
-
-// appendResult appends the call's final result.
-func (t *task) appendResult(buf []byte) []byte {
-	buf = append(buf, `{"content":[{"type":"text","text":`...)
-	buf = gjson.AppendJSONString(buf, "task done: "+t.arguments)
-	if t.end == "error" {
-		buf = append(buf, `}],"isError":true`...)
-	} else {
-		buf = append(buf, `}],"isError":false`...)
-	}
-	if t.era2025 {
+		buf = appendTextResult(appendResultStart(buf, id), t.args, t.end == "error")
+		buf = buf[:len(buf)-1] // reopen it for the related-task _meta
 		buf = append(buf, `,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":`...)
-		buf = gjson.AppendJSONString(buf, t.id)
-		buf = append(buf, `}}`...)
+		buf = gjson.AppendJSONString(buf, taskID)
+		return append(buf, "}}}}"...)
+	default: // tasks/cancel
+		if s := t.status(); s != "working" {
+			return appendError(buf, id, -32602, "Cannot cancel task: already in terminal status '"+s+"'")
+		}
+		t.cancelled = true
+		if t.legacy {
+			buf = appendResultStart(buf, id)
+			return append(appendTask(append(buf, '{'), taskID, "cancelled", true), '}', '}')
+		}
+		return append(appendResultStart(buf, id), `{"resultType":"complete"}}`...)
 	}
-	return append(buf, '}')
+}
+
+// appendTask appends a task's members (no braces) as the era spells them.
+func appendTask(buf []byte, taskID, status string, legacy bool) []byte {
+	buf = append(buf, `"taskId":`...)
+	buf = gjson.AppendJSONString(buf, taskID)
+	buf = append(buf, `,"status":`...)
+	buf = gjson.AppendJSONString(buf, status)
+	buf = append(buf, `,"createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z"`...)
+	if legacy {
+		return append(buf, `,"ttl":60000,"pollInterval":100`...)
+	}
+	return append(buf, `,"ttlMs":60000,"pollIntervalMs":100`...)
 }
