@@ -6,6 +6,8 @@
 //
 //   tasks-2025-11-25   SDK 1.x client: client.experimental.tasks.callToolStream sends
 //                      the call with params.task, polls tasks/get, then tasks/result.
+//   tasks-2025-11-25-failed   the same, the task ending failed (a tool error): the
+//                      SDK yields an error and never asks tasks/result.
 //   tasks-2026-07-28   SDK 2.4.0 client pinned to 2026-07-28. It refuses the handle
 //                      (`resultType: "task"`: SdkError UNSUPPORTED_RESULT_TYPE), so
 //                      the host takes the handle from the wire and polls tasks/get
@@ -31,15 +33,19 @@ function noteTask(callId, taskId, status, result) {
   s.note(`task ${taskId} ended ${status}; final result: ${JSON.stringify(text)}`);
 }
 
-async function run2025() {
+async function run2025(end = 'completed') {
   const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
   const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
   const { CallToolResultSchema } = await import('@modelcontextprotocol/sdk/types.js');
   const client = new Client({ name: 'bir-e2e-host', version: '1.0.0' }, { capabilities: {} });
   await s.step('connect (initialize)', () => client.connect(spawnTransport(StdioClientTransport)));
   await s.step('tools/list (the tool says taskSupport required)', () => client.listTools());
-  await s.step('research (tools/call with params.task, tasks/get until completed, tasks/result)', async () => {
-    const args = s.args({ topic: TOPIC });
+  const title =
+    end === 'failed'
+      ? 'research that fails (tools/call with params.task, tasks/get until failed)'
+      : 'research (tools/call with params.task, tasks/get until completed, tasks/result)';
+  await s.step(title, async () => {
+    const args = s.args(end === 'failed' ? { topic: TOPIC, end } : { topic: TOPIC });
     const callId = args._bir_call_id ?? null;
     let taskId;
     let status;
@@ -60,8 +66,14 @@ async function run2025() {
           result = m.result;
           break;
         case 'error':
-          throw m.error;
+          if (end !== 'failed') throw m.error;
+          s.note(`the SDK's task stream ended with an error: ${m.error.message}`);
+          break;
       }
+    }
+    if (end === 'failed') {
+      noteTask(callId, taskId, status, result);
+      return;
     }
     if (taskId === undefined || result === undefined) {
       throw new Error(`the SDK's task stream ended without a task or a result (task ${taskId}, status ${status})`);
@@ -120,7 +132,11 @@ async function run2026() {
   });
 }
 
-const runs = { 'tasks-2025-11-25': run2025, 'tasks-2026-07-28': run2026 };
+const runs = {
+  'tasks-2025-11-25': () => run2025(),
+  'tasks-2025-11-25-failed': () => run2025('failed'),
+  'tasks-2026-07-28': run2026,
+};
 if (!runs[opts.scenario]) {
   throw new Error(`unknown scenario ${opts.scenario}; the task host has: ${Object.keys(runs).join(', ')}`);
 }

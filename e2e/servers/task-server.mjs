@@ -56,7 +56,9 @@ process.stdin.on('data', (chunk) => {
   }
 });
 
-// The tasks this server runs: taskId → { topic, callLine }.
+// The tasks this server runs: taskId → { topic, end, callLine }. `end` is the tool's
+// optional argument: "completed" (the default) or "failed" (2025-11-25: a tool error
+// ends a task failed, basic/utilities/tasks.mdx "Task Status").
 const jobs = new Map();
 
 function polls(taskId) {
@@ -65,12 +67,13 @@ function polls(taskId) {
 
 function finalResult(taskId) {
   const job = jobs.get(taskId);
+  const failed = job.end === 'failed';
   return {
     content: [
-      { type: 'text', text: `research on ${job.topic}: done after ${polls(taskId)} polls` },
+      { type: 'text', text: `research on ${job.topic}: ${failed ? 'failed' : 'done'} after ${polls(taskId)} polls` },
       { type: 'text', text: [job.callLine, ...(rawPolls.get(taskId) ?? [])].join('\n') },
     ],
-    isError: false,
+    isError: failed,
   };
 }
 
@@ -85,7 +88,8 @@ if (era === '2025-11-25') {
     async getTask(taskId, sessionId) {
       const task = await super.getTask(taskId, sessionId);
       if (task?.status === 'working' && jobs.has(taskId) && polls(taskId) >= 2) {
-        await this.storeTaskResult(taskId, 'completed', finalResult(taskId), sessionId);
+        const end = jobs.get(taskId).end === 'failed' ? 'failed' : 'completed';
+        await this.storeTaskResult(taskId, end, finalResult(taskId), sessionId);
         return super.getTask(taskId, sessionId);
       }
       return task;
@@ -103,13 +107,13 @@ if (era === '2025-11-25') {
     'research',
     {
       description: 'Researches a topic as a task: answers with a handle; the task ends on its second poll.',
-      inputSchema: { topic: z.string() },
+      inputSchema: { topic: z.string(), end: z.enum(['completed', 'failed']).optional() },
       execution: { taskSupport: 'required' },
     },
     {
-      createTask: async ({ topic }, extra) => {
+      createTask: async ({ topic, end }, extra) => {
         const task = await extra.taskStore.createTask({ ttl: 60000, pollInterval: 50 });
-        jobs.set(task.taskId, { topic, callLine: rawRequests.get(JSON.stringify(extra.requestId)) ?? '(raw line not seen)' });
+        jobs.set(task.taskId, { topic, end, callLine: rawRequests.get(JSON.stringify(extra.requestId)) ?? '(raw line not seen)' });
         return { task };
       },
       getTask: async (_args, extra) => extra.taskStore.getTask(extra.taskId),
