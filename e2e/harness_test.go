@@ -139,6 +139,8 @@ type run struct {
 type hostCalls struct {
 	Calls   []expectedCall `json:"calls"`
 	Secrets []string       `json:"secrets"`
+	// Tasks: the tasks the host followed to their end (task-host.mjs only).
+	Tasks []hostTask `json:"tasks"`
 }
 
 type expectedCall struct {
