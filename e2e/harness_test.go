@@ -139,6 +139,8 @@ type run struct {
 type hostCalls struct {
 	Calls   []expectedCall `json:"calls"`
 	Secrets []string       `json:"secrets"`
+	// Tasks: the tasks the host followed to their end (task-host.mjs only).
+	Tasks []hostTask `json:"tasks"`
 }
 
 type expectedCall struct {
@@ -148,6 +150,8 @@ type expectedCall struct {
 	CallID          *string         `json:"callId"`
 	ArgsFingerprint string          `json:"argsFingerprint"`
 	Outcome         string          `json:"outcome"`
+	// Rounds is set by joinRounds: the host's calls one multi round-trip call made.
+	Rounds int `json:"-"`
 }
 
 // runHost runs the scenario's scripted host once and collects what it wrote. A host

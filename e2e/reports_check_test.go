@@ -27,11 +27,18 @@ func TestReportProblems(t *testing.T) {
 			`"receivedAt":"2026-01-01T00:00:00.1Z","startedAt":"2026-01-01T00:00:00.2Z","endedAt":"2026-01-01T00:00:00.3Z",` +
 			`"durationMs":100,"outcome":"` + outcome + `","resultClipped":false,"dispatchId":null}`
 	}
+	set := func(r, path string, v any) string {
+		out, err := sjson.Set(r, path, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// The two rounds of c-2 are one call (SPEC §3.5).
 	good := func() []string {
 		return []string{
 			report(1, "c-1", "echo", "sha256:aa", "ok"),
-			report(2, "c-2", "confirm", "sha256:bb", "input_required"),
-			report(3, "c-2", "confirm", "sha256:bb", "ok"),
+			set(report(2, "c-2", "confirm", "sha256:bb", "ok"), "rounds", 2),
 		}
 	}
 	check := func(reports []string) []string {
@@ -40,13 +47,6 @@ func TestReportProblems(t *testing.T) {
 			bodies[i] = []byte(r)
 		}
 		return reportProblems("srv", calls, bodies, calls.Secrets)
-	}
-	set := func(r, path string, v any) string {
-		out, err := sjson.Set(r, path, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
 	}
 
 	if p := check(good()); len(p) != 0 {
@@ -58,14 +58,15 @@ func TestReportProblems(t *testing.T) {
 		mutate func(r []string) []string
 		want   string
 	}{
-		{"missing report", func(r []string) []string { return r[:2] }, `no report for the call with callId "c-2"`},
-		{"extra report", func(r []string) []string { return append(r, report(4, "c-1", "echo", "sha256:aa", "ok")) }, "4 step reports for 3"},
+		{"missing report", func(r []string) []string { return r[:1] }, `no report for the call with callId "c-2"`},
+		{"extra report", func(r []string) []string { return append(r, report(3, "c-1", "echo", "sha256:aa", "ok")) }, "3 step reports for 2"},
 		{"wrong fingerprint", func(r []string) []string { r[0] = set(r[0], "argsFingerprint", "sha256:ab"); return r }, "argsFingerprint"},
-		{"wrong outcome", func(r []string) []string { r[1] = set(r[1], "outcome", "ok"); return r }, "outcome"},
-		{"rounds in the wrong order", func(r []string) []string {
-			r[1], r[2] = set(r[1], "seq", 3), set(r[2], "seq", 2)
-			return r
-		}, "outcome"},
+		{"wrong outcome", func(r []string) []string { r[1] = set(r[1], "outcome", "input_required"); return r }, "outcome"},
+		{"rounds reported apart", func(r []string) []string {
+			return []string{r[0], report(2, "c-2", "confirm", "sha256:bb", "input_required"), report(3, "c-2", "confirm", "sha256:bb", "ok")}
+		}, "3 step reports for 2"},
+		{"rounds miscounted", func(r []string) []string { r[1] = set(r[1], "rounds", 3); return r }, "rounds is 3"},
+		{"rounds on a one-round call", func(r []string) []string { r[0] = set(r[0], "rounds", 1); return r }, "rounds is 1"},
 		{"wrong tool", func(r []string) []string { r[0] = set(r[0], "tool", "echo2"); return r }, "tool"},
 		{"wrong server", func(r []string) []string { r[0] = set(r[0], "server", "other"); return r }, "server"},
 		{"no callId", func(r []string) []string { r[0] = set(r[0], "callId", nil); return r }, "callId null"},
@@ -77,7 +78,7 @@ func TestReportProblems(t *testing.T) {
 			r[0] = out
 			return r
 		}, "dispatchId"},
-		{"seq gap", func(r []string) []string { r[2] = set(r[2], "seq", 4); return r }, "without gaps"},
+		{"seq gap", func(r []string) []string { r[1] = set(r[1], "seq", 4); return r }, "without gaps"},
 		{"timestamps out of order", func(r []string) []string {
 			r[0] = set(r[0], "endedAt", "2026-01-01T00:00:00.15Z")
 			return r

@@ -57,8 +57,9 @@ func reportProblems(server string, calls hostCalls, reports [][]byte, forbidden 
 			}
 		}
 	}
+	calls.Calls = joinRounds(calls.Calls)
 	if len(reports) != len(calls.Calls) {
-		bad("%d step reports for %d tools/call requests the host sent", len(reports), len(calls.Calls))
+		bad("%d step reports for %d tools/call requests the host sent (its retries of a call that asked for input joined)", len(reports), len(calls.Calls))
 	}
 
 	used := map[string]int{}
@@ -86,6 +87,9 @@ func reportProblems(server string, calls hostCalls, reports [][]byte, forbidden 
 		expect("tool", c.Tool)
 		expect("outcome", c.Outcome)
 		expect("argsFingerprint", c.ArgsFingerprint)
+		if got := r.Get("rounds").Int(); c.Rounds > 1 && got != int64(c.Rounds) || c.Rounds <= 1 && r.Get("rounds").Exists() {
+			bad("%s: rounds is %s, want %d (SPEC §3.5: a multi round-trip call is one report)", where, r.Get("rounds").Raw, c.Rounds)
+		}
 		if d := r.Get("dispatchId"); !d.Exists() || d.Type != gjson.Null {
 			bad("%s: dispatchId is %q, want null (a host call is no replay dispatch)", where, d.Raw)
 		}
@@ -143,5 +147,35 @@ func filesUnder(dir string) []string {
 		}
 		return nil
 	})
+	return out
+}
+
+// joinRounds makes the host's calls the calls a report is owed for (SPEC §3.5): a
+// call answered input_required and retried — the same tool, callId and arguments —
+// is one call with the outcome of its last round and the number of rounds.
+func joinRounds(calls []expectedCall) []expectedCall {
+	type key struct{ tool, callID, fp string }
+	awaiting := map[key]int{} // → index in out of a call whose last round asked for input
+	var out []expectedCall
+	for _, c := range calls {
+		k := key{c.Tool, "", c.ArgsFingerprint}
+		if c.CallID != nil {
+			k.callID = *c.CallID
+		}
+		if i, ok := awaiting[k]; ok {
+			delete(awaiting, k)
+			out[i].Outcome = c.Outcome
+			out[i].Rounds++
+			if c.Outcome == "input_required" {
+				awaiting[k] = i
+			}
+			continue
+		}
+		c.Rounds = 1
+		if c.Outcome == "input_required" {
+			awaiting[k] = len(out)
+		}
+		out = append(out, c)
+	}
 	return out
 }

@@ -126,7 +126,7 @@ func (ic *Interceptor) FromHost(msg []byte, readAt time.Time) []byte {
 // describes the bytes returned; it is the relay's, and not kept.
 func (ic *Interceptor) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) []byte {
 	out, sc := stripLexed(msg, ic.key, lx, ic.q != nil && !ic.traceOnly)
-	noting := ic.q != nil && sc.want&wantHandshake != 0 // note, below, takes the cancels
+	noting := ic.q != nil && sc.want&(wantHandshake|wantTask) != 0 // note, below, takes the cancels
 	if !noting {
 		ic.handshakes.cancelled(out, lx) // (lx describes out now)
 	}
@@ -239,7 +239,7 @@ func (ic *Interceptor) Close() {
 	if ic.q == nil {
 		return
 	}
-	ic.q.push(event{kind: evLost, at: time.Now()}, false)
+	ic.q.push(event{kind: evLost, at: time.Now(), final: true}, false)
 	ic.q.close()
 	<-ic.done
 }
@@ -316,6 +316,9 @@ type event struct {
 	top rpcSpans
 	// spared are the keys of the host's calls an evLost does not end (UpstreamLostSparing).
 	spared []string
+	// final says an evLost is the session's end (Close), which also ends the calls
+	// kept open past their first answer (later.go).
+	final bool
 
 	// streamed says an evHost call's arguments were reduced as they streamed to the
 	// server (FromHostStreamed): args; or an evUpstream answer's result as it

@@ -97,7 +97,12 @@ func (sc *scratch) buildStep(c *call, endedAt time.Time, outcome string, result,
 		DurationMs:      float64(endedAt.Sub(c.startedAt).Microseconds()) / 1000,
 		Outcome:         outcome,
 		DispatchID:      c.dispatchID,
+		TaskID:          c.taskID,
+		TaskStatus:      c.taskStatus,
 		RawChecked:      true, // every raw field below is redact.Report's
+	}
+	if c.rounds > 0 {
+		st.Rounds = c.rounds + 1
 	}
 	avail := capBytes - fixedSize(c) - len(st.Args)
 	if rpcErr != nil {
@@ -130,7 +135,7 @@ func clipID(id *string) *string {
 // members' names, the timestamps and ids at their longest, and the host-chosen strings
 // with every byte escaped.
 func fixedSize(c *call) int {
-	return 1024 + 6*min(c.toolLen, maxTool) + 6*min(len(deref(c.callID)), maxCallID)
+	return 1024 + 6*min(c.toolLen, maxTool) + 6*min(len(deref(c.callID)), maxCallID) + 6*len(c.taskID)
 }
 
 func deref(s *string) string {

@@ -206,8 +206,12 @@ func (h *handshakeIDs) forget(id []byte) {
 	h.n.Store(int32(len(h.ids)))
 }
 
+// isHandshake says the answers to a request of this method are read whole: the
+// handshake's, which register learns from, and tasks/get's and tasks/result's, which
+// hold a task's status and final result (later.go).
 func isHandshake(method []byte) bool {
-	return method != nil && (jsonlex.KeyIs(method, "initialize") || jsonlex.KeyIs(method, "tools/list") || jsonlex.KeyIs(method, "server/discover"))
+	return method != nil && (jsonlex.KeyIs(method, "initialize") || jsonlex.KeyIs(method, "tools/list") ||
+		jsonlex.KeyIs(method, "server/discover") || jsonlex.KeyIs(method, "tasks/get") || jsonlex.KeyIs(method, "tasks/result"))
 }
 
 // describeStreamed is describeArgs of a call whose arguments streamed past.

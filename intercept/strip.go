@@ -12,6 +12,7 @@ const (
 	wantCall      interest = 1 << iota // a tools/call request: becomes a report
 	wantCancel                         // notifications/cancelled: may end a call
 	wantHandshake                      // initialize, tools/list, server/discover: facts for register
+	wantTask                           // tasks/get, tasks/result, tasks/cancel: may end a task (later.go)
 )
 
 // hostScan is what the host path learned about one message.
@@ -84,6 +85,14 @@ func classify(method []byte, hasID bool, sc *hostScan) (call bool) {
 	case jsonlex.KeyIs(method, "initialize"), jsonlex.KeyIs(method, "tools/list"), jsonlex.KeyIs(method, "server/discover"):
 		sc.want |= wantHandshake
 		if hasID {
+			sc.awaiting++
+		}
+	case isTaskMethod(method):
+		// Queued whatever bookkeeping knows of tasks: the host can ask for a task
+		// before bookkeeping has seen the answer that made it (the relay writes an
+		// answer to the host before it offers it to bookkeeping).
+		if hasID {
+			sc.want |= wantTask
 			sc.awaiting++
 		}
 	}

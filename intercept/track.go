@@ -44,6 +44,9 @@ type tracker struct {
 	// res is what the result of the answer being handled was reduced to, when it
 	// streamed to the host (FromUpstreamStreamed); else nil.
 	res relay.StreamedResult
+	// open is the calls kept open past their first answer: tasks and rounds
+	// (later.go).
+	open openCalls
 }
 
 // call is a tools/call in flight.
@@ -76,6 +79,15 @@ type call struct {
 	rpcErr  json.RawMessage
 
 	cass *rawCall // the raw call, for the cassette (cassette.go)
+
+	// A call kept open past its first answer (later.go): the rounds before its
+	// current one, the task it became and the last status seen of it, and the
+	// input_required result of a round awaiting the host's retry.
+	rounds      int
+	taskID      string
+	taskStatus  string
+	task2025    bool
+	roundResult json.RawMessage
 	// res is what its result was reduced to, when the answer streamed to the host:
 	// the report's result is taken from it.
 	res relay.StreamedResult
@@ -130,7 +142,15 @@ func (t *tracker) handle(ev event) {
 		for k := range t.handshake {
 			t.forgetHandshake(k)
 		}
+		for k := range t.open.reqs {
+			t.forgetTaskRequest(k)
+		}
 		t.flushUnsent(ev.at)
+		if ev.final {
+			// A task or a round outlives a server that is replaced (the host may go
+			// on following it), not the session.
+			t.endAll(ev.at)
+		}
 	}
 }
 
@@ -224,21 +244,30 @@ func (t *tracker) host(ev event) {
 				callID:     callID,
 				receivedAt: ev.at,
 			}
-			pend(c)
 			if f.Params != nil && f.Params[0] == '{' {
 				if !lexed {
 					name, args = jsonlex.Get(f.Params, "name"), jsonlex.Get(f.Params, "arguments")
 				}
 				t.scratch.tool(c, name)
 				c.args = args
-				if t.cassette != nil && !own && f.ID != nil { // a notification is no call to replay
-					t.cassette.seen(c, f.Params, name, args)
-				}
 			}
 			if streamed != nil {
 				t.scratch.describeStreamed(c, streamed, t.cap)
 			} else {
 				t.scratch.describeArgs(c, t.cap)
+			}
+			if f.ID != nil {
+				if prev := t.join(f.Params, c.tool, c.fingerprint); prev != nil {
+					// The host's retry of a call that asked for input: its next round,
+					// under a new id. The report keeps the first round's callId,
+					// arguments and times (SPEC §3.5).
+					t.track(prev, keyPrefix, f.ID, ev.at)
+					return
+				}
+			}
+			pend(c)
+			if t.cassette != nil && !own && f.ID != nil && f.Params != nil && f.Params[0] == '{' { // a notification is no call to replay
+				t.cassette.seen(c, f.Params, name, args)
 			}
 			if f.ID == nil {
 				// A tools/call without an id is a notification: no answer will ever
@@ -248,14 +277,7 @@ func (t *tracker) host(ev event) {
 					json.RawMessage(`{"code":-32600,"message":"tools/call without an id: a notification, which gets no answer"}`))
 				return
 			}
-			k := t.idKey(keyPrefix, f.ID)
-			if old, dup := t.calls[string(k)]; dup {
-				// The host reused an id still in flight; the two can no longer be told
-				// apart, so the older one ends here.
-				t.finish(old, ev.at, report.OutcomeRPCError, nil, json.RawMessage(`{"code":-32600,"message":"the host reused this request id before it was answered"}`))
-			}
-			c.key = string(k)
-			t.calls[c.key] = c
+			t.track(c, keyPrefix, f.ID, ev.at)
 		case "notifications/cancelled":
 			if f.Params == nil || f.Params[0] != '{' {
 				return
@@ -272,6 +294,11 @@ func (t *tracker) host(ev event) {
 				t.finish(c, ev.at, outcome, nil, nil)
 			}
 			t.forgetHandshake(k)
+			t.forgetTaskRequest(k)
+		case "tasks/get", "tasks/result", "tasks/cancel":
+			if f.ID != nil {
+				t.taskRequest(method, f.ID, f.Params, keyPrefix)
+			}
 		case "initialize", "tools/list", "server/discover":
 			if f.ID != nil {
 				t.handshake[keyPrefix+jsonlex.IDKey(f.ID)] = method
@@ -293,6 +320,18 @@ func (t *tracker) host(ev event) {
 	})
 }
 
+// track keeps c in flight under the request id raw.
+func (t *tracker) track(c *call, keyPrefix string, raw []byte, at time.Time) {
+	k := t.idKey(keyPrefix, raw)
+	if old, dup := t.calls[string(k)]; dup {
+		// The host reused an id still in flight; the two can no longer be told
+		// apart, so the older one ends here.
+		t.finish(old, at, report.OutcomeRPCError, nil, json.RawMessage(`{"code":-32600,"message":"the host reused this request id before it was answered"}`))
+	}
+	c.key = string(k)
+	t.calls[c.key] = c
+}
+
 // upstream handles a message from the upstream: one for the host (keyPrefix ""), or an
 // answer to the proxy's own request (ownKey).
 func (t *tracker) upstream(m []byte, at time.Time, keyPrefix string) {
@@ -305,32 +344,53 @@ func (t *tracker) upstream(m []byte, at time.Time, keyPrefix string) {
 
 // answer is upstream of a message whose members f has.
 func (t *tracker) answer(f jsonlex.Fields, at time.Time, keyPrefix string) {
-	if f.Method != nil || f.ID == nil {
-		return // a request or notification of the server's own
+	if f.Method != nil {
+		// A request or notification of the server's own; a task's state may come
+		// in a notification.
+		if f.ID == nil && len(t.open.tasks) > 0 && (jsonlex.KeyIs(f.Method, "notifications/tasks") ||
+			jsonlex.KeyIs(f.Method, "notifications/tasks/status")) {
+			t.taskNotification(f.Params, at)
+		}
+		return
+	}
+	if f.ID == nil {
+		return
 	}
 	k := t.idKey(keyPrefix, f.ID)
 	if c, ok := t.calls[string(k)]; ok {
 		delete(t.calls, c.key)
-		inputRequired, isError := resultKind(f.Result)
+		var ri resultInfo
 		if t.res != nil {
 			// The answer streamed to the host: what its result and error were
-			// reduced to stands for them.
+			// reduced to stands for them. (A task handle or a request for input
+			// is never that long: its parts are read from it whole.)
 			if e := t.res.Error(); e != nil {
 				f.Error = e
 			}
-			inputRequired, isError = t.res.Kind()
+			ri.inputRequired, ri.isError = t.res.Kind()
 			c.res = t.res
+		} else {
+			ri = readResult(f.Result)
 		}
 		switch {
 		case f.Error != nil:
 			t.finish(c, at, report.OutcomeRPCError, nil, f.Error)
-		case inputRequired:
+		case ri.task:
+			t.openTask(c, ri, at)
+		case ri.inputRequired && c.res == nil && keyPrefix == "":
+			// A dispatch's input_required is its end: the recorder decides what
+			// comes next, as another dispatch (SPEC §4).
+			t.openRound(c, ri, f.Result, at)
+		case ri.inputRequired:
 			t.finish(c, at, report.OutcomeInputRequired, f.Result, nil)
-		case isError:
+		case ri.isError:
 			t.finish(c, at, report.OutcomeToolError, f.Result, nil)
 		default:
 			t.finish(c, at, report.OutcomeOK, f.Result, nil)
 		}
+		return
+	}
+	if len(t.open.reqs) > 0 && t.taskAnswer(string(k), f, at) {
 		return
 	}
 	if method, ok := t.handshake[string(k)]; ok {
@@ -345,28 +405,6 @@ func (t *tracker) answer(f jsonlex.Fields, at time.Time, keyPrefix string) {
 			t.learn(method, f.Result)
 		}
 	}
-}
-
-// resultKind reads a tools/call result's "resultType" and "isError" in one pass, as
-// jsonlex.Get would read each (the last member of a name; nothing of an object it
-// cannot follow): a result that asks for input, or a tool's error.
-func resultKind(result []byte) (inputRequired, isError bool) {
-	if len(result) == 0 || result[0] != '{' {
-		return false, false
-	}
-	var rt, ie []byte
-	if _, ok := jsonlex.EachMember(result, 0, func(m jsonlex.Member) bool {
-		switch k := result[m.Key.Start:m.Key.End]; {
-		case jsonlex.KeyIs(k, "resultType"):
-			rt = result[m.Value.Start:m.Value.End]
-		case jsonlex.KeyIs(k, "isError"):
-			ie = result[m.Value.Start:m.Value.End]
-		}
-		return true
-	}); !ok {
-		return false, false
-	}
-	return jsonlex.StringOf(rt) == "input_required", string(ie) == "true"
 }
 
 // learn collects what register wants from the handshake answers passing by. It reads
@@ -476,6 +514,19 @@ func methodOf(raw []byte) string {
 		return "tools/list"
 	case "server/discover":
 		return "server/discover"
+	case "tasks/get":
+		return "tasks/get"
+	case "tasks/result":
+		return "tasks/result"
+	case "tasks/cancel":
+		return "tasks/cancel"
 	}
 	return ""
+}
+
+// resultKind says whether a tools/call result asks for input or is a tool's error
+// (readResult's first two answers).
+func resultKind(result []byte) (inputRequired, isError bool) {
+	ri := readResult(result)
+	return ri.inputRequired, ri.isError
 }

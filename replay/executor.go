@@ -441,13 +441,112 @@ func (e *Executor) execute(ctx context.Context, d *dispatch) outcome {
 		Method: "tools/call", Params: callParams(d, e.gate.Meta()), Origin: d.id,
 		Sent: func() { e.sent <- d }, // the scheduler takes it while d runs
 	})
-	took := time.Since(start)
-	if err == nil {
-		o := classify(resp)
-		o.duration = took
-		return o
+	if err != nil {
+		return e.gaveUp(err, d, time.Since(start))
 	}
-	return e.gaveUp(err, d, took)
+	o := classify(resp)
+	if o.name == report.OutcomeOK || o.name == report.OutcomeToolError {
+		if t, ok, bad := taskHandle(o.result); ok {
+			if bad != "" {
+				o = outcome{name: report.OutcomeRPCError, err: proxyError("the server answered with a task handle that " + bad)}
+			} else {
+				o = e.follow(ctx, d, &t)
+			}
+		}
+	}
+	o.duration = time.Since(start)
+	return o
+}
+
+// follow follows the task a dispatch was answered with (SPEC §4) until it ends, the
+// dispatch's timeoutMs passes, the recorder cancels it or the proxy exits: tasks/get
+// at the task's poll interval, then (2025-11-25) tasks/result, all under the proxy's
+// own ids. A task it stops following before it ended gets tasks/cancel. The host
+// never sees any of it: the answers come back on the proxy's own ids.
+func (e *Executor) follow(ctx context.Context, d *dispatch, t *task) outcome {
+	e.log.Debug("dispatch answered with a task; following it", "dispatchId", d.id, "taskId", clip(t.id, 200))
+	timer := time.NewTimer(t.poll)
+	defer timer.Stop()
+	for polled := false; !polled || !terminalStatus(t.status); polled = true {
+		// input_required is waited out like working: the proxy has no one to answer
+		// the task's questions (docs/replay.md), so only its deadline ends it.
+		timer.Reset(t.poll)
+		select {
+		case <-ctx.Done():
+			return e.leaveTask(ctx, d, t, fmt.Errorf("%w: %w", ctx.Err(), context.Cause(ctx)))
+		case <-timer.C:
+		}
+		resp, err := e.up.Call(ctx, relay.Request{Method: "tasks/get", Params: taskParams(t, e.gate.Meta()), Origin: d.id})
+		if err != nil {
+			return e.leaveTask(ctx, d, t, err)
+		}
+		f, ok := jsonlex.TopFields(resp)
+		switch {
+		case !ok:
+			return e.dropTask(ctx, d, t, proxyError("the server's answer to tasks/get could not be read"))
+		case f.Error != nil:
+			// The server no longer knows the task, or refuses to say: its error is
+			// the dispatch's end.
+			return e.dropTask(ctx, d, t, f.Error)
+		case f.Result == nil:
+			return e.dropTask(ctx, d, t, proxyError("the server answered tasks/get with neither result nor error"))
+		}
+		if bad := t.read(f.Result, true); bad != "" {
+			return e.dropTask(ctx, d, t, proxyError("the server's answer to tasks/get "+bad))
+		}
+	}
+	if t.status == taskCancelled {
+		return outcome{name: report.OutcomeCancelled, err: proxyError("the server cancelled the task")}
+	}
+	if t.era == taskExt {
+		if t.status == taskFailed {
+			return outcome{name: report.OutcomeRPCError, err: t.err}
+		}
+		return classifyResult(t.result)
+	}
+	// 2025-11-25: the result is fetched, now that the task has ended.
+	resp, err := e.up.Call(ctx, relay.Request{Method: "tasks/result", Params: taskParams(t, e.gate.Meta()), Origin: d.id})
+	if err != nil {
+		return e.leaveTask(ctx, d, t, err)
+	}
+	return classify(resp) // what the tools/call would have answered; never followed again
+}
+
+// taskCancelWait bounds the wait for the answer to a tasks/cancel (its answer is not
+// used; the wait only keeps the request from being abandoned at once).
+const taskCancelWait = 2 * time.Second
+
+// cancelTask sends tasks/cancel for t and waits for its answer at most
+// taskCancelWait, whatever ctx says: the dispatch's own context has ended by then.
+func (e *Executor) cancelTask(ctx context.Context, d *dispatch, t *task) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskCancelWait)
+	defer cancel()
+	if _, err := e.up.Call(cctx, relay.Request{Method: "tasks/cancel", Params: taskParams(t, e.gate.Meta()), Origin: d.id}); err != nil {
+		e.log.Debug("tasks/cancel of a dispatch's task got no answer", "dispatchId", d.id, "err", err)
+	}
+}
+
+// leaveTask ends the following of t on err, an error of relay.Call or of ctx: a
+// deadline, a recorder's cancel or the exit get tasks/cancel first; a server gone
+// gets nothing more.
+func (e *Executor) leaveTask(ctx context.Context, d *dispatch, t *task, err error) outcome {
+	if ctx.Err() == nil {
+		return e.gaveUp(err, d, 0)
+	}
+	e.cancelTask(ctx, d, t)
+	o := e.gaveUp(err, d, 0)
+	if o.name == report.OutcomeTimeout {
+		o.err = proxyError(fmt.Sprintf("the task %s did not end within %d ms (last status %q); tasks/cancel was sent", clip(t.id, 200), d.timeout.Milliseconds(), clip([]byte(t.status), 64)))
+	}
+	return o
+}
+
+// dropTask ends the following of t on an answer the proxy cannot follow: rpcErr is
+// posted (rpc_error), and the task, which may still be running, gets tasks/cancel.
+func (e *Executor) dropTask(ctx context.Context, d *dispatch, t *task, rpcErr []byte) outcome {
+	e.log.Warn("a dispatch's task cannot be followed; it is cancelled and the dispatch posted rpc_error", "dispatchId", d.id, "taskId", clip(t.id, 200), "error", clip(rpcErr, 200))
+	e.cancelTask(ctx, d, t)
+	return outcome{name: report.OutcomeRPCError, err: rpcErr}
 }
 
 // gaveUp is the outcome of a dispatch that got no answer: err says why.

@@ -11,6 +11,9 @@ const (
 	OutcomeUpstreamLost  = "upstream_lost"
 	OutcomeInputRequired = "input_required"
 	OutcomeTimeout       = "timeout"
+	// OutcomeTaskUnfinished is a task the session ended before the host saw it end
+	// (SPEC §3.5).
+	OutcomeTaskUnfinished = "task_unfinished"
 )
 
 // ServerFacts is what the proxy learns about its upstream from messages passing by on

@@ -42,6 +42,13 @@ type Step struct {
 
 	DispatchID *string `json:"dispatchId"`
 
+	// A call that outlived its first answer (SPEC §3.5): Rounds counts the rounds of a
+	// multi round-trip call (set when there were two or more), TaskID names the task a
+	// call became and TaskStatus is the last status seen of it.
+	Rounds     int    `json:"rounds,omitempty"`
+	TaskID     string `json:"taskId,omitempty"`
+	TaskStatus string `json:"taskStatus,omitempty"`
+
 	// RawChecked says Args, Result and Error are each empty or valid JSON with no line
 	// break in it, as redact.Report's output always is: AppendJSON then copies them
 	// as they are, without checking them again (3% of a recording proxy's CPU). It is
@@ -95,6 +102,18 @@ func (s *Step) AppendJSON(b []byte) []byte {
 	}
 	b = append(b, `,"dispatchId":`...)
 	b = appendOptString(b, s.DispatchID)
+	if s.Rounds != 0 {
+		b = append(b, `,"rounds":`...)
+		b = strconv.AppendInt(b, int64(s.Rounds), 10)
+	}
+	if s.TaskID != "" {
+		b = append(b, `,"taskId":`...)
+		b = appendString(b, s.TaskID)
+	}
+	if s.TaskStatus != "" {
+		b = append(b, `,"taskStatus":`...)
+		b = appendString(b, s.TaskStatus)
+	}
 	return append(b, '}')
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -677,4 +678,179 @@ func TestReplayServerRevivedUnderDispatches(t *testing.T) {
 	if r := s.results(ctx, "after")["after"]; r.Outcome != "ok" {
 		t.Fatalf("the dispatch after the revival posted %s, want ok", r.Body)
 	}
+}
+
+// TestReplayFollowsTasks: a dispatch answered with a task handle is followed by the
+// proxy (SPEC §4), in both eras' shapes: tasks/get at the task's interval under the
+// proxy's own ids (2025-11-25: then tasks/result) until the task ends, and the
+// recorder gets the tool's final result; a task still working when timeoutMs passes
+// gets tasks/cancel (seen in the server's log) and is posted timeout. The host sees
+// none of it. In the stateless era every task request carries the host's protocol
+// _meta, as the dispatch does.
+func TestReplayFollowsTasks(t *testing.T) {
+	t.Parallel()
+	for _, era := range []string{"session", "stateless"} {
+		t.Run(era, func(t *testing.T) {
+			t.Parallel()
+			var s *replaySession
+			meta := `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+			if era == "session" {
+				s = startReplay(t)
+				s.handshake()
+			} else {
+				s = startReplay(t, "--discover")
+				s.Send(`{"jsonrpc":"2.0","id":"probe","method":"server/discover","params":{"_meta":` + meta + `}}`)
+				if got := s.recv(); !strings.Contains(got, "supportedVersions") {
+					t.Fatalf("discover answered %s", got)
+				}
+			}
+			ctx := testutil.Context(t)
+			s.dispatch(
+				recordertest.Dispatch{DispatchID: "ext", Tool: "task", Arguments: json.RawMessage(`{"ext":1}`), TimeoutMs: 60000},
+				recordertest.Dispatch{DispatchID: "util", Tool: "task_legacy", Arguments: json.RawMessage(`{"util":1}`), TimeoutMs: 60000},
+				recordertest.Dispatch{DispatchID: "ext-late", Tool: "task_forever", Arguments: json.RawMessage(`{"extlate":1}`), TimeoutMs: 1000},
+				recordertest.Dispatch{DispatchID: "util-late", Tool: "task_legacy_forever", Arguments: json.RawMessage(`{"utillate":1}`), TimeoutMs: 1000},
+			)
+			rs := s.results(ctx, "ext", "util", "ext-late", "util-late")
+			for id, want := range map[string]string{"ext": `{"ext":1}`, "util": `{"util":1}`} {
+				if r := rs[id]; r.Outcome != "ok" || r.Get("result.content.0.text").String() != want {
+					t.Errorf("%s posted %s, want ok with the tool's result", id, r.Body)
+				}
+			}
+			for _, id := range []string{"ext-late", "util-late"} {
+				if r := rs[id]; r.Outcome != "timeout" || !strings.Contains(r.Get("error.message").String(), "tasks/cancel was sent") {
+					t.Errorf("%s posted %s, want timeout", id, r.Body)
+				}
+			}
+
+			// rawserver numbers its tasks in the order the calls came: the dispatches'.
+			taskOf := map[string]string{}
+			n := 0
+			for _, l := range s.received() {
+				if gjson.Get(l, "method").String() == "tools/call" {
+					n++
+					taskOf[gjson.Get(l, "params.name").String()] = fmt.Sprintf("rawtask-%d", n)
+				}
+			}
+			s.waitReceived(ctx, "the tasks/cancel of the late tasks", func(string) bool {
+				cancelled := map[string]bool{}
+				for _, l := range s.received() {
+					if gjson.Get(l, "method").String() == "tasks/cancel" {
+						cancelled[gjson.Get(l, "params.taskId").String()] = true
+					}
+				}
+				return cancelled[taskOf["task_forever"]] && cancelled[taskOf["task_legacy_forever"]]
+			})
+			seen := map[string]int{}
+			for _, l := range s.received() {
+				m := gjson.Get(l, "method").String()
+				if !strings.HasPrefix(m, "tasks/") {
+					continue
+				}
+				seen[m+" "+gjson.Get(l, "params.taskId").String()]++
+				if id := gjson.Get(l, "id").String(); !strings.HasPrefix(id, "bir:"+s.proxyID+":") {
+					t.Errorf("a task request under an id not the proxy's own: %s", l)
+				}
+				if got := gjson.Get(l, "params._meta").Raw; era == "stateless" && got != meta || era == "session" && got != "" {
+					t.Errorf("%s carries _meta %s", m, got)
+				}
+			}
+			for name, want := range map[string][]string{
+				"task":                {"tasks/get"},
+				"task_legacy":         {"tasks/get", "tasks/result"},
+				"task_forever":        {"tasks/get", "tasks/cancel"},
+				"task_legacy_forever": {"tasks/get", "tasks/cancel"},
+			} {
+				for _, m := range want {
+					if seen[m+" "+taskOf[name]] == 0 {
+						t.Errorf("no %s of %s's task: %v", m, name, seen)
+					}
+				}
+			}
+			for _, name := range []string{"task", "task_legacy"} {
+				if seen["tasks/cancel "+taskOf[name]] != 0 {
+					t.Errorf("a task that ended was cancelled: %s", name)
+				}
+			}
+			// Polled at the task's 100 ms, not faster: about ten in the late ones' second.
+			if g := seen["tasks/get "+taskOf["task_forever"]]; g > 11 {
+				t.Errorf("%d tasks/get in a second at pollIntervalMs 100", g)
+			}
+			s.finish()
+		})
+	}
+}
+
+// TestReplayExitWhileFollowingTask: the host leaving while a dispatch follows a task
+// that never ends (no timeoutMs) posts it cancelled, and the proxy exits as promptly
+// as with a plain call in flight: the tasks/cancel it sends on the way out waits for
+// no one.
+func TestReplayExitWhileFollowingTask(t *testing.T) {
+	t.Parallel()
+	s := startReplay(t)
+	ctx := testutil.Context(t)
+	s.handshake()
+	s.dispatch(recordertest.Dispatch{DispatchID: "endless", Tool: "task_forever", Arguments: json.RawMessage(`{"endless":1}`)})
+	s.waitReceived(ctx, "a tasks/get", func(l string) bool { return gjson.Get(l, "method").String() == "tasks/get" })
+	t0 := time.Now()
+	s.Stdin.Close()
+	select {
+	case <-s.Done():
+	case <-ctx.Done():
+		t.Fatal("the proxy did not exit")
+	}
+	took := time.Since(t0)
+	t.Logf("exited %s after the host left", took.Round(time.Millisecond))
+	if took > 4*time.Second {
+		t.Errorf("the proxy took %s to exit", took)
+	}
+	if r := s.results(ctx, "endless")["endless"]; r.Outcome != "cancelled" {
+		t.Errorf("posted %s, want cancelled", r.Body)
+	}
+	if msg, err := s.out.Read(); err != io.EOF {
+		t.Errorf("the host got more than its handshake: %s %v", msg, err)
+	}
+}
+
+// TestReplayTaskHugeAnswersStayBounded: a task whose every tasks/get answer is 8 MB
+// (a statusMessage of x's; 100 ms apart, for five seconds) and another that completes
+// with an 8 MB result cost the proxy one answer at a time: its peak RSS stays under a
+// bound well below what the answers add up to (over 200 MB), and the completed one's
+// result is posted (clipped past 16 MiB only).
+func TestReplayTaskHugeAnswersStayBounded(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the proxy's RSS from /proc")
+	}
+	t.Parallel()
+	const size = 8 << 20
+	s := startReplay(t, "--reply-size", fmt.Sprint(size))
+	ctx := testutil.Context(t)
+	s.handshake()
+	s.dispatch(
+		recordertest.Dispatch{DispatchID: "big", Tool: "task", Arguments: json.RawMessage(`{}`), TimeoutMs: 60000},
+		recordertest.Dispatch{DispatchID: "endless", Tool: "task_forever", Arguments: json.RawMessage(`{}`), TimeoutMs: 5000},
+	)
+	rs := s.results(ctx, "big", "endless")
+	if r := rs["big"]; r.Outcome != "ok" || len(r.Get("result.content.0.text").String()) != size {
+		t.Errorf("big posted %s (%d bytes)", r.Outcome, len(r.Body))
+	}
+	if r := rs["endless"]; r.Outcome != "timeout" {
+		t.Errorf("endless posted %s", r.Body)
+	}
+	gets := 0
+	for _, l := range s.received() {
+		if strings.Contains(l, `"tasks/get"`) {
+			gets++
+		}
+	}
+	hwm := procStatusKB(t, s.Cmd.Process.Pid, "VmHWM") << 10
+	t.Logf("%d tasks/get answers of 8 MB; peak RSS %d MB", gets, hwm>>20)
+	if gets < 25 {
+		t.Fatalf("only %d tasks/get: the answers did not add up", gets)
+	}
+	const bound = 150 << 20
+	if hwm > bound {
+		t.Errorf("peak RSS %d MB, over %d MB", hwm>>20, bound>>20)
+	}
+	s.finish()
 }

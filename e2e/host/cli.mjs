@@ -120,7 +120,7 @@ export async function main(opts, session, run) {
   } catch (err) {
     failed = err;
   }
-  session.wire.write({ transcriptPath: opts.transcript, callsPath: opts.calls, secrets: session.secrets });
+  session.wire.write({ transcriptPath: opts.transcript, callsPath: opts.calls, secrets: session.secrets, extra: session.extra });
   if (failed) {
     session.log(`FAILED in step "${failed.step ?? session.wire.step}": ${failed.stack ?? failed}`);
     process.exit(1);

@@ -331,12 +331,13 @@ export class Wire {
     return lines.join('\n') + '\n';
   }
 
-  write({ transcriptPath, callsPath, secrets = [] }) {
+  // extra: more members of the calls file, from a host that has more to say (task-host).
+  write({ transcriptPath, callsPath, secrets = [], extra = {} }) {
     if (transcriptPath) {
       writeFileSync(transcriptPath, this.transcript());
     }
     if (callsPath) {
-      writeFileSync(callsPath, JSON.stringify({ calls: this.calls(), secrets }, null, 2) + '\n');
+      writeFileSync(callsPath, JSON.stringify({ ...extra, calls: this.calls(), secrets }, null, 2) + '\n');
     }
   }
 }

@@ -70,7 +70,7 @@ var FailedOutcomes = []string{report.OutcomeToolError, report.OutcomeRPCError, r
 
 // Outcomes are the outcomes a report can have (SPEC §5).
 var Outcomes = []string{report.OutcomeOK, report.OutcomeToolError, report.OutcomeRPCError, report.OutcomeCancelled,
-	report.OutcomeUpstreamLost, report.OutcomeInputRequired, report.OutcomeTimeout}
+	report.OutcomeUpstreamLost, report.OutcomeInputRequired, report.OutcomeTimeout, report.OutcomeTaskUnfinished}
 
 // ErrNoReports is returned (wrapped, with what there is instead) when no report
 // matches.
@@ -630,6 +630,13 @@ func show(w io.Writer, all []record, opts LogOptions) error {
 	field("outcome", r.Get("outcome").String())
 	field("callId", r.Get("callId").String())
 	field("dispatchId", r.Get("dispatchId").String())
+	if id := r.Get("taskId").String(); id != "" {
+		// SPEC §3.5: the call became a task, and ended (or not) with it.
+		field("task", id+", last seen "+r.Get("taskStatus").String())
+	}
+	if n := r.Get("rounds").Int(); n > 1 {
+		field("rounds", fmt.Sprintf("%d (it asked for input %s and the host answered)", n, plural(int(n-1), "once", fmt.Sprintf("%d times", n-1))))
+	}
 	for _, k := range []string{"receivedAt", "startedAt", "endedAt"} {
 		if t := r.Get(k).Time(); !t.IsZero() {
 			field(strings.TrimSuffix(k, "At"), t.Local().Format("2006-01-02 15:04:05.000 MST"))

@@ -419,3 +419,27 @@ func FuzzParseSince(f *testing.F) {
 		}
 	})
 }
+
+// TestShowTaskAndRounds: --show says a call became a task, with its last status, and
+// how many rounds a multi round-trip call took (SPEC §3.5).
+func TestShowTaskAndRounds(t *testing.T) {
+	state := t.TempDir()
+	task := recordertest.SampleStep("deploy", 1)
+	task.TaskID, task.TaskStatus, task.Outcome = "t-7", "working", report.OutcomeTaskUnfinished
+	rounds := recordertest.SampleStep("confirm", 2)
+	rounds.Rounds = 3
+	writeJournal(t, recorder.JournalPath(state, "github"), "github", task, rounds)
+	show := func(id string) string {
+		var out bytes.Buffer
+		if err := PrintLog(t.Context(), &out, LogOptions{Dir: recorder.JournalDir(state), Show: id}); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	if out := show("1"); !strings.Contains(out, "  outcome      task_unfinished\n") || !strings.Contains(out, "  task         t-7, last seen working\n") {
+		t.Errorf("a task:\n%s", out)
+	}
+	if out := show("2"); !strings.Contains(out, "  rounds       3 (it asked for input 2 times and the host answered)\n") {
+		t.Errorf("rounds:\n%s", out)
+	}
+}

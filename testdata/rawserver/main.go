@@ -29,6 +29,10 @@
 //	                                     tool "partial_hang": the same, then write "rawserver: partial
 //	                                       answer written" to stderr and stop (nothing more read or
 //	                                       written) until a signal, to be killed mid-message
+//	                                     tools "task", "task_forever", "task_legacy",
+//	                                       "task_legacy_forever": a task handle of either era,
+//	                                       followed with tasks/get, tasks/result, tasks/cancel
+//	                                       (tasks.go)
 //	                    server/discover  error -32601, as a session-era server answers it
 //	                                     (with --discover, a stateless-era result)
 //	                    anything else    an empty result {}

@@ -25,7 +25,11 @@ type replier struct {
 	known     map[string]bool // with --strict-tools: the tools a call may name
 	toolsList []byte          // the whole tools/list result
 	bigResult []byte          // the tools/call result for --reply-size, built once
+	replySize int             // --reply-size
+	bigPad    []byte          // --reply-size x's: the task tools' statusMessage, built when first used
 	buf       []byte
+	tasks     map[string]*rawTask // the task tools' tasks, by taskId (tasks.go)
+	taskN     int
 }
 
 func newReplier(cfg config) (*replier, error) {
@@ -53,6 +57,9 @@ func newReplier(cfg config) (*replier, error) {
 	r := &replier{env: cfg.env, discover: cfg.discover, toolsList: list, protoVersion: cfg.protoVersion, crashEvery: cfg.crashEvery}
 	if cfg.strictTools {
 		r.known = map[string]bool{"fail": true, "rpc_error": true, "need_input": true, "hang": true}
+		for name := range taskTools {
+			r.known[name] = true
+		}
 		for _, name := range names {
 			r.known[name] = true
 		}
@@ -63,6 +70,7 @@ func newReplier(cfg config) (*replier, error) {
 		big = append(big, bytes.Repeat([]byte{'x'}, cfg.replySize)...)
 		big = append(big, `"}],"isError":false}`...)
 		r.bigResult = big
+		r.replySize = cfg.replySize
 	}
 	return r, nil
 }
@@ -75,6 +83,7 @@ type request struct {
 	name, arguments    gjson.Result // members of params
 	protocolVersion    gjson.Result
 	inputResponses     gjson.Result
+	taskID             gjson.Result // params.taskId of the task methods
 }
 
 func parseRequest(msg gjson.Result) request {
@@ -106,6 +115,8 @@ func parseRequest(msg gjson.Result) request {
 				first(&req.protocolVersion, v)
 			case "inputResponses":
 				first(&req.inputResponses, v)
+			case "taskId":
+				first(&req.taskID, v)
 			}
 			return true
 		})
@@ -206,6 +217,8 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 		case name == "endless":
 			r.then = thenEndless
 			return append(appendResultStart(buf, id), `{"content":[{"type":"text","text":"`...)
+		case taskTools[name]:
+			return r.appendTaskHandle(buf, id, req)
 		case name == "need_input":
 			buf = appendNeedInput(appendResultStart(buf, id), req.inputResponses.Exists())
 		case name == "env" && r.env:
@@ -215,6 +228,8 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 		default:
 			buf = appendTextResult(appendResultStart(buf, id), req.arguments.Raw, false)
 		}
+	case "tasks/get", "tasks/result", "tasks/cancel":
+		return r.appendTaskMethod(buf, id, req)
 	case "server/discover":
 		if !r.discover {
 			return appendError(buf, id, -32601, "Method not found")
