@@ -11,10 +11,10 @@ import (
 // deepJSON is n '[' then n ']': valid JSON, nested n deep.
 func deepJSON(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
 
-// TestHarden2DeepPeerJSONIsRefused: an authorization server whose metadata or token
+// TestDeepPeerJSONIsRefused: an authorization server whose metadata or token
 // answer nests a megabyte deep gets a failed sign-in that says so; no decoder
 // recurses that deep (a stack overflow would end the proxy).
-func TestHarden2DeepPeerJSONIsRefused(t *testing.T) {
+func TestDeepPeerJSONIsRefused(t *testing.T) {
 	deep := `{"issuer":` + deepJSON(metadataCap/2-16) + `}`
 	t.Run("metadata", func(t *testing.T) {
 		a := newScriptedAS(t)
@@ -51,10 +51,10 @@ func TestHarden2DeepPeerJSONIsRefused(t *testing.T) {
 	})
 }
 
-// TestHarden2DeepStoreFileIsNotUsed: a store file nested 1.5 million deep (damaged, or
+// TestDeepStoreFileIsNotUsed: a store file nested 1.5 million deep (damaged, or
 // planted) is taken for no entry, as any damaged file is; gjson, which read it, has
 // no depth limit.
-func TestHarden2DeepStoreFileIsNotUsed(t *testing.T) {
+func TestDeepStoreFileIsNotUsed(t *testing.T) {
 	st, err := OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestHarden2DeepStoreFileIsNotUsed(t *testing.T) {
 	}
 }
 
-func TestHarden2TooDeep(t *testing.T) {
+func TestTooDeep(t *testing.T) {
 	for s, want := range map[string]bool{
 		deepJSON(maxPeerDepth):                    false,
 		deepJSON(maxPeerDepth + 1):                true,
@@ -85,10 +85,10 @@ func TestHarden2TooDeep(t *testing.T) {
 	}
 }
 
-// FuzzHarden2PeerJSON: whatever an authorization server sends as a token answer, a
+// FuzzPeerJSON: whatever an authorization server sends as a token answer, a
 // metadata document or an error, and whatever a store file holds, is read without a
 // panic or a stack overflow, and a token accepted is one a header can carry.
-func FuzzHarden2PeerJSON(f *testing.F) {
+func FuzzPeerJSON(f *testing.F) {
 	f.Add([]byte(`{"access_token":"a.b-c","token_type":"Bearer","expires_in":"60","refresh_token":"r r","scope":"x y"}`))
 	f.Add([]byte(`{"access_token":"a\r\nb","token_type":"bearer"}`))
 	f.Add([]byte(`{"issuer":"https://as","authorization_endpoint":"https://as/a","token_endpoint":"https://as/t","code_challenge_methods_supported":["S256"]}`))

@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// TestHarden2SignInPauseDoublesAndEnds: after a failed sign-in, requests are answered
+// TestSignInPauseDoublesAndEnds: after a failed sign-in, requests are answered
 // with its failure and open no browser, for 30 s; a second failure in a row doubles
 // that; a grant stored meanwhile by someone else (`bir-proxy login`) ends the pause,
 // and the sign-in that then works clears it.
-func TestHarden2SignInPauseDoublesAndEnds(t *testing.T) {
+func TestSignInPauseDoublesAndEnds(t *testing.T) {
 	a := newScriptedAS(t)
 	var ok atomic.Bool
 	a.token = func(int) (int, string) {
@@ -91,10 +91,10 @@ func TestHarden2SignInPauseDoublesAndEnds(t *testing.T) {
 	}
 }
 
-// TestHarden2SharedFailureBounded: a failure noted in the store is obeyed only while
+// TestSharedFailureBounded: a failure noted in the store is obeyed only while
 // its pause could last: one that ends past the longest pause (a clock set back, a
 // planted file) would hold every sign-in until then.
-func TestHarden2SharedFailureBounded(t *testing.T) {
+func TestSharedFailureBounded(t *testing.T) {
 	st, err := OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -48,9 +48,9 @@ func wantRedirectError(t *testing.T, ans, id string, sink *rawSink, stderr strin
 	}
 }
 
-// TestHarden2RemoteRedirectPOSTNotFollowed: the POST of initialize and of a tools/call,
+// TestRemoteRedirectPOSTNotFollowed: the POST of initialize and of a tools/call,
 // answered 307, 308 or 302 to another port, are not followed (auto and http transports).
-func TestHarden2RemoteRedirectPOSTNotFollowed(t *testing.T) {
+func TestRemoteRedirectPOSTNotFollowed(t *testing.T) {
 	t.Parallel()
 	for _, status := range []string{"307 Temporary Redirect", "308 Permanent Redirect", "302 Found"} {
 		t.Run(status[:3], func(t *testing.T) {
@@ -79,9 +79,9 @@ func TestHarden2RemoteRedirectPOSTNotFollowed(t *testing.T) {
 	}
 }
 
-// TestHarden2RemoteRedirectGETStreamNotFollowed: a session whose GET stream (and then a
+// TestRemoteRedirectGETStreamNotFollowed: a session whose GET stream (and then a
 // call) is redirected to another port: the session id and credentials stay home.
-func TestHarden2RemoteRedirectGETStreamNotFollowed(t *testing.T) {
+func TestRemoteRedirectGETStreamNotFollowed(t *testing.T) {
 	t.Parallel()
 	sink := startRawSink(t)
 	srv := startRawServer(t, func(r *rawReq, w *bufio.Writer, _ <-chan struct{}) {
@@ -121,9 +121,9 @@ func TestHarden2RemoteRedirectGETStreamNotFollowed(t *testing.T) {
 	}
 }
 
-// TestHarden2RemoteRedirectLegacyNotFollowed: the HTTP+SSE transport's GET, redirected
+// TestRemoteRedirectLegacyNotFollowed: the HTTP+SSE transport's GET, redirected
 // to another port, is not followed; the host's initialize gets an error with its id.
-func TestHarden2RemoteRedirectLegacyNotFollowed(t *testing.T) {
+func TestRemoteRedirectLegacyNotFollowed(t *testing.T) {
 	t.Parallel()
 	sink := startRawSink(t)
 	srv := startRawServer(t, func(r *rawReq, w *bufio.Writer, _ <-chan struct{}) {
@@ -143,10 +143,10 @@ func TestHarden2RemoteRedirectLegacyNotFollowed(t *testing.T) {
 	}
 }
 
-// TestHarden2RemoteRedirectSameOriginFollowed: a redirect on the server's own origin
+// TestRemoteRedirectSameOriginFollowed: a redirect on the server's own origin
 // that keeps the method (/mcp → /mcp/, as Starlette mounts answer) is followed; one
 // that would turn a POST into a GET (303) is not.
-func TestHarden2RemoteRedirectSameOriginFollowed(t *testing.T) {
+func TestRemoteRedirectSameOriginFollowed(t *testing.T) {
 	t.Parallel()
 	srv := startRawServer(t, func(r *rawReq, w *bufio.Writer, _ <-chan struct{}) {
 		switch {

@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// TestHarden2TokenNotB64TokenIsAFailedSignIn: an authorization server that issues a
+// TestTokenNotB64TokenIsAFailedSignIn: an authorization server that issues a
 // token with CR/LF (or anything outside RFC 6750's b64token) in it ends the sign-in
 // with an error that says so; nothing is stored, so no later request (nor a later
 // run) carries it into a header that net/http refuses ("invalid header field value")
 // for ever.
-func TestHarden2TokenNotB64TokenIsAFailedSignIn(t *testing.T) {
+func TestTokenNotB64TokenIsAFailedSignIn(t *testing.T) {
 	for _, c := range []struct {
 		name, body, want string
 	}{
@@ -53,9 +53,9 @@ func TestHarden2TokenNotB64TokenIsAFailedSignIn(t *testing.T) {
 	}
 }
 
-// TestHarden2B64Token: the RFC 6750 §2.1 grammar, 1*( ALPHA / DIGIT / "-" / "." /
+// TestB64Token: the RFC 6750 §2.1 grammar, 1*( ALPHA / DIGIT / "-" / "." /
 // "_" / "~" / "+" / "/" ) *"=".
-func TestHarden2B64Token(t *testing.T) {
+func TestB64Token(t *testing.T) {
 	for s, want := range map[string]bool{
 		"abc": true, "a-b.c_d~e+f/g": true, "abc==": true, "eyJ0eXAiOiJKV1QifQ.eyJzdWIiOiIxIn0.c2ln": true,
 		"": false, "=": false, "==": false, "a=b": false, "a b": false, "a\r\nb": false, "a\x00": false,
@@ -67,11 +67,11 @@ func TestHarden2B64Token(t *testing.T) {
 	}
 }
 
-// TestHarden2StoredInvalidTokenIsIgnored: a store written by an older version that
+// TestStoredInvalidTokenIsIgnored: a store written by an older version that
 // kept a token with CR/LF in it: the token is not used (every request would fail with
 // "invalid header field value" and no sign-in would ever start); the request goes
 // without, and the 401 starts a sign-in whose good token replaces it.
-func TestHarden2StoredInvalidTokenIsIgnored(t *testing.T) {
+func TestStoredInvalidTokenIsIgnored(t *testing.T) {
 	a := newScriptedAS(t)
 	a.token = func(int) (int, string) {
 		return 200, `{"access_token":"fresh","refresh_token":"r2","token_type":"Bearer","expires_in":3600}`

@@ -65,14 +65,14 @@ func deepServer() int {
 // deep is n levels of nested arrays.
 func deep(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
 
-// TestHarden2ReplayDeepNestingDoesNotCrash: a poll answer nested ten million levels
+// TestReplayDeepNestingDoesNotCrash: a poll answer nested ten million levels
 // deep killed the proxy (fatal error: stack overflow in gjson's recursive validator),
 // and so did a server's result to a dispatch; where it did not crash, 8 MiB of
 // nested answer cost +575 MB. Now the replay paths read with internal/jsonlex's
 // loops: the proxy lives on, the dispatches around the deep parts run, the deep
 // results are posted, the host's session goes on, and the proxy's peak RSS stays
 // within a bound.
-func TestHarden2ReplayDeepNestingDoesNotCrash(t *testing.T) {
+func TestReplayDeepNestingDoesNotCrash(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads the proxy's peak RSS from /proc")
 	}

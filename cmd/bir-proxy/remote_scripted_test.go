@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// The scripted raw HTTP servers of the harden2_remote tests: a net.Listener on
+// The scripted raw HTTP servers of the remote tests (remote_*_test.go): a net.Listener on
 // 127.0.0.1 whose answers are exactly the bytes a test writes, so a hostile or odd
 // server (a redirect elsewhere, a body echoing credentials, an endless answer, one that
 // never answers) is what the proxy meets.

@@ -28,7 +28,7 @@ func fdCount(t *testing.T, pid int) int {
 // come back to where they were, and the host gets no answer for the cancelled calls.
 // Half the calls hang after their event-stream headers (as the SDK does), half before
 // any header (a JSON-answering server that never answers).
-func TestHarden2RemoteCancelledStreamsAreClosed(t *testing.T) {
+func TestRemoteCancelledStreamsAreClosed(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}

@@ -18,7 +18,7 @@ import (
 // (the proxy's peak RSS is bounded by 1.5 times the caps, measured), end with the
 // connection (the server's writes fail long before its 8x-cap limit), and be answered
 // with errors saying what happened.
-func TestHarden2RemoteOverCapChunkedAnswersStayUnderTheCap(t *testing.T) {
+func TestRemoteOverCapChunkedAnswersStayUnderTheCap(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}

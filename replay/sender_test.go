@@ -8,11 +8,11 @@ import (
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
-// TestHarden2ResultsQueueIsBounded: past maxResults (or maxResultBytes) a result is
+// TestResultsQueueIsBounded: past maxResults (or maxResultBytes) a result is
 // dropped, not queued: a recorder that floods dispatches and takes no result once
 // grew this queue by gigabytes. The first drop is said at once, the count when there
 // is room again; full tells the poll loop to wait.
-func TestHarden2ResultsQueueIsBounded(t *testing.T) {
+func TestResultsQueueIsBounded(t *testing.T) {
 	logs := &testutil.SyncBuffer{}
 	e := &Executor{tune: tuning{maxResults: 2, maxResultBytes: 100}.withDefaults(), log: slog.New(slog.NewTextHandler(logs, nil))}
 	s := newSender(e)

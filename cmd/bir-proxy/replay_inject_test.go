@@ -9,7 +9,7 @@ import (
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
-// TestHarden2ReplayDispatchCannotInjectMessages: a dispatch whose arguments hold raw
+// TestReplayDispatchCannotInjectMessages: a dispatch whose arguments hold raw
 // line feeds used to be written to a stdio server as it was, so each line of it was a
 // message of its own: the server received an initialize, a resources/read, a
 // notification and a ping with id 77, and the host got the server's answer to that
@@ -17,7 +17,7 @@ import (
 // one JSON object and are re-emitted compactly; anything else is refused with
 // rpc_error -32602 without contacting the server, and the server receives exactly
 // one tools/call per dispatch it runs.
-func TestHarden2ReplayDispatchCannotInjectMessages(t *testing.T) {
+func TestReplayDispatchCannotInjectMessages(t *testing.T) {
 	t.Parallel()
 	h := startHostileRecorder(t, nil)
 	s := startHostileReplay(t, h)

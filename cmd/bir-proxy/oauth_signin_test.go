@@ -12,13 +12,13 @@ import (
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
-// TestHarden2OAuthFailedSignInCoolsDown: a sign-in that fails after the browser
+// TestOAuthFailedSignInCoolsDown: a sign-in that fails after the browser
 // (here a mistyped --client-secret: the code exchange is refused with
 // invalid_client) is not started again by every request: eleven requests make one
 // browser visit, the ten after the first are answered at once with the first's
 // cause; and the failure is said on stderr, a warning with its cause, the server
 // named once, no secret in it.
-func TestHarden2OAuthFailedSignInCoolsDown(t *testing.T) {
+func TestOAuthFailedSignInCoolsDown(t *testing.T) {
 	t.Parallel()
 	// Not newOAuthWorld: its check that the fixture saw no violation would fail on
 	// the wrong secret this test sends on purpose.
@@ -60,9 +60,9 @@ func TestHarden2OAuthFailedSignInCoolsDown(t *testing.T) {
 	}
 }
 
-// TestHarden2OAuthStepUpLogNamesServerOnce: the proxy's log already names the
+// TestOAuthStepUpLogNamesServerOnce: the proxy's log already names the
 // server; the OAuth client's lines (here the step-up's) do not add a second server=.
-func TestHarden2OAuthStepUpLogNamesServerOnce(t *testing.T) {
+func TestOAuthStepUpLogNamesServerOnce(t *testing.T) {
 	t.Parallel()
 	w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, DCR: true, ChallengeScope: "mcp:read", StepUpTool: "admin", StepUpScope: "mcp:admin"})
 	w.login()
@@ -79,12 +79,12 @@ func TestHarden2OAuthStepUpLogNamesServerOnce(t *testing.T) {
 	}
 }
 
-// TestHarden2OAuthFailedSignInCoolsDownAcrossProxies: five proxies of one server
+// TestOAuthFailedSignInCoolsDownAcrossProxies: five proxies of one server
 // started together, with a --client-secret the server refuses: the one holding the
 // callback port signs in and fails; the four waiting for it take its failure as
 // theirs instead of each opening a browser of its own in turn, and so do their
 // next requests. One visit in all.
-func TestHarden2OAuthFailedSignInCoolsDownAcrossProxies(t *testing.T) {
+func TestOAuthFailedSignInCoolsDownAcrossProxies(t *testing.T) {
 	t.Parallel()
 	w := &oauthWorld{t: t, config: t.TempDir(), port: freePort(t), browser: testutil.Build(t, "./internal/oauthtest/fakebrowser"),
 		srv: oauthtest.Start(t, oauthtest.Options{MetadataInHeader: true, PreRegistered: map[string]string{"my-app": "the-right-secret"},

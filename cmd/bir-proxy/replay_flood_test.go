@@ -14,7 +14,7 @@ import (
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
-// TestHarden2ReplayDispatchFloodStaysBounded: a recorder that answered every poll
+// TestReplayDispatchFloodStaysBounded: a recorder that answered every poll
 // with thousands of dispatches and never took a result grew the proxy's results
 // queue without bound (3.1 GB in about 15 s): each dispatch refused for a full queue
 // left a result waiting a minute for a recorder that would never take it. Now the
@@ -23,7 +23,7 @@ import (
 // polls are paced while results cannot be posted. The proxy's RSS stays under a
 // bound through the flood, the host's session works during it, and the proxy exits
 // when the host leaves.
-func TestHarden2ReplayDispatchFloodStaysBounded(t *testing.T) {
+func TestReplayDispatchFloodStaysBounded(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads the proxy's RSS from /proc")
 	}

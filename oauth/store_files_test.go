@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// TestHarden2StoreDoesNotWriteThroughSymlinks: symbolic links planted where the store
+// TestStoreDoesNotWriteThroughSymlinks: symbolic links planted where the store
 // writes — the pending URL's old fixed temporary name, the pending file, the entry
 // itself — are replaced or left alone, never written through: the files they point
 // to are unchanged.
-func TestHarden2StoreDoesNotWriteThroughSymlinks(t *testing.T) {
+func TestStoreDoesNotWriteThroughSymlinks(t *testing.T) {
 	st, err := OpenStore(filepath.Join(t.TempDir(), "oauth"))
 	if err != nil {
 		t.Fatal(err)
@@ -77,12 +77,12 @@ func TestHarden2StoreDoesNotWriteThroughSymlinks(t *testing.T) {
 	}
 }
 
-// TestHarden2StoreOfAnotherUserIsRefused: a token directory (or the directory that
+// TestStoreOfAnotherUserIsRefused: a token directory (or the directory that
 // holds it) owned by another user is refused, as .bir/recorder.json is: its owner can
 // read every token, or swap the directory for one of theirs. Tests run as root,
 // which can give the directory away; otherwise the store is opened as if for
 // another user.
-func TestHarden2StoreOfAnotherUserIsRefused(t *testing.T) {
+func TestStoreOfAnotherUserIsRefused(t *testing.T) {
 	for _, which := range []string{"the directory", "its parent"} {
 		t.Run(which, func(t *testing.T) {
 			parent := filepath.Join(t.TempDir(), "bir-proxy")

@@ -17,7 +17,7 @@ import (
 // not put them in the host's error, the journal or stderr, as a --header token is
 // kept out. The token is refreshed at start (the stored one has expired), so the one
 // quoted is one the proxy only learnt at run time.
-func TestHarden2RemoteOAuthTokenQuotedBackIsScrubbed(t *testing.T) {
+func TestRemoteOAuthTokenQuotedBackIsScrubbed(t *testing.T) {
 	t.Parallel()
 	const (
 		oldAccess  = "at-old-0f1e2d3c4b5a69788796"

@@ -12,7 +12,7 @@ import (
 // error quoting "user-agent" reached the host as "[REDACTED]-agent". The password is
 // a secret and is scrubbed; a user name only when it looks like a credential (a token
 // given as the user name).
-func TestHarden2RemoteURLUserNameScrubbedOnlyWhenACredential(t *testing.T) {
+func TestRemoteURLUserNameScrubbedOnlyWhenACredential(t *testing.T) {
 	t.Parallel()
 	const password = "pw-secret-3c5e7a9b1d"
 	const tokenUser = "ghu4f8A2c9E1b7D3k5M"

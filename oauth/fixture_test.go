@@ -103,7 +103,7 @@ func (a *scriptedAS) client(store *Store, log io.Writer) *Client {
 		log = io.Discard
 	}
 	c, err := New(Options{ServerURL: a.serverURL(), Name: "fx", Store: store, Notify: io.Discard,
-		Logger: slog.New(slog.NewTextHandler(log, nil)), Open: a.open, CallbackPort: harden2FreePort(a.t)})
+		Logger: slog.New(slog.NewTextHandler(log, nil)), Open: a.open, CallbackPort: freeCallbackPort(a.t)})
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func (a *scriptedAS) client(store *Store, log io.Writer) *Client {
 	return c
 }
 
-func harden2FreePort(t *testing.T) int {
+func freeCallbackPort(t *testing.T) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

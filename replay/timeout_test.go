@@ -16,11 +16,11 @@ import (
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
-// TestHarden2TimeoutMsIsClamped: timeoutMs 1e300 overflowed time.Duration to a
+// TestTimeoutMsIsClamped: timeoutMs 1e300 overflowed time.Duration to a
 // negative wait, so the dispatch timed out the moment it arrived. SPEC §4 clamps
 // timeoutMs to [1, 3,600,000]: past the range it is an hour, below it a millisecond;
 // a value that is not a number refuses the dispatch; null is no timeout.
-func TestHarden2TimeoutMsIsClamped(t *testing.T) {
+func TestTimeoutMsIsClamped(t *testing.T) {
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
 		raw  string
@@ -66,10 +66,10 @@ func TestHarden2TimeoutMsIsClamped(t *testing.T) {
 	}
 }
 
-// TestHarden2HugeTimeoutMsRuns: a dispatch with a timeoutMs far past the range runs
+// TestHugeTimeoutMsRuns: a dispatch with a timeoutMs far past the range runs
 // and is answered, instead of being posted timeout at once (the overflowed deadline
 // was already past when it arrived).
-func TestHarden2HugeTimeoutMsRuns(t *testing.T) {
+func TestHugeTimeoutMsRuns(t *testing.T) {
 	h := start(t, tuning{})
 	h.ready()
 	h.dispatch(recordertest.Dispatch{DispatchID: "huge", Tool: "echo", Arguments: []byte(`{}`), TimeoutMs: math.MaxInt})
@@ -103,10 +103,10 @@ func (r *bubbleRecorder) Post(ctx context.Context, path string, body []byte, _ i
 	return recorder.Answer{Status: 200}, nil
 }
 
-// TestHarden2HugeTimeoutMsWaitsTheMaximum: in fake time, a dispatch with timeoutMs
+// TestHugeTimeoutMsWaitsTheMaximum: in fake time, a dispatch with timeoutMs
 // 1e300 that cannot run (the upstream never becomes ready) times out after exactly
 // the clamp's hour, not at once.
-func TestHarden2HugeTimeoutMsWaitsTheMaximum(t *testing.T) {
+func TestHugeTimeoutMsWaitsTheMaximum(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &bubbleRecorder{
 			body:    []byte(`{"dispatches":[{"dispatchId":"huge","tool":"echo","arguments":{},"timeoutMs":1e300}]}`),
@@ -136,10 +136,10 @@ func TestHarden2HugeTimeoutMsWaitsTheMaximum(t *testing.T) {
 	})
 }
 
-// TestHarden2CallParamsAreOneLine: the tools/call params a dispatch becomes are one
+// TestCallParamsAreOneLine: the tools/call params a dispatch becomes are one
 // compact line, the host's _meta included (a bare carriage return between its tokens
 // is valid on the host's line, and relay.Call refuses any line break).
-func TestHarden2CallParamsAreOneLine(t *testing.T) {
+func TestCallParamsAreOneLine(t *testing.T) {
 	a, ok := parsePoll([]byte("{\"dispatches\":[{\"dispatchId\":\"d\",\"tool\":\"t\\n\",\"arguments\":{ \"a\" :\r\n[1,\t2] }}]}"), time.Now(), 10)
 	if !ok || len(a.dispatches) != 1 || a.dispatches[0].refused != "" {
 		t.Fatalf("%v %+v", ok, a.dispatches)

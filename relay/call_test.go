@@ -10,12 +10,12 @@ import (
 	"github.com/bir-dev/bir-proxy/relay"
 )
 
-// TestHarden2CallRefusesWhatIsNotOneLineObject: Call is the last door before a stdio
+// TestCallRefusesWhatIsNotOneLineObject: Call is the last door before a stdio
 // server, whose framing ends a message at a line feed. Params with a raw line break,
 // or that are not one JSON value, would reach the server as several messages the
 // host never sent; Call refuses them with ErrMalformed and writes nothing, and a
 // well-formed call after them goes through.
-func TestHarden2CallRefusesWhatIsNotOneLineObject(t *testing.T) {
+func TestCallRefusesWhatIsNotOneLineObject(t *testing.T) {
 	w := wire(t, "--reply")
 	ctx := context.Background()
 	bad := []string{

@@ -7,12 +7,12 @@ import (
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
-// TestHarden2RemoteSessionCancelClosesTheStreamAfterGrace: a session-era request the
+// TestRemoteSessionCancelClosesTheStreamAfterGrace: a session-era request the
 // host cancels, on a server that never answers it, has its response stream closed
 // after cancelGrace (the server sees it closed), for an event-stream answer and for a
 // JSON answer whose headers never came; the host gets nothing for it, and the
 // notification itself was POSTed (the session era's way to cancel).
-func TestHarden2RemoteSessionCancelClosesTheStreamAfterGrace(t *testing.T) {
+func TestRemoteSessionCancelClosesTheStreamAfterGrace(t *testing.T) {
 	t.Parallel()
 	for _, answer := range []string{"sse", "json"} {
 		t.Run(answer, func(t *testing.T) {
