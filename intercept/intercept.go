@@ -38,6 +38,11 @@ type Options struct {
 	// CassetteRedact records its arguments redacted instead.
 	Cassette       Cassette
 	CassetteRedact bool
+	// ToolsListed, with a Sink, is told each answer to the host's tools/list, on
+	// bookkeeping's goroutine (never the host's path): its result (a view, valid
+	// during the call), and whether the request began a listing (no cursor). The
+	// tool pins' warn mode (pins.Watcher.Listed).
+	ToolsListed func(result []byte, first bool)
 }
 
 // Interceptor implements relay.Interceptor.
@@ -104,6 +109,7 @@ func New(o Options) *Interceptor {
 	if o.Cassette != nil {
 		ic.tracker.cassette = &cassetteHook{c: o.Cassette, redact: o.CassetteRedact}
 	}
+	ic.tracker.listed = o.ToolsListed
 	ic.done = make(chan struct{})
 	go ic.run()
 	return ic

@@ -41,6 +41,8 @@ type tracker struct {
 	sawTools  bool
 	warnedShd bool
 	cassette  *cassetteHook // nil without --cassette
+	// listed is Options.ToolsListed: told every tools/list answer of the host's.
+	listed func(result []byte, first bool)
 	// res is what the result of the answer being handled was reduced to, when it
 	// streamed to the host (FromUpstreamStreamed); else nil.
 	res relay.StreamedResult
@@ -179,6 +181,10 @@ func (t *tracker) flushUnsent(sentAt time.Time) {
 	t.parked.Store(false)
 }
 
+// listedPage is the handshake method of a tools/list request carrying a cursor: a
+// page after the first.
+const listedPage = "tools/list (a later page)"
+
 // ownKey starts the tracker's key of an id of the proxy's own requests, so that
 // however the host chose its ids, the two namespaces never meet here.
 const ownKey = "p"
@@ -301,6 +307,10 @@ func (t *tracker) host(ev event) {
 			}
 		case "initialize", "tools/list", "server/discover":
 			if f.ID != nil {
+				if method == "tools/list" && jsonlex.Get(f.Params, "cursor") != nil {
+					// A later page: the pins' listing goes on (listedPage).
+					method = listedPage
+				}
 				t.handshake[keyPrefix+jsonlex.IDKey(f.ID)] = method
 				if t.cassette != nil && !own {
 					t.cassette.handshake(method, f.Params)
@@ -399,6 +409,12 @@ func (t *tracker) answer(f jsonlex.Fields, at time.Time, keyPrefix string) {
 		// it (its head's id was not the handshake's, docs/ARCHITECTURE.md): nothing
 		// is learned from it, and a later answer read whole still is.
 		if f.Result != nil && t.res == nil {
+			if t.listed != nil && keyPrefix == "" && (method == "tools/list" || method == listedPage) {
+				t.listed(f.Result, method == "tools/list")
+			}
+			if method == listedPage {
+				return // the first page is what register and the cassette take
+			}
 			if t.cassette != nil && keyPrefix == "" {
 				t.cassette.c.ServerResult(method, f.Result)
 			}

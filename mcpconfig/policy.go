@@ -4,7 +4,7 @@ import "strings"
 
 // policyFlags are the proxy's tool-policy flags (toolpolicy), which status shows per
 // server; the value-less one is last.
-var policyFlags = []string{"ignore-tool", "allow-tool", "call-timeout", "call-timeout-reset-on-progress"}
+var policyFlags = []string{"ignore-tool", "allow-tool", "call-timeout", "pin-tools", "call-timeout-reset-on-progress"}
 
 // policyArgs are the tool-policy flags a wrapped entry gives the proxy, each as
 // "--flag value", in order; nil for none or an entry that is not wrapped.

@@ -9,6 +9,7 @@ package mcpdiff
 import (
 	"bytes"
 	"fmt"
+	"github.com/bir-dev/bir-proxy/internal/udiff"
 	"strings"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -242,3 +243,6 @@ func parsePath(p string) ([]string, error) {
 	}
 	return segs, nil
 }
+
+// unified is the unified diff of a and b ("" when they are the same lines).
+func unified(a, b []string, nameA, nameB string) string { return udiff.Lines(a, b, nameA, nameB) }

@@ -69,6 +69,16 @@ func defineWrapCassette(fs *flag.FlagSet, c *configCmd) {
 	fs.StringVar(&c.cassettes, "cassette", "", "each wrapped server also records a cassette for bir-proxy verify, `DIR`/NAME.jsonl: the arguments RAW, secrets included (see docs/cassette.md)")
 }
 
+// entryFlags are the proxy flags wrap gives the entry name: --cassette's, then
+// --pin-tools'.
+func (c *configCmd) entryFlags(name string) []string {
+	out := c.cassetteFlags(name)
+	if c.pinTools != "" {
+		out = append(out, "--pin-tools", c.pinTools)
+	}
+	return out
+}
+
 // cassetteFlags are the proxy flags wrap --cassette DIR gives the entry name: its own
 // file in DIR, by an absolute path (the host starts servers from anywhere).
 func (c *configCmd) cassetteFlags(name string) []string {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/pinscmd"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 )
 
@@ -126,6 +127,15 @@ wrap would use from the current directory (and, for log, of the journals).`,
 			about:   verifyAbout,
 			flags:   defineVerifyFlags,
 			run:     runVerify,
+		},
+		{
+			name: "pins", synopsis: pinscmd.Usage,
+			summary: "each server's pinned tools, drift, and approving it",
+			about:   pinscmd.About,
+			flags: func(fs *flag.FlagSet) any {
+				return fs.Bool("json", false, "print JSON: {\"servers\":[{\"server\",\"tools\":[...]}]}")
+			},
+			run: runPins,
 		},
 		{
 			name: "help", synopsis: "[COMMAND]",
@@ -256,7 +266,7 @@ Flags, when running a server:
 func printOverview(w io.Writer) {
 	var cmds strings.Builder
 	for _, sc := range subcommands() {
-		brief := map[string]string{"wrap": "[NAME...]", "unwrap": "[NAME...]", "help": "[COMMAND]", "login": "--url URL", "logout": "--url URL", "auth": "status", "completion": "bash|zsh|fish", "verify": "CASSETTE COMMAND"}[sc.name]
+		brief := map[string]string{"wrap": "[NAME...]", "unwrap": "[NAME...]", "help": "[COMMAND]", "login": "--url URL", "logout": "--url URL", "auth": "status", "completion": "bash|zsh|fish", "verify": "CASSETTE COMMAND", "pins": "[SERVER]"}[sc.name]
 		fmt.Fprintf(&cmds, "  bir-proxy %-26s  %s\n", sc.name+" "+brief, sc.summary)
 	}
 	fmt.Fprintf(w, overview, cmds.String())

@@ -79,6 +79,7 @@ type proxyFlags struct {
 	policy         *toolpolicy.Policy
 	otlp           *otlpFlags
 	cassette       *cassetteFlags
+	pinTools       string // --pin-tools, BIR_PIN_TOOLS (pins.go)
 }
 
 // repeated is a flag that may be given many times.
@@ -112,6 +113,7 @@ func defineProxyFlags(fs *flag.FlagSet) *proxyFlags {
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", upstream.DefaultConnectTimeout, "with --url: how long to wait for a connection to the server")
 	f.oauth = defineOAuthFlags(fs, true)
 	f.policy = definePolicyFlags(fs)
+	definePinFlag(fs, &f.pinTools)
 	f.otlp = defineOTLPFlags(fs)
 	f.cassette = defineCassetteFlags(fs)
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
@@ -155,6 +157,8 @@ func parseProxyFlags(c *cli, args []string) (f *proxyFlags, code int, ok bool) {
 		return nil, c.usageError("", fmt.Errorf("--spool-max %s is below the least it can be, %s", formatSize(f.spoolMax.n), formatSize(recorder.MinSpoolMax))), false
 	case f.policy.Check() != nil:
 		return nil, c.usageError("", f.policy.Check()), false
+	case checkPinMode(&f.pinTools) != nil:
+		return nil, c.usageError("", checkPinMode(&f.pinTools)), false
 	}
 	f.command = cmd
 	if f.url != "" {

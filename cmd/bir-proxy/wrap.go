@@ -18,6 +18,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/internal/version"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
+	"github.com/bir-dev/bir-proxy/pins"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/redact"
 )
@@ -33,6 +34,7 @@ type configCmd struct {
 	restore   bool
 	names     []string
 	cassettes string // wrap --cassette DIR (cassette.go)
+	pinTools  string // wrap --pin-tools MODE (pins.go)
 }
 
 func defineConfigFlags(fs *flag.FlagSet, verb string) *configCmd {
@@ -45,6 +47,7 @@ func defineConfigFlags(fs *flag.FlagSet, verb string) *configCmd {
 	if verb == "wrap" {
 		fs.StringVar(&c.proxyPath, "proxy-path", "", "the bir-proxy the host should run (default: this executable's absolute path; bir-proxy from PATH in a file git shares)")
 		defineWrapCassette(fs, c)
+		definePinFlag(fs, &c.pinTools)
 	}
 	if verb == "unwrap" {
 		fs.BoolVar(&c.restore, "restore", false, "list the backups of the config files; with an ID, put that version back")
@@ -61,6 +64,11 @@ func parseConfigCmd(c *cli, verb string, args []string) (*configCmd, int, bool) 
 	}
 	cc := opts.(*configCmd)
 	cc.names = names
+	if cc.pinTools != "" {
+		if _, err := pins.ParseMode(cc.pinTools); err != nil {
+			return nil, c.usageError(verb, fmt.Errorf("--pin-tools %q: %v", cc.pinTools, err)), false
+		}
+	}
 	if cc.scope != "" {
 		if _, err := mcpconfig.ParseScope(cc.scope); err != nil {
 			return nil, c.usageError(verb, err), false
@@ -385,7 +393,7 @@ func (cc *configCmd) apply(e *fileEdit, proxy string) (applied, error) {
 		}
 		var ch *mcpconfig.Change
 		if cc.verb == "wrap" {
-			ch, err = doc.WrapWith(names, proxy, cc.cassetteFlags)
+			ch, err = doc.WrapWith(names, proxy, cc.entryFlags)
 		} else {
 			ch, err = doc.Unwrap(names)
 		}

@@ -39,6 +39,10 @@
 //	                  and a line that is not JSON with a -32700 parse error (id null)
 //	--reply-size N    tools/call results carry an N-byte text instead of the
 //	                  arguments (built once; the named tools above keep theirs)
+//	--tools-pages FILE  tools/list answered from FILE, read at start: a JSON array of
+//	                  results, sent as written; a request without params.cursor gets
+//	                  the first, one with cursor "N" the N-th (from 0); tests rewrite
+//	                  FILE between runs to change the tools' definitions
 //	--tools-file FILE tool names for tools/list, one a line, read at start (tests
 //	                  rewrite it between runs to change the list a revived server shows)
 //	--env             enable the "env" tool
@@ -93,6 +97,7 @@ type config struct {
 	reply         bool
 	replySize     int
 	toolsFile     string
+	toolsPages    string
 	env           bool
 	discover      bool
 	strictTools   bool
@@ -120,6 +125,7 @@ func main() {
 	fs.BoolVar(&cfg.reply, "reply", false, "answer requests")
 	fs.IntVar(&cfg.replySize, "reply-size", 0, "tools/call results carry an `N`-byte text")
 	fs.StringVar(&cfg.toolsFile, "tools-file", "", "tool names for tools/list, one a line, from `FILE`")
+	fs.StringVar(&cfg.toolsPages, "tools-pages", "", "tools/list results, a JSON array, from `FILE`")
 	fs.BoolVar(&cfg.env, "env", false, "enable the env tool")
 	fs.BoolVar(&cfg.discover, "discover", false, "answer server/discover as a stateless-era server")
 	fs.BoolVar(&cfg.strictTools, "strict-tools", false, "answer calls of unknown tools with an error")

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"strconv"
 
@@ -29,6 +30,7 @@ type replier struct {
 	bigPad    []byte          // --reply-size x's: the task tools' statusMessage, built when first used
 	buf       []byte
 	tasks     map[string]*rawTask // the task tools' tasks, by taskId (tasks.go)
+	pages     [][]byte            // --tools-pages
 	taskN     int
 }
 
@@ -55,6 +57,20 @@ func newReplier(cfg config) (*replier, error) {
 	list = append(list, "]}"...)
 
 	r := &replier{env: cfg.env, discover: cfg.discover, toolsList: list, protoVersion: cfg.protoVersion, crashEvery: cfg.crashEvery}
+	if cfg.toolsPages != "" {
+		data, err := os.ReadFile(cfg.toolsPages)
+		if err != nil {
+			return nil, fmt.Errorf("reading --tools-pages: %w", err)
+		}
+		pages := gjson.ParseBytes(data)
+		if !pages.IsArray() {
+			return nil, fmt.Errorf("--tools-pages: not a JSON array")
+		}
+		pages.ForEach(func(_, v gjson.Result) bool {
+			r.pages = append(r.pages, []byte(v.Raw))
+			return true
+		})
+	}
 	if cfg.strictTools {
 		r.known = map[string]bool{"fail": true, "rpc_error": true, "need_input": true, "hang": true}
 		for name := range taskTools {
@@ -195,6 +211,17 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 		buf = append(buf, `,"capabilities":{"tools":{"listChanged":true},"logging":{}},`+
 			`"serverInfo":{"name":"rawserver","version":"0.0.1"}}`...)
 	case "tools/list":
+		if r.pages != nil {
+			n := 0
+			if c := req.params.Get("cursor"); c.Exists() {
+				n, _ = strconv.Atoi(c.String())
+			}
+			if n < 0 || n >= len(r.pages) {
+				return appendError(buf, id, -32602, "Invalid cursor")
+			}
+			buf = append(appendResultStart(buf, id), r.pages[n]...)
+			break
+		}
 		buf = append(appendResultStart(buf, id), r.toolsList...)
 	case "tools/call":
 		if r.calls++; r.crashEvery > 0 && r.calls%r.crashEvery == 0 {

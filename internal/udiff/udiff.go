@@ -1,4 +1,6 @@
-package mcpdiff
+// Package udiff is the one unified-diff engine of bir-proxy: verify's diff of a
+// recorded and a new answer (mcpdiff), the pins' diff of a tool's definition.
+package udiff
 
 import (
 	"fmt"
@@ -11,8 +13,9 @@ const maxCells = 4 << 20
 
 const context = 3
 
-// unified is the unified diff of a and b ("" when they are the same lines).
-func unified(a, b []string, nameA, nameB string) string {
+// Lines is the unified diff of a and b ("" when they are the same lines), with
+// three lines of context, headed "--- nameA" and "+++ nameB".
+func Lines(a, b []string, nameA, nameB string) string {
 	if equal(a, b) {
 		return ""
 	}
