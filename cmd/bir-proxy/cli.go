@@ -220,7 +220,7 @@ func (c *cli) parseCommand(sc subcommand, args []string, interleaved bool) (opts
 		printCommandUsage(c.stdout, sc)
 		return nil, nil, 0, false
 	case err != nil:
-		return nil, nil, c.usageError(sc.name, err), false
+		return nil, nil, c.usageError(sc.name, withSuggestion(err, fs)), false
 	}
 	return opts, names, 0, true
 }
@@ -236,8 +236,7 @@ func printCommandUsage(w io.Writer, sc subcommand) {
 	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 	if hasFlags {
 		fmt.Fprintln(w, "\nFlags:")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
+		printFlags(w, fs)
 	}
 }
 
@@ -272,8 +271,7 @@ func printOverview(w io.Writer) {
 	fmt.Fprintf(w, overview, cmds.String())
 	fs := newFlagSet("bir-proxy")
 	defineProxyFlags(fs)
-	fs.SetOutput(w)
-	fs.PrintDefaults()
+	printFlags(w, fs)
 }
 
 func runHelp(_ context.Context, c *cli, args []string) int {

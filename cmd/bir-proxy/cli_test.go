@@ -27,7 +27,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		says string
 	}{
-		{[]string{"wrap", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"wrap", "--bogus"}, "unknown flag --bogus"},
 		{[]string{"wrap", "--scope", "bogus"}, `unknown scope "bogus"`},
 		{[]string{"wrap", "--proxy-path"}, "flag needs an argument"},
 		{[]string{"wrap", "--restore"}, "-restore"},

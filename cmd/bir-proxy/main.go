@@ -131,7 +131,7 @@ func parseProxyFlags(c *cli, args []string) (f *proxyFlags, code int, ok bool) {
 		printOverview(c.stdout)
 		return nil, 0, false
 	case err != nil:
-		return nil, c.usageError("", err), false
+		return nil, c.usageError("", withSuggestion(err, fs)), false
 	}
 	if f.showVersion {
 		fmt.Fprintf(c.stdout, "bir-proxy %s\n", version.Get())
@@ -230,8 +230,20 @@ func (f *proxyFlags) remote(logger *slog.Logger, notes io.Writer) (upstream.Remo
 
 func runProxy(c *cli, args []string) int {
 	sigs := catchSignals()
-	f, code, ok := parseProxyFlags(c, args)
+	if msg := unknownWord(args); msg != "" {
+		code := c.usageError("", errors.New(msg))
+		answerHost(os.Stdin, c.stdout, "bir-proxy: "+msg)
+		return code
+	}
+	var said strings.Builder
+	c2 := *c
+	c2.stderr = io.MultiWriter(c.stderr, &said)
+	f, code, ok := parseProxyFlags(&c2, args)
 	if !ok {
+		if code == 2 {
+			// The host's requests get the usage error (a hand-written entry's typo).
+			answerHost(os.Stdin, c.stdout, strings.TrimSpace(said.String()))
+		}
 		return code
 	}
 	if _, err := parseSwitch("BIR_OFF", os.Getenv("BIR_OFF")); err != nil {

@@ -221,9 +221,12 @@ func TestMissingOrBadCommand(t *testing.T) {
 		msg  string
 	}{
 		{"no command", []string{"--server", "x"}, 2, "no server command"},
-		{"unknown flag", []string{"--nope", "--", "true"}, 2, "flag provided but not defined: -nope"},
+		{"unknown flag", []string{"--nope", "--", "true"}, 2, "unknown flag --nope"},
 		{"not found", []string{"--", "/no/such/server"}, 127, `cannot start the MCP server "server" (/no/such/server)`},
-		{"not on PATH", []string{"no-such-server-anywhere"}, 127, "is it installed, and on the PATH"},
+		// A bare first word is what a person types: neither a command nor a program is
+		// a usage error (docs/wrap.md); after -- it is the server's command.
+		{"not on PATH", []string{"no-such-server-anywhere"}, 2, "nor a program on PATH"},
+		{"not on PATH after --", []string{"--", "no-such-server-anywhere"}, 127, "is it installed, and on the PATH"},
 	} {
 		var stdout, stderr bytes.Buffer
 		cmd := exec.CommandContext(testutil.Context(t), bin, tc.args...)
