@@ -7,11 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/telemetry"
@@ -469,4 +471,91 @@ func TestKeepsBriefly(t *testing.T) {
 		t.Fatal("a pure pipe: Brief, or not Passive")
 	}
 	var _ relay.Brief = ic
+}
+
+// serverRequests are n roots/list requests of the server's, lexed as its pump lexes
+// them.
+func serverRequests(n int) []event {
+	evs := make([]event, n)
+	var lx jsonlex.Line
+	for i := range evs {
+		msg := []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"roots/list"}`)
+		lx.LexValid(msg)
+		evs[i] = event{kind: evUpstream, msg: msg, top: spansOf(&lx.Objs[0])}
+	}
+	return evs
+}
+
+// TestServerRequestsLeftUnansweredCostAStepEach: the span of a server's request
+// takes the trace of the one call in flight, if there is one; finding it scanned
+// every open span, the server's own among them, so n requests the host never
+// answered cost n²/2 steps (40,000 roots/list: the proxy exited 13-50 s after the
+// host left). Per request, 20,000 must cost about what 2,500 do, not 8 times more.
+func TestServerRequestsLeftUnansweredCostAStepEach(t *testing.T) {
+	per := func(n int) time.Duration {
+		evs := serverRequests(n)
+		best := time.Duration(1 << 62)
+		for range 3 {
+			h, _, _ := hookAlone(t)
+			now := time.Now()
+			began := time.Now()
+			for i := range evs {
+				ev := evs[i]
+				ev.at = now
+				h.handle(&ev)
+			}
+			best = min(best, time.Since(began)/time.Duration(n))
+		}
+		return best
+	}
+	small, large := per(2_500), per(20_000)
+	t.Logf("per server request: %v at 2,500 open, %v at 20,000", small, large)
+	// Linear: about 1x (maps grow, caches miss: up to 2-3x); the scan made it 8x and more.
+	if large > 5*small {
+		t.Fatalf("a server request with 20,000 open costs %v, %.1fx what it does with 2,500 (%v)", large, float64(large)/float64(small), small)
+	}
+}
+
+// TestServerRequestParentFromTheOneCallInFlight: a server's request joins the trace
+// of the one request of the host's or the proxy's in flight, whatever the number of
+// the server's own open; with none, or two, it starts a trace of its own.
+func TestServerRequestParentFromTheOneCallInFlight(t *testing.T) {
+	h, _, _ := hookAlone(t)
+	now := time.Now()
+	lex := func(kind eventKind, msg string) *event {
+		return &event{kind: kind, msg: []byte(msg), at: now}
+	}
+	server := func(id string) telemetry.Span {
+		t.Helper()
+		h.handle(lex(evUpstream, `{"jsonrpc":"2.0","id":`+id+`,"method":"roots/list"}`))
+		s, ok := h.open.take("s", h.key([]byte(id)))
+		if !ok {
+			t.Fatalf("no span for the server's request %s", id)
+		}
+		return s.sp
+	}
+	for i := range 100 {
+		h.handle(lex(evUpstream, `{"jsonrpc":"2.0","id":"k`+strconv.Itoa(i)+`","method":"roots/list"}`))
+	}
+	h.handle(lex(evHost, `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x"}}`))
+	a, _ := h.open.find(0, "h"+string(h.key([]byte(`"a"`))))
+	if got := server("1"); got.TraceID != a.sp.TraceID || got.Parent != a.sp.SpanID {
+		t.Fatalf("with one call in flight, a server's request is not its child")
+	}
+	h.handle(lex(evHost, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"y"}}`))
+	if got := server("2"); got.TraceID == a.sp.TraceID || got.Parent != ([8]byte{}) {
+		t.Fatalf("with two calls in flight, a server's request took one's trace")
+	}
+	h.handle(lex(evUpstream, `{"jsonrpc":"2.0","id":"a","result":{}}`)) // a ends: 7 is the one
+	seven, _ := h.open.find(func() uint64 { k, _ := intKey("h", []byte("7")); return k }(), "")
+	if got := server("3"); got.TraceID != seven.sp.TraceID || got.Parent != seven.sp.SpanID {
+		t.Fatalf("after one of two ended, a server's request is not the other's child")
+	}
+	h.handle(lex(evUpstream, `{"jsonrpc":"2.0","id":7,"result":{}}`))
+	if got := server("4"); got.Parent != ([8]byte{}) {
+		t.Fatalf("with no call in flight, a server's request has a parent")
+	}
+	if h.open.ncalls != 0 || h.open.calls != nil {
+		t.Fatalf("the index holds %d calls after all ended", h.open.ncalls)
+	}
 }
