@@ -3,7 +3,9 @@ package intercept
 import (
 	"bytes"
 	"crypto/sha256"
+	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -30,7 +32,13 @@ type Tracing struct {
 	ServerPort    int
 	// SessionID, when set, says the session's mcp.session.id (HTTP), "" when none.
 	SessionID func() string
+	// Drain bounds, at Close, the time bookkeeping may still spend on spans (default
+	// SpanDrain); what it has not got to then is dropped, counted and said once.
+	Drain time.Duration
 }
+
+// SpanDrain is Tracing.Drain's default: a second, as the exporter's flush has.
+const SpanDrain = time.Second
 
 // Caps on what a span takes from peer input.
 const (
@@ -77,6 +85,10 @@ type spanHook struct {
 	// res is what the result of the answer being handled was reduced to, when it
 	// streamed to the host (relay.StreamedResult); else nil.
 	res relay.StreamedResult
+	// off is set when Close's bound on spans passed: no more span is made.
+	off atomic.Bool
+	// left counts the messages not looked at since (their spans never made).
+	left int
 }
 
 type opKey struct{ method, target string }
@@ -172,6 +184,9 @@ func (h *spanHook) op(method, target string) *opInfo {
 }
 
 func newSpanHook(tr Tracing) *spanHook {
+	if tr.Drain <= 0 {
+		tr.Drain = SpanDrain
+	}
 	h := &spanHook{tr: tr, x: tr.Exporter, open: openSpans{ints: make(map[uint64]*openSpan), strs: make(map[string]*openSpan)},
 		ids: telemetry.NewIDs()}
 	if tr.Transport != "" {
@@ -185,6 +200,29 @@ func newSpanHook(tr Tracing) *spanHook {
 	}
 	h.x.SetSession(h.base)
 	return h
+}
+
+// look is handle until Close's bound passed (off); then the event is only counted.
+func (h *spanHook) look(ev *event) {
+	if h.off.Load() {
+		if ev.msg != nil {
+			h.left++
+		}
+		return
+	}
+	h.handle(ev)
+}
+
+// abandoned counts and says, once, what Close's bound left undone: the spans still
+// open (never ended, never exported) and the messages never looked at.
+func (h *spanHook) abandoned(log *slog.Logger) {
+	if !h.off.Load() {
+		return
+	}
+	open := h.open.len()
+	h.x.Dropped(open, "the proxy exited before its bookkeeping made them")
+	log.Warn("OpenTelemetry: bookkeeping did not finish its spans within the exit's bound; the rest are dropped",
+		"bound", h.tr.Drain, "open_spans", open, "messages_not_looked_at", h.left)
 }
 
 // handle looks at one event before the tracker does (its bytes are still there).
@@ -234,6 +272,9 @@ func (h *spanHook) handle(ev *event) {
 	case evLost:
 		h.flushUnsent(ev.at)
 		for s := range h.open.all() {
+			if h.off.Load() {
+				return // Close's bound passed: the spans left open are counted there
+			}
 			if s.prefix() == 'h' && len(ev.spared) > 0 && sparedSpan(ev, s.idKey()) {
 				continue
 			}

@@ -5,12 +5,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -559,3 +561,51 @@ func TestServerRequestParentFromTheOneCallInFlight(t *testing.T) {
 		t.Fatalf("the index holds %d calls after all ended", h.open.ncalls)
 	}
 }
+
+// TestCloseBoundsTheSpansLeft: at Close, bookkeeping ends every span still open
+// (upstream_lost). However long that takes (here each span's end waits 10 ms, as a
+// slow mcp.session.id would make it: 2,000 spans, 20 s), Close returns within
+// Tracing.Drain and the span at hand; the spans left are counted as dropped, and
+// said once. Close used to wait for all of them: 40,000 unanswered roots/list kept
+// the proxy 13-51 s past the host's exit.
+func TestCloseBoundsTheSpansLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs testutil.SyncBuffer
+		logger := slog.New(slog.NewTextHandler(&logs, nil))
+		// A collector in memory: a socket's wait is no wait the bubble's clock follows.
+		client := &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+			io.Copy(io.Discard, r.Body) //nolint:errcheck // a sink
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/x-protobuf"}},
+				Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+		})}
+		x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: "http://collector.invalid/v1/traces", Protocol: telemetry.ProtoProtobuf},
+			Version: "1", Server: "s", BatchDelay: time.Hour, Logger: slog.New(slog.DiscardHandler), Client: client})
+		const drain = 500 * time.Millisecond
+		slow := func() string { time.Sleep(10 * time.Millisecond); return "" }
+		ic := New(Options{Logger: logger, Tracing: &Tracing{Exporter: x, Transport: "pipe", SessionID: slow, Drain: drain}})
+		now := time.Now()
+		const n = 2000
+		for i := range n {
+			ic.FromUpstream([]byte(`{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"roots/list"}`), now)
+		}
+		began := time.Now()
+		ic.Close()
+		took := time.Since(began)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st := x.Close(ctx)
+		if took > drain+20*time.Millisecond {
+			t.Errorf("Close took %v, bound %v", took, drain)
+		}
+		if st.Dropped == 0 || st.Exported+st.Dropped != n {
+			t.Errorf("exported %d, dropped %d, want %d in all", st.Exported, st.Dropped, n)
+		}
+		if got := strings.Count(logs.String(), "did not finish its spans"); got != 1 {
+			t.Errorf("the drop said %d times, want once:\n%s", got, logs.String())
+		}
+	})
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -5,9 +5,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -69,4 +73,40 @@ func TestOTelSpansCarryTheHTTPSessionID(t *testing.T) {
 	if !strings.Contains(all, `"mcp.session.id"`) || !strings.Contains(all, `"`+sid+`"`) {
 		t.Fatalf("no span carries mcp.session.id %s:\n%.2000s", sid, all)
 	}
+}
+
+// TestOTelStopIsBoundedWithServerRequestsLeftUnanswered: a server sends 40,000
+// roots/list the host never answers, with tracing on. Each one's span looked for its
+// parent through every open span, the server's own among them, and the exit waited
+// for bookkeeping to get through them all: the proxy exited 13-51 s after the host
+// closed stdin or sent SIGTERM (0.02 s untraced). Its stop must keep the proxy's
+// bound: bookkeeping's spans get at most a second at exit (intercept's SpanDrain),
+// the collector another (otlpFlush).
+func TestOTelStopIsBoundedWithServerRequestsLeftUnanswered(t *testing.T) {
+	eachStop(t, func(t *testing.T, sig bool) {
+		collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, io.LimitReader(r.Body, 64<<20)) //nolint:errcheck // a sink
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{}`)) //nolint:errcheck // the proxy's business
+		}))
+		t.Cleanup(collector.Close)
+		raw := testutil.Build(t, "./testdata/rawserver")
+		const n = 40_000
+		var b strings.Builder
+		for i := range n {
+			b.WriteString(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"roots/list"}` + "\n")
+		}
+		emit := filepath.Join(t.TempDir(), "roots")
+		if err := os.WriteFile(emit, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := startProxy(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/json"},
+			"--", raw, "--emit", emit, "--reply")
+		for i := range n {
+			if m := s.recv(); !strings.Contains(m, `"roots/list"`) {
+				t.Fatalf("message %d to the host: %.200s", i, m)
+			}
+		}
+		endSession(t, s, sig, 2*time.Second)
+	})
 }
