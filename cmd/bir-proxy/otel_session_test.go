@@ -110,3 +110,56 @@ func TestOTelStopIsBoundedWithServerRequestsLeftUnanswered(t *testing.T) {
 		endSession(t, s, sig, 2*time.Second)
 	})
 }
+
+// TestOTelStreamedCallWithALongMetaKeepsItsParent: a tools/call long enough to be
+// streamed to the server (its arguments past 64 KiB) whose _meta is past 16 KiB
+// carried its traceparent to the server, but its span started a trace of its own:
+// only 16 KiB of _meta were kept for it. The same _meta on a call read whole made
+// the host's span its parent. Both spans are the host's span's children now.
+func TestOTelStreamedCallWithALongMetaKeepsItsParent(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+		if r.URL.Path == "/v1/traces" {
+			mu.Lock()
+			bodies = append(bodies, string(b))
+			mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{}`)) //nolint:errcheck // the proxy's business
+	}))
+	t.Cleanup(collector.Close)
+	raw := testutil.Build(t, "./testdata/rawserver")
+	const traceID, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	meta := `{"pad":"` + strings.Repeat("m", 20<<10) + `","traceparent":"00-` + traceID + `-` + parent + `-01","tracestate":"k=v"}`
+	s := startProxy(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/json"},
+		"--", raw, "--reply", "--reply-size", "10")
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"streamed","_meta":` + meta +
+		`,"arguments":{"big":"` + strings.Repeat("x", 200<<10) + `"}}}`)
+	s.recv()
+	s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"whole","_meta":` + meta + `,"arguments":{}}}`)
+	s.recv()
+	s.end() // the exit flushes the spans
+	mu.Lock()
+	all := strings.Join(bodies, "\n")
+	mu.Unlock()
+	for _, tool := range []string{"streamed", "whole"} {
+		var span gjson.Result
+		for _, b := range bodies {
+			gjson.Get(b, "resourceSpans.#.scopeSpans.#.spans|@flatten|@flatten").ForEach(func(_, sp gjson.Result) bool {
+				if sp.Get("name").String() == "tools/call "+tool {
+					span = sp
+				}
+				return true
+			})
+		}
+		if !span.Exists() {
+			t.Fatalf("no span of the %s call:\n%.3000s", tool, all)
+		}
+		if span.Get("traceId").String() != traceID || span.Get("parentSpanId").String() != parent || span.Get("traceState").String() != "k=v" {
+			t.Errorf("the %s call's span is not the host's span's child: trace %s, parent %s, state %q", tool,
+				span.Get("traceId"), span.Get("parentSpanId"), span.Get("traceState"))
+		}
+	}
+}
