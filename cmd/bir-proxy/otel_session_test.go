@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,5 +162,39 @@ func TestOTelStreamedCallWithALongMetaKeepsItsParent(t *testing.T) {
 			t.Errorf("the %s call's span is not the host's span's child: trace %s, parent %s, state %q", tool,
 				span.Get("traceId"), span.Get("parentSpanId"), span.Get("traceState"))
 		}
+	}
+}
+
+// TestOTelStreamedCallWithAHugeMetaCostsNoMemoryInProportion: what a streamed call
+// keeps of its _meta's trace members for its span is bounded (1 KiB each): a 16 MB
+// tracestate and as much padding in _meta take the tracing proxy no higher than the
+// same call with a small _meta.
+func TestOTelStreamedCallWithAHugeMetaCostsNoMemoryInProportion(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the proxy's peak RSS from /proc")
+	}
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, io.LimitReader(r.Body, 64<<20)) //nolint:errcheck // a sink
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{}`)) //nolint:errcheck // the proxy's business
+	}))
+	t.Cleanup(collector.Close)
+	const size = 16 << 20
+	tp := `"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"`
+	args := `{"content":"` + strings.Repeat("0123456789abcdef", size/16) + `"}`
+	peak := func(meta string) int64 {
+		cmd, in, out, done := rawProxy(t, nil, []string{"BIR_OFF=1", "OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/json"},
+			[]string{"--server", "mem"}, "--reply")
+		go in.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fail","_meta":` + meta + `,"arguments":` + args + "}}\n")
+		if got := readWithin(t, out); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":1,"result"`) {
+			t.Fatalf("host got %.200s", got)
+		}
+		return peakAfterReport(t, cmd, in, done, false, "")
+	}
+	small := peak(`{` + tp + `,"tracestate":"k=v"}`)
+	huge := peak(`{"pad":"` + strings.Repeat("m", size) + `",` + tp + `,"tracestate":"` + strings.Repeat("k", size) + `"}`)
+	t.Logf("peak RSS tracing a streamed call: %d MB with a small _meta, %d MB with a %d MB one", small>>20, huge>>20, 2*size>>20)
+	if huge-small > 8<<20 {
+		t.Errorf("a %d MB _meta took the proxy to %d MB, %d MB over the small one's", 2*size>>20, huge>>20, (huge-small)>>20)
 	}
 }
