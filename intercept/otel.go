@@ -271,12 +271,15 @@ func (h *spanHook) handle(ev *event) {
 		})
 	case evLost:
 		h.flushUnsent(ev.at)
+		spared := sparedSet(ev.spared, spanKey)
 		for s := range h.open.all() {
 			if h.off.Load() {
 				return // Close's bound passed: the spans left open are counted there
 			}
-			if s.prefix() == 'h' && len(ev.spared) > 0 && sparedSpan(ev, s.idKey()) {
-				continue
+			if s.prefix() == 'h' && spared != nil {
+				if _, ok := spared[s.idKey()]; ok {
+					continue
+				}
 			}
 			h.open.del(s)
 			h.finish(s, ev.at, "upstream_lost", "", "the server went away before answering")
@@ -904,15 +907,6 @@ func (s *openSpan) idKey() string {
 	return s.key[1:]
 }
 
-// sparedSpan is isSpared of an open span's idKey (spanKey of the IDKey spared).
-func sparedSpan(ev *event, k string) bool {
-	for _, sp := range ev.spared {
-		if spanKey(sp) == k {
-			return true
-		}
-	}
-	return false
-}
 
 // text is the string a raw JSON string holds, redacted and clipped for a span; a
 // non-string is "".

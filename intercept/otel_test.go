@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -609,3 +610,71 @@ func TestCloseBoundsTheSpansLeft(t *testing.T) {
 type roundTrip func(*http.Request) (*http.Response, error)
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestLostSparingCostsAStepACall: a server replaced with n host calls in flight, the
+// upstream holding back m of them for the next one (UpstreamLostSparing), ends the
+// others. Each call's key was looked for through the m spared, in the tracker and
+// in the span hook: n·m steps. With 16,000 in flight, sparing half of them must cost
+// about what sparing one does (the same maps, the same caches), not thousands of
+// steps a call more.
+func TestLostSparingCostsAStepACall(t *testing.T) {
+	const n = 16_000
+	var hosts []event
+	var half []string
+	var lx jsonlex.Line
+	for i := range n {
+		id := strconv.Itoa(i)
+		msg := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t","arguments":{"_bir_call_id":"c-` + id + `"}}}`)
+		lx.Lex(msg)
+		out, sc := stripLexed(msg, DefaultCorrelationKey, &lx, true)
+		hosts = append(hosts, event{kind: evHost, msg: out, scan: sc, top: spansOf(&lx.Objs[0])})
+		if i%2 == 1 {
+			half = append(half, jsonlex.IDKey([]byte(id)))
+		}
+	}
+	// The span hook's share and the tracker's, apart: a report costs far more than
+	// a span, and would hide the scan's share of the tracker's.
+	lost := func(spared []string, spans bool) time.Duration {
+		best := time.Duration(1 << 62)
+		for range 3 {
+			h, _, _ := hookAlone(t)
+			var interested atomic.Int64
+			var parked atomic.Bool
+			tr := newTracker(&countSink{}, DefaultReportCap, &interested, slog.New(slog.DiscardHandler))
+			tr.later, tr.parked = func() {}, &parked
+			now := time.Now()
+			for _, ev := range hosts {
+				ev.at = now
+				if spans {
+					h.handle(&ev)
+				} else {
+					tr.handle(ev)
+				}
+			}
+			ev := event{kind: evLost, at: now, spared: spared}
+			began := time.Now()
+			left := 0
+			if spans {
+				h.handle(&ev)
+				left = h.open.len()
+			} else {
+				tr.handle(ev)
+				left = len(tr.calls)
+			}
+			best = min(best, time.Since(began))
+			if left != len(spared) {
+				t.Fatalf("%d calls left, want the %d spared", left, len(spared))
+			}
+		}
+		return best
+	}
+	for _, spans := range []bool{true, false} {
+		one, many := lost(half[:1], spans), lost(half, spans)
+		t.Logf("spans %v: %d calls lost in %v sparing one, in %v sparing %d", spans, n, one, many, len(half))
+		// The same work or less (the spared are not ended), give or take a loaded
+		// machine's noise (2x seen); the scan made it 150x.
+		if many > 10*one {
+			t.Errorf("spans %v: sparing %d of %d calls took %v, %.1fx sparing one (%v)", spans, len(half), n, many, float64(many)/float64(one), one)
+		}
+	}
+}
