@@ -907,7 +907,6 @@ func (s *openSpan) idKey() string {
 	return s.key[1:]
 }
 
-
 // text is the string a raw JSON string holds, redacted and clipped for a span; a
 // non-string is "".
 func text(raw []byte) string {
