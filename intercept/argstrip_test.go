@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/telemetry"
 )
 
 // streamStrip runs jsonlex.ArgStrip over msg cut at the given points, as the relay
@@ -95,6 +96,18 @@ func checkStreamStrip(t *testing.T, msg []byte, key string, cuts []int) {
 	}
 	if w := jsonlex.Get(f.Params, "_meta"); !bytes.Equal(c.meta, w) && len(w) <= 16<<10 {
 		t.Fatalf("captured _meta %q, the whole line's %q (msg %q)", c.meta, w, msg)
+	}
+	if w := jsonlex.Get(f.Params, "_meta"); len(w) > 16<<10 && w[0] == '{' {
+		// Too long to keep: its trace members are (TestStreamedCallKeepsItsTraceParent).
+		for _, k := range []string{"traceparent", "tracestate"} {
+			wv := jsonlex.Get(w, k)
+			if len(wv) == 0 || wv[0] != '"' || len(wv) > 1024 {
+				wv = nil // what a span ignores is not kept
+			}
+			if gv := jsonlex.Get(c.meta, k); !bytes.Equal(gv, wv) {
+				t.Fatalf("captured _meta's %s %q, the whole line's %q (kept %.300q)", k, gv, wv, c.meta)
+			}
+		}
 	}
 	if len(sc.callIDs) == 1 {
 		var w string
@@ -214,6 +227,8 @@ func FuzzArgStrip(f *testing.F) {
 	f.Add([]byte(`{"id":1,"method":"tools\/call","method":"x","params":{"arguments":{"_bir_call_id":[],"_bir_call_id":{}},"arguments":{"_bir_call_id":1}}}`), uint16(1), uint16(1))
 	f.Add([]byte(`[{"id":1,"method":"tools/call","params":{}},{"params":{"arguments":{"_bir_call_id":1}},"method":"x"}]`), uint16(7), uint16(5))
 	f.Add([]byte(`{"id":1,"method":"x","params":{"arguments":{"_bir_call_id":1}},"method":"tools/call"}`), uint16(2), uint16(4))
+	// A _meta too long to keep, its trace members kept apart.
+	f.Add([]byte(`{"id":1,"method":"tools/call","params":{"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","p":"`+strings.Repeat("m", 17<<10)+`","tracestate":"a=1"},"arguments":{"_bir_call_id":1}}}`), uint16(9000), uint16(4000))
 	f.Fuzz(func(t *testing.T, msg []byte, at, step uint16) {
 		var cuts []int
 		for p := int(at); p < len(msg) && step > 0; p += int(step) {
@@ -221,4 +236,59 @@ func FuzzArgStrip(f *testing.F) {
 		}
 		checkStreamStrip(t, msg, DefaultCorrelationKey, cuts)
 	})
+}
+
+// TestStreamedCallKeepsItsTraceParent: a host call long enough to be streamed to the
+// server whose params._meta is past the 16 KiB the capture keeps of it lost its
+// trace parent: its span started a trace of its own, where the same line read whole
+// is the host's span's child. Streamed, whatever the pieces, the span takes from
+// _meta what it takes from the whole line: parent, flags, tracestate, or nothing.
+func TestStreamedCallKeepsItsTraceParent(t *testing.T) {
+	const tp = `"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"`
+	const tp2 = `"00-11111111111111111111111111111111-2222222222222222-00"`
+	pad := `"pad":"` + strings.Repeat("m", 20<<10) + `"`
+	metas := []string{
+		`{` + pad + `,"traceparent":` + tp + `}`,
+		`{"traceparent":` + tp + `,` + pad + `,"tracestate":"a=1,b=2"}`,
+		`{"tr\u0061ceparent":` + tp + `,` + pad + `}`,
+		`{"traceparent":` + tp + `,` + pad + `,"traceparent":` + tp2 + `}`,
+		`{"traceparent":` + tp + `,` + pad + `,"traceparent":{"x":1}}`,
+		`{"traceparent":` + tp + `,"n":{"traceparent":` + tp2 + `},` + pad + `}`,
+		`{"traceparent":"` + strings.Repeat("0", 300) + `",` + pad + `}`,
+		`{"traceparent":` + tp + `,"tracestate":"` + strings.Repeat("a", 1100) + `",` + pad + `}`,
+		`{` + pad + `}`,
+		`{"traceparent":` + tp + `}`, // short: kept whole as before
+	}
+	h, _, _ := hookAlone(t)
+	parentOf := func(params []byte) openSpan {
+		var s openSpan
+		h.parent(&s, params, 0)
+		if !s.sp.RemoteParent {
+			return openSpan{} // a trace of its own: its random ids are no matter
+		}
+		return openSpan{sp: telemetry.Span{TraceID: s.sp.TraceID, Parent: s.sp.Parent, Flags: s.sp.Flags, TraceState: s.sp.TraceState, RemoteParent: true}, sampled: s.sampled}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i, meta := range metas {
+		for _, second := range []string{"", `,"_meta":{"x":1}`} {
+			line := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":` + meta + second +
+				`,"arguments":{"_bir_call_id":"c","big":"` + strings.Repeat("x", 70<<10) + `"}}}`
+			whole, _ := strip([]byte(line), DefaultCorrelationKey)
+			f, _ := jsonlex.TopFields(whole)
+			want := parentOf(f.Params)
+			if i == 0 && second == "" && !want.sp.RemoteParent {
+				t.Fatal("the whole line's span has no parent: the case tests nothing")
+			}
+			for _, cuts := range [][]int{nil, {1 << 10, 21 << 10}, randomCuts(rng, len(line))} {
+				_, _, _, c := streamStripCapture([]byte(line), DefaultCorrelationKey, cuts)
+				standIn := []byte(`{"name":"t"}`)
+				if c.meta != nil {
+					standIn = []byte(`{"name":"t","_meta":` + string(c.meta) + `}`)
+				}
+				if got := parentOf(standIn); fmt.Sprint(got.sp, got.sampled) != fmt.Sprint(want.sp, want.sampled) {
+					t.Fatalf("_meta %d%s, cuts %v: streamed %+v %v, whole %+v %v (kept %.200q)", i, second, cuts, got.sp, got.sampled, want.sp, want.sampled, c.meta)
+				}
+			}
+		}
+	}
 }

@@ -5,13 +5,18 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/telemetry"
@@ -469,4 +474,207 @@ func TestKeepsBriefly(t *testing.T) {
 		t.Fatal("a pure pipe: Brief, or not Passive")
 	}
 	var _ relay.Brief = ic
+}
+
+// serverRequests are n roots/list requests of the server's, lexed as its pump lexes
+// them.
+func serverRequests(n int) []event {
+	evs := make([]event, n)
+	var lx jsonlex.Line
+	for i := range evs {
+		msg := []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"roots/list"}`)
+		lx.LexValid(msg)
+		evs[i] = event{kind: evUpstream, msg: msg, top: spansOf(&lx.Objs[0])}
+	}
+	return evs
+}
+
+// TestServerRequestsLeftUnansweredCostAStepEach: the span of a server's request
+// takes the trace of the one call in flight, if there is one; finding it scanned
+// every open span, the server's own among them, so n requests the host never
+// answered cost n²/2 steps (40,000 roots/list: the proxy exited 13-50 s after the
+// host left). Per request, 20,000 must cost about what 2,500 do, not 8 times more.
+func TestServerRequestsLeftUnansweredCostAStepEach(t *testing.T) {
+	per := func(n int) time.Duration {
+		evs := serverRequests(n)
+		best := time.Duration(1 << 62)
+		for range 3 {
+			h, _, _ := hookAlone(t)
+			now := time.Now()
+			began := time.Now()
+			for i := range evs {
+				ev := evs[i]
+				ev.at = now
+				h.handle(&ev)
+			}
+			best = min(best, time.Since(began)/time.Duration(n))
+		}
+		return best
+	}
+	small, large := per(2_500), per(20_000)
+	t.Logf("per server request: %v at 2,500 open, %v at 20,000", small, large)
+	// Linear: about 1x (maps grow, caches miss: up to 2-3x); the scan made it 8x and more.
+	if large > 5*small {
+		t.Fatalf("a server request with 20,000 open costs %v, %.1fx what it does with 2,500 (%v)", large, float64(large)/float64(small), small)
+	}
+}
+
+// TestServerRequestParentFromTheOneCallInFlight: a server's request joins the trace
+// of the one request of the host's or the proxy's in flight, whatever the number of
+// the server's own open; with none, or two, it starts a trace of its own.
+func TestServerRequestParentFromTheOneCallInFlight(t *testing.T) {
+	h, _, _ := hookAlone(t)
+	now := time.Now()
+	lex := func(kind eventKind, msg string) *event {
+		return &event{kind: kind, msg: []byte(msg), at: now}
+	}
+	server := func(id string) telemetry.Span {
+		t.Helper()
+		h.handle(lex(evUpstream, `{"jsonrpc":"2.0","id":`+id+`,"method":"roots/list"}`))
+		s, ok := h.open.take("s", h.key([]byte(id)))
+		if !ok {
+			t.Fatalf("no span for the server's request %s", id)
+		}
+		return s.sp
+	}
+	for i := range 100 {
+		h.handle(lex(evUpstream, `{"jsonrpc":"2.0","id":"k`+strconv.Itoa(i)+`","method":"roots/list"}`))
+	}
+	h.handle(lex(evHost, `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x"}}`))
+	a, _ := h.open.find(0, "h"+string(h.key([]byte(`"a"`))))
+	if got := server("1"); got.TraceID != a.sp.TraceID || got.Parent != a.sp.SpanID {
+		t.Fatalf("with one call in flight, a server's request is not its child")
+	}
+	h.handle(lex(evHost, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"y"}}`))
+	if got := server("2"); got.TraceID == a.sp.TraceID || got.Parent != ([8]byte{}) {
+		t.Fatalf("with two calls in flight, a server's request took one's trace")
+	}
+	h.handle(lex(evUpstream, `{"jsonrpc":"2.0","id":"a","result":{}}`)) // a ends: 7 is the one
+	seven, _ := h.open.find(func() uint64 { k, _ := intKey("h", []byte("7")); return k }(), "")
+	if got := server("3"); got.TraceID != seven.sp.TraceID || got.Parent != seven.sp.SpanID {
+		t.Fatalf("after one of two ended, a server's request is not the other's child")
+	}
+	h.handle(lex(evUpstream, `{"jsonrpc":"2.0","id":7,"result":{}}`))
+	if got := server("4"); got.Parent != ([8]byte{}) {
+		t.Fatalf("with no call in flight, a server's request has a parent")
+	}
+	if h.open.ncalls != 0 || h.open.calls != nil {
+		t.Fatalf("the index holds %d calls after all ended", h.open.ncalls)
+	}
+}
+
+// TestCloseBoundsTheSpansLeft: at Close, bookkeeping ends every span still open
+// (upstream_lost). However long that takes (here each span's end waits 10 ms, as a
+// slow mcp.session.id would make it: 2,000 spans, 20 s), Close returns within
+// Tracing.Drain and the span at hand; the spans left are counted as dropped, and
+// said once. Close used to wait for all of them: 40,000 unanswered roots/list kept
+// the proxy 13-51 s past the host's exit.
+func TestCloseBoundsTheSpansLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs testutil.SyncBuffer
+		logger := slog.New(slog.NewTextHandler(&logs, nil))
+		// A collector in memory: a socket's wait is no wait the bubble's clock follows.
+		client := &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+			io.Copy(io.Discard, r.Body) //nolint:errcheck // a sink
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/x-protobuf"}},
+				Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+		})}
+		x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: "http://collector.invalid/v1/traces", Protocol: telemetry.ProtoProtobuf},
+			Version: "1", Server: "s", BatchDelay: time.Hour, Logger: slog.New(slog.DiscardHandler), Client: client})
+		const drain = 500 * time.Millisecond
+		slow := func() string { time.Sleep(10 * time.Millisecond); return "" }
+		ic := New(Options{Logger: logger, Tracing: &Tracing{Exporter: x, Transport: "pipe", SessionID: slow, Drain: drain}})
+		now := time.Now()
+		const n = 2000
+		for i := range n {
+			ic.FromUpstream([]byte(`{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"roots/list"}`), now)
+		}
+		began := time.Now()
+		ic.Close()
+		took := time.Since(began)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st := x.Close(ctx)
+		if took > drain+20*time.Millisecond {
+			t.Errorf("Close took %v, bound %v", took, drain)
+		}
+		if st.Dropped == 0 || st.Exported+st.Dropped != n {
+			t.Errorf("exported %d, dropped %d, want %d in all", st.Exported, st.Dropped, n)
+		}
+		if got := strings.Count(logs.String(), "did not finish its spans"); got != 1 {
+			t.Errorf("the drop said %d times, want once:\n%s", got, logs.String())
+		}
+	})
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestLostSparingCostsAStepACall: a server replaced with n host calls in flight, the
+// upstream holding back m of them for the next one (UpstreamLostSparing), ends the
+// others. Each call's key was looked for through the m spared, in the tracker and
+// in the span hook: n·m steps. With 16,000 in flight, sparing half of them must cost
+// about what sparing one does (the same maps, the same caches), not thousands of
+// steps a call more.
+func TestLostSparingCostsAStepACall(t *testing.T) {
+	const n = 16_000
+	var hosts []event
+	var half []string
+	var lx jsonlex.Line
+	for i := range n {
+		id := strconv.Itoa(i)
+		msg := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t","arguments":{"_bir_call_id":"c-` + id + `"}}}`)
+		lx.Lex(msg)
+		out, sc := stripLexed(msg, DefaultCorrelationKey, &lx, true)
+		hosts = append(hosts, event{kind: evHost, msg: out, scan: sc, top: spansOf(&lx.Objs[0])})
+		if i%2 == 1 {
+			half = append(half, jsonlex.IDKey([]byte(id)))
+		}
+	}
+	// The span hook's share and the tracker's, apart: a report costs far more than
+	// a span, and would hide the scan's share of the tracker's.
+	lost := func(spared []string, spans bool) time.Duration {
+		best := time.Duration(1 << 62)
+		for range 3 {
+			h, _, _ := hookAlone(t)
+			var interested atomic.Int64
+			var parked atomic.Bool
+			tr := newTracker(&countSink{}, DefaultReportCap, &interested, slog.New(slog.DiscardHandler))
+			tr.later, tr.parked = func() {}, &parked
+			now := time.Now()
+			for _, ev := range hosts {
+				ev.at = now
+				if spans {
+					h.handle(&ev)
+				} else {
+					tr.handle(ev)
+				}
+			}
+			ev := event{kind: evLost, at: now, spared: spared}
+			began := time.Now()
+			left := 0
+			if spans {
+				h.handle(&ev)
+				left = h.open.len()
+			} else {
+				tr.handle(ev)
+				left = len(tr.calls)
+			}
+			best = min(best, time.Since(began))
+			if left != len(spared) {
+				t.Fatalf("%d calls left, want the %d spared", left, len(spared))
+			}
+		}
+		return best
+	}
+	for _, spans := range []bool{true, false} {
+		one, many := lost(half[:1], spans), lost(half, spans)
+		t.Logf("spans %v: %d calls lost in %v sparing one, in %v sparing %d", spans, n, one, many, len(half))
+		// The same work or less (the spared are not ended), give or take a loaded
+		// machine's noise (2x seen); the scan made it 150x.
+		if many > 10*one {
+			t.Errorf("spans %v: sparing %d of %d calls took %v, %.1fx sparing one (%v)", spans, len(half), n, many, float64(many)/float64(one), one)
+		}
+	}
 }

@@ -134,8 +134,9 @@ func (t *tracker) handle(ev event) {
 	case evToProxy:
 		jsonlex.EachMessage(ev.msg, func(m []byte) { t.upstream(m, ev.at, ownKey) })
 	case evLost:
+		spared := sparedSet(ev.spared, nil)
 		for k, c := range t.calls {
-			if len(ev.spared) > 0 && isSpared(&ev, k) {
+			if _, ok := spared[k]; ok {
 				continue // held back from the lost server: the next one answers it
 			}
 			t.finish(c, ev.at, report.OutcomeUpstreamLost, nil, nil)

@@ -41,6 +41,46 @@ type ServerMetadata struct {
 	IssParameterSupported bool `json:"authorization_response_iss_parameter_supported,omitempty"`
 }
 
+// notAURL is the error of a server URL url.Parse refused, with nothing of the URL:
+// url.Parse's error quotes it whole, and its detail a piece of it ("invalid port
+// \":pa\" after host"), which with a password holding a '/', '?' or '#' unescaped is
+// a password, whole or in part, on stderr.
+func notAURL(raw string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	msg := "the server URL is not a URL: " + hideQuoted(err.Error())
+	if strings.Contains(raw, "@") {
+		msg += " (a password in it must have its '/', '?', '#' and '@' percent-encoded)"
+	}
+	return errors.New(msg)
+}
+
+// hideQuoted is msg with what it quotes shown as "xxxxx".
+func hideQuoted(msg string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(msg, '"')
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		b.WriteString(msg[:i])
+		b.WriteString(`"xxxxx"`)
+		j := i + 1 // the closing quote's index (Go quoting: \" is no end)
+		for ; j < len(msg) && msg[j] != '"'; j++ {
+			if msg[j] == '\\' {
+				j++
+			}
+		}
+		if j >= len(msg) {
+			return b.String()
+		}
+		msg = msg[j+1:]
+	}
+}
+
 // metadataCap bounds a metadata document: a server cannot make the client read an
 // endless body.
 const metadataCap = 1 << 20
@@ -61,7 +101,7 @@ const requestTimeout = 30 * time.Second
 func CanonicalURI(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("the server URL is not a URL: %w", err)
+		return "", notAURL(raw, err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", fmt.Errorf("the server URL is not an http:// or https:// URL")

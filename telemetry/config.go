@@ -233,12 +233,17 @@ func checkURL(s string) (string, error) {
 	}
 	// Errors show the URL without its userinfo, which may be a password or a token
 	// (url.Parse's own error quotes the whole input).
-	shown := withoutUserinfo(s)
+	shown, hidden := withoutUserinfo(s)
 	u, err := url.Parse(s)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
+		}
+		if hidden {
+			// Its detail quotes a piece of the input ("invalid port \":pa\" after
+			// host"), which can be of a password holding a '/', '?' or '#'.
+			return "", fmt.Errorf("%q: %s", shown, hideQuoted(err.Error()))
 		}
 		return "", fmt.Errorf("%q: %w", shown, err)
 	}
@@ -248,27 +253,64 @@ func checkURL(s string) (string, error) {
 	if u.Host == "" {
 		return "", fmt.Errorf("%q: no host", shown)
 	}
-	if u.User != nil {
+	if u.User != nil || hidden {
+		// hidden with no User: an '@' past the host, as in "http://user:12/ss@host",
+		// whose password's '/' ends the host: a parse takes "user:12" for it, and the
+		// exports' errors then said the URL whole.
 		return "", fmt.Errorf("%q: credentials in the URL (put them in OTEL_EXPORTER_OTLP_HEADERS)", shown)
 	}
 	return s, nil
 }
 
-// withoutUserinfo is s with the userinfo of its authority, if any, shown as xxxxx.
-func withoutUserinfo(s string) string {
+// withoutUserinfo is s with everything between the authority's start and the last
+// '@' after it shown as xxxxx; hidden says there was such an '@'. That is the
+// userinfo, and more when a password holds a '/', '?' or '#' unescaped: by RFC 3986
+// they end the authority, but people paste such URLs, and cutting there first left
+// the password whole in the message. An '@' in a path is hidden with what comes
+// before it: an error shows less of such a URL, never a password.
+func withoutUserinfo(s string) (string, bool) {
 	i := strings.Index(s, "//") + 2 // the authority's start
 	if i < 2 {
 		i = strings.IndexByte(s, ':') + 1 // "http:user:pass@host" has none
 	}
-	auth := s[i:]
-	if j := strings.IndexAny(auth, "/?#"); j >= 0 {
-		auth = auth[:j]
-	}
-	at := strings.LastIndexByte(auth, '@')
+	at := strings.LastIndexByte(s[i:], '@')
 	if at < 0 {
-		return s
+		return s, false
 	}
-	return s[:i] + "xxxxx" + s[i+at:]
+	return s[:i] + "xxxxx" + s[i+at:], true
+}
+
+// hideQuoted is msg with what it quotes shown as "xxxxx".
+func hideQuoted(msg string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(msg, '"')
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		b.WriteString(msg[:i])
+		b.WriteString(`"xxxxx"`)
+		j := closingQuote(msg, i+1)
+		if j < 0 {
+			return b.String()
+		}
+		msg = msg[j+1:]
+	}
+}
+
+// closingQuote is the index of the '"' that closes a Go-quoted string begun before
+// i, -1 when none does.
+func closingQuote(s string, i int) int {
+	for ; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return -1
 }
 
 // pairs reads the specification's "key1=value1,key2=value2" lists (W3C Baggage

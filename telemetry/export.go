@@ -322,6 +322,15 @@ func (x *Exporter) Stats() Stats {
 	return Stats{Exported: x.exported.Load(), Dropped: x.dropped.Load(), Rejected: x.rejected.Load()}
 }
 
+// Dropped counts n spans that were never submitted (the proxy's exit came before its
+// bookkeeping made them), why saying so; nothing when no traces are sent.
+func (x *Exporter) Dropped(n int, why string) {
+	if x.cfg.TracesURL == "" {
+		return
+	}
+	x.drop(n, why)
+}
+
 func (x *Exporter) drop(n int, why string) {
 	if n <= 0 {
 		return

@@ -357,6 +357,12 @@ func (c *remoteConn) abortLater(m *outMsg) {
 
 func newRemote(r Remote) (*remoteConn, error) {
 	u, err := url.Parse(r.URL)
+	if err != nil && strings.Contains(r.URL, "@") {
+		// Nothing of the URL: url.Parse's error quotes it (cut at a '#'), and its
+		// detail a piece of it ("invalid port \":pa\""): a password's, when it holds
+		// a '/', '?' or '#' unescaped, which redact.URL cannot parse out either.
+		return nil, errors.New("the server URL is not a URL (a password in it must have its '/', '?', '#' and '@' percent-encoded)")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the server URL is not a URL: %w", redactErr(err, r.URL))
 	}

@@ -41,7 +41,8 @@ type ArgStrip struct {
 	fr         [maxStripDepth + 1]stripFrame // fr[d]: the container at depth d, up to maxStripDepth
 	inStr, esc bool
 	capture    bool   // the string being read is kept in cap (a key, or a method value)
-	cap        []byte // a key's (or method value's) literal, up to keyMax
+	cap        []byte // a key's (or method value's) literal, up to capMax
+	capMax     int    // keyMax, or maxTraceValue for a trace member's value
 	capOver    bool
 	quote      int // index in p of the next '"' at or after the scan, -1 none, -2 unknown
 
@@ -70,7 +71,27 @@ type ArgStrip struct {
 	tee       teeKind // a small member's value is being kept
 	teeDepth  int
 	small     [teeCallID + 1]smallValue
+	// trace are the traceparent and tracestate members of params._meta, kept apart
+	// from it: a _meta past its bound is not kept, and a span still needs them.
+	trace   [2]traceValue
+	metaBuf []byte // Meta's object of them
 }
+
+// traceValue is the raw value of a trace member of params._meta: bad when it is no
+// string or longer than maxTraceValue (the span's reading of the whole line then
+// ignores it too), seen when the member was.
+type traceValue struct {
+	raw       []byte
+	bad, seen bool
+}
+
+// traceMembers are the members of params._meta kept apart (ArgStrip.trace).
+var traceMembers = [2]string{"traceparent", "tracestate"}
+
+// maxTraceValue is the longest trace member's value kept, quotes included: as long
+// as any a span reads from the whole line (a tracestate of 1024 bytes; a
+// traceparent of at most 256).
+const maxTraceValue = 1024
 
 // teeKind is which small value of a call is being kept.
 type teeKind uint8
@@ -109,8 +130,35 @@ func (a *ArgStrip) Capture(args func(p []byte, begin bool)) { a.capArgs = args }
 // Name is the raw params.name of the captured call (Capture), nil when unknown.
 func (a *ArgStrip) Name() []byte { return a.smallOf(teeName) }
 
-// Meta is the raw params._meta of the captured call, nil when unknown.
-func (a *ArgStrip) Meta() []byte { return a.smallOf(teeMeta) }
+// Meta is the raw params._meta of the captured call, nil when unknown. Of one past
+// its bound (16 KiB) it is an object of its traceparent and tracestate members
+// alone, which make the call's span a child of the host's (nil when it has neither):
+// a call with a long _meta lost its trace parent when streamed, and had it read
+// whole.
+func (a *ArgStrip) Meta() []byte {
+	if m := a.smallOf(teeMeta); m != nil {
+		return m
+	}
+	if v := &a.small[teeMeta]; !v.seen || !v.over {
+		return nil
+	}
+	b := append(a.metaBuf[:0], '{')
+	for k, name := range traceMembers {
+		v := &a.trace[k]
+		if !v.seen || v.bad {
+			continue // as the whole line's reading does: no such member, or one it ignores
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(append(append(append(b, '"'), name...), `":`...), v.raw...)
+	}
+	a.metaBuf = b
+	if len(b) == 1 {
+		return nil
+	}
+	return append(b, '}')
+}
 
 // CallID is the raw value of the last correlation member removed from the captured
 // call's arguments, nil when none (or it was over its bound).
@@ -140,6 +188,7 @@ func (a *ArgStrip) startTee(i int, f *stripFrame) {
 		k = teeName
 	case f.ctx == ctxParams && f.mk == mkMeta:
 		k = teeMeta
+		a.trace = [2]traceValue{{raw: a.trace[0].raw[:0]}, {raw: a.trace[1].raw[:0]}} // a later _meta replaces an earlier
 	case f.ctx == ctxArgs && f.mk == mkKey:
 		k = teeCallID
 	default:
@@ -245,6 +294,7 @@ const (
 	ctxTop                    // a message
 	ctxParams                 // its params
 	ctxArgs                   // params.arguments of a call
+	ctxMeta                   // params._meta of the captured call: its trace members
 )
 
 type stripState uint8
@@ -268,6 +318,9 @@ const (
 	mkKey  // the correlation key: removed
 	mkName // params.name (Capture)
 	mkMeta // params._meta (Capture)
+	// params._meta's traceparent and tracestate (Capture): mkTrace+k is traceMembers[k]
+	mkTrace
+	mkTrace1
 )
 
 type stripFrame struct {
@@ -280,7 +333,7 @@ type stripFrame struct {
 func NewArgStrip(key string) *ArgStrip {
 	// Until the first object's head is read, nothing goes on.
 	a := &ArgStrip{key: key, mode: modeHold}
-	a.keyMax = 6*max(len(key), len("tools/call")) + 2
+	a.keyMax = 6*max(len(key), len("tools/call"), len("traceparent")) + 2
 	return a
 }
 
@@ -436,7 +489,7 @@ func (a *ArgStrip) keep(i, j int) {
 	if !a.capture || a.capOver {
 		return
 	}
-	if len(a.cap)+j-i > a.keyMax {
+	if len(a.cap)+j-i > a.capMax {
 		a.capOver = true
 		if f := &a.fr[a.depth]; f.ctx == ctxArgs && f.st == stKey {
 			// Too long to be the key: a kept member, whose key goes on as it is
@@ -479,14 +532,20 @@ func (a *ArgStrip) byteAt(i int, c byte) {
 		case ' ', '\t', '\r', '\n':
 		case '"':
 			a.startTee(i, f)
-			a.startString(i, f.ctx == ctxTop && f.mk == mkMethod && a.head)
+			trace := f.ctx == ctxMeta && f.mk >= mkTrace
+			a.startString(i, f.ctx == ctxTop && f.mk == mkMethod && a.head || trace)
+			if trace {
+				a.capMax = maxTraceValue
+			}
 			f.st = stIn
 		case '{', '[':
 			a.startTee(i, f)
+			a.badTrace(f)
 			f.st = stIn
 			a.open(i, c)
 		default:
 			a.startTee(i, f)
+			a.badTrace(f)
 			f.st = stScalar
 		}
 	case stScalar:
@@ -522,8 +581,15 @@ func (a *ArgStrip) plain(i int, c byte) {
 
 func (a *ArgStrip) startString(i int, capture bool) {
 	a.inStr, a.esc = true, false
-	a.capture, a.capOver = capture, false
+	a.capture, a.capOver, a.capMax = capture, false, a.keyMax
 	a.cap = append(a.cap[:0], '"')
+}
+
+// badTrace notes that the value of a trace member of _meta (frame f) is no string.
+func (a *ArgStrip) badTrace(f *stripFrame) {
+	if f.ctx == ctxMeta && f.mk >= mkTrace {
+		a.trace[f.mk-mkTrace].bad = true
+	}
 }
 
 // open enters the container p[i] opens.
@@ -554,6 +620,8 @@ func (a *ArgStrip) open(i int, c byte) {
 			a.capArgs(nil, true)
 			a.small[teeName], a.small[teeMeta] = smallValue{raw: a.small[teeName].raw[:0]}, smallValue{raw: a.small[teeMeta].raw[:0]}
 		}
+	case parent.ctx == ctxParams && parent.mk == mkMeta && a.capArgs != nil && a.objs == 1:
+		ctx = ctxMeta // its trace members are kept apart (startTee emptied them)
 	case parent.ctx == ctxParams && parent.mk == mkArguments && a.strip:
 		ctx = ctxArgs
 		a.kept, a.inRun = false, false
@@ -615,6 +683,12 @@ func (a *ArgStrip) stringEnd(i int) {
 	if f.ctx == ctxTop && f.mk == mkMethod && a.head && a.capture && !a.capOver && KeyIs(a.cap, "tools/call") {
 		a.anyCall = true
 	}
+	if f.ctx == ctxMeta && f.mk >= mkTrace && a.capture {
+		v := &a.trace[f.mk-mkTrace]
+		if v.bad = a.capOver; !v.bad {
+			v.raw = append(v.raw[:0], a.cap...)
+		}
+	}
 	a.capture = false
 	a.valueEnd(i)
 }
@@ -658,6 +732,13 @@ func (a *ArgStrip) keyEnd(i int, f *stripFrame) {
 			f.mk = mkName
 		case a.capArgs != nil && KeyIs(k, "_meta"):
 			f.mk = mkMeta
+		}
+	case ctxMeta:
+		for n, name := range traceMembers {
+			if !over && KeyIs(k, name) {
+				f.mk = mkTrace + memberKind(n)
+				a.trace[n] = traceValue{raw: a.trace[n].raw[:0], seen: true} // the last one wins
+			}
 		}
 	case ctxArgs:
 		if over {
