@@ -85,6 +85,9 @@ type spanHook struct {
 	// res is what the result of the answer being handled was reduced to, when it
 	// streamed to the host (relay.StreamedResult); else nil.
 	res relay.StreamedResult
+	// tasks are the tools/call spans whose answer was a task handle, by taskId: each
+	// ends at the task's end (otel_tasks.go).
+	tasks spanTasks
 	// off is set when Close's bound on spans passed: no more span is made.
 	off atomic.Bool
 	// left counts the messages not looked at since (their spans never made).
@@ -124,6 +127,11 @@ type openSpan struct {
 	sampled bool
 	// prev and next link the open spans that are not the server's (openSpans.calls).
 	prev, next *openSpan
+	// taskID is the task a tasks/* request names, or the task a tools/call became
+	// (then task2025 says of which era): such a call's span lasts to the task's end
+	// (spanTasks).
+	taskID   string
+	task2025 bool
 }
 
 // newSpan is a span to fill: a finished one reused, or a new one.
@@ -259,6 +267,9 @@ func (h *spanHook) handle(ev *event) {
 			switch {
 			case f.Method != nil:
 				h.request(m, f, "s", ev.at, nil, telemetry.KindServer)
+				if f.ID == nil && h.tasks.len() > 0 {
+					h.tasks.notified(h, f, ev.at)
+				}
 			case f.ID != nil:
 				h.end("h", f, ev.at)
 			}
@@ -283,6 +294,9 @@ func (h *spanHook) handle(ev *event) {
 			}
 			h.open.del(s)
 			h.finish(s, ev.at, "upstream_lost", "", "the server went away before answering")
+		}
+		if ev.final {
+			h.tasks.endAll(h, ev.at)
 		}
 	}
 }
@@ -361,6 +375,8 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	case "prompts/get":
 		s.prompt = true
 		s.target = h.name(h.paramsName(params))
+	case "tasks/get", "tasks/result", "tasks/cancel":
+		s.taskID = taskString(jsonlex.Get(params, "taskId"))
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		if uri := jsonlex.Get(params, "uri"); len(uri) > 0 && uri[0] == '"' {
 			s.sp.Attrs = append(s.sp.Attrs, telemetry.String("mcp.resource.uri", redact.Label(jsonlex.StringOf(uri), 2*maxSpanText)))
@@ -562,10 +578,23 @@ func (h *spanHook) end(prefix string, f jsonlex.Fields, at time.Time) {
 		if _, err := strconv.ParseInt(string(code), 10, 64); err == nil {
 			errType, rpcCode = string(code), string(code)
 		}
+		if s.taskID != "" && s.method == "tasks/result" {
+			h.tasks.failed(h, s.taskID, f.Error, at)
+		}
 		h.finish(s, at, errType, rpcCode, text(jsonlex.Get(f.Error, "message")))
 		return
 	case s.method == "initialize" && prefix != "s":
 		h.learn(f.Result)
+	case s.taskID != "":
+		h.tasks.answer(h, s, f.Result, at)
+	}
+	if s.tool && h.res == nil {
+		if ri := readResult(f.Result); ri.task {
+			// A handle, not the call's end: the span lasts to the task's.
+			s.taskID, s.task2025 = ri.taskID, ri.task2025
+			h.tasks.open(h, s, at)
+			return
+		}
 	}
 	if s.tool {
 		if h.toolError(f.Result) {
