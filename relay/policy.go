@@ -307,6 +307,17 @@ func (r *Relay) timeOut(d *deadline) []byte {
 	return answer
 }
 
+// flushHeld writes out what the upstream held for the next host message, under
+// sendMu, when that message writes nothing to it.
+func (r *Relay) flushHeld() {
+	if r.batch == nil {
+		return
+	}
+	if err := r.batch.Flush(); err != nil {
+		r.log.Debug("could not forward a held host message", "err", err)
+	}
+}
+
 // writeRefused writes the answers to the hidden calls of the message just forwarded.
 func (r *Relay) writeRefused() {
 	pl := r.pol

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,13 +28,20 @@ type policySession struct {
 
 func startPolicy(t *testing.T, flags ...string) *policySession {
 	t.Helper()
+	return startPolicyMode(t, "0", flags...)
+}
+
+// startPolicyMode is startPolicy with BIR_OFF set to off: "1" is the pure pipe, "0"
+// the journal.
+func startPolicyMode(t *testing.T, off string, flags ...string) *policySession {
+	t.Helper()
 	srv := testutil.Build(t, "./testdata/policyserver")
 	dir := t.TempDir()
 	ps := &policySession{record: filepath.Join(dir, "received"), sent: filepath.Join(dir, "sent"), state: filepath.Join(dir, "state")}
 	args := append([]string{"--server", "policy"}, flags...)
 	args = append(args, "--", srv, "--record", ps.record, "--sent", ps.sent)
 	// Journal on (no recorder anywhere), from an empty directory.
-	ps.session = startProxyIn(t, t.TempDir(), []string{"BIR_OFF=0", "XDG_STATE_HOME=" + ps.state, "BIR_RECORDER_URL="}, args...)
+	ps.session = startProxyIn(t, t.TempDir(), []string{"BIR_OFF=" + off, "XDG_STATE_HOME=" + ps.state, "BIR_RECORDER_URL="}, args...)
 	ps.Send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	ps.recv()
 	return ps
@@ -275,6 +284,72 @@ func TestToolFilterRaw(t *testing.T) {
 	}
 	if gjson.Get(refused, "outcome").String() != "rpc_error" || gjson.Get(refused, "error.message").String() != "Unknown tool: secret_a" || gjson.Get(refused, "tool").String() != "secret_a" {
 		t.Errorf("the refused call's report: %q\njournal:\n%s", refused, strings.Join(journalReports(t, ps), "\n"))
+	}
+}
+
+// TestToolFilterOneWrite: messages the host writes in one go with a refused call
+// among them all reach the server and are all answered. A visible message held back
+// to leave with the next one (Batcher.Hold) was stranded when the next one was
+// refused and nothing was written after it: the host waited for ever. 2 and 8 visible
+// calls around refused ones, in the pipe and in the journal mode, with the refused
+// call last, first and in between.
+func TestToolFilterOneWrite(t *testing.T) {
+	t.Parallel()
+	call := func(id int, name string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{}}}`, id, name)
+	}
+	for _, off := range []string{"1", "0"} {
+		for _, flags := range [][]string{{"--ignore-tool", "secret*"}, {"--allow-tool", "echo*"}} {
+			for _, visible := range []int{2, 8} {
+				t.Run(fmt.Sprintf("BIR_OFF=%s/%s/%d", off, flags[0], visible), func(t *testing.T) {
+					t.Parallel()
+					ps := startPolicyMode(t, off, flags...)
+					id := 100
+					// One write: visible calls, then a refused one, then the same with
+					// the refused calls first and between, then notifications/initialized
+					// and tools/list before a refused call.
+					var write strings.Builder
+					want := map[string]bool{}
+					add := func(line string, refused bool) {
+						write.WriteString(line + "\n")
+						want[strconv.Itoa(id)] = refused
+						id++
+					}
+					write.WriteString(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
+					add(`{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"tools/list"}`, false)
+					for i := range visible {
+						add(call(id, "echo"), false)
+						if i == visible/2 {
+							add(call(id, "secret_admin"), true)
+						}
+					}
+					add(call(id, "secret_admin"), true)
+					if _, err := io.WriteString(ps.Stdin, write.String()); err != nil {
+						t.Fatal(err)
+					}
+					for n := len(want); n > 0; n-- {
+						got := ps.recv()
+						gid := gjson.Get(got, "id").Raw
+						refused, ok := want[gid]
+						if !ok {
+							t.Fatalf("an answer to no request: %s", got)
+						}
+						delete(want, gid)
+						if refused != (gjson.Get(got, "error.code").Int() == -32602) {
+							t.Errorf("id %s answered %s", gid, got)
+						}
+					}
+					ps.sync(t, 1)
+					if !ps.received(t, "notifications/initialized") {
+						t.Error("notifications/initialized never reached the server")
+					}
+					if ps.received(t, "secret_admin") {
+						t.Error("a refused call reached the server")
+					}
+					ps.end()
+				})
+			}
+		}
 	}
 }
 
