@@ -1,13 +1,9 @@
 package relay
 
 import (
-	"math"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/toolpolicy"
@@ -40,15 +36,42 @@ type policy struct {
 	// upstream message is not looked at.
 	watching atomic.Int64
 	mu       sync.Mutex
-	lists    map[string]struct{}  // the host's tools/list in flight, by IDKey
+	lists    map[string]hostNum   // the host's tools/list in flight, by IDKey
+	listNums map[float64]int      // how many lists have each number id, as a JavaScript host reads it
 	sweepAt  int                  // len(lists) at which answered ones are swept out
 	calls    map[string]*deadline // the host's tools/call with a deadline, by IDKey
 	tokens   map[string]string    // progress token IDKey → its call's key
 	// late are the calls answered at their deadline, by key, with their progress
 	// tokens (lateTokens): their answers and progress notifications are dropped, the
 	// host's request being over.
-	late       map[string]string
+	late       map[string]lateCall
 	lateTokens map[string]struct{}
+	lateNums   map[float64]int // how many late calls have each number id, as lists
+}
+
+// hostNum is the number a JavaScript host reads a number id as (jsonlex.JSNumber);
+// ok is false for an id that is not a number literal. A TypeScript SDK host matches
+// an answer to its request by Number(response.id): an answer of 1.0000000000000001,
+// 0.1e1 or "1" is its request 1's, where IDKey tells them apart.
+type hostNum struct {
+	v  float64
+	ok bool
+}
+
+// numOf is the hostNum of the host's id raw: only a number literal is one.
+func numOf(raw []byte) hostNum {
+	if len(raw) == 0 || raw[0] == '"' {
+		return hostNum{}
+	}
+	v, ok := jsonlex.JSNumber(raw)
+	return hostNum{v, ok}
+}
+
+// lateCall is a call answered at its deadline: the IDKey of its progress token
+// ("" for none) and its number.
+type lateCall struct {
+	token string
+	num   hostNum
 }
 
 // scratch is what one pump reuses from message to message: the cuts of a message,
@@ -78,9 +101,9 @@ func newPolicy(p *toolpolicy.Policy) *policy {
 	if !p.Active() {
 		return nil
 	}
-	return &policy{p: p, lists: make(map[string]struct{}), sweepAt: listsSweep,
+	return &policy{p: p, lists: make(map[string]hostNum), listNums: make(map[float64]int), sweepAt: listsSweep,
 		calls: make(map[string]*deadline), tokens: make(map[string]string),
-		late: make(map[string]string), lateTokens: make(map[string]struct{})}
+		late: make(map[string]lateCall), lateTokens: make(map[string]struct{}), lateNums: make(map[float64]int)}
 }
 
 func (pl *policy) count() {
@@ -116,12 +139,19 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 			if len(pl.lists) >= pl.sweepAt {
 				for k := range pl.lists {
 					if !r.hostReqs.hasKey(k) {
-						delete(pl.lists, k)
+						pl.listDone(k)
 					}
 				}
 				pl.sweepAt = max(listsSweep, 2*len(pl.lists))
 			}
-			pl.lists[jsonlex.IDKey(msg[o.ID.Start:o.ID.End])] = struct{}{}
+			raw := msg[o.ID.Start:o.ID.End]
+			k := jsonlex.IDKey(raw)
+			pl.listDone(k) // a list of the same id again: counted once
+			n := numOf(raw)
+			pl.lists[k] = n
+			if n.ok {
+				pl.listNums[n.v]++
+			}
 			pl.count()
 			pl.mu.Unlock()
 		}
@@ -225,12 +255,35 @@ func (r *Relay) startDeadline(msg []byte, o *jsonlex.Obj) {
 	pl.mu.Unlock()
 }
 
+// listDone forgets the list key, under mu.
+func (pl *policy) listDone(key string) {
+	n, ok := pl.lists[key]
+	if !ok {
+		return
+	}
+	delete(pl.lists, key)
+	if n.ok {
+		uncount(pl.listNums, n.v)
+	}
+}
+
+func uncount(m map[float64]int, v float64) {
+	if m[v] <= 1 {
+		delete(m, v)
+	} else {
+		m[v]--
+	}
+}
+
 // forgetLate stops dropping what comes for the late call key, under mu.
 func (pl *policy) forgetLate(key string) {
-	if tok, ok := pl.late[key]; ok {
+	if lc, ok := pl.late[key]; ok {
 		delete(pl.late, key)
-		if tok != "" {
-			delete(pl.lateTokens, tok)
+		if lc.token != "" {
+			delete(pl.lateTokens, lc.token)
+		}
+		if lc.num.ok {
+			uncount(pl.lateNums, lc.num.v)
 		}
 	}
 }
@@ -282,9 +335,14 @@ func (r *Relay) timeOut(d *deadline) []byte {
 	inFlight := r.hostReqs.take(d.id)
 	if inFlight {
 		if len(pl.late) >= lateMax {
-			pl.late, pl.lateTokens = make(map[string]string), make(map[string]struct{})
+			pl.late, pl.lateTokens, pl.lateNums = make(map[string]lateCall), make(map[string]struct{}), make(map[float64]int)
 		}
-		pl.late[d.key] = d.token
+		pl.forgetLate(d.key)
+		n := numOf(d.id)
+		pl.late[d.key] = lateCall{token: d.token, num: n}
+		if n.ok {
+			pl.lateNums[n.v]++
+		}
 		if d.token != "" {
 			pl.lateTokens[d.token] = struct{}{}
 		}
@@ -362,23 +420,33 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 				drop = true
 				break
 			}
+			// The number a JavaScript host reads the id as, looked for only while a
+			// list or a late call has a number id: a string or a long number is
+			// read on the server's pump, before the answer goes to the host.
+			var num hostNum
+			if len(pl.listNums)+len(pl.lateNums) > 0 {
+				num.v, num.ok = jsonlex.JSNumber(f.ID)
+			}
+			if num.ok && pl.lateNums[num.v] > 0 && !r.hostReqs.hasKey(k) {
+				// A late call's answer to such a host (1.0000000000000001 for the
+				// late 1), and no request of the host has its exact id: dropped, or
+				// it would answer the host's next request of that number. The late
+				// call is still awaited by its exact id.
+				drop = true
+				break
+			}
 			if d, ok := pl.calls[k]; ok {
 				d.timer.Stop()
 				pl.forget(d)
 			}
 			if _, ok := pl.lists[k]; ok {
-				delete(pl.lists, k)
+				pl.listDone(k)
 				pl.up.cuts = pl.p.ToolCuts(msg, o.Span, pl.up.cuts)
-			} else if len(pl.lists) > 0 {
-				// Only while a list is awaited: the string is decoded on the
-				// server's pump, before the answer goes to the host.
-				nk, isNum := jsNumberKey(f.ID)
-				if _, ok := pl.lists[nk]; isNum && ok {
-					// A string id a TypeScript SDK host takes for the list's number
-					// (its Protocol matches Number(response.id)): cut as the list's
-					// answer, which is still awaited (an exact one is cut too).
-					pl.up.cuts = pl.p.ToolCuts(msg, o.Span, pl.up.cuts)
-				}
+			} else if num.ok && pl.listNums[num.v] > 0 {
+				// An id a TypeScript SDK host takes for the list's number ("1",
+				// 1.0000000000000001, 0.1e1 for 1): cut as the list's answer, which is
+				// still awaited by its exact id (an exact one is cut too).
+				pl.up.cuts = pl.p.ToolCuts(msg, o.Span, pl.up.cuts)
 			}
 		case len(pl.tokens)+len(pl.lateTokens) > 0 && f.Method != nil && f.ID == nil && jsonlex.KeyIs(f.Method, "notifications/progress"):
 			tok := jsonlex.IDKey(jsonlex.Get(f.Params, "progressToken"))
@@ -501,72 +569,4 @@ func (r *Relay) refuseOwn(msg []byte, req Request) (answer []byte, ok bool) {
 		req.Sent()
 	}
 	return answer, true
-}
-
-// jsNumberKey is the IDKey of the number JavaScript's Number() makes of the string
-// id lit, when it is an integer: a host's SDK that matches answers by Number(id)
-// takes an answer of the id "1" (or " 1", "0x1", "1e0", "") for its request 1. ok
-// is false for any other id.
-func jsNumberKey(lit []byte) (string, bool) {
-	if len(lit) < 2 || lit[0] != '"' {
-		return "", false
-	}
-	s, ok := jsonlex.DecodeString(lit)
-	if !ok {
-		return "", false
-	}
-	s = strings.TrimFunc(s, func(r rune) bool {
-		// JavaScript's StrWhiteSpaceChar: white space and line terminators.
-		return r == '\t' || r == '\n' || r == '\v' || r == '\f' || r == '\r' || r == '\u2028' || r == '\u2029' || r == '\ufeff' || unicode.Is(unicode.Zs, r)
-	})
-	if s == "" {
-		return "0", true
-	}
-	if len(s) > 2 && s[0] == '0' {
-		base := 0
-		switch s[1] {
-		case 'x', 'X':
-			base = 16
-		case 'o', 'O':
-			base = 8
-		case 'b', 'B':
-			base = 2
-		}
-		if base != 0 {
-			if strings.ContainsAny(s[2:], "_+-") {
-				return "", false
-			}
-			n, err := strconv.ParseUint(s[2:], base, 64)
-			if err != nil {
-				return "", false
-			}
-			return strconv.FormatUint(n, 10), true
-		}
-	}
-	// A StrDecimalLiteral: a sign, digits with a point, an exponent; nothing else
-	// that ParseFloat reads (underscores, hexadecimal, inf, nan).
-	digits, body := 0, s
-	if body[0] == '+' || body[0] == '-' {
-		body = body[1:]
-	}
-	for i := 0; i < len(body); i++ {
-		switch c := body[i]; {
-		case c >= '0' && c <= '9':
-			digits++
-		case c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-':
-		default:
-			return "", false
-		}
-	}
-	if digits == 0 {
-		return "", false
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsInf(f, 0) || f != math.Trunc(f) {
-		return "", false
-	}
-	if f == 0 {
-		return "0", true
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64), true
 }

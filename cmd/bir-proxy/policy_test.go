@@ -353,6 +353,38 @@ func TestToolFilterOneWrite(t *testing.T) {
 	}
 }
 
+// TestToolFilterListAnswerIDAsHostReadsIt: a server answering the host's tools/list
+// with an id a JavaScript host reads as the list's number (JSON.parse's double, or
+// Number() of a string: the TypeScript SDK matches answers by Number(response.id))
+// gets no hidden tool to the host: 1.0000000000000001, 0.99999999999999999, an
+// 82-byte 1.000…, 0.0…1e71, a megabyte of digits with an exponent that brings it
+// back, a string of a megabyte of hex zeros, an id past 2^53. Node reads each of
+// them as the list's number; the exact comparison let the whole list through.
+func TestToolFilterListAnswerIDAsHostReadsIt(t *testing.T) {
+	t.Parallel()
+	ps := startPolicy(t, "--ignore-tool", "secret*")
+	const mb = 1 << 20
+	for i, c := range []struct{ list, answer string }{
+		{"1", "1.0000000000000001"},
+		{"2", "1.99999999999999999"},
+		{"3", "3." + strings.Repeat("0", 80)},
+		{"4", "0." + strings.Repeat("0", 70) + "4e71"},
+		{"5", "5" + strings.Repeat("0", mb) + "e-" + strconv.Itoa(mb)},
+		{"6", "0." + strings.Repeat("0", mb) + "6e" + strconv.Itoa(mb+1)},
+		{"7", `"0x` + strings.Repeat("0", mb) + `7"`},
+		{"8", `"` + strings.Repeat(" ", mb) + `8.0000000000000001"`},
+		{"9007199254740992", "9007199254740993"},
+		{"10", "1e1"},
+	} {
+		ps.Send(`{"jsonrpc":"2.0","id":` + c.list + `,"method":"tools/list","params":{"answerId":` + c.answer + `}}`)
+		got := ps.recv()
+		if !strings.Contains(got, `"echo"`) || strings.Contains(got, "secret") {
+			t.Errorf("case %d: the list %s answered with the id %.40s… reached the host as %.300s", i, c.list, c.answer, got)
+		}
+	}
+	ps.end()
+}
+
 // TestToolAllowList: --allow-tool shows only the tools it names.
 func TestToolAllowList(t *testing.T) {
 	t.Parallel()
