@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,18 @@ type policy struct {
 	late       map[string]lateCall
 	lateTokens map[string]struct{}
 	lateNums   map[float64]int // how many late calls have each number id, as lists
+	// lateOrder is the late calls by when they passed their deadline, oldest from
+	// lateHead on (with entries of calls answered since: their seq differs or they
+	// are gone), so that past lateMax the oldest is forgotten, one for one.
+	lateOrder []lateRef
+	lateHead  int
+	lateSeq   uint64
+}
+
+// lateRef is one entry of lateOrder.
+type lateRef struct {
+	key string
+	seq uint64
 }
 
 // hostNum is the number a JavaScript host reads a number id as (jsonlex.JSNumber);
@@ -72,6 +85,7 @@ func numOf(raw []byte) hostNum {
 type lateCall struct {
 	token string
 	num   hostNum
+	seq   uint64
 }
 
 // scratch is what one pump reuses from message to message: the cuts of a message,
@@ -87,6 +101,9 @@ type deadline struct {
 	key   string
 	token string // IDKey of its progress token; "" for none
 	due   time.Time
+	// last is when progress can no longer move due: MaxTotalFactor × CallTimeout
+	// after the call went.
+	last  time.Time
 	timer *time.Timer
 }
 
@@ -233,7 +250,9 @@ func (r *Relay) hiddenCall(msg []byte, o *jsonlex.Obj) (bool, []byte) {
 func (r *Relay) startDeadline(msg []byte, o *jsonlex.Obj) {
 	pl := r.pol
 	raw := msg[o.ID.Start:o.ID.End]
-	d := &deadline{id: append([]byte(nil), raw...), key: jsonlex.IDKey(raw), due: time.Now().Add(pl.p.CallTimeout)}
+	now := time.Now()
+	d := &deadline{id: append([]byte(nil), raw...), key: jsonlex.IDKey(raw), due: now.Add(pl.p.CallTimeout)}
+	d.last = d.due.Add(min(pl.p.CallTimeout, math.MaxInt64/toolpolicy.MaxTotalFactor) * (toolpolicy.MaxTotalFactor - 1))
 	if o.Params.End != 0 {
 		if tok := jsonlex.Get(jsonlex.Get(msg[o.Params.Start:o.Params.End], "_meta"), "progressToken"); tok != nil {
 			d.token = jsonlex.IDKey(tok)
@@ -253,6 +272,42 @@ func (r *Relay) startDeadline(msg []byte, o *jsonlex.Obj) {
 	d.timer = time.AfterFunc(pl.p.CallTimeout, func() { r.deadlinePassed(d) })
 	pl.count()
 	pl.mu.Unlock()
+}
+
+// addLate remembers the late call key, under mu: past lateMax the oldest is
+// forgotten (all of them were, at once: of 10,000 calls timing out together 8,192
+// late answers reached the host where 5,904 may).
+func (pl *policy) addLate(key, token string, n hostNum) {
+	pl.forgetLate(key)
+	for len(pl.late) >= lateMax && pl.lateHead < len(pl.lateOrder) {
+		old := pl.lateOrder[pl.lateHead]
+		pl.lateOrder[pl.lateHead] = lateRef{}
+		pl.lateHead++
+		if lc, ok := pl.late[old.key]; ok && lc.seq == old.seq {
+			pl.forgetLate(old.key)
+		}
+	}
+	if pl.lateHead > len(pl.lateOrder)/2 || len(pl.lateOrder)-pl.lateHead > 2*lateMax {
+		// Compacted: the entries before lateHead, and those of calls answered since,
+		// go; what is left is at most lateMax, so this is amortized O(1).
+		live := pl.lateOrder[:0]
+		for _, ref := range pl.lateOrder[pl.lateHead:] {
+			if lc, ok := pl.late[ref.key]; ok && lc.seq == ref.seq {
+				live = append(live, ref)
+			}
+		}
+		clear(pl.lateOrder[len(live):])
+		pl.lateOrder, pl.lateHead = live, 0
+	}
+	pl.lateSeq++
+	pl.late[key] = lateCall{token: token, num: n, seq: pl.lateSeq}
+	pl.lateOrder = append(pl.lateOrder, lateRef{key, pl.lateSeq})
+	if token != "" {
+		pl.lateTokens[token] = struct{}{}
+	}
+	if n.ok {
+		pl.lateNums[n.v]++
+	}
 }
 
 // listDone forgets the list key, under mu.
@@ -334,18 +389,7 @@ func (r *Relay) timeOut(d *deadline) []byte {
 	// way), the relay for a server that went away, or the host's own cancel.
 	inFlight := r.hostReqs.take(d.id)
 	if inFlight {
-		if len(pl.late) >= lateMax {
-			pl.late, pl.lateTokens, pl.lateNums = make(map[string]lateCall), make(map[string]struct{}), make(map[float64]int)
-		}
-		pl.forgetLate(d.key)
-		n := numOf(d.id)
-		pl.late[d.key] = lateCall{token: d.token, num: n}
-		if n.ok {
-			pl.lateNums[n.v]++
-		}
-		if d.token != "" {
-			pl.lateTokens[d.token] = struct{}{}
-		}
+		pl.addLate(d.key, d.token, numOf(d.id))
 	}
 	pl.count()
 	pl.mu.Unlock()
@@ -353,6 +397,9 @@ func (r *Relay) timeOut(d *deadline) []byte {
 		return nil
 	}
 	answer := toolpolicy.Timeout(d.id, pl.p.CallTimeout)
+	if pl.p.ResetOnProgress && !d.due.Before(d.last) {
+		answer = toolpolicy.TotalTimeout(d.id, pl.p.CallTimeout)
+	}
 	if ti, ok := r.ic.(TimeoutInterceptor); ok {
 		ti.CallTimedOut(answer, time.Now())
 	} else if r.ic != nil {
@@ -456,7 +503,12 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 			}
 			if key, ok := pl.tokens[tok]; ok && pl.p.ResetOnProgress {
 				if d := pl.calls[key]; d != nil {
+					// Never past d.last: a server sending progress for ever would
+					// keep the call open for ever.
 					d.due = time.Now().Add(pl.p.CallTimeout)
+					if d.due.After(d.last) {
+						d.due = d.last
+					}
 				}
 			}
 		}

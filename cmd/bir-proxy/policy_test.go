@@ -503,6 +503,73 @@ func TestCallTimeoutProgress(t *testing.T) {
 	}
 }
 
+// TestCallTimeoutLateBound: of n calls timing out at once, at most 4096 are
+// remembered as late, the oldest forgotten one for one: n-4096 late answers reach
+// the host, never more (all 4096 were forgotten at once: 8,192 of 10,000 and 4,096
+// of 4,200 got through). The late answers are counted before the answer to a ping
+// sent after the server wrote them all.
+func TestCallTimeoutLateBound(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{4200, 10000} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			ps := startPolicyMode(t, "1", "--call-timeout", "300ms")
+			var calls strings.Builder
+			for i := range n {
+				fmt.Fprintf(&calls, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":1500}}}`+"\n", 100+i)
+			}
+			errc := ps.sendLater(strings.TrimSuffix(calls.String(), "\n"))
+			for range n {
+				if got := ps.recv(); gjson.Get(got, "error.code").Int() != -32001 {
+					t.Fatalf("want a timeout, got %s", got)
+				}
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			testutil.Eventually(t, "the server's late answers", func() bool { return len(lines(t, ps.sent)) >= n+1 })
+			ps.Send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+			late := 0
+			for {
+				got := ps.recv()
+				if gjson.Get(got, "id").Raw == "1" {
+					break
+				}
+				late++
+			}
+			if late != n-4096 {
+				t.Errorf("%d late answers reached the host, want %d", late, n-4096)
+			}
+			ps.end()
+		})
+	}
+}
+
+// TestCallTimeoutProgressCap: with --call-timeout-reset-on-progress, a server that
+// keeps reporting progress cannot keep a call open past 10 × --call-timeout: the host
+// gets the timeout then (the call would have ended on its own at 3 s, a success).
+func TestCallTimeoutProgressCap(t *testing.T) {
+	t.Parallel()
+	ps := startPolicy(t, "--call-timeout", "100ms", "--call-timeout-reset-on-progress")
+	sent := time.Now()
+	ps.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"progress","arguments":{"ms":3000,"every":30},"_meta":{"progressToken":"tok"}}}`)
+	var answer string
+	for answer == "" {
+		if got := ps.recv(); gjson.Get(got, "method").String() != "notifications/progress" {
+			answer = got
+		}
+	}
+	took := time.Since(sent)
+	if gjson.Get(answer, "error.code").Int() != -32001 || !strings.Contains(gjson.Get(answer, "error.message").String(), "10 × --call-timeout 100ms (1s)") {
+		t.Errorf("answered %s after %v", answer, took)
+	}
+	if took < time.Second {
+		t.Errorf("answered after %v, before the cap of 1s", took)
+	}
+	ps.sync(t, 2)
+	ps.end()
+}
+
 // everything is the command line of the official server-everything (e2e/'s npm
 // install), or the test is failed (skipped with BIR_SKIP_E2E=1), as e2e/ does.
 func everything(t *testing.T) []string {
