@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -54,7 +55,32 @@ type policy struct {
 	lateOrder []lateRef
 	lateHead  int
 	lateSeq   uint64
+	// held are the host's requests whose id is a late call's, by key, in order: sent
+	// once that call's answer has come (and been dropped), or answered by the relay
+	// after heldFor (heldAnswer). Forwarded at once, the late answer would be theirs
+	// too: two answers to one request. heldBytes counts their bytes; holding is
+	// len(late)+len(held), for the host pump to look without the lock.
+	held      map[string][]*heldReq
+	heldN     int
+	heldBytes int
+	holding   atomic.Int64
+	// release is the upstream pump's: the held requests a late answer let go.
+	release []*heldReq
 }
+
+// heldReq is one held host request: the object alone, copied.
+type heldReq struct {
+	msg, id []byte
+	key     string
+	timer   *time.Timer
+}
+
+// Bounds of what is held: past them a request of a late call's id is answered at
+// once (heldAnswer).
+const (
+	heldMax      = 4096
+	heldMaxBytes = 64 << 20
+)
 
 // lateRef is one entry of lateOrder.
 type lateRef struct {
@@ -120,11 +146,13 @@ func newPolicy(p *toolpolicy.Policy) *policy {
 	}
 	return &policy{p: p, lists: make(map[string]hostNum), listNums: make(map[float64]int), sweepAt: listsSweep,
 		calls: make(map[string]*deadline), tokens: make(map[string]string),
-		late: make(map[string]lateCall), lateTokens: make(map[string]struct{}), lateNums: make(map[float64]int)}
+		late: make(map[string]lateCall), lateTokens: make(map[string]struct{}), lateNums: make(map[float64]int),
+		held: make(map[string][]*heldReq)}
 }
 
 func (pl *policy) count() {
 	pl.watching.Store(int64(len(pl.lists) + len(pl.calls) + len(pl.late)))
+	pl.holding.Store(int64(len(pl.late) + len(pl.held)))
 }
 
 // policyFromHost applies the policy to the host message msg, which r.lx describes,
@@ -148,29 +176,17 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 				if o.ID.End != 0 {
 					pl.refused = append(pl.refused, toolpolicy.UnknownTool(msg[o.ID.Start:o.ID.End], nameLit))
 				}
+			} else if o.ID.End != 0 && pl.holding.Load() > 0 && r.holdIfLate(msg, o) {
+				hidden = true // held: cut out of what goes now
 			} else if o.ID.End != 0 && pl.p.CallTimeout > 0 {
 				r.startDeadline(msg, o)
 			}
+		case o.ID.End != 0 && pl.holding.Load() > 0 && r.holdIfLate(msg, o):
+			hidden = true
 		case o.ID.End != 0 && pl.p.Filters() && isMethod(msg, o, "tools/list"):
-			pl.mu.Lock()
-			if len(pl.lists) >= pl.sweepAt {
-				for k := range pl.lists {
-					if !r.hostReqs.hasKey(k) {
-						pl.listDone(k)
-					}
-				}
-				pl.sweepAt = max(listsSweep, 2*len(pl.lists))
-			}
-			raw := msg[o.ID.Start:o.ID.End]
-			k := jsonlex.IDKey(raw)
-			pl.listDone(k) // a list of the same id again: counted once
-			n := numOf(raw)
-			pl.lists[k] = n
-			if n.ok {
-				pl.listNums[n.v]++
-			}
-			pl.count()
-			pl.mu.Unlock()
+			r.noteList(msg[o.ID.Start:o.ID.End])
+		case o.ID.End == 0 && pl.holding.Load() > 0 && isMethod(msg, o, "notifications/cancelled"):
+			r.cancelHeld(jsonlex.Get(o.Fields(msg).Params, "requestId"))
 		}
 		pl.host.hide = append(pl.host.hide, hidden)
 		if hidden {
@@ -201,6 +217,170 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 	out = toolpolicy.Cut(msg, pl.host.cuts)
 	r.lx.Lex(out)
 	return out, false
+}
+
+// noteList notes the host's tools/list of the raw id as in flight.
+func (r *Relay) noteList(raw []byte) {
+	pl := r.pol
+	pl.mu.Lock()
+	if len(pl.lists) >= pl.sweepAt {
+		for k := range pl.lists {
+			if !r.hostReqs.hasKey(k) {
+				pl.listDone(k)
+			}
+		}
+		pl.sweepAt = max(listsSweep, 2*len(pl.lists))
+	}
+	k := jsonlex.IDKey(raw)
+	pl.listDone(k) // a list of the same id again: counted once
+	n := numOf(raw)
+	pl.lists[k] = n
+	if n.ok {
+		pl.listNums[n.v]++
+	}
+	pl.count()
+	pl.mu.Unlock()
+}
+
+// holdIfLate holds the host's request o when its id is a late call's (or one held
+// already): it goes once that call's answer has come and been dropped, or is
+// answered by the relay after heldFor. Past heldMax or heldMaxBytes it is answered
+// at once. It reports whether o is taken out of what goes now.
+func (r *Relay) holdIfLate(msg []byte, o *jsonlex.Obj) bool {
+	pl := r.pol
+	raw := msg[o.ID.Start:o.ID.End]
+	k := jsonlex.IDKey(raw)
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if _, late := pl.late[k]; !late && len(pl.held[k]) == 0 {
+		return false
+	}
+	obj := o.Bytes(msg)
+	if pl.heldN >= heldMax || pl.heldBytes+len(obj) > heldMaxBytes {
+		pl.refused = append(pl.refused, heldAnswer(raw, pl.p.CallTimeout))
+		return true
+	}
+	h := &heldReq{msg: bytes.Clone(obj), id: bytes.Clone(raw), key: k}
+	pl.held[k] = append(pl.held[k], h)
+	pl.heldN++
+	pl.heldBytes += len(h.msg)
+	h.timer = time.AfterFunc(heldFor(pl.p), func() { r.giveUpHeld(h) })
+	pl.count()
+	return true
+}
+
+// heldFor is how long a request of a late call's id waits for that call's answer: a
+// server told to cancel a request should not answer it at all.
+func heldFor(p *toolpolicy.Policy) time.Duration { return p.CallTimeout }
+
+// heldAnswer is the relay's answer to a request of the raw id that waited heldFor
+// for the late answer of the call that had the id before, or could not be held.
+func heldAnswer(id []byte, d time.Duration) []byte {
+	return jsonlex.ErrorResponse(id, toolpolicy.CodeTimeout, "bir-proxy: the request was not sent: its id is still that of a tool call that passed its --call-timeout "+d.String()+
+		" and whose answer has not come (the server could not tell the two answers apart); send it with another id")
+}
+
+// unhold takes h out of the held requests, under mu; false when it was not there.
+func (pl *policy) unhold(h *heldReq) bool {
+	hs := pl.held[h.key]
+	for i, x := range hs {
+		if x == h {
+			hs = append(hs[:i], hs[i+1:]...)
+			if len(hs) == 0 {
+				delete(pl.held, h.key)
+			} else {
+				pl.held[h.key] = hs
+			}
+			pl.heldN--
+			pl.heldBytes -= len(h.msg)
+			h.timer.Stop()
+			return true
+		}
+	}
+	return false
+}
+
+// giveUpHeld answers the held request h, which waited heldFor: it is not sent.
+func (r *Relay) giveUpHeld(h *heldReq) {
+	pl := r.pol
+	r.sendMu.Lock()
+	if r.stopped {
+		r.sendMu.Unlock()
+		return
+	}
+	pl.mu.Lock()
+	found := pl.unhold(h)
+	pl.count()
+	pl.mu.Unlock()
+	var answer []byte
+	if found {
+		answer = heldAnswer(h.id, pl.p.CallTimeout)
+		if r.ic != nil {
+			r.ic.FromUpstream(answer, time.Now())
+		}
+	}
+	r.sendMu.Unlock()
+	if answer != nil {
+		if err := r.hostOut.Write(answer); err != nil {
+			r.log.Debug("could not answer the host", "err", err)
+		}
+	}
+}
+
+// cancelHeld drops the last held request of the raw id, under sendMu: the host
+// cancelled it, and waits for no answer.
+func (r *Relay) cancelHeld(raw []byte) {
+	if raw == nil {
+		return
+	}
+	pl := r.pol
+	pl.mu.Lock()
+	if hs := pl.held[jsonlex.IDKey(raw)]; len(hs) > 0 {
+		pl.unhold(hs[len(hs)-1])
+		pl.count()
+	}
+	pl.mu.Unlock()
+}
+
+// sendHeld sends the held requests hs, whose late call's answer came: on a goroutine
+// of its own, as the host pump's messages are sent, under sendMu (the upstream pump
+// must not wait for it: the host pump may hold it, writing to a server that waits
+// for the upstream pump to read).
+func (r *Relay) sendHeld(hs []*heldReq) {
+	pl := r.pol
+	r.sendMu.Lock()
+	if r.stopped {
+		r.sendMu.Unlock()
+		return
+	}
+	var lx jsonlex.Line
+	var failed [][]byte
+	reason := r.endedWhy
+	for _, h := range hs {
+		lx.Lex(h.msg)
+		if objs := lx.RPC(); len(objs) == 1 {
+			o := &objs[0]
+			switch {
+			case isMethod(h.msg, o, "tools/call") && pl.p.CallTimeout > 0:
+				r.startDeadline(h.msg, o)
+			case pl.p.Filters() && isMethod(h.msg, o, "tools/list"):
+				r.noteList(h.id)
+			}
+		}
+		if r.endedWhy != "" {
+			failed = append(failed, h.id)
+			continue
+		}
+		r.noteHost(h.msg, &lx)
+		if err := r.up.Write(h.msg); err != nil {
+			reason = "could not deliver the request to the server: " + err.Error()
+			failed = append(failed, r.undeliveredIDs(h.msg)...)
+		}
+	}
+	r.sendMu.Unlock()
+	if len(failed) > 0 {
+		r.answerInstead(failed, reason)
+	}
 }
 
 func isMethod(msg []byte, o *jsonlex.Obj, name string) bool {
@@ -464,6 +644,14 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 			k := jsonlex.IDKey(f.ID)
 			if _, ok := pl.late[k]; ok {
 				pl.forgetLate(k)
+				// The requests of its id that waited for it go now.
+				for _, h := range pl.held[k] {
+					h.timer.Stop()
+					pl.heldN--
+					pl.heldBytes -= len(h.msg)
+					pl.release = append(pl.release, h)
+				}
+				delete(pl.held, k)
 				drop = true
 				break
 			}
@@ -519,6 +707,10 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 	}
 	pl.count()
 	pl.mu.Unlock()
+	if len(pl.release) > 0 {
+		go r.sendHeld(pl.release)
+		pl.release = nil
+	}
 	if dropped == 0 && len(pl.up.cuts) == 0 {
 		return msg
 	}

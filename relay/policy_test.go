@@ -141,3 +141,69 @@ func TestFilterManyNamesAndNesting(t *testing.T) {
 		t.Fatalf("the server got %.200s", got)
 	}
 }
+
+// TestCallTimeoutReusedIDsHeld: 2 and 8 calls past their deadline, their ids reused
+// in one batch with a ping: the ping goes at once, each reused request once its old
+// call's late answer came (dropped), or is answered by the relay after the deadline
+// when none came; a reused request the host cancels meanwhile goes nowhere. Every id
+// gets exactly one answer.
+func TestCallTimeoutReusedIDsHeld(t *testing.T) {
+	for _, n := range []int{2, 8} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			up := newReplacingConn()
+			_, host := wireConn(t, up, nil, func(o *relay.Options) { o.Policy = &toolpolicy.Policy{CallTimeout: 100 * time.Millisecond} })
+			for i := range n {
+				host.send(t, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"tools/call","params":{"name":"a"}}`)
+				written(t, up)
+			}
+			for range n {
+				if got := host.next(t); !strings.Contains(got, `"code":-32001`) {
+					t.Fatalf("the host got %s", got)
+				}
+				written(t, up) // the cancel
+			}
+			batch := `[{"jsonrpc":"2.0","id":"p","method":"ping"}`
+			for i := range n {
+				batch += `,{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"tools/call","params":{"name":"new"}}`
+			}
+			host.send(t, batch+`]`)
+			if got := written(t, up); got != `[{"jsonrpc":"2.0","id":"p","method":"ping"}]` {
+				t.Fatalf("the server got %s", got)
+			}
+			// The last is cancelled by the host; the first half's late answers come.
+			host.send(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`+strconv.Itoa(n-1)+`}}`)
+			written(t, up)
+			for i := range n / 2 {
+				up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"result":{"old":true}}`)}
+			}
+			for range n / 2 {
+				got := written(t, up)
+				if !strings.Contains(got, `"name":"new"`) {
+					t.Fatalf("the server got %s", got)
+				}
+				up.from <- fromServer{msg: []byte(strings.Replace(got, `"method":"tools/call","params":{"name":"new"}`, `"result":{"new":true}`, 1))}
+			}
+			answers := map[string]string{}
+			for len(answers) < n-1 {
+				got := host.next(t)
+				id := got[strings.Index(got, `"id":`)+5:]
+				id = id[:strings.IndexByte(id, ',')]
+				if prev, ok := answers[id]; ok {
+					t.Fatalf("id %s answered twice: %s, then %s", id, prev, got)
+				}
+				answers[id] = got
+			}
+			for i := range n - 1 {
+				got := answers[strconv.Itoa(i)]
+				if i < n/2 && !strings.Contains(got, `"new":true`) || i >= n/2 && !strings.Contains(got, "the request was not sent") {
+					t.Errorf("id %d answered %s", i, got)
+				}
+			}
+			// Nothing more: the next is the ping's answer.
+			up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","id":"p","result":{}}`)}
+			if got := host.next(t); got != `{"jsonrpc":"2.0","id":"p","result":{}}` {
+				t.Fatalf("the host got %s", got)
+			}
+		})
+	}
+}

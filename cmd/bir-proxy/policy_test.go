@@ -503,6 +503,74 @@ func TestCallTimeoutProgress(t *testing.T) {
 	}
 }
 
+// TestCallTimeoutReusedID: a host that reuses the id of a call that passed its
+// deadline gets exactly one answer to the new request, its own: the request waits
+// for the old call's late answer (dropped) and then goes; when that answer does not
+// come within --call-timeout, the proxy answers the request and the server never gets
+// it. Forwarded at once, the old call's late answer reached the host as the new
+// request's, and then the new one's own: two answers.
+func TestCallTimeoutReusedID(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		oldMS     int
+		reuse     string
+		wantProxy bool
+	}{
+		{"late answer comes", 450, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`, false},
+		{"ping after it", 450, `{"jsonrpc":"2.0","id":5,"method":"ping"}`, false},
+		{"late answer too late", 3000, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ps := startPolicy(t, "--call-timeout", "300ms")
+			ps.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":%d}}}`, c.oldMS))
+			if got := ps.recv(); gjson.Get(got, "error.code").Int() != -32001 {
+				t.Fatalf("want the timeout, got %s", got)
+			}
+			ps.Send(c.reuse)
+			var answers []string
+			got := ps.recv()
+			answers = append(answers, got)
+			// Whatever else may come for 5 comes before the answer to a ping sent once
+			// the server has written the old call's late answer.
+			testutil.Eventually(t, "the server's late answer", func() bool {
+				for _, l := range lines(t, ps.sent) {
+					if strings.Contains(l, "slept") {
+						return true
+					}
+				}
+				return false
+			})
+			ps.Send(`{"jsonrpc":"2.0","id":6,"method":"ping"}`)
+			for {
+				got := ps.recv()
+				if gjson.Get(got, "id").Raw == "6" {
+					break
+				}
+				answers = append(answers, got)
+			}
+			if len(answers) != 1 {
+				t.Fatalf("the reused id got %d answers: %s", len(answers), strings.Join(answers, "\n"))
+			}
+			fromProxy := strings.Contains(answers[0], "bir-proxy: the request was not sent")
+			if fromProxy != c.wantProxy || strings.Contains(answers[0], "slept") {
+				t.Errorf("the reused id was answered %s", answers[0])
+			}
+			reached := 0
+			for _, l := range lines(t, ps.record) {
+				if gjson.Get(l, "id").Raw == "5" {
+					reached++
+				}
+			}
+			if want := map[bool]int{false: 2, true: 1}[c.wantProxy]; reached != want {
+				t.Errorf("the server got %d requests of id 5, want %d", reached, want)
+			}
+			ps.end()
+		})
+	}
+}
+
 // TestCallTimeoutLateBound: of n calls timing out at once, at most 4096 are
 // remembered as late, the oldest forgotten one for one: n-4096 late answers reach
 // the host, never more (all 4096 were forgotten at once: 8,192 of 10,000 and 4,096
