@@ -46,9 +46,10 @@ type policy struct {
 	// late are the calls answered at their deadline, by key, with their progress
 	// tokens (lateTokens): their answers and progress notifications are dropped, the
 	// host's request being over.
-	late       map[string]lateCall
-	lateTokens map[string]struct{}
-	lateNums   map[float64]int // how many late calls have each number id, as lists
+	late        map[string]lateCall
+	lateTokens  map[string]struct{}
+	lateNums    map[float64]int // how many late calls have each number id, as lists
+	lateTokNums map[float64]int // and each number progress token
 	// lateOrder is the late calls by when they passed their deadline, oldest from
 	// lateHead on (with entries of calls answered since: their seq differs or they
 	// are gone), so that past lateMax the oldest is forgotten, one for one.
@@ -109,9 +110,9 @@ func numOf(raw []byte) hostNum {
 // lateCall is a call answered at its deadline: the IDKey of its progress token
 // ("" for none) and its number.
 type lateCall struct {
-	token string
-	num   hostNum
-	seq   uint64
+	token       string
+	num, tokNum hostNum
+	seq         uint64
 }
 
 // scratch is what one pump reuses from message to message: the cuts of a message,
@@ -123,10 +124,11 @@ type scratch struct {
 
 // deadline is one host tools/call with a deadline.
 type deadline struct {
-	id    []byte // raw, copied
-	key   string
-	token string // IDKey of its progress token; "" for none
-	due   time.Time
+	id     []byte // raw, copied
+	key    string
+	token  string // IDKey of its progress token; "" for none
+	tokNum hostNum
+	due    time.Time
 	// last is when progress can no longer move due: MaxTotalFactor × CallTimeout
 	// after the call went.
 	last  time.Time
@@ -146,7 +148,7 @@ func newPolicy(p *toolpolicy.Policy) *policy {
 	}
 	return &policy{p: p, lists: make(map[string]hostNum), listNums: make(map[float64]int), sweepAt: listsSweep,
 		calls: make(map[string]*deadline), tokens: make(map[string]string),
-		late: make(map[string]lateCall), lateTokens: make(map[string]struct{}), lateNums: make(map[float64]int),
+		late: make(map[string]lateCall), lateTokens: make(map[string]struct{}), lateNums: make(map[float64]int), lateTokNums: make(map[float64]int),
 		held: make(map[string][]*heldReq)}
 }
 
@@ -435,7 +437,7 @@ func (r *Relay) startDeadline(msg []byte, o *jsonlex.Obj) {
 	d.last = d.due.Add(min(pl.p.CallTimeout, math.MaxInt64/toolpolicy.MaxTotalFactor) * (toolpolicy.MaxTotalFactor - 1))
 	if o.Params.End != 0 {
 		if tok := jsonlex.Get(jsonlex.Get(msg[o.Params.Start:o.Params.End], "_meta"), "progressToken"); tok != nil {
-			d.token = jsonlex.IDKey(tok)
+			d.token, d.tokNum = jsonlex.IDKey(tok), numOf(tok)
 		}
 	}
 	pl.mu.Lock()
@@ -457,7 +459,7 @@ func (r *Relay) startDeadline(msg []byte, o *jsonlex.Obj) {
 // addLate remembers the late call key, under mu: past lateMax the oldest is
 // forgotten (all of them were, at once: of 10,000 calls timing out together 8,192
 // late answers reached the host where 5,904 may).
-func (pl *policy) addLate(key, token string, n hostNum) {
+func (pl *policy) addLate(key, token string, n, tokNum hostNum) {
 	pl.forgetLate(key)
 	for len(pl.late) >= lateMax && pl.lateHead < len(pl.lateOrder) {
 		old := pl.lateOrder[pl.lateHead]
@@ -480,7 +482,13 @@ func (pl *policy) addLate(key, token string, n hostNum) {
 		pl.lateOrder, pl.lateHead = live, 0
 	}
 	pl.lateSeq++
-	pl.late[key] = lateCall{token: token, num: n, seq: pl.lateSeq}
+	if token == "" {
+		tokNum = hostNum{}
+	}
+	pl.late[key] = lateCall{token: token, num: n, tokNum: tokNum, seq: pl.lateSeq}
+	if tokNum.ok {
+		pl.lateTokNums[tokNum.v]++
+	}
 	pl.lateOrder = append(pl.lateOrder, lateRef{key, pl.lateSeq})
 	if token != "" {
 		pl.lateTokens[token] = struct{}{}
@@ -519,6 +527,9 @@ func (pl *policy) forgetLate(key string) {
 		}
 		if lc.num.ok {
 			uncount(pl.lateNums, lc.num.v)
+		}
+		if lc.tokNum.ok {
+			uncount(pl.lateTokNums, lc.tokNum.v)
 		}
 	}
 }
@@ -569,7 +580,7 @@ func (r *Relay) timeOut(d *deadline) []byte {
 	// way), the relay for a server that went away, or the host's own cancel.
 	inFlight := r.hostReqs.take(d.id)
 	if inFlight {
-		pl.addLate(d.key, d.token, numOf(d.id))
+		pl.addLate(d.key, d.token, numOf(d.id), d.tokNum)
 	}
 	pl.count()
 	pl.mu.Unlock()
@@ -684,10 +695,20 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 				pl.up.cuts = pl.p.ToolCuts(msg, o.Span, pl.up.cuts)
 			}
 		case len(pl.tokens)+len(pl.lateTokens) > 0 && f.Method != nil && f.ID == nil && jsonlex.KeyIs(f.Method, "notifications/progress"):
-			tok := jsonlex.IDKey(jsonlex.Get(f.Params, "progressToken"))
+			rawTok := jsonlex.Get(f.Params, "progressToken")
+			tok := jsonlex.IDKey(rawTok)
 			if _, ok := pl.lateTokens[tok]; ok {
 				drop = true // of a call the host has its answer to
 				break
+			}
+			if _, live := pl.tokens[tok]; !live && len(pl.lateTokNums) > 0 {
+				// A token a TypeScript SDK host reads as a late call's (it matches
+				// progress by Number(progressToken)), of no call in flight: dropped
+				// too.
+				if v, ok := jsonlex.JSNumber(rawTok); ok && pl.lateTokNums[v] > 0 {
+					drop = true
+					break
+				}
 			}
 			if key, ok := pl.tokens[tok]; ok && pl.p.ResetOnProgress {
 				if d := pl.calls[key]; d != nil {

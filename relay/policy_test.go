@@ -66,7 +66,7 @@ func TestFilterListAnswerNumberAsHostReadsIt(t *testing.T) {
 func TestCallTimeoutLateAnswerNumberAsHostReadsIt(t *testing.T) {
 	up := newReplacingConn()
 	_, host := wireConn(t, up, nil, func(o *relay.Options) { o.Policy = &toolpolicy.Policy{CallTimeout: 20 * time.Millisecond} })
-	host.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}`)
+	host.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":7}}}`)
 	written(t, up)
 	if got := host.next(t); !strings.Contains(got, `"id":1,"error":{"code":-32001`) {
 		t.Fatalf("the host got %s", got)
@@ -74,6 +74,10 @@ func TestCallTimeoutLateAnswerNumberAsHostReadsIt(t *testing.T) {
 	written(t, up) // the cancel
 	host.send(t, `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`)
 	written(t, up)
+	// Its progress, of a token a TypeScript SDK host reads as 7 (Number(token)).
+	for _, tok := range []string{`7.0000000000000001`, `"7"`, `7`} {
+		up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + tok + `,"progress":1}}`)}
+	}
 	for _, id := range []string{`1.0000000000000001`, `"1"`, `"0x1"`, `0.1e1`} {
 		up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"late":true}}`)}
 	}
