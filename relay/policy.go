@@ -61,6 +61,10 @@ type policy struct {
 	// after heldFor (heldAnswer). Forwarded at once, the late answer would be theirs
 	// too: two answers to one request. heldBytes counts their bytes; holding is
 	// len(late)+len(held), for the host pump to look without the lock.
+	// clash are the host's requests in flight whose number id is a late call's but
+	// whose exact id is not (1.0000000000000001 while 1 is late), by key: their
+	// answers are theirs, not dropped as the late call's.
+	clash     map[string]struct{}
 	held      map[string][]*heldReq
 	heldN     int
 	heldBytes int
@@ -149,7 +153,7 @@ func newPolicy(p *toolpolicy.Policy) *policy {
 	return &policy{p: p, lists: make(map[string]hostNum), listNums: make(map[float64]int), sweepAt: listsSweep,
 		calls: make(map[string]*deadline), tokens: make(map[string]string),
 		late: make(map[string]lateCall), lateTokens: make(map[string]struct{}), lateNums: make(map[float64]int), lateTokNums: make(map[float64]int),
-		held: make(map[string][]*heldReq)}
+		held: make(map[string][]*heldReq), clash: make(map[string]struct{})}
 }
 
 func (pl *policy) count() {
@@ -255,6 +259,16 @@ func (r *Relay) holdIfLate(msg []byte, o *jsonlex.Obj) bool {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	if _, late := pl.late[k]; !late && len(pl.held[k]) == 0 {
+		if n := numOf(raw); n.ok && pl.lateNums[n.v] > 0 {
+			if len(pl.clash) >= heldMax {
+				for c := range pl.clash {
+					if !r.hostReqs.hasKey(c) {
+						delete(pl.clash, c)
+					}
+				}
+			}
+			pl.clash[k] = struct{}{}
+		}
 		return false
 	}
 	obj := o.Bytes(msg)
@@ -673,13 +687,16 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 			if len(pl.listNums)+len(pl.lateNums) > 0 {
 				num.v, num.ok = jsonlex.JSNumber(f.ID)
 			}
-			if num.ok && pl.lateNums[num.v] > 0 && !r.hostReqs.hasKey(k) {
-				// A late call's answer to such a host (1.0000000000000001 for the
-				// late 1), and no request of the host has its exact id: dropped, or
-				// it would answer the host's next request of that number. The late
-				// call is still awaited by its exact id.
-				drop = true
-				break
+			if num.ok && pl.lateNums[num.v] > 0 {
+				if _, ok := pl.clash[k]; ok {
+					delete(pl.clash, k) // the answer to the host's request of that exact id
+				} else {
+					// A late call's answer to such a host (1.0000000000000001 for the
+					// late 1): dropped, or it would answer the host's next request of
+					// that number. The late call is still awaited by its exact id.
+					drop = true
+					break
+				}
 			}
 			if d, ok := pl.calls[k]; ok {
 				d.timer.Stop()

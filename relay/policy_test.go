@@ -74,6 +74,13 @@ func TestCallTimeoutLateAnswerNumberAsHostReadsIt(t *testing.T) {
 	written(t, up) // the cancel
 	host.send(t, `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`)
 	written(t, up)
+	// The exact id of a host request in flight: its answer, though 1 is late.
+	host.send(t, `{"jsonrpc":"2.0","id":1.0000000000000001,"method":"ping"}`)
+	written(t, up)
+	up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","id":1.0000000000000001,"result":{}}`)}
+	if got := host.next(t); got != `{"jsonrpc":"2.0","id":1.0000000000000001,"result":{}}` {
+		t.Fatalf("the host got %s", got)
+	}
 	// Its progress, of a token a TypeScript SDK host reads as 7 (Number(token)).
 	for _, tok := range []string{`7.0000000000000001`, `"7"`, `7`} {
 		up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + tok + `,"progress":1}}`)}
@@ -84,13 +91,6 @@ func TestCallTimeoutLateAnswerNumberAsHostReadsIt(t *testing.T) {
 	up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","id":1.5,"result":{}}`)}
 	if got := host.next(t); got != `{"jsonrpc":"2.0","id":1.5,"result":{}}` {
 		t.Fatalf("a late answer reached the host: %s", got)
-	}
-	// The exact id of a host request in flight: its answer, though 1 is late.
-	host.send(t, `{"jsonrpc":"2.0","id":1.0000000000000001,"method":"ping"}`)
-	written(t, up)
-	up.from <- fromServer{msg: []byte(`{"jsonrpc":"2.0","id":1.0000000000000001,"result":{}}`)}
-	if got := host.next(t); got != `{"jsonrpc":"2.0","id":1.0000000000000001,"result":{}}` {
-		t.Fatalf("the host got %s", got)
 	}
 }
 
