@@ -519,7 +519,7 @@ func TestCallTimeoutReusedID(t *testing.T) {
 	}{
 		{"late answer comes", 450, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`, false},
 		{"ping after it", 450, `{"jsonrpc":"2.0","id":5,"method":"ping"}`, false},
-		{"late answer too late", 3000, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`, true},
+		{"late answer too late", 2000, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -577,7 +577,8 @@ func TestCallTimeoutReusedID(t *testing.T) {
 // of 4,200 got through). The late answers are counted before the answer to a ping
 // sent after the server wrote them all.
 func TestCallTimeoutLateBound(t *testing.T) {
-	t.Parallel()
+	// Not parallel to the other tests: 14,200 calls at once would make their
+	// deadlines late.
 	for _, n := range []int{4200, 10000} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			t.Parallel()
@@ -615,12 +616,12 @@ func TestCallTimeoutLateBound(t *testing.T) {
 
 // TestCallTimeoutProgressCap: with --call-timeout-reset-on-progress, a server that
 // keeps reporting progress cannot keep a call open past 10 × --call-timeout: the host
-// gets the timeout then (the call would have ended on its own at 3 s, a success).
+// gets the timeout then (the call would have ended on its own at 1.8 s, a success).
 func TestCallTimeoutProgressCap(t *testing.T) {
 	t.Parallel()
 	ps := startPolicy(t, "--call-timeout", "100ms", "--call-timeout-reset-on-progress")
 	sent := time.Now()
-	ps.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"progress","arguments":{"ms":3000,"every":30},"_meta":{"progressToken":"tok"}}}`)
+	ps.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"progress","arguments":{"ms":1800,"every":30},"_meta":{"progressToken":"tok"}}}`)
 	var answer string
 	for answer == "" {
 		if got := ps.recv(); gjson.Get(got, "method").String() != "notifications/progress" {
