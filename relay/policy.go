@@ -1,13 +1,11 @@
 package relay
 
 import (
+	"bytes"
 	"math"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/toolpolicy"
@@ -40,15 +38,85 @@ type policy struct {
 	// upstream message is not looked at.
 	watching atomic.Int64
 	mu       sync.Mutex
-	lists    map[string]struct{}  // the host's tools/list in flight, by IDKey
+	lists    map[string]hostNum   // the host's tools/list in flight, by IDKey
+	listNums map[float64]int      // how many lists have each number id, as a JavaScript host reads it
 	sweepAt  int                  // len(lists) at which answered ones are swept out
 	calls    map[string]*deadline // the host's tools/call with a deadline, by IDKey
 	tokens   map[string]string    // progress token IDKey → its call's key
 	// late are the calls answered at their deadline, by key, with their progress
 	// tokens (lateTokens): their answers and progress notifications are dropped, the
 	// host's request being over.
-	late       map[string]string
-	lateTokens map[string]struct{}
+	late        map[string]lateCall
+	lateTokens  map[string]struct{}
+	lateNums    map[float64]int // how many late calls have each number id, as lists
+	lateTokNums map[float64]int // and each number progress token
+	// lateOrder is the late calls by when they passed their deadline, oldest from
+	// lateHead on (with entries of calls answered since: their seq differs or they
+	// are gone), so that past lateMax the oldest is forgotten, one for one.
+	lateOrder []lateRef
+	lateHead  int
+	lateSeq   uint64
+	// held are the host's requests whose id is a late call's, by key, in order: sent
+	// once that call's answer has come (and been dropped), or answered by the relay
+	// after heldFor (heldAnswer). Forwarded at once, the late answer would be theirs
+	// too: two answers to one request. heldBytes counts their bytes; holding is
+	// len(late)+len(held), for the host pump to look without the lock.
+	// clash are the host's requests in flight whose number id is a late call's but
+	// whose exact id is not (1.0000000000000001 while 1 is late), by key: their
+	// answers are theirs, not dropped as the late call's.
+	clash     map[string]struct{}
+	held      map[string][]*heldReq
+	heldN     int
+	heldBytes int
+	holding   atomic.Int64
+	// release is the upstream pump's: the held requests a late answer let go.
+	release []*heldReq
+}
+
+// heldReq is one held host request: the object alone, copied.
+type heldReq struct {
+	msg, id []byte
+	key     string
+	timer   *time.Timer
+}
+
+// Bounds of what is held: past them a request of a late call's id is answered at
+// once (heldAnswer).
+const (
+	heldMax      = 4096
+	heldMaxBytes = 64 << 20
+)
+
+// lateRef is one entry of lateOrder.
+type lateRef struct {
+	key string
+	seq uint64
+}
+
+// hostNum is the number a JavaScript host reads a number id as (jsonlex.JSNumber);
+// ok is false for an id that is not a number literal. A TypeScript SDK host matches
+// an answer to its request by Number(response.id): an answer of 1.0000000000000001,
+// 0.1e1 or "1" is its request 1's, where IDKey tells them apart.
+type hostNum struct {
+	v  float64
+	ok bool
+}
+
+// numOf is the hostNum of the host's id raw: only a number literal is one.
+func numOf(raw []byte) hostNum {
+	if len(raw) == 0 || raw[0] == '"' {
+		return hostNum{}
+	}
+	v, ok := jsonlex.JSNumber(raw)
+	return hostNum{v, ok}
+}
+
+// lateCall is a call answered at its deadline: the IDKey of its progress token
+// ("" for none) and its number.
+type lateCall struct {
+	token       string
+	num, tokNum hostNum
+	seq         uint64
 }
 
 // scratch is what one pump reuses from message to message: the cuts of a message,
@@ -60,10 +128,14 @@ type scratch struct {
 
 // deadline is one host tools/call with a deadline.
 type deadline struct {
-	id    []byte // raw, copied
-	key   string
-	token string // IDKey of its progress token; "" for none
-	due   time.Time
+	id     []byte // raw, copied
+	key    string
+	token  string // IDKey of its progress token; "" for none
+	tokNum hostNum
+	due    time.Time
+	// last is when progress can no longer move due: MaxTotalFactor × CallTimeout
+	// after the call went.
+	last  time.Time
 	timer *time.Timer
 }
 
@@ -78,13 +150,15 @@ func newPolicy(p *toolpolicy.Policy) *policy {
 	if !p.Active() {
 		return nil
 	}
-	return &policy{p: p, lists: make(map[string]struct{}), sweepAt: listsSweep,
+	return &policy{p: p, lists: make(map[string]hostNum), listNums: make(map[float64]int), sweepAt: listsSweep,
 		calls: make(map[string]*deadline), tokens: make(map[string]string),
-		late: make(map[string]string), lateTokens: make(map[string]struct{})}
+		late: make(map[string]lateCall), lateTokens: make(map[string]struct{}), lateNums: make(map[float64]int), lateTokNums: make(map[float64]int),
+		held: make(map[string][]*heldReq), clash: make(map[string]struct{})}
 }
 
 func (pl *policy) count() {
 	pl.watching.Store(int64(len(pl.lists) + len(pl.calls) + len(pl.late)))
+	pl.holding.Store(int64(len(pl.late) + len(pl.held)))
 }
 
 // policyFromHost applies the policy to the host message msg, which r.lx describes,
@@ -108,22 +182,17 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 				if o.ID.End != 0 {
 					pl.refused = append(pl.refused, toolpolicy.UnknownTool(msg[o.ID.Start:o.ID.End], nameLit))
 				}
+			} else if o.ID.End != 0 && pl.holding.Load() > 0 && r.holdIfLate(msg, o) {
+				hidden = true // held: cut out of what goes now
 			} else if o.ID.End != 0 && pl.p.CallTimeout > 0 {
 				r.startDeadline(msg, o)
 			}
+		case o.ID.End != 0 && pl.holding.Load() > 0 && r.holdIfLate(msg, o):
+			hidden = true
 		case o.ID.End != 0 && pl.p.Filters() && isMethod(msg, o, "tools/list"):
-			pl.mu.Lock()
-			if len(pl.lists) >= pl.sweepAt {
-				for k := range pl.lists {
-					if !r.hostReqs.hasKey(k) {
-						delete(pl.lists, k)
-					}
-				}
-				pl.sweepAt = max(listsSweep, 2*len(pl.lists))
-			}
-			pl.lists[jsonlex.IDKey(msg[o.ID.Start:o.ID.End])] = struct{}{}
-			pl.count()
-			pl.mu.Unlock()
+			r.noteList(msg[o.ID.Start:o.ID.End])
+		case o.ID.End == 0 && pl.holding.Load() > 0 && isMethod(msg, o, "notifications/cancelled"):
+			r.cancelHeld(jsonlex.Get(o.Fields(msg).Params, "requestId"))
 		}
 		pl.host.hide = append(pl.host.hide, hidden)
 		if hidden {
@@ -154,6 +223,180 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 	out = toolpolicy.Cut(msg, pl.host.cuts)
 	r.lx.Lex(out)
 	return out, false
+}
+
+// noteList notes the host's tools/list of the raw id as in flight.
+func (r *Relay) noteList(raw []byte) {
+	pl := r.pol
+	pl.mu.Lock()
+	if len(pl.lists) >= pl.sweepAt {
+		for k := range pl.lists {
+			if !r.hostReqs.hasKey(k) {
+				pl.listDone(k)
+			}
+		}
+		pl.sweepAt = max(listsSweep, 2*len(pl.lists))
+	}
+	k := jsonlex.IDKey(raw)
+	pl.listDone(k) // a list of the same id again: counted once
+	n := numOf(raw)
+	pl.lists[k] = n
+	if n.ok {
+		pl.listNums[n.v]++
+	}
+	pl.count()
+	pl.mu.Unlock()
+}
+
+// holdIfLate holds the host's request o when its id is a late call's (or one held
+// already): it goes once that call's answer has come and been dropped, or is
+// answered by the relay after heldFor. Past heldMax or heldMaxBytes it is answered
+// at once. It reports whether o is taken out of what goes now.
+func (r *Relay) holdIfLate(msg []byte, o *jsonlex.Obj) bool {
+	pl := r.pol
+	raw := msg[o.ID.Start:o.ID.End]
+	k := jsonlex.IDKey(raw)
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if _, late := pl.late[k]; !late && len(pl.held[k]) == 0 {
+		if n := numOf(raw); n.ok && pl.lateNums[n.v] > 0 {
+			if len(pl.clash) >= heldMax {
+				for c := range pl.clash {
+					if !r.hostReqs.hasKey(c) {
+						delete(pl.clash, c)
+					}
+				}
+			}
+			pl.clash[k] = struct{}{}
+		}
+		return false
+	}
+	obj := o.Bytes(msg)
+	if pl.heldN >= heldMax || pl.heldBytes+len(obj) > heldMaxBytes {
+		pl.refused = append(pl.refused, heldAnswer(raw, pl.p.CallTimeout))
+		return true
+	}
+	h := &heldReq{msg: bytes.Clone(obj), id: bytes.Clone(raw), key: k}
+	pl.held[k] = append(pl.held[k], h)
+	pl.heldN++
+	pl.heldBytes += len(h.msg)
+	h.timer = time.AfterFunc(heldFor(pl.p), func() { r.giveUpHeld(h) })
+	pl.count()
+	return true
+}
+
+// heldFor is how long a request of a late call's id waits for that call's answer: a
+// server told to cancel a request should not answer it at all.
+func heldFor(p *toolpolicy.Policy) time.Duration { return p.CallTimeout }
+
+// heldAnswer is the relay's answer to a request of the raw id that waited heldFor
+// for the late answer of the call that had the id before, or could not be held.
+func heldAnswer(id []byte, d time.Duration) []byte {
+	return jsonlex.ErrorResponse(id, toolpolicy.CodeTimeout, "bir-proxy: the request was not sent: its id is still that of a tool call that passed its --call-timeout "+d.String()+
+		" and whose answer has not come (the server could not tell the two answers apart); send it with another id")
+}
+
+// unhold takes h out of the held requests, under mu; false when it was not there.
+func (pl *policy) unhold(h *heldReq) bool {
+	hs := pl.held[h.key]
+	for i, x := range hs {
+		if x == h {
+			hs = append(hs[:i], hs[i+1:]...)
+			if len(hs) == 0 {
+				delete(pl.held, h.key)
+			} else {
+				pl.held[h.key] = hs
+			}
+			pl.heldN--
+			pl.heldBytes -= len(h.msg)
+			h.timer.Stop()
+			return true
+		}
+	}
+	return false
+}
+
+// giveUpHeld answers the held request h, which waited heldFor: it is not sent.
+func (r *Relay) giveUpHeld(h *heldReq) {
+	pl := r.pol
+	r.sendMu.Lock()
+	if r.stopped {
+		r.sendMu.Unlock()
+		return
+	}
+	pl.mu.Lock()
+	found := pl.unhold(h)
+	pl.count()
+	pl.mu.Unlock()
+	var answer []byte
+	if found {
+		answer = heldAnswer(h.id, pl.p.CallTimeout)
+		if r.ic != nil {
+			r.ic.FromUpstream(answer, time.Now())
+		}
+	}
+	r.sendMu.Unlock()
+	if answer != nil {
+		if err := r.hostOut.Write(answer); err != nil {
+			r.log.Debug("could not answer the host", "err", err)
+		}
+	}
+}
+
+// cancelHeld drops the last held request of the raw id, under sendMu: the host
+// cancelled it, and waits for no answer.
+func (r *Relay) cancelHeld(raw []byte) {
+	if raw == nil {
+		return
+	}
+	pl := r.pol
+	pl.mu.Lock()
+	if hs := pl.held[jsonlex.IDKey(raw)]; len(hs) > 0 {
+		pl.unhold(hs[len(hs)-1])
+		pl.count()
+	}
+	pl.mu.Unlock()
+}
+
+// sendHeld sends the held requests hs, whose late call's answer came: on a goroutine
+// of its own, as the host pump's messages are sent, under sendMu (the upstream pump
+// must not wait for it: the host pump may hold it, writing to a server that waits
+// for the upstream pump to read).
+func (r *Relay) sendHeld(hs []*heldReq) {
+	pl := r.pol
+	r.sendMu.Lock()
+	if r.stopped {
+		r.sendMu.Unlock()
+		return
+	}
+	var lx jsonlex.Line
+	var failed [][]byte
+	reason := r.endedWhy
+	for _, h := range hs {
+		lx.Lex(h.msg)
+		if objs := lx.RPC(); len(objs) == 1 {
+			o := &objs[0]
+			switch {
+			case isMethod(h.msg, o, "tools/call") && pl.p.CallTimeout > 0:
+				r.startDeadline(h.msg, o)
+			case pl.p.Filters() && isMethod(h.msg, o, "tools/list"):
+				r.noteList(h.id)
+			}
+		}
+		if r.endedWhy != "" {
+			failed = append(failed, h.id)
+			continue
+		}
+		r.noteHost(h.msg, &lx)
+		if err := r.up.Write(h.msg); err != nil {
+			reason = "could not deliver the request to the server: " + err.Error()
+			failed = append(failed, r.undeliveredIDs(h.msg)...)
+		}
+	}
+	r.sendMu.Unlock()
+	if len(failed) > 0 {
+		r.answerInstead(failed, reason)
+	}
 }
 
 func isMethod(msg []byte, o *jsonlex.Obj, name string) bool {
@@ -203,10 +446,12 @@ func (r *Relay) hiddenCall(msg []byte, o *jsonlex.Obj) (bool, []byte) {
 func (r *Relay) startDeadline(msg []byte, o *jsonlex.Obj) {
 	pl := r.pol
 	raw := msg[o.ID.Start:o.ID.End]
-	d := &deadline{id: append([]byte(nil), raw...), key: jsonlex.IDKey(raw), due: time.Now().Add(pl.p.CallTimeout)}
+	now := time.Now()
+	d := &deadline{id: append([]byte(nil), raw...), key: jsonlex.IDKey(raw), due: now.Add(pl.p.CallTimeout)}
+	d.last = d.due.Add(min(pl.p.CallTimeout, math.MaxInt64/toolpolicy.MaxTotalFactor) * (toolpolicy.MaxTotalFactor - 1))
 	if o.Params.End != 0 {
 		if tok := jsonlex.Get(jsonlex.Get(msg[o.Params.Start:o.Params.End], "_meta"), "progressToken"); tok != nil {
-			d.token = jsonlex.IDKey(tok)
+			d.token, d.tokNum = jsonlex.IDKey(tok), numOf(tok)
 		}
 	}
 	pl.mu.Lock()
@@ -225,12 +470,80 @@ func (r *Relay) startDeadline(msg []byte, o *jsonlex.Obj) {
 	pl.mu.Unlock()
 }
 
+// addLate remembers the late call key, under mu: past lateMax the oldest is
+// forgotten (all of them were, at once: of 10,000 calls timing out together 8,192
+// late answers reached the host where 5,904 may).
+func (pl *policy) addLate(key, token string, n, tokNum hostNum) {
+	pl.forgetLate(key)
+	for len(pl.late) >= lateMax && pl.lateHead < len(pl.lateOrder) {
+		old := pl.lateOrder[pl.lateHead]
+		pl.lateOrder[pl.lateHead] = lateRef{}
+		pl.lateHead++
+		if lc, ok := pl.late[old.key]; ok && lc.seq == old.seq {
+			pl.forgetLate(old.key)
+		}
+	}
+	if pl.lateHead > len(pl.lateOrder)/2 || len(pl.lateOrder)-pl.lateHead > 2*lateMax {
+		// Compacted: the entries before lateHead, and those of calls answered since,
+		// go; what is left is at most lateMax, so this is amortized O(1).
+		live := pl.lateOrder[:0]
+		for _, ref := range pl.lateOrder[pl.lateHead:] {
+			if lc, ok := pl.late[ref.key]; ok && lc.seq == ref.seq {
+				live = append(live, ref)
+			}
+		}
+		clear(pl.lateOrder[len(live):])
+		pl.lateOrder, pl.lateHead = live, 0
+	}
+	pl.lateSeq++
+	if token == "" {
+		tokNum = hostNum{}
+	}
+	pl.late[key] = lateCall{token: token, num: n, tokNum: tokNum, seq: pl.lateSeq}
+	if tokNum.ok {
+		pl.lateTokNums[tokNum.v]++
+	}
+	pl.lateOrder = append(pl.lateOrder, lateRef{key, pl.lateSeq})
+	if token != "" {
+		pl.lateTokens[token] = struct{}{}
+	}
+	if n.ok {
+		pl.lateNums[n.v]++
+	}
+}
+
+// listDone forgets the list key, under mu.
+func (pl *policy) listDone(key string) {
+	n, ok := pl.lists[key]
+	if !ok {
+		return
+	}
+	delete(pl.lists, key)
+	if n.ok {
+		uncount(pl.listNums, n.v)
+	}
+}
+
+func uncount(m map[float64]int, v float64) {
+	if m[v] <= 1 {
+		delete(m, v)
+	} else {
+		m[v]--
+	}
+}
+
 // forgetLate stops dropping what comes for the late call key, under mu.
 func (pl *policy) forgetLate(key string) {
-	if tok, ok := pl.late[key]; ok {
+	if lc, ok := pl.late[key]; ok {
 		delete(pl.late, key)
-		if tok != "" {
-			delete(pl.lateTokens, tok)
+		if lc.token != "" {
+			delete(pl.lateTokens, lc.token)
+		}
+		if lc.num.ok {
+			uncount(pl.lateNums, lc.num.v)
+		}
+		if lc.tokNum.ok {
+			uncount(pl.lateTokNums, lc.tokNum.v)
 		}
 	}
 }
@@ -281,13 +594,7 @@ func (r *Relay) timeOut(d *deadline) []byte {
 	// way), the relay for a server that went away, or the host's own cancel.
 	inFlight := r.hostReqs.take(d.id)
 	if inFlight {
-		if len(pl.late) >= lateMax {
-			pl.late, pl.lateTokens = make(map[string]string), make(map[string]struct{})
-		}
-		pl.late[d.key] = d.token
-		if d.token != "" {
-			pl.lateTokens[d.token] = struct{}{}
-		}
+		pl.addLate(d.key, d.token, numOf(d.id), d.tokNum)
 	}
 	pl.count()
 	pl.mu.Unlock()
@@ -295,6 +602,9 @@ func (r *Relay) timeOut(d *deadline) []byte {
 		return nil
 	}
 	answer := toolpolicy.Timeout(d.id, pl.p.CallTimeout)
+	if pl.p.ResetOnProgress && !d.due.Before(d.last) {
+		answer = toolpolicy.TotalTimeout(d.id, pl.p.CallTimeout)
+	}
 	if ti, ok := r.ic.(TimeoutInterceptor); ok {
 		ti.CallTimedOut(answer, time.Now())
 	} else if r.ic != nil {
@@ -305,6 +615,17 @@ func (r *Relay) timeOut(d *deadline) []byte {
 	}
 	r.log.Debug("a tool call passed its deadline", "id", string(d.id), "timeout", pl.p.CallTimeout)
 	return answer
+}
+
+// flushHeld writes out what the upstream held for the next host message, under
+// sendMu, when that message writes nothing to it.
+func (r *Relay) flushHeld() {
+	if r.batch == nil {
+		return
+	}
+	if err := r.batch.Flush(); err != nil {
+		r.log.Debug("could not forward a held host message", "err", err)
+	}
 }
 
 // writeRefused writes the answers to the hidden calls of the message just forwarded.
@@ -348,36 +669,72 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 			k := jsonlex.IDKey(f.ID)
 			if _, ok := pl.late[k]; ok {
 				pl.forgetLate(k)
+				// The requests of its id that waited for it go now.
+				for _, h := range pl.held[k] {
+					h.timer.Stop()
+					pl.heldN--
+					pl.heldBytes -= len(h.msg)
+					pl.release = append(pl.release, h)
+				}
+				delete(pl.held, k)
 				drop = true
 				break
+			}
+			// The number a JavaScript host reads the id as, looked for only while a
+			// list or a late call has a number id: a string or a long number is
+			// read on the server's pump, before the answer goes to the host.
+			var num hostNum
+			if len(pl.listNums)+len(pl.lateNums) > 0 {
+				num.v, num.ok = jsonlex.JSNumber(f.ID)
+			}
+			if num.ok && pl.lateNums[num.v] > 0 {
+				if _, ok := pl.clash[k]; ok {
+					delete(pl.clash, k) // the answer to the host's request of that exact id
+				} else {
+					// A late call's answer to such a host (1.0000000000000001 for the
+					// late 1): dropped, or it would answer the host's next request of
+					// that number. The late call is still awaited by its exact id.
+					drop = true
+					break
+				}
 			}
 			if d, ok := pl.calls[k]; ok {
 				d.timer.Stop()
 				pl.forget(d)
 			}
 			if _, ok := pl.lists[k]; ok {
-				delete(pl.lists, k)
+				pl.listDone(k)
 				pl.up.cuts = pl.p.ToolCuts(msg, o.Span, pl.up.cuts)
-			} else if len(pl.lists) > 0 {
-				// Only while a list is awaited: the string is decoded on the
-				// server's pump, before the answer goes to the host.
-				nk, isNum := jsNumberKey(f.ID)
-				if _, ok := pl.lists[nk]; isNum && ok {
-					// A string id a TypeScript SDK host takes for the list's number
-					// (its Protocol matches Number(response.id)): cut as the list's
-					// answer, which is still awaited (an exact one is cut too).
-					pl.up.cuts = pl.p.ToolCuts(msg, o.Span, pl.up.cuts)
-				}
+			} else if num.ok && pl.listNums[num.v] > 0 {
+				// An id a TypeScript SDK host takes for the list's number ("1",
+				// 1.0000000000000001, 0.1e1 for 1): cut as the list's answer, which is
+				// still awaited by its exact id (an exact one is cut too).
+				pl.up.cuts = pl.p.ToolCuts(msg, o.Span, pl.up.cuts)
 			}
 		case len(pl.tokens)+len(pl.lateTokens) > 0 && f.Method != nil && f.ID == nil && jsonlex.KeyIs(f.Method, "notifications/progress"):
-			tok := jsonlex.IDKey(jsonlex.Get(f.Params, "progressToken"))
+			rawTok := jsonlex.Get(f.Params, "progressToken")
+			tok := jsonlex.IDKey(rawTok)
 			if _, ok := pl.lateTokens[tok]; ok {
 				drop = true // of a call the host has its answer to
 				break
 			}
+			if _, live := pl.tokens[tok]; !live && len(pl.lateTokNums) > 0 {
+				// A token a TypeScript SDK host reads as a late call's (it matches
+				// progress by Number(progressToken)), of no call in flight: dropped
+				// too.
+				if v, ok := jsonlex.JSNumber(rawTok); ok && pl.lateTokNums[v] > 0 {
+					drop = true
+					break
+				}
+			}
 			if key, ok := pl.tokens[tok]; ok && pl.p.ResetOnProgress {
 				if d := pl.calls[key]; d != nil {
+					// Never past d.last: a server sending progress for ever would
+					// keep the call open for ever.
 					d.due = time.Now().Add(pl.p.CallTimeout)
+					if d.due.After(d.last) {
+						d.due = d.last
+					}
 				}
 			}
 		}
@@ -388,6 +745,10 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 	}
 	pl.count()
 	pl.mu.Unlock()
+	if len(pl.release) > 0 {
+		go r.sendHeld(pl.release)
+		pl.release = nil
+	}
 	if dropped == 0 && len(pl.up.cuts) == 0 {
 		return msg
 	}
@@ -490,72 +851,4 @@ func (r *Relay) refuseOwn(msg []byte, req Request) (answer []byte, ok bool) {
 		req.Sent()
 	}
 	return answer, true
-}
-
-// jsNumberKey is the IDKey of the number JavaScript's Number() makes of the string
-// id lit, when it is an integer: a host's SDK that matches answers by Number(id)
-// takes an answer of the id "1" (or " 1", "0x1", "1e0", "") for its request 1. ok
-// is false for any other id.
-func jsNumberKey(lit []byte) (string, bool) {
-	if len(lit) < 2 || lit[0] != '"' {
-		return "", false
-	}
-	s, ok := jsonlex.DecodeString(lit)
-	if !ok {
-		return "", false
-	}
-	s = strings.TrimFunc(s, func(r rune) bool {
-		// JavaScript's StrWhiteSpaceChar: white space and line terminators.
-		return r == '\t' || r == '\n' || r == '\v' || r == '\f' || r == '\r' || r == '\u2028' || r == '\u2029' || r == '\ufeff' || unicode.Is(unicode.Zs, r)
-	})
-	if s == "" {
-		return "0", true
-	}
-	if len(s) > 2 && s[0] == '0' {
-		base := 0
-		switch s[1] {
-		case 'x', 'X':
-			base = 16
-		case 'o', 'O':
-			base = 8
-		case 'b', 'B':
-			base = 2
-		}
-		if base != 0 {
-			if strings.ContainsAny(s[2:], "_+-") {
-				return "", false
-			}
-			n, err := strconv.ParseUint(s[2:], base, 64)
-			if err != nil {
-				return "", false
-			}
-			return strconv.FormatUint(n, 10), true
-		}
-	}
-	// A StrDecimalLiteral: a sign, digits with a point, an exponent; nothing else
-	// that ParseFloat reads (underscores, hexadecimal, inf, nan).
-	digits, body := 0, s
-	if body[0] == '+' || body[0] == '-' {
-		body = body[1:]
-	}
-	for i := 0; i < len(body); i++ {
-		switch c := body[i]; {
-		case c >= '0' && c <= '9':
-			digits++
-		case c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-':
-		default:
-			return "", false
-		}
-	}
-	if digits == 0 {
-		return "", false
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsInf(f, 0) || f != math.Trunc(f) {
-		return "", false
-	}
-	if f == 0 {
-		return "0", true
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64), true
 }

@@ -510,6 +510,11 @@ func (r *Relay) forwardLocked(msg []byte, readAt time.Time) (bool, *endedRequest
 	if r.pol != nil {
 		var all bool
 		if msg, all = r.policyFromHost(msg); all {
+			// Nothing goes for this message: a message held for it (Hold, when it was
+			// already buffered) must go now, or it waits for a write that may never
+			// come, and the host for its answer (a visible call written in one go
+			// with a refused one).
+			r.flushHeld()
 			return true, nil
 		}
 	}

@@ -886,6 +886,15 @@ func (c *Conn) Write(msg []byte) error { return c.write(msg, nil, false) }
 // Hold is Write, except that the message may wait for the next Write (upstream.Batcher).
 func (c *Conn) Hold(msg []byte) error { return c.write(msg, nil, true) }
 
+// Flush writes out what Hold held for the current server (upstream.Batcher). What
+// is held for the next server (upstream.Holder) goes to it when it is up.
+func (c *Conn) Flush() error {
+	if g := c.serving.Load(); g != nil && g.batch != nil {
+		return g.batch.Flush()
+	}
+	return nil
+}
+
 // WriteLexed is Write (Hold when hold is set) of a message the relay has already lexed
 // into lx (upstream.LexedWriter): the look at the handshake reads the relay's lex rather
 // than lexing the message once more on the host's path. lx is not kept.

@@ -1,6 +1,7 @@
 package toolpolicy
 
 import (
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -138,6 +139,24 @@ func UnknownTool(id, nameLit []byte) []byte {
 // TimeoutMessage is the error message of a call that passed its deadline d.
 func TimeoutMessage(d time.Duration) string {
 	return "bir-proxy: the tool call did not finish within --call-timeout " + d.String() + "; it was cancelled"
+}
+
+// MaxTotalFactor bounds how long progress can keep a call open
+// (ResetOnProgress): MaxTotalFactor × CallTimeout after it went, it ends whatever
+// progress says, as the TypeScript SDK's maxTotalTimeout ends a request.
+const MaxTotalFactor = 10
+
+// TotalTimeoutMessage is the error message of a call that progress kept open until
+// MaxTotalFactor × its deadline d.
+func TotalTimeoutMessage(d time.Duration) string {
+	return "bir-proxy: the tool call did not finish within " + strconv.Itoa(MaxTotalFactor) + " × --call-timeout " + d.String() +
+		" (" + (MaxTotalFactor * d).String() + "), its cap however long it reports progress; it was cancelled"
+}
+
+// TotalTimeout is the host's answer to the tools/call with the raw id that progress
+// kept open until MaxTotalFactor × its deadline d.
+func TotalTimeout(id []byte, d time.Duration) []byte {
+	return jsonlex.ErrorResponse(id, CodeTimeout, TotalTimeoutMessage(d))
 }
 
 // Timeout is the host's answer to the tools/call with the raw id whose deadline d

@@ -14,6 +14,10 @@ type Batcher interface {
 	// Hold is Write, except that the message may wait until the next Write. The relay
 	// holds a message only when it already has the next one in hand.
 	Hold(msg []byte) error
+	// Flush writes out what Hold held. A relay that held a message for the next one,
+	// and then wrote nothing for that one (a call it refused itself), flushes: the
+	// held message would otherwise wait for a write that may never come.
+	Flush() error
 	// Buffered reports whether Read will return a message without waiting.
 	Buffered() bool
 }

@@ -858,6 +858,9 @@ func (c *remoteConn) Buffered() bool { return len(c.inbox) > 0 }
 // Hold is Write: a POST cannot wait for the next message.
 func (c *remoteConn) Hold(msg []byte) error { return c.Write(msg) }
 
+// Flush has nothing to do: Hold held nothing.
+func (c *remoteConn) Flush() error { return nil }
+
 var errRemoteClosed = errors.New("the connection to the server is closed")
 
 // Write queues msg for the server. It waits only when outQueue messages are already

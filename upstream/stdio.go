@@ -478,6 +478,14 @@ func (p *Process) Hold(msg []byte) error {
 	return nil
 }
 
+// Flush writes out what Hold held (upstream.Batcher).
+func (p *Process) Flush() error {
+	if err := p.in.Flush(); err != nil {
+		return p.writeFailed(err)
+	}
+	return nil
+}
+
 // Write sends one message to the server.
 func (p *Process) Write(msg []byte) error {
 	if err := p.in.Write(msg); err != nil {

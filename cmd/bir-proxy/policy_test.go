@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,13 +28,20 @@ type policySession struct {
 
 func startPolicy(t *testing.T, flags ...string) *policySession {
 	t.Helper()
+	return startPolicyMode(t, "0", flags...)
+}
+
+// startPolicyMode is startPolicy with BIR_OFF set to off: "1" is the pure pipe, "0"
+// the journal.
+func startPolicyMode(t *testing.T, off string, flags ...string) *policySession {
+	t.Helper()
 	srv := testutil.Build(t, "./testdata/policyserver")
 	dir := t.TempDir()
 	ps := &policySession{record: filepath.Join(dir, "received"), sent: filepath.Join(dir, "sent"), state: filepath.Join(dir, "state")}
 	args := append([]string{"--server", "policy"}, flags...)
 	args = append(args, "--", srv, "--record", ps.record, "--sent", ps.sent)
 	// Journal on (no recorder anywhere), from an empty directory.
-	ps.session = startProxyIn(t, t.TempDir(), []string{"BIR_OFF=0", "XDG_STATE_HOME=" + ps.state, "BIR_RECORDER_URL="}, args...)
+	ps.session = startProxyIn(t, t.TempDir(), []string{"BIR_OFF=" + off, "XDG_STATE_HOME=" + ps.state, "BIR_RECORDER_URL="}, args...)
 	ps.Send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	ps.recv()
 	return ps
@@ -278,6 +287,104 @@ func TestToolFilterRaw(t *testing.T) {
 	}
 }
 
+// TestToolFilterOneWrite: messages the host writes in one go with a refused call
+// among them all reach the server and are all answered. A visible message held back
+// to leave with the next one (Batcher.Hold) was stranded when the next one was
+// refused and nothing was written after it: the host waited for ever. 2 and 8 visible
+// calls around refused ones, in the pipe and in the journal mode, with the refused
+// call last, first and in between.
+func TestToolFilterOneWrite(t *testing.T) {
+	t.Parallel()
+	call := func(id int, name string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{}}}`, id, name)
+	}
+	for _, off := range []string{"1", "0"} {
+		for _, flags := range [][]string{{"--ignore-tool", "secret*"}, {"--allow-tool", "echo*"}} {
+			for _, visible := range []int{2, 8} {
+				t.Run(fmt.Sprintf("BIR_OFF=%s/%s/%d", off, flags[0], visible), func(t *testing.T) {
+					t.Parallel()
+					ps := startPolicyMode(t, off, flags...)
+					id := 100
+					// One write: visible calls, then a refused one, then the same with
+					// the refused calls first and between, then notifications/initialized
+					// and tools/list before a refused call.
+					var write strings.Builder
+					want := map[string]bool{}
+					add := func(line string, refused bool) {
+						write.WriteString(line + "\n")
+						want[strconv.Itoa(id)] = refused
+						id++
+					}
+					write.WriteString(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
+					add(`{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"tools/list"}`, false)
+					for i := range visible {
+						add(call(id, "echo"), false)
+						if i == visible/2 {
+							add(call(id, "secret_admin"), true)
+						}
+					}
+					add(call(id, "secret_admin"), true)
+					if _, err := io.WriteString(ps.Stdin, write.String()); err != nil {
+						t.Fatal(err)
+					}
+					for n := len(want); n > 0; n-- {
+						got := ps.recv()
+						gid := gjson.Get(got, "id").Raw
+						refused, ok := want[gid]
+						if !ok {
+							t.Fatalf("an answer to no request: %s", got)
+						}
+						delete(want, gid)
+						if refused != (gjson.Get(got, "error.code").Int() == -32602) {
+							t.Errorf("id %s answered %s", gid, got)
+						}
+					}
+					ps.sync(t, 1)
+					if !ps.received(t, "notifications/initialized") {
+						t.Error("notifications/initialized never reached the server")
+					}
+					if ps.received(t, "secret_admin") {
+						t.Error("a refused call reached the server")
+					}
+					ps.end()
+				})
+			}
+		}
+	}
+}
+
+// TestToolFilterListAnswerIDAsHostReadsIt: a server answering the host's tools/list
+// with an id a JavaScript host reads as the list's number (JSON.parse's double, or
+// Number() of a string: the TypeScript SDK matches answers by Number(response.id))
+// gets no hidden tool to the host: 1.0000000000000001, 0.99999999999999999, an
+// 82-byte 1.000…, 0.0…1e71, a megabyte of digits with an exponent that brings it
+// back, a string of a megabyte of hex zeros, an id past 2^53. Node reads each of
+// them as the list's number; the exact comparison let the whole list through.
+func TestToolFilterListAnswerIDAsHostReadsIt(t *testing.T) {
+	t.Parallel()
+	ps := startPolicy(t, "--ignore-tool", "secret*")
+	const mb = 1 << 20
+	for i, c := range []struct{ list, answer string }{
+		{"1", "1.0000000000000001"},
+		{"2", "1.99999999999999999"},
+		{"3", "3." + strings.Repeat("0", 80)},
+		{"4", "0." + strings.Repeat("0", 70) + "4e71"},
+		{"5", "5" + strings.Repeat("0", mb) + "e-" + strconv.Itoa(mb)},
+		{"6", "0." + strings.Repeat("0", mb) + "6e" + strconv.Itoa(mb+1)},
+		{"7", `"0x` + strings.Repeat("0", mb) + `7"`},
+		{"8", `"` + strings.Repeat(" ", mb) + `8.0000000000000001"`},
+		{"9007199254740992", "9007199254740993"},
+		{"10", "1e1"},
+	} {
+		ps.Send(`{"jsonrpc":"2.0","id":` + c.list + `,"method":"tools/list","params":{"answerId":` + c.answer + `}}`)
+		got := ps.recv()
+		if !strings.Contains(got, `"echo"`) || strings.Contains(got, "secret") {
+			t.Errorf("case %d: the list %s answered with the id %.40s… reached the host as %.300s", i, c.list, c.answer, got)
+		}
+	}
+	ps.end()
+}
+
 // TestToolAllowList: --allow-tool shows only the tools it names.
 func TestToolAllowList(t *testing.T) {
 	t.Parallel()
@@ -394,6 +501,142 @@ func TestCallTimeoutProgress(t *testing.T) {
 		ps.sync(t, 2) // and, timed out, its late answer is dropped
 		ps.end()
 	}
+}
+
+// TestCallTimeoutReusedID: a host that reuses the id of a call that passed its
+// deadline gets exactly one answer to the new request, its own: the request waits
+// for the old call's late answer (dropped) and then goes; when that answer does not
+// come within --call-timeout, the proxy answers the request and the server never gets
+// it. Forwarded at once, the old call's late answer reached the host as the new
+// request's, and then the new one's own: two answers.
+func TestCallTimeoutReusedID(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		oldMS     int
+		reuse     string
+		wantProxy bool
+	}{
+		{"late answer comes", 450, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`, false},
+		{"ping after it", 450, `{"jsonrpc":"2.0","id":5,"method":"ping"}`, false},
+		{"late answer too late", 2000, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ps := startPolicy(t, "--call-timeout", "300ms")
+			ps.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":%d}}}`, c.oldMS))
+			if got := ps.recv(); gjson.Get(got, "error.code").Int() != -32001 {
+				t.Fatalf("want the timeout, got %s", got)
+			}
+			ps.Send(c.reuse)
+			var answers []string
+			got := ps.recv()
+			answers = append(answers, got)
+			// Whatever else may come for 5 comes before the answer to a ping sent once
+			// the server has written the old call's late answer.
+			testutil.Eventually(t, "the server's late answer", func() bool {
+				for _, l := range lines(t, ps.sent) {
+					if strings.Contains(l, "slept") {
+						return true
+					}
+				}
+				return false
+			})
+			ps.Send(`{"jsonrpc":"2.0","id":6,"method":"ping"}`)
+			for {
+				got := ps.recv()
+				if gjson.Get(got, "id").Raw == "6" {
+					break
+				}
+				answers = append(answers, got)
+			}
+			if len(answers) != 1 {
+				t.Fatalf("the reused id got %d answers: %s", len(answers), strings.Join(answers, "\n"))
+			}
+			fromProxy := strings.Contains(answers[0], "bir-proxy: the request was not sent")
+			if fromProxy != c.wantProxy || strings.Contains(answers[0], "slept") {
+				t.Errorf("the reused id was answered %s", answers[0])
+			}
+			reached := 0
+			for _, l := range lines(t, ps.record) {
+				if gjson.Get(l, "id").Raw == "5" {
+					reached++
+				}
+			}
+			if want := map[bool]int{false: 2, true: 1}[c.wantProxy]; reached != want {
+				t.Errorf("the server got %d requests of id 5, want %d", reached, want)
+			}
+			ps.end()
+		})
+	}
+}
+
+// TestCallTimeoutLateBound: of n calls timing out at once, at most 4096 are
+// remembered as late, the oldest forgotten one for one: n-4096 late answers reach
+// the host, never more (all 4096 were forgotten at once: 8,192 of 10,000 and 4,096
+// of 4,200 got through). The late answers are counted before the answer to a ping
+// sent after the server wrote them all.
+func TestCallTimeoutLateBound(t *testing.T) {
+	// Not parallel to the other tests: 14,200 calls at once would make their
+	// deadlines late.
+	for _, n := range []int{4200, 10000} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			ps := startPolicyMode(t, "1", "--call-timeout", "300ms")
+			var calls strings.Builder
+			for i := range n {
+				fmt.Fprintf(&calls, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":1500}}}`+"\n", 100+i)
+			}
+			errc := ps.sendLater(strings.TrimSuffix(calls.String(), "\n"))
+			for range n {
+				if got := ps.recv(); gjson.Get(got, "error.code").Int() != -32001 {
+					t.Fatalf("want a timeout, got %s", got)
+				}
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			testutil.Eventually(t, "the server's late answers", func() bool { return len(lines(t, ps.sent)) >= n+1 })
+			ps.Send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+			late := 0
+			for {
+				got := ps.recv()
+				if gjson.Get(got, "id").Raw == "1" {
+					break
+				}
+				late++
+			}
+			if late != n-4096 {
+				t.Errorf("%d late answers reached the host, want %d", late, n-4096)
+			}
+			ps.end()
+		})
+	}
+}
+
+// TestCallTimeoutProgressCap: with --call-timeout-reset-on-progress, a server that
+// keeps reporting progress cannot keep a call open past 10 × --call-timeout: the host
+// gets the timeout then (the call would have ended on its own at 1.8 s, a success).
+func TestCallTimeoutProgressCap(t *testing.T) {
+	t.Parallel()
+	ps := startPolicy(t, "--call-timeout", "100ms", "--call-timeout-reset-on-progress")
+	sent := time.Now()
+	ps.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"progress","arguments":{"ms":1800,"every":30},"_meta":{"progressToken":"tok"}}}`)
+	var answer string
+	for answer == "" {
+		if got := ps.recv(); gjson.Get(got, "method").String() != "notifications/progress" {
+			answer = got
+		}
+	}
+	took := time.Since(sent)
+	if gjson.Get(answer, "error.code").Int() != -32001 || !strings.Contains(gjson.Get(answer, "error.message").String(), "10 × --call-timeout 100ms (1s)") {
+		t.Errorf("answered %s after %v", answer, took)
+	}
+	if took < time.Second {
+		t.Errorf("answered after %v, before the cap of 1s", took)
+	}
+	ps.sync(t, 2)
+	ps.end()
 }
 
 // everything is the command line of the official server-everything (e2e/'s npm

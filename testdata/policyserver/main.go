@@ -20,6 +20,9 @@
 //	               "change": notifications/tools/list_changed, then answered;
 //	               any other tool: answered at once with its name
 //	anything else  an empty result; notifications get nothing
+//
+// A request whose params has "answerId" is answered with that member's raw value as
+// its id instead of its own (a server answering 1.0000000000000001 for 1).
 package main
 
 import (
@@ -77,6 +80,9 @@ func (s *server) handle(line []byte) {
 		return
 	}
 	id := f.ID
+	if a := jsonlex.Get(f.Params, "answerId"); a != nil {
+		id = a
+	}
 	switch jsonlex.StringOf(f.Method) {
 	case "initialize":
 		s.send(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"policyserver","version":"1"}}}`)
