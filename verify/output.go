@@ -193,6 +193,9 @@ func (t *Table) Call(r *CallResult) {
 
 func (t *Table) Done(s *Summary) {
 	fmt.Fprintf(t.out(), "\n%s\n", summaryLine(s))
+	if s.Unverified != "" {
+		fmt.Fprintf(t.out(), "nothing was verified: %s\n", s.Unverified)
+	}
 	if s.Updated != "" {
 		fmt.Fprintf(t.out(), "updated %s with the new answers (the previous one is %s)\n", s.Updated, cassette.Rotated(s.Updated, 1))
 	}
@@ -210,11 +213,18 @@ func summaryLine(s *Summary) string {
 		}
 	}
 	verdict := "nothing changed"
-	if s.Findings > 0 {
+	switch {
+	case s.Findings > 0:
 		verdict = fmt.Sprintf("%d findings", s.Findings)
+	case s.Verified == 0:
+		// Not "nothing changed": nothing was looked at.
+		verdict = "nothing verified"
 	}
 	if s.Plan {
 		verdict = "plan only: nothing was run"
+		if s.Verified == 0 {
+			verdict += ", nor would be"
+		}
 	}
 	return fmt.Sprintf("%d calls: %s — %s (%s)", s.Total, strings.Join(parts, ", "), verdict, s.Elapsed.Round(time.Millisecond))
 }
@@ -264,6 +274,12 @@ func (j *JSON) Done(s *Summary) {
 	b = strconv.AppendInt(b, int64(s.Findings), 10)
 	b = append(b, `,"plan":`...)
 	b = strconv.AppendBool(b, s.Plan)
+	b = append(b, `,"verified":`...)
+	b = strconv.AppendInt(b, int64(s.Verified), 10)
+	if s.Unverified != "" {
+		b = append(b, `,"unverified":`...)
+		b = jsonlex.AppendString(b, s.Unverified)
+	}
 	b = append(b, `,"counts":{`...)
 	n := 0
 	for _, st := range order {

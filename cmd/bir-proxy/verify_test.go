@@ -512,3 +512,45 @@ func TestVerifyMaxSlowdownAndRedactedCassette(t *testing.T) {
 		t.Errorf("verify of a redacted cassette: exit %d %v\n%s", code, st, out)
 	}
 }
+
+// A run that verified nothing is not a pass: no call in the cassette, or every call
+// skipped (a server that annotates no tool readOnlyHint, most of 2025's), exits 4 and
+// says why; --allow-empty exits 0 on it, as before.
+func TestVerifyNothingVerifiedIsNotAPass(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", sessionLines)
+
+	// Only the calls of tools that are not read-only: all skipped.
+	code, out, errs := w.verify(path, "--tool", "mkdir", "--tool", "write_note", "--", w.vs)
+	if code != 4 || strings.Contains(out, "nothing changed") || !strings.Contains(out, "nothing verified") ||
+		!strings.Contains(errs, "nothing was verified: ") || !strings.Contains(errs, "2 skipped: not annotated readOnlyHint: true in both the recorded and the current tools/list; --allow-idempotent or --allow-writes runs them") ||
+		!strings.Contains(errs, "5 skipped: not selected (--tool, --skip-tool)") || !strings.Contains(errs, "--allow-empty") {
+		t.Errorf("all skipped: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = w.verify(path, "--json", "--tool", "mkdir", "--tool", "write_note", "--allow-empty", "--", w.vs)
+	if _, sum := statuses(t, out); code != 0 || sum["verified"] != 0.0 {
+		t.Errorf("--allow-empty: exit %d, summary %v\n%s", code, sum, errs)
+	}
+	// --plan in which nothing would run.
+	if code, out, errs := w.verify(path, "--plan", "--tool", "write_note", "--", w.vs); code != 4 || !strings.Contains(errs, "nothing was verified") {
+		t.Errorf("--plan, nothing would run: exit %d\n%s\n%s", code, out, errs)
+	}
+	// Findings still exit 1.
+	if code, _, _ := w.verify(path, "--tool", "legacy", "--", w.vs, "--drift"); code != 1 {
+		t.Errorf("a missing tool only: exit %d, want 1", code)
+	}
+
+	// A cassette of no call.
+	empty := w.record("empty", sessionLines[:3])
+	code, out, errs = w.verify(empty, "--", w.vs)
+	if code != 4 || !strings.Contains(errs, "nothing was verified: the recording holds no call") {
+		t.Errorf("no call: exit %d\n%s\n%s", code, out, errs)
+	}
+	if code, _, _ := w.verify(empty, "--allow-empty", "--", w.vs); code != 0 {
+		t.Errorf("no call, --allow-empty: exit %d", code)
+	}
+	// The code is in --help.
+	if _, out, _ := w.verify("--help"); !strings.Contains(out, "4 nothing was verified") || !strings.Contains(out, "--allow-empty") {
+		t.Errorf("--help lacks exit 4 or --allow-empty:\n%s", out)
+	}
+}
