@@ -385,7 +385,7 @@ type runner struct {
 	cfg      *Config
 	s        *session
 	h        *cassette.Header
-	recTools map[string][]byte // nil: the recording has no tools/list (the journal)
+	recTools map[string][]byte // nil: the recording has no tools/list (the journal): nothing is read-only
 	tools    map[string][]byte
 }
 
@@ -441,10 +441,10 @@ func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
 		return verdict(mcpdiff.Skipped, "--skip-tool")
 	}
 	cur, listed := r.tools[c.Tool]
+	// A recording without a tools/list (the journal; a host that never asked) does not
+	// say a tool is read-only: the current server's word alone, a lying one's, ran a
+	// wipe {"all":true}. Recorded and current: unlisted in it, not read-only.
 	rec, recListed := r.recTools[c.Tool]
-	if r.recTools == nil {
-		rec, recListed = cur, listed // the journal keeps no tools/list: the current one decides
-	}
 	switch {
 	case !listed && recListed:
 		return verdict(mcpdiff.MissingTool, "the server no longer lists "+strconv.Quote(c.Tool))
@@ -462,7 +462,10 @@ func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
 			hint(rec, "destructiveHint") == "false" && hint(cur, "destructiveHint") == "false"
 		if !readOnly && !idem {
 			why, unverified := "not annotated readOnlyHint: true in both the recorded and the current tools/list (--allow-idempotent, --allow-writes)", whyNotReadOnly
-			if !recListed {
+			switch {
+			case r.recTools == nil:
+				why, unverified = "the recording does not list it (it has no tools/list), so nothing says it is read-only (--allow-writes)", whyNoRecorded
+			case !recListed:
 				why, unverified = "the recording does not list it, so nothing says it is read-only (--allow-writes)", whyNotRecorded
 			}
 			verdict(mcpdiff.Skipped, why)

@@ -443,7 +443,16 @@ func TestVerifyFromJournal(t *testing.T) {
 		t.Fatalf("proxy exit %d", code)
 	}
 	log := filepath.Join(w.dir, "server.log")
+	// The journal keeps no tools/list: nothing says a tool is read-only.
 	code, out, errs := w.verify("--from-journal", "--server", "fx", "--since", "1h", "--json", "--", w.vs, "--log", log)
+	if st, _ := statuses(t, out); code != 4 || st["divide"] != "skipped" || !strings.Contains(errs, "the recording has no tools/list") {
+		t.Errorf("without --allow-writes: exit %d %v\n%s", code, st, errs)
+	}
+	if b, _ := os.ReadFile(log); bytes.Contains(b, []byte(`"tools/call"`)) {
+		t.Errorf("a call ran without --allow-writes:\n%s", b)
+	}
+	os.Remove(log)
+	code, out, errs = w.verify("--from-journal", "--server", "fx", "--since", "1h", "--json", "--allow-writes", "--", w.vs, "--log", log)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
@@ -552,5 +561,33 @@ func TestVerifyNothingVerifiedIsNotAPass(t *testing.T) {
 	// The code is in --help.
 	if _, out, _ := w.verify("--help"); !strings.Contains(out, "4 nothing was verified") || !strings.Contains(out, "--allow-empty") {
 		t.Errorf("--help lacks exit 4 or --allow-empty:\n%s", out)
+	}
+}
+
+// A recording without a tools/list (a host that never asked for it; the journal) says
+// nothing of what is read-only: the current server's readOnlyHint alone, a lying
+// server's, ran its calls. "Recorded and current": such a call is skipped unless
+// --allow-writes, and the server never sees it.
+func TestVerifyNoRecordedToolsTrustsNoServer(t *testing.T) {
+	w := newVerifyWorld(t)
+	lines := []string{sessionLines[0], sessionLines[1],
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","arguments":{"name":"ann"}}}`}
+	path := w.record("notools", lines)
+	if b, _ := os.ReadFile(path); bytes.Contains(bytes.SplitN(b, []byte("\n"), 2)[0], []byte(`"tools":[`)) {
+		t.Fatalf("the header has tools:\n%s", b)
+	}
+	log := filepath.Join(w.dir, "server.log")
+	code, out, errs := w.verify(path, "--json", "--", w.vs, "--log", log)
+	st, _ := statuses(t, out)
+	b, _ := os.ReadFile(log)
+	if st["greet"] != "skipped" || bytes.Contains(b, []byte(`"tools/call"`)) {
+		t.Errorf("the server's readOnlyHint alone ran the call: exit %d %v, the server saw:\n%s", code, st, b)
+	}
+	if code != 4 || !strings.Contains(out, "the recording does not list it") || !strings.Contains(errs, "the recording has no tools/list") {
+		t.Errorf("exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, _ = w.verify(path, "--json", "--allow-writes", "--", w.vs)
+	if st, _ := statuses(t, out); code != 0 || st["greet"] != "same" {
+		t.Errorf("--allow-writes: exit %d %v", code, st)
 	}
 }
