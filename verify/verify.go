@@ -217,8 +217,9 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 	initResult, err := s.handshake(hsCtx, h)
 	var tools map[string][]byte
 	var toolsRaw []byte
+	var toolsCut string
 	if err == nil {
-		tools, toolsRaw, err = s.listTools(hsCtx)
+		tools, toolsRaw, toolsCut, err = s.listTools(hsCtx)
 	}
 	stopWatch()
 	cancel()
@@ -229,8 +230,14 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 		return nil, &UnreachableError{fmt.Errorf("the handshake with the server: %w", err)}
 	}
 
+	if toolsCut != "" {
+		cfg.Logger.Warn(toolsCut)
+	}
 	var up *cassette.Writer
 	if cfg.Update != "" && !cfg.Plan {
+		if toolsCut != "" {
+			return nil, fmt.Errorf("not updating %s: %s", cfg.Update, toolsCut)
+		}
 		nh := *h
 		nh.Tools = toolsRaw
 		nh.RecordedAt = time.Now()
@@ -244,7 +251,7 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 	}
 
 	defer s.watch(ctx, "verify was interrupted")()
-	r := &runner{cfg: &cfg, s: s, h: h, recTools: recordedTools(h), tools: tools}
+	r := &runner{cfg: &cfg, s: s, h: h, recTools: recordedTools(h), tools: tools, toolsCut: toolsCut}
 	sum := &Summary{Server: h.Server, Total: total, Counts: map[mcpdiff.Status]int{}, Plan: cfg.Plan}
 	out.Start(h, total, cfg.Plan)
 	defer flush(out) // what Table and JSON hold, whichever way Run returns
@@ -387,6 +394,7 @@ type runner struct {
 	h        *cassette.Header
 	recTools map[string][]byte // nil: the recording has no tools/list (the journal): nothing is read-only
 	tools    map[string][]byte
+	toolsCut string // why the server's tools/list was not read to its end, or ""
 }
 
 type drift struct{ why, diff string }
@@ -446,6 +454,9 @@ func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
 	// wipe {"all":true}. Recorded and current: unlisted in it, not read-only.
 	rec, recListed := r.recTools[c.Tool]
 	switch {
+	case !listed && r.toolsCut != "" && recListed:
+		// Not among the tools read: perhaps on a page past the cut, perhaps gone.
+		return verdict(mcpdiff.NotRun, strconv.Quote(c.Tool)+" is not among the tools read: "+r.toolsCut)
 	case !listed && recListed:
 		return verdict(mcpdiff.MissingTool, "the server no longer lists "+strconv.Quote(c.Tool))
 	case !listed && !r.cfg.AllowWrites:
