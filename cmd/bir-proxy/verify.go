@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/mcpdiff"
 	"github.com/bir-dev/bir-proxy/upstream"
 	"github.com/bir-dev/bir-proxy/verify"
@@ -166,20 +167,25 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 			src.Close()
 		}
 	}
-	serverErr := io.Discard
+	// What a server writes reaches the terminal escaped: its stderr (at debug), a
+	// remote's stray event data, the OAuth prompts quoting its metadata, the errors
+	// quoting its answers (ESC, BEL, OSC 52 went through as they were).
+	peerErr := termtext.NewWriter(c.stderr)
+	defer peerErr.Flush()
+	serverErr := io.Writer(io.Discard)
 	if level <= slog.LevelDebug {
-		serverErr = c.stderr
+		serverErr = peerErr
 	}
 	if p.url != "" {
-		r, err := p.remote(logger, c.stderr)
+		r, err := p.remote(logger, peerErr)
 		if err != nil {
-			fmt.Fprintf(c.stderr, "bir-proxy verify: %v\n", err)
+			fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
 			return 2
 		}
 		r.IDPrefix = cfg.IDPrefix + "r"
-		closeAuth, err := p.withOAuth(&r, logger, c.stderr)
+		closeAuth, err := p.withOAuth(&r, logger, peerErr)
 		if err != nil {
-			fmt.Fprintf(c.stderr, "bir-proxy verify: %v\n", err)
+			fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
 			return 3
 		}
 		defer closeAuth()
@@ -232,13 +238,13 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 	var unErr *verify.UnreachableError
 	switch {
 	case errors.As(err, &inErr):
-		fmt.Fprintf(c.stderr, "bir-proxy verify: %v\n", err)
+		fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
 		return 2
 	case errors.As(err, &unErr):
-		fmt.Fprintf(c.stderr, "bir-proxy verify: %v\n", err)
+		fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
 		return 3
 	case err != nil:
-		fmt.Fprintf(c.stderr, "bir-proxy verify: %v\n", err)
+		fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
 		return 1
 	}
 	if junit != nil && junit.Err() != nil {

@@ -591,3 +591,50 @@ func TestVerifyNoRecordedToolsTrustsNoServer(t *testing.T) {
 		t.Errorf("--allow-writes: exit %d %v", code, st)
 	}
 }
+
+// A server's bytes reach verify's table (a tool name, a reason quoting its text or its
+// stderr, a diff of its answer), its stderr (the server's own lines, at debug) and the
+// JUnit report: ESC, BEL, OSC 52 (a clipboard write), DEL and a C1 CSI went to the
+// terminal as they were. They are printed escaped (\x1b, \u009b).
+func TestVerifyEscapesWhatAServerPrints(t *testing.T) {
+	w := newVerifyWorld(t)
+	lines := append(slices.Clone(sessionLines[:3]),
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","arguments":{"name":"ann"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"divide","arguments":{"a":1,"b":4}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"crash","arguments":{}}}`,
+	)
+	path := w.record("escapes", lines)
+	b, _ := os.ReadFile(path)
+	b = bytes.Replace(b, []byte(`{"end":true,"calls":3}`+"\n"), nil, 1)
+	b = append(b, `{"seq":4,"tool":"evil\u001b]52;c;eA==\u0007","arguments":{},"outcome":"ok","result":{"content":[]},"startedAt":"2026-01-01T00:00:00Z","durationMs":1}`+"\n"...)
+	os.WriteFile(path, b, 0o600)
+	junit := filepath.Join(w.dir, "report.xml")
+	code, out, errs := w.verify(path, "--junit", junit, "--log-level", "debug", "--", w.vs, "--escapes", "--drift", "--crash")
+	if code != 1 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	report, err := os.ReadFile(junit)
+	if err != nil || xml.Unmarshal(report, new(struct{})) != nil {
+		t.Fatalf("junit: %v\n%s", err, report)
+	}
+	raw := func(s string) bool { return strings.ContainsAny(s, "\x1b\x07\x7f\u009b") }
+	if raw(out) || raw(errs) || raw(string(report)) {
+		t.Errorf("a control character printed raw:\nstdout %q\nstderr %q\njunit %q", out, errs, report)
+	}
+	for what, s := range map[string]string{
+		"the diff":                `\x1b]52;c;cHduZWQ=\x07\x1b[2J\x7f\u009b31m`,
+		"the error drift reason":  `division is broken \x1b]52;c;cHduZWQ=\x07`,
+		"the crash's stderr line": `verifyserver: crashing \x1b]52;c;cHduZWQ=\x07`,
+		"the tool name":           `evil\x1b]52;c;eA==\x07`,
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the table lacks %s, escaped (%s):\n%s", what, s, out)
+		}
+	}
+	if !strings.Contains(errs, `verifyserver: starting \x1b]52;c;cHduZWQ=\x07`) {
+		t.Errorf("the server's stderr, at debug, not escaped:\n%q", errs)
+	}
+	if !strings.Contains(string(report), `division is broken \x1b]52;c;cHduZWQ=\x07`) {
+		t.Errorf("junit:\n%s", report)
+	}
+}
