@@ -1,8 +1,14 @@
 package mcpdiff
 
 import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func res(s string) Answer { return Answer{Result: []byte(s)} }
@@ -142,5 +148,110 @@ func TestParsePath(t *testing.T) {
 		if _, err := parsePath(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
+	}
+}
+
+// A changed answer of an array or object of 2^20 members (2-12 MB) took 485 MB-1.6 GB
+// to diff: a work item (with its path) was made per member before the 20,000-line
+// render cap applied. The walk stops at the budget; a change past the cut is still
+// reported, by the hash line.
+func TestWideValueRenderIsBounded(t *testing.T) {
+	const n = 1 << 20
+	wide := func(open, close string, member func(i int) string) string {
+		var b strings.Builder
+		b.WriteString(`{"structuredContent":` + open)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(member(i))
+		}
+		b.WriteString(close + "}")
+		return b.String()
+	}
+	cases := map[string][2]string{
+		"array":                   {wide("[", "]", func(int) string { return `1` }), ""},
+		"array of objects":        {wide("[", "]", func(int) string { return `{"i":1}` }), ""},
+		"object":                  {wide("{", "}", func(i int) string { return fmt.Sprintf(`"k%07d":1`, i) }), ""},
+		"object, keys descending": {wide("{", "}", func(i int) string { return fmt.Sprintf(`"k%07d":1`, n-i) }), ""},
+	}
+	for name, c := range cases {
+		rec := c[0]
+		// The last member changed: past the cut.
+		cur := rec[:len(rec)-3] + "2" + rec[len(rec)-2:]
+		a, b := res(rec), res(cur)
+		var got Comparison
+		var err error
+		peak := peakHeap(func() { got, err = Compare(a, b, Options{}) })
+		if err != nil || got.Status != Changed || !strings.Contains(got.Diff, "too long to show") {
+			t.Errorf("%s: %s %v, the change past the cut not reported:\n%.2000s", name, got.Status, err, got.Diff)
+		}
+		// 20,000 lines of both sides, not a work item per member.
+		t.Logf("%s (%d MB): peak heap %d MB over the inputs", name, len(rec)>>20, peak>>20)
+		if peak > 64<<20 {
+			t.Errorf("%s (%d MB): peak heap %d MB over the inputs to compare", name, len(rec)>>20, peak>>20)
+		}
+	}
+}
+
+// peakHeap is the most heap f had in use over what was in use before it, sampled
+// every 100µs (runtime/metrics: no stop of the world), collected often (GOGC 10) so
+// that what is in use is near what is live.
+func peakHeap(f func()) uint64 {
+	defer debug.SetGCPercent(debug.SetGCPercent(10))
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	base := read()
+	var peak atomic.Uint64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(100 * time.Microsecond)
+		defer t.Stop()
+		for {
+			if v := read(); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	f()
+	close(stop)
+	<-done
+	if v := read(); v > peak.Load() {
+		peak.Store(v)
+	}
+	return max(peak.Load(), base) - base
+}
+
+// The first members of an object too wide to render are its first keys in order, the
+// last of a duplicated key winning, whatever order they come in.
+func TestFirstMembers(t *testing.T) {
+	b := []byte(`{"e":1,"b":1,"type":"image","a":1,"d":1,"b":2,"c":1,"a":3,"f":1}`)
+	for n, want := range map[int]string{0: "", 2: "a=3 b=2", 4: "a=3 b=2 c=1 d=1", 20: "a=3 b=2 c=1 d=1 e=1 f=1 type=\"image\""} {
+		kvs, typ, more, ok := firstMembers(b, n)
+		var got []string
+		for _, kv := range kvs {
+			got = append(got, kv.k+"="+string(kv.v))
+		}
+		if !ok || typ != "image" || strings.Join(got, " ") != want || more != (n < 7) {
+			t.Errorf("n=%d: %v %q more=%v ok=%v", n, got, typ, more, ok)
+		}
+	}
+	// Many members, settled in rounds: the same first ones.
+	var sb strings.Builder
+	sb.WriteString("{")
+	for i := 999; i >= 0; i-- {
+		fmt.Fprintf(&sb, `"k%03d":%d,`, i, i)
+	}
+	sb.WriteString(`"k001":"last"}`)
+	kvs, _, more, ok := firstMembers([]byte(sb.String()), 3)
+	if !ok || !more || len(kvs) != 3 || kvs[0].k != "k000" || string(kvs[1].v) != `"last"` || kvs[2].k != "k002" {
+		t.Errorf("%v %v %v", kvs, more, ok)
 	}
 }

@@ -33,6 +33,9 @@ type renderer struct {
 	lines  []string
 	stack  []item
 	cut    bool
+	// trunc: a container had more members than the lines left, and those past them
+	// were never walked; the hash line is then due even if the lines did not run out.
+	trunc bool
 }
 
 type item struct {
@@ -46,17 +49,21 @@ type item struct {
 
 func (r *renderer) render(raw []byte, root []string) []string {
 	r.lines = r.lines[:0]
+	r.cut, r.trunc = false, false // a renderer renders both sides (CompareTool): one's cut is not the other's
 	r.stack = append(r.stack[:0], item{raw: raw, path: root})
+	cut := func() {
+		if !r.cut {
+			r.cut = true
+			h := sha256.New()
+			h.Write(raw)
+			r.emit(0, "", "…(too long to show; value sha256:"+hex.EncodeToString(h.Sum(nil))[:16]+")")
+		}
+	}
 	for len(r.stack) > 0 {
 		it := r.stack[len(r.stack)-1]
 		r.stack = r.stack[:len(r.stack)-1]
 		if len(r.lines) >= maxLines {
-			if !r.cut {
-				r.cut = true
-				h := sha256.New()
-				h.Write(raw)
-				r.emit(0, "", "…(too long to show; value sha256:"+hex.EncodeToString(h.Sum(nil))[:16]+")")
-			}
+			cut()
 			continue
 		}
 		if it.leaf != "" {
@@ -69,7 +76,19 @@ func (r *renderer) render(raw []byte, root []string) []string {
 		}
 		r.value(it)
 	}
+	if r.trunc {
+		// Members were left unwalked: a change among them is told by the hash.
+		cut()
+	}
 	return r.lines
+}
+
+// room is how many more items may be pushed: each renders at least a line, and the
+// lines are bounded by maxLines. A container with more members than room has those
+// past it left unwalked (trunc): an item per member of a 2^20-member array, each with
+// its path, was 0.5-1.6 GB before the cap ever applied.
+func (r *renderer) room() int {
+	return max(0, maxLines-len(r.lines)-len(r.stack))
 }
 
 func (r *renderer) emit(depth int, key, s string) {
@@ -92,38 +111,20 @@ func (r *renderer) value(it item) {
 	}
 	switch b[0] {
 	case '{':
-		ms, _, ok := jsonlex.Members(b, 0)
-		if !ok {
-			r.emit(it.depth, it.key, "<not JSON> "+compact(b))
-			return
-		}
-		type kv struct {
-			k string
-			v []byte
-		}
-		byKey := make(map[string]int, len(ms))
-		var kvs []kv
-		for _, m := range ms {
-			k := jsonlex.StringOf(b[m.Key.Start:m.Key.End])
-			v := b[m.Value.Start:m.Value.End]
-			if i, ok := byKey[k]; ok {
-				kvs[i].v = v
-				continue
-			}
-			byKey[k] = len(kvs)
-			kvs = append(kvs, kv{k, v})
-		}
-		typ := ""
-		if i, ok := byKey["type"]; ok {
-			typ = jsonlex.StringOf(kvs[i].v)
-		}
-		slices.SortFunc(kvs, func(a, b kv) int { return strings.Compare(a.k, b.k) })
-		if len(kvs) == 0 {
-			r.emit(it.depth, it.key, "{}")
-			return
-		}
-		r.emit(it.depth, it.key, "{")
+		r.emit(it.depth, it.key, "{") // taken back below for an empty or broken object
+		open := len(r.lines)
 		r.stack = append(r.stack, item{depth: it.depth, close: "}"})
+		kvs, typ, more, ok := firstMembers(b, r.room())
+		if !ok || len(kvs) == 0 && !more {
+			r.lines, r.stack = r.lines[:open-1], r.stack[:len(r.stack)-1]
+			if !ok {
+				r.emit(it.depth, it.key, "<not JSON> "+compact(b))
+			} else {
+				r.emit(it.depth, it.key, "{}")
+			}
+			return
+		}
+		r.trunc = r.trunc || more
 		for i := len(kvs) - 1; i >= 0; i-- {
 			p := append(slices.Clip(it.path), kvs[i].k)
 			child := item{key: jsonlex.Quote(kvs[i].k) + ": ", path: p, raw: kvs[i].v, depth: it.depth + 1}
@@ -139,17 +140,20 @@ func (r *renderer) value(it item) {
 			r.stack = append(r.stack, child)
 		}
 	case '[':
-		vs, ok := jsonlex.Elements(b, 0)
-		if !ok {
-			r.emit(it.depth, it.key, "<not JSON> "+compact(b))
-			return
-		}
-		if len(vs) == 0 {
-			r.emit(it.depth, it.key, "[]")
-			return
-		}
 		r.emit(it.depth, it.key, "[")
+		open := len(r.lines)
 		r.stack = append(r.stack, item{depth: it.depth, close: "]"})
+		vs, more, ok := firstElements(b, r.room())
+		if !ok || len(vs) == 0 && !more {
+			r.lines, r.stack = r.lines[:open-1], r.stack[:len(r.stack)-1]
+			if !ok {
+				r.emit(it.depth, it.key, "<not JSON> "+compact(b))
+			} else {
+				r.emit(it.depth, it.key, "[]")
+			}
+			return
+		}
+		r.trunc = r.trunc || more
 		for i := len(vs) - 1; i >= 0; i-- {
 			p := append(slices.Clip(it.path), "#"+strconv.Itoa(i))
 			r.stack = append(r.stack, item{path: p, raw: b[vs[i].Start:vs[i].End], depth: it.depth + 1})
@@ -175,6 +179,118 @@ func (r *renderer) value(it item) {
 			}
 		}
 		r.emit(it.depth, it.key, lit)
+	}
+}
+
+type kv struct {
+	k string
+	v []byte
+}
+
+// firstMembers returns the first n members of the object b in key order (the last of
+// a duplicated key winning, as JSON.parse), the value of its "type" member, and
+// whether it has more than n; ok is false when b is not an object. The whole object is
+// read (to know it is one), but no more than 2n members are held at a time.
+func firstMembers(b []byte, n int) (kvs []kv, typ string, more, ok bool) {
+	type seen struct {
+		kv
+		seq int
+	}
+	var cand []seen
+	full, thr := false, "" // once full, only keys up to thr can be among the first n
+	settle := func() {
+		// Stable: of equal keys, the later stays after the earlier.
+		slices.SortStableFunc(cand, func(a, b seen) int { return strings.Compare(a.k, b.k) })
+		out := cand[:0]
+		for i := range cand {
+			if i+1 < len(cand) && cand[i+1].k == cand[i].k {
+				continue // the last of a duplicated key wins
+			}
+			out = append(out, cand[i])
+		}
+		cand = out
+		if len(cand) > n {
+			cand, full, more = cand[:n], true, true
+			if n > 0 {
+				thr = cand[n-1].k
+			}
+		}
+	}
+	seq := 0
+	_, ok = jsonlex.EachMember(b, 0, func(m jsonlex.Member) bool {
+		key, v := b[m.Key.Start:m.Key.End], b[m.Value.Start:m.Value.End]
+		if jsonlex.KeyIs(key, "type") {
+			typ = jsonlex.StringOf(v)
+		}
+		seq++
+		if full && (n == 0 || plain(key) && string(key[1:len(key)-1]) > thr) {
+			return true // past the first n: not even decoded
+		}
+		k := jsonlex.StringOf(key)
+		if full && (n == 0 || k > thr) {
+			return true
+		}
+		cand = append(cand, seen{kv{k, v}, seq})
+		if len(cand) >= max(2*n, 64) {
+			settle()
+		}
+		return true
+	})
+	if !ok {
+		return nil, "", false, false
+	}
+	settle()
+	kvs = make([]kv, len(cand))
+	for i, c := range cand {
+		kvs[i] = c.kv
+	}
+	return kvs, typ, more, true
+}
+
+// plain reports whether the key literal decodes to its bytes between the quotes
+// (ASCII, no escape): compared as they are, nothing decoded.
+func plain(key []byte) bool {
+	for _, c := range key[1 : len(key)-1] {
+		if c == '\\' || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// firstElements returns the spans of the first n values of the array b, and whether
+// it has more; ok is false when b is not an array. The whole array is read (to know
+// it is one), none past the first n kept.
+func firstElements(b []byte, n int) (vs []jsonlex.Span, more, ok bool) {
+	if len(b) == 0 || b[0] != '[' {
+		return nil, false, false
+	}
+	i := jsonlex.SkipSpace(b, 1)
+	if i < len(b) && b[i] == ']' {
+		return nil, false, true
+	}
+	for {
+		v := jsonlex.SkipValue(b, i)
+		if v < 0 {
+			return nil, false, false
+		}
+		if len(vs) < n {
+			vs = append(vs, jsonlex.Span{Start: i, End: v})
+		} else {
+			more = true
+		}
+		i = jsonlex.SkipSpace(b, v)
+		if i >= len(b) {
+			return nil, false, false
+		}
+		switch b[i] {
+		case ',':
+			i = jsonlex.SkipSpace(b, i+1)
+		case ']':
+			return vs, more, true
+		default:
+			return nil, false, false
+		}
 	}
 }
 

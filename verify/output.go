@@ -10,9 +10,11 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/mcpdiff"
 )
 
@@ -145,7 +147,7 @@ func (t *Table) Start(h *cassette.Header, total int, plan bool) {
 	if plan {
 		what = "plan for"
 	}
-	fmt.Fprintf(t.out(), "%s %d recorded calls of %s (%s era)\n\n", what, total, h.Server, h.Era)
+	fmt.Fprintf(t.out(), "%s %d recorded calls of %s (%s era)\n\n", what, total, termtext.Line(h.Server), termtext.Line(string(h.Era)))
 	fmt.Fprintf(t.out(), "%5s  %-28s  %-14s  %-21s  %s\n", "#", "TOOL", "STATUS", "BEFORE → AFTER", "WHY")
 }
 
@@ -166,16 +168,19 @@ func (t *Table) Call(r *CallResult) {
 		after = ms(r.After)
 	}
 	dur := ms(r.Before) + " → " + after
-	tool := r.Tool
-	if len(tool) > 28 {
-		tool = tool[:27] + "…"
+	// Everything a peer's bytes reach is printed escaped (termtext): a tool name, a
+	// reason quoting the server's text or stderr, a diff of its answer carried ESC,
+	// BEL and OSC 52 (a clipboard write) to the terminal as they were.
+	tool := termtext.Line(r.Tool)
+	if utf8.RuneCountInString(tool) > 28 {
+		tool = string([]rune(tool)[:27]) + "…"
 	}
 	st := fmt.Sprintf("%-14s", r.Status)
 	row := fmt.Sprintf("%5d  %-28s  %s  %-21s  %s", r.Seq, tool, t.paint(statusColor(r.Status), st), dur, oneLine(r.Reason))
 	fmt.Fprintln(t.out(), strings.TrimRight(row, " "))
 	if r.Diff != "" {
 		for _, l := range strings.SplitAfter(strings.TrimSuffix(r.Diff, "\n"), "\n") {
-			l = strings.TrimSuffix(l, "\n")
+			l = termtext.Line(strings.TrimSuffix(l, "\n"))
 			switch {
 			case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
 				l = t.paint(dim, l)
@@ -193,8 +198,11 @@ func (t *Table) Call(r *CallResult) {
 
 func (t *Table) Done(s *Summary) {
 	fmt.Fprintf(t.out(), "\n%s\n", summaryLine(s))
+	if s.Unverified != "" {
+		fmt.Fprintf(t.out(), "nothing was verified: %s\n", s.Unverified)
+	}
 	if s.Updated != "" {
-		fmt.Fprintf(t.out(), "updated %s with the new answers (the previous one is %s)\n", s.Updated, cassette.Rotated(s.Updated, 1))
+		fmt.Fprintf(t.out(), "updated %s with the new answers (the previous one is %s)\n", termtext.Line(s.Updated), termtext.Line(cassette.Rotated(s.Updated, 1)))
 	}
 	t.Flush()
 }
@@ -210,16 +218,25 @@ func summaryLine(s *Summary) string {
 		}
 	}
 	verdict := "nothing changed"
-	if s.Findings > 0 {
+	switch {
+	case s.Findings > 0:
 		verdict = fmt.Sprintf("%d findings", s.Findings)
+	case s.Verified == 0:
+		// Not "nothing changed": nothing was looked at.
+		verdict = "nothing verified"
 	}
 	if s.Plan {
 		verdict = "plan only: nothing was run"
+		if s.Verified == 0 {
+			verdict += ", nor would be"
+		}
 	}
 	return fmt.Sprintf("%d calls: %s — %s (%s)", s.Total, strings.Join(parts, ", "), verdict, s.Elapsed.Round(time.Millisecond))
 }
 
-func oneLine(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "\r", " "), "\n", " ") }
+// oneLine is a reason for a table cell: every control character escaped, CR and LF
+// included (they only became spaces: ESC, BEL went through).
+func oneLine(s string) string { return termtext.Line(s) }
 
 // JSON writes a JSON line per call and a last summary line.
 type JSON struct {
@@ -264,6 +281,12 @@ func (j *JSON) Done(s *Summary) {
 	b = strconv.AppendInt(b, int64(s.Findings), 10)
 	b = append(b, `,"plan":`...)
 	b = strconv.AppendBool(b, s.Plan)
+	b = append(b, `,"verified":`...)
+	b = strconv.AppendInt(b, int64(s.Verified), 10)
+	if s.Unverified != "" {
+		b = append(b, `,"unverified":`...)
+		b = jsonlex.AppendString(b, s.Unverified)
+	}
 	b = append(b, `,"counts":{`...)
 	n := 0
 	for _, st := range order {
@@ -348,9 +371,11 @@ func (j *JUnit) Done(s *Summary) {
 // Err is what went wrong writing the report.
 func (j *JUnit) Err() error { return j.err }
 
+// xmlEscape is s as XML text or attribute: control characters escaped as on a
+// terminal (termtext: a report is read in a CI's page or a terminal), then XML's.
 func xmlEscape(s string) string {
 	var b strings.Builder
-	for _, r := range s {
+	for _, r := range termtext.Text(s) {
 		switch {
 		case r == '<':
 			b.WriteString("&lt;")

@@ -439,30 +439,45 @@ func (s *session) handshake(ctx context.Context, h *cassette.Header) (initResult
 // maxPages bounds the tools/list pages followed.
 const maxPages = 1000
 
-// listTools lists the server's tools, every page: name → tool object.
-func (s *session) listTools(ctx context.Context) (map[string][]byte, []byte, error) {
-	tools := map[string][]byte{}
-	var all []byte
+// maxToolsBytes bounds the tools kept from the server's tools/list, all pages
+// together: every page was kept twice (a map of copies, and the list for --update),
+// without a bound on bytes; a server paging for ever with big pages took 2 GB.
+const maxToolsBytes = 8 << 20
+
+// listTools lists the server's tools, every page: name → tool object, and the list of
+// them all. Past maxToolsBytes (or maxPages) it stops paging: cut says so, and the
+// tools are those read before.
+func (s *session) listTools(ctx context.Context) (tools map[string][]byte, all []byte, cut string, err error) {
+	type span struct{ start, end int }
+	at := map[string]span{} // into all: the tools are kept once
 	var cursor []byte
-	for range maxPages {
+	pages := 0
+	for ; pages < maxPages && cut == ""; pages++ {
 		var params []byte
 		if cursor != nil {
 			params = append(append([]byte(`{"cursor":`), cursor...), '}')
 		}
 		a, err := s.request(ctx, 0, "tools/list", params)
 		if err != nil {
-			return nil, nil, fmt.Errorf("tools/list: %w", err)
+			return nil, nil, "", fmt.Errorf("tools/list: %w", err)
 		}
 		if a.err != nil {
-			return nil, nil, fmt.Errorf("tools/list was refused: %s", a.err)
+			return nil, nil, "", fmt.Errorf("tools/list was refused: %s", a.err)
 		}
 		jsonlex.EachElement(jsonlex.Get(a.result, "tools"), func(t []byte) {
-			tools[jsonlex.StringOf(jsonlex.Get(t, "name"))] = bytes.Clone(t)
+			if cut != "" {
+				return
+			}
+			if len(all)+len(t)+2 > maxToolsBytes {
+				cut = fmt.Sprintf("the server's tools/list passed %d MiB on page %d: verify stopped paging, and its tools past that were not read", maxToolsBytes>>20, pages+1)
+				return
+			}
 			if all == nil {
 				all = []byte{'['}
 			} else {
 				all = append(all, ',')
 			}
+			at[jsonlex.StringOf(jsonlex.Get(t, "name"))] = span{len(all), len(all) + len(t)}
 			all = append(all, t...)
 		})
 		cursor = jsonlex.Get(a.result, "nextCursor")
@@ -471,8 +486,15 @@ func (s *session) listTools(ctx context.Context) (map[string][]byte, []byte, err
 		}
 		cursor = bytes.Clone(cursor)
 	}
+	if pages == maxPages && cut == "" {
+		cut = fmt.Sprintf("the server's tools/list had more than %d pages: verify stopped paging, and its tools past them were not read", maxPages)
+	}
 	if all != nil {
 		all = append(all, ']')
 	}
-	return tools, all, nil
+	tools = make(map[string][]byte, len(at))
+	for name, sp := range at {
+		tools[name] = all[sp.start:sp.end:sp.end]
+	}
+	return tools, all, cut, nil
 }

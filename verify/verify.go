@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/cassette"
@@ -78,8 +79,22 @@ type CallResult struct {
 	After  time.Duration // 0 when it did not run
 	Ran    bool
 
+	// unverified says, for a call that was neither compared nor a finding, why in
+	// words common to every call it befell (the summary of a run that verified
+	// nothing groups the calls by it).
+	unverified          string
 	newResult, newError []byte // the new answer, for Update
 }
+
+// Why calls go unverified, as the summary of a run that verified nothing says them.
+const (
+	whyNotReadOnly   = "not annotated readOnlyHint: true in both the recorded and the current tools/list; --allow-idempotent or --allow-writes runs them"
+	whyNoRecorded    = "the recording has no tools/list, so nothing says a tool is read-only; --allow-writes runs them"
+	whyNotRecorded   = "the recorded tools/list does not have the tool, so nothing says it is read-only; --allow-writes runs them"
+	whyUnlisted      = "neither the recorded nor the current tools/list has the tool; --allow-writes runs them"
+	whySelection     = "not selected (--tool, --skip-tool)"
+	whyNotReplayable = "cannot be made again (arguments redacted, no answer recorded, or it asked for input)"
+)
 
 // Sink receives the results, in the cassette's order, as they come.
 type Sink interface {
@@ -97,6 +112,55 @@ type Summary struct {
 	Elapsed  time.Duration
 	Plan     bool
 	Updated  string // the cassette rewritten by Update
+	// Verified counts the calls compared with their recording (with Plan, those that
+	// would run). None verified is no pass (exit 4): a run of nothing but skipped
+	// calls said "nothing changed" and exited 0, a green CI that covered nothing.
+	Verified int
+	// Unverified says why, when Verified is 0: "7 skipped: not annotated …".
+	Unverified string
+
+	unverified map[string]int // by the calls' unverified, in first-seen order (whys)
+	whys       []string
+}
+
+// count adds a result to the summary.
+func (s *Summary) count(res *CallResult) {
+	s.Counts[res.Status]++
+	if res.Status.Finding() {
+		s.Findings++
+	}
+	switch {
+	case res.Status == WouldRun || res.Ran && res.Status != mcpdiff.NotRun:
+		s.Verified++
+	case res.unverified != "":
+		if s.unverified == nil {
+			s.unverified = map[string]int{}
+		}
+		key := string(res.Status) + ": " + res.unverified
+		if s.unverified[key] == 0 {
+			s.whys = append(s.whys, key)
+		}
+		s.unverified[key]++
+	}
+}
+
+// explain sets Unverified when nothing was verified.
+func (s *Summary) explain() {
+	if s.Verified > 0 {
+		return
+	}
+	if s.Total == 0 {
+		s.Unverified = "the recording holds no call"
+		return
+	}
+	var parts []string
+	for _, k := range s.whys {
+		parts = append(parts, strconv.Itoa(s.unverified[k])+" "+k)
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no call was compared")
+	}
+	s.Unverified = strings.Join(parts, "; ")
 }
 
 // InputError is a recording that cannot be read (exit 2); UnreachableError a server
@@ -153,8 +217,9 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 	initResult, err := s.handshake(hsCtx, h)
 	var tools map[string][]byte
 	var toolsRaw []byte
+	var toolsCut string
 	if err == nil {
-		tools, toolsRaw, err = s.listTools(hsCtx)
+		tools, toolsRaw, toolsCut, err = s.listTools(hsCtx)
 	}
 	stopWatch()
 	cancel()
@@ -165,8 +230,14 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 		return nil, &UnreachableError{fmt.Errorf("the handshake with the server: %w", err)}
 	}
 
+	if toolsCut != "" {
+		cfg.Logger.Warn(toolsCut)
+	}
 	var up *cassette.Writer
 	if cfg.Update != "" && !cfg.Plan {
+		if toolsCut != "" {
+			return nil, fmt.Errorf("not updating %s: %s", cfg.Update, toolsCut)
+		}
 		nh := *h
 		nh.Tools = toolsRaw
 		nh.RecordedAt = time.Now()
@@ -180,16 +251,13 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 	}
 
 	defer s.watch(ctx, "verify was interrupted")()
-	r := &runner{cfg: &cfg, s: s, h: h, recTools: recordedTools(h), tools: tools}
+	r := &runner{cfg: &cfg, s: s, h: h, recTools: recordedTools(h), tools: tools, toolsCut: toolsCut}
 	sum := &Summary{Server: h.Server, Total: total, Counts: map[mcpdiff.Status]int{}, Plan: cfg.Plan}
 	out.Start(h, total, cfg.Plan)
 	defer flush(out) // what Table and JSON hold, whichever way Run returns
 
 	emit := func(c *cassette.Call, res *CallResult) {
-		sum.Counts[res.Status]++
-		if res.Status.Finding() {
-			sum.Findings++
-		}
+		sum.count(res)
 		out.Call(res)
 		if up != nil {
 			up.Call(r.updated(c, res))
@@ -231,6 +299,7 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 		}
 		sum.Updated = cfg.Update
 	}
+	sum.explain()
 	out.Done(sum)
 	return sum, nil
 }
@@ -323,8 +392,9 @@ type runner struct {
 	cfg      *Config
 	s        *session
 	h        *cassette.Header
-	recTools map[string][]byte // nil: the recording has no tools/list (the journal)
+	recTools map[string][]byte // nil: the recording has no tools/list (the journal): nothing is read-only
 	tools    map[string][]byte
+	toolsCut string // why the server's tools/list was not read to its end, or ""
 }
 
 type drift struct{ why, diff string }
@@ -354,6 +424,12 @@ func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
 	res = &CallResult{Seq: c.Seq, Tool: c.Tool, Before: c.Duration()}
 	verdict := func(s mcpdiff.Status, why string) (*CallResult, bool) {
 		res.Status, res.Reason = s, why
+		switch s {
+		case mcpdiff.NotReplayable:
+			res.unverified = whyNotReplayable
+		case mcpdiff.Skipped:
+			res.unverified = whySelection
+		}
 		return res, false
 	}
 	switch {
@@ -373,17 +449,22 @@ func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
 		return verdict(mcpdiff.Skipped, "--skip-tool")
 	}
 	cur, listed := r.tools[c.Tool]
+	// A recording without a tools/list (the journal; a host that never asked) does not
+	// say a tool is read-only: the current server's word alone, a lying one's, ran a
+	// wipe {"all":true}. Recorded and current: unlisted in it, not read-only.
 	rec, recListed := r.recTools[c.Tool]
-	if r.recTools == nil {
-		rec, recListed = cur, listed // the journal keeps no tools/list: the current one decides
-	}
 	switch {
+	case !listed && r.toolsCut != "" && recListed:
+		// Not among the tools read: perhaps on a page past the cut, perhaps gone.
+		return verdict(mcpdiff.NotRun, strconv.Quote(c.Tool)+" is not among the tools read: "+r.toolsCut)
 	case !listed && recListed:
 		return verdict(mcpdiff.MissingTool, "the server no longer lists "+strconv.Quote(c.Tool))
 	case !listed && !r.cfg.AllowWrites:
 		// Called without being listed (a host's guess, a tool gone before the
 		// recording): nothing says it is safe, nor that it went missing.
-		return verdict(mcpdiff.Skipped, "neither the recorded nor the current tools/list has it (--allow-writes)")
+		verdict(mcpdiff.Skipped, "neither the recorded nor the current tools/list has it (--allow-writes)")
+		res.unverified = whyUnlisted
+		return res, false
 	}
 	if !r.cfg.AllowWrites {
 		readOnly := recListed && hint(rec, "readOnlyHint") == "true" && hint(cur, "readOnlyHint") == "true"
@@ -391,11 +472,16 @@ func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
 			hint(rec, "idempotentHint") == "true" && hint(cur, "idempotentHint") == "true" &&
 			hint(rec, "destructiveHint") == "false" && hint(cur, "destructiveHint") == "false"
 		if !readOnly && !idem {
-			why := "not annotated readOnlyHint: true in both the recorded and the current tools/list (--allow-idempotent, --allow-writes)"
-			if !recListed {
-				why = "the recording does not list it, so nothing says it is read-only (--allow-writes)"
+			why, unverified := "not annotated readOnlyHint: true in both the recorded and the current tools/list (--allow-idempotent, --allow-writes)", whyNotReadOnly
+			switch {
+			case r.recTools == nil:
+				why, unverified = "the recording does not list it (it has no tools/list), so nothing says it is read-only (--allow-writes)", whyNoRecorded
+			case !recListed:
+				why, unverified = "the recording does not list it, so nothing says it is read-only (--allow-writes)", whyNotRecorded
 			}
-			return verdict(mcpdiff.Skipped, why)
+			verdict(mcpdiff.Skipped, why)
+			res.unverified = unverified
+			return res, false
 		}
 	}
 	if recListed {

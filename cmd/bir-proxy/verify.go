@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/mcpdiff"
 	"github.com/bir-dev/bir-proxy/upstream"
 	"github.com/bir-dev/bir-proxy/verify"
@@ -36,6 +37,7 @@ type verifyFlags struct {
 	timeout         time.Duration
 	fromJournal     bool
 	since           string
+	allowEmpty      bool
 }
 
 func defineVerifyFlags(fs *flag.FlagSet) any {
@@ -66,6 +68,7 @@ func defineVerifyFlags(fs *flag.FlagSet) any {
 	fs.DurationVar(&v.timeout, "timeout", verify.DefaultCallTimeout, "how long one call may take")
 	fs.BoolVar(&v.fromJournal, "from-journal", false, "replay the journal's calls instead of a cassette (those whose arguments lost nothing to redaction)")
 	fs.StringVar(&v.since, "since", "", "with --from-journal: only calls this recent, e.g. 1h")
+	fs.BoolVar(&v.allowEmpty, "allow-empty", false, "exit 0, not 4, when no call was verified (none recorded, or all skipped)")
 	return v
 }
 
@@ -77,7 +80,9 @@ annotated readOnlyHint: true in both the recorded and the current tools/list
 run, unless --allow-idempotent or --allow-writes. A cassette holds the raw
 arguments of every call, secrets included: keep it private.
 Exit status: 0 nothing changed, 1 something did, 2 bad usage or an unreadable
-cassette, 3 the server could not be started or reached.`
+cassette, 3 the server could not be started or reached, 4 nothing was verified
+(no call recorded, or every call skipped or not replayable; --allow-empty
+exits 0 instead).`
 
 func runVerify(ctx context.Context, c *cli, args []string) int {
 	defer startProfile()() // BIR_CPUPROFILE, BIR_MEMPROFILE: bir-bench -only verify -profile verify
@@ -162,20 +167,25 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 			src.Close()
 		}
 	}
-	serverErr := io.Discard
+	// What a server writes reaches the terminal escaped: its stderr (at debug), a
+	// remote's stray event data, the OAuth prompts quoting its metadata, the errors
+	// quoting its answers (ESC, BEL, OSC 52 went through as they were).
+	peerErr := termtext.NewWriter(c.stderr)
+	defer peerErr.Flush()
+	serverErr := io.Writer(io.Discard)
 	if level <= slog.LevelDebug {
-		serverErr = c.stderr
+		serverErr = peerErr
 	}
 	if p.url != "" {
-		r, err := p.remote(logger, c.stderr)
+		r, err := p.remote(logger, peerErr)
 		if err != nil {
-			fmt.Fprintf(c.stderr, "bir-proxy verify: %v\n", err)
+			fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
 			return 2
 		}
 		r.IDPrefix = cfg.IDPrefix + "r"
-		closeAuth, err := p.withOAuth(&r, logger, c.stderr)
+		closeAuth, err := p.withOAuth(&r, logger, peerErr)
 		if err != nil {
-			fmt.Fprintf(c.stderr, "bir-proxy verify: %v\n", err)
+			fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
 			return 3
 		}
 		defer closeAuth()
@@ -228,13 +238,13 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 	var unErr *verify.UnreachableError
 	switch {
 	case errors.As(err, &inErr):
-		fmt.Fprintf(c.stderr, "bir-proxy verify: %v\n", err)
+		fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
 		return 2
 	case errors.As(err, &unErr):
-		fmt.Fprintf(c.stderr, "bir-proxy verify: %v\n", err)
+		fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
 		return 3
 	case err != nil:
-		fmt.Fprintf(c.stderr, "bir-proxy verify: %v\n", err)
+		fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
 		return 1
 	}
 	if junit != nil && junit.Err() != nil {
@@ -243,6 +253,12 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 	}
 	if sum.Findings > 0 {
 		return 1
+	}
+	if sum.Verified == 0 && !v.allowEmpty {
+		// A run that compared nothing is no pass: every call skipped (a server that
+		// annotates no tool readOnlyHint) exited 0, a green CI that covered nothing.
+		fmt.Fprintf(c.stderr, "bir-proxy verify: nothing was verified: %s (exit 4; --allow-empty exits 0)\n", sum.Unverified)
+		return 4
 	}
 	return 0
 }

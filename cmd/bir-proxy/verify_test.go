@@ -443,7 +443,16 @@ func TestVerifyFromJournal(t *testing.T) {
 		t.Fatalf("proxy exit %d", code)
 	}
 	log := filepath.Join(w.dir, "server.log")
+	// The journal keeps no tools/list: nothing says a tool is read-only.
 	code, out, errs := w.verify("--from-journal", "--server", "fx", "--since", "1h", "--json", "--", w.vs, "--log", log)
+	if st, _ := statuses(t, out); code != 4 || st["divide"] != "skipped" || !strings.Contains(errs, "the recording has no tools/list") {
+		t.Errorf("without --allow-writes: exit %d %v\n%s", code, st, errs)
+	}
+	if b, _ := os.ReadFile(log); bytes.Contains(b, []byte(`"tools/call"`)) {
+		t.Errorf("a call ran without --allow-writes:\n%s", b)
+	}
+	os.Remove(log)
+	code, out, errs = w.verify("--from-journal", "--server", "fx", "--since", "1h", "--json", "--allow-writes", "--", w.vs, "--log", log)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
@@ -510,5 +519,122 @@ func TestVerifyMaxSlowdownAndRedactedCassette(t *testing.T) {
 	code, out, _ = w.verify(rpath, "--json", "--", w.vs)
 	if st, _ := statuses(t, out); code != 0 || st["greet"] != "not_replayable" || st["slow"] != "same" || !strings.Contains(out, "$.api_key") {
 		t.Errorf("verify of a redacted cassette: exit %d %v\n%s", code, st, out)
+	}
+}
+
+// A run that verified nothing is not a pass: no call in the cassette, or every call
+// skipped (a server that annotates no tool readOnlyHint, most of 2025's), exits 4 and
+// says why; --allow-empty exits 0 on it, as before.
+func TestVerifyNothingVerifiedIsNotAPass(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", sessionLines)
+
+	// Only the calls of tools that are not read-only: all skipped.
+	code, out, errs := w.verify(path, "--tool", "mkdir", "--tool", "write_note", "--", w.vs)
+	if code != 4 || strings.Contains(out, "nothing changed") || !strings.Contains(out, "nothing verified") ||
+		!strings.Contains(errs, "nothing was verified: ") || !strings.Contains(errs, "2 skipped: not annotated readOnlyHint: true in both the recorded and the current tools/list; --allow-idempotent or --allow-writes runs them") ||
+		!strings.Contains(errs, "5 skipped: not selected (--tool, --skip-tool)") || !strings.Contains(errs, "--allow-empty") {
+		t.Errorf("all skipped: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = w.verify(path, "--json", "--tool", "mkdir", "--tool", "write_note", "--allow-empty", "--", w.vs)
+	if _, sum := statuses(t, out); code != 0 || sum["verified"] != 0.0 {
+		t.Errorf("--allow-empty: exit %d, summary %v\n%s", code, sum, errs)
+	}
+	// --plan in which nothing would run.
+	if code, out, errs := w.verify(path, "--plan", "--tool", "write_note", "--", w.vs); code != 4 || !strings.Contains(errs, "nothing was verified") {
+		t.Errorf("--plan, nothing would run: exit %d\n%s\n%s", code, out, errs)
+	}
+	// Findings still exit 1.
+	if code, _, _ := w.verify(path, "--tool", "legacy", "--", w.vs, "--drift"); code != 1 {
+		t.Errorf("a missing tool only: exit %d, want 1", code)
+	}
+
+	// A cassette of no call.
+	empty := w.record("empty", sessionLines[:3])
+	code, out, errs = w.verify(empty, "--", w.vs)
+	if code != 4 || !strings.Contains(errs, "nothing was verified: the recording holds no call") {
+		t.Errorf("no call: exit %d\n%s\n%s", code, out, errs)
+	}
+	if code, _, _ := w.verify(empty, "--allow-empty", "--", w.vs); code != 0 {
+		t.Errorf("no call, --allow-empty: exit %d", code)
+	}
+	// The code is in --help.
+	if _, out, _ := w.verify("--help"); !strings.Contains(out, "4 nothing was verified") || !strings.Contains(out, "--allow-empty") {
+		t.Errorf("--help lacks exit 4 or --allow-empty:\n%s", out)
+	}
+}
+
+// A recording without a tools/list (a host that never asked for it; the journal) says
+// nothing of what is read-only: the current server's readOnlyHint alone, a lying
+// server's, ran its calls. "Recorded and current": such a call is skipped unless
+// --allow-writes, and the server never sees it.
+func TestVerifyNoRecordedToolsTrustsNoServer(t *testing.T) {
+	w := newVerifyWorld(t)
+	lines := []string{sessionLines[0], sessionLines[1],
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","arguments":{"name":"ann"}}}`}
+	path := w.record("notools", lines)
+	if b, _ := os.ReadFile(path); bytes.Contains(bytes.SplitN(b, []byte("\n"), 2)[0], []byte(`"tools":[`)) {
+		t.Fatalf("the header has tools:\n%s", b)
+	}
+	log := filepath.Join(w.dir, "server.log")
+	code, out, errs := w.verify(path, "--json", "--", w.vs, "--log", log)
+	st, _ := statuses(t, out)
+	b, _ := os.ReadFile(log)
+	if st["greet"] != "skipped" || bytes.Contains(b, []byte(`"tools/call"`)) {
+		t.Errorf("the server's readOnlyHint alone ran the call: exit %d %v, the server saw:\n%s", code, st, b)
+	}
+	if code != 4 || !strings.Contains(out, "the recording does not list it") || !strings.Contains(errs, "the recording has no tools/list") {
+		t.Errorf("exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, _ = w.verify(path, "--json", "--allow-writes", "--", w.vs)
+	if st, _ := statuses(t, out); code != 0 || st["greet"] != "same" {
+		t.Errorf("--allow-writes: exit %d %v", code, st)
+	}
+}
+
+// A server's bytes reach verify's table (a tool name, a reason quoting its text or its
+// stderr, a diff of its answer), its stderr (the server's own lines, at debug) and the
+// JUnit report: ESC, BEL, OSC 52 (a clipboard write), DEL and a C1 CSI went to the
+// terminal as they were. They are printed escaped (\x1b, \u009b).
+func TestVerifyEscapesWhatAServerPrints(t *testing.T) {
+	w := newVerifyWorld(t)
+	lines := append(slices.Clone(sessionLines[:3]),
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","arguments":{"name":"ann"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"divide","arguments":{"a":1,"b":4}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"crash","arguments":{}}}`,
+	)
+	path := w.record("escapes", lines)
+	b, _ := os.ReadFile(path)
+	b = bytes.Replace(b, []byte(`{"end":true,"calls":3}`+"\n"), nil, 1)
+	b = append(b, `{"seq":4,"tool":"evil\u001b]52;c;eA==\u0007","arguments":{},"outcome":"ok","result":{"content":[]},"startedAt":"2026-01-01T00:00:00Z","durationMs":1}`+"\n"...)
+	os.WriteFile(path, b, 0o600)
+	junit := filepath.Join(w.dir, "report.xml")
+	code, out, errs := w.verify(path, "--junit", junit, "--log-level", "debug", "--", w.vs, "--escapes", "--drift", "--crash")
+	if code != 1 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	report, err := os.ReadFile(junit)
+	if err != nil || xml.Unmarshal(report, new(struct{})) != nil {
+		t.Fatalf("junit: %v\n%s", err, report)
+	}
+	raw := func(s string) bool { return strings.ContainsAny(s, "\x1b\x07\x7f\u009b") }
+	if raw(out) || raw(errs) || raw(string(report)) {
+		t.Errorf("a control character printed raw:\nstdout %q\nstderr %q\njunit %q", out, errs, report)
+	}
+	for what, s := range map[string]string{
+		"the diff":                `\x1b]52;c;cHduZWQ=\x07\x1b[2J\x7f\u009b31m`,
+		"the error drift reason":  `division is broken \x1b]52;c;cHduZWQ=\x07`,
+		"the crash's stderr line": `verifyserver: crashing \x1b]52;c;cHduZWQ=\x07`,
+		"the tool name":           `evil\x1b]52;c;eA==\x07`,
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the table lacks %s, escaped (%s):\n%s", what, s, out)
+		}
+	}
+	if !strings.Contains(errs, `verifyserver: starting \x1b]52;c;cHduZWQ=\x07`) {
+		t.Errorf("the server's stderr, at debug, not escaped:\n%q", errs)
+	}
+	if !strings.Contains(string(report), `division is broken \x1b]52;c;cHduZWQ=\x07`) {
+		t.Errorf("junit:\n%s", report)
 	}
 }

@@ -22,11 +22,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -709,8 +709,9 @@ func readableResult(res gjson.Result) string {
 	return b.String()
 }
 
-// indentJSON is raw indented under prefix, one line per member. JSON escapes every
-// control character, so nothing in it can move the terminal's cursor.
+// indentJSON is raw indented under prefix, one line per member. JSON escapes C0
+// controls but not DEL, C1 controls (U+009B is a CSI) or bidi overrides: the lines are
+// escaped as verify's output is (termtext), and stay valid JSON.
 func indentJSON(raw, prefix string) string {
 	if raw == "" {
 		return prefix + "(none)\n"
@@ -719,26 +720,18 @@ func indentJSON(raw, prefix string) string {
 	if err := json.Indent(&buf, []byte(raw), prefix, "  "); err != nil {
 		return prefix + printable(raw) + "\n"
 	}
-	return prefix + buf.String() + "\n"
+	return prefix + termtext.Text(buf.String()) + "\n"
 }
 
 // printableText is text for a terminal: its lines indented under prefix, other
-// control characters (escape sequences) made visible.
+// control characters (escape sequences) escaped (termtext: \x1b).
 func printableText(s, prefix string) string {
 	var b strings.Builder
 	for i, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
 		if i > 0 {
 			b.WriteString("\n" + prefix)
 		}
-		b.WriteString(strings.Map(func(r rune) rune {
-			if r == '\t' {
-				return r
-			}
-			if unicode.IsControl(r) {
-				return '?'
-			}
-			return r
-		}, strings.TrimSuffix(line, "\r")))
+		b.WriteString(termtext.Text(strings.TrimSuffix(line, "\r")))
 	}
 	return b.String()
 }
@@ -770,7 +763,7 @@ func shortDuration(ms float64) string {
 }
 
 // oneLineArgs is the arguments as compact JSON, cut to fit the column. JSON escapes
-// every control character, so nothing in them can move the terminal's cursor.
+// C0 controls, not DEL, C1 controls or bidi overrides: escaped too (termtext).
 func oneLineArgs(raw string) string {
 	if raw == "" {
 		return ""
@@ -779,7 +772,7 @@ func oneLineArgs(raw string) string {
 	if err := json.Compact(&buf, []byte(raw)); err != nil {
 		return clip(printable(raw), argsWidth)
 	}
-	return clip(buf.String(), argsWidth)
+	return clip(termtext.Line(buf.String()), argsWidth)
 }
 
 func clip(s string, width int) string {
@@ -790,15 +783,9 @@ func clip(s string, width int) string {
 	return string(runes[:width-1]) + "…"
 }
 
-// printable keeps a decoded name from carrying terminal escape sequences.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+// printable keeps a decoded name from carrying terminal escape sequences: every
+// control character escaped, as verify's output is (termtext: \x1b, \u202e).
+func printable(s string) string { return termtext.Line(s) }
 
 func plural(n int, one, many string) string {
 	if n == 1 {

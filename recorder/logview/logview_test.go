@@ -349,7 +349,7 @@ func TestShow(t *testing.T) {
 		"call " + ids[1] + ", in the journal ",
 		"  tool         create_issue\n", "  outcome      ok\n", "  callId       c-1\n", "  duration     183ms\n",
 		"arguments:\n  {\n    \"i\": 1,\n    \"title\": \"issue <1>\"\n  }\n",
-		"result:\n  text:\n    line one\n    line two ?[31mred?[0m\n",
+		"result:\n  text:\n    line one\n    line two \\x1b[31mred\\x1b[0m\n",
 		"  text (JSON):\n    {\n      \"number\": 42\n    }\n",
 		"  image:\n    {\n",
 		"  structuredContent:\n    {\n      \"number\": 42\n    }\n",
@@ -441,5 +441,40 @@ func TestShowTaskAndRounds(t *testing.T) {
 	}
 	if out := show("2"); !strings.Contains(out, "  rounds       3 (it asked for input 2 times and the host answered)\n") {
 		t.Errorf("rounds:\n%s", out)
+	}
+}
+
+// A peer's bytes reach the table and --show: valid JSON escapes ESC and BEL, but DEL,
+// a C1 CSI (U+009B, a CSI to terminals that take C1) and a bidi override
+// (U+202E) passed json.Compact and json.Indent raw, and a tool name's bidi override
+// passed printable. They are escaped as verify's output is (internal/termtext).
+func TestPrintLogEscapesControls(t *testing.T) {
+	state := t.TempDir()
+	st := recordertest.SampleStep("evil\u202etxt.exe", 1)
+	st.Args = json.RawMessage("{\"q\":\"a\x7fb\u009b31mc\u202ed\"}")
+	st.Result = json.RawMessage("{\"content\":[{\"type\":\"text\",\"text\":\"x\\u001b]52;c;eA==\\u0007 \u009b2J\"}],\"structuredContent\":{\"k\":\"\u009b\"}}")
+	writeJournal(t, recorder.JournalPath(state, "s"), "s", st)
+	var table, show bytes.Buffer
+	if err := PrintLog(t.Context(), &table, LogOptions{Dir: recorder.JournalDir(state)}); err != nil {
+		t.Fatal(err)
+	}
+	id := strings.Fields(strings.Split(table.String(), "\n")[1])[0]
+	if err := PrintLog(t.Context(), &show, LogOptions{Dir: recorder.JournalDir(state), Show: id}); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"table": table.String(), "show": show.String()} {
+		if strings.ContainsAny(out, "\x1b\x07\x7f\u009b\u202e") {
+			t.Errorf("%s: a control character printed raw:\n%q", name, out)
+		}
+	}
+	for _, want := range []string{`evil\u202etxt.exe`, `a\x7fb\u009b31mc\u202ed`} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("the table lacks %s:\n%s", want, table.String())
+		}
+	}
+	for _, want := range []string{`x\x1b]52;c;eA==\x07 \u009b2J`, `"k": "\u009b"`} {
+		if !strings.Contains(show.String(), want) {
+			t.Errorf("--show lacks %s:\n%s", want, show.String())
+		}
 	}
 }
