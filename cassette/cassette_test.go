@@ -273,3 +273,37 @@ func TestRedactedPaths(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// TestNoCallNoFile: a run with no call writes nothing and rotates nothing; a header
+// alone (an older bir-proxy's run without calls) is replaced, not rotated, so it never
+// pushes a cassette with calls out of the Keep kept; a foreign file is rotated away,
+// never replaced.
+func TestNoCallNoFile(t *testing.T) {
+	dir := t.TempDir()
+	o := WriterOptions{Path: filepath.Join(dir, "c.jsonl"), Keep: 2}
+	record(t, o)
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("a run with no call left %d files", len(ents))
+	}
+	record(t, o, Recorded{Tool: "a", Outcome: "ok", Result: []byte(`{"run":1}`)})
+	record(t, o)
+	if _, calls, err := readAll(t, o.Path); err != nil || len(calls) != 1 {
+		t.Fatalf("%d calls, %v", len(calls), err)
+	}
+	// Older runs without calls: replaced.
+	hdr := `{"bir-cassette":1,"server":"x","recordedAt":"2026-01-01T00:00:00Z","era":"unknown"}` + "\n"
+	os.Rename(o.Path, Rotated(o.Path, 1))
+	for _, text := range []string{hdr, hdr + `{"end":true,"calls":0}` + "\n", ""} {
+		os.WriteFile(o.Path, []byte(text), 0o600)
+		record(t, o, Recorded{Tool: "a", Outcome: "ok", Result: []byte(`{"run":2}`)})
+		if _, calls, _ := readAll(t, Rotated(o.Path, 1)); len(calls) != 1 || string(calls[0].Result) != `{"run":1}` {
+			t.Fatalf("after %q: the older cassette with calls was pushed out", text)
+		}
+		os.Remove(o.Path)
+	}
+	os.WriteFile(o.Path, []byte("not a cassette\n"), 0o600)
+	record(t, o, Recorded{Tool: "a", Outcome: "ok", Result: []byte(`{"run":3}`)})
+	if b, _ := os.ReadFile(Rotated(o.Path, 1)); string(b) != "not a cassette\n" {
+		t.Errorf("a foreign file was not rotated away: %q", b)
+	}
+}
