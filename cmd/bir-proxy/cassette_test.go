@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -180,5 +181,47 @@ func TestCassetteSymlinkRefused(t *testing.T) {
 	}
 	if st, _ := os.Stat(folder); st.Mode().Perm() != 0o700 && st.Mode().Perm() != 0o755 {
 		t.Logf("folder mode %v", st.Mode())
+	}
+}
+
+// TestCassetteFullDisk: a write that fails (a full disk; here a file size limit,
+// RLIMIT_FSIZE, set by prlimit) left part of a line, and the cassette read
+// "line N: truncated" and nothing after; stderr had a warning per call (~3,000 for
+// 3,000 calls). The file now ends at its last whole line, and the failure is said
+// once.
+func TestCassetteFullDisk(t *testing.T) {
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		if runtime.GOOS == "linux" && os.Getenv("CI") != "" {
+			t.Fatal("prlimit (util-linux) is needed on Linux CI")
+		}
+		t.Skip("no prlimit")
+	}
+	w := newVerifyWorld(t)
+	path := filepath.Join(w.dir, "cassettes", "s.jsonl")
+	const calls, limit = 300, 100_000
+	p := testutil.Start(t, exec.Command(prlimit, fmt.Sprintf("--fsize=%d", limit), "--", w.bp, "--cassette", path, "--", w.vs))
+	p.Send(sessionLines[:3]...)
+	p.ReadLine()
+	p.ReadLine()
+	for k := range calls {
+		p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"write_note","arguments":{"text":"%d-%s"}}}`, 10+k, k, strings.Repeat("x", 1000)))
+		if l := p.ReadLine(); !strings.Contains(l, `"noted"`) {
+			t.Fatalf("not relayed: %s", l)
+		}
+	}
+	p.Stdin.Close()
+	if code := p.ExitCode(); code != 0 {
+		t.Fatalf("exit %d: %s", code, p.Stderr.String())
+	}
+	n := cassetteCalls(t, path) // fails the test on a partial line
+	if n == 0 || n >= calls {
+		t.Errorf("%d calls recorded under a %d-byte limit", n, limit)
+	}
+	if st, _ := os.Stat(path); st.Size() > limit {
+		t.Errorf("size %d past the limit", st.Size())
+	}
+	if said := strings.Count(p.Stderr.String(), "cannot write the cassette"); said != 1 {
+		t.Errorf("the failed write said %d times, want once:\n%.2000s", said, p.Stderr.String())
 	}
 }
