@@ -3,6 +3,7 @@ package cassette
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -305,5 +306,44 @@ func TestNoCallNoFile(t *testing.T) {
 	record(t, o, Recorded{Tool: "a", Outcome: "ok", Result: []byte(`{"run":3}`)})
 	if b, _ := os.ReadFile(Rotated(o.Path, 1)); string(b) != "not a cassette\n" {
 		t.Errorf("a foreign file was not rotated away: %q", b)
+	}
+}
+
+// TestHeaderToolsBounded: every tools/list page before the first call was kept, and
+// 100 pages of 4 MB made a 400 MB header line. The tools kept stop at MaxHeaderTools;
+// the first listed are kept, a name listed again still replaces its entry.
+func TestHeaderToolsBounded(t *testing.T) {
+	o := WriterOptions{Path: filepath.Join(t.TempDir(), "c.jsonl")}
+	w, err := Create(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("a", 1<<20)
+	for page := range 20 {
+		var b strings.Builder
+		b.WriteString(`{"tools":[`)
+		for k := range 4 {
+			if k > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"name":"t%d_%d","description":"%s"}`, page, k, pad)
+		}
+		b.WriteString(`]}`)
+		w.ServerResult("tools/list", []byte(b.String()))
+	}
+	w.ServerResult("tools/list", []byte(`{"tools":[{"name":"t0_0","description":"again"}]}`))
+	w.Call(Recorded{Tool: "t0_0", Outcome: "ok", Result: []byte(`{}`)})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, calls, err := readAll(t, o.Path)
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("%d calls, %v", len(calls), err)
+	}
+	if len(h.Tools) > MaxHeaderTools+1024 {
+		t.Errorf("tools %d bytes, past the bound %d", len(h.Tools), MaxHeaderTools)
+	}
+	if !bytes.HasPrefix(h.Tools, []byte(`[{"name":"t0_0","description":"again"},{"name":"t0_1"`)) {
+		t.Errorf("tools start %.60s", h.Tools)
 	}
 }

@@ -35,7 +35,7 @@ func FuzzReader(f *testing.F) {
 			skipped++
 		}
 		var out []byte
-		out = appendHeader(out, r.Header())
+		out = appendHeader(out, r.Header(), nil)
 		n := 0
 		for {
 			c, err := r.Next()
