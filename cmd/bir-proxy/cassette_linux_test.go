@@ -100,3 +100,33 @@ func TestCassetteToolsListPagesBounded(t *testing.T) {
 		t.Errorf("stderr does not say tools were left out of the header:\n%s", p.Stderr.String())
 	}
 }
+
+// TestCassetteVerifyRefusesOverCapLine: bir-proxy verify of a cassette with a 600 MB
+// line (past the 512 MiB cap) cost 1.3 GB to refuse; it is refused now without the
+// line ever being held. The file is sparse.
+func TestCassetteVerifyRefusesOverCapLine(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := filepath.Join(w.dir, "big.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"bir-cassette":1,"server":"x","command":["x"],"recordedAt":"2026-01-01T00:00:00Z","era":"unknown"}` + "\n" +
+		`{"seq":1,"tool":"a","outcome":"ok","result":"`)
+	f.Seek(600<<20, 1)
+	f.WriteString(`"}` + "\n")
+	f.Close()
+	p := testutil.Start(t, exec.Command(w.bp, "verify", path, "--", w.vs))
+	p.Stdin.Close()
+	p.ReadRest()
+	if code := p.ExitCode(); code == 0 {
+		t.Fatalf("verify took a 600 MB line: %s", p.Stderr.String())
+	}
+	if !strings.Contains(p.Stderr.String(), "longer than") {
+		t.Errorf("stderr does not name the line:\n%s", p.Stderr.String())
+	}
+	peak := p.Cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	if peak > 64<<20 {
+		t.Errorf("verify peaked at %d MB refusing the line", peak>>20)
+	}
+}
