@@ -503,7 +503,11 @@ func (w *Writer) Close() error {
 		w.lock.Close()
 	}
 	if end.Dropped > 0 {
-		w.log.Warn("the cassette misses calls", "path", w.o.Path, "dropped", end.Dropped)
+		path := w.path
+		if path == "" {
+			path = w.o.Path
+		}
+		w.log.Warn("the cassette misses calls", "path", path, "dropped", end.Dropped)
 	}
 	if err != nil {
 		return fmt.Errorf("close the cassette: %w", err)
