@@ -192,7 +192,7 @@ func TestCassetteSymlinkRefused(t *testing.T) {
 func TestCassetteFullDisk(t *testing.T) {
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
-		if runtime.GOOS == "linux" && os.Getenv("CI") != "" {
+		if runtime.GOOS == "linux" && testutil.InCI() {
 			t.Fatal("prlimit (util-linux) is needed on Linux CI")
 		}
 		t.Skip("no prlimit")
