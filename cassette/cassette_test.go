@@ -3,9 +3,11 @@ package cassette
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -271,5 +273,163 @@ func TestRedactedPaths(t *testing.T) {
 	}
 	if got := RedactedPaths([]byte(`{"a":"b"}`)); got != nil {
 		t.Errorf("%q", got)
+	}
+}
+
+// TestNoCallNoFile: a run with no call writes nothing and rotates nothing; a header
+// alone (an older bir-proxy's run without calls) is replaced, not rotated, so it never
+// pushes a cassette with calls out of the Keep kept; a foreign file is rotated away,
+// never replaced.
+func TestNoCallNoFile(t *testing.T) {
+	dir := t.TempDir()
+	o := WriterOptions{Path: filepath.Join(dir, "c.jsonl"), Keep: 2}
+	record(t, o)
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("a run with no call left %d files", len(ents))
+	}
+	record(t, o, Recorded{Tool: "a", Outcome: "ok", Result: []byte(`{"run":1}`)})
+	record(t, o)
+	if _, calls, err := readAll(t, o.Path); err != nil || len(calls) != 1 {
+		t.Fatalf("%d calls, %v", len(calls), err)
+	}
+	// Older runs without calls: replaced.
+	hdr := `{"bir-cassette":1,"server":"x","recordedAt":"2026-01-01T00:00:00Z","era":"unknown"}` + "\n"
+	os.Rename(o.Path, Rotated(o.Path, 1))
+	for _, text := range []string{hdr, hdr + `{"end":true,"calls":0}` + "\n", ""} {
+		os.WriteFile(o.Path, []byte(text), 0o600)
+		record(t, o, Recorded{Tool: "a", Outcome: "ok", Result: []byte(`{"run":2}`)})
+		if _, calls, _ := readAll(t, Rotated(o.Path, 1)); len(calls) != 1 || string(calls[0].Result) != `{"run":1}` {
+			t.Fatalf("after %q: the older cassette with calls was pushed out", text)
+		}
+		os.Remove(o.Path)
+	}
+	os.WriteFile(o.Path, []byte("not a cassette\n"), 0o600)
+	record(t, o, Recorded{Tool: "a", Outcome: "ok", Result: []byte(`{"run":3}`)})
+	if b, _ := os.ReadFile(Rotated(o.Path, 1)); string(b) != "not a cassette\n" {
+		t.Errorf("a foreign file was not rotated away: %q", b)
+	}
+}
+
+// TestHeaderToolsBounded: every tools/list page before the first call was kept, and
+// 100 pages of 4 MB made a 400 MB header line. The tools kept stop at MaxHeaderTools;
+// the first listed are kept, a name listed again still replaces its entry.
+func TestHeaderToolsBounded(t *testing.T) {
+	o := WriterOptions{Path: filepath.Join(t.TempDir(), "c.jsonl")}
+	w, err := Create(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("a", 1<<20)
+	for page := range 20 {
+		var b strings.Builder
+		b.WriteString(`{"tools":[`)
+		for k := range 4 {
+			if k > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"name":"t%d_%d","description":"%s"}`, page, k, pad)
+		}
+		b.WriteString(`]}`)
+		w.ServerResult("tools/list", []byte(b.String()))
+	}
+	w.ServerResult("tools/list", []byte(`{"tools":[{"name":"t0_0","description":"again"}]}`))
+	w.Call(Recorded{Tool: "t0_0", Outcome: "ok", Result: []byte(`{}`)})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, calls, err := readAll(t, o.Path)
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("%d calls, %v", len(calls), err)
+	}
+	if len(h.Tools) > MaxHeaderTools+1024 {
+		t.Errorf("tools %d bytes, past the bound %d", len(h.Tools), MaxHeaderTools)
+	}
+	if !bytes.HasPrefix(h.Tools, []byte(`[{"name":"t0_0","description":"again"},{"name":"t0_1"`)) {
+		t.Errorf("tools start %.60s", h.Tools)
+	}
+}
+
+// TestOverCapLineNotHeld: a 600 MB line cost 1.3 GB to refuse against the 512 MiB
+// line cap (grown by append, then copied). From a file it is measured before it is
+// held, and refused holding nothing of it; from a pipe it is refused holding at most
+// the cap. The file is sparse: 600 MB on no disk.
+func TestOverCapLineNotHeld(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := `{"bir-cassette":1,"server":"x","recordedAt":"2026-01-01T00:00:00Z","era":"unknown"}` + "\n" +
+		`{"seq":1,"tool":"a","outcome":"ok","result":"`
+	f.WriteString(head)
+	f.Seek(600<<20, io.SeekCurrent)
+	f.WriteString(`"}` + "\n")
+	f.Close()
+
+	f, _ = os.Open(path)
+	defer f.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r, err := NewReader(f, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Next(); err == nil || !strings.Contains(err.Error(), "line 2: longer than") {
+		t.Fatalf("err %v", err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 4<<20 {
+		t.Errorf("refusing a 600 MB line allocated %d MB", got>>20)
+	}
+
+	// A pipe: at most the cap (here 8 MiB), never the line.
+	pr, pw := io.Pipe()
+	go func() {
+		pw.Write([]byte(head))
+		chunk := make([]byte, 1<<20)
+		for range 64 {
+			if _, err := pw.Write(chunk); err != nil {
+				return
+			}
+		}
+		pw.Close()
+	}()
+	defer pr.Close()
+	runtime.ReadMemStats(&before)
+	r, err = newReader(pr, "pipe", 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Next(); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("err %v", err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 12<<20 { // the cap, the writer's 1 MiB, slack
+		t.Errorf("refusing a 64 MB line with an 8 MiB cap allocated %d MB", got>>20)
+	}
+}
+
+// TestLongLinesRead: lines longer than the reader's buffer read whole, from a file
+// (measured, then read at their size) and from a pipe (in pieces).
+func TestLongLinesRead(t *testing.T) {
+	big := []byte(`{"content":[{"type":"text","text":"` + strings.Repeat("z", 300<<10) + `"}]}`)
+	path := record(t, WriterOptions{Path: filepath.Join(t.TempDir(), "c.jsonl")},
+		Recorded{Tool: "a", Outcome: "ok", Result: big},
+		Recorded{Tool: "b", Outcome: "ok", Result: []byte(`{}`)},
+		Recorded{Tool: "c", Outcome: "ok", Result: big})
+	_, calls, err := readAll(t, path)
+	if err != nil || len(calls) != 3 || !bytes.Equal(calls[0].Result, big) || !bytes.Equal(calls[2].Result, big) || calls[1].Tool != "b" {
+		t.Fatalf("from a file: %d calls, %v", len(calls), err)
+	}
+	b, _ := os.ReadFile(path)
+	r, err := NewReader(struct{ io.Reader }{bytes.NewReader(b)}, "pipe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		c, err := r.Next()
+		if err != nil || (i != 1 && !bytes.Equal(c.Result, big)) {
+			t.Fatalf("from a pipe, call %d: %v", i, err)
+		}
 	}
 }

@@ -10,7 +10,9 @@ import (
 // The encoders write members in a fixed order and embed every raw value as its bytes
 // (oneLine aside): encoding/json would compact them and escape <, > and &.
 
-func appendHeader(b []byte, h *Header) []byte {
+// appendHeader appends h; tools, when given, are its tools (each a tool object) in
+// place of h.Tools.
+func appendHeader(b []byte, h *Header, tools [][]byte) []byte {
 	b = append(b, `{"bir-cassette":`...)
 	b = strconv.AppendInt(b, int64(h.Version), 10)
 	b = appendStr(b, "server", h.Server)
@@ -39,7 +41,18 @@ func appendHeader(b []byte, h *Header) []byte {
 	b = appendRaw(b, "initializeResult", h.InitializeResult)
 	b = appendRaw(b, "meta", h.Meta)
 	b = appendRaw(b, "discoverResult", h.DiscoverResult)
-	b = appendRaw(b, "tools", h.Tools)
+	if len(tools) > 0 {
+		b = append(b, `,"tools":[`...)
+		for i, t := range tools {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = oneLine(b, t)
+		}
+		b = append(b, ']')
+	} else {
+		b = appendRaw(b, "tools", h.Tools)
+	}
 	if h.Dropped > 0 {
 		b = append(b, `,"dropped":`...)
 		b = strconv.AppendInt(b, h.Dropped, 10)

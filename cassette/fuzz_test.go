@@ -1,9 +1,11 @@
 package cassette
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -35,7 +37,7 @@ func FuzzReader(f *testing.F) {
 			skipped++
 		}
 		var out []byte
-		out = appendHeader(out, r.Header())
+		out = appendHeader(out, r.Header(), nil)
 		n := 0
 		for {
 			c, err := r.Next()
@@ -108,6 +110,49 @@ func FuzzDecodeCall(f *testing.F) {
 		if a.Seq != b.Seq || a.Tool != b.Tool || a.Outcome != b.Outcome || !a.StartedAt.Equal(b.StartedAt) || a.DurationMs != b.DurationMs ||
 			a.Redacted != b.Redacted || !bytes.Equal(a.Arguments, b.Arguments) || !bytes.Equal(a.Result, b.Result) || !bytes.Equal(a.Error, b.Error) {
 			t.Fatalf("decodeCall %+v, encoding/json %+v: %s", a, b, line)
+		}
+	})
+}
+
+// FuzzReadLine: a line read from a source that seeks (measured first, then read at
+// its size) and from one that does not (ReadLine, gathered in pieces) are the same
+// lines, with the same refusals, as splitting the bytes at each newline; buffers of
+// 16 bytes make every line a long one.
+func FuzzReadLine(f *testing.F) {
+	f.Add([]byte("a\nbb\r\nccc"), uint8(3))
+	f.Add([]byte(strings.Repeat("x", 40)+"\n"+strings.Repeat("y", 20)+"\n"), uint8(30))
+	f.Add([]byte("\n\n"), uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, m uint8) {
+		max := int(m) + 1
+		src := bytes.NewReader(data)
+		seek := &Reader{br: bufio.NewReaderSize(src, 16), src: src, max: max}
+		pipe := bufio.NewReaderSize(struct{ io.Reader }{bytes.NewReader(data)}, 16)
+		rest := data
+		for {
+			a, aWhole, aErr := seek.readMeasured()
+			b, bWhole, bErr := ReadLine(pipe, max)
+			var want []byte
+			wantWhole, wantErr := false, error(nil)
+			i := bytes.IndexByte(rest, '\n')
+			switch {
+			case len(rest) == 0:
+				wantErr = io.EOF
+			case i >= 0 && i+1 > max, i < 0 && len(rest) > max:
+				wantErr = errors.New("longer")
+			case i >= 0:
+				want, wantWhole, rest = bytes.TrimSuffix(rest[:i], []byte("\r")), true, rest[i+1:]
+			default:
+				want, rest = rest, nil
+			}
+			if (aErr == nil) != (wantErr == nil) || (bErr == nil) != (wantErr == nil) {
+				t.Fatalf("errors %v, %v; want %v", aErr, bErr, wantErr)
+			}
+			if wantErr != nil {
+				return
+			}
+			if !bytes.Equal(b, want) || bWhole != wantWhole || aWhole != wantWhole || (aWhole && !bytes.Equal(a, want)) {
+				t.Fatalf("lines %q %v, %q %v; want %q %v", a, aWhole, b, bWhole, want, wantWhole)
+			}
 		}
 	})
 }

@@ -20,6 +20,7 @@ const DefaultMaxLine = 512 << 20
 // nothing after it is read.
 type Reader struct {
 	br      *bufio.Reader
+	src     io.ReadSeeker // the source when it can seek: a long line is measured before it is held
 	name    string
 	line    int
 	max     int
@@ -59,6 +60,11 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 
 func newReader(r io.Reader, name string, max int) (*Reader, error) {
 	rd := &Reader{br: bufio.NewReaderSize(r, 64<<10), name: name, max: max}
+	if s, ok := r.(io.ReadSeeker); ok {
+		if _, err := s.Seek(0, io.SeekCurrent); err == nil { // not a pipe
+			rd.src = s
+		}
+	}
 	b, err := rd.next()
 	if err == io.EOF {
 		return nil, rd.fail(errors.New("empty: " + ErrNotCassette.Error()))
@@ -148,7 +154,14 @@ func (r *Reader) Dropped() int64 { return r.end.Dropped + r.header.Dropped }
 
 // next returns the next line without its newline, never an empty one.
 func (r *Reader) next() ([]byte, error) {
-	line, whole, err := ReadLine(r.br, r.max)
+	var line []byte
+	var whole bool
+	var err error
+	if r.src != nil {
+		line, whole, err = r.readMeasured()
+	} else {
+		line, whole, err = ReadLine(r.br, r.max)
+	}
 	switch {
 	case err == io.EOF:
 		return nil, io.EOF
@@ -170,27 +183,94 @@ func (r *Reader) next() ([]byte, error) {
 
 // ReadLine reads one line of at most max bytes from br, without its "\n" (or "\r\n");
 // whole is false for a last line that ends without one. io.EOF at the end.
+//
+// The line is gathered in pieces and joined once its length is known: grown by
+// append, a line near max held max and a quarter more at once, plus the copy (a
+// 600 MB line cost 1.3 GB to refuse); a line past max is refused holding at most max.
 func ReadLine(br *bufio.Reader, max int) (line []byte, whole bool, err error) {
+	var pieces [][]byte
+	n := 0
 	for {
 		frag, err := br.ReadSlice('\n')
-		if len(line)+len(frag) > max {
+		if n+len(frag) > max {
 			return nil, false, fmt.Errorf("longer than %d bytes", max)
 		}
+		n += len(frag)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			pieces = append(pieces, bytes.Clone(frag))
+			continue
+		}
+		if err != nil && err != io.EOF {
+			return nil, false, fmt.Errorf("reading: %w", err)
+		}
+		if n == 0 {
+			return nil, false, io.EOF
+		}
+		line = make([]byte, 0, n)
+		for i, p := range pieces {
+			line = append(line, p...)
+			pieces[i] = nil
+		}
 		line = append(line, frag...)
+		if err == io.EOF {
+			return line, false, nil
+		}
+		return bytes.TrimSuffix(line[:len(line)-1], []byte("\r")), true, nil
+	}
+}
+
+// readMeasured is ReadLine for a source that can seek: a line longer than the buffer
+// is first measured, holding nothing, then read at its size. A line past max is
+// refused without ever being held, and one within it costs its own size only.
+func (r *Reader) readMeasured() ([]byte, bool, error) {
+	frag, err := r.br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		switch {
+		case len(frag) > r.max:
+			return nil, false, fmt.Errorf("longer than %d bytes", r.max)
+		case err == nil:
+			return bytes.TrimSuffix(bytes.Clone(frag[:len(frag)-1]), []byte("\r")), true, nil
+		case err != io.EOF:
+			return nil, false, fmt.Errorf("reading: %w", err)
+		case len(frag) == 0:
+			return nil, false, io.EOF
+		}
+		return bytes.Clone(frag), false, nil
+	}
+	pos, err := r.src.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading: %w", err)
+	}
+	start := pos - int64(r.br.Buffered()) - int64(len(frag))
+	n := len(frag)
+	for {
+		if n > r.max {
+			return nil, false, fmt.Errorf("longer than %d bytes", r.max)
+		}
+		frag, err = r.br.ReadSlice('\n')
+		if n += len(frag); n > r.max {
+			return nil, false, fmt.Errorf("longer than %d bytes", r.max)
+		}
 		switch {
 		case err == nil:
-			return bytes.TrimSuffix(line[:len(line)-1], []byte("\r")), true, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case err == io.EOF:
-			if len(line) == 0 {
-				return nil, false, io.EOF
-			}
-			return line, false, nil
+			return nil, false, nil // the last line, without its newline: truncated
 		default:
 			return nil, false, fmt.Errorf("reading: %w", err)
 		}
+		break
 	}
+	if _, err := r.src.Seek(start, io.SeekStart); err != nil {
+		return nil, false, fmt.Errorf("reading: %w", err)
+	}
+	r.br.Reset(r.src)
+	line := make([]byte, n)
+	if _, err := io.ReadFull(r.br, line); err != nil || line[n-1] != '\n' {
+		return nil, false, fmt.Errorf("reading: the file changed while it was read (%v)", err)
+	}
+	return bytes.TrimSuffix(line[:n-1], []byte("\r")), true, nil
 }
 
 func (r *Reader) fail(err error) error { return &LineError{Name: r.name, Line: r.line, Err: err} }

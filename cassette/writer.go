@@ -1,19 +1,23 @@
 package cassette
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/filelock"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
@@ -22,6 +26,10 @@ const (
 	DefaultMaxBytes   = 64 << 20
 	DefaultKeep       = 3
 	DefaultQueueBytes = 64 << 20
+	// MaxHeaderTools bounds the tools the header keeps (the tools/list pages before
+	// the first call): every page was kept, and 100 pages of 4 MB made a 400 MB header
+	// line (2 GB of memory). A tool past it is left out of the header, and said once.
+	MaxHeaderTools = 8 << 20
 )
 
 // Rotated is the name of the n-th older file of the cassette at path (1 the most
@@ -54,11 +62,13 @@ type Writer struct {
 	h          Header
 	toolIdx    map[string]int // tool name → index in tools
 	tools      [][]byte
+	toolBytes  int // of tools
+	toolsLeft  int // tools left out: past MaxHeaderTools
 	headerDone bool
 	seq        int64
 
 	mu      sync.Mutex
-	queue   [][]byte
+	queue   []qline
 	qbytes  int64
 	closed  bool
 	wake    chan struct{}
@@ -67,13 +77,27 @@ type Writer struct {
 	written atomic.Int64
 
 	// Owned by the writing goroutine.
-	f      *os.File
-	size   int64
+	f      *os.File // nil until the first call is written: a run with no call writes nothing
+	lock   *os.File // PATH.lock's, held while f is written
+	path   string   // the file written: o.Path, or one beside it (Beside) another proxy did not hold
+	size   int64    // of f, up to its last whole line
 	header []byte
+	gaveUp bool // the file could not be started: every call is dropped
+	failed bool // a write failed: said once
 }
 
-// Create makes the cassette's folder (0700) and opens its file (0600). An older
-// cassette at the path is rotated away first: each run records its own.
+// qline is a queued line; the header's is kept for the files that start later.
+type qline struct {
+	b      []byte
+	header bool
+}
+
+// Create makes the cassette's folder (0700). The file (0600) is started by the first
+// call: a run with no call (a host that only lists tools, a reconnect) writes nothing
+// and rotates nothing away. An older cassette at the path that has calls is then
+// rotated away (PATH.1, ...): each run records its own; one without calls is replaced.
+// A symbolic link at the path is refused, never followed. When another proxy is
+// recording to the path, the calls go to a file beside it (Beside).
 func Create(o WriterOptions) (*Writer, error) {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
@@ -92,16 +116,121 @@ func Create(o WriterOptions) (*Writer, error) {
 	w.h.Version = Version
 	w.h.Era = EraUnknown
 	if err := privateDir(filepath.Dir(o.Path)); err != nil {
-		return nil, fmt.Errorf("create the cassette's folder: %w", err)
+		return nil, fmt.Errorf("the cassette's folder: %w", err)
 	}
-	if st, err := os.Stat(o.Path); err == nil && st.Size() > 0 {
-		w.shift()
-	}
-	if err := w.open(); err != nil {
+	if err := checkPath(o.Path); err != nil {
 		return nil, err
 	}
 	go w.run()
 	return w, nil
+}
+
+// checkPath refuses what is at path unless it is nothing or a regular file of the
+// user's: a symbolic link was followed (the proxy wrote, truncated and chmodded its
+// target), a FIFO would block the writer.
+func checkPath(path string) error {
+	st, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("the cassette: %w", err)
+	case st.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("the cassette's path %s is a symbolic link: refused, links are not followed (give the path of a file)", path)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("the cassette's path %s is not a regular file (%v): refused", path, st.Mode().Type())
+	}
+	if owner, ok := fileOwner(st); ok && owner != os.Getuid() {
+		return fmt.Errorf("the cassette %s is owned by uid %d, not by you (uid %d): refused", path, owner, os.Getuid())
+	}
+	return nil
+}
+
+// Beside is the n-th file beside path (n from 2) that a proxy records to while
+// another proxy holds path: NAME-n.EXT.
+func Beside(path string, n int) string {
+	ext := filepath.Ext(path)
+	if strings.ContainsRune(ext, filepath.Separator) || ext == path {
+		ext = ""
+	}
+	return strings.TrimSuffix(path, ext) + "-" + strconv.Itoa(n) + ext
+}
+
+// maxBeside bounds the files tried beside the path.
+const maxBeside = 9
+
+// claim locks the file to write (PATH.lock for PATH): two proxies on one path (two
+// hosts starting one wrapped config) wrote one file at their own offsets, tearing each
+// other's lines. The second one writes beside it instead.
+func (w *Writer) claim() error {
+	for n := 1; n <= maxBeside; n++ {
+		p := w.o.Path
+		if n > 1 {
+			p = Beside(w.o.Path, n)
+			if err := checkPath(p); err != nil {
+				return err
+			}
+		}
+		lock, err := filelock.Open(p+".lock", os.O_RDWR|os.O_CREATE|noFollow)
+		switch {
+		case errors.Is(err, filelock.ErrLocked):
+			continue
+		case errors.Is(err, errors.ErrUnsupported):
+			lock = nil // no locks on this platform: one proxy per path
+		case err != nil:
+			return fmt.Errorf("lock the cassette: %w", err)
+		}
+		if n > 1 {
+			w.log.Warn("another proxy records to the cassette: this one records beside it", "cassette", w.o.Path, "path", p)
+		}
+		w.path, w.lock = p, lock
+		return nil
+	}
+	return fmt.Errorf("the cassette %s and %d files beside it are all being recorded by other proxies", w.o.Path, maxBeside-1)
+}
+
+// start starts the file, at the first call: locked, an older cassette with calls
+// rotated away, opened.
+func (w *Writer) start() error {
+	if err := w.claim(); err != nil {
+		return err
+	}
+	if err := checkPath(w.path); err != nil {
+		return err
+	}
+	if hasCalls(w.path) {
+		w.shift()
+	}
+	return w.open()
+}
+
+// hasCalls says the file at path is anything but a cassette without calls (a header
+// alone: a run of an older bir-proxy that saw no call). Such a file is replaced rather
+// than rotated, so that it never pushes a cassette with calls out of the Keep kept;
+// any other file (calls, or not a cassette at all) is rotated away, never replaced.
+func hasCalls(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 4096)
+	if first, err := br.Peek(len(`{"bir-cassette"`)); err == io.EOF && len(first) == 0 {
+		return false // empty
+	} else if string(first) != `{"bir-cassette"` {
+		return true
+	}
+	for { // the header, without holding it
+		_, err := br.ReadSlice('\n')
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return false // the header alone, cut
+		}
+	}
+	next, _ := br.Peek(len(`{"end"`))
+	return len(next) > 0 && string(next) != `{"end"`
 }
 
 func privateDir(dir string) error {
@@ -115,6 +244,17 @@ func privateDir(dir string) error {
 	if err != nil {
 		return err
 	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a folder", dir)
+	}
+	if owner, ok := fileOwner(st); ok && owner != os.Getuid() {
+		// Another user's folder: only a sticky one (/tmp), where nobody else can
+		// rename, remove or replace our files, or one nobody else can write.
+		if st.Mode()&fs.ModeSticky == 0 && st.Mode().Perm()&0o022 != 0 {
+			return fmt.Errorf("%s is another user's folder that others can write: refused", dir)
+		}
+		return nil
+	}
 	if st.Mode().Perm()&0o077 != 0 && dir != os.TempDir() {
 		// Ours to tighten only when we made it or it is the user's: a shared folder
 		// (/tmp) keeps its mode, and the file's 0600 is what protects the cassette.
@@ -126,8 +266,17 @@ func privateDir(dir string) error {
 }
 
 func (w *Writer) open() error {
-	f, err := os.OpenFile(w.o.Path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	// Not truncated before it is known to be the user's own regular file.
+	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_CREATE|noFollow, 0o600)
 	if err != nil {
+		return fmt.Errorf("open the cassette: %w", err)
+	}
+	if err := checkOpen(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
 		return fmt.Errorf("open the cassette: %w", err)
 	}
 	if runtime.GOOS != "windows" {
@@ -140,9 +289,23 @@ func (w *Writer) open() error {
 	return nil
 }
 
+func checkOpen(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open the cassette: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("the cassette's path %s is not a regular file: refused", f.Name())
+	}
+	if owner, ok := fileOwner(st); ok && owner != os.Getuid() {
+		return fmt.Errorf("the cassette %s is owned by uid %d, not by you: refused", f.Name(), owner)
+	}
+	return nil
+}
+
 // shift moves PATH to PATH.1 (PATH.1 to PATH.2, ..., dropping the Keep-th).
 func (w *Writer) shift() {
-	p := w.o.Path
+	p := w.path
 	if err := os.Remove(Rotated(p, w.o.Keep)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		w.log.Warn("cannot remove the oldest cassette file", "err", err)
 	}
@@ -165,7 +328,7 @@ func (w *Writer) SetHeader(h Header) {
 	if w.h.Era == "" {
 		w.h.Era = EraUnknown
 	}
-	w.tools, w.toolIdx = nil, map[string]int{}
+	w.tools, w.toolIdx, w.toolBytes, w.toolsLeft = nil, map[string]int{}, 0, 0
 	w.headerDone = false
 }
 
@@ -220,7 +383,17 @@ func (w *Writer) ServerResult(method string, result []byte) {
 	case "tools/list":
 		jsonlex.EachElement(jsonlex.Get(result, "tools"), func(t []byte) {
 			name := jsonlex.StringOf(jsonlex.Get(t, "name"))
-			if i, ok := w.toolIdx[name]; ok {
+			i, ok := w.toolIdx[name]
+			was := 0
+			if ok {
+				was = len(w.tools[i])
+			}
+			if w.toolBytes-was+len(t) > MaxHeaderTools {
+				w.toolsLeft++
+				return
+			}
+			w.toolBytes += len(t) - was
+			if ok {
 				w.tools[i] = bytes.Clone(t)
 				return
 			}
@@ -248,7 +421,13 @@ type Recorded struct {
 func (w *Writer) Call(r Recorded) {
 	if !w.headerDone {
 		w.headerDone = true
-		w.push(appendHeader(nil, w.finalHeader()), true)
+		if w.toolsLeft > 0 {
+			w.log.Warn("the cassette's header leaves tools out: the tools listed are past its bound; verify takes a call of one as of a tool the recording does not list",
+				"kept", len(w.tools), "left_out", w.toolsLeft, "bound_bytes", MaxHeaderTools)
+		}
+		w.push(w.headerLine(), true)
+		// Not needed any more: the header is written.
+		w.tools, w.toolIdx = nil, nil
 	}
 	w.seq++
 	size := int64(len(r.Arguments) + len(r.Result) + len(r.Error) + 256)
@@ -264,23 +443,18 @@ func (w *Writer) Call(r Recorded) {
 	w.push(appendCall(make([]byte, 0, size), &c), false)
 }
 
-func (w *Writer) finalHeader() *Header {
+// headerLine encodes the header, the tools kept written straight into it (joined
+// first, they were one more copy of them all).
+func (w *Writer) headerLine() []byte {
 	h := w.h
-	if len(w.tools) > 0 {
-		var b []byte
-		b = append(b, '[')
-		for i, t := range w.tools {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, t...)
-		}
-		h.Tools = append(b, ']')
-	}
 	if h.RecordedAt.IsZero() {
 		h.RecordedAt = time.Now()
 	}
-	return &h
+	size := 4096 + len(h.Initialize) + len(h.InitializeResult) + len(h.Meta) + len(h.DiscoverResult) + len(h.Tools)
+	if len(w.tools) > 0 {
+		size += w.toolBytes + len(w.tools)
+	}
+	return appendHeader(make([]byte, 0, size), &h, w.tools)
 }
 
 func (w *Writer) full(size int64) bool {
@@ -295,10 +469,7 @@ func (w *Writer) push(line []byte, header bool) {
 		w.mu.Unlock()
 		return
 	}
-	if header {
-		line = append([]byte{0}, line...) // marked for the writer, which keeps it for rotations
-	}
-	w.queue = append(w.queue, line)
+	w.queue = append(w.queue, qline{line, header})
 	w.qbytes += int64(len(line))
 	w.mu.Unlock()
 	select {
@@ -311,13 +482,9 @@ func (w *Writer) push(line []byte, header bool) {
 // not whole JSON).
 func (w *Writer) Dropped() int64 { return w.dropped.Load() }
 
-// Close writes what is queued, the header if no call came, and the end line, and
-// closes the file.
+// Close writes what is queued and the end line, and closes the file. A run with no
+// call has no file.
 func (w *Writer) Close() error {
-	if !w.headerDone {
-		w.headerDone = true
-		w.push(appendHeader(nil, w.finalHeader()), true)
-	}
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
@@ -327,13 +494,20 @@ func (w *Writer) Close() error {
 	}
 	<-w.done
 	end := End{End: true, Calls: w.written.Load(), Dropped: w.dropped.Load()}
-	line := appendEnd(nil, &end)
-	_, err := w.f.Write(line)
-	if err2 := w.f.Close(); err == nil {
-		err = err2
+	var err error
+	if w.f != nil {
+		w.put(appendEnd(nil, &end))
+		err = w.f.Close()
+	}
+	if w.lock != nil {
+		w.lock.Close()
 	}
 	if end.Dropped > 0 {
-		w.log.Warn("the cassette misses calls", "path", w.o.Path, "dropped", end.Dropped)
+		path := w.path
+		if path == "" {
+			path = w.o.Path
+		}
+		w.log.Warn("the cassette misses calls", "path", path, "dropped", end.Dropped)
 	}
 	if err != nil {
 		return fmt.Errorf("close the cassette: %w", err)
@@ -343,7 +517,7 @@ func (w *Writer) Close() error {
 
 func (w *Writer) run() {
 	defer close(w.done)
-	var batch [][]byte
+	var batch []qline
 	for {
 		w.mu.Lock()
 		batch, w.queue = w.queue, batch[:0]
@@ -352,7 +526,7 @@ func (w *Writer) run() {
 		w.mu.Unlock()
 		for i, line := range batch {
 			w.write(line)
-			batch[i] = nil
+			batch[i] = qline{}
 		}
 		if closed && len(batch) == 0 {
 			return
@@ -363,47 +537,79 @@ func (w *Writer) run() {
 	}
 }
 
-// write writes one line, rotating first when it would take the file past MaxBytes.
-func (w *Writer) write(line []byte) {
-	if len(line) > 0 && line[0] == 0 {
-		w.header = line[1:]
-		line = w.header
-	} else {
-		// A call's raw values are checked here, off the host's path: a line that is
-		// not whole JSON would make the cassette unreadable.
-		if !jsonlex.Valid(line[:len(line)-1]) {
-			w.dropped.Add(1)
-			w.log.Warn("a call was not recorded in the cassette: its arguments or result are not whole JSON")
-			return
-		}
-		if w.size > int64(len(w.header)) && w.size+int64(len(line)) > w.o.MaxBytes {
-			w.rotate()
-		}
-	}
-	if _, err := w.f.Write(line); err != nil {
-		w.dropped.Add(1)
-		w.log.Warn("cannot write the cassette", "err", err)
+// write writes one line, starting the file at the first call, and rotating first when
+// the line would take the file past MaxBytes.
+func (w *Writer) write(q qline) {
+	if q.header {
+		w.header = q.b
 		return
 	}
-	w.size += int64(len(line))
-	if line[0] == '{' && !bytes.HasPrefix(line, []byte(`{"bir-cassette"`)) {
-		w.written.Add(1)
+	line := q.b
+	// A call's raw values are checked here, off the host's path: a line that is not
+	// whole JSON would make the cassette unreadable.
+	if !jsonlex.Valid(line[:len(line)-1]) {
+		w.dropped.Add(1)
+		w.log.Warn("a call was not recorded in the cassette: its arguments or result are not whole JSON")
+		return
 	}
+	if w.f == nil && !w.gaveUp {
+		if err := w.start(); err != nil {
+			w.gaveUp = true
+			w.log.Warn("no cassette is recorded", "err", err)
+		}
+	}
+	if w.f == nil {
+		w.dropped.Add(1)
+		return
+	}
+	if w.size > int64(len(w.header)) && w.size+int64(len(line)) > w.o.MaxBytes {
+		w.rotate()
+		if w.f == nil {
+			w.dropped.Add(1)
+			return
+		}
+	}
+	if w.size == 0 && !w.put(w.header) {
+		w.dropped.Add(1)
+		return
+	}
+	if !w.put(line) {
+		w.dropped.Add(1)
+		return
+	}
+	w.written.Add(1)
+}
+
+// put writes one line whole, or nothing: a full disk (or a file size limit) left part
+// of a line, and the cassette read "truncated" at it and nothing after. The file is
+// cut back to its last whole line, and the failure said once (each call of 3,000 was
+// a warning).
+func (w *Writer) put(line []byte) bool {
+	n, err := w.f.Write(line)
+	if err == nil {
+		w.size += int64(n)
+		return true
+	}
+	if n > 0 {
+		w.f.Truncate(w.size)
+	}
+	w.f.Seek(w.size, io.SeekStart)
+	if !w.failed {
+		w.failed = true
+		w.log.Warn("cannot write the cassette: calls that do not fit are not recorded (their count at exit)", "path", w.path, "err", err)
+	}
+	return false
 }
 
 func (w *Writer) rotate() {
-	end := appendEnd(nil, &End{End: true, Calls: w.written.Load(), Dropped: w.dropped.Load()})
-	w.f.Write(end)
+	w.put(appendEnd(nil, &End{End: true, Calls: w.written.Load(), Dropped: w.dropped.Load()}))
 	w.f.Close()
+	w.f = nil
 	w.shift()
 	if err := w.open(); err != nil {
+		w.gaveUp = true
 		w.log.Warn("cannot start a new cassette file", "err", err)
-		// Nothing left to write to: open a null sink so the rest is counted dropped.
-		w.f, _ = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 		return
 	}
 	w.written.Store(0)
-	if _, err := w.f.Write(w.header); err == nil {
-		w.size = int64(len(w.header))
-	}
 }
