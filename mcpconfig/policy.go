@@ -2,9 +2,12 @@ package mcpconfig
 
 import "strings"
 
-// policyFlags are the proxy's tool-policy flags (toolpolicy), which status shows per
-// server; the value-less one is last.
-var policyFlags = []string{"ignore-tool", "allow-tool", "call-timeout", "pin-tools", "call-timeout-reset-on-progress"}
+// policyFlags are the proxy's tool-policy flags (toolpolicy, pins), which status shows
+// per server; the value-less ones are last, from valueless on.
+var policyFlags = []string{"ignore-tool", "allow-tool", "call-timeout", "pin-tools", "call-timeout-reset-on-progress", "read-only"}
+
+// valueless is the index in policyFlags of the first flag that takes no value.
+const valueless = 4
 
 // policyArgs are the tool-policy flags a wrapped entry gives the proxy, each as
 // "--flag value", in order; nil for none or an entry that is not wrapped.
@@ -31,7 +34,7 @@ func (e entry) policyArgs() []string {
 				continue
 			}
 			switch {
-			case j == len(policyFlags)-1:
+			case j >= valueless:
 				out = append(out, "--"+f)
 			case eq:
 				out = append(out, "--"+f+" "+value)

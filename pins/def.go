@@ -25,6 +25,8 @@ type Def struct {
 	Members map[string]string `json:"members"`
 	// Bytes is the definition's size as sent: what it costs the model's context.
 	Bytes int `json:"bytes"`
+	// ReadOnly says its annotations say readOnlyHint: true (--read-only).
+	ReadOnly bool `json:"readOnly,omitempty"`
 	// Raw is the definition as sent, when at most maxRaw bytes: for `pins diff`.
 	Raw string `json:"raw,omitempty"`
 }
@@ -113,6 +115,9 @@ func (r *reader) read(tool []byte) (Def, bool) {
 		ms = append(ms, member{"annotations", nil})
 	}
 	d := Def{Name: jsonlex.StringOf(name), Bytes: len(tool), Members: make(map[string]string, min(len(ms), maxMembers+1))}
+	if len(annotations) > 0 && annotations[0] == '{' {
+		d.ReadOnly = string(jsonlex.Get(annotations, "readOnlyHint")) == "true"
+	}
 	slices.SortFunc(ms, func(a, b member) int { return bytes.Compare([]byte(a.key), []byte(b.key)) })
 	body := sha256.New()
 	var other []byte

@@ -2,12 +2,14 @@ package pins
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // The modes of --pin-tools.
@@ -34,10 +36,11 @@ func ParseMode(s string) (string, error) {
 // says which tools are hidden (Hidden). The store is written off the caller's path, by
 // a goroutine of its own; Close waits for the last write, boundedly.
 type Watcher struct {
-	store  Store
-	server string
-	mode   string
-	log    *slog.Logger
+	store    Store
+	server   string
+	mode     string
+	readOnly bool // --read-only: only tools read-only now and in their pin are shown
+	log      *slog.Logger
 
 	mu       sync.Mutex
 	pinned   map[string]Def
@@ -54,6 +57,7 @@ type Watcher struct {
 	said     int // drift lines written this session (maxDriftLines)
 
 	hidden atomic.Pointer[map[string]bool]
+	shown  atomic.Pointer[map[string]bool] // --read-only: the tools shown
 
 	// The writer: the newest change waits in next; one goroutine writes it.
 	wmu     sync.Mutex
@@ -66,13 +70,19 @@ type Watcher struct {
 // on every call must not flood the host's log.
 const maxDriftLines = 20
 
-// NewWatcher watches server's tool listings in mode (not ModeOff).
-func NewWatcher(store Store, server, mode string, log *slog.Logger) *Watcher {
+// NewWatcher watches server's tool listings in mode. readOnly is --read-only: then
+// only the tools annotated readOnlyHint true now and in their pin (when pinned) are
+// shown and callable (Hidden). In ModeOff (with readOnly) nothing is pinned or written.
+func NewWatcher(store Store, server, mode string, readOnly bool, log *slog.Logger) *Watcher {
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Watcher{store: store, server: server, mode: mode, log: log, warned: map[string]bool{}, r: newReader()}
-	w.reload()
+	w := &Watcher{store: store, server: server, mode: mode, readOnly: readOnly, log: log, warned: map[string]bool{}, r: newReader()}
+	if mode == ModeOff {
+		w.pinned, w.have = map[string]Def{}, true // nothing pinned, nothing to pin
+	} else {
+		w.reload()
+	}
 	return w
 }
 
@@ -112,7 +122,9 @@ func (w *Watcher) reload() {
 func (w *Watcher) Listed(result []byte, first bool) []Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.reload()
+	if w.mode != ModeOff {
+		w.reload()
+	}
 	if first || !w.started && len(w.listing) == 0 {
 		if len(w.listing) > 0 {
 			w.pinning = false // a listing after the first is compared, not pinned
@@ -162,12 +174,24 @@ func (w *Watcher) Listed(result []byte, first bool) []Status {
 	}
 	st := Compare(w.pinned, w.listing, complete)
 	hidden := map[string]bool{}
+	if w.readOnly {
+		// Shown only when read-only now and, pinned, in its pin: the hint is the
+		// server's word, and the pin keeps it to its word (docs/pins.md).
+		for _, d := range w.listing {
+			p, pinned := w.pinned[d.Name]
+			if !d.ReadOnly || pinned && !p.ReadOnly {
+				hidden[d.Name] = true
+			}
+		}
+	}
 	changedSeen := false
 	for _, s := range st {
-		if !s.Drifted() {
+		if !s.Drifted() || w.mode == ModeOff {
 			continue
 		}
-		hidden[s.Name] = true
+		if w.mode == ModeBlock {
+			hidden[s.Name] = true
+		}
 		changedSeen = true
 		if !w.warned[s.Name] {
 			w.warned[s.Name] = true
@@ -180,8 +204,15 @@ func (w *Watcher) Listed(result []byte, first bool) []Status {
 			}
 		}
 	}
+	shown := map[string]bool{}
+	for _, d := range w.listing {
+		if !hidden[d.Name] {
+			shown[d.Name] = true
+		}
+	}
 	w.hidden.Store(&hidden)
-	if changedSeen || complete {
+	w.shown.Store(&shown)
+	if w.mode != ModeOff && (changedSeen || complete) {
 		listed, at := append([]Def(nil), w.listing...), time.Now().UTC()
 		w.write(func(f *File) bool {
 			f.Seen = &Listing{At: at, Complete: complete, Tools: listed}
@@ -209,14 +240,55 @@ func (w *Watcher) say(s Status) {
 	w.log.Warn(what, args...)
 }
 
-// Hidden says the tool named name drifted (block mode hides it and refuses its calls).
+// Hidden says the tool named name is hidden from the host, its calls refused: in
+// block mode a drifted tool; under --read-only any tool not shown, one never listed
+// included.
 func (w *Watcher) Hidden(name string) bool {
+	if w.readOnly {
+		s := w.shown.Load()
+		return s == nil || !(*s)[name]
+	}
 	if w.mode != ModeBlock {
 		return false
 	}
 	h := w.hidden.Load()
 	return h != nil && (*h)[name]
 }
+
+// HiddenWhy is the message of the refusal of a call of a hidden tool: what hid it,
+// and the command that would show it again.
+func (w *Watcher) HiddenWhy(name string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.hidden.Load(); h != nil && (*h)[name] && w.mode == ModeBlock {
+		if _, pinned := w.pinned[name]; pinned {
+			return fmt.Sprintf("bir-proxy: tool %q changed since it was pinned, and is held back until approved: bir-proxy pins diff %s %s; bir-proxy pins approve %s %s",
+				clipName(name), w.server, clipName(name), w.server, clipName(name))
+		}
+		return fmt.Sprintf("bir-proxy: tool %q is new since the server's tools were pinned, and is held back until approved: bir-proxy pins approve %s %s",
+			clipName(name), w.server, clipName(name))
+	}
+	if w.readOnly {
+		return fmt.Sprintf("bir-proxy: tool %q is not read-only (--read-only shows only tools annotated readOnlyHint: true, now and in their pin)", clipName(name))
+	}
+	return ""
+}
+
+// clipName bounds a tool name a message repeats.
+func clipName(s string) string {
+	if len(s) <= 200 {
+		return s
+	}
+	cut := 200
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// Enforces says the watcher hides tools (block mode, --read-only): it must see each
+// listing on the server's pump, before the answer is cut and forwarded.
+func (w *Watcher) Enforces() bool { return w.readOnly || w.mode == ModeBlock }
 
 // write hands a change to the writer goroutine: only the newest waiting change is
 // kept (each holds the whole listing), and none waits on the disk.

@@ -31,7 +31,7 @@ func (s *syncBuf) String() string {
 }
 
 func watcher(store Store, mode string, log *syncBuf) *Watcher {
-	return NewWatcher(store, "srv", mode, slog.New(slog.NewTextHandler(log, nil)))
+	return NewWatcher(store, "srv", mode, false, slog.New(slog.NewTextHandler(log, nil)))
 }
 
 const (

@@ -100,6 +100,8 @@ type lateRef struct {
 type hostNum struct {
 	v  float64
 	ok bool
+	// paged: a tools/list asking for a page after the first (pl.lists only).
+	paged bool
 }
 
 // numOf is the hostNum of the host's id raw: only a number literal is one.
@@ -108,7 +110,7 @@ func numOf(raw []byte) hostNum {
 		return hostNum{}
 	}
 	v, ok := jsonlex.JSNumber(raw)
-	return hostNum{v, ok}
+	return hostNum{v: v, ok: ok}
 }
 
 // lateCall is a call answered at its deadline: the IDKey of its progress token
@@ -180,7 +182,7 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 			var nameLit []byte
 			if hidden, nameLit = r.hiddenCall(msg, o); hidden {
 				if o.ID.End != 0 {
-					pl.refused = append(pl.refused, toolpolicy.UnknownTool(msg[o.ID.Start:o.ID.End], nameLit))
+					pl.refused = append(pl.refused, pl.p.Refusal(msg[o.ID.Start:o.ID.End], nameLit))
 				}
 			} else if o.ID.End != 0 && pl.holding.Load() > 0 && r.holdIfLate(msg, o) {
 				hidden = true // held: cut out of what goes now
@@ -190,7 +192,7 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 		case o.ID.End != 0 && pl.holding.Load() > 0 && r.holdIfLate(msg, o):
 			hidden = true
 		case o.ID.End != 0 && pl.p.Filters() && isMethod(msg, o, "tools/list"):
-			r.noteList(msg[o.ID.Start:o.ID.End])
+			r.noteList(msg[o.ID.Start:o.ID.End], jsonlex.Get(o.Fields(msg).Params, "cursor") != nil)
 		case o.ID.End == 0 && pl.holding.Load() > 0 && isMethod(msg, o, "notifications/cancelled"):
 			r.cancelHeld(jsonlex.Get(o.Fields(msg).Params, "requestId"))
 		}
@@ -225,8 +227,9 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 	return out, false
 }
 
-// noteList notes the host's tools/list of the raw id as in flight.
-func (r *Relay) noteList(raw []byte) {
+// noteList notes the host's tools/list of the raw id as in flight; paged says it
+// asked for a page after the first (a cursor).
+func (r *Relay) noteList(raw []byte, paged bool) {
 	pl := r.pol
 	pl.mu.Lock()
 	if len(pl.lists) >= pl.sweepAt {
@@ -240,6 +243,7 @@ func (r *Relay) noteList(raw []byte) {
 	k := jsonlex.IDKey(raw)
 	pl.listDone(k) // a list of the same id again: counted once
 	n := numOf(raw)
+	n.paged = paged
 	pl.lists[k] = n
 	if n.ok {
 		pl.listNums[n.v]++
@@ -380,7 +384,7 @@ func (r *Relay) sendHeld(hs []*heldReq) {
 			case isMethod(h.msg, o, "tools/call") && pl.p.CallTimeout > 0:
 				r.startDeadline(h.msg, o)
 			case pl.p.Filters() && isMethod(h.msg, o, "tools/list"):
-				r.noteList(h.id)
+				r.noteList(h.id, jsonlex.Get(o.Fields(h.msg).Params, "cursor") != nil)
 			}
 		}
 		if r.endedWhy != "" {
@@ -702,8 +706,11 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 				d.timer.Stop()
 				pl.forget(d)
 			}
-			if _, ok := pl.lists[k]; ok {
+			if n, ok := pl.lists[k]; ok {
 				pl.listDone(k)
+				if pl.p.Listed != nil {
+					pl.p.Listed(f.Result, !n.paged)
+				}
 				pl.up.cuts = pl.p.ToolCuts(msg, o.Span, pl.up.cuts)
 			} else if num.ok && pl.listNums[num.v] > 0 {
 				// An id a TypeScript SDK host takes for the list's number ("1",

@@ -13,7 +13,7 @@ import (
 func TestLateOrderBounded(t *testing.T) {
 	pl := newPolicy(&toolpolicy.Policy{CallTimeout: 1})
 	for i := range 10000 {
-		pl.addLate(strconv.Itoa(i), "t"+strconv.Itoa(i), hostNum{float64(i), true}, hostNum{float64(i), true})
+		pl.addLate(strconv.Itoa(i), "t"+strconv.Itoa(i), hostNum{v: float64(i), ok: true}, hostNum{v: float64(i), ok: true})
 	}
 	if len(pl.late) != lateMax || len(pl.lateTokens) != lateMax || len(pl.lateNums) != lateMax || len(pl.lateTokNums) != lateMax {
 		t.Fatalf("%d late, %d tokens, %d numbers, %d token numbers", len(pl.late), len(pl.lateTokens), len(pl.lateNums), len(pl.lateTokNums))

@@ -33,6 +33,21 @@ type Policy struct {
 	// ResetOnProgress says a progress notification for a call starts its deadline
 	// again.
 	ResetOnProgress bool
+
+	// The seam for what decides about tools beyond the patterns (the tool pins'
+	// block mode and --read-only, docs/pins.md), as documented fields, like
+	// httputil.ReverseProxy's hooks:
+	//
+	// Listed, when set, is told each answer to a host's tools/list before it is cut
+	// and forwarded, on the server's pump: its result (a view, valid during the call)
+	// and whether the request began a listing (no cursor). It must not wait.
+	Listed func(result []byte, first bool)
+	// Hide, when set, hides a tool as the patterns do: cut from tools/list answers
+	// (asked after Listed saw the answer), its calls refused. It must not wait.
+	// HideWhy, when set, is the message of the refusal of a call Hide hid ("": the
+	// patterns' Unknown tool).
+	Hide    func(name string) bool
+	HideWhy func(name string) string
 }
 
 // maxPattern bounds a pattern's length: matching is linear in it per name.
@@ -60,7 +75,9 @@ func (p *Policy) Check() error {
 }
 
 // Filters says whether p hides any tool.
-func (p *Policy) Filters() bool { return p != nil && (len(p.Ignore) > 0 || len(p.Allow) > 0) }
+func (p *Policy) Filters() bool {
+	return p != nil && (len(p.Ignore) > 0 || len(p.Allow) > 0 || p.Hide != nil)
+}
 
 // Active says whether p changes anything at all.
 func (p *Policy) Active() bool { return p != nil && (p.Filters() || p.CallTimeout > 0) }
@@ -69,6 +86,9 @@ func (p *Policy) Active() bool { return p != nil && (p.Filters() || p.CallTimeou
 func (p *Policy) Hidden(name string) bool {
 	if p == nil {
 		return false
+	}
+	if p.Hide != nil && p.Hide(name) {
+		return true
 	}
 	for _, pat := range p.Ignore {
 		if Match(pat, name) {
@@ -84,6 +104,19 @@ func (p *Policy) Hidden(name string) bool {
 		}
 	}
 	return true
+}
+
+// Refusal is the answer to the request of the raw id, a tools/call of the hidden tool
+// whose name literal is nameLit: UnknownTool's, or HideWhy's when it says why.
+func (p *Policy) Refusal(id, nameLit []byte) []byte {
+	if p.HideWhy != nil && p.Hide != nil {
+		if name, ok := jsonlex.DecodeString(nameLit); ok && p.Hide(name) {
+			if why := p.HideWhy(name); why != "" {
+				return jsonlex.ErrorResponse(id, CodeUnknownTool, why)
+			}
+		}
+	}
+	return UnknownTool(id, nameLit)
 }
 
 // HiddenLit is Hidden of a JSON string literal (quotes included); a value that is

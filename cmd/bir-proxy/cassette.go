@@ -76,6 +76,9 @@ func (c *configCmd) entryFlags(name string) []string {
 	if c.pinTools != "" {
 		out = append(out, "--pin-tools", c.pinTools)
 	}
+	if c.readOnly {
+		out = append(out, "--read-only")
+	}
 	return out
 }
 

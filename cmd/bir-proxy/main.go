@@ -80,6 +80,7 @@ type proxyFlags struct {
 	otlp           *otlpFlags
 	cassette       *cassetteFlags
 	pinTools       string // --pin-tools, BIR_PIN_TOOLS (pins.go)
+	readOnly       bool   // --read-only (pins.go)
 }
 
 // repeated is a flag that may be given many times.
@@ -113,7 +114,7 @@ func defineProxyFlags(fs *flag.FlagSet) *proxyFlags {
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", upstream.DefaultConnectTimeout, "with --url: how long to wait for a connection to the server")
 	f.oauth = defineOAuthFlags(fs, true)
 	f.policy = definePolicyFlags(fs)
-	definePinFlag(fs, &f.pinTools)
+	definePinFlags(fs, &f.pinTools, &f.readOnly)
 	f.otlp = defineOTLPFlags(fs)
 	f.cassette = defineCassetteFlags(fs)
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")

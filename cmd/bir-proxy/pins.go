@@ -8,6 +8,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/intercept"
+	"github.com/bir-dev/bir-proxy/toolpolicy"
+
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/pinscmd"
 	"github.com/bir-dev/bir-proxy/internal/statedir"
 	"github.com/bir-dev/bir-proxy/pins"
@@ -28,9 +31,10 @@ func runPins(_ context.Context, c *cli, args []string) int {
 	return pinscmd.Run(pinscmd.Options{Stdout: c.stdout, Stderr: c.stderr, Store: pins.Open(state), JSON: *opts.(*bool), Args: names})
 }
 
-// definePinFlag defines --pin-tools on fs (the proxy's, and wrap's).
-func definePinFlag(fs *flag.FlagSet, mode *string) {
+// definePinFlags defines --pin-tools and --read-only on fs (the proxy's, and wrap's).
+func definePinFlags(fs *flag.FlagSet, mode *string, readOnly *bool) {
 	fs.StringVar(mode, "pin-tools", "", "pin each tool on first sight and say when a server changes one: `MODE` warn, block (hide and refuse a changed tool until bir-proxy pins approve) or off (env BIR_PIN_TOOLS; default warn)")
+	fs.BoolVar(readOnly, "read-only", false, "show the host only the tools annotated readOnlyHint: true, now and in their pin, and refuse the others' calls (docs/pins.md)")
 }
 
 // checkPinMode settles --pin-tools: the flag, else BIR_PIN_TOOLS, else warn.
@@ -48,17 +52,40 @@ func checkPinMode(mode *string) error {
 }
 
 // pinWatcher is the proxy's watcher of its server's tool lists, or nil: with
-// --pin-tools off, and under BIR_OFF (a pure pipe writes nothing).
+// --pin-tools off (unless --read-only), and under BIR_OFF (a pure pipe writes
+// nothing: pins are off, --read-only still holds).
 func (f *proxyFlags) pinWatcher(off bool, logger *slog.Logger) *pins.Watcher {
-	if off || f.pinTools == pins.ModeOff {
+	mode := f.pinTools
+	if off {
+		mode = pins.ModeOff
+	}
+	if mode == pins.ModeOff && !f.readOnly {
 		return nil
 	}
 	state, err := statedir.Dir()
-	if err != nil {
+	if err != nil && mode != pins.ModeOff {
 		logger.Warn("tool pins are off", "err", err)
-		return nil
+		if !f.readOnly {
+			return nil
+		}
+		mode = pins.ModeOff
 	}
-	return pins.NewWatcher(pins.Open(state), f.server, f.pinTools, logger)
+	return pins.NewWatcher(pins.Open(state), f.server, mode, f.readOnly, logger)
+}
+
+// plugPins plugs the watcher in: where it hides tools (block mode, --read-only), into
+// the tool policy, which shows it each tools/list answer on the server's pump before
+// the cut; in warn mode into bookkeeping, off the host's path.
+func plugPins(w *pins.Watcher, p *toolpolicy.Policy, ic *intercept.Options) {
+	if w == nil {
+		return
+	}
+	listed := func(result []byte, first bool) { w.Listed(result, first) }
+	if w.Enforces() {
+		p.Listed, p.Hide, p.HideWhy = listed, w.Hidden, w.HiddenWhy
+		return
+	}
+	ic.ToolsListed = listed
 }
 
 // closePins waits for the watcher's last write, boundedly.

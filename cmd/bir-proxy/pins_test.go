@@ -203,3 +203,116 @@ func TestPinsApproveAndDiff(t *testing.T) {
 		}
 	}
 }
+
+// pinProxy starts a proxy in front of the raw fixture answering tools/list from
+// pages (its lines recorded in record), and runs the handshake.
+func pinProxy(t *testing.T, state, pages string, extra ...string) (s *session, record string) {
+	t.Helper()
+	raw := testutil.Build(t, "./testdata/rawserver")
+	dir := t.TempDir()
+	file, record := filepath.Join(dir, "pages.json"), filepath.Join(dir, "record")
+	if err := os.WriteFile(file, []byte(pages), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--server", "pinned"}, extra...)
+	args = append(args, "--", raw, "--reply", "--tools-pages", file, "--record", record)
+	s = startProxyIn(t, t.TempDir(), []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL=", "BIR_PIN_TOOLS="}, args...)
+	s.Send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	s.recv()
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return s, record
+}
+
+// listNames lists the tools the host is shown, every page, under request ids from id.
+func listNames(t *testing.T, s *session, id int) []string {
+	t.Helper()
+	var names []string
+	cursor := ""
+	for {
+		params := `{}`
+		if cursor != "" {
+			params = fmt.Sprintf(`{"cursor":%q}`, cursor)
+		}
+		s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list","params":%s}`, id, params))
+		id++
+		var a struct {
+			Result struct {
+				Tools []struct {
+					Name string `json:"name"`
+				} `json:"tools"`
+				NextCursor string `json:"nextCursor"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(s.recv()), &a); err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range a.Result.Tools {
+			names = append(names, tl.Name)
+		}
+		if cursor = a.Result.NextCursor; cursor == "" {
+			return names
+		}
+	}
+}
+
+// TestPinsBlockHidesAndRefuses: in block mode drifted tools are cut from every page
+// and their calls refused by the proxy, naming the command that approves them (the
+// server's log shows they never reached it); an approval from another process is
+// honoured at the proxy's next tools/list, with no restart.
+func TestPinsBlockHidesAndRefuses(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	pinSession(t, state, pinsV1)
+	pinSession(t, state, pinsV2) // records what was seen, for approve
+	s, record := pinProxy(t, state, pinsV2, "--pin-tools", "block")
+	if got := strings.Join(listNames(t, s, 1), ","); got != "wipe" {
+		t.Errorf("block mode shows %q, want only the unchanged wipe", got)
+	}
+	s.Send(`{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"read","arguments":{}}}`)
+	if got := s.recv(); !strings.Contains(got, `"id":50,"error"`) || !strings.Contains(got, "bir-proxy pins approve pinned read") {
+		t.Errorf("the call of a changed tool got %s", got)
+	}
+	cmd := exec.Command(testutil.Build(t, "./cmd/bir-proxy"), "pins", "approve", "pinned", "read")
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pins approve: %v\n%s", err, out)
+	}
+	if got := strings.Join(listNames(t, s, 10), ","); got != "read,wipe" {
+		t.Errorf("after approving read, the host is shown %q", got)
+	}
+	s.Send(`{"jsonrpc":"2.0","id":51,"method":"tools/call","params":{"name":"read","arguments":{}}}`)
+	if got := s.recv(); !strings.Contains(got, `"id":51,"result"`) {
+		t.Errorf("the call of an approved tool got %s", got)
+	}
+	s.end()
+	data, _ := os.ReadFile(record)
+	if n := strings.Count(string(data), `"method":"tools/call"`); n != 1 {
+		t.Errorf("the server got %d calls, want only the approved one:\n%s", n, data)
+	}
+}
+
+// TestPinsReadOnly: --read-only shows only tools annotated readOnlyHint true, now and
+// in their pin: a pinned read-only tool whose hint flips is hidden even in warn mode,
+// and its call refused.
+func TestPinsReadOnly(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	s, _ := pinProxy(t, state, pinsV1, "--read-only")
+	if got := strings.Join(listNames(t, s, 1), ","); got != "flag" {
+		t.Errorf("--read-only shows %q, want only flag (readOnlyHint true)", got)
+	}
+	s.end()
+	s, record := pinProxy(t, state, pinsV2, "--read-only")
+	if got := strings.Join(listNames(t, s, 1), ","); got != "" {
+		t.Errorf("--read-only after flag's hint flipped shows %q, want nothing", got)
+	}
+	s.Send(`{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"flag","arguments":{}}}`)
+	if got := s.recv(); !strings.Contains(got, `"id":50,"error"`) || !strings.Contains(got, "not read-only") {
+		t.Errorf("the call of a tool no longer read-only got %s", got)
+	}
+	s.end()
+	data, _ := os.ReadFile(record)
+	if strings.Contains(string(data), `"method":"tools/call"`) {
+		t.Errorf("a refused call reached the server:\n%s", data)
+	}
+}

@@ -141,10 +141,7 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 	cas := f.cassette.open(f, off(), logger)
 	f.cassette.options(&icOpts, cas)
 	pinned := f.pinWatcher(off(), logger)
-	if pinned != nil {
-		// Warn mode's comparison runs on bookkeeping's goroutine, off the host's path.
-		icOpts.ToolsListed = func(result []byte, first bool) { pinned.Listed(result, first) }
-	}
+	plugPins(pinned, f.policy, &icOpts)
 	ic := intercept.New(icOpts)
 	// Replay (SPEC §4) only with a recorder: not under BIR_OFF, not with the journal.
 	var icpt relay.Interceptor = ic

@@ -35,6 +35,7 @@ type configCmd struct {
 	names     []string
 	cassettes string // wrap --cassette DIR (cassette.go)
 	pinTools  string // wrap --pin-tools MODE (pins.go)
+	readOnly  bool   // wrap --read-only
 }
 
 func defineConfigFlags(fs *flag.FlagSet, verb string) *configCmd {
@@ -47,7 +48,7 @@ func defineConfigFlags(fs *flag.FlagSet, verb string) *configCmd {
 	if verb == "wrap" {
 		fs.StringVar(&c.proxyPath, "proxy-path", "", "the bir-proxy the host should run (default: this executable's absolute path; bir-proxy from PATH in a file git shares)")
 		defineWrapCassette(fs, c)
-		definePinFlag(fs, &c.pinTools)
+		definePinFlags(fs, &c.pinTools, &c.readOnly)
 	}
 	if verb == "unwrap" {
 		fs.BoolVar(&c.restore, "restore", false, "list the backups of the config files; with an ID, put that version back")
