@@ -182,6 +182,7 @@ func (t *tracker) openRound(c *call, ri resultInfo, result []byte, at time.Time)
 	if l.rounds == nil {
 		l.rounds = make(map[string]*call)
 	}
+	c.sentBytes = int64(len(result)) // what the report says if the call ends here
 	if len(result) <= maxRoundResult {
 		c.roundResult = bytes.Clone(result)
 	} else {
@@ -271,7 +272,7 @@ func (t *tracker) join(params []byte, tool, fingerprint string) *call {
 	if l.empty() {
 		l.order, l.bytes = nil, 0
 	}
-	c.roundResult = nil
+	c.roundResult, c.sentBytes = nil, 0
 	c.rounds++
 	// Counted once: the retry's own awaiting (the host path counted it) is the call's.
 	t.interested.Add(-1)
@@ -391,6 +392,7 @@ func (t *tracker) taskState(c *call, task []byte, at time.Time) {
 			// saw the failure need not ask for (the official SDK 1.x does not): the
 			// call ends here, with the task's statusMessage as its error.
 			rpcErr = failedTask(msg)
+			c.sentBytes = -1 // no error came: the report has no size of one
 		}
 		t.endLater(c, at, report.OutcomeRPCError, nil, rpcErr)
 	case c.task2025:

@@ -104,6 +104,16 @@ func (sc *scratch) buildStep(c *call, endedAt time.Time, outcome string, result,
 	if c.rounds > 0 {
 		st.Rounds = c.rounds + 1
 	}
+	switch {
+	case c.res != nil:
+		st.ResultBytes = c.res.ResultBytes() // counted as it streamed past
+	case c.sentBytes != 0:
+		st.ResultBytes = max(c.sentBytes, 0)
+	case rpcErr != nil:
+		st.ResultBytes = int64(len(rpcErr))
+	case result != nil:
+		st.ResultBytes = int64(len(result))
+	}
 	avail := capBytes - fixedSize(c) - len(st.Args)
 	if rpcErr != nil {
 		st.Error, _ = sc.errRed.Report(rpcErr, max(avail/4, minPart))

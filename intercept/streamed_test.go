@@ -49,9 +49,11 @@ type fakeResult struct {
 	err          json.RawMessage
 	rep          string
 	holds        int64
+	size         int64
 }
 
-func (f fakeResult) Holds() int64 { return f.holds }
+func (f fakeResult) Holds() int64       { return f.holds }
+func (f fakeResult) ResultBytes() int64 { return f.size }
 
 func (f fakeResult) Kind() (bool, bool)     { return f.input, f.isErr }
 func (f fakeResult) Error() json.RawMessage { return f.err }

@@ -93,6 +93,11 @@ type call struct {
 	// res is what its result was reduced to, when the answer streamed to the host:
 	// the report's result is taken from it.
 	res relay.StreamedResult
+	// sentBytes, when not 0, is the report's resultBytes where the value the call
+	// ends with is not the server's as sent: a round's input_required result kept as
+	// a stand-in (over 1 MiB), or -1 for an error the proxy made up (a failed task
+	// that gave none). Else the size is the ending value's.
+	sentBytes int64
 }
 
 func newTracker(sink report.Sink, cap int, interested *atomic.Int64, log *slog.Logger) *tracker {

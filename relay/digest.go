@@ -25,6 +25,9 @@ type digest struct {
 	once      sync.Once
 	missed    bool  // the worker's: a piece was dropped
 	fed       int64 // the pump's: the bytes it took of the values (what they may keep)
+	// given is the pump's: every byte it was given, those dropped too (readable by
+	// the worker once the end is handed over: the size of what passed).
+	given int64
 }
 
 // digestWorker is what a digest's goroutine feeds.
@@ -55,6 +58,7 @@ func (d *digest) start(w digestWorker, queued *atomic.Int64, limit int64) {
 
 // add queues the next piece of the value; begin starts a new value. It never waits.
 func (d *digest) add(p []byte, begin bool) {
+	d.given += int64(len(p))
 	if d.behind {
 		return
 	}

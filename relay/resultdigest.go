@@ -23,6 +23,12 @@ type StreamedResult interface {
 	// Report is the result redacted and clipped to budget, as redact.Report gives
 	// it; nil when the answer had no result.
 	Report(budget int) (json.RawMessage, bool)
+	// ResultBytes is the size of the answer's result as it passed (of its error,
+	// when it has one: the call is then an rpc_error), counted as the bytes went by;
+	// 0 when it had neither. When bookkeeping fell behind and the rest was not read,
+	// it counts every byte of the message from where that stopped: an over-count by
+	// the members after the value, a few bytes.
+	ResultBytes() int64
 	// Holds is about the most it keeps (StreamedResultHolds, or the bytes it was
 	// given when fewer): for the goroutine that streamed the answer, once it passed.
 	Holds() int64
@@ -66,6 +72,7 @@ type resultDigest struct {
 	red     redact.Reducer // the result
 	n       int64          // the message's bytes read
 	res     bool           // a result came
+	resN    int64          // its size
 	errv    []byte         // the error, when one came and fits
 	errN    int64          // its size
 	anyErr  bool
@@ -107,15 +114,32 @@ func (d *resultDigest) tap(b []byte, begin, isErr bool) {
 		return
 	}
 	if begin {
-		d.res = true
+		d.res, d.resN = true, 0
 		d.red.Reset()
 		d.kind.Reset()
 	}
+	d.resN += int64(len(b))
 	d.red.Write(b)
 	d.kind.Write(b)
 }
 
 func (d *resultDigest) Holds() int64 { return min(d.fed, StreamedResultHolds) }
+
+func (d *resultDigest) ResultBytes() int64 {
+	<-d.done
+	var n int64
+	switch {
+	case d.anyErr:
+		n = d.errN
+	case d.res:
+		n = d.resN
+	}
+	if d.missed {
+		// The rest of the message went by unread: it is counted as the value's.
+		n += d.given - d.n
+	}
+	return n
+}
 
 func (d *resultDigest) Kind() (inputRequired, isError bool) {
 	<-d.done

@@ -47,6 +47,13 @@ func sameAsWhole(t testing.TB, msg []byte, d *resultDigest, budget int) {
 	if e := d.Error(); len(f.Error) <= maxErrorKept && !bytes.Equal(e, f.Error) {
 		t.Fatalf("error %.200q, whole %.200q", e, f.Error)
 	}
+	wantN := len(f.Result)
+	if f.Error != nil {
+		wantN = len(f.Error) // the call is an rpc_error: its error is what came back
+	}
+	if n := d.ResultBytes(); n != int64(wantN) {
+		t.Fatalf("result bytes %d, whole %d of %.200q", n, wantN, msg)
+	}
 	gr, gc := d.Report(budget)
 	if f.Result == nil {
 		if gr != nil {
@@ -98,8 +105,13 @@ func TestResultDigestIsTheWholeAnswer(t *testing.T) {
 func TestResultDigestThatFellBehindSaysSo(t *testing.T) {
 	var queued atomic.Int64
 	queued.Store(maxResultsQueued - 10) // other answers waiting
-	d := digestOf([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"`+strings.Repeat("x", 100)+`"}]}}`), 50, &queued)
+	msg := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 100) + `"}]}}`)
+	d := digestOf(msg, 50, &queued)
 	r, clipped := d.Report(4096)
+	// Nothing of it was read: its size is every byte that passed unread.
+	if n := d.ResultBytes(); n != int64(len(msg)) {
+		t.Fatalf("result bytes %d of an answer that went by unread, want the %d that passed", n, len(msg))
+	}
 	if !clipped || !bytes.Contains(r, []byte("not recorded")) {
 		t.Fatalf("report %s (clipped %v), want one saying the result was not recorded", r, clipped)
 	}

@@ -81,8 +81,8 @@ func (c *collected) Submit(st report.Step) {
 	if st.CallID != nil {
 		id = *st.CallID
 	}
-	s := fmt.Sprintf("tool=%s call=%s args=%s fp=%s argsClipped=%v outcome=%s result=%s clipped=%v error=%s",
-		st.Tool, id, st.Args, st.ArgsFingerprint, st.ArgsClipped, st.Outcome, st.Result, st.ResultClipped, st.Error)
+	s := fmt.Sprintf("tool=%s call=%s args=%s fp=%s argsClipped=%v outcome=%s result=%s clipped=%v error=%s resultBytes=%d",
+		st.Tool, id, st.Args, st.ArgsFingerprint, st.ArgsClipped, st.Outcome, st.Result, st.ResultClipped, st.Error, st.ResultBytes)
 	c.mu.Lock()
 	c.steps = append(c.steps, s)
 	c.mu.Unlock()

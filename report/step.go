@@ -39,6 +39,11 @@ type Step struct {
 	Result        json.RawMessage `json:"result,omitempty"`
 	ResultClipped bool            `json:"resultClipped"`
 	Error         json.RawMessage `json:"error,omitempty"`
+	// ResultBytes is the length in bytes of the answer's "result" value (or, for an
+	// rpc_error, of its "error" value) as the server sent it, before redaction or any
+	// clip: what the call cost the host's context, which Result, cut to fit the
+	// report, does not show. 0 (left out) when no answer of the server's ended the call.
+	ResultBytes int64 `json:"resultBytes,omitempty"`
 
 	DispatchID *string `json:"dispatchId"`
 
@@ -99,6 +104,10 @@ func (s *Step) AppendJSON(b []byte) []byte {
 	if len(s.Error) > 0 {
 		b = append(b, `,"error":`...)
 		b = appendRaw(b, s.Error, false, s.RawChecked)
+	}
+	if s.ResultBytes != 0 {
+		b = append(b, `,"resultBytes":`...)
+		b = strconv.AppendInt(b, s.ResultBytes, 10)
 	}
 	b = append(b, `,"dispatchId":`...)
 	b = appendOptString(b, s.DispatchID)

@@ -28,6 +28,9 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 			s.CallID = &id
 		}
 		if r.IntN(2) == 0 {
+			s.ResultBytes = r.Int64N(1 << 40)
+		}
+		if r.IntN(2) == 0 {
 			s.Rounds, s.TaskID, s.TaskStatus = r.IntN(3), pick(strs), pick(strs)
 		}
 		got := s.AppendJSON(nil)

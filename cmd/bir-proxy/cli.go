@@ -73,12 +73,14 @@ entry's bir-proxy does not run.`,
 			run:   runStatus,
 		},
 		{
-			name: "log", synopsis: "[flags]  |  log --show ID",
+			name: "log", synopsis: "[flags]  |  log --show ID  |  log --stats [--json]",
 			summary: "what was recorded: the journal and reports still waiting",
 			about: `Prints the calls bir-proxy recorded: the journal (reports written when no
 recorder is configured) and the reports waiting in the spool for a recorder
 that was not reachable. --show prints one call in full; its ID is in the
-table's first column.`,
+table's first column. --stats sums them per server and tool (calls, errors,
+durations, result sizes), most costly first: by total result bytes sent to
+the host, then by calls × median duration.`,
 			flags: func(fs *flag.FlagSet) any { return defineLogFlags(fs) },
 			run:   runLog,
 		},

@@ -422,3 +422,89 @@ func TestLogShowsWaitingReports(t *testing.T) {
 		t.Errorf("--server nosuch: %d %q %q", code, out, errOut)
 	}
 }
+
+// TestLogStatsOfAJournal: a scripted session against rawserver in journal mode (no
+// recorder), with results of known sizes, some long enough to stream to the host; then
+// `bir-proxy log --stats --json` gives per server and tool the calls, errors and the
+// result sizes as the server sent them (not the clipped results the reports keep).
+func TestLogStatsOfAJournal(t *testing.T) {
+	t.Parallel()
+	raw := testutil.Build(t, "./testdata/rawserver")
+	bin := testutil.Build(t, "./cmd/bir-proxy")
+	state := t.TempDir()
+	env := []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL="}
+	call := func(id int, tool string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{}}}`, id, tool)
+	}
+	// 300,000 bytes of text: past the stream threshold, so the answer is reduced as it
+	// streams to the host and the report keeps a clip of it.
+	const bigText, smallText = 300_000, 100
+	textResult := func(n int) int64 {
+		return int64(len(`{"content":[{"type":"text","text":"`) + n + len(`"}],"isError":false}`))
+	}
+	failResult := int64(len(`{"content":[{"type":"text","text":"fail tool failed as asked"}],"isError":true}`))
+	rpcError := int64(len(`{"code":-32000,"message":"rpc_error tool failed as asked"}`))
+
+	big := startProxyIn(t, t.TempDir(), env, "--server", "big", "--", raw, "--reply", "--reply-size", fmt.Sprint(bigText))
+	for i, tool := range []string{"echo", "fail", "echo", "rpc_error", "echo"} {
+		big.Send(call(i+1, tool))
+		if got := big.recv(); !strings.Contains(got, fmt.Sprintf(`"id":%d`, i+1)) {
+			t.Fatalf("answer %d: %.200s", i+1, got)
+		}
+	}
+	big.end()
+	small := startProxyIn(t, t.TempDir(), env, "--server", "small", "--", raw, "--reply", "--reply-size", fmt.Sprint(smallText))
+	small.Send(call(1, "echo"), call(2, "echo"))
+	small.recv()
+	small.recv()
+	small.end()
+
+	ctx, cancel := context.WithTimeout(t.Context(), testutil.Guard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "log", "--stats", "--json")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("log --stats --json: %v\n%s", err, stderr.String())
+	}
+	var doc struct {
+		Tools []struct {
+			Server, Tool                                           string
+			Calls, Errors, ResultBytesP50, ResultBytesMax, Trimmed int64
+			P50Ms, P95Ms                                           float64
+		}
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout.String())
+	}
+	type figures struct{ calls, errors, p50, max int64 }
+	want := map[string]figures{
+		"big/echo":      {3, 0, textResult(bigText), textResult(bigText)},
+		"big/fail":      {1, 1, failResult, failResult},
+		"big/rpc_error": {1, 1, rpcError, rpcError},
+		"small/echo":    {2, 0, textResult(smallText), textResult(smallText)},
+	}
+	if len(doc.Tools) != len(want) {
+		t.Fatalf("%d rows, want %d:\n%s", len(doc.Tools), len(want), stdout.String())
+	}
+	for i, r := range doc.Tools {
+		w := want[r.Server+"/"+r.Tool]
+		got := figures{r.Calls, r.Errors, r.ResultBytesP50, r.ResultBytesMax}
+		if got != w || r.Trimmed != 0 || r.P50Ms <= 0 || r.P95Ms < r.P50Ms {
+			t.Errorf("%s/%s: %+v p50 %vms p95 %vms trimmed %d, want %+v", r.Server, r.Tool, got, r.P50Ms, r.P95Ms, r.Trimmed, w)
+		}
+		if i == 0 && r.Server+"/"+r.Tool != "big/echo" {
+			t.Errorf("first row %s/%s, want the costliest, big/echo", r.Server, r.Tool)
+		}
+	}
+	// The reports themselves kept a clip of the long results.
+	data, err := os.ReadFile(filepath.Join(state, "bir-proxy", "journal", "big.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"resultClipped":true`) || len(data) > bigText {
+		t.Errorf("the journal holds %d bytes for three results of %d", len(data), bigText)
+	}
+}

@@ -203,6 +203,7 @@ type logFlags struct {
 	o        logview.LogOptions
 	outcomes string
 	since    string
+	stats    bool
 }
 
 func defineLogFlags(fs *flag.FlagSet) *logFlags {
@@ -217,6 +218,9 @@ func defineLogFlags(fs *flag.FlagSet) *logFlags {
 	fs.BoolVar(&f.o.Follow, "follow", false, "keep printing calls as they are recorded")
 	fs.BoolVar(&f.o.JSON, "json", false, "print the reports as JSON lines (a waiting one starts with \"waiting\":true)")
 	fs.IntVar(&f.o.Limit, "n", 0, "only the last N calls (0: all)")
+	fs.BoolVar(&f.stats, "stats", false, "per server and tool: calls, errors, p50/p95 duration, result size (p50, max, as the server sent it), trimmed; "+
+		"sorted by cost (total result bytes, then calls × p50). Percentiles are nearest-rank, over every call up to 100,000 per tool, "+
+		"then a uniform sample of that many. With --json: {\"tools\":[{\"server\",\"tool\",\"calls\",\"errors\",\"p50Ms\",\"p95Ms\",\"resultBytesP50\",\"resultBytesMax\",\"trimmed\"}]}")
 	return f
 }
 
@@ -235,6 +239,8 @@ func runLog(ctx context.Context, c *cli, args []string) int {
 		return c.usageError("log", fmt.Errorf("-n %d: want a count of 0 or more", o.Limit))
 	case o.Show != "" && (o.Follow || o.JSON):
 		return c.usageError("log", errors.New("--show prints one call; it does not go with --follow or --json"))
+	case f.stats && (o.Show != "" || o.Follow || o.Limit != 0):
+		return c.usageError("log", errors.New("--stats sums every call; it does not go with --show, --follow or -n"))
 	}
 	if f.outcomes != "" {
 		for _, oc := range strings.Split(f.outcomes, ",") {
@@ -254,7 +260,11 @@ func runLog(ctx context.Context, c *cli, args []string) int {
 	}
 	o.Notes = c.stderr
 	o.Recorder = func() string { return waitingFor(ctx) }
-	if err := logview.PrintLog(ctx, c.stdout, o); err != nil && ctx.Err() == nil {
+	print := logview.PrintLog
+	if f.stats {
+		print = logview.PrintStats
+	}
+	if err := print(ctx, c.stdout, o); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(c.stderr, "bir-proxy log: %v\n", err)
 		return 1
 	}
