@@ -19,8 +19,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -488,7 +486,11 @@ func (c *Conn) died(g *gen, readErr error) *upstream.ReplacedError {
 	if !lost {
 		return nil
 	}
-	return &upstream.ReplacedError{Reason: reason + "; it is being restarted"}
+	if c.neverUp > 0 && !c.policy.NoRestart {
+		// In trouble: the host is told how far from giving up it is.
+		return &upstream.ReplacedError{Reason: fmt.Sprintf("%s; restarting it (attempt %d of %d)", reason, c.neverUp+1, c.policy.GiveUpAfter)}
+	}
+	return &upstream.ReplacedError{Reason: reason + "; restarting it"}
 }
 
 // obituary says how g ended: its exit status or signal and its last stderr lines, when
@@ -512,14 +514,7 @@ func (c *Conn) obituary(g *gen, readErr error) (how, tail string) {
 	case <-t.C:
 		how = "closed its stdout"
 	}
-	return how, quoteLines(d.StderrTail(3))
-}
-
-func quoteLines(lines []string) string {
-	for i, l := range lines {
-		lines[i] = strconv.Quote(l)
-	}
-	return strings.Join(lines, ", ")
+	return how, upstream.StderrWords(d.StderrTail(60), 4)
 }
 
 // Settled is the relay's word that it has settled what the dead server left behind:
@@ -775,7 +770,7 @@ func stderrNote(tail string) string {
 	if tail == "" {
 		return ""
 	}
-	return " (its last stderr lines: " + tail + ")"
+	return " (" + tail + ")"
 }
 
 // stop ends a generation at once.

@@ -507,11 +507,8 @@ const writeExitWait = time.Second
 func (p *Process) writeFailed(err error) error {
 	if errors.Is(err, syscall.EPIPE) && p.waitExit(writeExitWait, nil) {
 		msg := "server " + p.name + " " + p.exitHow
-		if tail := p.StderrTail(3); len(tail) > 0 {
-			for i, l := range tail {
-				tail[i] = strconv.Quote(l)
-			}
-			msg += " (its last stderr lines: " + strings.Join(tail, ", ") + ")"
+		if words := StderrWords(p.StderrTail(60), 4); words != "" {
+			msg += " (" + words + ")"
 		}
 		return errors.New(msg)
 	}

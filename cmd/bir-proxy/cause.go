@@ -20,8 +20,13 @@ import (
 // closed its stdout: one that closed it and lives on is described without one.
 const exitWait = time.Second
 
-// tailLines is how many of the server's last stderr lines the host is shown.
-const tailLines = 6
+// tailLines is how many of the server's stderr lines the host is shown
+// (upstream.StderrWords: the first that look like an error, then the last), of the
+// last stderrRead it wrote.
+const (
+	tailLines  = 6
+	stderrRead = 60
+)
 
 // exitCause describes a server that went away before answering: how it ended and the
 // last lines it printed on stderr (upstream.ExitDescriber keeps them).
@@ -41,14 +46,8 @@ func exitCause(name string, command []string, conn upstream.Conn) string {
 	case <-time.After(exitWait):
 		b.WriteString("closed its output before answering")
 	}
-	var lines []string
-	for _, l := range d.StderrTail(tailLines) {
-		if l = cleanLine([]byte(l)); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > 0 {
-		b.WriteString("; its last stderr lines: " + strings.Join(lines, " | "))
+	if words := upstream.StderrWords(d.StderrTail(stderrRead), tailLines); words != "" {
+		b.WriteString("; " + words)
 	} else {
 		b.WriteString("; it printed nothing on stderr")
 	}
@@ -65,26 +64,4 @@ func startFailure(name string, command []string, err error) (string, int) {
 		hint = " (is it installed, and on the PATH the host starts its servers with?)"
 	}
 	return fmt.Sprintf("bir-proxy: cannot start the MCP server %q (%s): %v%s", name, commandLine(command), err, hint), code
-}
-
-// cleanLine is a stderr line fit for a message: colours and other escape sequences
-// out, control characters out, surrounding space trimmed.
-func cleanLine(p []byte) string {
-	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		switch {
-		case c == 0x1b && i+1 < len(p) && p[i+1] == '[': // CSI: ESC [ params final
-			i += 2
-			for i < len(p) && (p[i] < 0x40 || p[i] > 0x7e) {
-				i++
-			}
-		case c == '\t':
-			b.WriteByte(' ')
-		case c < ' ' || c == 0x7f:
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return strings.ToValidUTF8(strings.TrimSpace(b.String()), "?")
 }

@@ -9,18 +9,6 @@ import (
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
-func TestCleanLine(t *testing.T) {
-	for in, want := range map[string]string{
-		"\x1b[1;31merror:\x1b[0m two\r": "error: two",
-		"\tthree\tfour  ":               "three four",
-		"bell\x07 and \xff":             "bell and ?",
-	} {
-		if got := cleanLine([]byte(in)); got != want {
-			t.Errorf("%q: %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestEndBeforeAnsweringAnswersEachRequestOnce races the host's requests against the
 // death of a server that answers nothing (--no-revive): every request gets exactly one
 // answer, an error naming the cause, whether it was written before the death, during
@@ -57,5 +45,30 @@ func TestEndBeforeAnsweringAnswersEachRequestOnce(t *testing.T) {
 		if extra, err := s.out.Read(); err == nil {
 			t.Fatalf("round %d: a second answer: %s", round, extra)
 		}
+	}
+}
+
+// TestCrashSaysTheErrorLine: a Node server that cannot find its module ends its
+// stderr with "requireStack: []", "}", "Node.js v20.20.2"; the host's error names
+// the line that says what went wrong, with revival and without, in one format.
+func TestCrashSaysTheErrorLine(t *testing.T) {
+	t.Parallel()
+	raw := testutil.Build(t, "./testdata/rawserver")
+	node := "node:internal/modules/cjs/loader:1228\n  throw err;\n  ^\n\nError: Cannot find module '/srv/index.js'\n" +
+		"    at Module._resolveFilename (node:internal/modules/cjs/loader:1225:15)\n    at node:internal/main/run_main_module:28:49 {\n" +
+		"  code: 'MODULE_NOT_FOUND',\n  requireStack: []\n}\n\nNode.js v20.20.2\n"
+	for _, revive := range []bool{false, true} {
+		args := []string{"--server", "node"}
+		if !revive {
+			args = append(args, "--no-revive")
+		}
+		s := startProxy(t, nil, append(args, raw, "--exit-now", "--exit-code", "1", "--stderr", node)...)
+		s.Send(initializeReq)
+		got := hostError(t, s, "1", "exited with status 1", "its stderr: ", "Error: Cannot find module '/srv/index.js'", "Node.js v20.20.2")
+		if strings.Contains(got, "last stderr lines") {
+			t.Errorf("revive %v: an old wording: %s", revive, got)
+		}
+		s.Stdin.Close()
+		s.ExitCode()
 	}
 }
