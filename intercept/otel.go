@@ -599,7 +599,7 @@ func (h *spanHook) end(prefix string, f jsonlex.Fields, at time.Time) {
 	if s.tool {
 		if h.toolError(f.Result) {
 			h.capture(s, f.Result)
-			h.finish(s, at, "tool_error", "", "")
+			h.finish(s, at, "tool_error", "", toolErrorText(f.Result))
 			return
 		}
 		h.capture(s, f.Result)
@@ -620,6 +620,19 @@ func (h *spanHook) capture(s *openSpan, result []byte) {
 		out, _ = h.red.Report(result, maxCapture)
 	}
 	s.sp.Attrs = append(s.sp.Attrs, telemetry.String("gen_ai.tool.call.result", string(out)))
+}
+
+// toolErrorText is a tool error's status message: the text of its first text content,
+// redacted and clipped as the span's labels are ("" when it has none, or its answer
+// streamed past and is not here).
+func toolErrorText(result []byte) string {
+	var msg string
+	jsonlex.EachElement(jsonlex.Get(result, "content"), func(item []byte) {
+		if msg == "" && jsonlex.StringOf(jsonlex.Get(item, "type")) == "text" {
+			msg = text(jsonlex.Get(item, "text"))
+		}
+	})
+	return msg
 }
 
 // toolError says the result of the answer being handled is a tool's error.

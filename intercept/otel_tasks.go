@@ -108,7 +108,7 @@ func (t *spanTasks) state(h *spanHook, call *openSpan, task []byte, at time.Time
 func (t *spanTasks) completed(h *spanHook, call *openSpan, result []byte, at time.Time) {
 	h.capture(call, result)
 	if isToolError(result) {
-		t.end(h, call, at, "tool_error", "")
+		t.end(h, call, at, "tool_error", toolErrorText(result))
 		return
 	}
 	t.end(h, call, at, "", "")

@@ -1,6 +1,7 @@
 package intercept
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,5 +56,21 @@ func TestTaskSpanLastsToTheTaskEnd(t *testing.T) {
 	}
 	if _, a := c.byName(t, "tools/call forever"); a["error.type"] != "task_unfinished" {
 		t.Errorf("an open task at the end: error.type %q", a["error.type"])
+	}
+}
+
+// TestToolErrorStatusMessage: a tool error's span says what the tool said, redacted
+// and clipped like the labels, as a JSON-RPC error's span says its message.
+func TestToolErrorStatusMessage(t *testing.T) {
+	c, x, ic := tracingOnly(t)
+	now := time.Now()
+	ic.FromHost([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"deploy","arguments":{}}}`), now)
+	ic.Forwarded(now)
+	ic.FromUpstream([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"image","data":"x"},{"type":"text","text":"no access with token ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"}],"isError":true}}`), now)
+	closeTracing(ic, x)
+	sp, a := c.byName(t, "tools/call deploy")
+	if a["error.type"] != "tool_error" || sp.Status == nil || !strings.HasPrefix(sp.Status.Message, "no access with token ") ||
+		strings.Contains(sp.Status.Message, "ghp_0123") {
+		t.Errorf("status %v, error.type %q: want the tool's words, its token redacted", sp.Status, a["error.type"])
 	}
 }

@@ -56,6 +56,9 @@ type Options struct {
 	// StatePath, when set, is the file the exporter's counts are written to (State,
 	// WriteState): every StateEvery at most while spans are dropped, and at Close.
 	StatePath string
+	// InstanceID is the proxy run's id (its proxyId): service.instance.id, so that a
+	// session's calls are known as one run's, unless OTEL_RESOURCE_ATTRIBUTES says.
+	InstanceID string
 }
 
 // Stats counts what the exporter did with the spans it was given.
@@ -155,7 +158,7 @@ func New(o Options) *Exporter {
 	if x.client == nil {
 		x.client = newClient(max(x.traces.Timeout, x.metrics.Timeout))
 	}
-	x.res = baseResource(o.Config, o.Version, o.Server)
+	x.res = baseResource(o.Config, o.Version, o.Server, o.InstanceID)
 	x.ctx, x.cancel = context.WithCancel(context.Background())
 	x.stopping, x.stopCancel = context.WithCancel(context.Background())
 	x.retrying = x.newRetrying()
@@ -164,13 +167,16 @@ func New(o Options) *Exporter {
 }
 
 // baseResource is the resource every export carries.
-func baseResource(c Config, version, server string) []Attr {
+func baseResource(c Config, version, server, instance string) []Attr {
 	name := "bir-proxy"
 	if server != "" {
 		name += "/" + server
 	}
 	res := []Attr{String("service.name", name), String("service.version", version),
 		String("telemetry.sdk.name", "bir-proxy"), String("telemetry.sdk.language", "go"), String("telemetry.sdk.version", version)}
+	if instance != "" {
+		res = append(res, String("service.instance.id", instance))
+	}
 	for _, kv := range c.Resource {
 		res = setAttr(res, kv[0], kv[1])
 	}

@@ -142,11 +142,16 @@ func TestFromEnv(t *testing.T) {
 	if len(c.Headers) != 2 || c.Headers[0] != [2]string{"api-key", "a b"} || c.Headers[1] != [2]string{"x-team", "t"} {
 		t.Fatal(c.Headers)
 	}
-	res := attrsOf(baseResource(c, "1.0", "echo"))
-	if res["service.name"] != "svc" || res["deployment.environment"] != "dev" || res["service.version"] != "1.0" {
+	res := attrsOf(baseResource(c, "1.0", "echo", "run-1"))
+	if res["service.name"] != "svc" || res["deployment.environment"] != "dev" || res["service.version"] != "1.0" || res["service.instance.id"] != "run-1" {
 		t.Fatal(res)
 	}
-	if res := attrsOf(baseResource(Config{}, "1.0", "echo")); res["service.name"] != "bir-proxy/echo" {
+	if res := attrsOf(baseResource(Config{}, "1.0", "echo", "")); res["service.name"] != "bir-proxy/echo" || res["service.instance.id"] != "" {
+		t.Fatal(res)
+	}
+	// The user's resource attributes win over the run's id.
+	c.Resource = append(c.Resource, [2]string{"service.instance.id", "mine"})
+	if res := attrsOf(baseResource(c, "1.0", "echo", "run-1")); res["service.instance.id"] != "mine" {
 		t.Fatal(res)
 	}
 	c, err = FromEnv(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:1/base/",

@@ -79,6 +79,12 @@ func (c *configCmd) entryFlags(name string) []string {
 	if c.readOnly {
 		out = append(out, "--read-only")
 	}
+	if c.otlp != "" {
+		out = append(out, "--otlp-endpoint", c.otlp)
+	}
+	if c.capture {
+		out = append(out, "--otlp-capture")
+	}
 	return out
 }
 

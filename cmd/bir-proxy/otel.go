@@ -41,7 +41,7 @@ const otlpFlush = time.Second
 // nil and a no-op when they do not (no connection, no goroutine, no timer). A
 // configuration that cannot be used is said on stderr, and the session goes on
 // without tracing.
-func (f *proxyFlags) startTracing(logger *slog.Logger) (*intercept.Tracing, func()) {
+func (f *proxyFlags) startTracing(logger *slog.Logger, instance string) (*intercept.Tracing, func()) {
 	cfg, err := telemetry.FromEnv(os.Getenv, f.otlp.endpoint)
 	if err != nil {
 		logger.Warn("OpenTelemetry is off: its configuration cannot be used", "err", err)
@@ -50,7 +50,8 @@ func (f *proxyFlags) startTracing(logger *slog.Logger) (*intercept.Tracing, func
 	if !cfg.Enabled() {
 		return nil, func() {}
 	}
-	x := telemetry.New(telemetry.Options{Config: cfg, Version: serviceVersion(), Server: f.server, Logger: logger, StatePath: otelStatePath(f.server)})
+	x := telemetry.New(telemetry.Options{Config: cfg, Version: serviceVersion(), Server: f.server, Logger: logger, StatePath: otelStatePath(f.server),
+		InstanceID: instance})
 	tr := &intercept.Tracing{Exporter: x, Capture: f.otlp.capture, Transport: "pipe"}
 	if f.url != "" {
 		tr.Transport = "tcp"

@@ -37,12 +37,12 @@ func TestStartTracingOffUnlessConfigured(t *testing.T) {
 	var logs testutil.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	f := &proxyFlags{otlp: &otlpFlags{}, server: "s"}
-	if tr, stop := f.startTracing(logger); tr != nil {
+	if tr, stop := f.startTracing(logger, "run-1"); tr != nil {
 		stop()
 		t.Fatal("tracing on with nothing configured")
 	}
 	f.otlp.endpoint = "ftp://nowhere"
-	if tr, stop := f.startTracing(logger); tr != nil {
+	if tr, stop := f.startTracing(logger, "run-1"); tr != nil {
 		stop()
 		t.Fatal("tracing on with an unusable endpoint")
 	}
@@ -51,7 +51,7 @@ func TestStartTracingOffUnlessConfigured(t *testing.T) {
 	}
 	f.otlp.endpoint = "http://127.0.0.1:1"
 	f.url = "https://mcp.example.com:8443/mcp"
-	tr, stop := f.startTracing(logger)
+	tr, stop := f.startTracing(logger, "run-1")
 	if tr == nil || tr.Transport != "tcp" || tr.ServerAddress != "mcp.example.com" || tr.ServerPort != 8443 {
 		t.Fatalf("%+v", tr)
 	}

@@ -128,7 +128,7 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 		}
 	}, stop, logger)
 
-	tracing, closeTracing := f.startTracing(logger)
+	tracing, closeTracing := f.startTracing(logger, reporter.proxyID())
 	if si, ok := conn.(upstream.SessionIdentifier); ok && tracing != nil {
 		tracing.SessionID = si.SessionID // mcp.session.id, over HTTP
 	}

@@ -36,6 +36,8 @@ type configCmd struct {
 	cassettes string // wrap --cassette DIR (cassette.go)
 	pinTools  string // wrap --pin-tools MODE (pins.go)
 	readOnly  bool   // wrap --read-only
+	otlp      string // wrap --otlp-endpoint URL
+	capture   bool   // wrap --otlp-capture
 }
 
 func defineConfigFlags(fs *flag.FlagSet, verb string) *configCmd {
@@ -49,6 +51,10 @@ func defineConfigFlags(fs *flag.FlagSet, verb string) *configCmd {
 		fs.StringVar(&c.proxyPath, "proxy-path", "", "the bir-proxy the host should run (default: this executable's absolute path; bir-proxy from PATH in a file git shares)")
 		defineWrapCassette(fs, c)
 		definePinFlags(fs, &c.pinTools, &c.readOnly)
+		// Some hosts (Claude Code) give servers an environment without OTEL_*: the
+		// endpoint must be in the entry's arguments (docs/otel.md).
+		fs.StringVar(&c.otlp, "otlp-endpoint", "", "each wrapped server exports its spans and metrics to the OTLP/HTTP collector at `URL` (--otlp-endpoint in the entry)")
+		fs.BoolVar(&c.capture, "otlp-capture", false, "with --otlp-endpoint: spans carry the calls' arguments and results, redacted (--otlp-capture in the entry)")
 	}
 	if verb == "unwrap" {
 		fs.BoolVar(&c.restore, "restore", false, "list the backups of the config files; with an ID, put that version back")
@@ -65,6 +71,9 @@ func parseConfigCmd(c *cli, verb string, args []string) (*configCmd, int, bool) 
 	}
 	cc := opts.(*configCmd)
 	cc.names = names
+	if cc.capture && cc.otlp == "" {
+		return nil, c.usageError(verb, errors.New("--otlp-capture goes with --otlp-endpoint")), false
+	}
 	if cc.pinTools != "" {
 		if _, err := pins.ParseMode(cc.pinTools); err != nil {
 			return nil, c.usageError(verb, fmt.Errorf("--pin-tools %q: %v", cc.pinTools, err)), false

@@ -50,3 +50,52 @@ func TestWrapCassette(t *testing.T) {
 		t.Fatalf("unwrap: %d %s\n%s", code, errOut, readFile(t, path))
 	}
 }
+
+// TestWrapCarriesProxyFlags: wrap --otlp-endpoint, --otlp-capture, --pin-tools and
+// --read-only are written into every wrapped entry (Claude Code gives servers no
+// OTEL_* variables: the endpoint must be in the arguments), status shows the policy,
+// and unwrap still restores the file byte for byte.
+func TestWrapCarriesProxyFlags(t *testing.T) {
+	isolate(t)
+	dir, path, orig := projectConfig(t, "claude-code-project.json")
+	t.Chdir(dir)
+	code, _, errOut := runCmd(t, "wrap", "--proxy-path", fakeProxy, "--otlp-endpoint", "http://127.0.0.1:4318",
+		"--otlp-capture", "--pin-tools", "block", "--read-only")
+	if code != 0 {
+		t.Fatalf("wrap: %d %s", code, errOut)
+	}
+	var doc struct {
+		MCPServers map[string]struct {
+			Command string   `json:"command"`
+			Args    []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(readFile(t, path), &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for name, e := range doc.MCPServers {
+		if !mcpconfig.IsProxyCommand(e.Command) {
+			continue
+		}
+		n++
+		args := strings.Join(e.Args, " ")
+		for _, want := range []string{"--otlp-endpoint http://127.0.0.1:4318", "--otlp-capture", "--pin-tools block", "--read-only"} {
+			if !strings.Contains(args, want) {
+				t.Errorf("%s: args %q lack %q", name, e.Args, want)
+			}
+		}
+	}
+	if n < 5 {
+		t.Fatalf("%d wrapped entries", n)
+	}
+	if code, out, _ := runCmd(t, "status"); !strings.Contains(out, "--pin-tools block --read-only") {
+		t.Errorf("status (%d) does not show the policy:\n%s", code, out)
+	}
+	if code, _, _ := runCmd(t, "wrap", "--proxy-path", fakeProxy, "--otlp-capture"); code != 2 {
+		t.Errorf("--otlp-capture without --otlp-endpoint: status %d, want 2", code)
+	}
+	if code, _, errOut := runCmd(t, "unwrap"); code != 0 || !bytes.Equal(readFile(t, path), orig) {
+		t.Fatalf("unwrap: %d %s\n%s", code, errOut, readFile(t, path))
+	}
+}
