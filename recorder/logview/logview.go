@@ -53,7 +53,9 @@ type LogOptions struct {
 	Follow bool   // keep printing new reports until ctx is done
 	JSON   bool   // print each report as its JSON line instead of a table row
 	Limit  int    // only the last Limit reports (0: all) before following
-	Show   string // print the one call with this ID (see ID) in full
+	Show   string // print the one call with this ID (see ID) in full; a run's id (or its start): its calls
+
+	run string // the run --show named: only its calls (runOf)
 
 	// Recorder, when set, says which recorder the waiting reports wait for; it is
 	// called only when some are shown (it may take a moment: a reachability check).
@@ -136,7 +138,30 @@ func PrintLog(ctx context.Context, w io.Writer, opts LogOptions) error {
 		return err
 	}
 	if opts.Show != "" {
-		return show(w, all, opts)
+		run, ok := runOf(opts.Show)
+		if !ok && !strings.Contains(opts.Show, ":") {
+			// Digits: a call's seq, unless no call has it and a run's id starts so.
+			if err := show(w, all, opts); !errors.Is(err, ErrNoReports) || len(runsWithPrefix(all, opts.Show)) == 0 {
+				return err
+			}
+			run, ok = opts.Show, true
+		}
+		if ok {
+			// A run's id (or a prefix of it): its calls, as the table shows them.
+			ids := runsWithPrefix(all, run)
+			switch len(ids) {
+			case 0:
+				return fmt.Errorf("%w with ID %q (the first column of bir-proxy log, before the colon: a run)", ErrNoReports, opts.Show)
+			case 1:
+			default:
+				return fmt.Errorf("%q is the start of %d runs' ids (%s); give more of it", opts.Show, len(ids), strings.Join(ids, ", "))
+			}
+			opts.run = ids[0]
+			opts.Show = ""
+			opts.Limit = 0
+		} else {
+			return show(w, all, opts)
+		}
 	}
 
 	var shown []record
@@ -157,7 +182,12 @@ func PrintLog(ctx context.Context, w io.Writer, opts LogOptions) error {
 		fmt.Fprintf(notes, "%v; waiting for new ones\n", err)
 	}
 
-	p := &logPrinter{w: w, opts: opts}
+	p := &logPrinter{w: w, opts: opts, serverW: len("SERVER")}
+	for _, r := range shown {
+		// As wide as the longest name shown (everything-old and everything-older
+		// were both everything-… at a fixed width), up to maxServerWidth.
+		p.serverW = max(p.serverW, min(utf8.RuneCountInString(printable(gjson.GetBytes(r.line, "server").String())), maxServerWidth))
+	}
 	if len(shown) > 0 {
 		if err := p.header(); err != nil {
 			return err
@@ -228,9 +258,37 @@ func PrintLog(ctx context.Context, w io.Writer, opts LogOptions) error {
 	}
 }
 
+// runOf says an ID given to --show names a run (its proxyId, or the start of it)
+// rather than one call: no ":seq", and not a bare seq.
+func runOf(id string) (string, bool) {
+	if id == "" || strings.Contains(id, ":") || strings.Trim(id, "0123456789") == "" {
+		return "", false
+	}
+	return id, true
+}
+
+// runsWithPrefix are the runs (proxyIds) of all whose id starts with prefix, sorted.
+func runsWithPrefix(all []record, prefix string) []string {
+	seen := map[string]bool{}
+	for _, r := range all {
+		if id := gjson.GetBytes(r.line, "proxyId").String(); strings.HasPrefix(id, prefix) {
+			seen[id] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for id := range seen {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // match reports whether a report line passes the filters.
 func (o LogOptions) match(line []byte) bool {
 	r := gjson.ParseBytes(line)
+	if o.run != "" && r.Get("proxyId").String() != o.run {
+		return false
+	}
 	if o.Server != "" && r.Get("server").String() != o.Server {
 		return false
 	}
@@ -515,16 +573,17 @@ func (s *source) tail(want int, match func([]byte) bool) ([][]byte, error) {
 }
 
 type logPrinter struct {
-	w      io.Writer
-	opts   LogOptions
-	headed bool
+	w       io.Writer
+	opts    LogOptions
+	headed  bool
+	serverW int // the SERVER column's width
 }
 
 const (
-	idWidth     = 11
-	argsWidth   = 60
-	serverWidth = 12
-	toolWidth   = 24
+	idWidth        = 11
+	argsWidth      = 60
+	maxServerWidth = 40
+	toolWidth      = 24
 )
 
 func (p *logPrinter) header() error {
@@ -533,7 +592,7 @@ func (p *logPrinter) header() error {
 		return nil
 	}
 	_, err := fmt.Fprintf(p.w, "%-*s  %-12s  %-*s  %-*s  %8s  %-14s  %-7s  %s\n",
-		idWidth, "ID", "TIME", serverWidth, "SERVER", toolWidth, "TOOL", "DURATION", "OUTCOME", "REPORT", "ARGS")
+		idWidth, "ID", "TIME", p.serverW, "SERVER", toolWidth, "TOOL", "DURATION", "OUTCOME", "REPORT", "ARGS")
 	return err
 }
 
@@ -554,11 +613,11 @@ func (p *logPrinter) print(r record) error {
 		_, err := p.w.Write(append(line[:len(line):len(line)], '\n'))
 		return err
 	}
-	_, err := io.WriteString(p.w, tableRow(r, time.Now()))
+	_, err := io.WriteString(p.w, tableRow(r, time.Now(), p.serverW))
 	return err
 }
 
-func tableRow(rec record, now time.Time) string {
+func tableRow(rec record, now time.Time, serverW int) string {
 	r := gjson.ParseBytes(rec.line)
 	where := "journal"
 	if rec.waiting {
@@ -567,7 +626,7 @@ func tableRow(rec record, now time.Time) string {
 	return fmt.Sprintf("%-*s  %-12s  %-*s  %-*s  %8s  %-14s  %-7s  %s\n",
 		idWidth, printable(rec.id()), // never cut: it is what --show is given
 		shortTime(receivedAt(rec.line), now),
-		serverWidth, clip(printable(r.Get("server").String()), serverWidth),
+		serverW, clip(printable(r.Get("server").String()), serverW),
 		toolWidth, clip(printable(r.Get("tool").String()), toolWidth),
 		shortDuration(r.Get("durationMs").Float()),
 		clip(printable(r.Get("outcome").String()), 14),

@@ -478,3 +478,41 @@ func TestPrintLogEscapesControls(t *testing.T) {
 		}
 	}
 }
+
+// TestShowARunAndWideServerNames: --show with a run's id (or a unique start of it)
+// lists that run's calls; the SERVER column is as wide as the longest name, so two
+// names that share a start are both shown whole.
+func TestShowARunAndWideServerNames(t *testing.T) {
+	state := t.TempDir()
+	writeJournal(t, recorder.JournalPath(state, "everything-old"), "everything-old",
+		recordertest.SampleStep("first", 1), recordertest.SampleStep("second", 2))
+	writeJournal(t, recorder.JournalPath(state, "everything-older"), "everything-older", recordertest.SampleStep("third", 1))
+	opts := LogOptions{Dir: recorder.JournalDir(state)}
+	var all bytes.Buffer
+	if err := PrintLog(t.Context(), &all, opts); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(all.String(), " everything-old ") || !strings.Contains(all.String(), " everything-older ") {
+		t.Errorf("server names cut:\n%s", all.String())
+	}
+	var run string
+	for line := range strings.Lines(all.String()) {
+		if strings.Contains(line, "first") {
+			run, _, _ = strings.Cut(strings.Fields(line)[0], ":")
+		}
+	}
+	for _, id := range []string{run, run[:len(run)-2]} {
+		var out bytes.Buffer
+		opts.Show = id
+		if err := PrintLog(t.Context(), &out, opts); err != nil {
+			t.Fatalf("--show %s: %v", id, err)
+		}
+		if !strings.Contains(out.String(), "first") || !strings.Contains(out.String(), "second") || strings.Contains(out.String(), "third") {
+			t.Errorf("--show %s lists:\n%s", id, out.String())
+		}
+	}
+	opts.Show = "zz-no-run"
+	if err := PrintLog(t.Context(), io.Discard, opts); !errors.Is(err, ErrNoReports) {
+		t.Errorf("an unknown run: %v", err)
+	}
+}
