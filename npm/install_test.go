@@ -1,8 +1,8 @@
-// Package npm_test checks the npm packages scripts/release makes from this directory
-// the way a user gets them: installed by npm from the tarballs, run through the
-// launcher on a PATH with node and no Go. It sits beside what it tests (the package
-// templates and bin/bir-proxy.js), in a package of its own so that `go test ./npm/`
-// runs it alone and cmd/bir-proxy's test binary does not build a release.
+// The test installs the npm packages scripts/release makes from this directory the way
+// a user gets them: by npm from the tarballs, run through the launcher on a PATH with
+// node and no Go. It sits beside what it tests (the package templates and
+// bin/bir-proxy.js), in a package of its own so that `go test ./npm/` runs it alone
+// and cmd/bir-proxy's test binary does not build a release.
 package npm_test
 
 import (
