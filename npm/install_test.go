@@ -3,6 +3,7 @@
 // node and no Go. It sits beside what it tests (the package templates and
 // bin/bir-proxy.js), in a package of its own so that `go test ./npm/` runs it alone
 // and cmd/bir-proxy's test binary does not build a release.
+
 package npm_test
 
 import (
