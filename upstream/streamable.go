@@ -557,7 +557,7 @@ func (c *remoteConn) readAnswer(ctx context.Context, m *outMsg, resp *http.Respo
 			c.fail(m, fmt.Sprintf("the server answered HTTP %d with no response", resp.StatusCode))
 		}
 	case ct == "application/json" || ct == "":
-		body, err := readBody(resp.Body, resp.ContentLength, c.max)
+		body, held, err := readBodyIn(resp.Body, resp.ContentLength, c.max, c.bodies)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.fail(m, "reading the answer: "+c.httpFailure(err))
@@ -565,12 +565,13 @@ func (c *remoteConn) readAnswer(ctx context.Context, m *outMsg, resp *http.Respo
 			return
 		}
 		if body = oneLine(body); len(body) == 0 {
+			c.bodies.give(held)
 			if m.isRequest {
 				c.fail(m, "the server answered with an empty body")
 			}
 			return
 		}
-		c.deliver(body)
+		c.deliverHeld(body, held)
 		if c.stillPending(m) {
 			c.fail(m, "the server's answer did not answer the request")
 		}
