@@ -706,6 +706,8 @@ func (c *remoteConn) readStream(ctx context.Context, m *outMsg, body io.Reader) 
 // not nil) has been answered.
 func (c *remoteConn) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *sseReader, tooLong bool) {
 	sr = newSSEReader(body, c.max)
+	sr.bodies = c.bodies // the events of streams read at once share the cap too
+	defer sr.release()
 	for {
 		ev, err := sr.Next()
 		if err != nil {
@@ -719,6 +721,10 @@ func (c *remoteConn) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *s
 			if m != nil && len(m.ids) > 0 {
 				// A stream of one request's: its answer may be this very event, which
 				// may never end. The request is failed; the stream is not read on.
+				if ev.Shared {
+					c.fail(m, (&budgetError{max: c.max}).Error())
+					return sr, false
+				}
 				return sr, true
 			}
 			continue
@@ -726,7 +732,7 @@ func (c *remoteConn) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *s
 		if len(ev.Data) == 0 {
 			continue // a priming event: an id to resume from, no message
 		}
-		c.deliver(oneLine(ev.Data))
+		c.deliverHeld(oneLine(ev.Data), ev.Held)
 		if m != nil && len(m.ids) > 0 && !c.stillPending(m) {
 			return sr, false
 		}
