@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,6 +56,45 @@ func TestOverCapRequestWithALongIDIsAnswered(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestOverCapServerRequestWithALongIDIsAnswered: the same from the server's side: a
+// request of the server's over --max-message with an id over 1,024 bytes got no
+// answer; the server now gets the over-cap error with its id, or null past 64 KiB.
+func TestOverCapServerRequestWithALongIDIsAnswered(t *testing.T) {
+	for _, stream := range []string{"0", "1"} {
+		for _, idLen := range []int{2000, 70000} {
+			t.Run("stream="+stream+"/id="+strconv.Itoa(idLen), func(t *testing.T) {
+				dir := t.TempDir()
+				record, emit := filepath.Join(dir, "received"), filepath.Join(dir, "emit")
+				id := `"` + strings.Repeat("s", idLen) + `"`
+				big := `{"jsonrpc":"2.0","method":"sampling/createMessage","params":{"pad":"` + strings.Repeat("p", 100000) + `"},"id":` + id + `}`
+				if err := os.WriteFile(emit, []byte(big+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				_, in, out, done := rawProxy(t, nil, []string{"BIR_STREAM_THRESHOLD=" + stream},
+					[]string{"--server", "longid", "--max-message", "98304"}, "--reply", "--record", record, "--emit", emit)
+				in.WriteString(`{"jsonrpc":"2.0","id":7,"method":"ping"}` + "\n")
+				for {
+					// A streamed request reaches the host cut at the cap first.
+					if got := readWithin(t, out); strings.Contains(got, `"id":7`) {
+						break
+					}
+				}
+				want := id
+				if idLen > 64<<10 {
+					want = "null"
+				}
+				// Read once the proxy has ended: whatever it wrote the server is there.
+				in.Close()
+				<-done
+				got, _ := os.ReadFile(record)
+				if !strings.Contains(string(got), `{"jsonrpc":"2.0","id":`+want+`,"error":{"code":-32600,`) {
+					t.Fatalf("the server was not answered for its over-cap request with id %.40s…; it received:\n%.400s", want, got)
+				}
+			})
 		}
 	}
 }
