@@ -33,7 +33,9 @@ type TooLongError struct {
 	Max  int
 	// ID and Method are the line's top-level JSON-RPC "id" and "method" values, raw,
 	// when it was an object that had them: found as the line streamed past, so its
-	// sender can be answered although the line itself is gone.
+	// sender can be answered although the line itself is gone. An id too long to keep
+	// (jsonlex.Peek.IDOrNull) is null: answered so, as JSON-RPC says, not taken for a
+	// notification nobody waits for.
 	ID, Method []byte
 	// Early says the error is reported as the line passed the cap, not at its end:
 	// what came before the cap already named the line's id, and a method or the
@@ -366,8 +368,8 @@ func (r *Reader) stash(p []byte) {
 		// otherwise leave its request unanswered for ever. Answerable now when its
 		// id is known and it is surely an answer or a request: an id with neither
 		// could be either, and answering the wrong side is worse than waiting.
-		if pk := r.peek; pk.ID != nil && (pk.Method != nil || pk.Answer) {
-			r.early = &TooLongError{Size: r.fragBytes, Max: r.max, ID: pk.ID, Method: pk.Method, Early: true}
+		if pk := r.peek; pk.IDOrNull() != nil && (pk.Method != nil || pk.Answer) {
+			r.early = &TooLongError{Size: r.fragBytes, Max: r.max, ID: pk.IDOrNull(), Method: pk.Method, Early: true}
 		}
 		return
 	}
@@ -392,7 +394,7 @@ func (r *Reader) finish(tail []byte) (msg []byte, err error, ok bool) {
 			r.startPeek()
 		}
 		r.peek.Write(tail)
-		e := &TooLongError{Size: total, Max: r.max, ID: r.peek.ID, Method: r.peek.Method}
+		e := &TooLongError{Size: total, Max: r.max, ID: r.peek.IDOrNull(), Method: r.peek.Method}
 		r.resetLong()
 		return nil, e, true
 	}
@@ -597,6 +599,13 @@ func (r *Reader) pump() (done bool, _ error) {
 		// The rest of it is dropped as it comes, the way a line told early is.
 		r.skipping, r.told, r.fragBytes = true, true, 0
 		r.peek = &jsonlex.Peek{}
+		if r.spk.IDOrNull() == nil {
+			// Its id is still to come (the TypeScript SDK writes it last): the scan
+			// goes on over the rest, and the line's end is reported as a line over
+			// the cap, with the id, so its sender is answered. (Scanned afresh from
+			// the cap on, it was never found: a long call was never answered.)
+			r.peek, r.told, r.fragBytes = &r.spk, false, r.sinkBytes
+		}
 		return true, nil
 	}
 	r.feedGive(piece)

@@ -161,6 +161,27 @@ func TestStreamedLineOverTheCap(t *testing.T) {
 	}
 }
 
+// TestStreamedLineOverTheCapBeforeItsID: a streamed line that passes the cap before
+// its id (the TypeScript SDK writes it last) was dropped unseen from the cap on, and
+// its sender never answered; its scan now goes on to the line's end, which is said as
+// a line over the cap with the id.
+func TestStreamedLineOverTheCapBeforeItsID(t *testing.T) {
+	in := `{"method":"tools/call","params":{"a":"` + strings.Repeat("x", 100000) + `"},"id":"late"}` + "\n" + `{"id":2}` + "\n"
+	for _, chunk := range []int{1000, 4096, 32768} {
+		got := readOutcomes(t, []byte(in), chunk, 50000, 100)
+		if len(got) != 3 || got[0].stream == nil || !got[0].stream.end.Over {
+			t.Fatalf("chunk %d: outcomes %+v", chunk, got)
+		}
+		var tl *TooLongError
+		if !errors.As(got[1].err, &tl) || string(tl.ID) != `"late"` || string(tl.Method) != `"tools/call"` || tl.Size != int64(len(in)-len(`{"id":2}`)-2) {
+			t.Fatalf("chunk %d: after the cap, %+v (%v)", chunk, got[1], got[1].err)
+		}
+		if string(got[2].msg) != `{"id":2}` {
+			t.Fatalf("chunk %d: after the over-cap line: %q", chunk, got[2].msg)
+		}
+	}
+}
+
 // TestBufferedDoesNotAnnounceAStreamedLine: Buffered is asked so that a message may
 // be held for the next; a line Read would stream is written before Read returns, so
 // it must not be announced as the next message.

@@ -298,6 +298,11 @@ func (l *hostLine) End(e framing.LineEnd) {
 			r.hostReqs.remove(l.id) // the host is gone; the server has the line, ended
 		}
 	case e.Over:
+		if l.id == nil && e.Peek != nil && e.Peek.IDOver {
+			// Its id was too long to keep: answered as null (JSON-RPC's id when it
+			// cannot be told), not left waiting for ever as a notification would be.
+			l.id = e.Peek.IDOrNull()
+		}
 		if waits() {
 			// Early: Size is what passed by the cap, not the line's size.
 			tl := &framing.TooLongError{Size: e.Size, Max: e.Max, ID: l.id, Method: []byte(`"tools/call"`), Early: true}

@@ -137,8 +137,9 @@ type Options struct {
 	// Policy, when it is active, hides tools and puts deadlines on calls (policy.go).
 	Policy *toolpolicy.Policy
 	// StreamThreshold is the size from which a server's message goes to the host as
-	// it arrives, when the upstream can (upstream.Streamer; stream.go): 0 means
-	// DefaultStreamThreshold, a negative value never.
+	// it arrives, when the upstream can (upstream.Streamer; stream.go), and a host's
+	// call to the server (hoststream.go): 0 means DefaultStreamThreshold and
+	// DefaultHostStreamThreshold, a negative value never.
 	StreamThreshold int
 }
 
@@ -293,9 +294,9 @@ func New(o Options) *Relay {
 		endedAnswer: make(chan struct{}, 1),
 		pol:         newPolicy(o.Policy),
 	}
-	t := o.StreamThreshold
+	t, ht := o.StreamThreshold, o.StreamThreshold
 	if t == 0 {
-		t = DefaultStreamThreshold
+		t, ht = DefaultStreamThreshold, DefaultHostStreamThreshold
 	}
 	if st, ok := o.Upstream.(upstream.Streamer); ok && t > 0 {
 		st.SetStream(t, r)
@@ -303,12 +304,12 @@ func New(o Options) *Relay {
 	// A long host call goes to the server as it arrives (hoststream.go) when the
 	// relay can make interception's edit itself.
 	keyed, known := o.Intercept.(KeyedInterceptor)
-	if _, ok := o.Upstream.(upstream.LineWriter); ok && t > 0 && (o.Intercept == nil || known) {
+	if _, ok := o.Upstream.(upstream.LineWriter); ok && ht > 0 && (o.Intercept == nil || known) {
 		if known {
 			r.key = keyed.CorrelationKey()
 			r.sic, _ = o.Intercept.(StreamingInterceptor)
 		}
-		r.hostIn.SetStream(t, r.startHostLine)
+		r.hostIn.SetStream(ht, r.startHostLine)
 	}
 	return r
 }

@@ -10,10 +10,18 @@ import (
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
-// DefaultStreamThreshold is the size from which a server's message is passed to the
-// host as it arrives rather than whole (upstream.Streamer, docs/ARCHITECTURE.md
-// "Long messages"; the figure is measured in docs/PERFORMANCE.md).
-const DefaultStreamThreshold = 64 << 10
+// DefaultStreamThreshold is the size from which a message is passed on as it arrives
+// rather than whole (upstream.Streamer, docs/ARCHITECTURE.md "Long messages"). A
+// streamed line a server's death cuts off reaches the host cut (ended by a newline,
+// its call answered with an error); at 64 KiB, answers of 256 KiB to 4 MiB cut so
+// reached it as lines that are not JSON. Up to 4 MiB a line is read whole: the host
+// gets all of it or nothing, at the cost of holding it (docs/PERFORMANCE.md).
+const DefaultStreamThreshold = 4 << 20
+
+// DefaultHostStreamThreshold is the size from which a host's tools/call goes to the
+// server as it arrives (hoststream.go): there a death cuts nothing the host sees (the
+// host is answered with an error), so the first full read it stays.
+const DefaultHostStreamThreshold = 64 << 10
 
 // StartStream takes a long message of the server's to the host as it arrives
 // (upstream.StreamHandler), when its head says it goes there unchanged. It runs on

@@ -52,7 +52,7 @@ const errorCalls = 35
 // TestStreamedAndAssembledAgreeOnErrors: TestStreamedAndAssembledAgree of errorScript.
 func TestStreamedAndAssembledAgreeOnErrors(t *testing.T) {
 	script := errorScript()
-	base := runScripted(t, script, errorCalls, 0, false, true)
+	base := runScripted(t, script, errorCalls, baseThreshold, false, true)
 	if len(base.steps) != errorCalls {
 		t.Fatalf("recorded %d steps, want %d", len(base.steps), errorCalls)
 	}

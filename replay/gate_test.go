@@ -1,9 +1,16 @@
 package replay
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/relay"
 )
 
@@ -183,5 +190,99 @@ func TestGatePassesEverythingOn(t *testing.T) {
 		bare.FromUpstream(msg, time.Time{})
 	}); n != 0 {
 		t.Fatalf("%v allocations per message once ready, want 0", n)
+	}
+}
+
+// interceptorDecorators are the values standing in front of an interceptor, made
+// around inner as the proxy makes them.
+var interceptorDecorators = map[string]func(inner relay.Interceptor) relay.Interceptor{
+	"replay.Gate": func(inner relay.Interceptor) relay.Interceptor { return NewGate(inner).Interceptor() },
+}
+
+// interceptorCapabilities are the optional interfaces the relay looks for on its
+// interceptor; notCapabilities the relay's other interfaces.
+var (
+	interceptorCapabilities = []reflect.Type{
+		reflect.TypeFor[relay.LexedInterceptor](),
+		reflect.TypeFor[relay.LexedUpstreamInterceptor](),
+		reflect.TypeFor[relay.SparingInterceptor](),
+		reflect.TypeFor[relay.TimeoutInterceptor](),
+		reflect.TypeFor[relay.Passive](),
+		reflect.TypeFor[relay.Brief](),
+		reflect.TypeFor[relay.KeyedInterceptor](),
+		reflect.TypeFor[relay.StreamingInterceptor](),
+		reflect.TypeFor[relay.ResultStreamingInterceptor](),
+	}
+	notCapabilities = []string{"Interceptor", "StreamedArgs", "StreamedResult"}
+)
+
+// plainInterceptor has none of the optional interfaces.
+type plainInterceptor struct{}
+
+func (plainInterceptor) FromHost(msg []byte, _ time.Time) []byte               { return msg }
+func (plainInterceptor) Forwarded(time.Time)                                   {}
+func (plainInterceptor) FromProxy(msg []byte, _ relay.Own, _ time.Time) []byte { return msg }
+func (plainInterceptor) FromUpstream([]byte, time.Time)                        {}
+func (plainInterceptor) ToProxy([]byte, time.Time)                             {}
+func (plainInterceptor) UpstreamLost(time.Time)                                {}
+
+// TestInterceptorDecoratorsExposeWhatTheirInnerExposes: the relay learns what
+// interception can do from the optional interfaces of the value it is given, so a
+// decorator must expose every one its inner value has. replay.Gate did not expose
+// relay.KeyedInterceptor: with a recorder, long host calls were read whole (+129 MB
+// for a 64 MB one; TestLongHostCallStreamsWithARecorder). And it must not claim
+// KeyedInterceptor for an inner value without it, which needs its calls whole.
+func TestInterceptorDecoratorsExposeWhatTheirInnerExposes(t *testing.T) {
+	// Every interface of the relay's is in one of the two lists: a new capability
+	// is added to the first, and so checked here.
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("../relay/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, c := range interceptorCapabilities {
+		known[c.Name()] = true
+	}
+	for _, n := range notCapabilities {
+		known[n] = true
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(af, func(n ast.Node) bool {
+			if ts, ok := n.(*ast.TypeSpec); ok && ts.Name.IsExported() {
+				if _, ok := ts.Type.(*ast.InterfaceType); ok && !known[ts.Name.Name] {
+					t.Errorf("relay.%s (%s) is in neither interceptorCapabilities nor notCapabilities", ts.Name.Name, filepath.Base(f))
+				}
+			}
+			return true
+		})
+	}
+
+	inners := map[string]relay.Interceptor{
+		"intercept.Interceptor": intercept.New(intercept.Options{}),
+		"plain":                 plainInterceptor{},
+	}
+	for dname, decorate := range interceptorDecorators {
+		for iname, inner := range inners {
+			d := decorate(inner)
+			for _, c := range interceptorCapabilities {
+				has, dHas := reflect.TypeOf(inner).Implements(c), reflect.TypeOf(d).Implements(c)
+				if has && !dHas {
+					t.Errorf("%s around %s does not expose relay.%s, which its inner value does", dname, iname, c.Name())
+				}
+			}
+			if _, ok := d.(relay.KeyedInterceptor); ok {
+				if _, innerOK := inner.(relay.KeyedInterceptor); !innerOK {
+					t.Errorf("%s around %s claims relay.KeyedInterceptor, which its inner value has not: the relay would stream its calls past it", dname, iname)
+				}
+			}
+		}
 	}
 }

@@ -35,6 +35,11 @@ type sseEvent struct {
 	// TooLong says Data was over the reader's cap and was dropped.
 	TooLong bool
 	Size    int // the data's size, even when TooLong
+	// Shared says TooLong is the budget shared by the answers being read at once
+	// (sseReader.bodies), not the event's own cap.
+	Shared bool
+	// Held is what Data holds of that budget: given back once it is passed on.
+	Held int64
 }
 
 // maxRetry caps the reconnection time an event stream may ask for (its "retry"
@@ -52,6 +57,11 @@ type sseReader struct {
 	start  bool // nothing read yet (a BOM may come)
 
 	max int // cap on one event's data (0: none)
+	// bodies, when set, is charged for the data's blocks past their first freeBody
+	// bytes (readBodyIn's rule): held is what the event being read has charged.
+	bodies *budget
+	held   int64
+	shared bool // the event passed the shared budget
 
 	// LastID is the last event id the stream set ("" until one is set, or after an
 	// empty id field resets it); HasID says an id field was seen at all.
@@ -117,7 +127,7 @@ func (sr *sseReader) Next() (sseEvent, error) {
 			// request unanswered. The rest of the event is dropped as it comes;
 			// a caller waiting on this stream for one answer stops reading it.
 			sr.told = true
-			return sseEvent{Name: string(sr.name), TooLong: true, Size: sr.size}, nil
+			return sseEvent{Name: string(sr.name), TooLong: true, Size: sr.size, Shared: sr.shared}, nil
 		}
 		if err != nil {
 			sr.reset()
@@ -305,6 +315,7 @@ func (sr *sseReader) appendData(p []byte) {
 		if !sr.over {
 			sr.over = true
 			sr.blocks = nil
+			sr.release()
 		}
 		return
 	}
@@ -318,6 +329,15 @@ func (sr *sseReader) appendData(p []byte) {
 			if n == 0 && len(p) > size {
 				size = min(len(p), blockMax) // one piece, one block, when it fits
 			}
+			if !sr.bodies.take(charged(sr.held+int64(size)) - charged(sr.held)) {
+				// With the other answers being read at once, it would pass the cap
+				// they share: said over the cap, as one past its own is.
+				sr.over, sr.shared = true, true
+				sr.blocks = nil
+				sr.release()
+				return
+			}
+			sr.held += int64(size)
 			sr.blocks = append(sr.blocks, make([]byte, 0, size))
 			n++
 		}
@@ -350,6 +370,9 @@ func (sr *sseReader) dispatch() (ev sseEvent, dispatched bool) {
 	if ev.Data == nil && !ev.TooLong {
 		ev.Data = []byte{}
 	}
+	if !ev.TooLong {
+		ev.Held, sr.held = charged(sr.held), 0 // the event's now, given back when passed on
+	}
 	return ev, true
 }
 
@@ -360,6 +383,14 @@ func (sr *sseReader) reset() {
 	sr.data = false
 	sr.over = false
 	sr.told = false
+	sr.shared = false
+	sr.release()
+}
+
+// release gives back what the event being read holds of the shared budget.
+func (sr *sseReader) release() {
+	sr.bodies.give(charged(sr.held))
+	sr.held = 0
 }
 
 func indexEOL(b []byte) int {

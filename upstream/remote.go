@@ -192,6 +192,9 @@ type remoteConn struct {
 	closeOnce  sync.Once
 	finished   chan struct{} // everything has ended; Read returns io.EOF once inbox is empty
 	inbox      chan inItem   // the server's messages, and what happened to the session, in order
+	// bodies bounds the answer bodies being read or waiting in inbox, together, by
+	// the cap (readBodyIn): N calls answered at once cost the cap, not N caps.
+	bodies *budget
 	// setup remembers what the host set up, for the re-handshake of a new session.
 	setup  *Setup
 	onWire []<-chan struct{} // sender only: requests posted, maybe not on the wire yet
@@ -414,6 +417,7 @@ func newRemote(r Remote) (*remoteConn, error) {
 	if c.max <= 0 {
 		c.max = 256 << 20
 	}
+	c.bodies = newBudget(c.max)
 	if c.grace <= 0 {
 		c.grace = DefaultInputGrace
 	}
@@ -679,6 +683,9 @@ func (c *remoteConn) Read() ([]byte, error) {
 		}
 		return nil, it.said
 	}
+	// The relay has it now: one message at a time, past the budget of those still
+	// read or waiting.
+	c.bodies.give(it.held)
 	return it.msg, nil
 }
 
@@ -687,6 +694,7 @@ func (c *remoteConn) Read() ([]byte, error) {
 type inItem struct {
 	msg  []byte
 	said error
+	held int64 // bytes of c.bodies msg holds: given back as Read returns it
 }
 
 // tell puts what happened to the session in the inbox, in order with the server's
@@ -1087,7 +1095,17 @@ func isHTTP2(conn net.Conn) bool {
 // their pending requests; answers to the connection's own requests go to their waiter
 // instead (the host never sees them); the initialize answer records the protocol
 // version and releases the messages held behind it.
-func (c *remoteConn) deliver(msg []byte) {
+func (c *remoteConn) deliver(msg []byte) { c.deliverHeld(msg, 0) }
+
+// deliverHeld is deliver of a message for which held bytes are charged to c.bodies:
+// given back when the relay takes it (Read), or when it goes no further.
+func (c *remoteConn) deliverHeld(msg []byte, held int64) {
+	queued := false
+	defer func() {
+		if !queued {
+			c.bodies.give(held)
+		}
+	}()
 	if !IsMessage(msg) {
 		c.notMessage(msg)
 		return
@@ -1134,7 +1152,8 @@ func (c *remoteConn) deliver(msg []byte) {
 	}
 	c.setup.FromServer(msg)
 	select {
-	case c.inbox <- inItem{msg: msg}:
+	case c.inbox <- inItem{msg: msg, held: held}:
+		queued = true
 	case <-c.ctx.Done():
 	}
 }
@@ -1270,6 +1289,10 @@ func (c *remoteConn) httpFailure(err error) string {
 	if errors.As(err, &over) {
 		return over.Error() // what happened, not "could not reach the server"
 	}
+	var shared *budgetError
+	if errors.As(err, &shared) {
+		return shared.Error()
+	}
 	if errors.Is(err, context.Canceled) {
 		return "the request was ended (the proxy is stopping)"
 	}
@@ -1307,45 +1330,125 @@ func (e *overCapError) Error() string {
 // bytes.Buffer, doubling past the cap and copying as it grew, cost four times the cap
 // for each over-cap answer: 1 GB at the default, 3.4 GB for four at once).
 func readBody(r io.Reader, length int64, max int) ([]byte, error) {
+	body, _, err := readBodyIn(r, length, max, nil)
+	return body, err
+}
+
+// readBodyIn is readBody charging what it holds past its first freeBody bytes to b
+// (nil: nothing is charged): held is what stays charged for the body returned, to be
+// given back once it is passed on. When b cannot take more, the reading stops with a
+// *budgetError. (Each exchange read its answer up to the cap: four calls answered at
+// once just over the default cap cost +1 GB.)
+func readBodyIn(r io.Reader, length int64, max int, b *budget) (body []byte, held int64, err error) {
 	if length > int64(max) {
-		return nil, &overCapError{length: length, max: max}
+		return nil, 0, &overCapError{length: length, max: max}
 	}
-	if length >= 0 {
-		b := make([]byte, length)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, err
+	take := func(n int) error {
+		if !b.take(charged(held+int64(n)) - charged(held)) {
+			return &budgetError{max: b.max}
 		}
-		return b, nil
+		held += int64(n)
+		return nil
+	}
+	defer func() {
+		if err != nil {
+			b.give(charged(held))
+			held = 0
+		}
+	}()
+	if length >= 0 {
+		if err := take(int(length)); err != nil {
+			return nil, held, err
+		}
+		body := make([]byte, length)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return nil, held, err
+		}
+		return body, charged(held), nil
 	}
 	const first, largest = 4 << 10, 8 << 20
 	var chunks [][]byte
 	total, size := 0, first
 	for {
-		chunk := make([]byte, min(size, max+1-total))
+		n := min(size, max+1-total)
+		if err := take(n); err != nil {
+			return nil, held, err
+		}
+		chunk := make([]byte, n)
 		got, err := fill(r, chunk)
 		total += got
 		if got > 0 {
 			chunks = append(chunks, chunk[:got])
 		}
 		if total > max {
-			return nil, &overCapError{length: -1, max: max}
+			return nil, held, &overCapError{length: -1, max: max}
 		}
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, held, err
 		}
 		size = min(size*2, largest)
 	}
 	if len(chunks) == 1 {
-		return chunks[0], nil
+		return chunks[0], charged(held), nil
 	}
+	// The one copy, not charged: the chunks it is made of are dropped right after,
+	// so at most it doubles for a moment what the budget bounds.
 	out := make([]byte, 0, total)
 	for _, ch := range chunks {
 		out = append(out, ch...)
 	}
-	return out, nil
+	return out, charged(held), nil
+}
+
+// freeBody is what an exchange may hold of its answer without charging the budget
+// shared by the answers being read: small answers never wait on large ones.
+const freeBody = 64 << 10
+
+// charged is the part of held bytes that was charged to the budget.
+func charged(held int64) int64 { return max(held-freeBody, 0) }
+
+// budget bounds the bytes of the server's answers being read, or read and waiting for
+// the relay, together (remoteConn.bodies): --max-message, shared. It never waits: an
+// answer it cannot take is dropped, and its request answered with an error.
+type budget struct {
+	mu   sync.Mutex
+	left int64
+	max  int
+}
+
+func newBudget(max int) *budget { return &budget{left: int64(max), max: max} }
+
+func (b *budget) take(n int64) bool {
+	if b == nil || n <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n > b.left {
+		return false
+	}
+	b.left -= n
+	return true
+}
+
+func (b *budget) give(n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.left += n
+	b.mu.Unlock()
+}
+
+// budgetError is an answer dropped because the answers being read at once would
+// together have passed the cap.
+type budgetError struct{ max int }
+
+func (e *budgetError) Error() string {
+	return fmt.Sprintf("the answer was dropped: with the other answers being read at once it passed the %d-byte cap (--max-message), which they share", e.max)
 }
 
 // fill reads into b until it is full (err nil) or the reader ends (io.EOF, the clean

@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"io"
@@ -624,5 +625,30 @@ func TestLegacyStreamLostSetsUpAgain(t *testing.T) {
 		if strings.Contains(r.Body, `"id":1,`) && !strings.Contains(r.Path, "sessionId=L2") {
 			t.Errorf("the call went to %s, not the new session", r.Path)
 		}
+	}
+}
+
+// TestAnswersReadAtOnceShareTheCap: answer bodies read at once draw on one budget of
+// the cap (readBodyIn), past each body's first freeBody bytes: a second large body
+// that would pass it is refused, a small one is not, and a body given back makes room.
+func TestAnswersReadAtOnceShareTheCap(t *testing.T) {
+	const capBytes = 1 << 20
+	b := newBudget(capBytes)
+	big := func() io.Reader { return struct{ io.Reader }{strings.NewReader(strings.Repeat("a", 900<<10))} } // no length: chunked
+	first, held, err := readBodyIn(big(), -1, capBytes, b)
+	// What is held is what was allocated for it (chunks doubling), past freeBody.
+	if err != nil || len(first) != 900<<10 || held < 900<<10-freeBody || held > capBytes {
+		t.Fatalf("the first body: %d bytes, %d held, %v", len(first), held, err)
+	}
+	var be *budgetError
+	if _, _, err := readBodyIn(big(), -1, capBytes, b); !errors.As(err, &be) {
+		t.Fatalf("a second body over what is left: %v, want a budgetError", err)
+	}
+	if _, _, err := readBodyIn(strings.NewReader(strings.Repeat("s", 10<<10)), 10<<10, capBytes, b); err != nil {
+		t.Fatalf("a small body while the budget is spent: %v", err)
+	}
+	b.give(held)
+	if _, held, err := readBodyIn(big(), -1, capBytes, b); err != nil || held < 900<<10-freeBody {
+		t.Fatalf("a body once the first was given back: %d held, %v", held, err)
 	}
 }

@@ -136,7 +136,7 @@ func (s *streamLine) End(e framing.LineEnd) {
 	s.sink.End(out)
 	if !out.OK {
 		s.p.log.Warn("a message from the server that was being passed on as it arrived turned out not to be one; its line was ended there", "why", out.Why, "bytes", e.Size)
-		s.p.standIn = s.p.refuseTooLong(&framing.TooLongError{Size: e.Size, Max: e.Max, ID: pk.ID, Method: pk.Method, Early: e.Over}, out.Why)
+		s.p.standIn = s.p.refuseTooLong(&framing.TooLongError{Size: e.Size, Max: e.Max, ID: pk.IDOrNull(), Method: pk.Method, Early: e.Over}, out.Why)
 	}
 }
 

@@ -557,7 +557,7 @@ func (c *remoteConn) readAnswer(ctx context.Context, m *outMsg, resp *http.Respo
 			c.fail(m, fmt.Sprintf("the server answered HTTP %d with no response", resp.StatusCode))
 		}
 	case ct == "application/json" || ct == "":
-		body, err := readBody(resp.Body, resp.ContentLength, c.max)
+		body, held, err := readBodyIn(resp.Body, resp.ContentLength, c.max, c.bodies)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.fail(m, "reading the answer: "+c.httpFailure(err))
@@ -565,12 +565,13 @@ func (c *remoteConn) readAnswer(ctx context.Context, m *outMsg, resp *http.Respo
 			return
 		}
 		if body = oneLine(body); len(body) == 0 {
+			c.bodies.give(held)
 			if m.isRequest {
 				c.fail(m, "the server answered with an empty body")
 			}
 			return
 		}
-		c.deliver(body)
+		c.deliverHeld(body, held)
 		if c.stillPending(m) {
 			c.fail(m, "the server's answer did not answer the request")
 		}
@@ -705,6 +706,8 @@ func (c *remoteConn) readStream(ctx context.Context, m *outMsg, body io.Reader) 
 // not nil) has been answered.
 func (c *remoteConn) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *sseReader, tooLong bool) {
 	sr = newSSEReader(body, c.max)
+	sr.bodies = c.bodies // the events of streams read at once share the cap too
+	defer sr.release()
 	for {
 		ev, err := sr.Next()
 		if err != nil {
@@ -718,6 +721,10 @@ func (c *remoteConn) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *s
 			if m != nil && len(m.ids) > 0 {
 				// A stream of one request's: its answer may be this very event, which
 				// may never end. The request is failed; the stream is not read on.
+				if ev.Shared {
+					c.fail(m, (&budgetError{max: c.max}).Error())
+					return sr, false
+				}
 				return sr, true
 			}
 			continue
@@ -725,7 +732,7 @@ func (c *remoteConn) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *s
 		if len(ev.Data) == 0 {
 			continue // a priming event: an id to resume from, no message
 		}
-		c.deliver(oneLine(ev.Data))
+		c.deliverHeld(oneLine(ev.Data), ev.Held)
 		if m != nil && len(m.ids) > 0 && !c.stillPending(m) {
 			return sr, false
 		}

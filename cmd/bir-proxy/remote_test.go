@@ -3,13 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -411,4 +414,46 @@ func TestRemoteHonoursHTTPProxy(t *testing.T) {
 	}
 	s.Stdin.Close()
 	s.ExitCode()
+}
+
+// TestRemoteOverCapAnswersInParallelShareTheCap: each exchange with a --url server
+// read its answer up to the cap, so calls in flight answered with chunked bodies just
+// over --max-message cost the proxy the cap each (4 at the default 256 MiB: +1 GB).
+// The answers being read share one budget: 8 at once over a 16 MiB cap keep the
+// proxy's peak RSS within a few caps (was +117-129 MiB), and each call is answered
+// with an error. The same for answers that are events of a stream (--answer sse).
+func TestRemoteOverCapAnswersInParallelShareTheCap(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the proxy's peak RSS from /proc")
+	}
+	for _, mode := range []string{"--chunked", "--answer=sse"} {
+		t.Run(mode, func(t *testing.T) { overCapInParallel(t, mode) })
+	}
+}
+
+func overCapInParallel(t *testing.T, mode string) {
+	const capBytes, inFlight = 16 << 20, 8
+	url := httpServer(t, testutil.Build(t, "./testdata/rawhttp"), mode)
+	s := startProxy(t, nil, "--server", "far", "--url", url, "--transport", "http", "--max-message", strconv.Itoa(capBytes))
+	s.Send(remoteInit, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if got := s.recv(); !strings.Contains(got, `"serverInfo"`) {
+		t.Fatalf("initialize: %.300s", got)
+	}
+	pid := s.Cmd.Process.Pid
+	idle := procStatusKB(t, pid, "VmHWM") << 10
+	for i := 1; i <= inFlight; i++ {
+		s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"big","arguments":{"bytes":%d}}}`, i, capBytes))
+	}
+	for range inFlight {
+		if got := s.recv(); !strings.Contains(got, `"error"`) {
+			t.Fatalf("want an error answer for an answer over the cap, got %.300s", got)
+		}
+	}
+	peak := procStatusKB(t, pid, "VmHWM") << 10
+	s.Stdin.Close()
+	s.ExitCode()
+	t.Logf("peak RSS %d MiB over idle for %d answers over a %d MiB cap at once", (peak-idle)>>20, inFlight, capBytes>>20)
+	if bound := int64(7 * capBytes / 2); peak-idle > bound { // was 117-129 MiB chunked, 69 as events
+		t.Errorf("the proxy's peak RSS grew by %d MiB reading %d answers over the %d MiB cap at once, over %d MiB", (peak-idle)>>20, inFlight, capBytes>>20, bound>>20)
+	}
 }

@@ -26,8 +26,12 @@ type Peek struct {
 	nested  bool // the value being read is an object or array
 
 	// ID and Method are the raw values found (a string literal with its quotes, a
-	// number, null...); nil when absent or too long to be an id (over peekValueMax).
+	// number, null...); nil when absent or too long to keep (an id over peekIDMax, a
+	// method over peekValueMax).
 	ID, Method []byte
+	// IDOver says the last top-level id member was too long to keep: the message has
+	// an id that cannot be told (IDOrNull).
+	IDOver bool
 	// Answer says the value of a top-level "result" or "error" member has started:
 	// the message is an answer, whatever follows.
 	Answer bool
@@ -75,6 +79,17 @@ func (p *Peek) Decided() bool {
 	return p.Method != nil || p.ID != nil && p.Answer
 }
 
+// IDOrNull is the id to answer the message by: ID, or null when it had an id too
+// long to keep — JSON-RPC's id for an error whose request's id cannot be determined.
+// (Taken for a notification, a request over the cap with an id over 1,024 bytes was
+// never answered, and its sender waited for ever.)
+func (p *Peek) IDOrNull() []byte {
+	if p.ID == nil && p.IDOver {
+		return []byte("null")
+	}
+	return p.ID
+}
+
 type peekState uint8
 
 const (
@@ -90,7 +105,10 @@ const (
 
 const (
 	peekKeyMax   = 64   // "\u0069\u0064" is 12 bytes: no spelling of id or method is longer
-	peekValueMax = 1024 // an id longer than this is not one a peer will be answered by
+	peekValueMax = 1024 // a method (or a Names value) longer than this is not kept
+	// peekIDMax bounds an id kept: a request over the cap is answered by its id, so
+	// any id a peer may use in earnest is kept; a longer one is answered as null.
+	peekIDMax = 64 << 10
 )
 
 // Write feeds the next piece of the message. It never fails.
@@ -296,7 +314,11 @@ func (p *Peek) keep(c byte) {
 	if p.target == nil {
 		return
 	}
-	if len(p.val) >= peekValueMax {
+	max := peekValueMax
+	if p.target == &p.ID {
+		max = peekIDMax
+	}
+	if len(p.val) >= max {
 		p.valOver = true
 		return
 	}
@@ -313,6 +335,9 @@ func (p *Peek) endValue(withByte bool) {
 		}
 		p.giveTap(p.piece[p.tapFrom:end])
 		p.tap = 0
+	}
+	if p.target == &p.ID {
+		p.IDOver = p.valOver // the last id wins, told or not
 	}
 	if p.target != nil {
 		if p.valOver {

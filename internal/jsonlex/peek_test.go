@@ -34,6 +34,29 @@ func TestPeekFindsIDAnywhere(t *testing.T) {
 	}
 }
 
+// TestPeekTellsAnIDTooLongToKeep: an id over the bound is not kept, but said to be
+// there, so a line over the cap is answered with an id of null rather than taken for
+// a notification and never answered; a later id, the one JSON.parse keeps, wins.
+func TestPeekTellsAnIDTooLongToKeep(t *testing.T) {
+	long := `"` + strings.Repeat("i", peekIDMax) + `"`
+	kept := `"` + strings.Repeat("k", 2000) + `"`
+	cases := []struct{ msg, want string }{
+		{`{"id":` + long + `,"method":"ping"}`, `null`},
+		{`{"method":"ping","params":{},"id":` + long + `}`, `null`},
+		{`{"method":"ping","id":` + kept + `}`, kept},
+		{`{"id":` + long + `,"method":"ping","id":3}`, `3`},
+		{`{"id":3,"method":"ping","id":` + long + `}`, `null`},
+		{`{"method":"notifications/x"}`, ``},
+	}
+	for _, c := range cases {
+		for _, chunk := range []int{1, 7, 4096, 1 << 20} {
+			if p := peekAll(c.msg, chunk); string(p.IDOrNull()) != c.want {
+				t.Fatalf("chunk %d of %.60q: id to answer by %.40q, want %.40q", chunk, c.msg, p.IDOrNull(), c.want)
+			}
+		}
+	}
+}
+
 // tapAll peeks msg in pieces of chunk bytes with a Tap, and returns the last result
 // and error values it was given, each assembled from its pieces.
 func tapAll(msg []byte, chunk int) (p *Peek, result, errv []byte) {
@@ -119,8 +142,11 @@ func FuzzPeek(f *testing.F) {
 				t.Fatalf("Peek with Names read isError %q resultType %q, Get %q %q", rp.ID, rp.Method, ie, rt)
 			}
 		}
-		if len(f.ID) <= peekValueMax && string(p.ID) != string(f.ID) {
-			t.Fatalf("Peek id %q, TopFields %q", p.ID, f.ID)
+		if len(f.ID) <= peekIDMax && (string(p.ID) != string(f.ID) || p.IDOver) {
+			t.Fatalf("Peek id %q (over %v), TopFields %q", p.ID, p.IDOver, f.ID)
+		}
+		if len(f.ID) > peekIDMax && (p.ID != nil || string(p.IDOrNull()) != "null") {
+			t.Fatalf("Peek id %.40q of an id over the bound, want none (null to answer by)", p.ID)
 		}
 		if len(f.Method) <= peekValueMax && string(p.Method) != string(f.Method) {
 			t.Fatalf("Peek method %q, TopFields %q", p.Method, f.Method)

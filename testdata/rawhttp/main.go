@@ -18,6 +18,8 @@
 //	--reply-size N      the size of the "big" tool's text (default 1 KiB)
 //	--pretty            answer initialize with a pretty-printed (multi-line) body
 //	--auth VALUE        answer 401 to every request whose Authorization is not VALUE
+//	--chunked           JSON answers carry no Content-Length (HTTP/1.1 chunked): the
+//	                    client learns their size only by reading them
 //
 // Requests (tools/call by tool name):
 //
@@ -73,6 +75,7 @@ type config struct {
 	replySize int
 	pretty    bool
 	auth      string
+	chunked   bool
 }
 
 func main() {
@@ -85,6 +88,7 @@ func main() {
 	fs.IntVar(&cfg.replySize, "reply-size", 1024, "size of the big tool's text")
 	fs.BoolVar(&cfg.pretty, "pretty", false, "pretty-print the initialize answer")
 	fs.StringVar(&cfg.auth, "auth", "", "the Authorization every request must carry")
+	fs.BoolVar(&cfg.chunked, "chunked", false, "JSON answers without Content-Length (chunked)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -336,7 +340,9 @@ func (st *stream) begin() {
 func (st *stream) send(msg []byte) {
 	if !st.sse {
 		st.w.Header().Set("Content-Type", "application/json")
-		st.w.Header().Set("Content-Length", strconv.Itoa(len(msg)))
+		if !st.s.cfg.chunked {
+			st.w.Header().Set("Content-Length", strconv.Itoa(len(msg)))
+		}
 		st.w.WriteHeader(http.StatusOK)
 		_, _ = st.w.Write(msg)
 		return
@@ -361,7 +367,9 @@ func (st *stream) sendParts(parts ...[]byte) {
 		n += len(p)
 	}
 	st.w.Header().Set("Content-Type", "application/json")
-	st.w.Header().Set("Content-Length", strconv.Itoa(n))
+	if !st.s.cfg.chunked {
+		st.w.Header().Set("Content-Length", strconv.Itoa(n))
+	}
 	st.w.WriteHeader(http.StatusOK)
 	for _, p := range parts {
 		_, _ = st.w.Write(p)

@@ -23,8 +23,9 @@
 //	                                     tool "need_input": resultType "input_required" until the
 //	                                       retry carries params.inputResponses, then "complete";
 //	                                     tool "hang": never answered (for cancellation and loss tests)
-//	                                     tool "partial": the first 2.5 MB of an answer (cut just after
-//	                                       a "}", no newline), then exit with --exit-code: a server
+//	                                     tool "partial": the first 2.5 MB of an answer (under
+//	                                       arguments.size bytes if given; cut just after a "}",
+//	                                       no newline), then exit with --exit-code: a server
 //	                                       that died in the middle of a large line;
 //	                                     tool "partial_hang": the same, then write "rawserver: partial
 //	                                       answer written" to stderr and stop (nothing more read or

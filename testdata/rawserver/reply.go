@@ -240,7 +240,11 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 			if name == "partial_hang" {
 				r.then = thenHang
 			}
-			return appendPartial(appendResultStart(buf, id))
+			size := partialSize
+			if n := req.arguments.Get("size").Int(); n > 0 {
+				size = int(n)
+			}
+			return appendPartial(appendResultStart(buf, id), size)
 		case name == "endless":
 			r.then = thenEndless
 			return append(appendResultStart(buf, id), `{"content":[{"type":"text","text":"`...)
@@ -295,17 +299,20 @@ const (
 	thenEndless             // the answer's line goes on for ever: "x"s, until stdout breaks
 )
 
-// partialSize is the length of the cut-off answer of the "partial" tools: over the
-// 1 MiB past which a proxy might judge a line by its ends.
+// partialSize is the length of the cut-off answer of the "partial" tools unless the
+// call's arguments say "size": over the 1 MiB past which a proxy might judge a line
+// by its ends.
 const partialSize = 5 << 19
 
-// appendPartial appends the first partialSize-odd bytes of a tools/call result that
-// never ends: an unfinished content array whose cut falls just after an element's "}",
-// so the partial line has the ends of a JSON object. No newline follows.
-func appendPartial(buf []byte) []byte {
+// appendPartial appends the head of a tools/call result that never ends, so that the
+// line (from its start, at buf's) is under size bytes: an unfinished content array
+// whose cut falls just after an element's "}", so the partial line has the ends of a
+// JSON object. No newline follows.
+func appendPartial(buf []byte, size int) []byte {
+	start := bytes.LastIndexByte(buf, '\n') + 1 // the line's start
 	buf = append(buf, `{"content":[`...)
 	const elem = `{"type":"text","text":"x"}`
-	for n := 0; n < partialSize; n += len(elem) + 1 {
+	for n := 0; len(buf)-start+len(elem)+1 < size; n++ {
 		if n > 0 {
 			buf = append(buf, ',')
 		}
