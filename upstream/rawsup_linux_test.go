@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // rawStart starts sh -c script under the forked supervisor (no Go code in it).
@@ -289,6 +291,13 @@ func TestRawSupervisorEndsADeepChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := rawStart(t, dir, `sh ./chain `+strconv.Itoa(depth)+` & while [ $(wc -l < pids 2>/dev/null || echo 0) -le `+strconv.Itoa(depth)+` ]; do sleep 0.05; done`, os.Environ())
+	// Starting 4,000 shells one after another takes longer than waitExited's bound on
+	// a busy machine (CI runs every package at once): the bound is the supervisor's,
+	// so it starts once the chain is whole.
+	testutil.Eventually(t, "the whole chain started", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "pids"))
+		return strings.Count(string(b), "\n") > depth
+	})
 	waitExited(t, p)
 	b, _ := os.ReadFile(filepath.Join(dir, "pids"))
 	var alive []string
