@@ -156,6 +156,16 @@ func parseEntry(name, raw string) entry {
 		return e.unknown(fmt.Sprintf("type %q is not one bir-proxy knows", e.typ))
 	}
 	if e.command < 0 {
+		for _, m := range e.members {
+			switch m.key {
+			case "httpUrl":
+				// Gemini CLI's streamable HTTP entry: unwrap could not tell it
+				// from a "url" one, so it is not wrapped (docs/wrap.md).
+				return e.unknown(`an "httpUrl" entry (Gemini CLI's streamable HTTP) is not wrapped yet`)
+			case "serverUrl":
+				return e.unknown(`a "serverUrl" entry (Windsurf's remote) is not wrapped yet`)
+			}
+		}
 		return e.unknown(`no "command"`)
 	}
 	if c := e.members[e.command].value; !c.isString() || c.Str == "" {
