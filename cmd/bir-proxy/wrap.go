@@ -38,6 +38,8 @@ type configCmd struct {
 	// known are the files the backup store holds versions of, which plain
 	// unwrap and status also look at when they are in this directory.
 	known []string
+	// skipped are other hosts' files load could not read, left alone.
+	skipped []error
 }
 
 func defineConfigFlags(fs *flag.FlagSet, verb string) *configCmd {
@@ -231,6 +233,14 @@ func (c *configCmd) load(ts []target) ([]loaded, error) {
 		if !c.explicit() && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, mcpconfig.ErrNoServers)) {
 			continue
 		}
+		if c.verb != "status" && !c.explicit() && c.host == "" && t.host != mcpconfig.HostClaudeCode {
+			// Another host's file that does not parse must not stop a wrap
+			// of the files that do (a stale ~/.cursor/mcp.json would block
+			// every project); it is named and left alone. status reports it
+			// as an error, which is its job.
+			c.skipped = append(c.skipped, err)
+			continue
+		}
 		errs = append(errs, err)
 	}
 	return out, errors.Join(errs...)
@@ -344,6 +354,9 @@ func (cc *configCmd) edit(ctx context.Context, c *cli) int {
 	ls, err := cc.load(ts)
 	if err != nil {
 		return fail(err)
+	}
+	for _, err := range cc.skipped {
+		fmt.Fprintf(c.stderr, "warning: %v; that file is left alone (--host or --config to act on it)\n", err)
 	}
 	if len(ls) == 0 {
 		return fail(errors.New(noServersHere))

@@ -170,6 +170,24 @@ func TestWrapHostFlag(t *testing.T) {
 	}
 	p.unchanged(t)
 
+	// Another host's file that does not parse is named and left alone by a
+	// plain wrap; with --host it is the error it is.
+	broken := filepath.Join(p.home, ".cursor", "mcp.json")
+	if err := os.MkdirAll(filepath.Dir(broken), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(broken, []byte(`{"mcpServers": {`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = p.run(t, "wrap", "--dry-run", "--proxy-path", p.bin)
+	if code != 0 || !strings.Contains(errOut, "warning: "+broken+":1:17: invalid JSON") || !strings.Contains(out, "Gemini CLI project: ") {
+		t.Errorf("wrap with a broken ~/.cursor/mcp.json: %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := p.run(t, "wrap", "--dry-run", "--host", "cursor"); code != 1 || !strings.Contains(errOut, broken+":1:17: invalid JSON") {
+		t.Errorf("wrap --host cursor with a broken ~/.cursor/mcp.json: %d %s", code, errOut)
+	}
+	p.unchanged(t)
+
 	if code, _, errOut := p.run(t, "status", "--host", "emacs"); code != 2 || !strings.Contains(errOut, `unknown host "emacs"`) {
 		t.Errorf("status --host emacs: %d %s", code, errOut)
 	}
