@@ -138,11 +138,17 @@ var hostProjectFiles = map[Host]string{
 }
 
 // UserFile is h's file for the user, "" when it has none (VS Code keeps its
-// user servers in a profile; see docs/wrap.md).
+// user servers in a profile; see docs/wrap.md) or no home is known.
 func (env Env) UserFile(h Host) string {
-	switch h {
-	case HostClaudeCode:
+	if h == HostClaudeCode {
 		return ClaudeJSON(env.ClaudeConfigDir, env.Home)
+	}
+	if env.Home == "" {
+		// Without a home, a user file would be a path relative to the
+		// working directory: another host's project file under a wrong name.
+		return ""
+	}
+	switch h {
 	case HostClaudeDesktop:
 		const name = "claude_desktop_config.json"
 		switch env.GOOS {

@@ -195,6 +195,16 @@ func TestHostFiles(t *testing.T) {
 	if fs := env.HostFiles(HostCursor, ScopeUser); len(fs) != 1 || fs[0].Scope != ScopeUser {
 		t.Errorf("--scope user: %+v", fs)
 	}
+	// No home (only $CLAUDE_CONFIG_DIR): no user file that would be a
+	// relative path.
+	env = Env{Dir: proj, ClaudeConfigDir: filepath.Join(home, "cc"), GOOS: "linux"}
+	for _, h := range Hosts {
+		for _, f := range env.HostFiles(h, ScopeUser) {
+			if !filepath.IsAbs(f.Loc.File) {
+				t.Errorf("%s without a home: %s", h, f.Loc.File)
+			}
+		}
+	}
 }
 
 func TestClaudeDesktopPaths(t *testing.T) {
