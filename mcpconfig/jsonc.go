@@ -30,6 +30,7 @@ func maskJSONC(b []byte, comments, trailing bool) []byte {
 		}
 	}
 	inStr, esc := false, false
+	open := false // a "/*" with no "*/" after it was seen
 	comma := -1   // the last comma outside strings, while no token followed it
 	var prev byte // the last token byte before it
 	var last byte // the last token byte outside comments
@@ -62,7 +63,7 @@ func maskJSONC(b []byte, comments, trailing bool) []byte {
 				i = j - 1
 				continue
 			}
-			if b[i+1] == '*' {
+			if b[i+1] == '*' && !open {
 				end := -1
 				for j := i + 2; j+1 < len(b); j++ {
 					if b[j] == '*' && b[j+1] == '/' {
@@ -71,7 +72,11 @@ func maskJSONC(b []byte, comments, trailing bool) []byte {
 					}
 				}
 				if end < 0 {
-					break // unterminated: the parser says where
+					// Unterminated: the parser says where. No later "/*"
+					// can close either, and looking again for each would
+					// take time quadratic in the file.
+					open = true
+					break
 				}
 				for j := i; j < end; j++ {
 					blank(j)
