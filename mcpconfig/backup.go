@@ -228,3 +228,34 @@ func (b Backups) importLegacy(r replacer, file string) (string, error) {
 	}
 	return legacy, nil
 }
+
+// Files are the config files b holds backups of (each as its "origin" names
+// it), sorted: the files bir-proxy has written, wherever they are.
+func (b Backups) Files() ([]string, error) {
+	if b.Dir == "" {
+		return nil, nil
+	}
+	des, err := os.ReadDir(b.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the backups: %w", err)
+	}
+	var out []string
+	for _, de := range des {
+		if !de.IsDir() {
+			continue
+		}
+		origin, err := os.ReadFile(filepath.Join(b.Dir, de.Name(), "origin"))
+		if err != nil {
+			continue
+		}
+		// A directory is the file's only if its name is the one dirFor gives it.
+		if f := strings.TrimSuffix(string(origin), "\n"); f != "" && b.dirFor(f) == filepath.Join(b.Dir, de.Name()) {
+			out = append(out, f)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}

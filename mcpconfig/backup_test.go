@@ -184,3 +184,43 @@ func TestLegacyBackupMoved(t *testing.T) {
 		t.Errorf("backups: %+v", list)
 	}
 }
+
+// TestBackupFiles: Files names every file the store holds versions of, by its
+// origin, and nothing else found in the store.
+func TestBackupFiles(t *testing.T) {
+	bs := Backups{Dir: filepath.Join(t.TempDir(), "backups"), Now: clock()}
+	if got, err := bs.Files(); err != nil || got != nil {
+		t.Fatalf("an empty store: %q %v", got, err)
+	}
+	dir := t.TempDir()
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	var want []string
+	for _, rel := range []string{".gemini/settings.json", "b/.mcp.json"} {
+		f := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		data := []byte(`{"mcpServers": {"a": {"command": "x"}}}`)
+		if err := os.WriteFile(f, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bs.save(replacer{rename: os.Rename}, f, data, bs.now()); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, f)
+	}
+	// A directory whose origin names another file's path is not that file's.
+	stray := filepath.Join(bs.Dir, "x-000000000000")
+	if err := os.MkdirAll(stray, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stray, "origin"), []byte("/etc/passwd\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := bs.Files()
+	if err != nil || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("Files() = %q, %v; want %q", got, err, want)
+	}
+}

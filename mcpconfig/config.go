@@ -1,7 +1,9 @@
 // Package mcpconfig reads MCP host config files (Claude Code's .mcp.json
-// and ~/.claude.json, Claude Desktop, Cursor: all use the same mcpServers
-// shape) and wraps or unwraps their server entries so that the host starts
-// the server through bir-proxy.
+// and ~/.claude.json, Claude Desktop's, Cursor's, Gemini CLI's and
+// Windsurf's mcpServers; VS Code's servers, hosts.go) and wraps or unwraps
+// their server entries so that the host starts the server through bir-proxy.
+// Gemini CLI's and VS Code's files are JSONC, read through a mask
+// (jsonc.go) so that their comments stay as they are.
 //
 // Edits are splices: only the text of the entries that change is
 // rewritten, and unwrap restores a wrapped entry byte for byte, so every
@@ -54,6 +56,9 @@ type Location struct {
 	// directory in a Claude Code user file (projects[Project].mcpServers)
 	// rather than the file's top-level mcpServers.
 	Project string
+	// Host is whose file it is, which says its format (Host.Format); ""
+	// is Claude Code's.
+	Host Host
 }
 
 func (l Location) String() string {
@@ -131,8 +136,13 @@ type Document struct {
 	data []byte
 	// bom is the UTF-8 byte-order mark some Windows editors put first; it is
 	// kept on write but hidden from the JSON parsers, which reject it.
-	bom     []byte
-	body    []byte
+	bom  []byte
+	body []byte
+	// mask is body with the comments and trailing commas its format allows
+	// blanked (jsonc.go): what the JSON parsers read. It is body for a plain
+	// JSON file.
+	mask    []byte
+	format  Format
 	servers []string // keys leading to the mcpServers object
 }
 
@@ -147,12 +157,16 @@ func Load(loc Location) (*Document, error) {
 
 // Parse parses data as the file at loc.
 func Parse(loc Location, data []byte) (*Document, error) {
-	d := &Document{loc: loc, data: data, body: data}
+	if why := unsupported(loc.File); why != "" {
+		return nil, fmt.Errorf("%s: %s: %w", loc.File, why, ErrUnsupportedFormat)
+	}
+	d := &Document{loc: loc, data: data, body: data, format: loc.Host.Format()}
 	if bom := []byte("\xef\xbb\xbf"); bytes.HasPrefix(data, bom) {
 		d.bom, d.body = bom, data[len(bom):]
 	}
+	d.mask = maskJSONC(d.body, d.format.Comments, d.format.TrailingCommas)
 	var raw json.RawMessage
-	if err := json.Unmarshal(d.body, &raw); err != nil {
+	if err := json.Unmarshal(d.mask, &raw); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			at := se.Offset - 1 // the byte read last is the one that was wrong
@@ -164,12 +178,13 @@ func Parse(loc Location, data []byte) (*Document, error) {
 		}
 		return nil, fmt.Errorf("%s: invalid JSON: %w", loc.File, err)
 	}
-	root := gjson.ParseBytes(d.body)
+	root := gjson.ParseBytes(d.mask)
 	if !root.IsObject() {
 		return nil, fmt.Errorf("%s: the top level is not a JSON object", loc.File)
 	}
 
-	d.servers = []string{"mcpServers"}
+	key := d.format.Servers
+	d.servers = []string{key}
 	where := "at the top level"
 	if loc.Project != "" {
 		key, ok := projectKey(root.Get("projects"), loc.Project)
@@ -177,7 +192,7 @@ func Parse(loc Location, data []byte) (*Document, error) {
 			return nil, fmt.Errorf("%s has no project for %s or a directory above it (Claude Code adds one the first time it runs there): %w",
 				loc.File, loc.Project, ErrNoServers)
 		}
-		d.servers = []string{"projects", key, "mcpServers"}
+		d.servers = []string{"projects", key, d.format.Servers}
 		where = fmt.Sprintf("for the project %s", key)
 		// From here on the Location names the project found, which is what
 		// every message about this document should say.
@@ -186,12 +201,12 @@ func Parse(loc Location, data []byte) (*Document, error) {
 	switch s := root.Get(pathOf(d.servers...)); {
 	case !s.Exists():
 		hint := ""
-		if loc.Project == "" && root.Get("servers").IsObject() {
-			hint = ` (it has "servers", which is VS Code's format, not the mcpServers one this command edits)`
+		if loc.Project == "" && key == "mcpServers" && root.Get("servers").IsObject() {
+			hint = ` (it has "servers", which is VS Code's format: --host vscode reads it)`
 		}
-		return nil, fmt.Errorf("%s has no mcpServers object %s%s: %w", loc.File, where, hint, ErrNoServers)
+		return nil, fmt.Errorf("%s has no %s object %s%s: %w", loc.File, key, where, hint, ErrNoServers)
 	case !s.IsObject():
-		return nil, fmt.Errorf("%s: mcpServers %s is not a JSON object", loc.File, where)
+		return nil, fmt.Errorf("%s: %s %s is not a JSON object", loc.File, key, where)
 	}
 	return d, nil
 }
@@ -254,26 +269,29 @@ func projectKey(projects gjson.Result, dir string) (string, bool) {
 
 // entries lists the server entries in file order. A name that appears
 // more than once comes back as KindUnknown each time: the host uses the
-// last, sjson would edit the first.
+// last, sjson would edit the first. Each entry's text is the file's own,
+// comments included; the servers object is found and lexed on the mask.
 func (d *Document) entries() []entry {
-	srv := gjson.GetBytes(d.body, pathOf(d.servers...))
+	srv := gjson.GetBytes(d.mask, pathOf(d.servers...))
+	if !srv.IsObject() || srv.Index <= 0 {
+		return nil
+	}
+	ms, _ := members(string(d.body[srv.Index:srv.Index+len(srv.Raw)]), srv.Raw)
 	count := map[string]int{}
-	srv.ForEach(func(k, _ gjson.Result) bool {
-		count[k.Str]++
-		return true
-	})
+	for _, m := range ms {
+		count[m.key]++
+	}
 	var es []entry
-	srv.ForEach(func(k, v gjson.Result) bool {
-		e := parseEntry(k.Str, v.Raw)
+	for _, m := range ms {
+		e := parseEntry(m.key, m.value.Raw)
 		switch {
-		case count[k.Str] > 1:
-			e = e.unknown("the name appears more than once in mcpServers")
-		case k.Str == "":
+		case count[m.key] > 1:
+			e = e.unknown("the name appears more than once in " + d.format.Servers)
+		case m.key == "":
 			e = e.unknown("the name is empty")
 		}
 		es = append(es, e)
-		return true
-	})
+	}
 	return es
 }
 
@@ -448,7 +466,7 @@ func (d *Document) apply(names []string, fn func(entry) (string, Outcome, error)
 		}
 	}
 
-	body := d.body
+	body, mask := d.body, d.mask
 	c := &Change{Location: d.loc, Old: d.data}
 	done := map[string]bool{}
 	for _, e := range es {
@@ -464,20 +482,26 @@ func (d *Document) apply(names []string, fn func(entry) (string, Outcome, error)
 		if text == e.raw {
 			continue
 		}
+		// The entry is found and replaced on the mask; the same span of the
+		// file's text takes the entry's new text, comments and all.
 		path := pathOf(slices.Concat(d.servers, []string{e.name})...)
-		old := gjson.GetBytes(body, path)
-		next, err := sjson.SetRawBytes(body, path, []byte(text))
+		old := gjson.GetBytes(mask, path)
+		textMask := maskText(text)
+		next, err := sjson.SetRawBytes(mask, path, []byte(textMask))
 		if err != nil {
 			return nil, fmt.Errorf("editing server %q: %w", e.name, err)
 		}
 		// The edit must be a splice of this entry and nothing else.
-		want := string(body[:old.Index]) + text + string(body[old.Index+len(old.Raw):])
-		if old.Index == 0 || string(next) != want {
+		want := string(mask[:old.Index]) + textMask + string(mask[old.Index+len(old.Raw):])
+		if old.Index == 0 || string(next) != want || string(body[old.Index:old.Index+len(old.Raw)]) != e.raw {
 			return nil, fmt.Errorf("editing server %q: the edit did not stay inside the entry; left the file alone (please report this)", e.name)
 		}
-		body = next
+		body = slices.Concat(body[:old.Index:old.Index], []byte(text), body[old.Index+len(old.Raw):])
+		mask = next
 	}
-	if !json.Valid(body) {
+	// The text written must read as the mask that was checked: a comment the
+	// edit opened or closed would change what the host sees around the entry.
+	if !json.Valid(mask) || !bytes.Equal(maskJSONC(body, d.format.Comments, d.format.TrailingCommas), mask) {
 		return nil, errors.New("the edited file is not valid JSON; left the file alone (please report this)")
 	}
 	c.New = append(append([]byte(nil), d.bom...), body...)

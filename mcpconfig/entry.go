@@ -99,7 +99,10 @@ type entry struct {
 
 func parseEntry(name, raw string) entry {
 	e := entry{name: name, raw: raw, command: -1, args: -1, typIdx: -1, urlIdx: -1, headersIdx: -1}
-	ms, ok := members(raw)
+	// A JSONC entry (jsonc.go) is lexed through its mask; its text, comments
+	// and all, is what wrap and unwrap splice, and the round-trip check in Wrap
+	// refuses any that would not come back.
+	ms, ok := members(raw, maskText(raw))
 	if !ok {
 		return e.unknown("not a JSON object")
 	}
@@ -153,6 +156,16 @@ func parseEntry(name, raw string) entry {
 		return e.unknown(fmt.Sprintf("type %q is not one bir-proxy knows", e.typ))
 	}
 	if e.command < 0 {
+		for _, m := range e.members {
+			switch m.key {
+			case "httpUrl":
+				// Gemini CLI's streamable HTTP entry: unwrap could not tell it
+				// from a "url" one, so it is not wrapped (docs/wrap.md).
+				return e.unknown(`an "httpUrl" entry (Gemini CLI's streamable HTTP) is not wrapped yet`)
+			case "serverUrl":
+				return e.unknown(`a "serverUrl" entry (Windsurf's remote) is not wrapped yet`)
+			}
+		}
 		return e.unknown(`no "command"`)
 	}
 	if c := e.members[e.command].value; !c.isString() || c.Str == "" {
@@ -163,7 +176,7 @@ func parseEntry(name, raw string) entry {
 		if !a.value.isArray() {
 			return e.unknown(`"args" is not an array`)
 		}
-		e.argv = elements(a.value.Raw)
+		e.argv = elements(a.value.Raw, a.value.Mask)
 		for _, el := range e.argv {
 			if !el.value.isString() {
 				return e.unknown(`"args" holds something other than strings`)
@@ -232,6 +245,11 @@ scan:
 	return e
 }
 
+// plain is e.raw[i:j], text between tokens (a separator, a colon) that wrap
+// copies into the text it adds, without its comments: a comment stays where
+// its author put it, once, and is not repeated beside every member wrap adds.
+func (e entry) plain(i, j int) string { return stripComments(e.raw[i:j]) }
+
 func (e entry) unknown(why string) entry {
 	e.kind = KindUnknown
 	e.problem = why
@@ -292,7 +310,7 @@ func (e entry) wrapStdio(proxyPath string) string {
 	}
 	edits := []edit{{cmd.valStart, cmd.valEnd, quote(proxyPath)}}
 	inline := ","
-	if strings.Contains(e.raw[cmd.keyEnd:cmd.valStart], " ") {
+	if strings.Contains(e.plain(cmd.keyEnd, cmd.valStart), " ") {
 		inline = ", "
 	}
 
@@ -301,13 +319,13 @@ func (e entry) wrapStdio(proxyPath string) string {
 		var sep string
 		switch {
 		case len(e.members) > 1:
-			sep = e.raw[e.members[0].valEnd:e.members[1].keyStart]
-		case strings.Contains(e.raw[1:cmd.keyStart], "\n"):
-			sep = "," + e.raw[1:cmd.keyStart]
+			sep = e.plain(e.members[0].valEnd, e.members[1].keyStart)
+		case strings.Contains(e.plain(1, cmd.keyStart), "\n"):
+			sep = "," + e.plain(1, cmd.keyStart)
 		default:
 			sep = inline
 		}
-		text := sep + `"args"` + e.raw[cmd.keyEnd:cmd.valStart] + arr
+		text := sep + `"args"` + e.plain(cmd.keyEnd, cmd.valStart) + arr
 		edits = append(edits, edit{cmd.valEnd, cmd.valEnd, text})
 		return splice(e.raw, edits)
 	}
@@ -321,13 +339,16 @@ func (e entry) wrapStdio(proxyPath string) string {
 		// take it back from after the last element.
 		arr = "[" + strings.Join(prefix, inline) + a[1:]
 	} else {
+		// lead, the text before the first element, stays where it is, comments
+		// and all; the separators between the new elements are copies without
+		// them.
 		lead := a[1:e.argv[0].start]
 		var sep string
 		switch {
 		case len(e.argv) > 1:
-			sep = a[e.argv[0].end:e.argv[1].start]
+			sep = stripComments(a[e.argv[0].end:e.argv[1].start])
 		case strings.Contains(lead, "\n"):
-			sep = "," + lead
+			sep = "," + stripComments(lead)
 		default:
 			sep = inline
 		}
@@ -420,7 +441,7 @@ func (e entry) remoteProblem() string {
 		}
 	}
 	if e.headersIdx >= 0 {
-		h := gjson.Parse(e.members[e.headersIdx].value.Raw)
+		h := gjson.Parse(e.members[e.headersIdx].value.Mask)
 		if !h.IsObject() {
 			return `"headers" is not an object`
 		}
@@ -456,7 +477,7 @@ func (e entry) remoteTransport() string {
 // spacing), for a member wrap adds.
 func (e entry) memberSep(inline string) string {
 	if len(e.members) > 1 {
-		return e.raw[e.members[0].valEnd:e.members[1].keyStart]
+		return e.plain(e.members[0].valEnd, e.members[1].keyStart)
 	}
 	return inline
 }
@@ -481,14 +502,14 @@ func (e entry) unwrapsTo(raw string) bool {
 // wrapRemoteText is the wrapped entry, with or without its "headers" member.
 func (e entry) wrapRemoteText(proxyPath string, dropHeaders bool) string {
 	u := e.members[e.urlIdx]
-	colon := e.raw[u.keyEnd:u.valStart]
+	colon := e.plain(u.keyEnd, u.valStart)
 	inline := ","
 	if strings.Contains(colon, " ") {
 		inline = ", "
 	}
 	args := slices.Concat([]string{`"--server"`, quote(e.name)}, e.extra, []string{`"--url"`, e.raw[u.valStart:u.valEnd], `"--transport"`, quote(e.remoteTransport())})
 	if e.headersIdx >= 0 {
-		gjson.Parse(e.members[e.headersIdx].value.Raw).ForEach(func(k, v gjson.Result) bool {
+		gjson.Parse(e.members[e.headersIdx].value.Mask).ForEach(func(k, v gjson.Result) bool {
 			args = append(args, `"--header"`, quote(k.Str+": "+v.Str))
 			return true
 		})
@@ -525,7 +546,7 @@ func (e entry) headersMember(headers []string, colon, inline string) string {
 	obj := "{" + strings.Join(hs, inline) + "}"
 	sep := e.memberSep(inline)
 	last := e.members[len(e.members)-1]
-	tail := e.raw[last.valEnd : len(e.raw)-1] // up to the entry's closing brace
+	tail := e.plain(last.valEnd, len(e.raw)-1) // up to the entry's closing brace
 	i, j := strings.LastIndexByte(sep, '\n'), strings.LastIndexByte(tail, '\n')
 	if i >= 0 && j >= 0 {
 		indent, closing := sep[i+1:], tail[j+1:]
@@ -589,7 +610,7 @@ func (e entry) unwrapRemote() (string, error) {
 	if rawURL == "" {
 		return "", errors.New("no --url value")
 	}
-	colon := e.raw[cmd.keyEnd:cmd.valStart]
+	colon := e.plain(cmd.keyEnd, cmd.valStart)
 	inline := ","
 	if strings.Contains(colon, " ") {
 		inline = ", "

@@ -24,11 +24,14 @@ type member struct {
 // text; the fields are named as in gjson.Result, which they replace.
 type value struct {
 	Raw string
-	Str string // "" unless Raw is a string
+	// Mask is Raw with its comments and trailing commas blanked (jsonc.go):
+	// what a JSON parser reads. It is Raw in a plain JSON file.
+	Mask string
+	Str  string // "" unless Raw is a string
 }
 
-func valueOf(raw string) value {
-	v := value{Raw: raw}
+func valueOf(raw, mask string) value {
+	v := value{Raw: raw, Mask: mask}
 	if v.isString() {
 		v.Str = jsonlex.StringOf([]byte(raw))
 	}
@@ -40,9 +43,10 @@ func (v value) isString() bool { return v.Raw != "" && v.Raw[0] == '"' }
 func (v value) isArray() bool { return v.Raw != "" && v.Raw[0] == '[' }
 
 // members lists obj's members in text order, duplicates included; ok is false
-// when obj is not a JSON object.
-func members(obj string) (ms []member, ok bool) {
-	b := []byte(obj)
+// when obj is not a JSON object. mask is obj's mask (jsonc.go), which is lexed;
+// the values are obj's own text.
+func members(obj, mask string) (ms []member, ok bool) {
+	b := []byte(mask)
 	lexed, _, ok := jsonlex.Members(b, jsonlex.SkipSpace(b, 0))
 	if !ok {
 		return nil, false
@@ -55,7 +59,7 @@ func members(obj string) (ms []member, ok bool) {
 			keyEnd:   m.Key.End,
 			valStart: m.Value.Start,
 			valEnd:   m.Value.End,
-			value:    valueOf(obj[m.Value.Start:m.Value.End]),
+			value:    valueOf(obj[m.Value.Start:m.Value.End], mask[m.Value.Start:m.Value.End]),
 		}
 	}
 	return ms, true
@@ -67,13 +71,13 @@ type element struct {
 	value      value
 }
 
-// elements lists the values of the JSON array arr.
-func elements(arr string) []element {
-	b := []byte(arr)
+// elements lists the values of the JSON array arr, whose mask is lexed.
+func elements(arr, mask string) []element {
+	b := []byte(mask)
 	spans, _ := jsonlex.Elements(b, jsonlex.SkipSpace(b, 0))
 	es := make([]element, len(spans))
 	for i, s := range spans {
-		es[i] = element{start: s.Start, end: s.End, value: valueOf(arr[s.Start:s.End])}
+		es[i] = element{start: s.Start, end: s.End, value: valueOf(arr[s.Start:s.End], mask[s.Start:s.End])}
 	}
 	return es
 }

@@ -34,7 +34,7 @@ func corpus(t *testing.T) []corpusCase {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cs = append(cs, corpusCase{filepath.Base(f), Location{File: f}, data})
+		cs = append(cs, corpusCase{filepath.Base(f), Location{File: f, Host: corpusHost(filepath.Base(f))}, data})
 		if filepath.Base(f) == "claude-json.json" {
 			for _, p := range []string{"/home/dev/work/my.app", "/home/dev/other"} {
 				cs = append(cs, corpusCase{filepath.Base(f) + " " + p, Location{File: f, Project: p}, data})
@@ -42,6 +42,17 @@ func corpus(t *testing.T) []corpusCase {
 		}
 	}
 	return cs
+}
+
+// corpusHost is the host of a corpus file, by its name's prefix: the JSONC
+// formats need theirs to be read.
+func corpusHost(name string) Host {
+	for _, h := range Hosts {
+		if strings.HasPrefix(name, string(h)+"-") {
+			return h
+		}
+	}
+	return HostClaudeCode
 }
 
 func mustParse(t *testing.T, loc Location, data []byte) *Document {
@@ -169,7 +180,7 @@ func checkWrappedRemote(t *testing.T, b, a entry) {
 	}
 	want := []string{"--server", b.name, "--url", b.url, "--transport", b.remoteTransport()}
 	if b.headersIdx >= 0 {
-		gjson.Parse(b.members[b.headersIdx].value.Raw).ForEach(func(k, v gjson.Result) bool {
+		gjson.Parse(b.members[b.headersIdx].value.Mask).ForEach(func(k, v gjson.Result) bool {
 			want = append(want, "--header", k.Str+": "+v.Str)
 			return true
 		})
@@ -215,7 +226,7 @@ func otherMembers(e entry) []string {
 }
 
 func outsideServers(d *Document) string {
-	s := gjson.GetBytes(d.body, pathOf(d.servers...))
+	s := gjson.GetBytes(d.mask, pathOf(d.servers...))
 	return string(d.bom) + string(d.body[:s.Index]) + string(d.body[s.Index+len(s.Raw):])
 }
 

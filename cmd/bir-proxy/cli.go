@@ -44,11 +44,15 @@ func subcommands() []subcommand {
 			name: "wrap", synopsis: "[flags] [NAME...]",
 			summary: "make the host start MCP servers through bir-proxy",
 			about: `Rewrites the named MCP server entries (all when none is named) so that the
-host starts them through bir-proxy. With neither --scope nor --config it acts
-on every Claude Code scope that has servers for this directory: the nearest
-.mcp.json above it (project), this project in ~/.claude.json (local), and
-~/.claude.json's own servers (user). The previous version of each file is
-kept in bir-proxy's state directory. Undo with bir-proxy unwrap.`,
+host starts them through bir-proxy. With no --host, --scope or --config it
+acts on every host's files that have servers for this directory and user:
+Claude Code's (the nearest .mcp.json, this project in ~/.claude.json, and
+~/.claude.json's own servers), Claude Desktop's, Cursor's (.cursor/mcp.json,
+~/.cursor/mcp.json), Gemini CLI's (.gemini/settings.json,
+~/.gemini/settings.json), VS Code's (.vscode/mcp.json) and Windsurf's;
+--host NAME picks one. Comments in Gemini CLI's and VS Code's files stay as
+they are. The previous version of each file is kept in bir-proxy's state
+directory. Undo with bir-proxy unwrap.`,
 			flags: func(fs *flag.FlagSet) any { return defineConfigFlags(fs, "wrap") },
 			run:   runWrap,
 		},
@@ -56,18 +60,19 @@ kept in bir-proxy's state directory. Undo with bir-proxy unwrap.`,
 			name: "unwrap", synopsis: "[flags] [NAME...]  |  unwrap --restore [ID]",
 			summary: "undo wrap; --restore lists and restores backups",
 			about: `Restores the named entries (all when none is named) exactly as they were
-before bir-proxy wrap, in the same scopes wrap acts on. With --restore it
+before bir-proxy wrap, in the same files wrap acts on, and in any file in
+this directory that bir-proxy wrapped with --config. With --restore it
 lists the backups of those files instead, and with an ID (or the start of
 one) puts that version back; the version it replaces is kept as a backup.`,
 			flags: func(fs *flag.FlagSet) any { return defineConfigFlags(fs, "unwrap") },
 			run:   runUnwrap,
 		},
 		{
-			name: "status", synopsis: "[--config PATH] [--scope project|local|user]",
+			name: "status", synopsis: "[--host NAME] [--config PATH] [--scope project|local|user]",
 			summary: "which servers are wrapped, and where reports go",
-			about: `Lists every MCP server entry, wrapped or not, scope by scope, checks that the
-bir-proxy each wrapped entry runs is there and runs, and says whether a
-recorder is reachable. Exit status 1 when a file cannot be read or a wrapped
+			about: `Lists every MCP server entry, wrapped or not, host by host and scope by
+scope (the files unwrap acts on), checks that the bir-proxy each wrapped
+entry runs is there and runs, and says whether a recorder is reachable. Exit status 1 when a file cannot be read or a wrapped
 entry's bir-proxy does not run.`,
 			flags: func(fs *flag.FlagSet) any { return defineConfigFlags(fs, "status") },
 			run:   runStatus,

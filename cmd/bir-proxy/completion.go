@@ -180,6 +180,7 @@ func writeBashCompletion(w io.Writer, zsh bool) {
   COMPREPLY=()
   case "$prev" in
     --scope|-scope) COMPREPLY=($(compgen -W "project local user" -- "$cur")); return ;;
+    --host|-host) COMPREPLY=($(compgen -W "claude-code claude-desktop cursor gemini vscode windsurf" -- "$cur")); return ;;
     --transport|-transport) COMPREPLY=($(compgen -W "auto http sse" -- "$cur")); return ;;
     --log-level|-log-level) COMPREPLY=($(compgen -W "debug info warn error" -- "$cur")); return ;;
     --config|-config|--journal|-journal|--header-file|-header-file|--proxy-path|-proxy-path)
@@ -244,6 +245,9 @@ func writeFishCompletion(w io.Writer) {
 			}
 			if f.name == "scope" {
 				extra += " -a 'project local user'"
+			}
+			if f.name == "host" {
+				extra += " -a 'claude-code claude-desktop cursor gemini vscode windsurf'"
 			}
 			fmt.Fprintf(w, "complete -c bir-proxy -n %s -l %s%s -d %s\n", when, f.name, extra, fishQuote(f.usage))
 		}

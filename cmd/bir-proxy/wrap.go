@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,7 @@ import (
 type configCmd struct {
 	verb      string
 	config    string
+	host      string
 	scope     string
 	dryRun    bool
 	proxyPath string
@@ -38,12 +40,18 @@ type configCmd struct {
 	readOnly  bool   // wrap --read-only
 	otlp      string // wrap --otlp-endpoint URL
 	capture   bool   // wrap --otlp-capture
+	// known are the files the backup store holds versions of, which plain
+	// unwrap and status also look at when they are in this directory.
+	known []string
+	// skipped are other hosts' files load could not read, left alone.
+	skipped []error
 }
 
 func defineConfigFlags(fs *flag.FlagSet, verb string) *configCmd {
 	c := &configCmd{verb: verb}
-	fs.StringVar(&c.config, "config", "", "an MCP config file to use instead of Claude Code's (Claude Desktop's, Cursor's, ...)")
-	fs.StringVar(&c.scope, "scope", "", "only this Claude Code scope: project (the nearest .mcp.json), local (this project in ~/.claude.json) or user (~/.claude.json); default: every scope that has servers")
+	fs.StringVar(&c.config, "config", "", "an MCP config file to use instead of the hosts' own (its host is known by its name, or given with --host)")
+	fs.StringVar(&c.host, "host", "", "only this host's files: claude-code, claude-desktop, cursor, gemini, vscode or windsurf; default: every host's files found for this directory and user")
+	fs.StringVar(&c.scope, "scope", "", "only this scope: project (the nearest .mcp.json, or the host's project file), local (this project in ~/.claude.json) or user (~/.claude.json, or the host's user file); without --host, Claude Code's; default: every scope that has servers")
 	if verb != "status" {
 		fs.BoolVar(&c.dryRun, "dry-run", false, "print the change as a diff and write nothing")
 	}
@@ -84,6 +92,15 @@ func parseConfigCmd(c *cli, verb string, args []string) (*configCmd, int, bool) 
 			return nil, c.usageError(verb, err), false
 		}
 	}
+	if cc.host != "" {
+		if _, err := mcpconfig.ParseHost(cc.host); err != nil {
+			if errors.Is(err, mcpconfig.ErrUnsupportedFormat) {
+				fmt.Fprintf(c.stderr, "bir-proxy %s: %v\n", verb, err)
+				return nil, 1, false
+			}
+			return nil, c.usageError(verb, err), false
+		}
+	}
 	switch {
 	case verb == "status" && len(names) > 0:
 		return nil, c.usageError(verb, fmt.Errorf("unexpected argument %q", names[0])), false
@@ -93,35 +110,46 @@ func parseConfigCmd(c *cli, verb string, args []string) (*configCmd, int, bool) 
 	return cc, 0, true
 }
 
-// target is one mcpServers object a command acts on.
+// target is one servers object a command acts on.
 type target struct {
+	host  mcpconfig.Host
 	scope mcpconfig.Scope // "" for the top level of a --config file
 	loc   mcpconfig.Location
-	found bool // false: there is no .mcp.json for the project scope
+	found bool   // false: there is no project file for the project scope
+	dir   string // the project directory, for a project file not found
 }
 
 func (t target) label() string {
-	if t.scope == "" {
-		return "config"
-	}
-	return string(t.scope) + " scope"
+	return mcpconfig.File{Host: t.host, Scope: t.scope}.Label()
 }
 
 // explicit reports whether the flags name one file or scope, which must
-// then exist; otherwise every scope that has servers is used, as status
+// then exist; otherwise every file that has servers is used, as status
 // lists them.
 func (c *configCmd) explicit() bool { return c.config != "" || c.scope != "" }
 
-// targets are the files and scopes the command acts on, as Claude Code
-// would find them from a session started in this directory.
+// targets are the files and scopes the command acts on, as each host would
+// find them from a session started in this directory: with --host, that
+// host's; with --scope alone, Claude Code's; else every host's, and (for
+// unwrap and status) the files in this directory that bir-proxy wrote
+// before (c.known), such as a --config file.
 func (c *configCmd) targets() ([]target, error) {
 	dir, err := projectDir()
 	if err != nil {
 		return nil, err
 	}
 	scope := mcpconfig.Scope(c.scope)
+	var host mcpconfig.Host
+	if c.host != "" {
+		if host, err = mcpconfig.ParseHost(c.host); err != nil {
+			return nil, err
+		}
+	}
 	if c.config != "" {
-		t := target{loc: mcpconfig.Location{File: c.config}, found: true}
+		if host == "" {
+			host = mcpconfig.GuessHost(c.config)
+		}
+		t := target{host: host, loc: mcpconfig.Location{File: c.config, Host: host}, found: true}
 		if scope == mcpconfig.ScopeLocal {
 			t.scope, t.loc.Project = scope, dir
 		} else if scope != "" {
@@ -129,20 +157,61 @@ func (c *configCmd) targets() ([]target, error) {
 		}
 		return []target{t}, nil
 	}
-	claudeJSON, err := claudeJSONPath()
+	env, err := hostEnv(dir)
 	if err != nil {
 		return nil, err
 	}
-	scopes := []mcpconfig.Scope{mcpconfig.ScopeProject, mcpconfig.ScopeLocal, mcpconfig.ScopeUser}
-	if scope != "" {
-		scopes = []mcpconfig.Scope{scope}
+	hosts := mcpconfig.Hosts
+	switch {
+	case host != "":
+		hosts = []mcpconfig.Host{host}
+	case scope != "":
+		hosts = []mcpconfig.Host{mcpconfig.HostClaudeCode}
 	}
 	var ts []target
-	for _, s := range scopes {
-		loc, ok := mcpconfig.Locate(s, dir, claudeJSON)
-		ts = append(ts, target{scope: s, loc: loc, found: ok})
+	for _, h := range hosts {
+		for _, f := range env.HostFiles(h, scope) {
+			ts = append(ts, target{host: h, scope: f.Scope, loc: f.Loc, found: f.Found, dir: dir})
+		}
+	}
+	if len(ts) == 0 {
+		return nil, fmt.Errorf("%s has no %s scope", host.Name(), scope)
+	}
+	if host == "" && scope == "" {
+		ts = append(ts, knownTargets(dir, c.known, ts)...)
 	}
 	return ts, nil
+}
+
+// knownTargets are the files of known (the backup store's) in dir or below
+// it that no target names already: a file wrapped with --config is found
+// again by a plain unwrap or status in the same project.
+func knownTargets(dir string, known []string, ts []target) []target {
+	var out []target
+	for _, f := range known {
+		rel, err := filepath.Rel(dir, f)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			continue
+		}
+		if slices.ContainsFunc(ts, func(t target) bool { return sameFile(t.loc.File, f) }) {
+			continue
+		}
+		h := mcpconfig.GuessHost(f)
+		out = append(out, target{host: h, loc: mcpconfig.Location{File: f, Host: h}, found: true})
+	}
+	return out
+}
+
+// hostEnv is where the hosts' files are, from this process's environment.
+func hostEnv(dir string) (mcpconfig.Env, error) {
+	home, err := os.UserHomeDir()
+	if err != nil && os.Getenv("CLAUDE_CONFIG_DIR") == "" {
+		return mcpconfig.Env{}, fmt.Errorf("finding ~/.claude.json: %w", err)
+	}
+	return mcpconfig.Env{
+		Dir: dir, Home: home, ClaudeConfigDir: os.Getenv("CLAUDE_CONFIG_DIR"),
+		AppData: os.Getenv("APPDATA"), XDGConfigHome: os.Getenv("XDG_CONFIG_HOME"), GOOS: runtime.GOOS,
+	}, nil
 }
 
 // loaded is a target whose file was read and has servers there.
@@ -160,7 +229,11 @@ func (c *configCmd) load(ts []target) ([]loaded, error) {
 	for _, t := range ts {
 		if !t.found {
 			if c.explicit() {
-				errs = append(errs, fmt.Errorf("no %s in %s or any directory above it", mcpconfig.ProjectFile, filepath.Dir(t.loc.File)))
+				rel, err := filepath.Rel(t.dir, t.loc.File)
+				if err != nil {
+					rel = t.loc.File
+				}
+				errs = append(errs, fmt.Errorf("no %s in %s or any directory above it", rel, t.dir))
 			}
 			continue
 		}
@@ -176,6 +249,14 @@ func (c *configCmd) load(ts []target) ([]loaded, error) {
 			err = fmt.Errorf("reading MCP config: %w", err)
 		}
 		if !c.explicit() && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, mcpconfig.ErrNoServers)) {
+			continue
+		}
+		if c.verb != "status" && !c.explicit() && c.host == "" && t.host != mcpconfig.HostClaudeCode {
+			// Another host's file that does not parse must not stop a wrap
+			// of the files that do (a stale ~/.cursor/mcp.json would block
+			// every project); it is named and left alone. status reports it
+			// as an error, which is its job.
+			c.skipped = append(c.skipped, err)
 			continue
 		}
 		errs = append(errs, err)
@@ -196,12 +277,13 @@ func projectDir() (string, error) {
 	return dir, nil
 }
 
-func claudeJSONPath() (string, error) {
-	home, err := os.UserHomeDir()
-	if err != nil && os.Getenv("CLAUDE_CONFIG_DIR") == "" {
-		return "", fmt.Errorf("finding ~/.claude.json: %w", err)
+// knowFiles sets cc.known for unwrap and status: the files bir-proxy keeps
+// backups of. Without a backup store there are none to add.
+func (cc *configCmd) knowFiles(bs mcpconfig.Backups, err error) {
+	if err != nil || cc.verb == "wrap" {
+		return
 	}
-	return mcpconfig.ClaudeJSON(os.Getenv("CLAUDE_CONFIG_DIR"), home), nil
+	cc.known, _ = bs.Files()
 }
 
 // backups is where wrap, unwrap and a restore keep the versions they
@@ -281,6 +363,8 @@ func (cc *configCmd) edit(ctx context.Context, c *cli) int {
 		fmt.Fprintf(c.stderr, "bir-proxy %s: %v\n", cc.verb, err)
 		return 1
 	}
+	bs, bsErr := c.backups()
+	cc.knowFiles(bs, bsErr)
 	ts, err := cc.targets()
 	if err != nil {
 		return fail(err)
@@ -289,15 +373,17 @@ func (cc *configCmd) edit(ctx context.Context, c *cli) int {
 	if err != nil {
 		return fail(err)
 	}
+	for _, err := range cc.skipped {
+		fmt.Fprintf(c.stderr, "warning: %v; that file is left alone (--host or --config to act on it)\n", err)
+	}
 	if len(ls) == 0 {
 		return fail(errors.New(noServersHere))
 	}
 	if err := checkNames(cc.names, ls); err != nil {
 		return fail(err)
 	}
-	bs, err := c.backups()
-	if err != nil && !cc.dryRun {
-		return fail(err)
+	if bsErr != nil && !cc.dryRun {
+		return fail(bsErr)
 	}
 
 	var edits []*fileEdit
@@ -421,7 +507,8 @@ func (cc *configCmd) apply(e *fileEdit, proxy string) (applied, error) {
 	return res, nil
 }
 
-const noServersHere = "no MCP servers found: no .mcp.json here or above, and no servers in ~/.claude.json for this project or user (--config names another file)"
+const noServersHere = "no MCP servers found: none in the files of Claude Code (.mcp.json here or above, ~/.claude.json), Claude Desktop, Cursor (.cursor/mcp.json, ~/.cursor/mcp.json), " +
+	"Gemini CLI (.gemini/settings.json, ~/.gemini/settings.json), VS Code (.vscode/mcp.json) or Windsurf for this directory or user (--config names another file)"
 
 // checkNames fails when a name given on the command line is in none of the
 // files: a typo must not pass for "nothing to change".
@@ -525,6 +612,7 @@ func (cc *configCmd) restoreBackup(c *cli) int {
 	if err != nil {
 		return fail(err)
 	}
+	cc.knowFiles(bs, nil)
 	ts, err := cc.targets()
 	if err != nil {
 		return fail(err)
@@ -547,7 +635,7 @@ func (cc *configCmd) restoreBackup(c *cli) int {
 		}
 	}
 	if len(files) == 0 {
-		return fail(errors.New("no MCP config file here: no .mcp.json here or above, and no ~/.claude.json"))
+		return fail(errors.New("no MCP config file here: none of the hosts' files (.mcp.json, ~/.claude.json, .cursor/mcp.json, .gemini/settings.json, .vscode/mcp.json, ...) is here or above, or in your home"))
 	}
 
 	if len(cc.names) == 0 {
@@ -624,6 +712,7 @@ func runStatus(ctx context.Context, c *cli, args []string) int {
 	if !ok {
 		return code
 	}
+	cc.knowFiles(c.backups())
 	ts, err := cc.targets()
 	if err != nil {
 		fmt.Fprintf(c.stderr, "bir-proxy status: %v\n", err)

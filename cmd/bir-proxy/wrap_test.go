@@ -31,6 +31,9 @@ func isolate(t *testing.T) (home, state string) {
 	t.Setenv("USERPROFILE", home)
 	t.Setenv("XDG_STATE_HOME", state)
 	t.Setenv("CLAUDE_CONFIG_DIR", "")
+	// Claude Desktop's file is under these.
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	t.Setenv("APPDATA", filepath.Join(home, "AppData", "Roaming"))
 	return home, state
 }
 
