@@ -695,7 +695,19 @@ func TestAgainstNodeCanonicalize(t *testing.T) {
 			b = *bytes.NewBuffer(append(b.Bytes()[:cut:cut], b.Bytes()[cut+1:]...))
 		}
 		inputs[i] = b.Bytes()
-		stdin.WriteString(base64.StdEncoding.EncodeToString(inputs[i]))
+	}
+	// The flat index's inputs, and keys sharing long prefixes (the index's fast
+	// comparison), whole and cut short.
+	for _, g := range flatGolden {
+		inputs = append(inputs, []byte(g.in))
+	}
+	r2 := rand.New(rand.NewPCG(11, 12))
+	for range n / 10 {
+		doc := sharedPrefixDoc(r2)
+		inputs = append(inputs, doc, doc[:1+r2.IntN(len(doc))]) // node skips empty lines
+	}
+	for _, in := range inputs {
+		stdin.WriteString(base64.StdEncoding.EncodeToString(in))
 		stdin.WriteByte('\n')
 	}
 	cmd := exec.CommandContext(testutil.Context(t), "node", "--input-type=commonjs", "-e", "(async () => {"+jcsNodeScript+"})()")
@@ -725,8 +737,8 @@ func TestAgainstNodeCanonicalize(t *testing.T) {
 			agreedErr++
 		}
 	}
-	if agreedOK+agreedErr != n {
-		t.Fatalf("node answered %d of %d inputs", agreedOK+agreedErr, n)
+	if agreedOK+agreedErr != len(inputs) {
+		t.Fatalf("node answered %d of %d inputs", agreedOK+agreedErr, len(inputs))
 	}
 	t.Logf("agreed with node on %d canonical forms and %d errors", agreedOK, agreedErr)
 }
@@ -850,5 +862,47 @@ func TestFingerprintMemoryIsProportional(t *testing.T) {
 			t.Errorf("%s: fingerprinting %d bytes allocated %d bytes (%.1f times), over %d", name, len(in), alloc, float64(alloc)/float64(len(in)), limit)
 		}
 		t.Logf("%s: %.2f times the input", name, float64(alloc)/float64(len(in)))
+	}
+}
+
+// typicalArgs builds tool arguments of about n bytes as an edit tool gets
+// them: a few options and a list of small objects with strings to escape.
+func typicalArgs(n int) []byte {
+	r := rand.New(rand.NewPCG(7, 8))
+	var b bytes.Buffer
+	b.WriteString(`{"path":"/home/user/project/src/main.go","options":{"overwrite":true,"mode":420,"encoding":"utf-8"},"edits":[`)
+	for i := 0; b.Len() < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"oldText":"line %d\tof the file \"x\"","newText":"replacement %d","line":%d,"meta":{"author":"u%d","ts":%d.5}}`,
+			i, r.IntN(1000), i*3, r.IntN(9), r.IntN(1e9))
+	}
+	b.WriteString(`],"dryRun":false}`)
+	return b.Bytes()
+}
+
+// BenchmarkFingerprintShapes: typical arguments of 1 KB to 256 KB, and the
+// shapes of memShapes at 1 MB.
+func BenchmarkFingerprintShapes(b *testing.B) {
+	type input struct {
+		name string
+		in   []byte
+	}
+	inputs := []input{{"typical1k", typicalArgs(1 << 10)}, {"typical8k", typicalArgs(8 << 10)}, {"typical256k", typicalArgs(256 << 10)}}
+	shapes := memShapes(1 << 20)
+	for _, k := range []string{"nested objects", "objects in arrays in objects", "wide object", "many small objects"} {
+		inputs = append(inputs, input{strings.ReplaceAll(k, " ", "_"), shapes[k]})
+	}
+	for _, in := range inputs {
+		b.Run(in.name, func(b *testing.B) {
+			b.SetBytes(int64(len(in.in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Fingerprint(in.in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

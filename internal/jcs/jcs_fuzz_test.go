@@ -16,11 +16,8 @@ import (
 	"unicode/utf8"
 )
 
-// FuzzFingerprint checks, for any input: no panic; success exactly when the
-// input is JSON (bar the documented refusals); canonical output that is
-// JSON, valid UTF-8, a fixed point, and the bytes Fingerprint hashes; and,
-// where encoding/json reads the input the way JSON.parse does, the same
-// result as the reference below.
+// FuzzFingerprint holds Canonicalize and Fingerprint to checkAgainstDecode on
+// any input.
 func FuzzFingerprint(f *testing.F) {
 	for _, v := range loadFingerprintVectors(f).Vectors {
 		f.Add([]byte(v.Arguments))
@@ -40,45 +37,63 @@ func FuzzFingerprint(f *testing.F) {
 		randomJSON(r, &b, 0)
 		f.Add(b.Bytes())
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := jcsOutput(data)
-		fp, fpErr := Fingerprint(data)
-		valid := json.Valid(data)
+	// The flat index's seeds, and documents of the shapes it was tried on.
+	for _, g := range flatGolden {
+		f.Add([]byte(g.in))
+	}
+	r = rand.New(rand.NewPCG(9, 10))
+	for range 50 {
+		var b bytes.Buffer
+		randomJSON(r, &b, 0)
+		f.Add(b.Bytes())
+	}
+	f.Fuzz(checkAgainstDecode)
+}
 
-		if err != nil {
-			var ie *jcsError
-			if !errors.As(err, &ie) {
-				t.Fatalf("Canonicalize(%q): error %v is not an input error", data, err)
-			}
-			if len(got) != 0 {
-				t.Fatalf("Canonicalize(%q) failed (%v) but wrote %q", data, err, got)
-			}
-			refusal := ie.reason == "lone surrogate" || ie.reason == "number overflows a double"
-			if valid != refusal {
-				t.Fatalf("Canonicalize(%q): %v, but json.Valid says %v", data, err, valid)
-			}
-			if fpErr == nil && !argumentsAbsent(data) {
-				t.Fatalf("Fingerprint(%q) succeeded where Canonicalize failed", data)
-			}
-			return
+// checkAgainstDecode checks, for any input: no panic; success exactly when the
+// input is JSON (bar the documented refusals), and otherwise an input error and
+// nothing written; canonical output that is JSON, valid UTF-8, a fixed point,
+// and the bytes Fingerprint hashes; and, where encoding/json reads the input
+// the way JSON.parse does, the same result as referenceCanonical.
+func checkAgainstDecode(t *testing.T, data []byte) {
+	t.Helper()
+	got, err := jcsOutput(data)
+	fp, fpErr := Fingerprint(data)
+	valid := json.Valid(data)
+
+	if err != nil {
+		var ie *jcsError
+		if !errors.As(err, &ie) {
+			t.Fatalf("Canonicalize(%q): error %v is not an input error", data, err)
 		}
-		if !valid && nestingDepth(data) <= 10000 { // encoding/json stops at depth 10000
-			t.Fatalf("Canonicalize(%q) = %q, but the input is not JSON", data, got)
+		if len(got) != 0 {
+			t.Fatalf("Canonicalize(%q) failed (%v) but wrote %q", data, err, got)
 		}
-		if !json.Valid(got) || !utf8.Valid(got) {
-			t.Fatalf("Canonicalize(%q) = %q: not JSON or not UTF-8", data, got)
+		refusal := ie.reason == "lone surrogate" || ie.reason == "number overflows a double"
+		if valid != refusal {
+			t.Fatalf("Canonicalize(%q): %v, but json.Valid says %v", data, err, valid)
 		}
-		again, err := jcsOutput(got)
-		if err != nil || !bytes.Equal(again, got) {
-			t.Fatalf("canonical form %q is not a fixed point: %q, %v", got, again, err)
+		if fpErr == nil && !argumentsAbsent(data) {
+			t.Fatalf("Fingerprint(%q) succeeded where Canonicalize failed", data)
 		}
-		if !argumentsAbsent(data) && (fpErr != nil || fp != sha256Of(got)) {
-			t.Fatalf("Fingerprint(%q) = %s, %v; want the hash of %q", data, fp, fpErr, got)
-		}
-		if want, ok := referenceCanonical(data); ok && !bytes.Equal(got, want) {
-			t.Fatalf("Canonicalize(%q)\n      got %q\nreference %q", data, got, want)
-		}
-	})
+		return
+	}
+	if !valid && nestingDepth(data) <= 10000 { // encoding/json stops at depth 10000
+		t.Fatalf("Canonicalize(%q) = %q, but the input is not JSON", data, got)
+	}
+	if !json.Valid(got) || !utf8.Valid(got) {
+		t.Fatalf("Canonicalize(%q) = %q: not JSON or not UTF-8", data, got)
+	}
+	again, err := jcsOutput(got)
+	if err != nil || !bytes.Equal(again, got) {
+		t.Fatalf("canonical form %q is not a fixed point: %q, %v", got, again, err)
+	}
+	if !argumentsAbsent(data) && (fpErr != nil || fp != sha256Of(got)) {
+		t.Fatalf("Fingerprint(%q) = %s, %v; want the hash of %q", data, fp, fpErr, got)
+	}
+	if want, ok := referenceCanonical(data); ok && !bytes.Equal(got, want) {
+		t.Fatalf("Canonicalize(%q)\n      got %q\nreference %q", data, got, want)
+	}
 }
 
 // referenceCanonical is RFC 8785 on top of encoding/json, written for
@@ -251,55 +266,39 @@ func nestingDepth(data []byte) int {
 	return m
 }
 
-// flatSeeds are inputs aimed at the flat index: objects owned by members
-// and by arrays, duplicates whose dropped value holds objects, keys that
-// share long prefixes or differ only in spelling, and invalid input that
-// holds more open objects than valid JSON of its length could.
-var flatSeeds = []string{
-	`{"a":{"b":{"c":{}}},"a":{"x":1}}`, `[{"b":1,"a":[{"d":{},"c":{"f":1,"e":2}}]},{}]`,
-	`{"k":[{"b":0, "a":{"k":[{"b":0,"a":1}]}}]}`, `{"a":1,"\u0061":{"z":0},"a":[{"q":{}}]}`,
-	`{"long_common_prefix_a":1,"long_common_prefix_\u00e9":2,"long_common_prefix_":3,"long_common_prefix_é":4}`,
-	`{"abcdefgh\"":1,"abcdefgh":2,"abcdefgh\\":3,"abcdefg!":4,"abcdefgh ":5}`,
-	`{"":{"":{"":`, `[{"":[{"":[{"":[`, `{"a":{"b":1},`, `[{"a":1},{"a":2},{"a":3},{"a":4},{"a":5},{"a":6},{"a":7}]`,
-	`{ "b" : { } , "a" : { "y" : [ ] , "x" : { "q" : 1 } } }`, `{"a":"\ud800","a":{"b":"\ud800"},"a":{}}`,
-	`[{"x":1e400},{"x":{"y":"\udc00"}}]`,
+// flatGolden are inputs aimed at the flat index (objects owned by members and
+// by arrays, duplicates whose dropped value holds objects, keys that share long
+// prefixes or differ only in spelling, invalid input that holds more open
+// objects than valid JSON of its length could), with what Canonicalize makes
+// of them, errors included.
+var flatGolden = []struct{ in, out, err string }{
+	{`{"a":{"b":{"c":{}}},"a":{"x":1}}`, `{"a":{"x":1}}`, `<nil>`},
+	{`[{"b":1,"a":[{"d":{},"c":{"f":1,"e":2}}]},{}]`, `[{"a":[{"c":{"e":2,"f":1},"d":{}}],"b":1},{}]`, `<nil>`},
+	{`{"k":[{"b":0, "a":{"k":[{"b":0,"a":1}]}}]}`, `{"k":[{"a":{"k":[{"a":1,"b":0}]},"b":0}]}`, `<nil>`},
+	{`{"a":1,"\u0061":{"z":0},"a":[{"q":{}}]}`, `{"a":[{"q":{}}]}`, `<nil>`},
+	{`{"long_common_prefix_a":1,"long_common_prefix_\u00e9":2,"long_common_prefix_":3,"long_common_prefix_é":4}`, `{"long_common_prefix_":3,"long_common_prefix_a":1,"long_common_prefix_é":4}`, `<nil>`},
+	{`{"abcdefgh\"":1,"abcdefgh":2,"abcdefgh\\":3,"abcdefg!":4,"abcdefgh ":5}`, `{"abcdefg!":4,"abcdefgh":2,"abcdefgh ":5,"abcdefgh\"":1,"abcdefgh\\":3}`, `<nil>`},
+	{`{"":{"":{"":`, ``, `no canonical JSON form: unexpected end of input at byte 12`},
+	{`[{"":[{"":[{"":[`, ``, `no canonical JSON form: unexpected end of input at byte 16`},
+	{`{"a":{"b":1},`, ``, `no canonical JSON form: expected a string key at byte 13`},
+	{`[{"a":1},{"a":2},{"a":3},{"a":4},{"a":5},{"a":6},{"a":7}]`, `[{"a":1},{"a":2},{"a":3},{"a":4},{"a":5},{"a":6},{"a":7}]`, `<nil>`},
+	{`{ "b" : { } , "a" : { "y" : [ ] , "x" : { "q" : 1 } } }`, `{"a":{"x":{"q":1},"y":[]},"b":{}}`, `<nil>`},
+	{`{"a":"\ud800","a":{"b":"\ud800"},"a":{}}`, `{"a":{}}`, `<nil>`},
+	{`[{"x":1e400},{"x":{"y":"\udc00"}}]`, ``, `no canonical JSON form: number overflows a double at byte 6`},
 }
 
-// FuzzFlatIndexMatchesIndexed checks the flat index against the index it
-// replaced, kept as canonicalizeIndexed: the same bytes, the same error.
-func FuzzFlatIndexMatchesIndexed(f *testing.F) {
-	for _, v := range loadFingerprintVectors(f).Vectors {
-		f.Add([]byte(v.Arguments))
-	}
-	for _, s := range flatSeeds {
-		f.Add([]byte(s))
-	}
-	r := rand.New(rand.NewPCG(9, 10))
-	for range 50 {
+// TestCanonicalAgainstDecode: the flat index's inputs give what they gave when
+// it replaced the index before it, and random documents, whole and cut short
+// anywhere, keyed from a pool that makes duplicates and long shared prefixes
+// common, pass checkAgainstDecode.
+func TestCanonicalAgainstDecode(t *testing.T) {
+	for _, g := range flatGolden {
 		var b bytes.Buffer
-		randomJSON(r, &b, 0)
-		f.Add(b.Bytes())
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		checkFlatMatchesIndexed(t, data)
-	})
-}
-
-func checkFlatMatchesIndexed(t *testing.T, data []byte) {
-	t.Helper()
-	var got, want bytes.Buffer
-	err := Canonicalize(&got, data)
-	wantErr := canonicalizeIndexed(&want, data)
-	if fmt.Sprint(err) != fmt.Sprint(wantErr) || !bytes.Equal(got.Bytes(), want.Bytes()) {
-		t.Fatalf("input %q:\n flat    %q, %v\n indexed %q, %v", data, got.Bytes(), err, want.Bytes(), wantErr)
-	}
-}
-
-// Random documents, whole and cut short anywhere, keyed from a pool that
-// makes duplicates and long shared prefixes common.
-func TestFlatIndexMatchesIndexed(t *testing.T) {
-	for _, s := range flatSeeds {
-		checkFlatMatchesIndexed(t, []byte(s))
+		err := Canonicalize(&b, []byte(g.in))
+		if b.String() != g.out || fmt.Sprint(err) != g.err {
+			t.Errorf("Canonicalize(%s) = %s, %v; want %s, %s", g.in, b.Bytes(), err, g.out, g.err)
+		}
+		checkAgainstDecode(t, []byte(g.in))
 	}
 	r := rand.New(rand.NewPCG(11, 12))
 	n := 3000
@@ -307,27 +306,20 @@ func TestFlatIndexMatchesIndexed(t *testing.T) {
 		n = 300
 	}
 	for range n {
-		var b bytes.Buffer
-		randomJSON(r, &b, 0)
-		doc := b.Bytes()
-		if r.IntN(2) == 0 {
-			doc = bytes.ReplaceAll(doc, []byte(`"a"`), []byte(`"shared_prefix_over_8_bytes_a"`))
-			doc = bytes.ReplaceAll(doc, []byte(`"é"`), []byte(`"shared_prefix_over_8_bytes_é"`))
-			doc = bytes.ReplaceAll(doc, []byte(`"\u0061"`), []byte(`"shared_prefix_over_8_bytes_\u0061"`))
-		}
-		checkFlatMatchesIndexed(t, doc)
+		doc := sharedPrefixDoc(r)
+		checkAgainstDecode(t, doc)
 		for range 3 {
-			checkFlatMatchesIndexed(t, doc[:r.IntN(len(doc)+1)])
+			checkAgainstDecode(t, doc[:r.IntN(len(doc)+1)])
 		}
 	}
 	// Past the workspace: the arena and objects are sized from the input,
 	// and input cut short may outgrow the bound for valid JSON.
 	for _, size := range []int{300, 700, 5000} {
 		for _, doc := range memShapes(size) {
-			checkFlatMatchesIndexed(t, doc)
+			checkAgainstDecode(t, doc)
 			for range 20 {
 				if cut := doc[:r.IntN(len(doc)+1)]; !bytes.Equal(cut, doc) {
-					checkFlatMatchesIndexed(t, cut)
+					checkAgainstDecode(t, cut)
 				}
 			}
 		}
@@ -343,7 +335,21 @@ func TestFlatIndexMatchesIndexed(t *testing.T) {
 		}
 		b.WriteByte(']')
 		doc := b.Bytes()
-		checkFlatMatchesIndexed(t, doc)
-		checkFlatMatchesIndexed(t, doc[:r.IntN(len(doc)+1)])
+		checkAgainstDecode(t, doc)
+		checkAgainstDecode(t, doc[:r.IntN(len(doc)+1)])
 	}
+}
+
+// sharedPrefixDoc is a random document whose keys, half the time, share a prefix
+// longer than the eight bytes the key comparison takes at once.
+func sharedPrefixDoc(r *rand.Rand) []byte {
+	var b bytes.Buffer
+	randomJSON(r, &b, 0)
+	doc := b.Bytes()
+	if r.IntN(2) == 0 {
+		doc = bytes.ReplaceAll(doc, []byte(`"a"`), []byte(`"shared_prefix_over_8_bytes_a"`))
+		doc = bytes.ReplaceAll(doc, []byte(`"é"`), []byte(`"shared_prefix_over_8_bytes_é"`))
+		doc = bytes.ReplaceAll(doc, []byte(`"\u0061"`), []byte(`"shared_prefix_over_8_bytes_\u0061"`))
+	}
+	return doc
 }

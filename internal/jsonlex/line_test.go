@@ -218,3 +218,64 @@ func FuzzKeyIs(f *testing.F) {
 		}
 	})
 }
+
+// lineString is all a Line holds, to pin it: each object's spans, Recheck, the
+// members of its arguments, and how many objects RPC shows.
+func lineString(l *Line) string {
+	var b strings.Builder
+	for i := range l.Objs {
+		o := &l.Objs[i]
+		fmt.Fprintf(&b, "%v m%v i%v p%v r%v e%v n%v a%v", o.Span, o.Method, o.ID, o.Params, o.Result, o.Error, o.Name, o.Arguments)
+		if o.Recheck {
+			b.WriteString(" recheck")
+		}
+		for _, m := range l.Arguments(o) {
+			fmt.Fprintf(&b, " %v:%v", m.Key, m.Value)
+		}
+		b.WriteString("; ")
+	}
+	fmt.Fprintf(&b, "rpc %d", len(l.RPC()))
+	return b.String()
+}
+
+var benchCall = []byte(`{"jsonrpc":"2.0","id":123,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","_bir_call_id":"c-123"}}}`)
+
+// lineGolden pins the Line and LexValid's verdict of lines that try the lexer's fast
+// paths (plainKey, plainParamsKey, the "2.0" value), as the lexer reads them now:
+// FuzzLexAgainstDecode holds it to encoding/json on the valid ones, not on the rest.
+var lineGolden = []struct {
+	in    string
+	valid bool
+	line  string
+}{
+	{string(benchCall), true, `{0 132} m{35 47} i{22 25} p{57 131} r{0 0} e{0 0} n{65 71} a{84 130} {85 91}:{92 106} {107 121}:{122 129}; rpc 1`},
+	{string(benchAnswer), true, `{0 118} m{0 0} i{22 25} p{0 0} r{35 117} e{0 0} n{0 0} a{0 0}; rpc 1`},
+	{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"_bir_call_id":"c"},"arguments":{}}}`, true, `{0 116} m{33 45} i{22 23} p{55 115} r{0 0} e{0 0} n{63 66} a{112 114} recheck; rpc 1`},
+	{`{"jsonrpc":"2.0x","id" :1,"i\u0064":2,"result":{},"error":{"code":1}}`, true, `{0 69} m{0 0} i{36 37} p{0 0} r{47 49} e{58 68} n{0 0} a{0 0} recheck; rpc 1`},
+	{`{"jsonrpc":"2.0","method":"m","params":{"name":"a","name":"b","arguments":{"a":1,"b":[1,2]}}}`, true, `{0 93} m{26 29} i{0 0} p{39 92} r{0 0} e{0 0} n{58 61} a{74 91} recheck; rpc 1`},
+	{`[{"id":1,"result":{}},{"id":2,"error":{}}]`, true, `{1 21} m{0 0} i{7 8} p{0 0} r{18 20} e{0 0} n{0 0} a{0 0}; {22 41} m{0 0} i{28 29} p{0 0} r{0 0} e{38 40} n{0 0} a{0 0}; rpc 2`},
+	{`{"params":{"arguments":{"a" 1}}}`, false, `{0 32} m{0 0} i{0 0} p{10 31} r{0 0} e{0 0} n{0 0} a{23 30} recheck; rpc 1`},
+	{`{"id`, false, `rpc 0`},
+	{`{"jsonrpc"`, false, `rpc 0`},
+	{`{"jsonrpc":"2.0","id":1,"params":{"argument":{},"argumentsx":{},"nam":1}}`, true, `{0 73} m{0 0} i{22 23} p{33 72} r{0 0} e{0 0} n{0 0} a{0 0}; rpc 1`},
+	{` {"id":1} `, true, `{1 9} m{0 0} i{7 8} p{0 0} r{0 0} e{0 0} n{0 0} a{0 0}; rpc 1`},
+	{`{"method":"x\n"}`, true, `{0 16} m{10 15} i{0 0} p{0 0} r{0 0} e{0 0} n{0 0} a{0 0}; rpc 1`},
+}
+
+func TestLineGolden(t *testing.T) {
+	var reused Line
+	for _, g := range lineGolden {
+		var l, v Line
+		l.Lex([]byte(g.in))
+		if got := lineString(&l); got != g.line {
+			t.Errorf("Lex(%s):\n got %s\nwant %s", g.in, got, g.line)
+		}
+		if got := v.LexValid([]byte(g.in)); got != g.valid {
+			t.Errorf("LexValid(%s) = %v, want %v", g.in, got, g.valid)
+		}
+		// And on a Line that lexed the line before.
+		if reused.Lex([]byte(g.in)); lineString(&reused) != g.line {
+			t.Errorf("Lex(%s) on a reused Line: %s", g.in, lineString(&reused))
+		}
+	}
+}
