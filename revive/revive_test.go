@@ -231,16 +231,13 @@ func TestReviveReplaysAndGoesOn(t *testing.T) {
 // way, and the proxy is down again — one start per cool-down, never a spin.
 func TestReviveCoolDown(t *testing.T) {
 	f := newFixture(t, fast(), []string{"--exit-now", "--exit-code", "3"}, nil)
-	waitDown := func() error {
-		for end := time.Now().Add(deadline); time.Now().Before(end); {
-			err := f.write(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-			if err != nil && strings.Contains(err.Error(), "is down") {
-				return err
-			}
-			time.Sleep(time.Millisecond) // polling a state only writes can see
-		}
-		t.Fatal("never down")
-		return nil
+	waitDown := func() (err error) {
+		// Polling a state only writes can see.
+		testutil.Eventually(t, "the proxy to be down", func() bool {
+			err = f.write(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+			return err != nil && strings.Contains(err.Error(), "is down")
+		})
+		return err
 	}
 	err := waitDown()
 	if !strings.Contains(err.Error(), "exited with status 3") || !strings.Contains(err.Error(), "4 starts in a row") {
@@ -259,6 +256,8 @@ func TestReviveCoolDown(t *testing.T) {
 		t.Fatalf("%d starts during the cool-down, want none", n)
 	}
 	// After the cool-down: the next write waits for one more start, which dies.
+	// The cool-down is the subject, but it is waited out on the real clock: the
+	// servers are real processes (rawserver), which synctest cannot fake.
 	time.Sleep(time.Until(began.Add(fast().CoolDown)))
 	waitDown()
 	if n := len(f.startPids()); n != 5 {
@@ -275,11 +274,10 @@ func TestReviveVersionMismatch(t *testing.T) {
 	// Nothing was in flight, but the session's messages crossed: the relay is told.
 	f.nextLost()
 	var err error
-	for end := time.Now().Add(deadline); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		if err = f.write(`{"jsonrpc":"2.0","id":3,"method":"ping"}`); err != nil && strings.Contains(err.Error(), "is down") {
-			break
-		}
-	}
+	testutil.Eventually(t, "the proxy to be down", func() bool {
+		err = f.write(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+		return err != nil && strings.Contains(err.Error(), "is down")
+	})
 	if err == nil || !strings.Contains(err.Error(), `speaks protocol version "2024-11-05", not the "2025-06-18" the host negotiated`) {
 		t.Fatalf("write: %v", err)
 	}
@@ -299,11 +297,10 @@ func TestReviveHandshakeTimeout(t *testing.T) {
 	f.kill()
 	f.nextLost()
 	var err error
-	for end := time.Now().Add(deadline); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		if err = f.write(`{"jsonrpc":"2.0","id":3,"method":"ping"}`); err != nil && strings.Contains(err.Error(), "is down") {
-			break
-		}
-	}
+	testutil.Eventually(t, "the proxy to be down", func() bool {
+		err = f.write(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+		return err != nil && strings.Contains(err.Error(), "is down")
+	})
 	if err == nil || !strings.Contains(err.Error(), "did not answer initialize within 100ms") {
 		t.Fatalf("write: %v", err)
 	}
@@ -365,11 +362,7 @@ func TestReviveCloseDuringRestart(t *testing.T) {
 	f.session()
 	f.kill()
 	f.nextLost()
-	for end := time.Now().Add(deadline); len(f.startPids()) < 2; time.Sleep(time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatal("no second start")
-		}
-	}
+	testutil.Eventually(t, "a second start", func() bool { return len(f.startPids()) >= 2 })
 	closed := make(chan struct{})
 	go func() { f.c.Close(); close(closed) }()
 	select {
