@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
@@ -256,13 +259,100 @@ func TestReviveCoolDown(t *testing.T) {
 		t.Fatalf("%d starts during the cool-down, want none", n)
 	}
 	// After the cool-down: the next write waits for one more start, which dies.
-	// The cool-down is the subject, but it is waited out on the real clock: the
-	// servers are real processes (rawserver), which synctest cannot fake.
+	// Waited out on the real clock: the servers are real processes (rawserver),
+	// which synctest cannot fake. TestReviveCoolDownInFakeTime holds the timing.
 	time.Sleep(time.Until(began.Add(fast().CoolDown)))
 	waitDown()
 	if n := len(f.startPids()); n != 5 {
 		t.Fatalf("%d starts, want one more after the cool-down", n)
 	}
+}
+
+// deadConn is a server in process that is gone the moment it is read: a crash loop
+// in a synctest bubble, where the policy's clock is fake.
+type deadConn struct{}
+
+func (deadConn) Read() ([]byte, error) { return nil, io.EOF }
+func (deadConn) Write([]byte) error    { return nil }
+func (deadConn) Close() error          { return nil }
+
+// deadDialer starts deadConns and notes the (fake) time of each start.
+type deadDialer struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (d *deadDialer) Dial(context.Context) (upstream.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.at = append(d.at, time.Now())
+	return deadConn{}, nil
+}
+
+func (d *deadDialer) starts() []time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.at)
+}
+
+// TestReviveCoolDownInFakeTime: the crash loop of TestReviveCoolDown with the
+// default policy, on synctest's clock: the starts in a row wait 0, Backoff and twice
+// it; after GiveUpAfter starts writes fail at once for exactly CoolDown; then one
+// write asks for exactly one start, and the proxy is down again for another CoolDown.
+func TestReviveCoolDownInFakeTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		d := &deadDialer{}
+		began := time.Now()
+		c := New(deadConn{}, Options{Dialer: d, Name: "dead", IDPrefix: "bir:test:", Policy: p, Logger: slog.New(slog.DiscardHandler)})
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			for {
+				_, err := c.Read()
+				if _, ok := upstream.IsReplaced(err); ok {
+					c.Settled()
+					continue
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		defer func() { c.Close(); <-ended }() // on a failure too: the bubble must end empty
+		ping := func() error { return c.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)) }
+		time.Sleep(3 * p.Backoff) // the fourth start, which dies at once
+		synctest.Wait()
+		var offsets []time.Duration
+		for _, at := range d.starts() {
+			offsets = append(offsets, at.Sub(began))
+		}
+		// The first start is New's; the restarts wait 0, Backoff, 2×Backoff.
+		if want := []time.Duration{0, p.Backoff, 3 * p.Backoff}; !slices.Equal(offsets, want) {
+			t.Fatalf("restarts at %v, want at %v", offsets, want)
+		}
+		down := began.Add(3 * p.Backoff)
+		if err := ping(); err == nil || !strings.Contains(err.Error(), "is down") || !strings.Contains(err.Error(), "4 starts in a row") {
+			t.Fatalf("a write after the crash loop: %v", err)
+		}
+		time.Sleep(time.Until(down.Add(p.CoolDown - time.Millisecond)))
+		if err := ping(); err == nil || !strings.Contains(err.Error(), "is down") {
+			t.Fatalf("a write just before the cool-down's end: %v", err)
+		}
+		synctest.Wait()
+		if n := len(d.starts()); n != 3 {
+			t.Fatalf("%d restarts during the cool-down, want none", n-3)
+		}
+		time.Sleep(time.Millisecond)
+		_ = ping() // asks for one start: it may reach the new server before it dies, or not
+		synctest.Wait()
+		if err := ping(); err == nil || !strings.Contains(err.Error(), "is down") || !strings.Contains(err.Error(), "5 starts in a row") {
+			t.Fatalf("a write after the cool-down's start died: %v, want down again", err)
+		}
+		if at := d.starts(); len(at) != 4 || at[3].Sub(down) != p.CoolDown {
+			t.Fatalf("restarts at %v; want one more, %v after the proxy went down at %v", at, p.CoolDown, down)
+		}
+	})
 }
 
 // TestReviveVersionMismatch: a server that comes back speaking another protocol
