@@ -443,6 +443,86 @@ func TestReviveWaitIsBounded(t *testing.T) {
 	}
 }
 
+// chanConn is a server in process whose messages the test sends on out; closing
+// out is its death. It never answers by itself.
+type chanConn struct {
+	out    chan []byte
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newChanConn() *chanConn {
+	return &chanConn{out: make(chan []byte, 16), closed: make(chan struct{})}
+}
+
+func (c *chanConn) Read() ([]byte, error) {
+	select {
+	case m, ok := <-c.out:
+		if !ok {
+			return nil, io.EOF
+		}
+		return m, nil
+	case <-c.closed:
+		return nil, io.EOF
+	}
+}
+func (c *chanConn) Write([]byte) error { return nil }
+func (c *chanConn) Close() error       { c.once.Do(func() { close(c.closed) }); return nil }
+
+type silentDialer struct{}
+
+func (silentDialer) Dial(context.Context) (upstream.Conn, error) { return newChanConn(), nil }
+
+// TestReviveWaitIsBoundedInFakeTime: TestReviveWaitIsBounded on synctest's clock, so
+// the bound is checked exactly, not between two wall-clock limits: a write to a
+// server being started (it never answers the replayed initialize) fails after
+// exactly Policy.Wait.
+func TestReviveWaitIsBoundedInFakeTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		p.Wait = 50 * time.Millisecond
+		p.Handshake = 5 * time.Second
+		first := newChanConn()
+		c := New(first, Options{Dialer: silentDialer{}, Name: "raw", IDPrefix: "bir:test:", Policy: p, Logger: slog.New(slog.DiscardHandler)})
+		lost := make(chan string, 1)
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			for {
+				_, err := c.Read()
+				if re, ok := upstream.IsReplaced(err); ok {
+					c.Settled()
+					lost <- re.Reason
+					continue
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		defer func() { c.Close(); <-ended }() // on a failure too: the bubble must end empty
+		// The host's session, which a new server is given again.
+		if err := c.Write([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)); err != nil {
+			t.Fatal(err)
+		}
+		first.out <- []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"raw","version":"1"}}}`)
+		if err := c.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		close(first.out) // the server dies
+		<-lost
+		began := time.Now()
+		err := c.Write([]byte(`{"jsonrpc":"2.0","id":3,"method":"ping"}`))
+		if err == nil || !strings.Contains(err.Error(), "being restarted") {
+			t.Fatalf("write: %v", err)
+		}
+		if d := time.Since(began); d != p.Wait {
+			t.Fatalf("the write waited %v, want %v", d, p.Wait)
+		}
+	})
+}
+
 // TestReviveCloseDuringRestart: Close while a start is waiting out its handshake
 // returns, Read ends, and no server is left.
 func TestReviveCloseDuringRestart(t *testing.T) {
