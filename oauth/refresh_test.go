@@ -85,6 +85,10 @@ func TestRefreshRefusedWhileValidKeepsTheGrant(t *testing.T) {
 // that result instead of refreshing again.
 func TestConcurrentRefreshOnce(t *testing.T) {
 	srv, n := tokenServer(t, func(i int) (int, string) {
+		// Makes the callers overlap the refresh, likely, not certain: which of them
+		// come while it is in flight cannot be seen from here (they wait on a mutex
+		// or on the store's file lock, another process's). A caller that comes after
+		// it finds the new token, which the assertions accept too.
 		time.Sleep(50 * time.Millisecond)
 		return 200, fmt.Sprintf(`{"access_token":"A%d","token_type":"Bearer","expires_in":3600,"refresh_token":"R%d"}`, i, i)
 	})

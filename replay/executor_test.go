@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -369,28 +371,60 @@ func TestBackoffBound(t *testing.T) {
 	}
 }
 
+// pacedRecorder is a Recorder for a synctest bubble that hands out nothing: it holds
+// each poll for the waitMs the poll asks, or for hold when that is set (a recorder
+// that answers polls early), and counts the polls.
+type pacedRecorder struct {
+	polls atomic.Int64
+	hold  atomic.Int64 // a time.Duration; 0: as long as waitMs asks
+}
+
+func (r *pacedRecorder) ProxyID() string                                    { return "p" }
+func (r *pacedRecorder) Reregister() uint64                                 { return 0 }
+func (r *pacedRecorder) WaitRegistered(ctx context.Context, _ uint64) error { return ctx.Err() }
+func (r *pacedRecorder) Post(ctx context.Context, path string, body []byte, _ int64) (recorder.Answer, error) {
+	if path != "/proxy/poll" {
+		return recorder.Answer{Status: 200}, nil
+	}
+	r.polls.Add(1)
+	hold := time.Duration(r.hold.Load())
+	if hold == 0 {
+		hold = time.Duration(gjson.GetBytes(body, "waitMs").Int()) * time.Millisecond
+	}
+	select {
+	case <-time.After(hold):
+		return recorder.Answer{Status: 200, Body: []byte(`{"dispatches":[]}`)}, nil
+	case <-ctx.Done():
+		return recorder.Answer{}, ctx.Err()
+	}
+}
+
 // TestPollsArePaced: idle, the executor makes one poll per waitMs; a recorder that
-// answers polls at once gets them paced by the backoff, not a spin.
+// answers polls at once gets them paced by the backoff, not a spin. In fake time: the
+// counts are of exactly 2 s, whatever the machine's load.
 func TestPollsArePaced(t *testing.T) {
-	h := start(t, tuning{wait: 400 * time.Millisecond, backoffBase: 100 * time.Millisecond, backoffCap: 200 * time.Millisecond})
-	count := func() int {
-		n := 0
-		for _, r := range h.rec.Requests() {
-			if r.Path == "/proxy/poll" {
-				n++
-			}
+	synctest.Test(t, func(t *testing.T) {
+		rec := &pacedRecorder{}
+		ex := Start(Config{Recorder: rec, Upstream: newFakeUpstream(), Gate: NewGate(nil), Logger: slog.New(slog.DiscardHandler),
+			tuning: tuning{wait: 400 * time.Millisecond, backoffBase: 100 * time.Millisecond, backoffCap: 200 * time.Millisecond}})
+		defer ex.Close(context.Background()) // on a failure too: the bubble must end empty
+		time.Sleep(2*time.Second - time.Millisecond)
+		synctest.Wait()
+		// Polls at 0, 0.4, ... 1.6 s.
+		if n := rec.polls.Load(); n != 5 {
+			t.Fatalf("%d polls in 2 s with waitMs 400, want 5", n)
 		}
-		return n
-	}
-	time.Sleep(2 * time.Second)
-	if n := count(); n < 3 || n > 6 {
-		t.Fatalf("%d polls in 2 s with waitMs 400, want about 5", n)
-	}
-	h.rec.HoldPolls(time.Microsecond)
-	before := count()
-	time.Sleep(2 * time.Second)
-	// Backoff of [0, 100..200 ms]: about twenty, never thousands.
-	if n := count() - before; n > 60 {
-		t.Fatalf("%d polls in 2 s from a recorder that answers at once", n)
-	}
+		// Answered after 1 ms, far less than a tenth of waitMs: the loop would spin
+		// at one poll a millisecond if nothing paced it.
+		rec.hold.Store(int64(time.Millisecond))
+		time.Sleep(time.Second) // the poll held for waitMs ends
+		synctest.Wait()
+		before := rec.polls.Load()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		// Backoff of [0, 100..200 ms]: about twenty, never thousands.
+		if n := rec.polls.Load() - before; n < 5 || n > 60 {
+			t.Fatalf("%d polls in 2 s from a recorder that answers at once, want about 20", n)
+		}
+	})
 }

@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
@@ -231,16 +234,13 @@ func TestReviveReplaysAndGoesOn(t *testing.T) {
 // way, and the proxy is down again — one start per cool-down, never a spin.
 func TestReviveCoolDown(t *testing.T) {
 	f := newFixture(t, fast(), []string{"--exit-now", "--exit-code", "3"}, nil)
-	waitDown := func() error {
-		for end := time.Now().Add(deadline); time.Now().Before(end); {
-			err := f.write(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-			if err != nil && strings.Contains(err.Error(), "is down") {
-				return err
-			}
-			time.Sleep(time.Millisecond) // polling a state only writes can see
-		}
-		t.Fatal("never down")
-		return nil
+	waitDown := func() (err error) {
+		// Polling a state only writes can see.
+		testutil.Eventually(t, "the proxy to be down", func() bool {
+			err = f.write(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+			return err != nil && strings.Contains(err.Error(), "is down")
+		})
+		return err
 	}
 	err := waitDown()
 	if !strings.Contains(err.Error(), "exited with status 3") || !strings.Contains(err.Error(), "4 starts in a row") {
@@ -259,11 +259,100 @@ func TestReviveCoolDown(t *testing.T) {
 		t.Fatalf("%d starts during the cool-down, want none", n)
 	}
 	// After the cool-down: the next write waits for one more start, which dies.
+	// Waited out on the real clock: the servers are real processes (rawserver),
+	// which synctest cannot fake. TestReviveCoolDownInFakeTime holds the timing.
 	time.Sleep(time.Until(began.Add(fast().CoolDown)))
 	waitDown()
 	if n := len(f.startPids()); n != 5 {
 		t.Fatalf("%d starts, want one more after the cool-down", n)
 	}
+}
+
+// deadConn is a server in process that is gone the moment it is read: a crash loop
+// in a synctest bubble, where the policy's clock is fake.
+type deadConn struct{}
+
+func (deadConn) Read() ([]byte, error) { return nil, io.EOF }
+func (deadConn) Write([]byte) error    { return nil }
+func (deadConn) Close() error          { return nil }
+
+// deadDialer starts deadConns and notes the (fake) time of each start.
+type deadDialer struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (d *deadDialer) Dial(context.Context) (upstream.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.at = append(d.at, time.Now())
+	return deadConn{}, nil
+}
+
+func (d *deadDialer) starts() []time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.at)
+}
+
+// TestReviveCoolDownInFakeTime: the crash loop of TestReviveCoolDown with the
+// default policy, on synctest's clock: the starts in a row wait 0, Backoff and twice
+// it; after GiveUpAfter starts writes fail at once for exactly CoolDown; then one
+// write asks for exactly one start, and the proxy is down again for another CoolDown.
+func TestReviveCoolDownInFakeTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		d := &deadDialer{}
+		began := time.Now()
+		c := New(deadConn{}, Options{Dialer: d, Name: "dead", IDPrefix: "bir:test:", Policy: p, Logger: slog.New(slog.DiscardHandler)})
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			for {
+				_, err := c.Read()
+				if _, ok := upstream.IsReplaced(err); ok {
+					c.Settled()
+					continue
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		defer func() { c.Close(); <-ended }() // on a failure too: the bubble must end empty
+		ping := func() error { return c.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)) }
+		time.Sleep(3 * p.Backoff) // the fourth start, which dies at once
+		synctest.Wait()
+		var offsets []time.Duration
+		for _, at := range d.starts() {
+			offsets = append(offsets, at.Sub(began))
+		}
+		// The first start is New's; the restarts wait 0, Backoff, 2×Backoff.
+		if want := []time.Duration{0, p.Backoff, 3 * p.Backoff}; !slices.Equal(offsets, want) {
+			t.Fatalf("restarts at %v, want at %v", offsets, want)
+		}
+		down := began.Add(3 * p.Backoff)
+		if err := ping(); err == nil || !strings.Contains(err.Error(), "is down") || !strings.Contains(err.Error(), "4 starts in a row") {
+			t.Fatalf("a write after the crash loop: %v", err)
+		}
+		time.Sleep(time.Until(down.Add(p.CoolDown - time.Millisecond)))
+		if err := ping(); err == nil || !strings.Contains(err.Error(), "is down") {
+			t.Fatalf("a write just before the cool-down's end: %v", err)
+		}
+		synctest.Wait()
+		if n := len(d.starts()); n != 3 {
+			t.Fatalf("%d restarts during the cool-down, want none", n-3)
+		}
+		time.Sleep(time.Millisecond)
+		_ = ping() // asks for one start: it may reach the new server before it dies, or not
+		synctest.Wait()
+		if err := ping(); err == nil || !strings.Contains(err.Error(), "is down") || !strings.Contains(err.Error(), "5 starts in a row") {
+			t.Fatalf("a write after the cool-down's start died: %v, want down again", err)
+		}
+		if at := d.starts(); len(at) != 4 || at[3].Sub(down) != p.CoolDown {
+			t.Fatalf("restarts at %v; want one more, %v after the proxy went down at %v", at, p.CoolDown, down)
+		}
+	})
 }
 
 // TestReviveVersionMismatch: a server that comes back speaking another protocol
@@ -275,11 +364,10 @@ func TestReviveVersionMismatch(t *testing.T) {
 	// Nothing was in flight, but the session's messages crossed: the relay is told.
 	f.nextLost()
 	var err error
-	for end := time.Now().Add(deadline); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		if err = f.write(`{"jsonrpc":"2.0","id":3,"method":"ping"}`); err != nil && strings.Contains(err.Error(), "is down") {
-			break
-		}
-	}
+	testutil.Eventually(t, "the proxy to be down", func() bool {
+		err = f.write(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+		return err != nil && strings.Contains(err.Error(), "is down")
+	})
 	if err == nil || !strings.Contains(err.Error(), `speaks protocol version "2024-11-05", not the "2025-06-18" the host negotiated`) {
 		t.Fatalf("write: %v", err)
 	}
@@ -299,11 +387,10 @@ func TestReviveHandshakeTimeout(t *testing.T) {
 	f.kill()
 	f.nextLost()
 	var err error
-	for end := time.Now().Add(deadline); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		if err = f.write(`{"jsonrpc":"2.0","id":3,"method":"ping"}`); err != nil && strings.Contains(err.Error(), "is down") {
-			break
-		}
-	}
+	testutil.Eventually(t, "the proxy to be down", func() bool {
+		err = f.write(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+		return err != nil && strings.Contains(err.Error(), "is down")
+	})
 	if err == nil || !strings.Contains(err.Error(), "did not answer initialize within 100ms") {
 		t.Fatalf("write: %v", err)
 	}
@@ -356,6 +443,86 @@ func TestReviveWaitIsBounded(t *testing.T) {
 	}
 }
 
+// chanConn is a server in process whose messages the test sends on out; closing
+// out is its death. It never answers by itself.
+type chanConn struct {
+	out    chan []byte
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newChanConn() *chanConn {
+	return &chanConn{out: make(chan []byte, 16), closed: make(chan struct{})}
+}
+
+func (c *chanConn) Read() ([]byte, error) {
+	select {
+	case m, ok := <-c.out:
+		if !ok {
+			return nil, io.EOF
+		}
+		return m, nil
+	case <-c.closed:
+		return nil, io.EOF
+	}
+}
+func (c *chanConn) Write([]byte) error { return nil }
+func (c *chanConn) Close() error       { c.once.Do(func() { close(c.closed) }); return nil }
+
+type silentDialer struct{}
+
+func (silentDialer) Dial(context.Context) (upstream.Conn, error) { return newChanConn(), nil }
+
+// TestReviveWaitIsBoundedInFakeTime: TestReviveWaitIsBounded on synctest's clock, so
+// the bound is checked exactly, not between two wall-clock limits: a write to a
+// server being started (it never answers the replayed initialize) fails after
+// exactly Policy.Wait.
+func TestReviveWaitIsBoundedInFakeTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		p.Wait = 50 * time.Millisecond
+		p.Handshake = 5 * time.Second
+		first := newChanConn()
+		c := New(first, Options{Dialer: silentDialer{}, Name: "raw", IDPrefix: "bir:test:", Policy: p, Logger: slog.New(slog.DiscardHandler)})
+		lost := make(chan string, 1)
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			for {
+				_, err := c.Read()
+				if re, ok := upstream.IsReplaced(err); ok {
+					c.Settled()
+					lost <- re.Reason
+					continue
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		defer func() { c.Close(); <-ended }() // on a failure too: the bubble must end empty
+		// The host's session, which a new server is given again.
+		if err := c.Write([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)); err != nil {
+			t.Fatal(err)
+		}
+		first.out <- []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"raw","version":"1"}}}`)
+		if err := c.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		close(first.out) // the server dies
+		<-lost
+		began := time.Now()
+		err := c.Write([]byte(`{"jsonrpc":"2.0","id":3,"method":"ping"}`))
+		if err == nil || !strings.Contains(err.Error(), "being restarted") {
+			t.Fatalf("write: %v", err)
+		}
+		if d := time.Since(began); d != p.Wait {
+			t.Fatalf("the write waited %v, want %v", d, p.Wait)
+		}
+	})
+}
+
 // TestReviveCloseDuringRestart: Close while a start is waiting out its handshake
 // returns, Read ends, and no server is left.
 func TestReviveCloseDuringRestart(t *testing.T) {
@@ -365,11 +532,7 @@ func TestReviveCloseDuringRestart(t *testing.T) {
 	f.session()
 	f.kill()
 	f.nextLost()
-	for end := time.Now().Add(deadline); len(f.startPids()) < 2; time.Sleep(time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatal("no second start")
-		}
-	}
+	testutil.Eventually(t, "a second start", func() bool { return len(f.startPids()) >= 2 })
 	closed := make(chan struct{})
 	go func() { f.c.Close(); close(closed) }()
 	select {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
@@ -32,14 +33,33 @@ type collector struct {
 	got     chan int
 	answer  func(n int, w http.ResponseWriter) // n counts traces requests from 1
 	reqs    atomic.Int64
+	url     string
+	at      []time.Time // when each traces request came (in a bubble: fake time)
 }
 
 func newCollector(t *testing.T) *collector {
 	c := &collector{t: t, got: make(chan int, 1000)}
 	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
 	t.Cleanup(c.srv.Close)
+	c.url = c.srv.URL
 	return c
 }
+
+// newBubbleCollector is a collector for a synctest bubble: no socket (network I/O
+// is not durably blocking, so fake time would not move), it answers in process
+// through the client it returns, which the exporter is given as Options.Client.
+func newBubbleCollector(t *testing.T) (*collector, *http.Client) {
+	c := &collector{t: t, got: make(chan int, 1000), url: "http://collector.invalid"}
+	return c, &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		w := httptest.NewRecorder()
+		c.serve(w, r)
+		return w.Result(), nil
+	})}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func (c *collector) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
@@ -63,6 +83,9 @@ func (c *collector) serve(w http.ResponseWriter, r *http.Request) {
 		c.t.Errorf("POST to %s", r.URL.Path)
 		return
 	}
+	c.mu.Lock()
+	c.at = append(c.at, time.Now())
+	c.mu.Unlock()
 	n := int(c.reqs.Add(1))
 	if c.answer != nil {
 		c.answer(n, w)
@@ -81,7 +104,7 @@ func (c *collector) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *collector) cfg(proto string) Config {
-	return Config{TracesURL: c.srv.URL + "/v1/traces", MetricsURL: c.srv.URL + "/v1/metrics", Protocol: proto,
+	return Config{TracesURL: c.url + "/v1/traces", MetricsURL: c.url + "/v1/metrics", Protocol: proto,
 		Headers: [][2]string{{"X-Api-Key", "k"}}, Timeout: 5 * time.Second, MetricInterval: time.Hour}
 }
 
@@ -401,42 +424,59 @@ func TestTwoParts(t *testing.T) {
 // honoured up to 60 s) cuts the wait: the exit's flush sends the batch once more,
 // within Close's bound, instead of the wait outlasting it and the batch being lost.
 func TestExporterCloseCutsARetryWait(t *testing.T) {
-	c := newCollector(t)
-	c.answer = func(n int, w http.ResponseWriter) {
-		if n == 1 {
-			w.Header().Set("Retry-After", "1000000000")
-			w.WriteHeader(http.StatusServiceUnavailable)
+	synctest.Test(t, func(t *testing.T) {
+		c, client := newBubbleCollector(t)
+		c.answer = func(n int, w http.ResponseWriter) {
+			if n == 1 {
+				w.Header().Set("Retry-After", "1000000000")
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
 		}
-	}
-	x := New(Options{Config: c.cfg(ProtoProtobuf), BatchDelay: 10 * time.Millisecond})
-	x.Submit(span(0))
-	<-c.got // the 503's; the exporter then waits 60 s to try again
-	deadline := time.Now().Add(10 * time.Second)
-	for !x.sleeping.Load() && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	st := closeWithin(t, x, 5*time.Second)
-	if st.Exported != 1 || st.Dropped != 0 || c.reqs.Load() != 2 {
-		t.Fatalf("%+v after %d requests", st, c.reqs.Load())
-	}
+		x := New(Options{Config: c.cfg(ProtoProtobuf), BatchDelay: 10 * time.Millisecond, Client: client})
+		defer x.Close(context.Background()) // on a failure too: the bubble must end empty
+		x.Submit(span(0))
+		<-c.got // the 503's; the exporter then waits 60 s to try again
+		synctest.Wait()
+		if !x.sleeping.Load() {
+			t.Fatal("after the 503 the exporter is not waiting to try again")
+		}
+		time.Sleep(59 * time.Second) // the wait is still on: a minute, not 10^9 s or none
+		synctest.Wait()
+		if n := c.reqs.Load(); n != 1 || !x.sleeping.Load() {
+			t.Fatalf("%d requests 59 s after the 503 (waiting: %v); want 1, still waiting", n, x.sleeping.Load())
+		}
+		began := time.Now()
+		st := closeWithin(t, x, 5*time.Second)
+		if st.Exported != 1 || st.Dropped != 0 || c.reqs.Load() != 2 {
+			t.Fatalf("%+v after %d requests", st, c.reqs.Load())
+		}
+		if d := time.Since(began); d != 0 {
+			t.Fatalf("Close took %v of the clock; the wait was not cut", d)
+		}
+	})
 }
 
 // A collector that keeps answering 503 gets each batch three times (two tries again,
 // after 1 s and 2 s), then the batch is dropped and counted.
 func TestExporterGivesUpAfterTwoRetries(t *testing.T) {
-	c := newCollector(t)
-	c.answer = func(n int, w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) }
-	x := New(Options{Config: c.cfg(ProtoProtobuf), BatchDelay: 10 * time.Millisecond})
-	x.Submit(span(0))
-	for range 3 {
-		<-c.got
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for x.Stats().Dropped == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	st := closeWithin(t, x, time.Second)
-	if st.Dropped != 1 || st.Exported != 0 || c.reqs.Load() != 3 {
-		t.Fatalf("%+v after %d requests", st, c.reqs.Load())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c, client := newBubbleCollector(t)
+		c.answer = func(n int, w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) }
+		x := New(Options{Config: c.cfg(ProtoProtobuf), BatchDelay: 10 * time.Millisecond, Client: client})
+		defer x.Close(context.Background()) // on a failure too: the bubble must end empty
+		x.Submit(span(0))
+		for range 3 {
+			<-c.got
+		}
+		synctest.Wait()
+		st := closeWithin(t, x, time.Second)
+		if st.Dropped != 1 || st.Exported != 0 || c.reqs.Load() != 3 {
+			t.Fatalf("%+v after %d requests", st, c.reqs.Load())
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if gaps := []time.Duration{c.at[1].Sub(c.at[0]), c.at[2].Sub(c.at[1])}; gaps[0] != time.Second || gaps[1] != 2*time.Second {
+			t.Fatalf("tried again after %v; want after 1s and 2s", gaps)
+		}
+	})
 }

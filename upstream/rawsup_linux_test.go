@@ -225,18 +225,11 @@ func TestRawSupervisorKillsNoTruncatedPid(t *testing.T) {
 	}
 	p := rawStart(t, dir, script, os.Environ())
 	var pids []string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.Eventually(t, "the server to start its children", func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "pids"))
-		if strings.HasSuffix(string(b), "done\n") {
-			pids = strings.Fields(strings.TrimSuffix(string(b), "done\n"))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server did not start its children")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		pids = strings.Fields(strings.TrimSuffix(string(b), "done\n"))
+		return strings.HasSuffix(string(b), "done\n")
+	})
 	list := strings.Join(pids, " ") + " "
 	if len(list) <= 4096 || list[4095] == ' ' || list[4096] == ' ' {
 		t.Skipf("the children list (%d bytes) is not cut inside a pid", len(list))

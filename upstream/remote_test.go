@@ -31,6 +31,19 @@ func rawHTTP(t *testing.T, args ...string) (url, record string) {
 	return testutil.HTTPFixture(t, bin, append([]string{"--record", record}, args...)...), record
 }
 
+// waitRequest waits until the server has recorded a request whose body holds sub.
+func waitRequest(t *testing.T, record, sub string) {
+	t.Helper()
+	testutil.Eventually(t, "the server to receive "+sub, func() bool {
+		for _, r := range requests(t, record) {
+			if strings.Contains(r.Body, sub) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 type recorded struct {
 	Method string            `json:"method"`
 	Path   string            `json:"path"`
@@ -458,7 +471,7 @@ func TestStatelessCancelClosesTheStream(t *testing.T) {
 	cl := dial(t, Remote{URL: url, Transport: TransportHTTP})
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
 	cl.write(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hang","arguments":{},` + meta + `}}`)
-	time.Sleep(200 * time.Millisecond)
+	waitRequest(t, record, `"hang"`) // the call's stream is what the cancel must close
 	cl.write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
 	cl.write(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{},` + meta + `}}`)
 	if got := cl.next(); !strings.Contains(got, `"id":2`) {
@@ -567,11 +580,11 @@ func TestRefusedJSONRPCErrorGetsTheID(t *testing.T) {
 
 // Not parallel: the goroutine check at its end must not see other tests' connections.
 func TestCloseIsBounded(t *testing.T) {
-	url, _ := rawHTTP(t)
+	url, record := rawHTTP(t)
 	cl := dial(t, Remote{URL: url, Transport: TransportHTTP, CloseGrace: 300 * time.Millisecond})
 	cl.handshake()
 	cl.write(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hang","arguments":{}}}`)
-	time.Sleep(100 * time.Millisecond)
+	waitRequest(t, record, `"hang"`) // the call in flight when Close comes
 	start := time.Now()
 	cl.c.Close()
 	if d := time.Since(start); d > 3*time.Second {
@@ -601,22 +614,15 @@ func TestLegacyStreamLostSetsUpAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	deadline := time.Now().Add(wait)
-	for {
+	testutil.Eventually(t, "the handshake to be replayed on a new stream", func() bool {
 		inits := 0
 		for _, r := range requests(t, record) {
 			if strings.Contains(r.Body, `"initialize"`) {
 				inits++
 			}
 		}
-		if inits == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the handshake was not replayed on a new stream; log:\n%s", cl.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return inits == 2
+	})
 	cl.write(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"again":true}}}`)
 	if got := cl.until(`"id":1`); !strings.Contains(got, `again`) {
 		t.Fatalf("after the stream was lost: %s", got)

@@ -71,7 +71,7 @@ func TestReplayDispatchFloodStaysBounded(t *testing.T) {
 				t.Fatalf("the host's ping %d during the flood got %s", id, a)
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // sampling the RSS of a real process, not waiting for an event
 	}
 	flooding.Store(false)
 	hwm := procStatusKB(t, pid, "VmHWM") << 10

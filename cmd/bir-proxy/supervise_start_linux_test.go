@@ -38,7 +38,7 @@ func TestSIGKILLedProxyAtEveryMomentOfTheStart(t *testing.T) {
 		mark := "ATTACK4_MARK=" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(i)
 		pidfile := filepath.Join(t.TempDir(), "pid")
 		cmd, _, _, done := rawProxy(t, nil, []string{"BIR_OFF=1", mark}, []string{"--server", "kill9"}, "--echo", "--pidfile", pidfile, "--grandchild", "--detach")
-		time.Sleep(time.Duration(i) * 700 * time.Microsecond)
+		time.Sleep(time.Duration(i) * 700 * time.Microsecond) // the kill swept across the start: the delay is the subject, the proxy a real process
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
