@@ -438,8 +438,10 @@ func TestReviveWaitIsBounded(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "being restarted") {
 		t.Fatalf("write: %v", err)
 	}
-	if d := time.Since(began); d < p.Wait || d > 2*time.Second {
-		t.Fatalf("the write waited %v, want about %v", d, p.Wait)
+	// Its upper bound is checked exactly on a fake clock
+	// (TestReviveWaitIsBoundedInFakeTime): no wall-clock limit here.
+	if d := time.Since(began); d < p.Wait {
+		t.Fatalf("the write waited %v, want at least %v", d, p.Wait)
 	}
 }
 
