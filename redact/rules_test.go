@@ -102,3 +102,22 @@ func TestCommandLine(t *testing.T) {
 		t.Error("CommandLine changed its argument")
 	}
 }
+
+// TestLongQuotedKeyIsAKey: a quoted key longer than the 64 bytes looked back over
+// still names a secret by its last words, so its value is redacted; Text stays
+// idempotent (the value was redacted only on a second pass, once the first had
+// shortened the key: FuzzReportProperties).
+func TestLongQuotedKeyIsAKey(t *testing.T) {
+	for _, in := range []string{
+		strings.Repeat("0", 64) + `"` + strings.Repeat("0", 31) + "token=" + strings.Repeat("0", 27) + `":00`,
+		`{"` + strings.Repeat("x", 80) + `_api_token": "s3cr3t-value"}`,
+	} {
+		once := Text(in)
+		if twice := Text(once); twice != once {
+			t.Errorf("Text is not idempotent:\n in   %q\n once %q\n twice %q", in, once, twice)
+		}
+		if strings.HasSuffix(once, `":00`) || strings.Contains(once, "s3cr3t") {
+			t.Errorf("the value under a long secret key was kept: %q", once)
+		}
+	}
+}

@@ -416,10 +416,18 @@ func keyBefore(b []byte, i int) (ks, ke int, quoted, ok bool) {
 		ke = k - 1
 		lo := max(0, ke-64)
 		open := bytes.LastIndexByte(b[lo:ke], q)
-		if open < 0 {
+		switch {
+		case open >= 0:
+			ks = lo + open + 1
+		case lo > 0:
+			// A quoted key longer than the look-back: its last 64 bytes are taken for
+			// it, so that its last words still name a secret (a key of 80 bytes ending
+			// in _api_token kept its value, and Text was not idempotent: a first pass
+			// that shortened the key let a second redact it).
+			ks = lo
+		default:
 			return 0, 0, false, false
 		}
-		ks = lo + open + 1
 		if bytes.IndexByte(b[ks:ke], '\n') >= 0 {
 			return 0, 0, false, false
 		}
