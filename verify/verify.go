@@ -19,6 +19,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/internal/mcptask"
 	"github.com/bir-dev/bir-proxy/mcpdiff"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
@@ -439,6 +440,10 @@ func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
 			why += " (" + joinKeys(c.RedactedKeys) + ")"
 		}
 		return verdict(mcpdiff.NotReplayable, why)
+	case c.Outcome == "task_unfinished":
+		// The recording ended before its task did: there is no final answer to
+		// compare a replay's with (docs/recording.md).
+		return verdict(mcpdiff.NotReplayable, "its task had not ended when the recording did (task_unfinished): no final result was recorded")
 	case c.Result == nil && c.Error == nil:
 		return verdict(mcpdiff.NotReplayable, "the recorded call got no answer ("+c.Outcome+")")
 	case c.Outcome == "input_required":
@@ -535,11 +540,24 @@ func (r *runner) run(ctx context.Context, c *cassette.Call, res *CallResult) *Ca
 	params = append(params, '}')
 	t0 := time.Now()
 	a, err := r.s.request(ctx, r.cfg.CallTimeout, "tools/call", params)
+	if err == nil && a.err == nil {
+		if t, ok, bad := mcptask.Handle(a.result); ok {
+			// A task: its final answer is what was recorded (docs/verify.md, "Tasks").
+			if bad != "" {
+				err = &errLost{"the server answered with a task handle that " + bad}
+			} else {
+				a, err = r.follow(ctx, t0.Add(r.cfg.CallTimeout), &t)
+			}
+		}
+	}
 	took := time.Since(t0)
 	res.Ran = true
 	if err != nil {
 		res.Status = mcpdiff.NotRun
+		var te *errTaskExpired
 		switch {
+		case errors.As(err, &te):
+			res.Reason = te.why
 		case errors.Is(err, errExpired):
 			res.Reason = "no answer within " + r.cfg.CallTimeout.String()
 		case ctx.Err() != nil:

@@ -638,3 +638,144 @@ func TestVerifyEscapesWhatAServerPrints(t *testing.T) {
 		t.Errorf("junit:\n%s", report)
 	}
 }
+
+// recordTasks records, through bir-proxy --cassette in front of the raw fixture, a
+// host calling the fixture's task tools (testdata/rawserver/tasks.go) one at a time
+// and following each task to its end as a host does (tasks/get until terminal;
+// 2025-11-25: then tasks/result), but the last (task_forever), which it stops
+// following: it is recorded task_unfinished.
+func (w *verifyWorld) recordTasks(raw string) string {
+	w.t.Helper()
+	path := filepath.Join(w.dir, "cassettes", "tasks.jsonl")
+	p := testutil.Start(w.t, exec.Command(w.bp, "--cassette", path, "--", raw, "--reply"))
+	id := 0
+	ask := func(method, params string) string {
+		id++
+		p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
+		return p.ReadLine()
+	}
+	ask("initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test-host","version":"1"}}`)
+	p.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	ask("tools/list", `{}`)
+	for _, c := range []struct{ tool, args string }{
+		{"task", `{"n":1}`}, {"task_legacy", `{"n":2}`}, {"task", `{"n":3,"end":"error"}`},
+		{"task", `{"n":4,"end":"failed"}`}, {"task_legacy", `{"n":5,"end":"failed"}`}, {"task_forever", `{"n":6}`},
+	} {
+		var h struct {
+			Result struct {
+				TaskID string `json:"taskId"`
+				Task   struct {
+					TaskID string `json:"taskId"`
+				} `json:"task"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(ask("tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s}`, c.tool, c.args))), &h); err != nil {
+			w.t.Fatal(err)
+		}
+		task := fmt.Sprintf(`{"taskId":%q}`, h.Result.TaskID+h.Result.Task.TaskID)
+		for n := 0; ; n++ {
+			got := ask("tasks/get", task)
+			if !strings.Contains(got, `"status":"working"`) || c.tool == "task_forever" {
+				if strings.Contains(got, `"status":"completed"`) && c.tool == "task_legacy" {
+					ask("tasks/result", task)
+				}
+				break
+			}
+			if n > 5 {
+				w.t.Fatalf("the task never ends: %s", got)
+			}
+		}
+	}
+	p.Stdin.Close()
+	if code := p.ExitCode(); code != 0 {
+		w.t.Fatalf("the recording proxy exited %d: %s", code, p.Stderr.String())
+	}
+	return path
+}
+
+// bySeq reads verify --json's lines: seq → the line.
+func bySeq(t *testing.T, out string) map[int]map[string]any {
+	t.Helper()
+	m := map[int]map[string]any{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("not a JSON line: %q (%v)", l, err)
+		}
+		if s, ok := v["seq"].(float64); ok {
+			m[int(s)] = v
+		}
+	}
+	return m
+}
+
+// TestVerifyFollowsTasks: a call the server answered with a task handle is recorded
+// with the task's final result; verify follows the task itself (tasks/get at its
+// interval; 2025-11-25: tasks/result) and compares that final result: both eras,
+// completed, isError and failed tasks are same; a changed final result is a finding;
+// a task past --timeout is cancelled (tasks/cancel) and not_run; a task_unfinished
+// recording is not replayable.
+func TestVerifyFollowsTasks(t *testing.T) {
+	w := newVerifyWorld(t)
+	raw := testutil.Build(t, "./testdata/rawserver")
+	path := w.recordTasks(raw)
+	want := map[int]string{1: "same", 2: "same", 3: "same", 4: "same", 5: "same", 6: "not_replayable"}
+	check := func(out string, want map[int]string) map[int]map[string]any {
+		t.Helper()
+		got := bySeq(t, out)
+		for seq, st := range want {
+			if got[seq]["status"] != st {
+				t.Errorf("call %d: %v (%v), want %s\n%s", seq, got[seq]["status"], got[seq]["reason"], st, out)
+			}
+		}
+		return got
+	}
+	code, out, errOut := w.verify(path, "--allow-writes", "--json", "--", raw, "--reply")
+	if code != 0 {
+		t.Errorf("exit %d, want 0: %s", code, errOut)
+	}
+	got := check(out, want)
+	if r, _ := got[6]["reason"].(string); !strings.Contains(r, "task_unfinished") {
+		t.Errorf("the unfinished task's reason %q does not say why", r)
+	}
+
+	// A changed final result: the recorded text of call 1 is not what the task ends with.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := filepath.Join(w.dir, "changed.jsonl")
+	if !bytes.Contains(data, []byte(`\"n\":1}`)) {
+		t.Fatalf("call 1's result is not in the cassette:\n%s", data)
+	}
+	os.WriteFile(changed, bytes.Replace(data, []byte(`\"n\":1}`), []byte(`\"n\":7}`), 1), 0o600)
+	code, out, _ = w.verify(changed, "--allow-writes", "--json", "--", raw, "--reply")
+	if code != 1 {
+		t.Errorf("a changed final result: exit %d, want 1", code)
+	}
+	got = check(out, map[int]string{1: "changed", 2: "same"})
+	if d, _ := got[1]["diff"].(string); !strings.Contains(d, `"n": 7`) || !strings.Contains(d, `"n": 1`) {
+		t.Errorf("the diff does not show the final results:\n%s", d)
+	}
+
+	// A task that never ends, within --timeout: cancelled, not_run.
+	forever := filepath.Join(w.dir, "forever.jsonl")
+	os.WriteFile(forever, bytes.Replace(data, []byte(`"tool":"task_legacy"`), []byte(`"tool":"task_legacy_forever"`), 1), 0o600)
+	record := filepath.Join(w.dir, "server-record")
+	code, out, _ = w.verify(forever, "--allow-writes", "--json", "--timeout", "1s", "--tool", "task_legacy_forever", "--", raw, "--reply", "--record", record)
+	if code != 1 {
+		t.Errorf("a task past --timeout: exit %d, want 1", code)
+	}
+	got = check(out, map[int]string{2: "not_run"})
+	if r, _ := got[2]["reason"].(string); !strings.Contains(r, "did not end within 1s") || !strings.Contains(r, "tasks/cancel was sent") {
+		t.Errorf("reason %q", r)
+	}
+	seen, _ := os.ReadFile(record)
+	if polls := strings.Count(string(seen), `"method":"tasks/get"`); polls < 3 || polls > 12 {
+		// 100 ms apart at the fixture's pollInterval, for 1 s.
+		t.Errorf("%d tasks/get in 1s, want the task's interval kept", polls)
+	}
+	if !strings.Contains(string(seen), `"method":"tasks/cancel"`) {
+		t.Errorf("no tasks/cancel reached the server:\n%s", seen)
+	}
+}

@@ -56,6 +56,9 @@ type Task struct {
 	Poll   time.Duration // the server's latest interval, clamped
 	// From a terminal tasks/get of the tasks extension.
 	Result, Err []byte
+	// Message is the statusMessage of the last state read, raw (a JSON string, or
+	// anything a server sent), nil when it had none.
+	Message []byte
 }
 
 // Handle reads the result of a tools/call: is it a task handle, and which. bad says
@@ -93,7 +96,7 @@ func (t *Task) Read(obj []byte, update bool) (bad string) {
 	if len(obj) == 0 || obj[0] != '{' {
 		return "is not a JSON object"
 	}
-	var id, status, poll, result, rpcErr []byte
+	var id, status, poll, result, rpcErr, msg []byte
 	if _, ok := jsonlex.EachMember(obj, 0, func(m jsonlex.Member) bool {
 		v := obj[m.Value.Start:m.Value.End]
 		switch k := obj[m.Key.Start:m.Key.End]; {
@@ -107,6 +110,8 @@ func (t *Task) Read(obj []byte, update bool) (bad string) {
 			result = v
 		case jsonlex.KeyIs(k, "error"):
 			rpcErr = v
+		case jsonlex.KeyIs(k, "statusMessage"):
+			msg = v
 		}
 		return true
 	}); !ok {
@@ -134,6 +139,7 @@ func (t *Task) Read(obj []byte, update bool) (bad string) {
 	if d, ok := PollInterval(poll); ok {
 		t.Poll = d
 	}
+	t.Message = msg
 	if update && t.Era == Ext {
 		switch t.Status {
 		case Completed:
@@ -149,6 +155,22 @@ func (t *Task) Read(obj []byte, update bool) (bad string) {
 		}
 	}
 	return ""
+}
+
+// FailedError is the JSON-RPC error a 2025-11-25 task that failed stands for when
+// its failure was seen in a tasks/get (or a status notification): that era puts the
+// error itself in tasks/result's answer, which a host that saw the failure need not
+// ask for, so the proxy records this one (intercept's failedTask: the two must
+// agree, or a replay of a failed task reads as changed). msg is the statusMessage,
+// raw.
+func FailedError(msg []byte) []byte {
+	out := []byte(`{"code":-32603,"message":`)
+	text := "the task failed"
+	if len(msg) > 1 && msg[0] == '"' {
+		text += ": " + jsonlex.StringOf(msg)
+	}
+	out = jsonlex.AppendString(out, text)
+	return append(out, '}')
 }
 
 // PollInterval reads a poll interval in milliseconds, clamped to [MinPoll, MaxPoll];
