@@ -779,3 +779,73 @@ func TestVerifyFollowsTasks(t *testing.T) {
 		t.Errorf("no tasks/cancel reached the server:\n%s", seen)
 	}
 }
+
+// TestVerifyDefinitionDrift: a tool's definition is compared as pins compare it, not
+// only its schemas: a new description or title is a finding (definition_drift) next to
+// the call's own status — "description changed (definition_drift); the result
+// changed" — in the table, --json (definitionDrift) and JUnit; an annotation's
+// explicit default or a _meta is no change; a schema change stays schema_drift's.
+func TestVerifyDefinitionDrift(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", sessionLines)
+
+	junit := filepath.Join(w.dir, "report.xml")
+	code, out, errs := w.verify(path, "--json", "--junit", junit, "--", w.vs, "--redescribe")
+	if code != 1 {
+		t.Fatalf("definitions changed, answers the same: exit %d, want 1\n%s\n%s", code, out, errs)
+	}
+	type line struct {
+		Tool   string   `json:"tool"`
+		Status string   `json:"status"`
+		Reason string   `json:"reason"`
+		Def    []string `json:"definitionDrift"`
+		Diff   string   `json:"diff"`
+	}
+	read := func(out string) (map[string]line, map[string]any) {
+		got := map[string]line{}
+		var sum map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var v line
+			var s struct{ Summary map[string]any }
+			if json.Unmarshal([]byte(l), &s); s.Summary != nil {
+				sum = s.Summary
+				continue
+			}
+			if err := json.Unmarshal([]byte(l), &v); err != nil {
+				t.Fatal(err)
+			}
+			got[v.Tool] = v
+		}
+		return got, sum
+	}
+	got, sum := read(out)
+	for tool, want := range map[string]string{"greet": "same description", "lookup": "same ", "divide": "same title", "legacy": "same ", "search": "same description"} {
+		if g := got[tool].Status + " " + strings.Join(got[tool].Def, ","); g != want {
+			t.Errorf("%s: %q (%s), want %q", tool, g, got[tool].Reason, want)
+		}
+	}
+	if r := got["greet"].Reason; r != "description changed (definition_drift)" || !strings.Contains(got["greet"].Diff, "+++ current description") || !strings.Contains(got["greet"].Diff, "id_rsa") {
+		t.Errorf("greet: reason %q, diff\n%s", r, got["greet"].Diff)
+	}
+	if sum["findings"] != 3.0 || sum["counts"].(map[string]any)["definition_drift"] != 3.0 {
+		t.Errorf("summary %v", sum)
+	}
+	b, _ := os.ReadFile(junit)
+	if n := strings.Count(string(b), `<failure type="definition_drift"`); n != 3 {
+		t.Errorf("%d definition_drift failures in the JUnit report, want 3:\n%s", n, b)
+	}
+
+	// With the answers drifting too: both said, on one row.
+	code, out, _ = w.verify(path, "--json", "--", w.vs, "--drift", "--redescribe")
+	got, _ = read(out)
+	if code != 1 || got["greet"].Status != "changed" || got["greet"].Reason != "description changed (definition_drift); the result changed" {
+		t.Errorf("exit %d, greet %+v", code, got["greet"])
+	}
+	if s := got["search"]; s.Status != "schema_drift" || strings.Join(s.Def, ",") != "description" || !strings.HasPrefix(s.Reason, "description changed (definition_drift); inputSchema changed") {
+		t.Errorf("search %+v: the schema is schema_drift's, the description definition_drift's", s)
+	}
+	code, table, _ := w.verify(path, "--", w.vs, "--drift", "--redescribe")
+	if code != 1 || !regexp.MustCompile(`greet +changed .*description changed \(definition_drift\); the result changed`).MatchString(table) {
+		t.Errorf("the table does not show both on greet's row (exit %d):\n%s", code, table)
+	}
+}
