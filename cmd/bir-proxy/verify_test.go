@@ -835,6 +835,13 @@ func TestVerifyDefinitionDrift(t *testing.T) {
 		t.Errorf("%d definition_drift failures in the JUnit report, want 3:\n%s", n, b)
 	}
 
+	// --plan: a call that would run, of a drifted tool, is a failure, not skipped.
+	code, _, _ = w.verify(path, "--plan", "--junit", junit, "--", w.vs, "--redescribe")
+	b, _ = os.ReadFile(junit)
+	if code != 1 || !strings.Contains(string(b), `failures="3" skipped="4"`) {
+		t.Errorf("--plan: exit %d, want 1; JUnit:\n%s", code, b)
+	}
+
 	// With the answers drifting too: both said, on one row.
 	code, out, _ = w.verify(path, "--json", "--", w.vs, "--drift", "--redescribe")
 	got, _ = read(out)
