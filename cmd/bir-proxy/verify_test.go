@@ -549,8 +549,16 @@ func TestVerifyNothingVerifiedIsNotAPass(t *testing.T) {
 		t.Errorf("a missing tool only: exit %d, want 1", code)
 	}
 
-	// A cassette of no call.
-	empty := w.record("empty", sessionLines[:3])
+	// A cassette of no call: a header alone (an older bir-proxy's; a run without a
+	// call now writes no file at all, docs/cassette.md).
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(w.dir, "empty.jsonl")
+	if err := os.WriteFile(empty, data[:bytes.IndexByte(data, '\n')+1], 0o600); err != nil {
+		t.Fatal(err)
+	}
 	code, out, errs = w.verify(empty, "--", w.vs)
 	if code != 4 || !strings.Contains(errs, "nothing was verified: the recording holds no call") {
 		t.Errorf("no call: exit %d\n%s\n%s", code, out, errs)
