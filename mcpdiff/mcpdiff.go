@@ -108,9 +108,24 @@ func Compare(rec, cur Answer, o Options) (Comparison, error) {
 // output schemas, strictly (a schema has nothing volatile). drift is false when both
 // are the same.
 func CompareTool(rec, cur []byte) (drift bool, reason, diff string) {
-	var what []string
+	what, diff := diffMembers(rec, cur, []string{"inputSchema", "outputSchema"})
+	if len(what) == 0 {
+		return false, "", ""
+	}
+	return true, strings.Join(what, " and ") + " changed", diff
+}
+
+// DiffMembers is the unified diff of the members keys of a tool's recorded listing
+// and its current one, member by member, compared strictly (nothing is volatile in
+// a definition); "" when none of them differs.
+func DiffMembers(rec, cur []byte, keys []string) string {
+	_, diff := diffMembers(rec, cur, keys)
+	return diff
+}
+
+func diffMembers(rec, cur []byte, keys []string) (what []string, diff string) {
 	var b strings.Builder
-	for _, k := range []string{"inputSchema", "outputSchema"} {
+	for _, k := range keys {
 		r := &renderer{o: &Options{Strict: true}}
 		a := append([]string(nil), r.render(jsonlex.Get(rec, k), nil)...)
 		c := r.render(jsonlex.Get(cur, k), nil)
@@ -119,10 +134,7 @@ func CompareTool(rec, cur []byte) (drift bool, reason, diff string) {
 			b.WriteString(d)
 		}
 	}
-	if len(what) == 0 {
-		return false, "", ""
-	}
-	return true, strings.Join(what, " and ") + " changed", b.String()
+	return what, b.String()
 }
 
 func diffValues(rec, cur Answer, o Options, pats [][]string) string {

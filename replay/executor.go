@@ -464,13 +464,13 @@ func (e *Executor) execute(ctx context.Context, d *dispatch) outcome {
 // own ids. A task it stops following before it ended gets tasks/cancel. The host
 // never sees any of it: the answers come back on the proxy's own ids.
 func (e *Executor) follow(ctx context.Context, d *dispatch, t *task) outcome {
-	e.log.Debug("dispatch answered with a task; following it", "dispatchId", d.id, "taskId", clip(t.id, 200))
-	timer := time.NewTimer(t.poll)
+	e.log.Debug("dispatch answered with a task; following it", "dispatchId", d.id, "taskId", clip(t.ID, 200))
+	timer := time.NewTimer(t.Poll)
 	defer timer.Stop()
-	for polled := false; !polled || !terminalStatus(t.status); polled = true {
+	for polled := false; !polled || !terminalStatus(t.Status); polled = true {
 		// input_required is waited out like working: the proxy has no one to answer
 		// the task's questions (docs/replay.md), so only its deadline ends it.
-		timer.Reset(t.poll)
+		timer.Reset(t.Poll)
 		select {
 		case <-ctx.Done():
 			return e.leaveTask(ctx, d, t, fmt.Errorf("%w: %w", ctx.Err(), context.Cause(ctx)))
@@ -491,18 +491,18 @@ func (e *Executor) follow(ctx context.Context, d *dispatch, t *task) outcome {
 		case f.Result == nil:
 			return e.dropTask(ctx, d, t, proxyError("the server answered tasks/get with neither result nor error"))
 		}
-		if bad := t.read(f.Result, true); bad != "" {
+		if bad := t.Read(f.Result, true); bad != "" {
 			return e.dropTask(ctx, d, t, proxyError("the server's answer to tasks/get "+bad))
 		}
 	}
-	if t.status == taskCancelled {
+	if t.Status == taskCancelled {
 		return outcome{name: report.OutcomeCancelled, err: proxyError("the server cancelled the task")}
 	}
-	if t.era == taskExt {
-		if t.status == taskFailed {
-			return outcome{name: report.OutcomeRPCError, err: t.err}
+	if t.Era == taskExt {
+		if t.Status == taskFailed {
+			return outcome{name: report.OutcomeRPCError, err: t.Err}
 		}
-		return classifyResult(t.result)
+		return classifyResult(t.Result)
 	}
 	// 2025-11-25: the result is fetched, now that the task has ended.
 	resp, err := e.up.Call(ctx, relay.Request{Method: "tasks/result", Params: taskParams(t, e.gate.Meta()), Origin: d.id})
@@ -536,7 +536,7 @@ func (e *Executor) leaveTask(ctx context.Context, d *dispatch, t *task, err erro
 	e.cancelTask(ctx, d, t)
 	o := e.gaveUp(err, d, 0)
 	if o.name == report.OutcomeTimeout {
-		o.err = proxyError(fmt.Sprintf("the task %s did not end within %d ms (last status %q); tasks/cancel was sent", clip(t.id, 200), d.timeout.Milliseconds(), clip([]byte(t.status), 64)))
+		o.err = proxyError(fmt.Sprintf("the task %s did not end within %d ms (last status %q); tasks/cancel was sent", clip(t.ID, 200), d.timeout.Milliseconds(), clip([]byte(t.Status), 64)))
 	}
 	return o
 }
@@ -544,7 +544,7 @@ func (e *Executor) leaveTask(ctx context.Context, d *dispatch, t *task, err erro
 // dropTask ends the following of t on an answer the proxy cannot follow: rpcErr is
 // posted (rpc_error), and the task, which may still be running, gets tasks/cancel.
 func (e *Executor) dropTask(ctx context.Context, d *dispatch, t *task, rpcErr []byte) outcome {
-	e.log.Warn("a dispatch's task cannot be followed; it is cancelled and the dispatch posted rpc_error", "dispatchId", d.id, "taskId", clip(t.id, 200), "error", clip(rpcErr, 200))
+	e.log.Warn("a dispatch's task cannot be followed; it is cancelled and the dispatch posted rpc_error", "dispatchId", d.id, "taskId", clip(t.ID, 200), "error", clip(rpcErr, 200))
 	e.cancelTask(ctx, d, t)
 	return outcome{name: report.OutcomeRPCError, err: rpcErr}
 }

@@ -432,8 +432,8 @@ func TestTaskHandleShapes(t *testing.T) {
 		switch {
 		case ok != (c.era != 0):
 			t.Errorf("%s: handle %v", c.result, ok)
-		case ok && tk.era != c.era:
-			t.Errorf("%s: era %d, want %d", c.result, tk.era, c.era)
+		case ok && tk.Era != c.era:
+			t.Errorf("%s: era %d, want %d", c.result, tk.Era, c.era)
 		case (bad != "") != c.bad:
 			t.Errorf("%s: bad %q", c.result, bad)
 		}
@@ -454,15 +454,15 @@ func FuzzTaskAnswer(f *testing.F) {
 		if p := taskParams(&tk, []byte(hostMeta)); !relayable(p) {
 			t.Fatalf("task params %q", p)
 		}
-		if tk.poll < minTaskPoll || tk.poll > maxTaskPoll {
-			t.Fatalf("poll %v", tk.poll)
+		if tk.Poll < minTaskPoll || tk.Poll > maxTaskPoll {
+			t.Fatalf("poll %v", tk.Poll)
 		}
-		if tk.read(get, true) == "" {
-			if tk.poll < minTaskPoll || tk.poll > maxTaskPoll {
-				t.Fatalf("poll %v", tk.poll)
+		if tk.Read(get, true) == "" {
+			if tk.Poll < minTaskPoll || tk.Poll > maxTaskPoll {
+				t.Fatalf("poll %v", tk.Poll)
 			}
-			if tk.era == taskExt && tk.status == taskCompleted && (len(tk.result) == 0 || tk.result[0] != '{') {
-				t.Fatalf("result %q", tk.result)
+			if tk.Era == taskExt && tk.Status == taskCompleted && (len(tk.Result) == 0 || tk.Result[0] != '{') {
+				t.Fatalf("result %q", tk.Result)
 			}
 		}
 	})

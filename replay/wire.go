@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/internal/mcptask"
 	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -322,174 +323,33 @@ func validOrNote(raw []byte) []byte {
 	return raw
 }
 
-// Task eras: how a server answered a dispatch with a task handle (SPEC §3.5, §4).
+// Tasks are read by package mcptask, shared with verify (which follows a replayed
+// call's task the same way); these are its names as this package spells them.
+type task = mcptask.Task
+
 const (
-	// taskExt is the tasks extension (2026-07-28): the tools/call result is the task,
-	// {"resultType":"task","taskId","status","pollIntervalMs",...}; tasks/get answers
-	// the task again ("resultType":"complete"), whose terminal form holds the tool's
-	// result or error.
-	taskExt = iota + 1
-	// taskUtil is the 2025-11-25 utility: the result is {"task":{"taskId","status",
-	// "pollInterval",...}}; tasks/get answers the task's members at the top of its
-	// result, and tasks/result the tool's result (or error) once the task has ended.
-	taskUtil
+	taskExt         = mcptask.Ext
+	taskUtil        = mcptask.Util
+	taskCompleted   = mcptask.Completed
+	taskFailed      = mcptask.Failed
+	taskCancelled   = mcptask.Cancelled
+	minTaskPoll     = mcptask.MinPoll
+	maxTaskPoll     = mcptask.MaxPoll
+	defaultTaskPoll = mcptask.DefaultPoll
 )
 
-// Task statuses (both eras).
-const (
-	taskWorking       = "working"
-	taskInputRequired = "input_required"
-	taskCompleted     = "completed"
-	taskFailed        = "failed"
-	taskCancelled     = "cancelled"
+var (
+	terminalStatus = mcptask.Terminal
+	taskHandle     = mcptask.Handle
 )
-
-func terminalStatus(s string) bool {
-	return s == taskCompleted || s == taskFailed || s == taskCancelled
-}
-
-// Poll interval bounds (SPEC §4: the task's own interval, kept within 100 ms – 5 s):
-// a server's 0 must not have the proxy spin on it, nor its 10^12 stop following.
-const (
-	minTaskPoll     = 100 * time.Millisecond
-	maxTaskPoll     = 5 * time.Second
-	defaultTaskPoll = time.Second // a task that names no interval
-)
-
-// task is what the proxy knows of a task it follows for a dispatch.
-type task struct {
-	era    int
-	id     []byte // the taskId as the server spelled it: a valid JSON string literal
-	status string
-	poll   time.Duration // the server's latest interval, clamped
-	// From a terminal tasks/get of the tasks extension.
-	result, err []byte
-}
-
-// taskHandle reads the result of a dispatch's tools/call: is it a task handle, and
-// which. bad says why a handle cannot be followed (no usable taskId); the handle is
-// then not a task the proxy can name, and the dispatch ends rpc_error. A 2025-11-25
-// handle is a result whose "task" member is an object with a string taskId and no
-// "content" member beside it: a CallToolResult always has content, and a tool's
-// result with a member named "task" is not taken for a handle.
-func taskHandle(result []byte) (t task, ok bool, bad string) {
-	switch {
-	case jsonlex.StringOf(jsonlex.Get(result, "resultType")) == "task":
-		t = task{era: taskExt, status: taskWorking, poll: defaultTaskPoll}
-		bad = t.read(result, false)
-		return t, true, bad
-	case len(result) > 0 && result[0] == '{':
-		inner := jsonlex.Get(result, "task")
-		if len(inner) == 0 || inner[0] != '{' || jsonlex.Get(result, "content") != nil {
-			return task{}, false, ""
-		}
-		if id := jsonlex.Get(inner, "taskId"); len(id) == 0 || id[0] != '"' {
-			return task{}, false, ""
-		}
-		t = task{era: taskUtil, status: taskWorking, poll: defaultTaskPoll}
-		bad = t.read(inner, false)
-		return t, true, bad
-	}
-	return task{}, false, ""
-}
-
-// read takes the members of a task object: taskId, status, and the era's poll
-// interval. From a handle (update false) taskId is required and status may be
-// absent (it is then "working"); from tasks/get (update true) status is required,
-// and a taskId, if present, must be the one followed: an answer about another task
-// is not an answer about this one. bad says what is wrong ("" when nothing).
-func (t *task) read(obj []byte, update bool) (bad string) {
-	if len(obj) == 0 || obj[0] != '{' {
-		return "is not a JSON object"
-	}
-	var id, status, poll, result, rpcErr []byte
-	if _, ok := jsonlex.EachMember(obj, 0, func(m jsonlex.Member) bool {
-		v := obj[m.Value.Start:m.Value.End]
-		switch k := obj[m.Key.Start:m.Key.End]; {
-		case jsonlex.KeyIs(k, "taskId"):
-			id = v
-		case jsonlex.KeyIs(k, "status"):
-			status = v
-		case t.era == taskExt && jsonlex.KeyIs(k, "pollIntervalMs"), t.era == taskUtil && jsonlex.KeyIs(k, "pollInterval"):
-			poll = v
-		case jsonlex.KeyIs(k, "result"):
-			result = v
-		case jsonlex.KeyIs(k, "error"):
-			rpcErr = v
-		}
-		return true
-	}); !ok {
-		return "is not a JSON object"
-	}
-	switch {
-	case !update:
-		s, ok := stringValue(id)
-		if !ok || s == "" {
-			return "has no taskId string"
-		}
-		t.id = id
-	case id != nil:
-		s, ok := stringValue(id)
-		if want, _ := jsonlex.DecodeString(t.id); !ok || s != want {
-			return "is about another task (its taskId is not the one polled)"
-		}
-	}
-	switch s, ok := stringValue(status); {
-	case ok:
-		t.status = s
-	case status != nil || update:
-		return "has no status string"
-	}
-	if d, ok := taskPoll(poll); ok {
-		t.poll = d
-	}
-	if update && t.era == taskExt {
-		switch t.status {
-		case taskCompleted:
-			if len(result) == 0 || result[0] != '{' {
-				return "says completed without a result object"
-			}
-			t.result = result
-		case taskFailed:
-			if len(rpcErr) == 0 || rpcErr[0] != '{' {
-				return "says failed without an error object"
-			}
-			t.err = rpcErr
-		}
-	}
-	return ""
-}
-
-// taskPoll reads a poll interval in milliseconds, clamped to [minTaskPoll,
-// maxTaskPoll]; ok is false when raw is not a number (the interval then stays as it
-// was). Compared as milliseconds before any conversion: 1e300 must not overflow.
-func taskPoll(raw []byte) (time.Duration, bool) {
-	if len(raw) == 0 {
-		return 0, false
-	}
-	if end, ok := jsonlex.NumberEnd(raw, 0); !ok || end != len(raw) {
-		return 0, false
-	}
-	ms, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return 0, false
-	}
-	switch {
-	case ms >= float64(maxTaskPoll/time.Millisecond):
-		return maxTaskPoll, true
-	case ms <= float64(minTaskPoll/time.Millisecond):
-		return minTaskPoll, true
-	}
-	return time.Duration(ms * float64(time.Millisecond)), true
-}
 
 // taskParams are the params of a tasks/get, tasks/result or tasks/cancel for t: its
 // taskId as the server spelled it and, in the stateless era, the host's protocol
 // _meta, as the dispatch's tools/call carried it (callParams).
 func taskParams(t *task, meta []byte) []byte {
-	b := make([]byte, 0, 32+len(t.id)+len(meta))
+	b := make([]byte, 0, 32+len(t.ID)+len(meta))
 	b = append(b, `{"taskId":`...)
-	b = append(b, t.id...)
+	b = append(b, t.ID...)
 	if meta != nil {
 		if bytes.ContainsAny(meta, "\r\n") && meta[0] == '{' && jsonlex.Valid(meta) {
 			meta = compactObject(meta)

@@ -176,7 +176,11 @@ func (t *Table) Call(r *CallResult) {
 		tool = string([]rune(tool)[:27]) + "…"
 	}
 	st := fmt.Sprintf("%-14s", r.Status)
-	row := fmt.Sprintf("%5d  %-28s  %s  %-21s  %s", r.Seq, tool, t.paint(statusColor(r.Status), st), dur, oneLine(r.Reason))
+	color := statusColor(r.Status)
+	if r.Finding() {
+		color = red // a definition drift beside a same answer
+	}
+	row := fmt.Sprintf("%5d  %-28s  %s  %-21s  %s", r.Seq, tool, t.paint(color, st), dur, oneLine(r.Reason))
 	fmt.Fprintln(t.out(), strings.TrimRight(row, " "))
 	if r.Diff != "" {
 		for _, l := range strings.SplitAfter(strings.TrimSuffix(r.Diff, "\n"), "\n") {
@@ -207,7 +211,7 @@ func (t *Table) Done(s *Summary) {
 	t.Flush()
 }
 
-var order = []mcpdiff.Status{mcpdiff.Same, WouldRun, mcpdiff.Changed, mcpdiff.ErrorDrift, mcpdiff.SchemaDrift, mcpdiff.MissingTool,
+var order = []mcpdiff.Status{mcpdiff.Same, WouldRun, mcpdiff.Changed, mcpdiff.ErrorDrift, mcpdiff.SchemaDrift, DefinitionDrift, mcpdiff.MissingTool,
 	mcpdiff.SlowDown, mcpdiff.NotRun, mcpdiff.Skipped, mcpdiff.NotReplayable}
 
 func summaryLine(s *Summary) string {
@@ -265,6 +269,16 @@ func (j *JSON) Call(r *CallResult) {
 		b = append(b, `,"afterMs":`...)
 		b = strconv.AppendFloat(b, float64(r.After.Microseconds())/1000, 'f', -1, 64)
 	}
+	if len(r.DefinitionDrift) > 0 {
+		b = append(b, `,"definitionDrift":[`...)
+		for i, m := range r.DefinitionDrift {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonlex.AppendString(b, m)
+		}
+		b = append(b, ']')
+	}
 	if r.Diff != "" {
 		b = append(b, `,"diff":`...)
 		b = jsonlex.AppendString(b, r.Diff)
@@ -315,6 +329,9 @@ type JUnit struct {
 	w      *bufio.Writer
 	err    error
 	server string
+	// skipped counts the cases written skipped: a would_run call whose tool's
+	// definition drifted is a failure, not one of them.
+	skipped int
 }
 
 func (j *JUnit) Start(h *cassette.Header, _ int, _ bool) {
@@ -333,9 +350,14 @@ func (j *JUnit) Call(r *CallResult) {
 	secs := r.After.Seconds()
 	fmt.Fprintf(j.w, `  <testcase classname="%s" name="%s" time="%.3f">`, xmlEscape(j.server), xmlEscape(name), secs)
 	switch {
-	case r.Status.Finding():
-		fmt.Fprintf(j.w, "\n    <failure type=\"%s\" message=\"%s\">%s</failure>\n  ", r.Status, xmlEscape(r.Reason), xmlEscape(r.Diff))
+	case r.Finding():
+		typ := r.Status
+		if !typ.Finding() {
+			typ = DefinitionDrift // the call's own status is no finding; its tool's definition is
+		}
+		fmt.Fprintf(j.w, "\n    <failure type=\"%s\" message=\"%s\">%s</failure>\n  ", typ, xmlEscape(r.Reason), xmlEscape(r.Diff))
 	case r.Status == mcpdiff.Skipped || r.Status == mcpdiff.NotReplayable || r.Status == WouldRun:
+		j.skipped++
 		fmt.Fprintf(j.w, "\n    <skipped message=\"%s: %s\"/>\n  ", r.Status, xmlEscape(r.Reason))
 	}
 	j.w.WriteString("</testcase>\n")
@@ -356,7 +378,7 @@ func (j *JUnit) Done(s *Summary) {
 		return
 	}
 	defer out.Close()
-	skipped := s.Counts[mcpdiff.Skipped] + s.Counts[mcpdiff.NotReplayable] + s.Counts[WouldRun]
+	skipped := j.skipped
 	fmt.Fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"bir-proxy verify %s\" tests=\"%d\" failures=\"%d\" skipped=\"%d\" time=\"%.3f\">\n",
 		xmlEscape(s.Server), s.Total, s.Findings, skipped, s.Elapsed.Seconds())
 	if _, j.err = j.tmp.Seek(0, 0); j.err != nil {

@@ -19,12 +19,20 @@ import (
 
 	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/internal/mcptask"
 	"github.com/bir-dev/bir-proxy/mcpdiff"
+	"github.com/bir-dev/bir-proxy/pins"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
 // WouldRun is a call --plan would run.
 const WouldRun mcpdiff.Status = "would_run"
+
+// DefinitionDrift is a tool whose definition changed (its description, title,
+// annotations, ..., compared as pins compare them): a finding next to the call's own
+// status, never instead of it, so that "description changed" and "the result
+// changed" show together. It is counted in Summary.Counts besides that status.
+const DefinitionDrift mcpdiff.Status = "definition_drift"
 
 // Source is where the recorded calls come from, read one at a time.
 type Source interface {
@@ -78,11 +86,17 @@ type CallResult struct {
 	Before time.Duration
 	After  time.Duration // 0 when it did not run
 	Ran    bool
+	// DefinitionDrift lists the members of the tool's definition that changed from
+	// the recorded tools/list to the current one (package pins' comparison; the
+	// schemas only when schema_drift did not already say them), sorted; nil when none.
+	// Such a call is a finding whatever its Status.
+	DefinitionDrift []string
 
 	// unverified says, for a call that was neither compared nor a finding, why in
 	// words common to every call it befell (the summary of a run that verified
 	// nothing groups the calls by it).
 	unverified          string
+	defDiff             string // the diff of DefinitionDrift's members
 	newResult, newError []byte // the new answer, for Update
 }
 
@@ -123,10 +137,16 @@ type Summary struct {
 	whys       []string
 }
 
+// Finding says the call is a finding: its status, or its tool's definition drift.
+func (r *CallResult) Finding() bool { return r.Status.Finding() || len(r.DefinitionDrift) > 0 }
+
 // count adds a result to the summary.
 func (s *Summary) count(res *CallResult) {
 	s.Counts[res.Status]++
-	if res.Status.Finding() {
+	if len(res.DefinitionDrift) > 0 {
+		s.Counts[DefinitionDrift]++
+	}
+	if res.Finding() {
 		s.Findings++
 	}
 	switch {
@@ -257,6 +277,7 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 	defer flush(out) // what Table and JSON hold, whichever way Run returns
 
 	emit := func(c *cassette.Call, res *CallResult) {
+		r.noteDefinition(res)
 		sum.count(res)
 		out.Call(res)
 		if up != nil {
@@ -397,22 +418,55 @@ type runner struct {
 	toolsCut string // why the server's tools/list was not read to its end, or ""
 }
 
-type drift struct{ why, diff string }
+// drift is how a tool's definition changed from the recording: its schemas (why and
+// diff, "" when they did not: schema_drift), and the other members that changed
+// (def, their diff defDiff: definition_drift).
+type drift struct {
+	why, diff string
+	def       []string
+	defDiff   string
+}
 
-// schemaDrift is the tool's schema drift, nil for none, worked out once per tool.
-func (r *runner) schemaDrift(tool string, rec, cur []byte) *drift {
+// toolDrift is the tool's drift, worked out once per tool.
+func (r *runner) toolDrift(tool string, rec, cur []byte) *drift {
 	if d, ok := r.drift[tool]; ok {
 		return d
 	}
 	if r.drift == nil {
 		r.drift = map[string]*drift{}
 	}
-	var d *drift
+	d := &drift{}
+	schemas := false
 	if changed, why, diff := mcpdiff.CompareTool(rec, cur); changed {
-		d = &drift{why, diff}
+		d.why, d.diff, schemas = why, diff, true
+	}
+	// The rest as pins compare it (docs/pins.md): a description that now tells the
+	// model something else ran as "same" while the schemas were all verify looked at.
+	for _, m := range pins.Changes(rec, cur) {
+		if schemas && (m == "inputSchema" || m == "outputSchema") {
+			continue // schema_drift says them, with their strict diff
+		}
+		d.def = append(d.def, m)
+	}
+	if d.def != nil {
+		d.defDiff = mcpdiff.DiffMembers(rec, cur, d.def)
 	}
 	r.drift[tool] = d
 	return d
+}
+
+// noteDefinition (on the emitting goroutine: it reads nothing of the runner's) puts a call's definition drift before its own reason and diff:
+// "description changed (definition_drift); the result changed".
+func (r *runner) noteDefinition(res *CallResult) {
+	if len(res.DefinitionDrift) == 0 {
+		return
+	}
+	why := strings.Join(res.DefinitionDrift, " and ") + " changed (" + string(DefinitionDrift) + ")"
+	if res.Reason != "" {
+		why += "; " + res.Reason
+	}
+	res.Reason = why
+	res.Diff = res.defDiff + res.Diff
 }
 
 func hint(tool []byte, name string) string {
@@ -439,6 +493,10 @@ func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
 			why += " (" + joinKeys(c.RedactedKeys) + ")"
 		}
 		return verdict(mcpdiff.NotReplayable, why)
+	case c.Outcome == "task_unfinished":
+		// The recording ended before its task did: there is no final answer to
+		// compare a replay's with (docs/recording.md).
+		return verdict(mcpdiff.NotReplayable, "its task had not ended when the recording did (task_unfinished): no final result was recorded")
 	case c.Result == nil && c.Error == nil:
 		return verdict(mcpdiff.NotReplayable, "the recorded call got no answer ("+c.Outcome+")")
 	case c.Outcome == "input_required":
@@ -485,9 +543,11 @@ func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
 		}
 	}
 	if recListed {
-		if sd := r.schemaDrift(c.Tool, rec, cur); sd != nil {
-			res.Status, res.Reason, res.Diff = mcpdiff.SchemaDrift, sd.why, sd.diff
+		d := r.toolDrift(c.Tool, rec, cur)
+		if d.why != "" {
+			res.Status, res.Reason, res.Diff = mcpdiff.SchemaDrift, d.why, d.diff
 		}
+		res.DefinitionDrift, res.defDiff = d.def, d.defDiff
 	}
 	if r.cfg.Plan {
 		if res.Status == "" {
@@ -535,11 +595,24 @@ func (r *runner) run(ctx context.Context, c *cassette.Call, res *CallResult) *Ca
 	params = append(params, '}')
 	t0 := time.Now()
 	a, err := r.s.request(ctx, r.cfg.CallTimeout, "tools/call", params)
+	if err == nil && a.err == nil {
+		if t, ok, bad := mcptask.Handle(a.result); ok {
+			// A task: its final answer is what was recorded (docs/verify.md, "Tasks").
+			if bad != "" {
+				err = &errLost{"the server answered with a task handle that " + bad}
+			} else {
+				a, err = r.follow(ctx, t0.Add(r.cfg.CallTimeout), &t)
+			}
+		}
+	}
 	took := time.Since(t0)
 	res.Ran = true
 	if err != nil {
 		res.Status = mcpdiff.NotRun
+		var te *errTaskExpired
 		switch {
+		case errors.As(err, &te):
+			res.Reason = te.why
 		case errors.Is(err, errExpired):
 			res.Reason = "no answer within " + r.cfg.CallTimeout.String()
 		case ctx.Err() != nil:

@@ -549,8 +549,16 @@ func TestVerifyNothingVerifiedIsNotAPass(t *testing.T) {
 		t.Errorf("a missing tool only: exit %d, want 1", code)
 	}
 
-	// A cassette of no call.
-	empty := w.record("empty", sessionLines[:3])
+	// A cassette of no call: a header alone (an older bir-proxy's; a run without a
+	// call now writes no file at all, docs/cassette.md).
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(w.dir, "empty.jsonl")
+	if err := os.WriteFile(empty, data[:bytes.IndexByte(data, '\n')+1], 0o600); err != nil {
+		t.Fatal(err)
+	}
 	code, out, errs = w.verify(empty, "--", w.vs)
 	if code != 4 || !strings.Contains(errs, "nothing was verified: the recording holds no call") {
 		t.Errorf("no call: exit %d\n%s\n%s", code, out, errs)
@@ -636,5 +644,223 @@ func TestVerifyEscapesWhatAServerPrints(t *testing.T) {
 	}
 	if !strings.Contains(string(report), `division is broken \x1b]52;c;cHduZWQ=\x07`) {
 		t.Errorf("junit:\n%s", report)
+	}
+}
+
+// recordTasks records, through bir-proxy --cassette in front of the raw fixture, a
+// host calling the fixture's task tools (testdata/rawserver/tasks.go) one at a time
+// and following each task to its end as a host does (tasks/get until terminal;
+// 2025-11-25: then tasks/result), but the last (task_forever), which it stops
+// following: it is recorded task_unfinished.
+func (w *verifyWorld) recordTasks(raw string) string {
+	w.t.Helper()
+	path := filepath.Join(w.dir, "cassettes", "tasks.jsonl")
+	p := testutil.Start(w.t, exec.Command(w.bp, "--cassette", path, "--", raw, "--reply"))
+	id := 0
+	ask := func(method, params string) string {
+		id++
+		p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
+		return p.ReadLine()
+	}
+	ask("initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test-host","version":"1"}}`)
+	p.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	ask("tools/list", `{}`)
+	for _, c := range []struct{ tool, args string }{
+		{"task", `{"n":1}`}, {"task_legacy", `{"n":2}`}, {"task", `{"n":3,"end":"error"}`},
+		{"task", `{"n":4,"end":"failed"}`}, {"task_legacy", `{"n":5,"end":"failed"}`}, {"task_forever", `{"n":6}`},
+	} {
+		var h struct {
+			Result struct {
+				TaskID string `json:"taskId"`
+				Task   struct {
+					TaskID string `json:"taskId"`
+				} `json:"task"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(ask("tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s}`, c.tool, c.args))), &h); err != nil {
+			w.t.Fatal(err)
+		}
+		task := fmt.Sprintf(`{"taskId":%q}`, h.Result.TaskID+h.Result.Task.TaskID)
+		for n := 0; ; n++ {
+			got := ask("tasks/get", task)
+			if !strings.Contains(got, `"status":"working"`) || c.tool == "task_forever" {
+				if strings.Contains(got, `"status":"completed"`) && c.tool == "task_legacy" {
+					ask("tasks/result", task)
+				}
+				break
+			}
+			if n > 5 {
+				w.t.Fatalf("the task never ends: %s", got)
+			}
+		}
+	}
+	p.Stdin.Close()
+	if code := p.ExitCode(); code != 0 {
+		w.t.Fatalf("the recording proxy exited %d: %s", code, p.Stderr.String())
+	}
+	return path
+}
+
+// bySeq reads verify --json's lines: seq → the line.
+func bySeq(t *testing.T, out string) map[int]map[string]any {
+	t.Helper()
+	m := map[int]map[string]any{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("not a JSON line: %q (%v)", l, err)
+		}
+		if s, ok := v["seq"].(float64); ok {
+			m[int(s)] = v
+		}
+	}
+	return m
+}
+
+// TestVerifyFollowsTasks: a call the server answered with a task handle is recorded
+// with the task's final result; verify follows the task itself (tasks/get at its
+// interval; 2025-11-25: tasks/result) and compares that final result: both eras,
+// completed, isError and failed tasks are same; a changed final result is a finding;
+// a task past --timeout is cancelled (tasks/cancel) and not_run; a task_unfinished
+// recording is not replayable.
+func TestVerifyFollowsTasks(t *testing.T) {
+	w := newVerifyWorld(t)
+	raw := testutil.Build(t, "./testdata/rawserver")
+	path := w.recordTasks(raw)
+	want := map[int]string{1: "same", 2: "same", 3: "same", 4: "same", 5: "same", 6: "not_replayable"}
+	check := func(out string, want map[int]string) map[int]map[string]any {
+		t.Helper()
+		got := bySeq(t, out)
+		for seq, st := range want {
+			if got[seq]["status"] != st {
+				t.Errorf("call %d: %v (%v), want %s\n%s", seq, got[seq]["status"], got[seq]["reason"], st, out)
+			}
+		}
+		return got
+	}
+	code, out, errOut := w.verify(path, "--allow-writes", "--json", "--", raw, "--reply")
+	if code != 0 {
+		t.Errorf("exit %d, want 0: %s", code, errOut)
+	}
+	got := check(out, want)
+	if r, _ := got[6]["reason"].(string); !strings.Contains(r, "task_unfinished") {
+		t.Errorf("the unfinished task's reason %q does not say why", r)
+	}
+
+	// A changed final result: the recorded text of call 1 is not what the task ends with.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := filepath.Join(w.dir, "changed.jsonl")
+	if !bytes.Contains(data, []byte(`\"n\":1}`)) {
+		t.Fatalf("call 1's result is not in the cassette:\n%s", data)
+	}
+	os.WriteFile(changed, bytes.Replace(data, []byte(`\"n\":1}`), []byte(`\"n\":7}`), 1), 0o600)
+	code, out, _ = w.verify(changed, "--allow-writes", "--json", "--", raw, "--reply")
+	if code != 1 {
+		t.Errorf("a changed final result: exit %d, want 1", code)
+	}
+	got = check(out, map[int]string{1: "changed", 2: "same"})
+	if d, _ := got[1]["diff"].(string); !strings.Contains(d, `"n": 7`) || !strings.Contains(d, `"n": 1`) {
+		t.Errorf("the diff does not show the final results:\n%s", d)
+	}
+
+	// A task that never ends, within --timeout: cancelled, not_run.
+	forever := filepath.Join(w.dir, "forever.jsonl")
+	os.WriteFile(forever, bytes.Replace(data, []byte(`"tool":"task_legacy"`), []byte(`"tool":"task_legacy_forever"`), 1), 0o600)
+	record := filepath.Join(w.dir, "server-record")
+	code, out, _ = w.verify(forever, "--allow-writes", "--json", "--timeout", "1s", "--tool", "task_legacy_forever", "--", raw, "--reply", "--record", record)
+	if code != 1 {
+		t.Errorf("a task past --timeout: exit %d, want 1", code)
+	}
+	got = check(out, map[int]string{2: "not_run"})
+	if r, _ := got[2]["reason"].(string); !strings.Contains(r, "did not end within 1s") || !strings.Contains(r, "tasks/cancel was sent") {
+		t.Errorf("reason %q", r)
+	}
+	seen, _ := os.ReadFile(record)
+	if polls := strings.Count(string(seen), `"method":"tasks/get"`); polls < 3 || polls > 12 {
+		// 100 ms apart at the fixture's pollInterval, for 1 s.
+		t.Errorf("%d tasks/get in 1s, want the task's interval kept", polls)
+	}
+	if !strings.Contains(string(seen), `"method":"tasks/cancel"`) {
+		t.Errorf("no tasks/cancel reached the server:\n%s", seen)
+	}
+}
+
+// TestVerifyDefinitionDrift: a tool's definition is compared as pins compare it, not
+// only its schemas: a new description or title is a finding (definition_drift) next to
+// the call's own status — "description changed (definition_drift); the result
+// changed" — in the table, --json (definitionDrift) and JUnit; an annotation's
+// explicit default or a _meta is no change; a schema change stays schema_drift's.
+func TestVerifyDefinitionDrift(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", sessionLines)
+
+	junit := filepath.Join(w.dir, "report.xml")
+	code, out, errs := w.verify(path, "--json", "--junit", junit, "--", w.vs, "--redescribe")
+	if code != 1 {
+		t.Fatalf("definitions changed, answers the same: exit %d, want 1\n%s\n%s", code, out, errs)
+	}
+	type line struct {
+		Tool   string   `json:"tool"`
+		Status string   `json:"status"`
+		Reason string   `json:"reason"`
+		Def    []string `json:"definitionDrift"`
+		Diff   string   `json:"diff"`
+	}
+	read := func(out string) (map[string]line, map[string]any) {
+		got := map[string]line{}
+		var sum map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var v line
+			var s struct{ Summary map[string]any }
+			if json.Unmarshal([]byte(l), &s); s.Summary != nil {
+				sum = s.Summary
+				continue
+			}
+			if err := json.Unmarshal([]byte(l), &v); err != nil {
+				t.Fatal(err)
+			}
+			got[v.Tool] = v
+		}
+		return got, sum
+	}
+	got, sum := read(out)
+	for tool, want := range map[string]string{"greet": "same description", "lookup": "same ", "divide": "same title", "legacy": "same ", "search": "same description"} {
+		if g := got[tool].Status + " " + strings.Join(got[tool].Def, ","); g != want {
+			t.Errorf("%s: %q (%s), want %q", tool, g, got[tool].Reason, want)
+		}
+	}
+	if r := got["greet"].Reason; r != "description changed (definition_drift)" || !strings.Contains(got["greet"].Diff, "+++ current description") || !strings.Contains(got["greet"].Diff, "id_rsa") {
+		t.Errorf("greet: reason %q, diff\n%s", r, got["greet"].Diff)
+	}
+	if sum["findings"] != 3.0 || sum["counts"].(map[string]any)["definition_drift"] != 3.0 {
+		t.Errorf("summary %v", sum)
+	}
+	b, _ := os.ReadFile(junit)
+	if n := strings.Count(string(b), `<failure type="definition_drift"`); n != 3 {
+		t.Errorf("%d definition_drift failures in the JUnit report, want 3:\n%s", n, b)
+	}
+
+	// --plan: a call that would run, of a drifted tool, is a failure, not skipped.
+	code, _, _ = w.verify(path, "--plan", "--junit", junit, "--", w.vs, "--redescribe")
+	b, _ = os.ReadFile(junit)
+	if code != 1 || !strings.Contains(string(b), `failures="3" skipped="4"`) {
+		t.Errorf("--plan: exit %d, want 1; JUnit:\n%s", code, b)
+	}
+
+	// With the answers drifting too: both said, on one row.
+	code, out, _ = w.verify(path, "--json", "--", w.vs, "--drift", "--redescribe")
+	got, _ = read(out)
+	if code != 1 || got["greet"].Status != "changed" || got["greet"].Reason != "description changed (definition_drift); the result changed" {
+		t.Errorf("exit %d, greet %+v", code, got["greet"])
+	}
+	if s := got["search"]; s.Status != "schema_drift" || strings.Join(s.Def, ",") != "description" || !strings.HasPrefix(s.Reason, "description changed (definition_drift); inputSchema changed") {
+		t.Errorf("search %+v: the schema is schema_drift's, the description definition_drift's", s)
+	}
+	code, table, _ := w.verify(path, "--", w.vs, "--drift", "--redescribe")
+	if code != 1 || !regexp.MustCompile(`greet +changed .*description changed \(definition_drift\); the result changed`).MatchString(table) {
+		t.Errorf("the table does not show both on greet's row (exit %d):\n%s", code, table)
 	}
 }
