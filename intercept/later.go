@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/internal/mcptask"
 	"github.com/bir-dev/bir-proxy/report"
 )
 
@@ -391,7 +392,7 @@ func (t *tracker) taskState(c *call, task []byte, at time.Time) {
 			// 2025-11-25 puts the error in tasks/result's answer, which a host that
 			// saw the failure need not ask for (the official SDK 1.x does not): the
 			// call ends here, with the task's statusMessage as its error.
-			rpcErr = failedTask(msg)
+			rpcErr = mcptask.FailedError(msg)
 			c.sentBytes = -1 // no error came: the report has no size of one
 		}
 		t.endLater(c, at, report.OutcomeRPCError, nil, rpcErr)
@@ -400,18 +401,6 @@ func (t *tracker) taskState(c *call, task []byte, at time.Time) {
 	default:
 		t.endTaskWith(c, result, at)
 	}
-}
-
-// failedTask is the error of a task that failed without one: its statusMessage
-// (raw, a JSON string, or absent).
-func failedTask(msg []byte) json.RawMessage {
-	out := []byte(`{"code":-32603,"message":`)
-	text := "the task failed"
-	if len(msg) > 1 && msg[0] == '"' {
-		text += ": " + jsonlex.StringOf(msg)
-	}
-	out = jsonlex.AppendString(out, text)
-	return append(out, '}')
 }
 
 // endTaskWith ends a completed task's call with its final result.

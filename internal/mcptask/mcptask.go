@@ -160,9 +160,8 @@ func (t *Task) Read(obj []byte, update bool) (bad string) {
 // FailedError is the JSON-RPC error a 2025-11-25 task that failed stands for when
 // its failure was seen in a tasks/get (or a status notification): that era puts the
 // error itself in tasks/result's answer, which a host that saw the failure need not
-// ask for, so the proxy records this one (intercept's failedTask: the two must
-// agree, or a replay of a failed task reads as changed). msg is the statusMessage,
-// raw.
+// ask for, so the proxy records this one (intercept/later.go) and verify compares a
+// replay with it. msg is the statusMessage, raw.
 func FailedError(msg []byte) []byte {
 	out := []byte(`{"code":-32603,"message":`)
 	text := "the task failed"
