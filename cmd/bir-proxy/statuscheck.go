@@ -221,7 +221,7 @@ func checkEntry(ctx context.Context, s mcpconfig.Server, timeout time.Duration) 
 					continue // a notification, a request of the server's, a batch
 				}
 				if resp.Error != nil {
-					return nil, fail("%s answered with an error: %s", method, upstream.CleanLine([]byte(resp.Error.Message))), false
+					return nil, fail("%s answered with an error: %s", method, capText(resp.Error.Message)), false
 				}
 				return resp.Result, entryCheck{}, true
 			case err := <-readErr:
@@ -268,6 +268,17 @@ func checkEntry(ctx context.Context, s mcpconfig.Server, timeout time.Duration) 
 		}
 	}
 	return entryCheck{OK: true, Tools: tools}
+}
+
+// capText is s cut to 4 KiB on a character boundary, control characters shown as
+// '?': a peer's error message is printed, whole when it is of a sane size (the
+// proxy's own names the server's command line, then the cause).
+func capText(s string) string {
+	const max = 4 << 10
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "") + "…"
+	}
+	return printableWord(s)
 }
 
 // tailBuffer keeps the last max bytes written to it.
