@@ -145,14 +145,23 @@ func checkEntry(ctx context.Context, s mcpconfig.Server, timeout time.Duration) 
 	if err != nil {
 		return fail("%v", err)
 	}
-	stdout, err := cmd.StdoutPipe()
+	// A pipe of our own, not StdoutPipe: Wait closes that one when the command
+	// exits, and the error answer a proxy writes just before exiting (a usage
+	// error) would be lost unread.
+	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
+		stdin.Close()
 		return fail("%v", err)
 	}
+	defer stdout.Close() // ends the reader below
+	cmd.Stdout = stdoutW
 	stderr := &tailBuffer{max: checkStderrMax}
 	cmd.Stderr = stderr
 	cmd.WaitDelay = time.Second // a grandchild holding stderr open must not hold Wait
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	stdoutW.Close()
+	if err != nil {
+		stdin.Close()
 		return fail("cannot start %s: %v", command, err)
 	}
 	exited := make(chan struct{})
