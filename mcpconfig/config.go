@@ -144,7 +144,23 @@ type Document struct {
 	mask    []byte
 	format  Format
 	servers []string // keys leading to the mcpServers object
+	// checkArgs is the ProxyArgsCheck given with CheckProxyArgs, or nil.
+	checkArgs ProxyArgsCheck
 }
+
+// ProxyArgsCheck says why bir-proxy would refuse args, a wrapped entry's
+// arguments, as its command line (the usage error it would print), or nil
+// when it would take them. The proxy's flag set lives in cmd/bir-proxy, which
+// passes its check in: this package must not know the proxy's flags beyond
+// TakesValue.
+type ProxyArgsCheck func(args []string) error
+
+// CheckProxyArgs makes the document check each wrapped entry's arguments with
+// check: an entry they fail is broken (Server.Broken), and Wrap and Unwrap
+// leave it alone with a warning. Without it, a hand-written entry with a
+// mistyped flag ("--sever", "x", "npx") reads as wrapped with the command "x",
+// and unwrap would write "command": "x".
+func (d *Document) CheckProxyArgs(check ProxyArgsCheck) { d.checkArgs = check }
 
 // Load reads and parses the file at loc.
 func Load(loc Location) (*Document, error) {
@@ -289,6 +305,10 @@ func (d *Document) entries() []entry {
 			e = e.unknown("the name appears more than once in " + d.format.Servers)
 		case m.key == "":
 			e = e.unknown("the name is empty")
+		case d.checkArgs != nil && (e.kind == KindWrapped || e.kind == KindWrappedRemote):
+			if err := d.checkArgs(e.proxyArgs()); err != nil {
+				e.broken = err.Error()
+			}
 		}
 		es = append(es, e)
 	}
@@ -315,6 +335,13 @@ type Server struct {
 	// Policy are the tool-policy flags a wrapped entry gives the proxy, each as
 	// "--flag value" (policy.go).
 	Policy []string
+	// Broken is why bir-proxy would refuse a wrapped entry's arguments (see
+	// CheckProxyArgs); "" when it would take them, or they were not checked.
+	Broken string
+	// Args are a wrapped entry's arguments to ProxyCommand, as written.
+	Args []string
+	// Env is the entry's "env", "K=V" each, as written (${VAR} unexpanded).
+	Env []string
 }
 
 // Servers lists the entries in file order.
@@ -324,6 +351,7 @@ func (d *Document) Servers() []Server {
 		s := Server{
 			Name: e.name, Kind: e.kind, Command: e.upstream(), URL: e.url,
 			ProxyName: e.proxyName, Problem: e.problem, Policy: e.policyArgs(),
+			Broken: e.broken, Env: e.env(),
 		}
 		switch e.kind {
 		case KindRemote:
@@ -333,6 +361,7 @@ func (d *Document) Servers() []Server {
 		}
 		if e.kind == KindWrapped || e.kind == KindWrappedRemote {
 			s.ProxyCommand = e.members[e.command].value.Str
+			s.Args = e.proxyArgs()
 		}
 		out = append(out, s)
 	}
@@ -392,6 +421,8 @@ func (d *Document) WrapWith(names []string, proxyPath string, flags func(name st
 		switch {
 		case e.kind == KindUnknown:
 			o.Note, o.Warn = "not understood ("+e.problem+"); left alone", true
+		case e.broken != "":
+			o.Note, o.Warn = brokenNote(e.broken), true
 		case e.kind == KindWrapped || e.kind == KindWrappedRemote:
 			o.Note = "already wrapped"
 		case e.name == RecorderName:
@@ -430,6 +461,13 @@ func (d *Document) Unwrap(names []string) (*Change, error) {
 		case KindStdio, KindRemote:
 			o.Note = "not wrapped"
 		default:
+			if e.broken != "" {
+				// Which argument is the server's command is not known when the
+				// proxy's flags do not parse: "--sever x npx" would unwrap to
+				// "command": "x".
+				o.Note, o.Warn = brokenNote(e.broken), true
+				break
+			}
 			text, err := e.unwrap()
 			if err != nil {
 				return "", o, err
@@ -446,6 +484,11 @@ func (d *Document) Unwrap(names []string) (*Change, error) {
 		}
 		return e.raw, o, nil
 	})
+}
+
+// brokenNote is the Outcome note of an entry whose bir-proxy arguments do not parse.
+func brokenNote(why string) string {
+	return "BROKEN: bir-proxy would refuse its arguments (" + why + "); left alone: fix the entry by hand"
 }
 
 // apply runs fn over the selected entries and splices each changed entry

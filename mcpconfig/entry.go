@@ -77,6 +77,10 @@ type entry struct {
 	raw     string
 	kind    Kind
 	problem string // why the entry is KindUnknown
+	// broken is why bir-proxy would refuse a wrapped entry's arguments (a
+	// mistyped flag: "--sever x npx" reads as the command "x"), as the
+	// Document's ProxyArgsCheck said; "" when they parse or were not checked.
+	broken string
 
 	members []member
 	command int // index in members, -1 if absent
@@ -243,6 +247,37 @@ scan:
 		return e.unknown(`runs bir-proxy with neither a server command nor --url`)
 	}
 	return e
+}
+
+// proxyArgs are a wrapped entry's args as strings, for a ProxyArgsCheck.
+func (e entry) proxyArgs() []string {
+	args := make([]string, len(e.argv))
+	for i, el := range e.argv {
+		args[i] = el.value.Str
+	}
+	return args
+}
+
+// env is the entry's "env" object as "K=V" strings in file order; nil when it
+// has none, or one that is not an object of strings (the host would refuse it).
+func (e entry) env() []string {
+	var out []string
+	for _, m := range e.members {
+		if m.key != "env" {
+			continue
+		}
+		v := gjson.Parse(m.value.Mask)
+		if !v.IsObject() {
+			return nil
+		}
+		v.ForEach(func(k, v gjson.Result) bool {
+			if v.Type == gjson.String {
+				out = append(out, k.Str+"="+v.Str)
+			}
+			return true
+		})
+	}
+	return out
 }
 
 // plain is e.raw[i:j], text between tokens (a separator, a colon) that wrap

@@ -2,6 +2,7 @@ package mcpconfig
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -153,4 +154,53 @@ func afterProxyFlags(args []string) []string {
 		}
 	}
 	return nil
+}
+
+// TestBrokenProxyArgs: an entry whose bir-proxy arguments the proxy would refuse
+// ("--sever" for "--server") is broken, not wrapped: Unwrap would have written
+// "command": "typo". Wrap and Unwrap leave it alone with a warning.
+func TestBrokenProxyArgs(t *testing.T) {
+	const typo = `{"command": "bir-proxy", "args": ["--sever", "typo", "npx", "-y", "p"]}`
+	in := `{"mcpServers": {"typo": ` + typo + `, "ok": {"command": "bir-proxy", "args": ["--server", "ok", "uvx", "q"]}}}`
+	var seen [][]string
+	check := func(args []string) error {
+		seen = append(seen, args)
+		if args[0] == "--sever" {
+			return errors.New("unknown flag --sever; did you mean --server?")
+		}
+		return nil
+	}
+	d := mustParse(t, Location{File: "f.json"}, []byte(in))
+	d.CheckProxyArgs(check)
+	ss := d.Servers()
+	if ss[0].Broken != "unknown flag --sever; did you mean --server?" || ss[1].Broken != "" {
+		t.Errorf("broken: %q %q", ss[0].Broken, ss[1].Broken)
+	}
+	if !slices.Equal(ss[0].Args, []string{"--sever", "typo", "npx", "-y", "p"}) {
+		t.Errorf("args %q", ss[0].Args)
+	}
+	if len(seen) == 0 || !slices.Equal(seen[0], ss[0].Args) {
+		t.Errorf("the check saw %q", seen)
+	}
+	u, err := d.Unwrap(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(u.New), `"typo": `+typo) || !strings.Contains(string(u.New), `"ok": {"command": "uvx", "args": ["q"]}`) {
+		t.Errorf("unwrap wrote %s", u.New)
+	}
+	if o := u.Outcomes[0]; o.Changed || !o.Warn || !strings.Contains(o.Note, "BROKEN") || !strings.Contains(o.Note, "did you mean --server?") {
+		t.Errorf("unwrap outcome %+v", o)
+	}
+	w, err := d.Wrap(nil, testProxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := w.Outcomes[0]; o.Changed || !o.Warn || !strings.Contains(o.Note, "BROKEN") {
+		t.Errorf("wrap outcome %+v", o)
+	}
+	// Without a check, the entry reads as before: wrapped.
+	if s := mustParse(t, Location{File: "f.json"}, []byte(in)).Servers()[0]; s.Broken != "" || s.Kind != KindWrapped {
+		t.Errorf("unchecked: %+v", s)
+	}
 }

@@ -9,14 +9,16 @@ import (
 
 // TestStatusShowsToolPolicy: an entry whose proxy has tool-policy flags is read
 // right (the server's command after them, a value that looks like a flag kept as a
-// value), status shows the flags for that server, wrap leaves the entry as it is, and
-// unwrap gives back the server's own command.
+// value: a --correlation-key, since the proxy refuses a --log-level of
+// "--ignore-tool" and status calls that entry BROKEN), status shows the flags for
+// that server, wrap leaves the entry as it is, and unwrap gives back the server's
+// own command.
 func TestStatusShowsToolPolicy(t *testing.T) {
 	isolate(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, ".mcp.json")
 	orig := `{"mcpServers":{
-  "github":{"command":"` + fakeProxy + `","args":["--server","github","--ignore-tool","delete_*","--allow-tool=*","--call-timeout","30s","--call-timeout-reset-on-progress","--log-level","--ignore-tool","npx","-y","@modelcontextprotocol/server-github"]},
+  "github":{"command":"` + fakeProxy + `","args":["--server","github","--ignore-tool","delete_*","--allow-tool=*","--call-timeout","30s","--call-timeout-reset-on-progress","--correlation-key","--ignore-tool","npx","-y","@modelcontextprotocol/server-github"]},
   "plain":{"command":"` + fakeProxy + `","args":["--server","plain","uvx","x"]}
 }}
 `

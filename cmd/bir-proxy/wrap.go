@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/bir-dev/bir-proxy/internal/version"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
@@ -35,11 +37,14 @@ type configCmd struct {
 	proxyPath string
 	restore   bool
 	names     []string
-	cassettes string // wrap --cassette DIR (cassette.go)
-	pinTools  string // wrap --pin-tools MODE (pins.go)
-	readOnly  bool   // wrap --read-only
-	otlp      string // wrap --otlp-endpoint URL
-	capture   bool   // wrap --otlp-capture
+	cassettes string        // wrap --cassette DIR (cassette.go)
+	pinTools  string        // wrap --pin-tools MODE (pins.go)
+	readOnly  bool          // wrap --read-only
+	otlp      string        // wrap --otlp-endpoint URL
+	capture   bool          // wrap --otlp-capture
+	check     bool          // status --check
+	json      bool          // status --json
+	timeout   time.Duration // status --timeout
 	// known are the files the backup store holds versions of, which plain
 	// unwrap and status also look at when they are in this directory.
 	known []string
@@ -63,6 +68,11 @@ func defineConfigFlags(fs *flag.FlagSet, verb string) *configCmd {
 		// endpoint must be in the entry's arguments (docs/otel.md).
 		fs.StringVar(&c.otlp, "otlp-endpoint", "", "each wrapped server exports its spans and metrics to the OTLP/HTTP collector at `URL` (--otlp-endpoint in the entry)")
 		fs.BoolVar(&c.capture, "otlp-capture", false, "with --otlp-endpoint: spans carry the calls' arguments and results, redacted (--otlp-capture in the entry)")
+	}
+	if verb == "status" {
+		fs.BoolVar(&c.check, "check", false, "start each wrapped entry as the host would (command, args, env) and send initialize and tools/list: OK with the number of tools, or the error the host would get")
+		fs.BoolVar(&c.json, "json", false, `print JSON: {"entries":[{"host","file","scope","name","wrapped","broken","problem",...,"check"}]} (docs/wrap.md)`)
+		fs.DurationVar(&c.timeout, "timeout", defaultCheckTimeout, "with --check: how long one entry has to start and answer")
 	}
 	if verb == "unwrap" {
 		fs.BoolVar(&c.restore, "restore", false, "list the backups of the config files; with an ID, put that version back")
@@ -240,7 +250,7 @@ func (c *configCmd) load(ts []target) ([]loaded, error) {
 		data, err := os.ReadFile(t.loc.File)
 		if err == nil {
 			var doc *mcpconfig.Document
-			if doc, err = mcpconfig.Parse(t.loc, data); err == nil {
+			if doc, err = parseDoc(t.loc, data); err == nil {
 				t.loc = doc.Location()
 				out = append(out, loaded{t, data, doc})
 				continue
@@ -476,7 +486,7 @@ type appliedPart struct {
 func (cc *configCmd) apply(e *fileEdit, proxy string) (applied, error) {
 	res := applied{cur: e.old}
 	for _, p := range e.parts {
-		doc, err := mcpconfig.Parse(p.loc, res.cur)
+		doc, err := parseDoc(p.loc, res.cur)
 		if err != nil {
 			return res, err
 		}
@@ -712,6 +722,9 @@ func runStatus(ctx context.Context, c *cli, args []string) int {
 	if !ok {
 		return code
 	}
+	if cc.timeout <= 0 {
+		return c.usageError("status", fmt.Errorf("--timeout %v: want a duration above 0", cc.timeout))
+	}
 	cc.knowFiles(c.backups())
 	ts, err := cc.targets()
 	if err != nil {
@@ -719,14 +732,18 @@ func runStatus(ctx context.Context, c *cli, args []string) int {
 		return 1
 	}
 	status := 0
+	var loadErrs []string
 	ls, err := cc.load(ts)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "bir-proxy status: %v\n", err)
+		if !cc.json {
+			fmt.Fprintf(c.stderr, "bir-proxy status: %v\n", err)
+		}
+		loadErrs = strings.Split(err.Error(), "\n")
 		status = 1
 	}
 	checks := map[string]proxyCheck{}
+	report := statusJSON{Entries: []statusEntry{}, Errors: loadErrs}
 	for _, l := range ls {
-		fmt.Fprintf(c.stdout, "%s: %s\n", l.label(), l.loc)
 		servers := l.doc.Servers()
 		for _, s := range servers {
 			if s.Kind == mcpconfig.KindWrapped || s.Kind == mcpconfig.KindWrappedRemote {
@@ -735,11 +752,30 @@ func runStatus(ctx context.Context, c *cli, args []string) int {
 					checks[s.ProxyCommand] = proxyCheck{v, err}
 				}
 			}
+			if s.Broken != "" {
+				status = 1
+			}
 		}
+		var started map[int]entryCheck
+		if cc.check {
+			started = checkEntries(ctx, servers, cc.timeout)
+			for _, ch := range started {
+				if !ch.OK {
+					status = 1
+				}
+			}
+		}
+		if cc.json {
+			for i, s := range servers {
+				report.Entries = append(report.Entries, newStatusEntry(l, s, checks, started, i))
+			}
+			continue
+		}
+		fmt.Fprintf(c.stdout, "%s: %s\n", l.label(), l.loc)
 		printServers(c.stdout, servers, checks)
-	}
-	if len(ls) == 0 && status == 0 {
-		fmt.Fprintln(c.stdout, noServersHere)
+		if cc.check {
+			printChecks(c.stdout, servers, started)
+		}
 	}
 	cmds := make([]string, 0, len(checks))
 	for cmd := range checks {
@@ -747,9 +783,29 @@ func runStatus(ctx context.Context, c *cli, args []string) int {
 	}
 	slices.Sort(cmds)
 	for _, cmd := range cmds {
+		ch := checks[cmd]
+		if ch.err != nil {
+			status = 1
+		}
+		report.Proxies = append(report.Proxies, statusProxy{Command: cmd, Runs: ch.err == nil, Version: ch.version, Error: errString(ch.err)})
+	}
+	if cc.json {
+		report.Recorder = c.recorderStatus(ctx)
+		report.Version = "bir-proxy " + version.Get().String()
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(report); err != nil {
+			fmt.Fprintf(c.stderr, "bir-proxy status: %v\n", err)
+			return 1
+		}
+		return status
+	}
+	if len(ls) == 0 && status == 0 {
+		fmt.Fprintln(c.stdout, noServersHere)
+	}
+	for _, cmd := range cmds {
 		if ch := checks[cmd]; ch.err != nil {
 			fmt.Fprintf(c.stdout, "the wrapped entries' %s does not run: %v; run bir-proxy wrap again, or fix the command\n", cmd, ch.err)
-			status = 1
 		} else {
 			fmt.Fprintf(c.stdout, "the wrapped entries' %s runs: %s\n", cmd, ch.version)
 		}
@@ -760,6 +816,92 @@ func runStatus(ctx context.Context, c *cli, args []string) int {
 	// list of proxies and this line can be compared.
 	fmt.Fprintf(c.stdout, "this bir-proxy: bir-proxy %s\n", version.Get())
 	return status
+}
+
+// statusJSON is what status --json prints (docs/wrap.md, "status --json").
+type statusJSON struct {
+	Entries  []statusEntry `json:"entries"`
+	Proxies  []statusProxy `json:"proxies,omitempty"`
+	Errors   []string      `json:"errors,omitempty"`
+	Recorder string        `json:"recorder"`
+	Version  string        `json:"version"`
+}
+
+type statusEntry struct {
+	Host      string      `json:"host"`
+	File      string      `json:"file"`
+	Scope     string      `json:"scope,omitempty"`
+	Project   string      `json:"project,omitempty"`
+	Name      string      `json:"name"`
+	Kind      string      `json:"kind"`
+	Wrapped   bool        `json:"wrapped"`
+	Broken    bool        `json:"broken"`
+	Problem   string      `json:"problem,omitempty"`
+	Command   []string    `json:"command,omitempty"`
+	Args      []string    `json:"args,omitempty"`
+	URL       string      `json:"url,omitempty"`
+	Transport string      `json:"transport,omitempty"`
+	Server    string      `json:"server,omitempty"`
+	Proxy     string      `json:"proxy,omitempty"`
+	Policy    []string    `json:"policy,omitempty"`
+	Check     *entryCheck `json:"check,omitempty"`
+}
+
+type statusProxy struct {
+	Command string `json:"command"`
+	Runs    bool   `json:"runs"`
+	Version string `json:"version,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+func newStatusEntry(l loaded, s mcpconfig.Server, checks map[string]proxyCheck, started map[int]entryCheck, i int) statusEntry {
+	host := l.host
+	if host == "" {
+		host = mcpconfig.HostClaudeCode
+	}
+	e := statusEntry{
+		Host: string(host), File: l.loc.File, Scope: string(l.scope), Project: l.loc.Project, Name: s.Name,
+		Kind: strings.ReplaceAll(s.Kind.String(), " ", "-"), Problem: s.Problem, Command: redact.CommandLine(s.Command),
+		Args:      redact.CommandLine(s.Args),
+		Transport: s.Transport, Server: s.ProxyName, Proxy: s.ProxyCommand, Policy: s.Policy,
+	}
+	if s.URL != "" {
+		e.URL = redact.URL(s.URL)
+	}
+	e.Wrapped = s.Kind == mcpconfig.KindWrapped || s.Kind == mcpconfig.KindWrappedRemote
+	switch ch, ok := checks[s.ProxyCommand]; {
+	case s.Broken != "":
+		// Which argument is the server's command is not known.
+		e.Broken, e.Problem, e.Command = true, s.Broken, nil
+	case e.Wrapped && ok && ch.err != nil:
+		e.Broken, e.Problem = true, s.ProxyCommand+" does not run: "+ch.err.Error()
+	}
+	if ch, ok := started[i]; ok {
+		e.Check = &ch
+	}
+	return e
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// printChecks prints what status --check found for each wrapped entry.
+func printChecks(w io.Writer, servers []mcpconfig.Server, started map[int]entryCheck) {
+	if len(started) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "  started as the host would (initialize, tools/list):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i, s := range servers {
+		if ch, ok := started[i]; ok {
+			fmt.Fprintf(tw, "    %s\t%s\n", s.Name, printableWord(ch.String()))
+		}
+	}
+	tw.Flush()
 }
 
 type proxyCheck struct {
@@ -821,6 +963,11 @@ func printServers(w io.Writer, servers []mcpconfig.Server, checks map[string]pro
 		default:
 			state, what = "not understood", s.Problem
 		}
+		if s.Broken != "" {
+			// The proxy's flags do not parse, so which argument is the server's
+			// command is not known: the arguments as written, after why.
+			state, what = "BROKEN", "("+printableWord(s.Broken)+")  "+commandLine(redact.CommandLine(append([]string{"bir-proxy"}, s.Args...)))
+		}
 		if len(s.Policy) > 0 {
 			what += "  [" + strings.Join(s.Policy, " ") + "]"
 		}
@@ -841,7 +988,7 @@ func commandLine(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
 		q[i] = a
-		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`") {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`") || strings.ContainsFunc(a, unicode.IsControl) {
 			q[i] = strconv.Quote(a)
 		}
 	}
