@@ -68,12 +68,17 @@ one) puts that version back; the version it replaces is kept as a backup.`,
 			run:   runUnwrap,
 		},
 		{
-			name: "status", synopsis: "[--host NAME] [--config PATH] [--scope project|local|user]",
+			name: "status", synopsis: "[--check] [--json] [--host NAME] [--config PATH] [--scope project|local|user]",
 			summary: "which servers are wrapped, and where reports go",
 			about: `Lists every MCP server entry, wrapped or not, host by host and scope by
 scope (the files unwrap acts on), checks that the bir-proxy each wrapped
-entry runs is there and runs, and says whether a recorder is reachable. Exit status 1 when a file cannot be read or a wrapped
-entry's bir-proxy does not run.`,
+entry runs is there and runs, and says whether a recorder is reachable. An
+entry whose bir-proxy arguments the proxy would refuse is BROKEN, with why.
+--check starts each wrapped entry the way the host would (initialize, then
+tools/list) and prints OK with its tool count, or the error the host would
+get. --json prints it all as one JSON object (docs/wrap.md). Exit status 1
+when a file cannot be read, an entry is broken, a wrapped entry's bir-proxy
+does not run, or a check fails.`,
 			flags: func(fs *flag.FlagSet) any { return defineConfigFlags(fs, "status") },
 			run:   runStatus,
 		},
