@@ -24,11 +24,15 @@ type Answer struct {
 	Result, Error []byte
 }
 
-// Connect starts or connects to the server with dial and makes the handshake h
-// describes (see session.handshake: h.Initialize nil makes a plain one), within
-// timeout (0: none). It returns the server's initialize (or server/discover) result.
-// A failure is an *UnreachableError: the server did not start, or did not answer.
-func Connect(ctx context.Context, dial func(context.Context) (upstream.Conn, error), idPrefix string, h *cassette.Header, timeout time.Duration) (*Client, []byte, error) {
+// Connect starts or connects to the server with dial and makes the handshake of the
+// era it speaks, within timeout (0: none): the session era's initialize (init, its
+// params), made as verify makes a recorded one (session.handshake, upstream.Setup); a
+// server that refuses it with an error answer and answers server/discover carrying
+// meta (the stateless era's params._meta, 2026-07-28) is spoken to in that era, every
+// request carrying meta. The header says which, as a cassette's would: what a recording
+// of the session keeps. A failure is an *UnreachableError: the server did not start,
+// or took neither handshake.
+func Connect(ctx context.Context, dial func(context.Context) (upstream.Conn, error), idPrefix string, timeout time.Duration, init, meta []byte) (*Client, *cassette.Header, error) {
 	conn, err := dial(ctx)
 	if err != nil {
 		return nil, nil, &UnreachableError{fmt.Errorf("starting the server: %w", err)}
@@ -40,16 +44,28 @@ func Connect(ctx context.Context, dial func(context.Context) (upstream.Conn, err
 	}
 	defer cancel()
 	stop := c.s.watch(hsCtx, "the handshake ran out of time or was interrupted")
+	defer stop()
+	h := &cassette.Header{Version: cassette.Version, Era: cassette.EraSession, Initialize: init}
 	res, err := c.s.handshake(hsCtx, h)
-	stop()
-	if err != nil {
-		if why := c.s.gone(); why != "" && !errors.Is(err, context.DeadlineExceeded) {
-			err = errors.New(why)
-		}
-		c.Close()
-		return nil, nil, &UnreachableError{fmt.Errorf("the handshake with the server: %w", err)}
+	if err == nil {
+		h.InitializeResult, h.Initialized = res, true
+		h.ProtocolVersion = jsonlex.StringOf(jsonlex.Get(res, "protocolVersion"))
+		return c, h, nil
 	}
-	return c, res, nil
+	if c.s.gone() == "" && hsCtx.Err() == nil && meta != nil {
+		// A server of the stateless era alone refuses initialize: ask it as that era.
+		c.s.meta = meta
+		a, derr := c.s.request(hsCtx, 0, "server/discover", nil)
+		if derr == nil && a.err == nil {
+			return c, &cassette.Header{Version: cassette.Version, Era: cassette.EraStateless, Meta: meta, DiscoverResult: a.result,
+				ProtocolVersion: jsonlex.StringOf(jsonlex.Get(meta, "io.modelcontextprotocol/protocolVersion"))}, nil
+		}
+	}
+	if why := c.s.gone(); why != "" && !errors.Is(err, context.DeadlineExceeded) {
+		err = errors.New(why)
+	}
+	c.Close()
+	return nil, nil, &UnreachableError{fmt.Errorf("the handshake with the server: %w", err)}
 }
 
 // ListTools lists the server's tools, every page (bounded as verify's are): the JSON

@@ -208,3 +208,33 @@ func TestCallCmdEntryFromConfig(t *testing.T) {
 		t.Errorf("no such entry: exit %d %s", code, errs)
 	}
 }
+
+// A server of the stateless era alone (2026-07-28) refuses initialize: the call is made
+// in its era, every request carrying params._meta, and the cassette says so.
+func TestCallCmdStatelessServer(t *testing.T) {
+	w := newCallWorld(t)
+	rec := filepath.Join(w.dir, "server.log")
+	c := filepath.Join(w.dir, "st.jsonl")
+	code, out, errs := w.run("call", "--cassette", c, "echo", "a=1", "--", w.raw, "--reply", "--discover", "--no-initialize", "--record", rec)
+	if code != 0 || out != "{\"a\":1}\n" {
+		t.Fatalf("exit %d %q %s", code, out, errs)
+	}
+	b, _ := os.ReadFile(rec)
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.Contains(l, `"tools/call"`) && !strings.Contains(l, `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`) {
+			t.Errorf("a call without the stateless era's _meta: %s", l)
+		}
+	}
+	h, _ := readCassette(t, c)
+	if h.Era != cassette.EraStateless || h.DiscoverResult == nil {
+		t.Fatalf("header %+v", h)
+	}
+	code, o, errs := w.run("verify", c, "--json", "--allow-writes", "--", w.raw, "--reply", "--discover", "--no-initialize")
+	if st, _ := statuses(t, o); code != 0 || st["echo"] != "same" {
+		t.Errorf("verify: exit %d %v\n%s", code, st, errs)
+	}
+	// Neither era: the server is not reached.
+	if code, _, errs := w.run("call", "echo", "--", w.raw, "--reply", "--no-initialize"); code != 3 || !strings.Contains(errs, "refused initialize") {
+		t.Errorf("no era: exit %d %s", code, errs)
+	}
+}

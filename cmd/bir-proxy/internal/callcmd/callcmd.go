@@ -74,8 +74,12 @@ const (
 )
 
 // clientInit is the initialize the command sends (a recorded one when replayed by
-// verify: its cassette's header keeps it).
-var clientInit = []byte(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bir-proxy call","version":"1"}}`)
+// verify: its cassette's header keeps it); clientMeta is the params._meta of its
+// requests to a server of the stateless era alone (2026-07-28), which refuses it.
+var (
+	clientInit = []byte(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bir-proxy call","version":"1"}}`)
+	clientMeta = []byte(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bir-proxy call","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`)
+)
 
 // Run runs the steps; it returns the exit status.
 func Run(ctx context.Context, o Options) int {
@@ -89,8 +93,7 @@ func Run(ctx context.Context, o Options) int {
 		fmt.Fprintf(o.Stderr, "bir-proxy call: %s\n", termtext.Line(err.Error()))
 		return code
 	}
-	h := &cassette.Header{Version: cassette.Version, Era: cassette.EraSession, Initialize: clientInit}
-	client, initResult, err := verify.Connect(ctx, o.Dial, o.IDPrefix, h, o.Timeout)
+	client, h, err := verify.Connect(ctx, o.Dial, o.IDPrefix, o.Timeout, clientInit, clientMeta)
 	if err != nil {
 		return fail(ExitUnreachable, err)
 	}
@@ -106,9 +109,15 @@ func Run(ctx context.Context, o Options) int {
 				fail(ExitFailed, err)
 			}
 		}()
-		cw.HostRequest("initialize", clientInit)
-		cw.ServerResult("initialize", initResult)
-		cw.HostRequest("notifications/initialized", nil)
+		// The handshake as a host's is recorded: what verify makes again.
+		if h.Era == cassette.EraStateless {
+			cw.HostRequest("server/discover", append(append([]byte(`{"_meta":`), h.Meta...), '}'))
+			cw.ServerResult("server/discover", h.DiscoverResult)
+		} else {
+			cw.HostRequest("initialize", h.Initialize)
+			cw.ServerResult("initialize", h.InitializeResult)
+			cw.HostRequest("notifications/initialized", nil)
+		}
 		// The tools in the header: verify decides what it may replay by their
 		// annotations.
 		all, cut, err := client.ListTools(ctx)
