@@ -55,7 +55,7 @@ type Imported struct {
 }
 
 // maxImport bounds the file an import reads whole (one JSON document).
-const maxImport = 256 << 20
+const maxImport = 64 << 20
 
 // ParseMCPRecorder reads an mcp-recorder cassette: the handshake (initialize, its
 // result, notifications/initialized), the tools/list results before the first call,

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// An import holds the file and what is made of it, not more: a 16 MiB result
+// imported stays within a bound of the proxy's peak RSS.
+func TestCassetteImportMemoryBound(t *testing.T) {
+	w := newCallWorld(t)
+	big := strings.Repeat("x", 16<<20)
+	doc := strings.Replace(mcpRecorderCassette, `"text": "{\"message\": \"hi\"}"`, `"text": "`+big+`"`, 1)
+	in := filepath.Join(w.dir, "big.json")
+	os.WriteFile(in, []byte(doc), 0o600)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, w.bp, "cassette", "import", "--from", "mcp-recorder", in, "-o", filepath.Join(w.dir, "big.jsonl"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // KiB on Linux
+	// The file, its interactions' raw copies, the call's clone, the line written and
+	// the line read back: six copies at most, and the runtime's own.
+	if limit := int64(6*len(doc) + 40<<20); peak > limit {
+		t.Errorf("peak RSS %d MiB, bound %d MiB", peak>>20, limit>>20)
+	}
+	t.Logf("peak RSS %d MiB for a %d MiB file", peak>>20, len(doc)>>20)
+}
