@@ -238,3 +238,23 @@ func TestCallCmdStatelessServer(t *testing.T) {
 		t.Errorf("no era: exit %d %s", code, errs)
 	}
 }
+
+// --url: the remote is reached as the proxy reaches it, with its headers; the wrong
+// credentials are an unreachable server (3), and the header's value is never printed.
+func TestCallCmdRemoteWithHeader(t *testing.T) {
+	w := newCallWorld(t)
+	raw := testutil.Build(t, "./testdata/rawhttp")
+	url := httpServer(t, raw, "--auth", "Bearer s3cret-token")
+	t.Setenv("CALL_TOKEN", "s3cret-token")
+	code, out, errs := w.run("call", "--url", url, "--header", "Authorization: Bearer ${CALL_TOKEN}", "echo", "a=1")
+	if code != 0 || out != "{\"a\":1}\n" {
+		t.Fatalf("exit %d %q %s", code, out, errs)
+	}
+	code, out, errs = w.run("call", "--url", url, "--header", "Authorization: Bearer wrong-token", "echo", "a=1")
+	if code != 3 || strings.Contains(out+errs, "wrong-token") {
+		t.Errorf("wrong token: exit %d %q %s", code, out, errs)
+	}
+	if code, _, _ := w.run("call", "--url", url, "echo", "--", w.raw); code != 2 {
+		t.Errorf("--url and a command: exit %d", code)
+	}
+}
