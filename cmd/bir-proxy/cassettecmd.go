@@ -14,9 +14,9 @@ type cassetteCmdFlags struct {
 
 func defineCassetteCmdFlags(fs *flag.FlagSet) any {
 	f := &cassetteCmdFlags{}
-	fs.StringVar(&f.from, "from", "", "import: the recording's format, mcp-recorder or journal")
-	fs.StringVar(&f.to, "to", "", "export: the format written, mcp-recorder")
-	fs.StringVar(&f.out, "o", "", "the file written (import: the cassette; export: stdout when absent)")
+	fs.StringVar(&f.from, "from", "", "import: the recording's `FORMAT`, mcp-recorder or journal")
+	fs.StringVar(&f.to, "to", "", "export: the `FORMAT` written, mcp-recorder")
+	fs.StringVar(&f.out, "o", "", "the `FILE` written (import: the cassette; export: stdout when absent)")
 	fs.StringVar(&f.server, "server", "", "import: the cassette's server name; from a journal, only that server's calls")
 	return f
 }

@@ -132,12 +132,17 @@ func readMCPRecorder(path string) (*Imported, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxImport+1))
+	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxImport {
+	if st.Size() > maxImport {
 		return nil, fmt.Errorf("%s: larger than %d MiB", path, maxImport>>20)
+	}
+	// Read at its size: a buffer grown by doubling was two more copies of the file.
+	data := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	im, err := ParseMCPRecorder(data)
 	if err != nil {

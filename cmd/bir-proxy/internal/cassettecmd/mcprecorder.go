@@ -1,7 +1,6 @@
 package cassettecmd
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,15 +97,16 @@ func ParseMCPRecorder(data []byte) (*Imported, error) {
 			if params == nil || params[0] != '{' {
 				return nil, fmt.Errorf("interaction %d: an initialize without params", i+1)
 			}
-			h.Initialize, h.Era = bytes.Clone(params), cassette.EraSession
+			// Unmarshal copied each interaction's bytes: views into them are owned.
+			h.Initialize, h.Era = params, cassette.EraSession
 			if result != nil && result[0] == '{' {
-				h.InitializeResult = bytes.Clone(result)
+				h.InitializeResult = result
 				h.ProtocolVersion = jsonlex.StringOf(jsonlex.Get(result, "protocolVersion"))
 			}
 		case method == "notifications/initialized":
 			h.Initialized = h.Initialize != nil
 		case method == "tools/list" && len(im.Calls) == 0 && result != nil:
-			im.ToolsLists = append(im.ToolsLists, bytes.Clone(result))
+			im.ToolsLists = append(im.ToolsLists, result)
 		case method == "tools/call":
 			name := jsonlex.Get(params, "name")
 			if name == nil || name[0] != '"' {
@@ -115,13 +115,13 @@ func ParseMCPRecorder(data []byte) (*Imported, error) {
 			r := cassette.Recorded{Tool: jsonlex.StringOf(name), StartedAt: h.RecordedAt,
 				Duration: time.Duration(it.LatencyMs * float64(time.Millisecond))}
 			if a := jsonlex.Get(params, "arguments"); a != nil {
-				r.Arguments = bytes.Clone(a)
+				r.Arguments = a
 			}
 			switch {
 			case rpcErr != nil:
-				r.Error, r.Outcome = bytes.Clone(rpcErr), "rpc_error"
+				r.Error, r.Outcome = rpcErr, "rpc_error"
 			case result != nil:
-				r.Result, r.Outcome = bytes.Clone(result), "ok"
+				r.Result, r.Outcome = result, "ok"
 				if string(jsonlex.Get(result, "isError")) == "true" {
 					r.Outcome = "tool_error"
 				}
