@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/callcmd"
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/cassettecmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/pinscmd"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 )
@@ -139,6 +141,20 @@ wrap would use from the current directory (and, for log, of the journals).`,
 			about:   verifyAbout,
 			flags:   defineVerifyFlags,
 			run:     runVerify,
+		},
+		{
+			name: "call", synopsis: callcmd.Usage,
+			summary: "call a server's tool from a terminal or a script",
+			about:   callcmd.About,
+			flags:   defineCallFlags,
+			run:     runCall,
+		},
+		{
+			name: "cassette", synopsis: cassettecmd.Usage,
+			summary: "import a cassette from mcp-recorder or the journal; export one",
+			about:   cassettecmd.About,
+			flags:   defineCassetteCmdFlags,
+			run:     runCassetteCmd,
 		},
 		{
 			name: "pins", synopsis: pinscmd.Usage,
@@ -277,7 +293,7 @@ Flags, when running a server:
 func printOverview(w io.Writer) {
 	var cmds strings.Builder
 	for _, sc := range subcommands() {
-		brief := map[string]string{"wrap": "[NAME...]", "unwrap": "[NAME...]", "help": "[COMMAND]", "login": "--url URL", "logout": "--url URL", "auth": "status", "completion": "bash|zsh|fish", "verify": "CASSETTE COMMAND", "pins": "[SERVER]"}[sc.name]
+		brief := map[string]string{"wrap": "[NAME...]", "unwrap": "[NAME...]", "help": "[COMMAND]", "login": "--url URL", "logout": "--url URL", "auth": "status", "completion": "bash|zsh|fish", "verify": "CASSETTE COMMAND", "call": "TOOL -- COMMAND", "cassette": "import|export", "pins": "[SERVER]"}[sc.name]
 		fmt.Fprintf(&cmds, "  bir-proxy %-26s  %s\n", sc.name+" "+brief, sc.summary)
 	}
 	fmt.Fprintf(w, overview, cmds.String())
@@ -301,7 +317,7 @@ func runHelp(_ context.Context, c *cli, args []string) int {
 	}
 	sc, ok := findSubcommand(args[0])
 	if !ok {
-		return c.usageError("help", fmt.Errorf("no command %q: the commands are wrap, unwrap, status, log, login, logout, auth, completion, verify and help", args[0]))
+		return c.usageError("help", fmt.Errorf("no command %q: the commands are wrap, unwrap, status, log, login, logout, auth, completion, verify, call, cassette, pins and help", args[0]))
 	}
 	printCommandUsage(c.stdout, sc)
 	return 0

@@ -176,42 +176,13 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 	if level <= slog.LevelDebug {
 		serverErr = peerErr
 	}
-	if p.url != "" {
-		r, err := p.remote(logger, peerErr)
-		if err != nil {
-			fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
-			return 2
-		}
-		r.IDPrefix = cfg.IDPrefix + "r"
-		closeAuth, err := p.withOAuth(&r, logger, peerErr)
-		if err != nil {
-			fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
-			return 3
-		}
-		defer closeAuth()
-		cfg.Dial = r.Dial
-	} else {
-		cmd := upstream.Command{
-			Path:       p.command[0],
-			Args:       p.command[1:],
-			Env:        upstream.ChildEnv(os.Environ()),
-			Name:       p.server,
-			Stderr:     serverErr,
-			Supervisor: supervisor(),
-			MaxMessage: p.maxMessage,
-			Logger:     logger,
-
-			ExecSupervisor: execSupervisor(), // BIR_SUPERVISE=exec: not forked
-		}
-		cfg.Dial = func(ctx context.Context) (upstream.Conn, error) {
-			conn, err := cmd.Dial(ctx)
-			if err != nil {
-				reason, _ := startFailure(p.server, p.command, err)
-				return nil, errors.New(strings.TrimPrefix(reason, "bir-proxy: "))
-			}
-			return conn, nil
-		}
+	dial, closeAuth, code, err := p.serverDial(logger, peerErr, serverErr, cfg.IDPrefix)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
+		return code
 	}
+	defer closeAuth()
+	cfg.Dial = dial
 
 	var sinks verify.Sinks
 	if v.json {

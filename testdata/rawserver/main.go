@@ -48,6 +48,8 @@
 //	                  rewrite it between runs to change the list a revived server shows)
 //	--env             enable the "env" tool
 //	--discover        answer server/discover as a stateless-era (2026-07-28) server
+//	--no-initialize   answer initialize with error -32601, as a server of the stateless
+//	                  era alone does
 //	--strict-tools    a tools/call of a tool that is neither listed nor one of the
 //	                  named ones above gets error -32602 "Unknown tool", as SDK
 //	                  servers answer it
@@ -101,6 +103,7 @@ type config struct {
 	toolsPages    string
 	env           bool
 	discover      bool
+	noInitialize  bool
 	strictTools   bool
 	emit          string
 	exitAfter     int
@@ -129,6 +132,7 @@ func main() {
 	fs.StringVar(&cfg.toolsPages, "tools-pages", "", "tools/list results, a JSON array, from `FILE`")
 	fs.BoolVar(&cfg.env, "env", false, "enable the env tool")
 	fs.BoolVar(&cfg.discover, "discover", false, "answer server/discover as a stateless-era server")
+	fs.BoolVar(&cfg.noInitialize, "no-initialize", false, "answer initialize with error -32601")
 	fs.BoolVar(&cfg.strictTools, "strict-tools", false, "answer calls of unknown tools with an error")
 	fs.StringVar(&cfg.emit, "emit", "", "copy `FILE` to stdout at start")
 	fs.IntVar(&cfg.exitAfter, "exit-after", 0, "exit after `N` received lines")

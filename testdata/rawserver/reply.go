@@ -23,6 +23,7 @@ type replier struct {
 	// --crash-every make it exit, or stop.
 	then      afterAnswer
 	discover  bool
+	noInit    bool
 	known     map[string]bool // with --strict-tools: the tools a call may name
 	toolsList []byte          // the whole tools/list result
 	bigResult []byte          // the tools/call result for --reply-size, built once
@@ -56,7 +57,7 @@ func newReplier(cfg config) (*replier, error) {
 	}
 	list = append(list, "]}"...)
 
-	r := &replier{env: cfg.env, discover: cfg.discover, toolsList: list, protoVersion: cfg.protoVersion, crashEvery: cfg.crashEvery}
+	r := &replier{env: cfg.env, discover: cfg.discover, noInit: cfg.noInitialize, toolsList: list, protoVersion: cfg.protoVersion, crashEvery: cfg.crashEvery}
 	if cfg.toolsPages != "" {
 		data, err := os.ReadFile(cfg.toolsPages)
 		if err != nil {
@@ -199,6 +200,9 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 	id := req.id.Raw
 	switch req.method.Str {
 	case "initialize":
+		if r.noInit {
+			return appendError(buf, id, -32601, "Method not found: initialize")
+		}
 		buf = appendResultStart(buf, id)
 		buf = append(buf, `{"protocolVersion":`...)
 		if r.protoVersion != "" {

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// An import holds the file and what is made of it, not more: a 16 MiB result
+// imported stays within a bound of the proxy's peak RSS.
+func TestCassetteImportMemoryBound(t *testing.T) {
+	w := newCallWorld(t)
+	big := strings.Repeat("x", 16<<20)
+	doc := strings.Replace(mcpRecorderCassette, `"text": "{\"message\": \"hi\"}"`, `"text": "`+big+`"`, 1)
+	in := filepath.Join(w.dir, "big.json")
+	os.WriteFile(in, []byte(doc), 0o600)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, w.bp, "cassette", "import", "--from", "mcp-recorder", in, "-o", filepath.Join(w.dir, "big.jsonl"))
+	var errs bytes.Buffer
+	cmd.Stderr = &errs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// VmHWM, the process's own peak, read until it is gone: ru_maxrss of a child
+	// counts the test process's memory at the fork too (cassette_linux_test.go).
+	peak := int64(0)
+	for ctx.Err() == nil {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
+		_, v, ok := bytes.Cut(b, []byte("VmHWM:"))
+		if err != nil || !ok {
+			break // exited (a zombie has no memory)
+		}
+		f := strings.Fields(string(v))
+		if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil && kb<<10 > peak {
+			peak = kb << 10
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, errs.String())
+	}
+	// The file, its interactions' raw copies, the call's clone, the line written and
+	// the line read back: six copies at most, and the runtime's own.
+	if limit := int64(6*len(doc) + 40<<20); peak > limit {
+		t.Errorf("peak RSS %d MiB, bound %d MiB", peak>>20, limit>>20)
+	}
+	t.Logf("peak RSS %d MiB for a %d MiB file", peak>>20, len(doc)>>20)
+}

@@ -1,0 +1,176 @@
+package callcmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+)
+
+// Arguments builds a call's arguments: base (--args, a JSON object, or nil) with each
+// key=value pair set on top of it, in order. A pair splits at its first "="; its value
+// is a JSON number, boolean or object when it parses as one (whole), else the string
+// as written ("007" is a string: JSON has no such number; "null" and "[1]" too).
+func Arguments(base []byte, pairs []string) ([]byte, error) {
+	if base == nil && len(pairs) == 0 {
+		return nil, nil
+	}
+	if base == nil {
+		base = []byte("{}")
+	}
+	base = bytes.TrimSpace(base)
+	if len(base) == 0 || base[0] != '{' || !jsonlex.Valid(base) {
+		return nil, errors.New("--args: want a JSON object, like '{\"a\":2}'")
+	}
+	if len(pairs) == 0 {
+		return base, nil
+	}
+	type kv struct {
+		key string
+		val []byte
+	}
+	var set []kv
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q: want key=value", p)
+		}
+		set = append(set, kv{k, pairValue(v)})
+	}
+	// The base's members, in its order and bytes, but those a pair replaces; then the
+	// pairs (the last of a key wins).
+	last := map[string]int{}
+	for i, s := range set {
+		last[s.key] = i
+	}
+	ms, _, ok := jsonlex.Members(base, 0)
+	if !ok {
+		return nil, errors.New("--args: want a JSON object")
+	}
+	out := []byte{'{'}
+	n := 0
+	for _, m := range ms {
+		if _, replaced := last[jsonlex.StringOf(base[m.Key.Start:m.Key.End])]; replaced {
+			continue
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, base[m.Key.Start:m.Value.End]...)
+		n++
+	}
+	for i, s := range set {
+		if last[s.key] != i {
+			continue
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = jsonlex.AppendString(out, s.key)
+		out = append(out, ':')
+		out = append(out, s.val...)
+		n++
+	}
+	return append(out, '}'), nil
+}
+
+// pairValue is a pair's value as JSON: the value itself when it is a JSON number,
+// boolean or object, else a JSON string of it.
+func pairValue(v string) []byte {
+	t := strings.TrimSpace(v)
+	if t == v && t != "" {
+		switch {
+		case t == "true" || t == "false":
+			return []byte(t)
+		case t[0] == '{' && jsonlex.Valid([]byte(t)):
+			return []byte(t)
+		case (t[0] == '-' || t[0] >= '0' && t[0] <= '9') && isNumber(t):
+			return []byte(t)
+		}
+	}
+	return jsonlex.AppendString(nil, v)
+}
+
+// isNumber reports whether s is one JSON number (so "1e3" is, "0x1", "01", "1." are not).
+func isNumber(s string) bool {
+	var n json.Number
+	if err := json.Unmarshal([]byte(s), &n); err != nil {
+		return false
+	}
+	return string(n) == s
+}
+
+// Step is one step of a --script: a call, or a listing of the tools.
+type Step struct {
+	Tool      string          `json:"tool,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	ListTools bool            `json:"list_tools,omitempty"`
+}
+
+// maxScript bounds a --script file read.
+const maxScript = 16 << 20
+
+// ReadScript reads a --script file: a JSON array of steps.
+func ReadScript(path string) ([]Step, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > maxScript {
+		return nil, fmt.Errorf("%s: larger than %d MiB", path, maxScript>>20)
+	}
+	data := make([]byte, st.Size())
+	if _, err := f.ReadAt(data, 0); err != nil && st.Size() > 0 {
+		return nil, err
+	}
+	steps, err := ParseScript(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return steps, nil
+}
+
+// ParseScript parses a script: a JSON array of {"tool": NAME, "arguments": {...}} and
+// {"list_tools": true} steps; any other member is refused (a misspelt one would be a
+// step that does something else than asked).
+func ParseScript(data []byte) ([]Step, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var steps []Step
+	if err := dec.Decode(&steps); err != nil {
+		return nil, fmt.Errorf("not a JSON list of steps: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("more after the list of steps")
+	}
+	if steps == nil {
+		return nil, errors.New("not a JSON list of steps")
+	}
+	for i, s := range steps {
+		switch {
+		case s.ListTools && s.Tool != "":
+			return nil, fmt.Errorf("step %d: a step lists tools or calls one, not both", i+1)
+		case !s.ListTools && s.Tool == "":
+			return nil, fmt.Errorf("step %d: no \"tool\" (or \"list_tools\": true)", i+1)
+		case s.ListTools && s.Arguments != nil:
+			return nil, fmt.Errorf("step %d: list_tools takes no arguments", i+1)
+		}
+		if a := bytes.TrimSpace(s.Arguments); s.Arguments != nil && (len(a) == 0 || a[0] != '{') {
+			if string(a) == "null" {
+				steps[i].Arguments = nil
+				continue
+			}
+			return nil, fmt.Errorf("step %d: \"arguments\" must be a JSON object", i+1)
+		}
+	}
+	return steps, nil
+}
