@@ -53,9 +53,9 @@ func Over(msg []byte, budget int) bool {
 // with their text cut in the middle, head and tail kept, never inside a UTF-8
 // character or an escape; each non-text item that does not fit replaced, in its place,
 // by a text item saying what was removed; structuredContent dropped when it does not
-// fit; and last a text item saying note. ok is false, and msg is to pass as it is, when
+// fit; and last a text item saying note (asked only when msg is cut). ok is false, and msg is to pass as it is, when
 // msg is not one valid JSON answer with an object result, or its result fits.
-func Cut(msg []byte, budget int, note string) (out []byte, ok bool) {
+func Cut(msg []byte, budget int, note func() string) (out []byte, ok bool) {
 	if budget < 0 || !json.Valid(msg) {
 		return nil, false
 	}
@@ -86,7 +86,7 @@ func Cut(msg []byte, budget int, note string) (out []byte, ok bool) {
 	if nID != 1 || nResult != 1 || len(result) <= budget || result[0] != '{' {
 		return nil, false
 	}
-	res := cutResult(result, budget, note)
+	res := cutResult(result, budget, note())
 	out = make([]byte, 0, len(res)+len(id)+len(rpc)+40)
 	out = append(out, '{')
 	if rpc != nil {

@@ -45,7 +45,7 @@ func TestCutText(t *testing.T) {
 	body := strings.Repeat(unit, 1<<20/len(unit))
 	msg := answer(`"a\u0062c"`, `{"content":[{"type":"text","text":"HEAD`+body+`TAIL"}],"isError":true,"_meta":{"k":1},"resultType":"x"}`)
 	for _, budget := range []int{0, 1, 100, 1000, 4096, 10007, 100000} {
-		out, ok := Cut(msg, budget, "see /tmp/x")
+		out, ok := Cut(msg, budget, func() string { return "see /tmp/x" })
 		if !ok {
 			t.Fatal("not cut")
 		}
@@ -77,7 +77,7 @@ func TestCutText(t *testing.T) {
 func TestCutNonText(t *testing.T) {
 	img := `{"type":"image","mimeType":"image/png","data":"` + strings.Repeat("QUFB", 75000) + `"}`
 	msg := answer(`7`, `{"content":[{"type":"text","text":"before"},`+img+`,{"type":"text","text":"after"}],"structuredContent":{"big":"`+strings.Repeat("x", 200000)+`"}}`)
-	out, ok := Cut(msg, 10000, "note")
+	out, ok := Cut(msg, 10000, func() string { return "note" })
 	if !ok {
 		t.Fatal("not cut")
 	}
@@ -102,7 +102,7 @@ func TestCutLeavesAlone(t *testing.T) {
 		`[` + string(answer(`1`, `{"content":[{"type":"text","text":"`+strings.Repeat("x", 5000)+`"}]}`)) + `]`,
 		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 5000) + `}]}}`,
 	} {
-		if out, ok := Cut([]byte(msg), 100, "n"); ok {
+		if out, ok := Cut([]byte(msg), 100, func() string { return "n" }); ok {
 			t.Errorf("cut %.80q into %.80q", msg, out)
 		}
 	}
@@ -114,7 +114,7 @@ func FuzzCut(f *testing.F) {
 	f.Add(answer(`1`, `{"content":[`+strings.Repeat(`{"type":"text","text":"abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789"},`, 300)+`1]}`), 10)
 	f.Fuzz(func(t *testing.T, msg []byte, budget int) {
 		budget = budget & 0xffff
-		out, ok := Cut(msg, budget, "the whole answer: /tmp/é")
+		out, ok := Cut(msg, budget, func() string { return "the whole answer: /tmp/é" })
 		if !ok {
 			return
 		}
