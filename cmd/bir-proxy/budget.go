@@ -48,12 +48,13 @@ func resultTokens(v string) (int, error) {
 	return n, nil
 }
 
-// plugBudget gives p the result budget of tokens (none for 0): its Answer hook.
-func plugBudget(p *toolpolicy.Policy, tokens int, log *slog.Logger) {
+// plugBudget gives p the result budget of tokens (none for 0): its Answer hook;
+// trimmed is told each answer cut, for its report.
+func plugBudget(p *toolpolicy.Policy, tokens int, trimmed func(id []byte, spill string), log *slog.Logger) {
 	if tokens <= 0 {
 		return
 	}
-	b := &budget.Budget{Bytes: 4 * tokens}
+	b := &budget.Budget{Bytes: 4 * tokens, Cut: trimmed}
 	if dir, err := statedir.Dir(); err == nil {
 		b.Spill = budget.NewSpill(filepath.Join(dir, "spill"), log)
 	} else {

@@ -43,7 +43,8 @@ func startBudget(t *testing.T, state, dir string, flags ...string) *session {
 	srv := testutil.Build(t, "./testdata/rawserver")
 	args := append([]string{"--server", "raw"}, flags...)
 	args = append(args, "--", srv, "--reply", "--result-dir", dir)
-	return startProxyIn(t, t.TempDir(), []string{"BIR_OFF=1", "XDG_STATE_HOME=" + state}, args...)
+	// The journal on: the reports say what was cut.
+	return startProxyIn(t, t.TempDir(), []string{"BIR_OFF=0", "BIR_RECORDER_URL=", "XDG_STATE_HOME=" + state}, args...)
 }
 
 func budgetCall(id, tool string) string {
@@ -136,6 +137,27 @@ func TestResultBudget(t *testing.T) {
 		small[id] = s.recv()
 	}
 	s.end()
+
+	// The journal keeps the server's result, and says it was cut and where it is.
+	var rep string
+	testutil.Eventually(t, "the big call's report", func() bool {
+		for _, l := range lines(t, filepath.Join(state, "bir-proxy", "journal", "raw.jsonl")) {
+			if gjson.Get(l, "tool").String() == "big" {
+				rep = l
+				return true
+			}
+		}
+		return false
+	})
+	if gjson.Get(rep, "trimmed").Raw != "true" || gjson.Get(rep, "spill").String() != spill || gjson.Get(rep, "resultBytes").Int() != int64(len(results["big"])) ||
+		!strings.HasPrefix(gjson.Get(rep, "result.content.0.text").String(), "HEAD") {
+		t.Errorf("the report: %.600s", rep)
+	}
+	for _, l := range lines(t, filepath.Join(state, "bir-proxy", "journal", "raw.jsonl")) {
+		if tool := gjson.Get(l, "tool").String(); tool == "echo" && gjson.Get(l, "trimmed").Exists() {
+			t.Errorf("a whole answer's report says trimmed: %s", l)
+		}
+	}
 
 	// Without the flag: the same calls, the server's lines as they are.
 	plain := startBudget(t, t.TempDir(), dir)

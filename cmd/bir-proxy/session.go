@@ -142,8 +142,8 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 	f.cassette.options(&icOpts, cas)
 	pinned := f.pinWatcher(off(), logger)
 	plugPins(pinned, f.policy, &icOpts)
-	plugBudget(f.policy, f.resultTokens, logger)
 	ic := intercept.New(icOpts)
+	plugBudget(f.policy, f.resultTokens, ic.Trimmed, logger)
 	// Replay (SPEC §4) only with a recorder: not under BIR_OFF, not with the journal.
 	var icpt relay.Interceptor = ic
 	remote := reporter.remote()
