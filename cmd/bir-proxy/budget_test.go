@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -200,5 +201,54 @@ func TestResultBudgetSpillRefused(t *testing.T) {
 	s.end()
 	if n := strings.Count(s.Stderr.String(), "could not be kept whole"); n != 1 {
 		t.Errorf("stderr says it %d times:\n%s", n, s.Stderr.String())
+	}
+}
+
+// TestResultBudgetInFlight: 2 and 8 calls in flight at once, long and short
+// alternating: each long answer is cut under its own id with its own spill file
+// holding its own line; each short one passes as it is.
+func TestResultBudgetInFlight(t *testing.T) {
+	t.Parallel()
+	dir, results := budgetResults(t)
+	for _, n := range []int{2, 8} {
+		state := t.TempDir()
+		s := startBudget(t, state, dir, "--max-result-tokens", "2000")
+		var batch strings.Builder
+		for i := range n {
+			tool := "image"
+			if i%2 == 1 {
+				tool = "echo"
+			}
+			batch.WriteString(budgetCall(strconv.Itoa(i+1), tool) + "\n")
+		}
+		s.Send(strings.TrimSuffix(batch.String(), "\n"))
+		spills := map[string]bool{}
+		for range n {
+			got := s.recv()
+			id := gjson.Get(got, "id").Raw
+			if i, _ := strconv.Atoi(id); i%2 == 0 {
+				if got != `{"jsonrpc":"2.0","id":`+id+`,"result":{"content":[{"type":"text","text":"{\"a\":\"é\"}"}],"isError":false}}` {
+					t.Errorf("n=%d: the short answer %s changed: %.200s", n, id, got)
+				}
+				continue
+			}
+			items := checkBudgetAnswer(t, got, id, 8000)
+			note := items[len(items)-1].Get("text").String()
+			i := strings.Index(note, " is in ")
+			if i < 0 {
+				t.Fatalf("n=%d: the note %q", n, note)
+			}
+			spill := strings.TrimSuffix(note[i+len(" is in "):], "]")
+			if spills[spill] {
+				t.Errorf("n=%d: two answers in %s", n, spill)
+			}
+			spills[spill] = true
+			line := `{"jsonrpc":"2.0","id":` + id + `,"result":` + results["image"] + `}`
+			testutil.Eventually(t, "the spill file of "+id, func() bool {
+				data, err := os.ReadFile(spill)
+				return err == nil && string(data) == line
+			})
+		}
+		s.end()
 	}
 }
