@@ -252,3 +252,23 @@ func TestResultBudgetInFlight(t *testing.T) {
 		s.end()
 	}
 }
+
+// TestResultTokens: --max-result-tokens reads a number, off, or auto (the host's
+// MAX_MCP_OUTPUT_TOKENS, else 25,000).
+func TestResultTokens(t *testing.T) {
+	t.Setenv("MAX_MCP_OUTPUT_TOKENS", "")
+	for in, want := range map[string]int{"": 0, "off": 0, "0": 0, "1200": 1200, "auto": 25000} {
+		if got, err := resultTokens(in); err != nil || got != want {
+			t.Errorf("%q: %d %v, want %d", in, got, err, want)
+		}
+	}
+	t.Setenv("MAX_MCP_OUTPUT_TOKENS", "40000")
+	if got, _ := resultTokens("auto"); got != 40000 {
+		t.Errorf("auto with MAX_MCP_OUTPUT_TOKENS=40000: %d", got)
+	}
+	for _, bad := range []string{"lots", "-5", "1e3"} {
+		if _, err := resultTokens(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
