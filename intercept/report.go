@@ -99,6 +99,8 @@ func (sc *scratch) buildStep(c *call, endedAt time.Time, outcome string, result,
 		DispatchID:      c.dispatchID,
 		TaskID:          c.taskID,
 		TaskStatus:      c.taskStatus,
+		Trimmed:         c.trimmed,
+		Spill:           c.spill,
 		RawChecked:      true, // every raw field below is redact.Report's
 	}
 	if c.rounds > 0 {

@@ -27,6 +27,8 @@ type tracker struct {
 	parked *atomic.Bool
 
 	calls map[string]*call // by jsonlex.IDKey
+	// trims are the host's answers the result budget cut (trimmed.go).
+	trims trimNotes
 	// handshake requests awaiting their answer, by jsonlex.IDKey → method
 	handshake map[string]string
 	// unsent are the calls of the last host message, until its evSent gives them
@@ -98,6 +100,10 @@ type call struct {
 	// a stand-in (over 1 MiB), or -1 for an error the proxy made up (a failed task
 	// that gave none). Else the size is the ending value's.
 	sentBytes int64
+	// trimmed says the host got the result cut to the result budget, spill where
+	// the whole answer is (trimmed.go).
+	trimmed bool
+	spill   string
 }
 
 func newTracker(sink report.Sink, cap int, interested *atomic.Int64, log *slog.Logger) *tracker {
@@ -375,6 +381,9 @@ func (t *tracker) answer(f jsonlex.Fields, at time.Time, keyPrefix string) {
 	k := t.idKey(keyPrefix, f.ID)
 	if c, ok := t.calls[string(k)]; ok {
 		delete(t.calls, c.key)
+		if keyPrefix == "" {
+			c.spill, c.trimmed = t.trims.take(f.ID)
+		}
 		var ri resultInfo
 		if t.res != nil {
 			// The answer streamed to the host: what its result and error were

@@ -71,7 +71,17 @@ type policy struct {
 	holding   atomic.Int64
 	// release is the upstream pump's: the held requests a late answer let go.
 	release []*heldReq
+	// answers are the host's tools/call in flight whose answers the policy's
+	// Answer hook is asked for (the result budget), by IDKey; at most answersMax:
+	// past it a call's answer passes as it is.
+	answers map[string]struct{}
+	// whole is the upstream pump's: the answer as the server sent it when Answer
+	// replaced it, for interception (the report keeps the original result).
+	whole []byte
 }
+
+// answersMax bounds pl.answers: a host keeps far fewer calls in flight.
+const answersMax = 1 << 16
 
 // heldReq is one held host request: the object alone, copied.
 type heldReq struct {
@@ -155,11 +165,11 @@ func newPolicy(p *toolpolicy.Policy) *policy {
 	return &policy{p: p, lists: make(map[string]hostNum), listNums: make(map[float64]int), sweepAt: listsSweep,
 		calls: make(map[string]*deadline), tokens: make(map[string]string),
 		late: make(map[string]lateCall), lateTokens: make(map[string]struct{}), lateNums: make(map[float64]int), lateTokNums: make(map[float64]int),
-		held: make(map[string][]*heldReq), clash: make(map[string]struct{})}
+		held: make(map[string][]*heldReq), clash: make(map[string]struct{}), answers: make(map[string]struct{})}
 }
 
 func (pl *policy) count() {
-	pl.watching.Store(int64(len(pl.lists) + len(pl.calls) + len(pl.late)))
+	pl.watching.Store(int64(len(pl.lists) + len(pl.calls) + len(pl.late) + len(pl.answers)))
 	pl.holding.Store(int64(len(pl.late) + len(pl.held)))
 }
 
@@ -176,6 +186,11 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 	for i := range objs {
 		o := &objs[i]
 		hidden := false
+		if o.ID.End != 0 && o.Method.End != 0 && pl.p.Answer != nil && pl.watching.Load() > 0 && !isMethod(msg, o, "tools/call") {
+			// A request of another method reusing the id of a call noted for
+			// Answer (one the relay answered): its answer is not the call's.
+			r.noteAnswer(msg[o.ID.Start:o.ID.End], false)
+		}
 		switch {
 		case o.Method.End == 0:
 		case isMethod(msg, o, "tools/call"):
@@ -186,8 +201,13 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 				}
 			} else if o.ID.End != 0 && pl.holding.Load() > 0 && r.holdIfLate(msg, o) {
 				hidden = true // held: cut out of what goes now
-			} else if o.ID.End != 0 && pl.p.CallTimeout > 0 {
-				r.startDeadline(msg, o)
+			} else if o.ID.End != 0 {
+				if pl.p.CallTimeout > 0 {
+					r.startDeadline(msg, o)
+				}
+				if pl.p.Answer != nil {
+					r.noteAnswer(msg[o.ID.Start:o.ID.End], true)
+				}
 			}
 		case o.ID.End != 0 && pl.holding.Load() > 0 && r.holdIfLate(msg, o):
 			hidden = true
@@ -225,6 +245,24 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 	out = toolpolicy.Cut(msg, pl.host.cuts)
 	r.lx.Lex(out)
 	return out, false
+}
+
+// noteAnswer notes the host's tools/call of the raw id (call) for the Answer hook,
+// or forgets the id (a request of another method).
+func (r *Relay) noteAnswer(id []byte, call bool) {
+	pl := r.pol
+	k := jsonlex.IDKey(id)
+	pl.mu.Lock()
+	switch {
+	case !call:
+		delete(pl.answers, k)
+	case len(pl.answers) < answersMax:
+		pl.answers[k] = struct{}{}
+	default:
+		r.log.Debug("too many tool calls in flight: an answer passes without the result budget", "id", string(id))
+	}
+	pl.count()
+	pl.mu.Unlock()
 }
 
 // noteList notes the host's tools/list of the raw id as in flight; paged says it
@@ -381,8 +419,13 @@ func (r *Relay) sendHeld(hs []*heldReq) {
 		if objs := lx.RPC(); len(objs) == 1 {
 			o := &objs[0]
 			switch {
-			case isMethod(h.msg, o, "tools/call") && pl.p.CallTimeout > 0:
-				r.startDeadline(h.msg, o)
+			case isMethod(h.msg, o, "tools/call"):
+				if pl.p.CallTimeout > 0 {
+					r.startDeadline(h.msg, o)
+				}
+				if pl.p.Answer != nil {
+					r.noteAnswer(h.id, true)
+				}
 			case pl.p.Filters() && isMethod(h.msg, o, "tools/list"):
 				r.noteList(h.id, jsonlex.Get(o.Fields(h.msg).Params, "cursor") != nil)
 			}
@@ -663,6 +706,7 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 	pl.up.cuts = pl.up.cuts[:0]
 	pl.up.hide = pl.up.hide[:0]
 	dropped := 0
+	var answerID []byte // the id of a single answer to a call noted for Answer
 	pl.mu.Lock()
 	for i := range objs {
 		o := &objs[i]
@@ -671,7 +715,14 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 		switch {
 		case f.IsResponse():
 			k := jsonlex.IDKey(f.ID)
+			if _, ok := pl.answers[k]; ok {
+				delete(pl.answers, k)
+				if len(objs) == 1 && f.Error == nil {
+					answerID = f.ID
+				}
+			}
 			if _, ok := pl.late[k]; ok {
+				answerID = nil
 				pl.forgetLate(k)
 				// The requests of its id that waited for it go now.
 				for _, h := range pl.held[k] {
@@ -757,6 +808,13 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 		pl.release = nil
 	}
 	if dropped == 0 && len(pl.up.cuts) == 0 {
+		if answerID != nil && msg[jsonlex.SkipSpace(msg, 0)] == '{' {
+			if out := pl.p.Answer(answerID, msg); out != nil {
+				// r.upLx still describes msg: interception is given it whole.
+				pl.whole = msg
+				return out
+			}
+		}
 		return msg
 	}
 	if dropped > 0 {

@@ -755,16 +755,24 @@ func (r *Relay) upstreamPump() error {
 			}
 			continue
 		}
+		toHost := msg
 		if r.pol != nil {
-			if msg = r.policyFromUpstream(msg); msg == nil {
+			if toHost = r.policyFromUpstream(msg); toHost == nil {
 				continue
+			}
+			if r.pol.whole != nil {
+				// Answer replaced it (the result budget): interception is given the
+				// answer as the server sent it, which r.upLx describes.
+				r.pol.whole = nil
+			} else {
+				msg = toHost
 			}
 		}
 		write := r.hostOut.Write
 		if r.batch != nil && r.batch.Buffered() {
 			write = r.hostOut.Hold // as in hostPump
 		}
-		if err := write(msg); err != nil {
+		if err := write(toHost); err != nil {
 			return fmt.Errorf("writing to the host: %w", err)
 		}
 		if r.abandoned.Load() {

@@ -54,6 +54,12 @@ type Step struct {
 	TaskID     string `json:"taskId,omitempty"`
 	TaskStatus string `json:"taskStatus,omitempty"`
 
+	// Trimmed says the host got the result cut to the result budget
+	// (--max-result-tokens, docs/budget.md); Result is still the server's. Spill is
+	// the file that holds the server's whole answer ("" when it could not be kept).
+	Trimmed bool   `json:"trimmed,omitempty"`
+	Spill   string `json:"spill,omitempty"`
+
 	// RawChecked says Args, Result and Error are each empty or valid JSON with no line
 	// break in it, as redact.Report's output always is: AppendJSON then copies them
 	// as they are, without checking them again (3% of a recording proxy's CPU). It is
@@ -122,6 +128,13 @@ func (s *Step) AppendJSON(b []byte) []byte {
 	if s.TaskStatus != "" {
 		b = append(b, `,"taskStatus":`...)
 		b = appendString(b, s.TaskStatus)
+	}
+	if s.Trimmed {
+		b = append(b, `,"trimmed":true`...)
+	}
+	if s.Spill != "" {
+		b = append(b, `,"spill":`...)
+		b = appendString(b, s.Spill)
 	}
 	return append(b, '}')
 }

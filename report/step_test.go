@@ -33,6 +33,9 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		if r.IntN(2) == 0 {
 			s.Rounds, s.TaskID, s.TaskStatus = r.IntN(3), pick(strs), pick(strs)
 		}
+		if r.IntN(2) == 0 {
+			s.Trimmed, s.Spill = r.IntN(2) == 0, pick(strs)
+		}
 		got := s.AppendJSON(nil)
 		if !json.Valid(got) {
 			t.Fatalf("invalid JSON: %s", got)

@@ -48,6 +48,12 @@ type Policy struct {
 	// patterns' Unknown tool).
 	Hide    func(name string) bool
 	HideWhy func(name string) string
+	// Answer, when set, is asked for each answer to a host's tools/call before it is
+	// forwarded, on the server's pump: id is its raw id, msg the answer (one object,
+	// not a batch; views valid during the call). It returns what the host gets
+	// instead, or nil for msg as it is; interception is given msg all the same. It
+	// must not wait long (the result budget, budget.Budget.Answer, docs/budget.md).
+	Answer func(id, msg []byte) []byte
 }
 
 // maxPattern bounds a pattern's length: matching is linear in it per name.
@@ -80,7 +86,9 @@ func (p *Policy) Filters() bool {
 }
 
 // Active says whether p changes anything at all.
-func (p *Policy) Active() bool { return p != nil && (p.Filters() || p.CallTimeout > 0) }
+func (p *Policy) Active() bool {
+	return p != nil && (p.Filters() || p.CallTimeout > 0 || p.Answer != nil)
+}
 
 // Hidden reports whether the tool name is hidden from the host.
 func (p *Policy) Hidden(name string) bool {

@@ -85,6 +85,9 @@ func (c *configCmd) entryFlags(name string) []string {
 	if c.capture {
 		out = append(out, "--otlp-capture")
 	}
+	if c.maxTokens != "" {
+		out = append(out, "--max-result-tokens", c.maxTokens)
+	}
 	return out
 }
 

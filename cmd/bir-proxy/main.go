@@ -77,10 +77,13 @@ type proxyFlags struct {
 	connectTimeout time.Duration
 	oauth          *oauthFlags
 	policy         *toolpolicy.Policy
-	otlp           *otlpFlags
-	cassette       *cassetteFlags
-	pinTools       string // --pin-tools, BIR_PIN_TOOLS (pins.go)
-	readOnly       bool   // --read-only (pins.go)
+	// maxResultTokens is --max-result-tokens as given; resultTokens its value.
+	maxResultTokens string
+	resultTokens    int
+	otlp            *otlpFlags
+	cassette        *cassetteFlags
+	pinTools        string // --pin-tools, BIR_PIN_TOOLS (pins.go)
+	readOnly        bool   // --read-only (pins.go)
 }
 
 // repeated is a flag that may be given many times.
@@ -114,6 +117,7 @@ func defineProxyFlags(fs *flag.FlagSet) *proxyFlags {
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", upstream.DefaultConnectTimeout, "with --url: how long to wait for a connection to the server")
 	f.oauth = defineOAuthFlags(fs, true)
 	f.policy = definePolicyFlags(fs)
+	defineBudgetFlag(fs, &f.maxResultTokens, true)
 	definePinFlags(fs, &f.pinTools, &f.readOnly)
 	f.otlp = defineOTLPFlags(fs)
 	f.cassette = defineCassetteFlags(fs)
@@ -149,6 +153,8 @@ func parseProxyFlags(c *cli, args []string) (f *proxyFlags, code int, ok bool) {
 		fmt.Fprintf(c.stderr, "bir-proxy: BIR_LOG_LEVEL %q is not a level (debug, info, warn or error); logging at info\n", f.logLevel)
 		f.logLevel = "info"
 	}
+	var tokErr error
+	f.resultTokens, tokErr = resultTokens(f.maxResultTokens)
 	switch {
 	case f.maxMessage < 0:
 		return nil, c.usageError("", fmt.Errorf("--max-message %d: want a size in bytes, or 0 for the default", f.maxMessage)), false
@@ -158,6 +164,8 @@ func parseProxyFlags(c *cli, args []string) (f *proxyFlags, code int, ok bool) {
 		return nil, c.usageError("", fmt.Errorf("--spool-max %s is below the least it can be, %s", formatSize(f.spoolMax.n), formatSize(recorder.MinSpoolMax))), false
 	case f.policy.Check() != nil:
 		return nil, c.usageError("", f.policy.Check()), false
+	case tokErr != nil:
+		return nil, c.usageError("", tokErr), false
 	case checkPinMode(&f.pinTools) != nil:
 		return nil, c.usageError("", checkPinMode(&f.pinTools)), false
 	}

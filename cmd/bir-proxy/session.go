@@ -143,6 +143,7 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 	pinned := f.pinWatcher(off(), logger)
 	plugPins(pinned, f.policy, &icOpts)
 	ic := intercept.New(icOpts)
+	plugBudget(f.policy, f.resultTokens, ic.Trimmed, logger)
 	// Replay (SPEC §4) only with a recorder: not under BIR_OFF, not with the journal.
 	var icpt relay.Interceptor = ic
 	remote := reporter.remote()

@@ -45,6 +45,7 @@ type configCmd struct {
 	check     bool          // status --check
 	json      bool          // status --json
 	timeout   time.Duration // status --timeout
+	maxTokens string        // wrap --max-result-tokens N
 	// known are the files the backup store holds versions of, which plain
 	// unwrap and status also look at when they are in this directory.
 	known []string
@@ -64,6 +65,7 @@ func defineConfigFlags(fs *flag.FlagSet, verb string) *configCmd {
 		fs.StringVar(&c.proxyPath, "proxy-path", "", "the bir-proxy the host should run (default: this executable's absolute path; bir-proxy from PATH in a file git shares)")
 		defineWrapCassette(fs, c)
 		definePinFlags(fs, &c.pinTools, &c.readOnly)
+		defineBudgetFlag(fs, &c.maxTokens, false)
 		// Some hosts (Claude Code) give servers an environment without OTEL_*: the
 		// endpoint must be in the entry's arguments (docs/otel.md).
 		fs.StringVar(&c.otlp, "otlp-endpoint", "", "each wrapped server exports its spans and metrics to the OTLP/HTTP collector at `URL` (--otlp-endpoint in the entry)")
@@ -91,6 +93,9 @@ func parseConfigCmd(c *cli, verb string, args []string) (*configCmd, int, bool) 
 	cc.names = names
 	if cc.capture && cc.otlp == "" {
 		return nil, c.usageError(verb, errors.New("--otlp-capture goes with --otlp-endpoint")), false
+	}
+	if _, err := resultTokens(cc.maxTokens); err != nil {
+		return nil, c.usageError(verb, err), false
 	}
 	if cc.pinTools != "" {
 		if _, err := pins.ParseMode(cc.pinTools); err != nil {

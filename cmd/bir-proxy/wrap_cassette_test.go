@@ -51,8 +51,8 @@ func TestWrapCassette(t *testing.T) {
 	}
 }
 
-// TestWrapCarriesProxyFlags: wrap --otlp-endpoint, --otlp-capture, --pin-tools and
-// --read-only are written into every wrapped entry (Claude Code gives servers no
+// TestWrapCarriesProxyFlags: wrap --otlp-endpoint, --otlp-capture, --pin-tools,
+// --read-only and --max-result-tokens are written into every wrapped entry (Claude Code gives servers no
 // OTEL_* variables: the endpoint must be in the arguments), status shows the policy,
 // and unwrap still restores the file byte for byte.
 func TestWrapCarriesProxyFlags(t *testing.T) {
@@ -60,7 +60,7 @@ func TestWrapCarriesProxyFlags(t *testing.T) {
 	dir, path, orig := projectConfig(t, "claude-code-project.json")
 	t.Chdir(dir)
 	code, _, errOut := runCmd(t, "wrap", "--proxy-path", fakeProxy, "--otlp-endpoint", "http://127.0.0.1:4318",
-		"--otlp-capture", "--pin-tools", "block", "--read-only")
+		"--otlp-capture", "--pin-tools", "block", "--read-only", "--max-result-tokens", "auto")
 	if code != 0 {
 		t.Fatalf("wrap: %d %s", code, errOut)
 	}
@@ -80,7 +80,7 @@ func TestWrapCarriesProxyFlags(t *testing.T) {
 		}
 		n++
 		args := strings.Join(e.Args, " ")
-		for _, want := range []string{"--otlp-endpoint http://127.0.0.1:4318", "--otlp-capture", "--pin-tools block", "--read-only"} {
+		for _, want := range []string{"--otlp-endpoint http://127.0.0.1:4318", "--otlp-capture", "--pin-tools block", "--read-only", "--max-result-tokens auto"} {
 			if !strings.Contains(args, want) {
 				t.Errorf("%s: args %q lack %q", name, e.Args, want)
 			}
@@ -91,6 +91,9 @@ func TestWrapCarriesProxyFlags(t *testing.T) {
 	}
 	if code, out, _ := runCmd(t, "status"); !strings.Contains(out, "--pin-tools block --read-only") {
 		t.Errorf("status (%d) does not show the policy:\n%s", code, out)
+	}
+	if code, _, _ := runCmd(t, "wrap", "--proxy-path", fakeProxy, "--max-result-tokens", "lots"); code != 2 {
+		t.Errorf("--max-result-tokens lots: status %d, want 2", code)
 	}
 	if code, _, _ := runCmd(t, "wrap", "--proxy-path", fakeProxy, "--otlp-capture"); code != 2 {
 		t.Errorf("--otlp-capture without --otlp-endpoint: status %d, want 2", code)

@@ -693,6 +693,14 @@ func show(w io.Writer, all []record, opts LogOptions) error {
 		// SPEC §3.5: the call became a task, and ended (or not) with it.
 		field("task", id+", last seen "+r.Get("taskStatus").String())
 	}
+	if r.Get("trimmed").Bool() {
+		// The result budget (docs/budget.md): the report has the server's result.
+		where := "the whole answer could not be kept"
+		if p := r.Get("spill").String(); p != "" {
+			where = "the whole answer is in " + p
+		}
+		field("trimmed", "the host got this result cut to the result budget (--max-result-tokens); "+where)
+	}
 	if n := r.Get("rounds").Int(); n > 1 {
 		field("rounds", fmt.Sprintf("%d (it asked for input %s and the host answered)", n, plural(int(n-1), "once", fmt.Sprintf("%d times", n-1))))
 	}

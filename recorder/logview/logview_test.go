@@ -516,3 +516,31 @@ func TestShowARunAndWideServerNames(t *testing.T) {
 		t.Errorf("an unknown run: %v", err)
 	}
 }
+
+// TestShowTrimmed: --show says a call's result reached the host cut to the result
+// budget, and where the whole answer is (docs/budget.md).
+func TestShowTrimmed(t *testing.T) {
+	state := t.TempDir()
+	cut := recordertest.SampleStep("read", 1)
+	cut.Trimmed, cut.Spill = true, "/state/bir-proxy/spill/a.json"
+	lost := recordertest.SampleStep("read", 2)
+	lost.Trimmed = true
+	plain := recordertest.SampleStep("read", 3)
+	writeJournal(t, recorder.JournalPath(state, "github"), "github", cut, lost, plain)
+	show := func(id string) string {
+		var out bytes.Buffer
+		if err := PrintLog(t.Context(), &out, LogOptions{Dir: recorder.JournalDir(state), Show: id}); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	if out := show("1"); !strings.Contains(out, "  trimmed      the host got this result cut to the result budget (--max-result-tokens); the whole answer is in /state/bir-proxy/spill/a.json\n") {
+		t.Errorf("a cut result:\n%s", out)
+	}
+	if out := show("2"); !strings.Contains(out, "the whole answer could not be kept\n") {
+		t.Errorf("a cut result not kept:\n%s", out)
+	}
+	if out := show("3"); strings.Contains(out, "trimmed") {
+		t.Errorf("a whole result:\n%s", out)
+	}
+}

@@ -40,6 +40,8 @@
 //	                  and a line that is not JSON with a -32700 parse error (id null)
 //	--reply-size N    tools/call results carry an N-byte text instead of the
 //	                  arguments (built once; the named tools above keep theirs)
+//	--result-dir DIR  a tools/call of NAME answers, as its result, the bytes of
+//	                  DIR/NAME.json when that file exists (read at each call)
 //	--tools-pages FILE  tools/list answered from FILE, read at start: a JSON array of
 //	                  results, sent as written; a request without params.cursor gets
 //	                  the first, one with cursor "N" the N-th (from 0); tests rewrite
@@ -99,6 +101,7 @@ type config struct {
 	echo          bool
 	reply         bool
 	replySize     int
+	resultDir     string
 	toolsFile     string
 	toolsPages    string
 	env           bool
@@ -128,6 +131,7 @@ func main() {
 	fs.BoolVar(&cfg.echo, "echo", false, "write every received line back")
 	fs.BoolVar(&cfg.reply, "reply", false, "answer requests")
 	fs.IntVar(&cfg.replySize, "reply-size", 0, "tools/call results carry an `N`-byte text")
+	fs.StringVar(&cfg.resultDir, "result-dir", "", "a tools/call of NAME answers the result in `DIR`/NAME.json, when there is one")
 	fs.StringVar(&cfg.toolsFile, "tools-file", "", "tool names for tools/list, one a line, from `FILE`")
 	fs.StringVar(&cfg.toolsPages, "tools-pages", "", "tools/list results, a JSON array, from `FILE`")
 	fs.BoolVar(&cfg.env, "env", false, "enable the env tool")

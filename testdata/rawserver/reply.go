@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -28,6 +30,7 @@ type replier struct {
 	toolsList []byte          // the whole tools/list result
 	bigResult []byte          // the tools/call result for --reply-size, built once
 	replySize int             // --reply-size
+	resultDir string          // --result-dir
 	bigPad    []byte          // --reply-size x's: the task tools' statusMessage, built when first used
 	buf       []byte
 	tasks     map[string]*rawTask // the task tools' tasks, by taskId (tasks.go)
@@ -89,6 +92,7 @@ func newReplier(cfg config) (*replier, error) {
 		r.bigResult = big
 		r.replySize = cfg.replySize
 	}
+	r.resultDir = cfg.resultDir
 	return r, nil
 }
 
@@ -249,6 +253,9 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 				size = int(n)
 			}
 			return appendPartial(appendResultStart(buf, id), size)
+		case r.resultDir != "" && !strings.ContainsAny(name, `/\.`) && fileExists(filepath.Join(r.resultDir, name+".json")):
+			b, _ := os.ReadFile(filepath.Join(r.resultDir, name+".json"))
+			buf = append(appendResultStart(buf, id), bytes.TrimRight(b, "\r\n")...)
 		case name == "endless":
 			r.then = thenEndless
 			return append(appendResultStart(buf, id), `{"content":[{"type":"text","text":"`...)
@@ -357,4 +364,10 @@ func environJSON() string {
 		arr = gjson.AppendJSONString(arr, kv)
 	}
 	return string(append(arr, ']'))
+}
+
+// fileExists reports whether path is a file (--result-dir).
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }

@@ -1,0 +1,415 @@
+// Package budget keeps a tool's answer within what a host can take (--max-result-tokens,
+// docs/budget.md): a tools/call answer whose result is larger than the budget is
+// rewritten, by splicing its raw bytes, into one whose result fits, and the answer as
+// the server sent it is kept whole in a spill file the last text item names.
+//
+// Cut is a pure function of the raw answer: what it keeps of the answer (the id, the
+// jsonrpc member, text items' heads and tails, small members) is copied byte for byte,
+// never decoded and encoded again; what it adds is text items of its own.
+package budget
+
+import (
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+)
+
+// Slack is what a cut result may have past the budget: the braces, separators, the
+// stand-ins of removed items past the budget's share and the last note.
+const Slack = 1024
+
+// Bounds of what Cut adds, so that a cut result is at most budget + Slack.
+const (
+	// maxNote is the longest last note, escaped (a longer one is cut).
+	maxNote = 640
+	// smallMember is the most a member of the result other than content and
+	// structuredContent (isError, resultType, an unknown member) may have to be kept;
+	// _meta is kept up to a quarter of the budget.
+	smallMember = 256
+	// tinyMember is the most isError or resultType may have to be kept whatever the
+	// budget.
+	tinyMember = 64
+	// smallItem is the most a non-text item may have to be kept whole when the
+	// content does not fit.
+	smallItem = 1024
+	// textFrame is the most a text item's members other than its text may have to
+	// be kept: past it the item is rebuilt as {"type":"text","text":…}.
+	textFrame = 512
+	// minCut is the least text kept of a text item that is cut (head and tail).
+	minCut = 64
+)
+
+// Over reports whether msg is a single answer with a result longer than budget bytes.
+func Over(msg []byte, budget int) bool {
+	f, ok := jsonlex.TopFields(msg)
+	return ok && f.ID != nil && f.Method == nil && len(f.Result) > budget
+}
+
+// Cut returns msg, a JSON-RPC answer whose result is over budget bytes, rewritten so
+// that its result is at most budget+Slack bytes: the same id (its raw bytes) and
+// jsonrpc; isError, resultType and _meta as sent (when they fit); text items in order
+// with their text cut in the middle, head and tail kept, never inside a UTF-8
+// character or an escape; each non-text item that does not fit replaced, in its place,
+// by a text item saying what was removed; structuredContent dropped when it does not
+// fit; and last a text item saying note (asked only when msg is cut). ok is false, and msg is to pass as it is, when
+// msg is not one valid JSON answer with an object result, or its result fits.
+func Cut(msg []byte, budget int, note func() string) (out []byte, ok bool) {
+	if budget < 0 || !json.Valid(msg) {
+		return nil, false
+	}
+	start := jsonlex.SkipSpace(msg, 0)
+	if start >= len(msg) || msg[start] != '{' {
+		return nil, false // a batch, or not an object
+	}
+	top, _, ok := jsonlex.Members(msg, start)
+	if !ok {
+		return nil, false
+	}
+	var id, rpc, result []byte
+	nID, nResult := 0, 0
+	for _, m := range top {
+		k, v := msg[m.Key.Start:m.Key.End], msg[m.Value.Start:m.Value.End]
+		switch {
+		case jsonlex.KeyIs(k, "id"):
+			id, nID = v, nID+1
+		case jsonlex.KeyIs(k, "result"):
+			result, nResult = v, nResult+1
+		case jsonlex.KeyIs(k, "jsonrpc"):
+			rpc = v
+		case jsonlex.KeyIs(k, "method"), jsonlex.KeyIs(k, "error"):
+			return nil, false
+		}
+	}
+	// Duplicate ids or results: which one a host reads is not sure; left alone.
+	if nID != 1 || nResult != 1 || len(result) <= budget || result[0] != '{' {
+		return nil, false
+	}
+	res := cutResult(result, budget, note())
+	out = make([]byte, 0, len(res)+len(id)+len(rpc)+40)
+	out = append(out, '{')
+	if rpc != nil {
+		if len(rpc) > smallMember {
+			rpc = []byte(`"2.0"`)
+		}
+		out = append(append(append(out, `"jsonrpc":`...), rpc...), ',')
+	}
+	out = append(append(out, `"id":`...), id...)
+	out = append(append(append(out, `,"result":`...), res...), '}')
+	return out, true
+}
+
+// item is one element of content, as Cut sees it.
+type item struct {
+	raw       []byte
+	text      jsonlex.Span // the text literal's span in raw, for a text item
+	isText    bool
+	kind      string // the type, for a removed item's stand-in
+	keep      bool   // a non-text item kept whole
+	share     int    // the text bytes a text item may keep
+	frameless bool   // rebuilt as {"type":"text","text":…}
+}
+
+// cutResult is the result object res cut to budget (+ Slack).
+func cutResult(res []byte, budget int, note string) []byte {
+	ms, _, ok := jsonlex.Members(res, 0)
+	if !ok {
+		return noteOnly(note)
+	}
+	left := budget
+	keepMember := make([]bool, len(ms))
+	contentAt := -1
+	var sc []byte
+	scAt := -1
+	for i, m := range ms {
+		k, v := res[m.Key.Start:m.Key.End], res[m.Value.Start:m.Value.End]
+		size := len(k) + 1 + len(v) + 1
+		switch {
+		case jsonlex.KeyIs(k, "content"):
+			contentAt = i // the last one is what a host reads; the others go
+		case jsonlex.KeyIs(k, "structuredContent"):
+			sc, scAt = v, i
+		case jsonlex.KeyIs(k, "isError"), jsonlex.KeyIs(k, "resultType"):
+			// Kept from the Slack when short (a boolean, a word): a host must still
+			// tell a failed call.
+			keepMember[i] = size <= tinyMember
+		case jsonlex.KeyIs(k, "_meta"):
+			if size <= budget/4 && size <= left {
+				keepMember[i], left = true, left-size
+			}
+		default:
+			if size <= smallMember && size <= left {
+				keepMember[i], left = true, left-size
+			}
+		}
+	}
+	// structuredContent is kept when it takes at most half of what is left.
+	if scAt >= 0 {
+		if size := len(`"structuredContent":`) + len(sc) + 1; size <= left/2 {
+			keepMember[scAt], left = true, left-size
+		}
+	}
+	var content []byte
+	if contentAt >= 0 {
+		content = cutContent(res[ms[contentAt].Value.Start:ms[contentAt].Value.End], left, note)
+	} else {
+		content = noteItems(nil, note)
+	}
+	out := make([]byte, 0, budget+Slack)
+	out = append(out, '{')
+	out = append(append(out, `"content":`...), content...)
+	out = appendKept(out, res, ms, keepMember)
+	if len(out) > budget+Slack {
+		// Many small items, each keeping its least, passed the slack: the content
+		// goes whole, said in the note (the members kept took at most the budget).
+		if scAt >= 0 {
+			keepMember[scAt] = false
+		}
+		out = append(out[:0], `{"content":`...)
+		out = append(out, noteItems(nil, "all content removed to fit the result budget. "+note)...)
+		out = appendKept(out, res, ms, keepMember)
+	}
+	return out
+}
+
+// appendKept appends the members of res kept, and the closing brace.
+func appendKept(out, res []byte, ms []jsonlex.Member, keep []bool) []byte {
+	for i, m := range ms {
+		if keep[i] {
+			out = append(append(out, ','), res[m.Key.Start:m.Value.End]...)
+		}
+	}
+	return append(out, '}')
+}
+
+// noteOnly is a result of the note alone.
+func noteOnly(note string) []byte {
+	return append(append([]byte(`{"content":`), noteItems(nil, note)...), '}')
+}
+
+// noteItems is the content array of the items before (raw, comma-separated) and
+// the note.
+func noteItems(before []byte, note string) []byte {
+	b := append([]byte{'['}, before...)
+	if len(before) > 0 {
+		b = append(b, ',')
+	}
+	b = textItem(b, note, maxNote)
+	return append(b, ']')
+}
+
+// textItem appends a text item of s, its text cut to at most max escaped bytes.
+func textItem(b []byte, s string, max int) []byte {
+	lit := jsonQuote(s)
+	if len(lit) > max {
+		body := lit[1 : len(lit)-1]
+		h := safeBefore(body, max-8)
+		lit = append(append(append([]byte{'"'}, body[:h]...), `\u2026`...), '"')
+	}
+	b = append(b, `{"type":"text","text":`...)
+	b = append(b, lit...)
+	return append(b, '}')
+}
+
+// jsonQuote is s as a JSON string literal (s is the proxy's own text).
+func jsonQuote(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// cutContent is the content array arr cut to left bytes, with the note last.
+func cutContent(arr []byte, left int, note string) []byte {
+	elems, ok := jsonlex.Elements(arr, 0)
+	if !ok || arr[0] != '[' {
+		return noteItems(nil, note)
+	}
+	items := make([]item, len(elems))
+	for i, e := range elems {
+		it := &items[i]
+		it.raw = arr[e.Start:e.End]
+		it.kind = "item"
+		if it.raw[0] != '{' {
+			continue
+		}
+		ims, _, _ := jsonlex.Members(it.raw, 0)
+		if t, ok := jsonlex.Last(it.raw, ims, "type"); ok {
+			if lit := it.raw[t.Start:t.End]; lit[0] == '"' {
+				it.kind = jsonlex.StringOf(lit)
+			}
+		}
+		if tx, ok := jsonlex.Last(it.raw, ims, "text"); ok && it.kind == "text" && it.raw[tx.Start] == '"' {
+			it.isText, it.text = true, tx
+			it.frameless = len(it.raw)-(tx.End-tx.Start) > textFrame
+		}
+	}
+	// What the text items take without their text; the small non-text items are
+	// kept whole while they take at most a quarter of what is left; the others get a
+	// stand-in.
+	var textBytes int
+	nText := 0
+	fixed := 0
+	for i := range items {
+		it := &items[i]
+		switch {
+		case it.isText:
+			nText++
+			textBytes += it.text.End - it.text.Start - 2
+			if it.frameless {
+				fixed += len(`{"type":"text","text":""},`)
+			} else {
+				fixed += len(it.raw) - (it.text.End - it.text.Start) + 3
+			}
+		case len(it.raw) <= smallItem && fixed+len(it.raw)+1 <= left/4:
+			it.keep = true
+			fixed += len(it.raw) + 1
+		default:
+			fixed += len(standIn(nil, it)) + 1
+		}
+	}
+	// The text left is shared by the text items in proportion to their length, each
+	// keeping at least minCut (past the budget: the Slack takes it).
+	room := left - fixed
+	for i := range items {
+		it := &items[i]
+		if !it.isText {
+			continue
+		}
+		n := it.text.End - it.text.Start - 2
+		if textBytes > 0 && room > 0 {
+			it.share = int(int64(room) * int64(n) / int64(textBytes))
+		}
+		it.share = max(it.share, min(n, minCut))
+	}
+	b := make([]byte, 0, left+Slack)
+	b = append(b, '[')
+	standIns := 0
+	for i := range items {
+		it := &items[i]
+		switch {
+		case it.isText:
+			b = appendText(b, it)
+		case it.keep:
+			b = append(b, it.raw...)
+		default:
+			// Past the budget's room, the stand-ins are folded into the note.
+			if len(b)+60 > left {
+				standIns++
+				continue
+			}
+			b = standIn(b, it)
+		}
+		b = append(b, ',')
+	}
+	if standIns > 0 {
+		note = strconv.Itoa(standIns) + " more non-text items removed. " + note
+	}
+	b = textItem(b, note, maxNote)
+	return append(b, ']')
+}
+
+// standIn appends the text item that stands in the place of the removed item it.
+func standIn(b []byte, it *item) []byte {
+	kind := it.kind
+	if len(kind) > 32 {
+		kind = kind[:32]
+	}
+	kind = string(jsonQuote(kind))
+	kind = kind[1 : len(kind)-1]
+	// kind is escaped already: written into a literal of the proxy's own.
+	b = append(b, `{"type":"text","text":"[bir-proxy: removed a `...)
+	b = append(b, safeString(kind)...)
+	b = append(b, ` item of `...)
+	b = strconv.AppendInt(b, int64(len(it.raw)), 10)
+	return append(b, ` bytes to fit the result budget]"}`...)
+}
+
+// safeString is s, an escaped JSON string body, cut back to a whole escape and
+// character.
+func safeString(s string) string { return s[:safeBefore([]byte(s), len(s))] }
+
+// appendText appends the text item it, its text cut to its share.
+func appendText(b []byte, it *item) []byte {
+	lit := it.raw[it.text.Start:it.text.End]
+	body := lit[1 : len(lit)-1]
+	var pre, post []byte
+	if it.frameless {
+		pre, post = []byte(`{"type":"text","text":`), []byte(`}`)
+	} else {
+		pre, post = it.raw[:it.text.Start], it.raw[it.text.End:]
+	}
+	b = append(b, pre...)
+	b = append(b, '"')
+	if len(body) <= it.share {
+		b = append(b, body...)
+	} else {
+		marker := "\\n[\u2026 bir-proxy: " + strconv.Itoa(len(body)) + " bytes of text cut to fit the result budget \u2026]\\n"
+		keep := max(it.share-len(marker), minCut)
+		h := safeBefore(body, keep/2)
+		t := safeAfter(body, len(body)-(keep-keep/2))
+		if t < h {
+			t = h
+		}
+		b = append(b, body[:h]...)
+		b = append(b, marker...)
+		b = append(b, body[t:]...)
+	}
+	b = append(b, '"')
+	return append(b, post...)
+}
+
+// tokenEnd is where the token of the escaped string body at i ends: an escape (a
+// surrogate pair's two as one), a UTF-8 character, or one byte that is neither.
+func tokenEnd(body []byte, i int) int {
+	c := body[i]
+	if c == '\\' {
+		if i+1 < len(body) && body[i+1] == 'u' && i+6 <= len(body) {
+			if high(body[i+2:i+6]) && i+12 <= len(body) && body[i+6] == '\\' && body[i+7] == 'u' && low(body[i+8:i+12]) {
+				return i + 12
+			}
+			return i + 6
+		}
+		return min(i+2, len(body))
+	}
+	if c < utf8.RuneSelf {
+		return i + 1
+	}
+	_, w := utf8.DecodeRune(body[i:])
+	return i + w
+}
+
+// high and low report whether the four hex digits h are a high or low surrogate.
+func high(h []byte) bool { return surrogate(h, '8', 'b') }
+func low(h []byte) bool  { return surrogate(h, 'c', 'f') }
+func surrogate(h []byte, from, to byte) bool {
+	if h[0] != 'd' && h[0] != 'D' {
+		return false
+	}
+	c := h[1] | 0x20
+	return c >= from && c <= to
+}
+
+// safeBefore is the last token boundary of body at or before n.
+func safeBefore(body []byte, n int) int {
+	if n <= 0 {
+		return 0
+	}
+	i := 0
+	for i < len(body) {
+		j := tokenEnd(body, i)
+		if j > n {
+			break
+		}
+		i = j
+	}
+	return i
+}
+
+// safeAfter is the first token boundary of body at or after n.
+func safeAfter(body []byte, n int) int {
+	i := 0
+	for i < len(body) && i < n {
+		i = tokenEnd(body, i)
+	}
+	return i
+}

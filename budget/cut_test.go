@@ -1,0 +1,123 @@
+package budget
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// checkCut asserts what every cut answer must be: valid JSON, valid UTF-8 when the
+// answer was, the same raw id, a result within budget+Slack.
+func checkCut(t *testing.T, msg []byte, budget int, out []byte) {
+	t.Helper()
+	if !json.Valid(out) {
+		t.Fatalf("not valid JSON: %.300q", out)
+	}
+	if utf8.Valid(msg) && !utf8.Valid(out) {
+		t.Fatalf("not valid UTF-8: %.300q", out)
+	}
+	var a, b struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+	}
+	json.Unmarshal(msg, &a)
+	if err := json.Unmarshal(out, &b); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.ID, b.ID) {
+		t.Fatalf("id %s became %s", a.ID, b.ID)
+	}
+	if len(b.Result) > budget+Slack {
+		t.Fatalf("result of %d bytes, budget %d", len(b.Result), budget)
+	}
+}
+
+func answer(id, result string) []byte {
+	return []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":` + result + `}`)
+}
+
+func TestCutText(t *testing.T) {
+	// Multi-byte characters, escapes and surrogate pairs everywhere, so that the cut
+	// lands among them.
+	unit := `héllo \"wörld\" \u00e9 \ud83d\ude00 日本語 \\ \n 😀 `
+	body := strings.Repeat(unit, 1<<20/len(unit))
+	msg := answer(`"a\u0062c"`, `{"content":[{"type":"text","text":"HEAD`+body+`TAIL"}],"isError":true,"_meta":{"k":1},"resultType":"x"}`)
+	for _, budget := range []int{0, 1, 100, 1000, 4096, 10007, 100000} {
+		out, ok := Cut(msg, budget, func() string { return "see /tmp/x" })
+		if !ok {
+			t.Fatal("not cut")
+		}
+		checkCut(t, msg, budget, out)
+		var r struct {
+			Result struct {
+				Content []struct{ Type, Text string }
+				IsError *bool           `json:"isError"`
+				Meta    json.RawMessage `json:"_meta"`
+				RT      string          `json:"resultType"`
+			}
+		}
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatal(err)
+		}
+		c := r.Result.Content
+		if len(c) != 2 || !strings.HasPrefix(c[0].Text, "HEAD") || !strings.HasSuffix(c[0].Text, "TAIL") || c[1].Text != "see /tmp/x" {
+			t.Fatalf("budget %d: content %.200q", budget, c)
+		}
+		if r.Result.IsError == nil || !*r.Result.IsError || r.Result.RT != "x" {
+			t.Fatalf("budget %d: isError/resultType lost: %.300s", budget, out)
+		}
+		if budget >= 100 && string(r.Result.Meta) != `{"k":1}` {
+			t.Fatalf("budget %d: _meta lost: %.300s", budget, out)
+		}
+	}
+}
+
+func TestCutNonText(t *testing.T) {
+	img := `{"type":"image","mimeType":"image/png","data":"` + strings.Repeat("QUFB", 75000) + `"}`
+	msg := answer(`7`, `{"content":[{"type":"text","text":"before"},`+img+`,{"type":"text","text":"after"}],"structuredContent":{"big":"`+strings.Repeat("x", 200000)+`"}}`)
+	out, ok := Cut(msg, 10000, func() string { return "note" })
+	if !ok {
+		t.Fatal("not cut")
+	}
+	checkCut(t, msg, 10000, out)
+	var r struct {
+		Result struct {
+			Content []struct{ Type, Text string }
+			SC      json.RawMessage `json:"structuredContent"`
+		}
+	}
+	json.Unmarshal(out, &r)
+	c := r.Result.Content
+	if len(c) != 4 || c[0].Text != "before" || !strings.Contains(c[1].Text, "removed a image item of 300") || c[2].Text != "after" || c[3].Text != "note" || r.Result.SC != nil {
+		t.Fatalf("%.500s", out)
+	}
+}
+
+func TestCutLeavesAlone(t *testing.T) {
+	for _, msg := range []string{
+		string(answer(`1`, `{"content":[]}`)),
+		`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"` + strings.Repeat("x", 5000) + `"}}`,
+		`[` + string(answer(`1`, `{"content":[{"type":"text","text":"`+strings.Repeat("x", 5000)+`"}]}`)) + `]`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 5000) + `}]}}`,
+	} {
+		if out, ok := Cut([]byte(msg), 100, func() string { return "n" }); ok {
+			t.Errorf("cut %.80q into %.80q", msg, out)
+		}
+	}
+}
+
+func FuzzCut(f *testing.F) {
+	f.Add(answer(`1`, `{"content":[{"type":"text","text":"a\u00e9\ud83d\ude00😀\\\"b"}],"structuredContent":{"a":1}}`), 5)
+	f.Add(answer(`"x"`, `{"content":[{"type":"image","data":"AAAA"},{"type":"resource","resource":{"blob":"AAAA"}},1,"s",{"type":"text","text":""}],"_meta":{},"isError":false}`), 3)
+	f.Add(answer(`1`, `{"content":[`+strings.Repeat(`{"type":"text","text":"abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789"},`, 300)+`1]}`), 10)
+	f.Fuzz(func(t *testing.T, msg []byte, budget int) {
+		budget = budget & 0xffff
+		out, ok := Cut(msg, budget, func() string { return "the whole answer: /tmp/é" })
+		if !ok {
+			return
+		}
+		checkCut(t, msg, budget, out)
+	})
+}
