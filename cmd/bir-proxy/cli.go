@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/mockcmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/pinscmd"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 )
@@ -129,6 +130,13 @@ wrap would use from the current directory (and, for log, of the journals).`,
 			about:   verifyAbout,
 			flags:   defineVerifyFlags,
 			run:     runVerify,
+		},
+		{
+			name: "mock", synopsis: mockcmd.Usage,
+			summary: "an MCP server answering from cassettes",
+			about:   mockcmd.About,
+			flags:   func(fs *flag.FlagSet) any { return mockcmd.DefineFlags(fs) },
+			run:     runMock,
 		},
 		{
 			name: "pins", synopsis: pinscmd.Usage,
