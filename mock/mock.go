@@ -73,6 +73,7 @@ type Mock struct {
 	initResult  []byte
 	discover    []byte
 	tools       []byte // the tools/list result
+	pong        []byte // the ping result
 	fingerprint func([]byte) (string, error)
 
 	mu       sync.Mutex
@@ -125,7 +126,7 @@ func readFile(path string) (*cassette.Header, []*cassette.Call, error) {
 // the first header that has one, the tools of every header (a name's first listing
 // wins), and the calls of all, in the order given.
 func New(headers []*cassette.Header, calls [][]*cassette.Call, o Options) *Mock {
-	m := &Mock{o: o, era: cassette.EraUnknown, groups: map[string]*group{}, byTool: map[string][]*entry{},
+	m := &Mock{o: o, era: cassette.EraUnknown, pong: []byte("{}"), groups: map[string]*group{}, byTool: map[string][]*entry{},
 		fingerprint: jcs.Fingerprint}
 	seen := map[string]bool{}
 	var tools [][]byte
@@ -164,6 +165,18 @@ func New(headers []*cassette.Header, calls [][]*cassette.Call, o Options) *Mock 
 			b = append(b, t...)
 		}
 		m.tools = append(b, ']', '}')
+	}
+	if m.era == cassette.EraStateless {
+		// A 2026-07-28 result says it is whole, and a list how long it may be cached:
+		// the SDK client refuses a tools/list answer without resultType, ttlMs and
+		// cacheScope. The header keeps the tools, not the envelope: not cached.
+		m.tools = append(m.tools[:len(m.tools)-1], `,"resultType":"complete","ttlMs":0,"cacheScope":"private"`...)
+		if meta := jsonlex.Get(m.discover, "_meta"); meta != nil {
+			// The server's own _meta (its serverInfo), as server/discover carried it.
+			m.tools = append(append(m.tools, `,"_meta":`...), meta...)
+		}
+		m.tools = append(m.tools, '}')
+		m.pong = []byte(`{"resultType":"complete"}`)
 	}
 	for i, cs := range calls {
 		for _, c := range cs {
@@ -275,7 +288,7 @@ func (m *Mock) Take(msg []byte, f jsonlex.Fields) Answer {
 		}
 		return Answer{reply: result(f.ID, m.discover)}
 	case "ping":
-		return Answer{reply: result(f.ID, []byte("{}"))}
+		return Answer{reply: result(f.ID, m.pong)}
 	case "tools/list":
 		return Answer{reply: result(f.ID, m.tools)}
 	case "tools/call":
@@ -322,6 +335,11 @@ func (m *Mock) call(id, params []byte) Answer {
 	case e.err != nil:
 		reply = append(append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"error":`...), e.err...)
 		reply = append(reply, '}')
+	case e.outcome == "cancelled" || e.outcome == "timeout":
+		// As recorded: the host gave up on it (cancelled it, or stopped waiting), and
+		// a host replaying the session does the same. An error here was an answer to
+		// a call the host had cancelled, which the recording never had.
+		return Answer{}
 	default:
 		reply = jsonlex.ErrorResponse(id, CodeNoAnswer, "bir-proxy mock: the recorded call (seq "+strconv.FormatInt(e.seq, 10)+") got no answer: "+e.outcome)
 	}

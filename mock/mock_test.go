@@ -66,11 +66,18 @@ func TestHandshakeAndListAreTheRecordedBytes(t *testing.T) {
 	}
 }
 
+// TestStatelessDiscover: the recorded server/discover; tools/list with what a
+// 2026-07-28 result must carry (the SDK client refuses one without), and the
+// server's _meta as server/discover carried it.
 func TestStatelessDiscover(t *testing.T) {
-	h := &cassette.Header{Version: 1, Era: cassette.EraStateless, DiscoverResult: json.RawMessage(`{"supportedVersions":["2026-07-28"] }`)}
+	h := &cassette.Header{Version: 1, Era: cassette.EraStateless, Tools: json.RawMessage(`[{"name":"a"}]`),
+		DiscoverResult: json.RawMessage(`{"supportedVersions":["2026-07-28"] ,"_meta":{"s":1}}`)}
 	m := New([]*cassette.Header{h}, nil, Options{})
-	if got := ask(t, m, `{"jsonrpc":"2.0","id":1,"method":"server/discover"}`); got != `{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"] }}` {
+	if got := ask(t, m, `{"jsonrpc":"2.0","id":1,"method":"server/discover"}`); got != `{"jsonrpc":"2.0","id":1,"result":`+string(h.DiscoverResult)+`}` {
 		t.Errorf("server/discover: %s", got)
+	}
+	if got := ask(t, m, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); got != `{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"a"}],"resultType":"complete","ttlMs":0,"cacheScope":"private","_meta":{"s":1}}}` {
+		t.Errorf("tools/list: %s", got)
 	}
 }
 
@@ -166,13 +173,21 @@ func TestUnmatchedNamesTheNearest(t *testing.T) {
 	}
 }
 
-// TestNoAnswerRecorded: a recorded call that got no answer is answered with an error.
+// TestNoAnswerRecorded: a recorded call the host gave up on gets no answer, as
+// recorded; one whose server was lost gets an error; a recorded error is answered.
 func TestNoAnswerRecorded(t *testing.T) {
-	c := &cassette.Call{Seq: 1, Tool: "echo", Outcome: "timeout"}
+	c := &cassette.Call{Seq: 1, Tool: "echo", Outcome: "upstream_lost"}
 	e := &cassette.Call{Seq: 2, Tool: "lookup", Outcome: "rpc_error", Error: json.RawMessage(`{"code":-32000, "message":"no"}`)}
+	for i, out := range []string{"cancelled", "timeout"} {
+		gone := &cassette.Call{Seq: int64(3 + i), Tool: out, Outcome: out}
+		m := New([]*cassette.Header{sessionHeader()}, [][]*cassette.Call{{gone}}, Options{})
+		if got := ask(t, m, toolsCall("1", out, `{}`)); got != "" {
+			t.Errorf("%s: answered %s", out, got)
+		}
+	}
 	m := New([]*cassette.Header{sessionHeader()}, [][]*cassette.Call{{c, e}}, Options{})
-	if got := ask(t, m, toolsCall("1", "echo", `{}`)); !strings.Contains(got, "timeout") || !strings.Contains(got, `"code":-32603`) {
-		t.Errorf("timeout: %s", got)
+	if got := ask(t, m, toolsCall("1", "echo", `{}`)); !strings.Contains(got, "upstream_lost") || !strings.Contains(got, `"code":-32603`) {
+		t.Errorf("upstream_lost: %s", got)
 	}
 	if got := ask(t, m, toolsCall("1", "lookup", `{}`)); got != `{"jsonrpc":"2.0","id":1,"error":{"code":-32000, "message":"no"}}` {
 		t.Errorf("rpc error: %s", got)
