@@ -164,6 +164,13 @@ func TestUnmatchedNamesTheNearest(t *testing.T) {
 	if !strings.Contains(resp.Error.Message, `{"k":"b","page":2}`) {
 		t.Errorf("the message does not quote the nearest: %s", resp.Error.Message)
 	}
+	m = New([]*cassette.Header{sessionHeader()}, [][]*cassette.Call{{
+		call(1, "login", `{"user":"ann","password":"hunter2"}`, `{}`),
+		call(2, "lookup", `{}`, `{}`),
+	}}, Options{})
+	if got := ask(t, m, toolsCall("5", "login", `{"user":"bob"}`)); strings.Contains(got, "hunter2") || !strings.Contains(got, `"user":"ann"`) {
+		t.Errorf("the nearest call's arguments, shown unredacted: %s", got)
+	}
 	got = ask(t, m, toolsCall("6", "lookp", `{}`))
 	if err := json.Unmarshal([]byte(got), &resp); err != nil {
 		t.Fatalf("%v: %s", err, got)

@@ -5,13 +5,16 @@ import (
 	"strconv"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/redact"
 )
 
 // maxNearest is how many recorded calls an unmatched call's error names.
 const maxNearest = 3
 
-// maxQuoted bounds the arguments quoted in an error, each: a recording's arguments
-// may be megabytes.
+// maxQuoted bounds the arguments shown in an error's data, each: a recording's
+// arguments may be megabytes. They are shown redacted (redact.Report, as reports
+// show them): a cassette holds the arguments raw, secrets included, and an error
+// goes to the host, and from there to a model or a log.
 const maxQuoted = 2048
 
 // unmatched is the error answering a call no recording matches: it names the nearest
@@ -55,25 +58,24 @@ func (m *Mock) unmatched(id []byte, tool string, args []byte) []byte {
 		b = jsonlex.AppendString(b, e.tool)
 		b = append(b, `,"seq":`...)
 		b = strconv.AppendInt(b, e.seq, 10)
-		if len(e.args) <= maxQuoted && e.args != nil {
+		if e.args != nil {
+			shown, _ := redact.Report(e.args, maxQuoted)
 			b = append(b, `,"arguments":`...)
-			b = append(b, e.args...) // raw, as recorded
+			b = append(b, shown...)
 		}
 		b = append(b, '}')
 	}
 	return append(b, `]}}}`...)
 }
 
-// quoteArgs is args for a message: at most n bytes of it, control characters escaped
-// (the message is a JSON string).
+// quoteArgs is args for a message: redacted and clipped to about n bytes (the
+// message is a JSON string: control characters are escaped there).
 func quoteArgs(args []byte, n int) string {
 	if args == nil {
 		return "(no arguments)"
 	}
-	if len(args) > n {
-		return string(args[:n]) + "…"
-	}
-	return string(args)
+	shown, _ := redact.Report(args, n)
+	return string(shown)
 }
 
 // nearest returns the recorded calls nearest to a call of tool with args: of the same
