@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -128,6 +131,34 @@ func TestMockAnswersAsRecorded(t *testing.T) {
 	}
 	both.Stdin.Close()
 	both.ExitCode()
+
+	// --listen: the same answers over Streamable HTTP, until interrupted.
+	hp := testutil.Start(t, exec.Command(bp, "mock", "--listen", "127.0.0.1:0", path))
+	ctx := testutil.Context(t)
+	var addr string
+	if err := hp.Stderr.WaitUntil(ctx, func(s string) bool {
+		_, rest, ok := strings.Cut(s, "listening on ")
+		addr, _, _ = strings.Cut(rest, "\n")
+		return ok && strings.HasSuffix(addr, "/mcp")
+	}); err != nil {
+		t.Fatalf("mock --listen: %v: %s", err, hp.Stderr.String())
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, addr, strings.NewReader(mockScript[3]))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	http.DefaultClient.CloseIdleConnections()
+	if answerBytes(string(body)) != answerBytes(recorded["2"]) {
+		t.Errorf("over HTTP: %s", body)
+	}
+	hp.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := hp.ExitCode(); code != 0 {
+		t.Errorf("mock --listen exited %d on SIGTERM: %s", code, hp.Stderr.String())
+	}
 }
 
 // TestMockUsage: what the command refuses.
@@ -147,6 +178,7 @@ func TestMockUsage(t *testing.T) {
 		{[]string{"--fallback", bad}, "--fallback needs"},
 		{[]string{"--cassette", "x.jsonl", bad}, "goes with --fallback"},
 		{[]string{"--fallback", "--cassette", bad, bad, "--", "true"}, "being replayed"},
+		{[]string{"--listen", "0.0.0.0:8931", bad}, "loopback"},
 	} {
 		p := testutil.Start(t, exec.Command(bp, append([]string{"mock"}, tc.args...)...))
 		p.Stdin.Close()

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,7 +26,7 @@ import (
 )
 
 // Usage is the command's synopsis.
-const Usage = "CASSETTE [CASSETTE...] [--latency recorded|none] [--fallback [--cassette FILE] -- COMMAND [ARGS...]]"
+const Usage = "CASSETTE [CASSETTE...] [--latency recorded|none] [--listen ADDR] [--fallback [--cassette FILE] -- COMMAND [ARGS...]]"
 
 // About is the paragraph under its usage line.
 const About = `Runs an MCP server on stdio that answers from cassettes (recorded with
@@ -34,8 +36,9 @@ identical calls get the recorded answers in order, then the last again).
 A call no recording holds gets an error naming the nearest recorded calls;
 with --fallback it goes to the live server started by COMMAND instead, and
 --cassette FILE records those calls. Answers are the recorded bytes, with
-the request's id. Exit status: 0 when stdin ends, 2 bad usage or a cassette
-that does not read.`
+the request's id. --listen serves Streamable HTTP instead of stdio, until
+interrupted. Exit status: 0 when stdin ends, 2 bad usage or a cassette that
+does not read.`
 
 // Flags are the command's flags.
 type Flags struct {
@@ -44,7 +47,7 @@ type Flags struct {
 	Cassette string
 	Server   string
 	Timeout  time.Duration
-	LogLevel string
+	Listen   string
 }
 
 // DefineFlags defines the command's flags on fs.
@@ -54,6 +57,7 @@ func DefineFlags(fs *flag.FlagSet) *Flags {
 	fs.BoolVar(&f.Fallback, "fallback", false, "send the calls no cassette holds to the live server started by the COMMAND after --")
 	fs.StringVar(&f.Cassette, "cassette", "", "with --fallback: record the live server's calls to this `FILE` (a cassette; the arguments RAW, secrets included)")
 	fs.StringVar(&f.Server, "server", "", "the live server's name (default: the cassette's)")
+	fs.StringVar(&f.Listen, "listen", "", "serve Streamable HTTP at `ADDR` (a loopback address, e.g. 127.0.0.1:8931; port 0 picks one, said on stderr) instead of stdio")
 	fs.DurationVar(&f.Timeout, "timeout", verify.DefaultCallTimeout, "with --fallback: how long the live server's handshake, and each of its calls, may take")
 	return f
 }
@@ -89,6 +93,13 @@ func Run(ctx context.Context, o Options) int {
 		return usage("a command is only run with --fallback")
 	case f.Cassette != "" && !f.Fallback:
 		return usage("--cassette records the live server's calls: it goes with --fallback")
+	}
+	if f.Listen != "" {
+		host, _, err := net.SplitHostPort(f.Listen)
+		if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+			// The recordings hold raw arguments, secrets included: not for the network.
+			return usage(fmt.Sprintf("--listen %q: want a loopback address and a port, like 127.0.0.1:8931", f.Listen))
+		}
 	}
 	if f.Cassette != "" {
 		for _, c := range o.Cassettes {
@@ -128,7 +139,36 @@ func Run(ctx context.Context, o Options) int {
 		defer live.close(o.Logger)
 		defer cancel() // first: a handshake still under way ends
 	}
+	if f.Listen != "" {
+		return listen(ctx, o, m)
+	}
 	if err := m.Serve(ctx, o.Stdin, o.Stdout); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(o.Stderr, "bir-proxy mock: %s\n", termtext.Line(err.Error()))
+		return 1
+	}
+	return 0
+}
+
+// listen serves m over Streamable HTTP at --listen until ctx is done.
+func listen(ctx context.Context, o Options, m *mock.Mock) int {
+	ln, err := net.Listen("tcp", o.Flags.Listen)
+	if err != nil {
+		fmt.Fprintf(o.Stderr, "bir-proxy mock: %s\n", termtext.Line(err.Error()))
+		return 1
+	}
+	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(o.Stderr, "bir-proxy mock: listening on http://%s/mcp\n", ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+		err = <-done
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(o.Stderr, "bir-proxy mock: %s\n", termtext.Line(err.Error()))
 		return 1
 	}
