@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -240,5 +241,41 @@ func TestFallbackRecords(t *testing.T) {
 	}
 	if len(live.calls) != 1 || live.calls[0] != `echo {"n":2}` || len(rec) != 1 || string(rec[0].Result) != `{"live":true}` {
 		t.Errorf("live %q, recorded %v", live.calls, rec)
+	}
+}
+
+// TestRepeatsInFlight: 2 and 8 identical calls in flight with recorded latency each
+// get the recorded answer of their place in the order they were read, whatever the
+// order the answers are written in.
+func TestRepeatsInFlight(t *testing.T) {
+	for _, n := range []int{2, 8} {
+		var calls []*cassette.Call
+		for i := range n {
+			c := call(int64(i+1), "slow", `{}`, `{"n":`+strconv.Itoa(i)+`}`)
+			c.DurationMs = float64(50 * ((n - i) % 3))
+			calls = append(calls, c)
+		}
+		m := New([]*cassette.Header{sessionHeader()}, [][]*cassette.Call{calls}, Options{Latency: true})
+		var in strings.Builder
+		for i := range n {
+			in.WriteString(toolsCall(strconv.Itoa(i), "slow", `{}`) + "\n")
+		}
+		var out bytes.Buffer
+		if err := m.Serve(context.Background(), strings.NewReader(in.String()), &out); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if len(lines) != n {
+			t.Fatalf("%d in flight: %d answers", n, len(lines))
+		}
+		for _, l := range lines {
+			var r struct {
+				ID     int
+				Result struct{ N int }
+			}
+			if err := json.Unmarshal([]byte(l), &r); err != nil || r.ID != r.Result.N {
+				t.Errorf("%d in flight: %s", n, l)
+			}
+		}
 	}
 }
