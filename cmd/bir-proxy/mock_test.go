@@ -187,3 +187,20 @@ func TestMockUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestMockStopsOnSIGTERM: a host stops its server with SIGTERM, stdin still open; the
+// mock, blocked reading stdin, went on running.
+func TestMockStopsOnSIGTERM(t *testing.T) {
+	_, _ = isolate(t)
+	bp := testutil.Build(t, "./cmd/bir-proxy")
+	path := filepath.Join(t.TempDir(), "c.jsonl")
+	os.WriteFile(path, []byte(`{"bir-cassette":1,"server":"s","recordedAt":"2026-01-01T00:00:00Z","era":"unknown"}`+"\n"), 0o600)
+	p := testutil.Start(t, exec.Command(bp, "mock", path))
+	if got := strings.TrimSpace(mockSession(t, p, []string{`{"jsonrpc":"2.0","id":1,"method":"ping"}`})["1"]); got != `{"jsonrpc":"2.0","id":1,"result":{}}` {
+		t.Fatalf("ping: %s", got)
+	}
+	p.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.ExitCode(); code != 0 {
+		t.Errorf("exit %d after SIGTERM: %s", code, p.Stderr.String())
+	}
+}

@@ -142,7 +142,16 @@ func Run(ctx context.Context, o Options) int {
 	if f.Listen != "" {
 		return listen(ctx, o, m)
 	}
-	if err := m.Serve(ctx, o.Stdin, o.Stdout); err != nil && !errors.Is(err, context.Canceled) {
+	// Serve reads stdin on a goroutine of its own: a read of stdin does not end when
+	// ctx does, and a host's SIGTERM with stdin still open left the mock running.
+	served := make(chan error, 1)
+	go func() { served <- m.Serve(ctx, o.Stdin, o.Stdout) }()
+	err = nil
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(o.Stderr, "bir-proxy mock: %s\n", termtext.Line(err.Error()))
 		return 1
 	}
