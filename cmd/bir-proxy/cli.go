@@ -10,6 +10,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/callcmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/cassettecmd"
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/mockcmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/pinscmd"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 )
@@ -155,6 +156,13 @@ wrap would use from the current directory (and, for log, of the journals).`,
 			about:   cassettecmd.About,
 			flags:   defineCassetteCmdFlags,
 			run:     runCassetteCmd,
+		},
+		{
+			name: "mock", synopsis: mockcmd.Usage,
+			summary: "an MCP server answering from cassettes",
+			about:   mockcmd.About,
+			flags:   func(fs *flag.FlagSet) any { return mockcmd.DefineFlags(fs) },
+			run:     runMock,
 		},
 		{
 			name: "pins", synopsis: pinscmd.Usage,

@@ -1,0 +1,79 @@
+package mock
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+)
+
+// Handler is the mock as a Streamable HTTP server (MCP 2025-03-26 and later), one
+// endpoint: a POSTed message is answered in the response's JSON body (a notification
+// or a response with 202 and none); GET (the server's own stream) and DELETE (no
+// sessions are kept) get 405. The answering is Take's, as on stdio.
+func (m *Mock) Handler() http.Handler {
+	return http.HandlerFunc(m.serveHTTP)
+}
+
+func (m *Mock) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "bir-proxy mock: POST a JSON-RPC message", http.StatusMethodNotAllowed)
+		return
+	}
+	// A page in a browser must not reach a local server (DNS rebinding): an Origin,
+	// when sent, must be the loopback's.
+	if o := r.Header.Get("Origin"); o != "" && !loopbackOrigin(o) {
+		http.Error(w, "bir-proxy mock: forbidden origin", http.StatusForbidden)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxMessage))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, "bir-proxy mock: message too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "bir-proxy mock: reading the request", http.StatusBadRequest)
+		return
+	}
+	body = bytes.TrimSpace(body)
+	if !jsonlex.Valid(body) {
+		writeJSON(w, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bir-proxy mock: a body that is not JSON"}}`))
+		return
+	}
+	var replies [][]byte
+	jsonlex.EachRPC(body, func(msg []byte, f jsonlex.Fields) {
+		if b := m.Take(msg, f).Wait(r.Context()); b != nil {
+			replies = append(replies, b)
+		}
+	})
+	switch {
+	case len(replies) == 0:
+		w.WriteHeader(http.StatusAccepted)
+	case body[0] == '[':
+		writeJSON(w, append(append([]byte{'['}, bytes.Join(replies, []byte{','})...), ']'))
+	default:
+		writeJSON(w, replies[0])
+	}
+}
+
+func writeJSON(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}
+
+func loopbackOrigin(o string) bool {
+	u, err := url.Parse(o)
+	if err != nil {
+		return false
+	}
+	switch u.Hostname() {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
+}
