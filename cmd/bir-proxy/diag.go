@@ -31,6 +31,7 @@ type diagWriter struct {
 	// holds no stderr line back, and a stderr nobody reads no file line.
 	file    *diagWriter
 	logFile *logFile
+	toFile  bool // d is a file's: its note of dropped lines says so
 }
 
 func newDiagWriter(w io.Writer) *diagWriter {
@@ -50,6 +51,7 @@ func (d *diagWriter) addLogFile(path string) {
 	}
 	d.logFile = l
 	d.file = newDiagWriter(&logFileSink{l: l, said: func(s string) { d.queue([]byte(s)) }})
+	d.file.toFile = true
 }
 
 // Write queues p and never waits; it always reports success, as a log line that
@@ -92,7 +94,11 @@ func (d *diagWriter) run() {
 
 func (d *diagWriter) write(b []byte) {
 	if n := d.dropped.Swap(0); n > 0 {
-		fmt.Fprintf(d.w, "bir-proxy: %d diagnostic lines were dropped: nothing was reading stderr\n", n)
+		if d.toFile {
+			fmt.Fprintf(d.w, "bir-proxy: %d diagnostic lines were dropped: the log file was not keeping up\n", n)
+		} else {
+			fmt.Fprintf(d.w, "bir-proxy: %d diagnostic lines were dropped: nothing was reading stderr\n", n)
+		}
 	}
 	_, _ = d.w.Write(b)
 }
