@@ -4,7 +4,6 @@ import (
 	"flag"
 	"log/slog"
 	"path/filepath"
-	"strings"
 
 	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/intercept"
@@ -101,14 +100,5 @@ func (c *configCmd) cassetteFlags(name string) []string {
 	if err != nil {
 		dir = c.cassettes
 	}
-	safe := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
-			return r
-		}
-		return '_'
-	}, name)
-	if safe == "" || strings.Trim(safe, ".") == "" {
-		safe = "server"
-	}
-	return []string{"--cassette", filepath.Join(dir, safe+".jsonl")}
+	return []string{"--cassette", filepath.Join(dir, cassetteFile(name))}
 }

@@ -26,6 +26,12 @@ type diagWriter struct {
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
+
+	// file is --log-file's own queue and goroutine: a file that is slow or failing
+	// holds no stderr line back, and a stderr nobody reads no file line.
+	file    *diagWriter
+	logFile *logFile
+	toFile  bool // d is a file's: its note of dropped lines says so
 }
 
 func newDiagWriter(w io.Writer) *diagWriter {
@@ -34,9 +40,31 @@ func newDiagWriter(w io.Writer) *diagWriter {
 	return d
 }
 
+// addLogFile makes d also write every line to path (--log-file), from now on. A file
+// that cannot be opened is said on stderr, and the proxy logs to stderr alone. Called
+// once, before d is shared.
+func (d *diagWriter) addLogFile(path string) {
+	l, err := openLogFile(path)
+	if err != nil {
+		d.queue([]byte(fmt.Sprintf("bir-proxy: the log file %s cannot be written, logging to stderr only: %v\n", path, err)))
+		return
+	}
+	d.logFile = l
+	d.file = newDiagWriter(&logFileSink{l: l, said: func(s string) { d.queue([]byte(s)) }})
+	d.file.toFile = true
+}
+
 // Write queues p and never waits; it always reports success, as a log line that
 // could not be written is not the caller's failure.
 func (d *diagWriter) Write(p []byte) (int, error) {
+	if d.file != nil {
+		d.file.Write(p)
+	}
+	return d.queue(p)
+}
+
+// queue is Write to stderr alone.
+func (d *diagWriter) queue(p []byte) (int, error) {
 	select {
 	case d.ch <- bytes.Clone(p):
 	default:
@@ -66,7 +94,11 @@ func (d *diagWriter) run() {
 
 func (d *diagWriter) write(b []byte) {
 	if n := d.dropped.Swap(0); n > 0 {
-		fmt.Fprintf(d.w, "bir-proxy: %d diagnostic lines were dropped: nothing was reading stderr\n", n)
+		if d.toFile {
+			fmt.Fprintf(d.w, "bir-proxy: %d diagnostic lines were dropped: the log file was not keeping up\n", n)
+		} else {
+			fmt.Fprintf(d.w, "bir-proxy: %d diagnostic lines were dropped: nothing was reading stderr\n", n)
+		}
 	}
 	_, _ = d.w.Write(b)
 }
@@ -77,6 +109,15 @@ func (d *diagWriter) Close(grace time.Duration) {
 	d.once.Do(func() { close(d.stop) })
 	t := time.NewTimer(grace)
 	defer t.Stop()
+	if d.file != nil {
+		d.file.once.Do(func() { close(d.file.stop) })
+		select {
+		case <-d.file.done:
+			d.logFile.Close()
+		case <-t.C:
+			return
+		}
+	}
 	select {
 	case <-d.done:
 	case <-t.C:

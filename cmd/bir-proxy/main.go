@@ -84,6 +84,8 @@ type proxyFlags struct {
 	cassette        *cassetteFlags
 	pinTools        string // --pin-tools, BIR_PIN_TOOLS (pins.go)
 	readOnly        bool   // --read-only (pins.go)
+	logFile         string // --log-file (logfile.go)
+	cassetteDir     string // the configuration file's cassette-dir (userconfig.go)
 }
 
 // repeated is a flag that may be given many times.
@@ -110,6 +112,7 @@ func defineProxyFlags(fs *flag.FlagSet) *proxyFlags {
 	fs.DurationVar(&f.stopGrace, "stop-grace", upstream.DefaultInputGrace, "how long the server has to exit after its stdin closes, before SIGTERM")
 	fs.BoolVar(&f.noRevive, "no-revive", false, "when the server dies, end the session with its status instead of starting it again")
 	fs.StringVar(&f.logLevel, "log-level", envOr("BIR_LOG_LEVEL", "info"), "debug, info, warn or error (env BIR_LOG_LEVEL)")
+	fs.StringVar(&f.logFile, "log-file", "", "also append the proxy's stderr lines to `FILE` (0600; rotated at 10 MiB to FILE.1), for hosts that hide a server's stderr")
 	fs.StringVar(&f.url, "url", "", "a remote MCP server's URL (Streamable HTTP or HTTP+SSE) instead of a command; ${VAR} is expanded")
 	fs.StringVar(&f.transport, "transport", upstream.TransportAuto, "with --url: auto (Streamable HTTP, falling back to HTTP+SSE), http or sse")
 	fs.Var((*repeated)(&f.headers), "header", "with --url: a header sent with every request, \"Name: value\" (repeatable; ${VAR} is expanded)")
@@ -142,6 +145,7 @@ func parseProxyFlags(c *cli, args []string) (f *proxyFlags, code int, ok bool) {
 		fmt.Fprintf(c.stdout, "bir-proxy %s\n", version.Get())
 		return nil, 0, false
 	}
+	applyUserConfig(fs, f, c.stderr)
 	if _, err := parseLogLevel(f.logLevel); err != nil {
 		set := false
 		fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "log-level" })
@@ -182,6 +186,7 @@ func parseProxyFlags(c *cli, args []string) (f *proxyFlags, code int, ok bool) {
 		if f.server == "" {
 			f.server = urlHost(f.url)
 		}
+		f.cassetteFromDir()
 		return f, 0, true
 	}
 	if len(f.headers) > 0 || len(f.headerFiles) > 0 {
@@ -193,6 +198,7 @@ func parseProxyFlags(c *cli, args []string) (f *proxyFlags, code int, ok bool) {
 	if f.server == "" {
 		f.server = servername.Default(f.command)
 	}
+	f.cassetteFromDir()
 	return f, 0, true
 }
 
@@ -265,6 +271,9 @@ func runProxy(c *cli, args []string) int {
 		return 2
 	}
 	diag := newDiagWriter(os.Stderr)
+	if f.logFile != "" {
+		diag.addLogFile(f.logFile)
+	}
 	defer diag.Close(diagGrace)
 	logger := newLogger(diag, f.logLevel, f.server)
 	defer startProfile()()

@@ -815,6 +815,7 @@ func runStatus(ctx context.Context, c *cli, args []string) int {
 			fmt.Fprintf(c.stdout, "the wrapped entries' %s runs: %s\n", cmd, ch.version)
 		}
 	}
+	fmt.Fprint(c.stdout, userConfigStatus())
 	fmt.Fprintln(c.stdout, c.recorderStatus(ctx))
 	fmt.Fprint(c.stdout, otelStatus(time.Now()))
 	// The same words as --version and the registration's version, so a recorder's

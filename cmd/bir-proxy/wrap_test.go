@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
+	"github.com/bir-dev/bir-proxy/internal/userconfig"
 	"github.com/bir-dev/bir-proxy/internal/version"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 )
@@ -395,6 +396,7 @@ func TestStatus(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("%d %s", code, errOut)
 	}
+	defaults, _ := userconfig.DefaultPath()
 	want := "config: " + path + `
   github      wrapped      npx -y @modelcontextprotocol/server-github
   filesystem  not wrapped  npx -y @modelcontextprotocol/server-filesystem /Users/dev/projects /Users/dev/Documents
@@ -405,6 +407,7 @@ func TestStatus(t *testing.T) {
   local-tool  not wrapped  /usr/local/bin/my-mcp-server
   bir         not wrapped  bir mcp  (the recorder's own server)
 the wrapped entries' /opt/bir/bin/bir-proxy runs: bir-proxy test
+defaults file: ` + defaults + ` (none; docs/config.md)
 recorder: stub
 this bir-proxy: bir-proxy ` + version.Get().String() + "\n"
 	if out != want {
