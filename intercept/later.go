@@ -50,10 +50,11 @@ type taskReq struct {
 // call is reported at once, a task as task_unfinished and a round as input_required,
 // as at the session's end. A call keeps its report's arguments (at most half a report)
 // and, with a cassette, its raw arguments; a round also the answer that asked for
-// input, up to maxRoundResult.
+// input, as its report will show it.
 const (
-	maxLaterCalls  = 1024
-	maxLaterBytes  = 64 << 20
+	maxLaterCalls = 1024
+	maxLaterBytes = 64 << 20
+	// maxRoundResult bounds a requestState kept to join the host's retry.
 	maxRoundResult = 1 << 20
 	// maxTaskReqs bounds the task requests awaiting answers: a host polling tasks
 	// the server never answers must not grow the table without end.
@@ -184,11 +185,11 @@ func (t *tracker) openRound(c *call, ri resultInfo, result []byte, at time.Time)
 		l.rounds = make(map[string]*call)
 	}
 	c.sentBytes = int64(len(result)) // what the report says if the call ends here
-	if len(result) <= maxRoundResult {
-		c.roundResult = bytes.Clone(result)
-	} else {
-		c.roundResult = json.RawMessage(`{"_bir":"not recorded: an input_required result over 1 MiB"}`)
-	}
+	// Kept as the report will show it (redacted, clipped to what the report has room
+	// for), not raw: a long one costs a report's part, and reads as it would have
+	// had the answer streamed past (TestLongAnswerIsRecordedAsWhole).
+	out, clipped := t.scratch.red.Report(result, max(t.cap-fixedSize(c)-len(c.argsOut), minPart))
+	c.roundResult, c.roundClipped, c.roundReported = bytes.Clone(out), clipped, true
 	k := roundKey(ri.requestState, c.tool, c.fingerprint)
 	if old, ok := l.rounds[k]; ok {
 		t.endLater(old, at, report.OutcomeInputRequired, old.roundResult, nil)
@@ -273,7 +274,7 @@ func (t *tracker) join(params []byte, tool, fingerprint string) *call {
 	if l.empty() {
 		l.order, l.bytes = nil, 0
 	}
-	c.roundResult, c.sentBytes = nil, 0
+	c.roundResult, c.sentBytes, c.roundReported = nil, 0, false
 	c.rounds++
 	// Counted once: the retry's own awaiting (the host path counted it) is the call's.
 	t.interested.Add(-1)

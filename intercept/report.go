@@ -123,6 +123,8 @@ func (sc *scratch) buildStep(c *call, endedAt time.Time, outcome string, result,
 	}
 	switch {
 	case result == nil:
+	case c.roundReported && outcome == report.OutcomeInputRequired:
+		st.Result, st.ResultClipped = result, c.roundClipped // made when the round was kept
 	case c.res != nil:
 		st.Result, st.ResultClipped = c.res.Report(max(avail, minPart))
 	default:

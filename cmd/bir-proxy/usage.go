@@ -30,7 +30,7 @@ var placeholders = map[string]string{
 	"connect-timeout": "DURATION", "header": `"NAME: VALUE"`, "header-file": "FILE", "log-level": "LEVEL",
 	"max-message": "BYTES", "max-slowdown": "FACTOR", "oauth-wait": "DURATION", "skip-tool": "NAME",
 	"transport": "KIND", "correlation-key": "KEY", "journal-keep": "N", "journal-max-mb": "MB",
-	"recorder": "URL", "stop-grace": "DURATION", "host": "HOST",
+	"recorder": "URL", "stop-grace": "DURATION", "host": "HOST", "latency": "MODE",
 }
 
 // placeholder is what stands for f's value in the help; "" for a flag that takes none.
