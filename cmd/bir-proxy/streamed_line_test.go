@@ -409,7 +409,10 @@ func TestStreamedBytesAreTheAssembledOnes(t *testing.T) {
 				s.print(t, l[i:min(i+7919, len(l))])
 			}
 		}
-		return r.waitHost("the last message", func(got string) bool { return strings.Contains(got, `"method":"end"`) })
+		// The whole last line, its newline too: the host's output is read as it
+		// comes, and a check that saw "end" before its newline compared 10 lines
+		// with 11.
+		return r.waitHost("the last message", func(got string) bool { return strings.Contains(got, `"method":"end","params":{}}`+"\n") })
 	}
 	whole, streamed := run("0"), run("1")
 	if whole != streamed {
