@@ -157,10 +157,6 @@ func taskString(raw []byte) string {
 	return jsonlex.StringOf(raw)
 }
 
-func terminal(status string) bool {
-	return status == "completed" || status == "failed" || status == "cancelled"
-}
-
 // openTask keeps c, whose answer was a task handle, open until the task ends.
 func (t *tracker) openTask(c *call, ri resultInfo, at time.Time) {
 	l := &t.open
@@ -382,7 +378,7 @@ func (t *tracker) taskState(c *call, task []byte, at time.Time) {
 		return
 	}
 	c.taskStatus = status
-	if !terminal(status) {
+	if !mcptask.Terminal(status) {
 		return
 	}
 	switch {
