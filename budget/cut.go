@@ -56,7 +56,9 @@ func Over(msg []byte, budget int) bool {
 // fit; and last a text item saying note (asked only when msg is cut). ok is false, and msg is to pass as it is, when
 // msg is not one valid JSON answer with an object result, or its result fits.
 func Cut(msg []byte, budget int, note func() string) (out []byte, ok bool) {
-	if budget < 0 || !json.Valid(msg) {
+	// jsonlex.Valid, not json.Valid: encoding/json stops at 10,000 levels, and a
+	// result nested deeper was taken for invalid and passed whole, however long.
+	if budget < 0 || !jsonlex.Valid(msg) {
 		return nil, false
 	}
 	start := jsonlex.SkipSpace(msg, 0)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
 // checkCut asserts what every cut answer must be: valid JSON, valid UTF-8 when the
@@ -120,4 +122,20 @@ func FuzzCut(f *testing.F) {
 		}
 		checkCut(t, msg, budget, out)
 	})
+}
+
+// TestCutDeepResult: a result holding a member nested past encoding/json's 10,000
+// levels was taken for invalid JSON and passed whole, however long (a hostile
+// server's way past the budget). It is cut like any other.
+func TestCutDeepResult(t *testing.T) {
+	const depth = 20_000
+	msg := answer("1", `{"content":[{"type":"text","text":"`+strings.Repeat("a", 100_000)+`"}],"x":`+
+		strings.Repeat("[", depth)+strings.Repeat("]", depth)+`}`)
+	out, ok := Cut(msg, 400, func() string { return "cut" })
+	if !ok {
+		t.Fatal("a valid answer nested 20,000 deep passed uncut")
+	}
+	if !jsonlex.Valid(out) || !bytes.HasPrefix(out, []byte(`{"jsonrpc":"2.0","id":1,`)) || len(out) > 400+Slack+200 {
+		t.Fatalf("cut to %d bytes: %.300q", len(out), out)
+	}
 }
