@@ -101,7 +101,7 @@ func (w *Watcher) reload() {
 		clear(w.warned) // reset: the next listing is pinned afresh
 	case err != nil:
 		if !w.bad {
-			w.log.Warn("tool pins cannot be read; drift is not checked", "server", w.server, "err", err)
+			w.log.Warn("tool pins cannot be read; drift is not checked", "err", err)
 		}
 		w.pinned, w.have, w.bad = map[string]Def{}, true, true
 	default:
@@ -136,7 +136,7 @@ func (w *Watcher) Listed(result []byte, first bool) []Status {
 			if !w.full {
 				w.full = true
 				w.log.Warn("a tool list past the pin bound; the rest is not pinned or compared",
-					"server", w.server, "bound", MaxTools)
+					"bound", MaxTools)
 			}
 			return
 		}
@@ -199,8 +199,7 @@ func (w *Watcher) Listed(result []byte, first bool) []Status {
 			case w.said <= maxDriftLines:
 				w.say(s)
 			case w.said == maxDriftLines+1:
-				w.log.Warn("tool drift: more tools drifted than are said one by one; bir-proxy pins lists them all",
-					"server", w.server)
+				w.log.Warn("tool drift: more tools drifted than are said one by one; bir-proxy pins lists them all")
 			}
 		}
 	}
@@ -225,7 +224,9 @@ func (w *Watcher) Listed(result []byte, first bool) []Status {
 // say writes the one stderr line of a drifted tool.
 func (w *Watcher) say(s Status) {
 	what := "tool drift: " + s.Status
-	args := []any{"server", w.server, "tool", s.Name}
+	// The logger names the server (the proxy's does): said again, it was
+	// "server=p server=p".
+	args := []any{"tool", s.Name}
 	switch s.Status {
 	case StatusChanged:
 		args = append(args, "changed", strings.Join(s.Changed, ","))
@@ -322,7 +323,7 @@ func (w *Watcher) writer(idle chan struct{}) {
 		}
 		w.wmu.Unlock()
 		if err := w.store.Update(w.server, change); err != nil {
-			w.log.Warn("tool pins not saved", "server", w.server, "err", err)
+			w.log.Warn("tool pins not saved", "err", err)
 		}
 	}
 }
@@ -340,6 +341,6 @@ func (w *Watcher) Close(wait time.Duration) {
 	select {
 	case <-idle:
 	case <-t.C:
-		w.log.Warn("tool pins: the last write did not finish", "server", w.server)
+		w.log.Warn("tool pins: the last write did not finish")
 	}
 }

@@ -200,7 +200,9 @@ func diff(o Options, server, tool string, fail func(error) int) int {
 			return nil, nil
 		}
 		if d.Raw == "" {
-			return nil, fmt.Errorf("the definition of %q is over 64 KiB and was not kept whole; its members compare as %v", tool, d.Members)
+			// Not the members' hashes (a Go map printed raw): which members differ
+			// is what `pins` says.
+			return nil, fmt.Errorf("the definition of %q is over 64 KiB and was not kept whole, only its members' hashes; bir-proxy pins says which members changed", tool)
 		}
 		var buf bytes.Buffer
 		if err := json.Indent(&buf, []byte(d.Raw), "", "  "); err != nil {
