@@ -23,11 +23,13 @@ import (
 )
 
 // The scripted server: this test binary, run with scriptEnv set to a file. It
-// reads scriptWaitEnv lines from stdin, then copies the file to its stdout, then
-// reads stdin to its end. What it writes is all the test's: a hostile server's lines.
+// reads scriptWaitEnv lines from stdin, then copies the file to its stdout, creates
+// the file scriptDoneEnv names, then reads stdin to its end. What it writes is all
+// the test's: a hostile server's lines.
 const (
 	scriptEnv     = "BIR_RELAY_TEST_SCRIPTED_SERVER"
 	scriptWaitEnv = "BIR_RELAY_TEST_SCRIPTED_WAIT"
+	scriptDoneEnv = "BIR_RELAY_TEST_SCRIPTED_DONE"
 	// Or, with recordEnv set to a file, it writes all it reads to it, and says
 	// nothing.
 	recordEnv = "BIR_RELAY_TEST_RECORDING_SERVER"
@@ -64,6 +66,11 @@ func init() {
 	}
 	if _, err := io.Copy(os.Stdout, f); err != nil {
 		os.Exit(4)
+	}
+	if done := os.Getenv(scriptDoneEnv); done != "" {
+		if os.WriteFile(done, nil, 0o600) != nil {
+			os.Exit(5)
+		}
 	}
 	_, _ = io.Copy(io.Discard, in)
 	os.Exit(0)
@@ -139,7 +146,8 @@ func runScripted(t *testing.T, script string, calls, threshold int, slab, record
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), scriptEnv+"="+path, scriptWaitEnv+"="+strconv.Itoa(calls))
+	done := t.TempDir() + "/written"
+	env := append(os.Environ(), scriptEnv+"="+path, scriptWaitEnv+"="+strconv.Itoa(calls), scriptDoneEnv+"="+done)
 	proc, inR, inW, outR, outW, end := startWithPipes(t, self, env, "scripted", slab)
 	defer end()
 	_ = outR.SetReadDeadline(time.Now().Add(testutil.Guard))
@@ -176,7 +184,11 @@ func runScripted(t *testing.T, script string, calls, threshold int, slab, record
 		}
 	}()
 	// The host's end once the server has printed all (it waits for the calls first):
-	// the session ends gently, every line delivered.
+	// the session ends gently, every line delivered. Not before: the relay gives the
+	// server's last lines a second (pumpGrace) once the host has gone, and under load
+	// megabytes of the script still in the pipe took longer (the last call was then
+	// reported lost in one run and answered in the other).
+	waitForFile(t, done)
 	inW.Close()
 	testutil.Recv(t, got, "the host's output to end")
 	if err := testutil.Recv(t, ran, "Run to return"); err != nil {
@@ -391,5 +403,20 @@ func TestHostStreamedAndAssembledAgree(t *testing.T) {
 		if d := firstDiff(base.steps, got.steps); d != "" {
 			t.Errorf("%s: other steps recorded: %s", name, d)
 		}
+	}
+}
+
+// waitForFile waits, within testutil.Guard, for path to exist.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(testutil.Guard)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within %v", path, testutil.Guard)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
