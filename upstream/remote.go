@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/httpclient"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/redact"
 )
@@ -111,24 +112,24 @@ const maxAuthRetries = 2
 // honoured (the recorder's own client ignores them: it is on loopback), a connect
 // timeout, keep-alive connections enough for many calls in flight, and no overall
 // timeout (http.Client.Timeout would cut a long tool call or an event stream).
+// It never retries on its own: an MCP POST may have run a tool (see roundTrip).
 func NewHTTPClient(connectTimeout time.Duration) *http.Client {
 	if connectTimeout <= 0 {
 		connectTimeout = DefaultConnectTimeout
 	}
-	d := &net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}
-	t := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           d.DialContext,
-		ForceAttemptHTTP2:     true,
-		TLSHandshakeTimeout:   connectTimeout,
-		ExpectContinueTimeout: time.Second,
-		IdleConnTimeout:       90 * time.Second,
+	return httpclient.New(httpclient.Options{
+		Standard:            true, // HTTP/2 attempted, Expect-Continue 1 s, idle connections closed after 90 s
+		Proxy:               httpclient.FromEnv,
+		Redirects:           httpclient.Follow, // a remoteConn replaces it with checkRedirect
+		DialTimeout:         connectTimeout,
+		KeepAlive:           30 * time.Second,
+		TLSHandshakeTimeout: connectTimeout,
+		IdleConnTimeout:     90 * time.Second,
 		// The default of 2 idle connections per host would close and redial most
 		// connections under 32 calls in flight.
 		MaxIdleConns:        128,
 		MaxIdleConnsPerHost: 64,
-	}
-	return &http.Client{Transport: t}
+	})
 }
 
 // Dial returns a connection to the server. It does not touch the network: the first
@@ -1479,19 +1480,4 @@ func oneLine(b []byte) []byte {
 		}
 	}
 	return b
-}
-
-// sleepCtx waits d or until ctx ends; it reports whether the full time passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

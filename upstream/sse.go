@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/backoff"
 )
 
 // The HTTP+SSE transport of protocol version 2024-11-05: a GET opens an event stream
@@ -197,7 +199,7 @@ func (c *remoteConn) legacyLost(gen int) {
 	c.replaced("the server's event stream ended before it answered")
 	c.waitSettled() // as after a 404: nothing goes to the new session before
 	for n := 1; n <= legacyReconnects; n++ {
-		if !sleepCtx(c.ctx, backoff(n)) {
+		if !backoff.Sleep(c.ctx, reconnectWait(n)) {
 			return
 		}
 		if err := c.legacyConnect(); err != nil {
@@ -281,7 +283,7 @@ func (c *remoteConn) legacyPost(ctx context.Context, m *outMsg, status chan int)
 		if err == nil {
 			break
 		}
-		if wrote.Load() || attempt >= 2 || !refusedBeforeSending(err) || !sleepCtx(ctx, time.Duration(100<<attempt)*time.Millisecond) {
+		if wrote.Load() || attempt >= 2 || !refusedBeforeSending(err) || !backoff.Sleep(ctx, time.Duration(100<<attempt)*time.Millisecond) {
 			if ctx.Err() == nil {
 				c.fail(m, c.httpFailure(err))
 			}

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -17,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/backoff"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
@@ -40,9 +40,6 @@ const (
 	// maxResumes is how many times in a row a broken stream is resumed without a new
 	// event before its request is answered with an error (the go-sdk's limit).
 	maxResumes = 5
-	// reconnect backoff: 1 s growing by half each time, capped, with full jitter.
-	backoffBase = time.Second
-	backoffMax  = 30 * time.Second
 	// Re-initialization after a session expired: the n-th new session in a row
 	// (each expired within reinitMax of its start) waits reinitBase doubling, up to
 	// reinitMax; after maxReinits of them the proxy gives up starting new ones for
@@ -317,7 +314,7 @@ func (c *remoteConn) roundTrip(ctx context.Context, m *outMsg, sent chan struct{
 			return nil, sid, err
 		}
 		c.log.Debug("connection refused; trying again", "attempt", attempt+1)
-		if !sleepCtx(ctx, time.Duration(100<<attempt)*time.Millisecond) {
+		if !backoff.Sleep(ctx, time.Duration(100<<attempt)*time.Millisecond) {
 			return nil, sid, err
 		}
 	}
@@ -672,9 +669,9 @@ func (c *remoteConn) readStream(ctx context.Context, m *outMsg, body io.Reader) 
 		tries++
 		delay := retry
 		if delay <= 0 {
-			delay = backoff(tries)
+			delay = reconnectWait(tries)
 		}
-		if !sleepCtx(ctx, delay) {
+		if !backoff.Sleep(ctx, delay) {
 			return
 		}
 		resp, sid, err := c.get(ctx, lastID)
@@ -868,11 +865,11 @@ func (c *remoteConn) listen(ctx context.Context, opened chan struct{}) {
 				failures++
 			}
 		}
-		delay := backoff(failures)
+		delay := reconnectWait(failures)
 		if retry > 0 && failures <= 1 {
 			delay = retry
 		}
-		if !sleepCtx(ctx, delay) {
+		if !backoff.Sleep(ctx, delay) {
 			return
 		}
 	}
@@ -917,7 +914,7 @@ func (c *remoteConn) renewSession(sid string) (bool, string) {
 	}
 	delay := time.Duration(0)
 	if n > 0 {
-		delay = min(reinitBase<<min(n-1, 20), reinitMax)
+		delay = reinitPacing.Step(n - 1)
 	}
 	c.log.Info("the server's session expired (HTTP 404); starting a new one with the host's initialize", "in", delay)
 	c.sess.id = ""
@@ -937,7 +934,7 @@ func (c *remoteConn) renewSession(sid string) (bool, string) {
 	c.waitSettled()
 	// Requests wait for the new session meanwhile (send waits on ready), at most
 	// reinitMax.
-	ok := sleepCtx(c.ctx, delay)
+	ok := backoff.Sleep(c.ctx, delay)
 	c.mu.Lock()
 	c.sess.reinits++
 	c.sess.reinitAt = time.Now()
@@ -1150,16 +1147,15 @@ func (c *remoteConn) endSession() {
 	resp.Body.Close()
 }
 
-// backoff is the wait before reconnection attempt n (from 1): the base growing by half
-// each time, capped, plus full jitter.
-func backoff(n int) time.Duration {
-	d := backoffBase
-	for i := 1; i < n && d < backoffMax; i++ {
-		d = d * 3 / 2
-	}
-	d = min(d, backoffMax)
-	return d + rand.N(d)
-}
+// reconnect is the pacing of a stream's reconnection: 1 s growing by half each time,
+// up to 30 s, drawn with full jitter.
+var reconnect = backoff.Policy{Base: time.Second, Cap: 30 * time.Second, Factor: 1.5, Jitter: backoff.Full}
+
+// reconnectWait is the wait before reconnection attempt n (from 1).
+func reconnectWait(n int) time.Duration { return reconnect.Next(max(n-1, 0), 0) }
+
+// reinitPacing spaces the new sessions started in a row after an expiry (renewSession).
+var reinitPacing = backoff.Policy{Base: reinitBase, Cap: reinitMax, Jitter: backoff.None}
 
 func mediaType(ct string) string {
 	// A media type is ASCII, case-insensitive, and ends at its parameters;
