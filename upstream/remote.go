@@ -177,9 +177,6 @@ type remoteConn struct {
 	ids      *OwnIDs
 	grace    time.Duration
 
-	// connectTimeout bounds the wait for an event stream's response head (sse.go).
-	connectTimeout time.Duration
-
 	ctx    context.Context // ends every request and stream: Close's last step
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine started
@@ -197,13 +194,11 @@ type remoteConn struct {
 	// the cap (readBodyIn): N calls answered at once cost the cap, not N caps.
 	bodies *budget
 	// setup remembers what the host set up, for the re-handshake of a new session.
-	setup  *Setup
-	onWire []<-chan struct{} // sender only: requests posted, maybe not on the wire yet
+	setup *Setup
 	// work hands an exchange to an idle worker goroutine (spawn).
 	work        chan func()
 	idleWorkers atomic.Int32
-	host        string                      // the Host of every request
-	postHdr     atomic.Pointer[postHeaders] // see postHeader
+	host        string // the Host of every request
 
 	mu      sync.Mutex
 	mode    mode
@@ -227,13 +222,13 @@ type remoteConn struct {
 	lossSettled chan struct{}
 	own         map[string]chan []byte // the connection's own requests, by IDKey
 	sess        session                // Streamable HTTP session state
-	legacy      legacyState            // HTTP+SSE state
-	authSaid    bool                   // the 401/403 line was written
+	// http and sse are the two transports; the mode says which one is used.
+	http     *streamableHTTP
+	sse      *legacySSE
+	authSaid bool // the 401/403 line was written
 	// redirectSaid: the line about a redirect not followed was written (once, as
 	// every request of a moved server would say it).
 	redirectSaid atomic.Bool
-	// toolHeaders are the x-mcp-header annotations of the tools, by tool name.
-	toolHeaders map[string][]paramHeader
 }
 
 // pendingReq is a request sent to the server, not yet answered.
@@ -338,27 +333,6 @@ func (h *exchangeHandle) abort() {
 	}
 }
 
-// abortLater closes the response stream of m, a session-era request the host
-// cancelled, after cancelGrace, unless every request of it was answered by then.
-func (c *remoteConn) abortLater(m *outMsg) {
-	c.wg.Add(1) // the sender's own count is held: no Add after Close's Wait began
-	go func() {
-		defer c.wg.Done()
-		t := time.NewTimer(cancelGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-c.ctx.Done():
-			return
-		}
-		if c.stillPending(m) {
-			return // another request of its batch still awaits its answer
-		}
-		c.log.Debug("closing the response stream of a cancelled request", "grace", cancelGrace)
-		m.ex.abort()
-	}()
-}
-
 func newRemote(r Remote) (*remoteConn, error) {
 	u, err := url.Parse(r.URL)
 	if err != nil && strings.Contains(r.URL, "@") {
@@ -408,7 +382,6 @@ func newRemote(r Remote) (*remoteConn, error) {
 	if c.client == nil {
 		c.client = NewHTTPClient(r.ConnectTimeout)
 	}
-	c.connectTimeout = r.ConnectTimeout
 	if c.log == nil {
 		c.log = slog.Default().With("server", c.name)
 	}
@@ -438,7 +411,8 @@ func newRemote(r Remote) (*remoteConn, error) {
 	cl.CheckRedirect = c.checkRedirect
 	c.client = &cl
 	c.sess.ready = closedChan()
-	c.legacy.ready = closedChan()
+	c.http = &streamableHTTP{c: c}
+	c.sse = &legacySSE{c: c, ready: closedChan(), connectTimeout: r.ConnectTimeout}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if c.forced != "" {
 		c.settle(c.forced)
@@ -945,7 +919,7 @@ func (c *remoteConn) Close() error {
 		case <-expired:
 		case <-c.hurry:
 		}
-		c.endSession()
+		c.http.endSession()
 		c.cancel()
 		c.wg.Wait()
 		<-reqsDone
@@ -1022,9 +996,9 @@ func (c *remoteConn) send(m *outMsg) {
 	c.mu.Unlock()
 	switch md {
 	case modeLegacy:
-		c.legacySend(m)
+		c.sse.legacySend(m)
 	default:
-		c.streamableSend(m, md == modeUndecided)
+		c.http.streamableSend(m, md == modeUndecided)
 	}
 	if m.method == "initialize" {
 		c.waitReady()
@@ -1055,7 +1029,7 @@ func (c *remoteConn) cancelled(m *outMsg) bool {
 	if p != nil && !stateless && p.msg != nil {
 		// The notification goes to the server (the session era's way to cancel);
 		// the request's stream is closed after the grace.
-		c.abortLater(p.msg)
+		c.http.abortLater(p.msg)
 	}
 	if stateless {
 		c.log.Debug("the host cancelled a stateless-era request: closing its stream", "connection known", conn != nil)
@@ -1136,7 +1110,7 @@ func (c *remoteConn) deliverHeld(msg []byte, held int64) {
 			return
 		}
 		if p := c.pending[key]; p != nil && p.method == "tools/list" && f.Result != nil {
-			defer c.learnTools(f.Result) // after the lock
+			defer c.http.learnTools(f.Result) // after the lock
 		}
 		delete(c.pending, key)
 		if c.sess.initKey != "" && key == c.sess.initKey {
