@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -195,33 +194,15 @@ type remoteConn struct {
 	bodies *budget
 	// setup remembers what the host set up, for the re-handshake of a new session.
 	setup *Setup
-	// work hands an exchange to an idle worker goroutine (spawn).
-	work        chan func()
-	idleWorkers atomic.Int32
-	host        string // the Host of every request
+	host  string // the Host of every request
 
 	mu      sync.Mutex
 	mode    mode
 	pending map[string]*pendingReq // requests awaiting an answer, by jsonlex.IDKey
-	// unread counts the ReplacedErrors in the inbox that Read has still to return;
-	// epoch counts the losses the reader has settled (Settled).
-	unread int
-	epoch  atomic.Uint64
-	// held are the host's messages refused by a session that expired (a 404: not run),
-	// to be sent again on the next one; Held gives them to the reader, which then does
-	// not answer them, and heldTaken says it has (a message refused after that was
-	// answered by the reader, and is not sent again).
-	held      []*outMsg
-	heldTaken bool
-	// lost are the keys of the requests the last lost session owed, which the reader
-	// answered: an answer to one that the old session still sends is dropped (the host
-	// has its answer already).
-	lost map[string]bool
-	// lossSettled is closed by Settled: a new session is used only once the reader
-	// has settled the old one's loss, or a message written for the old one could go.
-	lossSettled chan struct{}
-	own         map[string]chan []byte // the connection's own requests, by IDKey
-	sess        session                // Streamable HTTP session state
+	// loss is the settle handshake of a lost session (its fields guarded by mu).
+	loss lossState
+	own  map[string]chan []byte // the connection's own requests, by IDKey
+	sess session                // Streamable HTTP session state
 	// http and sse are the two transports; the mode says which one is used.
 	http     *streamableHTTP
 	sse      *legacySSE
@@ -359,7 +340,6 @@ func newRemote(r Remote) (*remoteConn, error) {
 		ids:        r.IDs,
 		grace:      r.CloseGrace,
 		out:        make(chan *outMsg, outQueue),
-		work:       make(chan func()),
 		closing:    make(chan struct{}),
 		senderDone: make(chan struct{}),
 		hurry:      make(chan struct{}),
@@ -410,10 +390,12 @@ func newRemote(r Remote) (*remoteConn, error) {
 	cl := *c.client
 	cl.CheckRedirect = c.checkRedirect
 	c.client = &cl
+	c.loss.mu = &c.mu
 	c.sess.ready = closedChan()
 	c.http = &streamableHTTP{c: c}
 	c.sse = &legacySSE{c: c, ready: closedChan(), connectTimeout: r.ConnectTimeout}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.http.pool = exchangePool{work: make(chan func()), wg: &c.wg, ctx: c.ctx}
 	if c.forced != "" {
 		c.settle(c.forced)
 	}
@@ -652,9 +634,7 @@ func (c *remoteConn) Read() ([]byte, error) {
 	}
 	if it.said != nil {
 		if _, ok := it.said.(*ReplacedError); ok {
-			c.mu.Lock()
-			c.unread--
-			c.mu.Unlock()
+			c.loss.read()
 		}
 		return nil, it.said
 	}
@@ -686,91 +666,34 @@ func (c *remoteConn) tell(said error) {
 // answers every request in flight, marks the old session's requests to the host
 // stale, and calls Settled (see ReplacedError).
 func (c *remoteConn) replaced(why string) {
-	c.mu.Lock()
-	c.unread++
-	if c.lossSettled == nil {
-		c.lossSettled = make(chan struct{})
-	}
-	c.mu.Unlock()
+	c.loss.said()
 	c.tell(&ReplacedError{Reason: fmt.Sprintf("server %s (%s): %s", c.name, c.shownURL, c.scrub.Replace(why))})
 }
 
 // Settled is the reader's word that it has answered what the lost session owed
 // (upstream.Settler): what the host wrote before it is the old session's, answered
 // already, and is not sent, but for what Held gave it.
-func (c *remoteConn) Settled() {
-	c.mu.Lock()
-	c.epoch.Add(1)
-	c.held, c.heldTaken = nil, false
-	if c.lossSettled != nil && c.unread == 0 {
-		close(c.lossSettled)
-		c.lossSettled = nil
-	}
-	c.mu.Unlock()
-}
-
-// settleWait bounds how long a new session waits for the reader to settle the old
-// one's loss: a reader busy writing to a slow host takes a while, and must not hold
-// the session for ever.
-const settleWait = 5 * time.Second
-
-// waitSettled waits until the reader has settled every loss said (Settled), at most
-// settleWait.
-func (c *remoteConn) waitSettled() {
-	c.mu.Lock()
-	ch := c.lossSettled
-	c.mu.Unlock()
-	if ch == nil {
-		return
-	}
-	t := time.NewTimer(settleWait)
-	defer t.Stop()
-	select {
-	case <-ch:
-	case <-t.C:
-		c.log.Warn("the session was lost and the reader has not settled it; going on")
-	case <-c.ctx.Done():
-	}
-}
+func (c *remoteConn) Settled() { c.loss.settled() }
 
 // Held is what the host sent that the expired session refused and the next one gets
 // (upstream.Holder); the reader asks while it settles the loss.
-func (c *remoteConn) Held() [][]byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.heldTaken = true
-	var raws [][]byte
-	for _, m := range c.held {
-		m.spared = true
-		raws = append(raws, m.raw)
-	}
-	return raws
-}
-
-// answered reports whether the reader answered m when it settled a lost session, so
-// that it must not be sent (again): the host wrote it before that, and it was not
-// held for the next session.
-func (c *remoteConn) answered(m *outMsg) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return m.epoch != c.epoch.Load() && !m.spared
-}
+func (c *remoteConn) Held() [][]byte { return c.loss.take() }
 
 // hold keeps m, refused by an expired session, for the next one, unless the reader has
 // already settled the loss (it answered m then). It reports whether m is kept.
 func (c *remoteConn) hold(m *outMsg) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.heldTaken || m.epoch != c.epoch.Load() {
+	if c.loss.heldTaken || m.epoch != c.loss.epoch.Load() {
 		return false
 	}
-	c.held = append(c.held, m)
+	c.loss.held = append(c.loss.held, m)
 	// In flight again, for the next session: a loss settled meanwhile may have taken
 	// it out (its 404 came after another request's), and an answer is read only for
 	// what is pending.
 	for _, id := range m.ids {
 		k := jsonlex.IDKey(id)
-		delete(c.lost, k)
+		delete(c.loss.lost, k)
 		if c.pending[k] == nil {
 			c.pending[k] = &pendingReq{id: id, method: m.method, stateless: m.version != "", msg: m}
 		}
@@ -778,28 +701,21 @@ func (c *remoteConn) hold(m *outMsg) bool {
 	return true
 }
 
-// unhold takes m back from what is held: no next session will take it.
-func (c *remoteConn) unhold(m *outMsg) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.held = slices.DeleteFunc(c.held, func(h *outMsg) bool { return h == m })
-}
-
 // sessionLost tells the reader the session is lost (a 404 for its id): every request
 // in flight but those held for the next session is the reader's to answer
 // (upstream_lost), and the old session's requests to the host become stale.
 func (c *remoteConn) sessionLost(why string) {
 	c.mu.Lock()
-	kept := make(map[*outMsg]bool, len(c.held))
-	for _, m := range c.held {
+	kept := make(map[*outMsg]bool, len(c.loss.held))
+	for _, m := range c.loss.held {
 		kept[m] = true
 	}
 	var lost []*outMsg
-	c.lost = make(map[string]bool)
+	c.loss.lost = make(map[string]bool)
 	for k, p := range c.pending {
 		if p.msg != nil && !kept[p.msg] {
 			delete(c.pending, k) // answered by the reader
-			c.lost[k] = true
+			c.loss.lost[k] = true
 			lost = append(lost, p.msg)
 		}
 	}
@@ -810,20 +726,6 @@ func (c *remoteConn) sessionLost(why string) {
 	for _, m := range lost {
 		m.ex.abort()
 	}
-}
-
-// maxForgotten bounds the keys kept of requests the reader answered (c.lost): a
-// server whose POSTs fail all day must not grow the proxy. Past it the oldest
-// failures' late answers, which no server sends in practice, would reach the host.
-const maxForgotten = 4096
-
-// forgetLocked records that the reader answers the request with key: a late answer
-// from the server is dropped. c.mu is held.
-func (c *remoteConn) forgetLocked(key string) {
-	if c.lost == nil || len(c.lost) >= maxForgotten {
-		c.lost = make(map[string]bool)
-	}
-	c.lost[key] = true
 }
 
 // SessionID is the server's Mcp-Session-Id for the session now (SessionIdentifier).
@@ -850,7 +752,7 @@ var errRemoteClosed = errors.New("the connection to the server is closed")
 // waiting (as a full pipe would), never for an answer.
 func (c *remoteConn) Write(msg []byte) error {
 	m := parseOut(msg)
-	m.epoch = c.epoch.Load()
+	m.epoch = c.loss.epoch.Load()
 	select {
 	case <-c.closing:
 		return errRemoteClosed
@@ -967,7 +869,7 @@ func (c *remoteConn) send(m *outMsg) {
 		c.fail(m, "the proxy is stopping")
 		return
 	}
-	if c.answered(m) {
+	if c.loss.answered(m) {
 		// Written for a session that was lost, and answered by the reader when it
 		// settled the loss: sent now it would be answered twice, or reach a session
 		// it was never meant for (a late answer to the old session's request).
@@ -1101,10 +1003,10 @@ func (c *remoteConn) deliverHeld(msg []byte, held int64) {
 			own = true
 			return
 		}
-		if single && c.lost[key] && c.pending[key] == nil {
+		if single && c.loss.lost[key] && c.pending[key] == nil {
 			// The lost session answers a request the reader already answered when
 			// it settled the loss: the host must not get two answers.
-			delete(c.lost, key)
+			delete(c.loss.lost, key)
 			c.mu.Unlock()
 			stale = true
 			return
@@ -1171,7 +1073,7 @@ func (c *remoteConn) fail(m *outMsg, why string) {
 			} else {
 				// The server may answer it after all (on a stream): the host has
 				// its answer from the reader by then, and must not get two.
-				c.forgetLocked(key)
+				c.loss.forgetLocked(key)
 			}
 		}
 		c.mu.Unlock()
@@ -1255,7 +1157,7 @@ func (c *remoteConn) authRefused(m *outMsg, status int, why error) {
 }
 
 // httpFailure is why a request failed at the HTTP level, for the host.
-func (c *remoteConn) httpFailure(err error) string {
+func httpFailure(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err // its text quotes the URL, query secrets and all

@@ -86,7 +86,7 @@ func (lg *legacySSE) legacyOpen() (refused *http.Response, err error) {
 	}
 	if err != nil {
 		stop()
-		return nil, errors.New(lg.c.httpFailure(err))
+		return nil, errors.New(httpFailure(err))
 	}
 	code := resp.StatusCode
 	if code/100 != 2 || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
@@ -202,7 +202,7 @@ func (lg *legacySSE) legacyLost(gen int) {
 	defer close(ready)
 	lg.c.log.Warn("the server's event stream ended; reconnecting")
 	lg.c.replaced("the server's event stream ended before it answered")
-	lg.c.waitSettled() // as after a 404: nothing goes to the new session before
+	lg.c.loss.wait(lg.c.ctx, lg.c.log) // as after a 404: nothing goes to the new session before
 	for n := 1; n <= legacyReconnects; n++ {
 		if !backoff.Sleep(lg.c.ctx, reconnectWait(n)) {
 			return
@@ -211,7 +211,7 @@ func (lg *legacySSE) legacyLost(gen int) {
 			lg.c.log.Debug("reconnecting the event stream failed", "err", lg.c.scrub.Replace(err.Error()))
 			continue
 		}
-		lg.c.rehandshake()
+		sessionPeer{lg.c}.rehandshake()
 		return
 	}
 }
@@ -227,7 +227,7 @@ func (lg *legacySSE) legacySend(m *outMsg) {
 		lg.c.fail(m, "the proxy is stopping")
 		return
 	}
-	if lg.c.answered(m) {
+	if lg.c.loss.answered(m) {
 		lg.c.log.Debug("dropped a message meant for the lost session", "method", m.method)
 		return // as in send: the reader answered it
 	}
@@ -240,7 +240,7 @@ func (lg *legacySSE) legacySend(m *outMsg) {
 			return
 		}
 		if m.method != "initialize" {
-			lg.c.rehandshake()
+			sessionPeer{lg.c}.rehandshake()
 		}
 	}
 	status := make(chan int, 1)
@@ -290,7 +290,7 @@ func (lg *legacySSE) legacyPost(ctx context.Context, m *outMsg, status chan int)
 		}
 		if wrote.Load() || attempt >= 2 || !refusedBeforeSending(err) || !backoff.Sleep(ctx, time.Duration(100<<attempt)*time.Millisecond) {
 			if ctx.Err() == nil {
-				lg.c.fail(m, lg.c.httpFailure(err))
+				lg.c.fail(m, httpFailure(err))
 			}
 			return
 		}

@@ -83,6 +83,7 @@ type streamableHTTP struct {
 	// toolHeaders are the x-mcp-header annotations of the tools, by tool name
 	// (guarded by c.mu).
 	toolHeaders map[string][]paramHeader
+	pool        exchangePool
 }
 
 func (c *remoteConn) waitReady() bool {
@@ -196,7 +197,7 @@ func (st *streamableHTTP) post(m *outMsg) (sent <-chan struct{}, status <-chan i
 		st.setAbort(m, abort, done)
 	}
 	st.c.reqs.Add(1)
-	st.c.spawn(func() {
+	st.pool.spawn(func() {
 		defer st.c.reqs.Done()
 		if done != nil {
 			defer close(done)
@@ -228,6 +229,15 @@ func (st *streamableHTTP) abortLater(m *outMsg) {
 	}()
 }
 
+// exchangePool is the goroutines that run the exchanges of a connection's POSTs
+// (spawn).
+type exchangePool struct {
+	work chan func() // hands an exchange to an idle worker
+	idle atomic.Int32
+	wg   *sync.WaitGroup // the connection's: Close waits for every worker
+	ctx  context.Context // the connection's: idle workers end with it
+}
+
 // maxIdleWorkers is how many exchange goroutines wait for the next exchange (about
 // the calls a busy host keeps in flight); more end when they finish.
 const maxIdleWorkers = 64
@@ -237,29 +247,29 @@ const maxIdleWorkers = 64
 // request: a tenth of the proxy's CPU with 32 calls in flight. A goroutine kept for
 // the next exchange keeps its grown stack. Idle ones wait without a timer (no
 // wake-ups while the host is quiet) and end with the connection.
-func (c *remoteConn) spawn(f func()) {
+func (p *exchangePool) spawn(f func()) {
 	select {
-	case c.work <- f:
+	case p.work <- f:
 		return
 	default:
 	}
-	c.wg.Add(1)
-	go c.worker(f)
+	p.wg.Add(1)
+	go p.worker(f)
 }
 
-func (c *remoteConn) worker(f func()) {
-	defer c.wg.Done()
+func (p *exchangePool) worker(f func()) {
+	defer p.wg.Done()
 	for {
 		f()
-		if c.idleWorkers.Add(1) > maxIdleWorkers {
-			c.idleWorkers.Add(-1)
+		if p.idle.Add(1) > maxIdleWorkers {
+			p.idle.Add(-1)
 			return
 		}
 		select {
-		case f = <-c.work:
-			c.idleWorkers.Add(-1)
-		case <-c.ctx.Done():
-			c.idleWorkers.Add(-1)
+		case f = <-p.work:
+			p.idle.Add(-1)
+		case <-p.ctx.Done():
+			p.idle.Add(-1)
 			return
 		}
 	}
@@ -301,7 +311,7 @@ func (st *streamableHTTP) exchange(ctx context.Context, m *outMsg, sent chan str
 			status <- 0
 		}
 		if ctx.Err() == nil { // else the host cancelled it, or the proxy is stopping
-			st.c.fail(m, st.c.httpFailure(err))
+			st.c.fail(m, httpFailure(err))
 		}
 		return
 	}
@@ -549,11 +559,11 @@ func (st *streamableHTTP) handleAnswer(ctx context.Context, m *outMsg, resp *htt
 		// (then it answered m, which is not sent again).
 		kept := st.c.hold(m)
 		if ok, why := st.renewSession(sid); !ok {
-			st.c.unhold(m)
+			st.c.loss.unhold(m)
 			st.c.fail(m, "the server's session expired (HTTP 404) and a new one could not be started"+why)
 			return
 		}
-		if !kept || st.c.answered(m) {
+		if !kept || st.c.loss.answered(m) {
 			return
 		}
 		m.retried = true
@@ -590,7 +600,7 @@ func (st *streamableHTTP) readAnswer(ctx context.Context, m *outMsg, resp *http.
 		body, held, err := readBodyIn(resp.Body, resp.ContentLength, st.c.max, st.c.bodies)
 		if err != nil {
 			if ctx.Err() == nil {
-				st.c.fail(m, "reading the answer: "+st.c.httpFailure(err))
+				st.c.fail(m, "reading the answer: "+httpFailure(err))
 			}
 			return
 		}
@@ -844,7 +854,7 @@ func (st *streamableHTTP) listen(ctx context.Context, opened chan struct{}) {
 		}
 		if err != nil {
 			failures++
-			st.c.log.Debug("the GET stream could not be opened", "err", st.c.scrub.Replace(st.c.httpFailure(err)))
+			st.c.log.Debug("the GET stream could not be opened", "err", st.c.scrub.Replace(httpFailure(err)))
 		} else {
 			code := resp.StatusCode
 			switch {
@@ -964,7 +974,7 @@ func (st *streamableHTTP) renewSession(sid string) (bool, string) {
 	st.c.sessionLost("the server's session expired (HTTP 404)")
 	// Only once the reader has settled it does anything go to the new session:
 	// what the host wrote before that was answered, and must not be sent.
-	st.c.waitSettled()
+	st.c.loss.wait(st.c.ctx, st.c.log)
 	// Requests wait for the new session meanwhile (send waits on ready), at most
 	// reinitMax.
 	ok := backoff.Sleep(st.c.ctx, delay)
@@ -978,124 +988,13 @@ func (st *streamableHTTP) renewSession(sid string) (bool, string) {
 	down := st.c.sess.reinitDown
 	st.c.mu.Unlock()
 	if ok {
-		ok = st.c.rehandshake()
+		ok = sessionPeer{st.c}.rehandshake()
 	}
 	if down != "" {
 		st.c.log.Warn("giving up starting new sessions for a while", "why", down)
 	}
 	close(ready)
 	return ok, ""
-}
-
-// rehandshake replays what the host did to set the session up (Setup.Replay, the one
-// re-handshake, which a revived child uses too: the host's initialize with an id of
-// the proxy's own, its notifications/initialized, then its log level and
-// subscriptions, swallowing the answers); then reopens the GET stream, and tells the
-// host when the server's tools changed.
-func (c *remoteConn) rehandshake() bool {
-	done, err := c.setup.Replay(c.ctx, sessionPeer{c}, c.ids, ReplayHooks{
-		Log: c.log,
-		Listed: func(_ []byte, changed bool) {
-			if changed {
-				c.deliver([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
-			}
-		},
-	})
-	if done.Init.ProtocolVersion != "" {
-		c.mu.Lock()
-		c.sess.version = done.Init.ProtocolVersion
-		c.mu.Unlock()
-	}
-	if err != nil {
-		c.log.Warn("re-initializing the server failed", "err", c.scrub.Replace(err.Error()))
-		return false
-	}
-	if done.Done && c.modeNow() == modeStreamable {
-		c.http.startListen(false)
-	}
-	return true
-}
-
-// sessionPeer is a new session of the connection's server as the re-handshake reaches
-// it (RehandshakePeer): each request its own exchange, a 404 now a failure rather
-// than another expiry.
-type sessionPeer struct{ c *remoteConn }
-
-func (p sessionPeer) Call(_ context.Context, req, _ []byte) ([]byte, error) {
-	m := parseOut(req)
-	m.retried = true
-	ans, err := p.c.ownCall(m)
-	if ans != nil {
-		return ans, nil // an error answer too: the re-handshake judges it
-	}
-	return nil, err
-}
-
-// Send waits for the answer to a request (the session's restores go one by one, in
-// order, as the host sent them).
-func (p sessionPeer) Send(_ context.Context, msg, id []byte, answered func([]byte)) error {
-	c := p.c
-	m := parseOut(msg)
-	m.retried = true
-	if id == nil {
-		// Bounded as the requests are: a server that takes the POST and never
-		// answers its headers must not hold the re-handshake, and every host
-		// request waiting on it, for ever.
-		ctx, cancel := context.WithTimeout(c.ctx, ownAnswerWait)
-		defer cancel()
-		c.http.exchange(ctx, m, nil, nil)
-		return nil
-	}
-	ans, err := c.ownCall(m)
-	switch {
-	case ans != nil:
-		if answered != nil {
-			answered(ans)
-		}
-	case err != nil:
-		c.log.Warn("the new session did not answer a request of the re-handshake", "method", m.method, "err", c.scrub.Replace(err.Error()))
-	}
-	return nil
-}
-
-func (c *remoteConn) modeNow() mode {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mode
-}
-
-// ownCall sends a request of the connection's own and returns its answer, which the
-// host never sees.
-func (c *remoteConn) ownCall(m *outMsg) ([]byte, error) {
-	key := jsonlex.IDKey(m.ids[0])
-	ch := make(chan []byte, 1)
-	c.mu.Lock()
-	c.own[key] = ch
-	c.pending[key] = &pendingReq{id: m.ids[0], method: m.method}
-	md := c.mode
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.own, key)
-		delete(c.pending, key)
-		c.mu.Unlock()
-	}()
-	ctx, cancel := context.WithTimeout(c.ctx, ownAnswerWait)
-	defer cancel()
-	if md == modeLegacy {
-		c.sse.legacyPost(ctx, m, nil)
-	} else {
-		c.http.exchange(ctx, m, nil, nil)
-	}
-	select {
-	case ans := <-ch:
-		if f, ok := jsonlex.TopFields(ans); ok && f.Error != nil {
-			return ans, fmt.Errorf("the server answered %s with an error: %s", m.method, f.Error)
-		}
-		return ans, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("no answer to %s: %w", m.method, ctx.Err())
-	}
 }
 
 // firstPost is the first POST in auto mode. When it fails the way a server of the old
@@ -1112,7 +1011,7 @@ func (st *streamableHTTP) firstPost(m *outMsg) {
 	if err != nil {
 		abort()
 		close(done)
-		st.c.fail(m, st.c.httpFailure(err)) // still undecided: the next message tries again
+		st.c.fail(m, httpFailure(err)) // still undecided: the next message tries again
 		return
 	}
 	code := resp.StatusCode
@@ -1173,7 +1072,7 @@ func (st *streamableHTTP) endSession() {
 	}
 	resp, err := st.c.client.Do(req)
 	if err != nil {
-		st.c.log.Debug("could not end the session", "err", st.c.scrub.Replace(st.c.httpFailure(err)))
+		st.c.log.Debug("could not end the session", "err", st.c.scrub.Replace(httpFailure(err)))
 		return
 	}
 	drain(resp.Body)
