@@ -898,9 +898,9 @@ func (c *remoteConn) send(m *outMsg) {
 	c.mu.Unlock()
 	switch md {
 	case modeLegacy:
-		c.sse.legacySend(m)
+		c.sse.send(m)
 	default:
-		c.http.streamableSend(m, md == modeUndecided)
+		c.http.send(m, md == modeUndecided)
 	}
 	if m.method == "initialize" {
 		c.waitReady()

@@ -99,7 +99,7 @@ func (p sessionPeer) call(m *outMsg) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, ownAnswerWait)
 	defer cancel()
 	if md == modeLegacy {
-		c.sse.legacyPost(ctx, m, nil)
+		c.sse.post(ctx, m, nil)
 	} else {
 		c.http.exchange(ctx, m, nil, nil)
 	}

@@ -42,11 +42,11 @@ type legacySSE struct {
 
 var errNoEndpoint = errors.New("the server's event stream did not start with an endpoint event")
 
-// legacyConnect opens the event stream and waits for its endpoint event; the stream is
+// connect opens the event stream and waits for its endpoint event; the stream is
 // then read by a goroutine of its own.
-func (lg *legacySSE) legacyConnect() error {
+func (lg *legacySSE) connect() error {
 	for tries := 0; ; tries++ {
-		refused, err := lg.legacyOpen()
+		refused, err := lg.open()
 		if refused == nil || lg.c.auth == nil || tries >= maxAuthRetries {
 			return err
 		}
@@ -61,9 +61,9 @@ func (lg *legacySSE) legacyConnect() error {
 	}
 }
 
-// legacyOpen is one try of legacyConnect; refused is the answer when it was a 401 or
+// open is one try of connect; refused is the answer when it was a 401 or
 // 403.
-func (lg *legacySSE) legacyOpen() (refused *http.Response, err error) {
+func (lg *legacySSE) open() (refused *http.Response, err error) {
 	ctx, stop := context.WithCancel(lg.c.ctx)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, lg.c.url.String(), nil)
 	lg.c.userHeaders(req)
@@ -122,7 +122,7 @@ func (lg *legacySSE) legacyOpen() (refused *http.Response, err error) {
 		defer lg.c.wg.Done()
 		defer stop()
 		defer resp.Body.Close()
-		lg.legacyRead(ctx, gen, sr)
+		lg.readEvents(ctx, gen, sr)
 	}()
 	return nil, nil
 }
@@ -154,8 +154,8 @@ func (lg *legacySSE) readEndpoint(sr *sseReader) (string, error) {
 	}
 }
 
-// legacyRead forwards what the stream carries until it ends.
-func (lg *legacySSE) legacyRead(ctx context.Context, gen int, sr *sseReader) {
+// readEvents forwards what the stream carries until it ends.
+func (lg *legacySSE) readEvents(ctx context.Context, gen int, sr *sseReader) {
 	for {
 		ev, err := sr.Next()
 		if err != nil {
@@ -180,12 +180,12 @@ func (lg *legacySSE) legacyRead(ctx context.Context, gen int, sr *sseReader) {
 	if ctx.Err() != nil {
 		return
 	}
-	lg.legacyLost(gen)
+	lg.streamLost(gen)
 }
 
-// legacyLost handles the end of stream gen while the session goes on: the requests it
+// streamLost handles the end of stream gen while the session goes on: the requests it
 // owed are answered with errors, and a new stream is opened and set up again.
-func (lg *legacySSE) legacyLost(gen int) {
+func (lg *legacySSE) streamLost(gen int) {
 	lg.c.mu.Lock()
 	if lg.gen != gen {
 		lg.c.mu.Unlock()
@@ -207,7 +207,7 @@ func (lg *legacySSE) legacyLost(gen int) {
 		if !backoff.Sleep(lg.c.ctx, reconnectWait(n)) {
 			return
 		}
-		if err := lg.legacyConnect(); err != nil {
+		if err := lg.connect(); err != nil {
 			lg.c.log.Debug("reconnecting the event stream failed", "err", lg.c.scrub.Replace(err.Error()))
 			continue
 		}
@@ -216,8 +216,8 @@ func (lg *legacySSE) legacyLost(gen int) {
 	}
 }
 
-// legacySend sends one host message over HTTP+SSE.
-func (lg *legacySSE) legacySend(m *outMsg) {
+// send sends one host message over HTTP+SSE.
+func (lg *legacySSE) send(m *outMsg) {
 	lg.c.mu.Lock()
 	ready := lg.ready
 	lg.c.mu.Unlock()
@@ -235,7 +235,7 @@ func (lg *legacySSE) legacySend(m *outMsg) {
 	connected := lg.endpoint != ""
 	lg.c.mu.Unlock()
 	if !connected {
-		if err := lg.legacyConnect(); err != nil {
+		if err := lg.connect(); err != nil {
 			lg.c.fail(m, lg.c.scrub.Replace(err.Error()))
 			return
 		}
@@ -251,7 +251,7 @@ func (lg *legacySSE) legacySend(m *outMsg) {
 		defer lg.c.wg.Done()
 		defer lg.c.reqs.Done()
 		defer abort()
-		lg.legacyPost(ctx, m, status)
+		lg.post(ctx, m, status)
 	}()
 	// The POST's own answer only says the server took the message (the answer comes
 	// on the stream), so it is waited for, briefly: servers of this transport handle
@@ -259,10 +259,10 @@ func (lg *legacySSE) legacySend(m *outMsg) {
 	waitStatus(lg.c.ctx, status)
 }
 
-// legacyPost POSTs m to the endpoint. The answer comes on the event stream; the POST's
+// post POSTs m to the endpoint. The answer comes on the event stream; the POST's
 // own answer only says whether the server took the message. status, when not nil,
 // gets the HTTP status (0 for none).
-func (lg *legacySSE) legacyPost(ctx context.Context, m *outMsg, status chan int) {
+func (lg *legacySSE) post(ctx context.Context, m *outMsg, status chan int) {
 	code := 0
 	defer func() {
 		if status != nil {
@@ -305,7 +305,7 @@ func (lg *legacySSE) legacyPost(ctx context.Context, m *outMsg, status chan int)
 		retry, why := lg.c.reauthorize(ctx, m, resp)
 		if retry {
 			resp.Body.Close()
-			lg.legacyPost(ctx, m, nil)
+			lg.post(ctx, m, nil)
 			return
 		}
 		lg.c.authRefused(m, code, why)

@@ -98,10 +98,10 @@ func (c *remoteConn) waitReady() bool {
 	}
 }
 
-// streamableSend sends one host message over Streamable HTTP. In auto mode before the
+// send sends one host message over Streamable HTTP. In auto mode before the
 // transport is known, the first POST is made here and waited for, since a fallback
 // must resend it before anything that follows.
-func (st *streamableHTTP) streamableSend(m *outMsg, auto bool) {
+func (st *streamableHTTP) send(m *outMsg, auto bool) {
 	if auto {
 		st.firstPost(m)
 		return
@@ -1020,7 +1020,7 @@ func (st *streamableHTTP) firstPost(m *outMsg) {
 		resp.Body.Close()
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		if f, ok := jsonlex.TopFields(bytes.TrimSpace(body)); !ok || f.Error == nil {
-			if st.c.sse.legacyConnect() == nil {
+			if st.c.sse.connect() == nil {
 				abort()
 				close(done)
 				st.c.mu.Lock()
@@ -1028,7 +1028,7 @@ func (st *streamableHTTP) firstPost(m *outMsg) {
 				st.c.mu.Unlock()
 				st.c.log.Info("the server speaks the HTTP+SSE transport (2024-11-05); using it", "url", st.c.shownURL)
 				st.c.settle(TransportSSE)
-				st.c.sse.legacySend(m)
+				st.c.sse.send(m)
 				return
 			}
 		}
