@@ -160,6 +160,12 @@ const (
 // id, naming the server and the cause. That, rather than an error from Write, is the
 // one way failures reach the host, because most of them happen after Write returned
 // (a POST is asynchronous), and so that Write never waits for a connection attempt.
+//
+// remoteConn is what both transports share: the sender, the inbox, the requests in
+// flight, the credentials. Each message goes to the transport the connection settled
+// on (mode): http (streamableHTTP, streamable.go) or sse (legacySSE, sse.go). The
+// settle handshake of a lost session is loss (lossState, loss.go); a new session is
+// brought up through a sessionPeer (sessionpeer.go).
 type remoteConn struct {
 	name     string
 	url      *url.URL
