@@ -115,6 +115,11 @@ var (
 
 	_ SessionIdentifier = (*remoteConn)(nil)
 
+	// The parts of a remoteConn that are not Conns: streamableHTTP and legacySSE (the
+	// transport it settled on), lossState, exchangePool; sessionPeer is how a
+	// re-handshake reaches a new session.
+	_ RehandshakePeer = sessionPeer{}
+
 	_ Conn   = (*NoServer)(nil)
 	_ Exiter = (*NoServer)(nil)
 )

@@ -26,7 +26,7 @@ type paramHeader struct {
 }
 
 // learnTools records the annotations of the tools in a tools/list result.
-func (c *remoteConn) learnTools(result []byte) {
+func (st *streamableHTTP) learnTools(result []byte) {
 	tools := jsonlex.Get(result, "tools")
 	if tools == nil || !bytes.Contains(tools, []byte("x-mcp-header")) {
 		return
@@ -51,14 +51,14 @@ func (c *remoteConn) learnTools(result []byte) {
 	if len(learnt) == 0 {
 		return
 	}
-	c.mu.Lock()
-	if c.toolHeaders == nil {
-		c.toolHeaders = map[string][]paramHeader{}
+	st.c.mu.Lock()
+	if st.toolHeaders == nil {
+		st.toolHeaders = map[string][]paramHeader{}
 	}
 	for k, v := range learnt {
-		c.toolHeaders[k] = v
+		st.toolHeaders[k] = v
 	}
-	c.mu.Unlock()
+	st.c.mu.Unlock()
 }
 
 // collectAnnotations walks schema's "properties" (only those: an annotation reached
@@ -116,14 +116,14 @@ func isToken(s string) bool {
 }
 
 // paramHeaders sets the Mcp-Param headers of a tools/call from its arguments.
-func (c *remoteConn) paramHeaders(h http.Header, m *outMsg) {
+func (st *streamableHTTP) paramHeaders(h http.Header, m *outMsg) {
 	name, ok := jsonlex.DecodeString(jsonlex.Get(m.params, "name"))
 	if !ok {
 		return
 	}
-	c.mu.Lock()
-	hs := c.toolHeaders[name]
-	c.mu.Unlock()
+	st.c.mu.Lock()
+	hs := st.toolHeaders[name]
+	st.c.mu.Unlock()
 	if len(hs) == 0 {
 		return
 	}

@@ -12,12 +12,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/httpclient"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/redact"
 )
@@ -111,24 +111,24 @@ const maxAuthRetries = 2
 // honoured (the recorder's own client ignores them: it is on loopback), a connect
 // timeout, keep-alive connections enough for many calls in flight, and no overall
 // timeout (http.Client.Timeout would cut a long tool call or an event stream).
+// It never retries on its own: an MCP POST may have run a tool (see roundTrip).
 func NewHTTPClient(connectTimeout time.Duration) *http.Client {
 	if connectTimeout <= 0 {
 		connectTimeout = DefaultConnectTimeout
 	}
-	d := &net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}
-	t := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           d.DialContext,
-		ForceAttemptHTTP2:     true,
-		TLSHandshakeTimeout:   connectTimeout,
-		ExpectContinueTimeout: time.Second,
-		IdleConnTimeout:       90 * time.Second,
+	return httpclient.New(httpclient.Options{
+		Standard:            true, // HTTP/2 attempted, Expect-Continue 1 s, idle connections closed after 90 s
+		Proxy:               httpclient.FromEnv,
+		Redirects:           httpclient.Follow, // a remoteConn replaces it with checkRedirect
+		DialTimeout:         connectTimeout,
+		KeepAlive:           30 * time.Second,
+		TLSHandshakeTimeout: connectTimeout,
+		IdleConnTimeout:     90 * time.Second,
 		// The default of 2 idle connections per host would close and redial most
 		// connections under 32 calls in flight.
 		MaxIdleConns:        128,
 		MaxIdleConnsPerHost: 64,
-	}
-	return &http.Client{Transport: t}
+	})
 }
 
 // Dial returns a connection to the server. It does not touch the network: the first
@@ -160,6 +160,12 @@ const (
 // id, naming the server and the cause. That, rather than an error from Write, is the
 // one way failures reach the host, because most of them happen after Write returned
 // (a POST is asynchronous), and so that Write never waits for a connection attempt.
+//
+// remoteConn is what both transports share: the sender, the inbox, the requests in
+// flight, the credentials. Each message goes to the transport the connection settled
+// on (mode): http (streamableHTTP, streamable.go) or sse (legacySSE, sse.go). The
+// settle handshake of a lost session is loss (lossState, loss.go); a new session is
+// brought up through a sessionPeer (sessionpeer.go).
 type remoteConn struct {
 	name     string
 	url      *url.URL
@@ -175,9 +181,6 @@ type remoteConn struct {
 	settled  func(string)
 	ids      *OwnIDs
 	grace    time.Duration
-
-	// connectTimeout bounds the wait for an event stream's response head (sse.go).
-	connectTimeout time.Duration
 
 	ctx    context.Context // ends every request and stream: Close's last step
 	cancel context.CancelFunc
@@ -196,43 +199,23 @@ type remoteConn struct {
 	// the cap (readBodyIn): N calls answered at once cost the cap, not N caps.
 	bodies *budget
 	// setup remembers what the host set up, for the re-handshake of a new session.
-	setup  *Setup
-	onWire []<-chan struct{} // sender only: requests posted, maybe not on the wire yet
-	// work hands an exchange to an idle worker goroutine (spawn).
-	work        chan func()
-	idleWorkers atomic.Int32
-	host        string                      // the Host of every request
-	postHdr     atomic.Pointer[postHeaders] // see postHeader
+	setup *Setup
+	host  string // the Host of every request
 
 	mu      sync.Mutex
 	mode    mode
 	pending map[string]*pendingReq // requests awaiting an answer, by jsonlex.IDKey
-	// unread counts the ReplacedErrors in the inbox that Read has still to return;
-	// epoch counts the losses the reader has settled (Settled).
-	unread int
-	epoch  atomic.Uint64
-	// held are the host's messages refused by a session that expired (a 404: not run),
-	// to be sent again on the next one; Held gives them to the reader, which then does
-	// not answer them, and heldTaken says it has (a message refused after that was
-	// answered by the reader, and is not sent again).
-	held      []*outMsg
-	heldTaken bool
-	// lost are the keys of the requests the last lost session owed, which the reader
-	// answered: an answer to one that the old session still sends is dropped (the host
-	// has its answer already).
-	lost map[string]bool
-	// lossSettled is closed by Settled: a new session is used only once the reader
-	// has settled the old one's loss, or a message written for the old one could go.
-	lossSettled chan struct{}
-	own         map[string]chan []byte // the connection's own requests, by IDKey
-	sess        session                // Streamable HTTP session state
-	legacy      legacyState            // HTTP+SSE state
-	authSaid    bool                   // the 401/403 line was written
+	// loss is the settle handshake of a lost session (its fields guarded by mu).
+	loss lossState
+	own  map[string]chan []byte // the connection's own requests, by IDKey
+	sess session                // Streamable HTTP session state
+	// http and sse are the two transports; the mode says which one is used.
+	http     *streamableHTTP
+	sse      *legacySSE
+	authSaid bool // the 401/403 line was written
 	// redirectSaid: the line about a redirect not followed was written (once, as
 	// every request of a moved server would say it).
 	redirectSaid atomic.Bool
-	// toolHeaders are the x-mcp-header annotations of the tools, by tool name.
-	toolHeaders map[string][]paramHeader
 }
 
 // pendingReq is a request sent to the server, not yet answered.
@@ -337,27 +320,6 @@ func (h *exchangeHandle) abort() {
 	}
 }
 
-// abortLater closes the response stream of m, a session-era request the host
-// cancelled, after cancelGrace, unless every request of it was answered by then.
-func (c *remoteConn) abortLater(m *outMsg) {
-	c.wg.Add(1) // the sender's own count is held: no Add after Close's Wait began
-	go func() {
-		defer c.wg.Done()
-		t := time.NewTimer(cancelGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-c.ctx.Done():
-			return
-		}
-		if c.stillPending(m) {
-			return // another request of its batch still awaits its answer
-		}
-		c.log.Debug("closing the response stream of a cancelled request", "grace", cancelGrace)
-		m.ex.abort()
-	}()
-}
-
 func newRemote(r Remote) (*remoteConn, error) {
 	u, err := url.Parse(r.URL)
 	if err != nil && strings.Contains(r.URL, "@") {
@@ -384,7 +346,6 @@ func newRemote(r Remote) (*remoteConn, error) {
 		ids:        r.IDs,
 		grace:      r.CloseGrace,
 		out:        make(chan *outMsg, outQueue),
-		work:       make(chan func()),
 		closing:    make(chan struct{}),
 		senderDone: make(chan struct{}),
 		hurry:      make(chan struct{}),
@@ -407,7 +368,6 @@ func newRemote(r Remote) (*remoteConn, error) {
 	if c.client == nil {
 		c.client = NewHTTPClient(r.ConnectTimeout)
 	}
-	c.connectTimeout = r.ConnectTimeout
 	if c.log == nil {
 		c.log = slog.Default().With("server", c.name)
 	}
@@ -436,9 +396,12 @@ func newRemote(r Remote) (*remoteConn, error) {
 	cl := *c.client
 	cl.CheckRedirect = c.checkRedirect
 	c.client = &cl
+	c.loss.mu = &c.mu
 	c.sess.ready = closedChan()
-	c.legacy.ready = closedChan()
+	c.http = &streamableHTTP{c: c}
+	c.sse = &legacySSE{c: c, ready: closedChan(), connectTimeout: r.ConnectTimeout}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.http.pool = exchangePool{work: make(chan func()), wg: &c.wg, ctx: c.ctx}
 	if c.forced != "" {
 		c.settle(c.forced)
 	}
@@ -677,9 +640,7 @@ func (c *remoteConn) Read() ([]byte, error) {
 	}
 	if it.said != nil {
 		if _, ok := it.said.(*ReplacedError); ok {
-			c.mu.Lock()
-			c.unread--
-			c.mu.Unlock()
+			c.loss.read()
 		}
 		return nil, it.said
 	}
@@ -711,91 +672,34 @@ func (c *remoteConn) tell(said error) {
 // answers every request in flight, marks the old session's requests to the host
 // stale, and calls Settled (see ReplacedError).
 func (c *remoteConn) replaced(why string) {
-	c.mu.Lock()
-	c.unread++
-	if c.lossSettled == nil {
-		c.lossSettled = make(chan struct{})
-	}
-	c.mu.Unlock()
+	c.loss.said()
 	c.tell(&ReplacedError{Reason: fmt.Sprintf("server %s (%s): %s", c.name, c.shownURL, c.scrub.Replace(why))})
 }
 
 // Settled is the reader's word that it has answered what the lost session owed
 // (upstream.Settler): what the host wrote before it is the old session's, answered
 // already, and is not sent, but for what Held gave it.
-func (c *remoteConn) Settled() {
-	c.mu.Lock()
-	c.epoch.Add(1)
-	c.held, c.heldTaken = nil, false
-	if c.lossSettled != nil && c.unread == 0 {
-		close(c.lossSettled)
-		c.lossSettled = nil
-	}
-	c.mu.Unlock()
-}
-
-// settleWait bounds how long a new session waits for the reader to settle the old
-// one's loss: a reader busy writing to a slow host takes a while, and must not hold
-// the session for ever.
-const settleWait = 5 * time.Second
-
-// waitSettled waits until the reader has settled every loss said (Settled), at most
-// settleWait.
-func (c *remoteConn) waitSettled() {
-	c.mu.Lock()
-	ch := c.lossSettled
-	c.mu.Unlock()
-	if ch == nil {
-		return
-	}
-	t := time.NewTimer(settleWait)
-	defer t.Stop()
-	select {
-	case <-ch:
-	case <-t.C:
-		c.log.Warn("the session was lost and the reader has not settled it; going on")
-	case <-c.ctx.Done():
-	}
-}
+func (c *remoteConn) Settled() { c.loss.settled() }
 
 // Held is what the host sent that the expired session refused and the next one gets
 // (upstream.Holder); the reader asks while it settles the loss.
-func (c *remoteConn) Held() [][]byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.heldTaken = true
-	var raws [][]byte
-	for _, m := range c.held {
-		m.spared = true
-		raws = append(raws, m.raw)
-	}
-	return raws
-}
-
-// answered reports whether the reader answered m when it settled a lost session, so
-// that it must not be sent (again): the host wrote it before that, and it was not
-// held for the next session.
-func (c *remoteConn) answered(m *outMsg) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return m.epoch != c.epoch.Load() && !m.spared
-}
+func (c *remoteConn) Held() [][]byte { return c.loss.take() }
 
 // hold keeps m, refused by an expired session, for the next one, unless the reader has
 // already settled the loss (it answered m then). It reports whether m is kept.
 func (c *remoteConn) hold(m *outMsg) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.heldTaken || m.epoch != c.epoch.Load() {
+	if c.loss.heldTaken || m.epoch != c.loss.epoch.Load() {
 		return false
 	}
-	c.held = append(c.held, m)
+	c.loss.held = append(c.loss.held, m)
 	// In flight again, for the next session: a loss settled meanwhile may have taken
 	// it out (its 404 came after another request's), and an answer is read only for
 	// what is pending.
 	for _, id := range m.ids {
 		k := jsonlex.IDKey(id)
-		delete(c.lost, k)
+		delete(c.loss.lost, k)
 		if c.pending[k] == nil {
 			c.pending[k] = &pendingReq{id: id, method: m.method, stateless: m.version != "", msg: m}
 		}
@@ -803,28 +707,21 @@ func (c *remoteConn) hold(m *outMsg) bool {
 	return true
 }
 
-// unhold takes m back from what is held: no next session will take it.
-func (c *remoteConn) unhold(m *outMsg) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.held = slices.DeleteFunc(c.held, func(h *outMsg) bool { return h == m })
-}
-
 // sessionLost tells the reader the session is lost (a 404 for its id): every request
 // in flight but those held for the next session is the reader's to answer
 // (upstream_lost), and the old session's requests to the host become stale.
 func (c *remoteConn) sessionLost(why string) {
 	c.mu.Lock()
-	kept := make(map[*outMsg]bool, len(c.held))
-	for _, m := range c.held {
+	kept := make(map[*outMsg]bool, len(c.loss.held))
+	for _, m := range c.loss.held {
 		kept[m] = true
 	}
 	var lost []*outMsg
-	c.lost = make(map[string]bool)
+	c.loss.lost = make(map[string]bool)
 	for k, p := range c.pending {
 		if p.msg != nil && !kept[p.msg] {
 			delete(c.pending, k) // answered by the reader
-			c.lost[k] = true
+			c.loss.lost[k] = true
 			lost = append(lost, p.msg)
 		}
 	}
@@ -835,20 +732,6 @@ func (c *remoteConn) sessionLost(why string) {
 	for _, m := range lost {
 		m.ex.abort()
 	}
-}
-
-// maxForgotten bounds the keys kept of requests the reader answered (c.lost): a
-// server whose POSTs fail all day must not grow the proxy. Past it the oldest
-// failures' late answers, which no server sends in practice, would reach the host.
-const maxForgotten = 4096
-
-// forgetLocked records that the reader answers the request with key: a late answer
-// from the server is dropped. c.mu is held.
-func (c *remoteConn) forgetLocked(key string) {
-	if c.lost == nil || len(c.lost) >= maxForgotten {
-		c.lost = make(map[string]bool)
-	}
-	c.lost[key] = true
 }
 
 // SessionID is the server's Mcp-Session-Id for the session now (SessionIdentifier).
@@ -875,7 +758,7 @@ var errRemoteClosed = errors.New("the connection to the server is closed")
 // waiting (as a full pipe would), never for an answer.
 func (c *remoteConn) Write(msg []byte) error {
 	m := parseOut(msg)
-	m.epoch = c.epoch.Load()
+	m.epoch = c.loss.epoch.Load()
 	select {
 	case <-c.closing:
 		return errRemoteClosed
@@ -944,7 +827,7 @@ func (c *remoteConn) Close() error {
 		case <-expired:
 		case <-c.hurry:
 		}
-		c.endSession()
+		c.http.endSession()
 		c.cancel()
 		c.wg.Wait()
 		<-reqsDone
@@ -992,7 +875,7 @@ func (c *remoteConn) send(m *outMsg) {
 		c.fail(m, "the proxy is stopping")
 		return
 	}
-	if c.answered(m) {
+	if c.loss.answered(m) {
 		// Written for a session that was lost, and answered by the reader when it
 		// settled the loss: sent now it would be answered twice, or reach a session
 		// it was never meant for (a late answer to the old session's request).
@@ -1021,9 +904,9 @@ func (c *remoteConn) send(m *outMsg) {
 	c.mu.Unlock()
 	switch md {
 	case modeLegacy:
-		c.legacySend(m)
+		c.sse.send(m)
 	default:
-		c.streamableSend(m, md == modeUndecided)
+		c.http.send(m, md == modeUndecided)
 	}
 	if m.method == "initialize" {
 		c.waitReady()
@@ -1054,7 +937,7 @@ func (c *remoteConn) cancelled(m *outMsg) bool {
 	if p != nil && !stateless && p.msg != nil {
 		// The notification goes to the server (the session era's way to cancel);
 		// the request's stream is closed after the grace.
-		c.abortLater(p.msg)
+		c.http.abortLater(p.msg)
 	}
 	if stateless {
 		c.log.Debug("the host cancelled a stateless-era request: closing its stream", "connection known", conn != nil)
@@ -1126,16 +1009,16 @@ func (c *remoteConn) deliverHeld(msg []byte, held int64) {
 			own = true
 			return
 		}
-		if single && c.lost[key] && c.pending[key] == nil {
+		if single && c.loss.lost[key] && c.pending[key] == nil {
 			// The lost session answers a request the reader already answered when
 			// it settled the loss: the host must not get two answers.
-			delete(c.lost, key)
+			delete(c.loss.lost, key)
 			c.mu.Unlock()
 			stale = true
 			return
 		}
 		if p := c.pending[key]; p != nil && p.method == "tools/list" && f.Result != nil {
-			defer c.learnTools(f.Result) // after the lock
+			defer c.http.learnTools(f.Result) // after the lock
 		}
 		delete(c.pending, key)
 		if c.sess.initKey != "" && key == c.sess.initKey {
@@ -1196,7 +1079,7 @@ func (c *remoteConn) fail(m *outMsg, why string) {
 			} else {
 				// The server may answer it after all (on a stream): the host has
 				// its answer from the reader by then, and must not get two.
-				c.forgetLocked(key)
+				c.loss.forgetLocked(key)
 			}
 		}
 		c.mu.Unlock()
@@ -1280,7 +1163,7 @@ func (c *remoteConn) authRefused(m *outMsg, status int, why error) {
 }
 
 // httpFailure is why a request failed at the HTTP level, for the host.
-func (c *remoteConn) httpFailure(err error) string {
+func httpFailure(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err // its text quotes the URL, query secrets and all
@@ -1479,19 +1362,4 @@ func oneLine(b []byte) []byte {
 		}
 	}
 	return b
-}
-
-// sleepCtx waits d or until ctx ends; it reports whether the full time passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -598,7 +598,7 @@ func TestCloseIsBounded(t *testing.T) {
 	}
 	// Everything the connection started has ended (the streams' readers, the sender,
 	// the GET stream), not only what a test happens to wait for.
-	testutil.NoGoroutines(t, "upstream.(*remoteConn)")
+	testutil.NoGoroutines(t, "upstream.(*remoteConn)", "upstream.(*streamableHTTP)", "upstream.(*legacySSE)", "upstream.(*exchangePool)", "upstream.sessionPeer")
 }
 
 // TestLegacyStreamLostSetsUpAgain: an HTTP+SSE server that drops its streams (a

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/backoff"
 )
 
 // The HTTP+SSE transport of protocol version 2024-11-05: a GET opens an event stream
@@ -27,24 +29,29 @@ const (
 	legacyReconnects = 3
 )
 
-type legacyState struct {
+// legacySSE is the HTTP+SSE side of a remoteConn: the event stream and the endpoint
+// it names. Its fields are guarded by the connection's mu.
+type legacySSE struct {
+	c        *remoteConn
 	endpoint string        // where messages go; "" while there is no stream
 	ready    chan struct{} // closed when no reconnection is under way
 	gen      int           // bumped by each stream
+	// connectTimeout bounds the wait for the event stream's response head.
+	connectTimeout time.Duration
 }
 
 var errNoEndpoint = errors.New("the server's event stream did not start with an endpoint event")
 
-// legacyConnect opens the event stream and waits for its endpoint event; the stream is
+// connect opens the event stream and waits for its endpoint event; the stream is
 // then read by a goroutine of its own.
-func (c *remoteConn) legacyConnect() error {
+func (lg *legacySSE) connect() error {
 	for tries := 0; ; tries++ {
-		refused, err := c.legacyOpen()
-		if refused == nil || c.auth == nil || tries >= maxAuthRetries {
+		refused, err := lg.open()
+		if refused == nil || lg.c.auth == nil || tries >= maxAuthRetries {
 			return err
 		}
 		// The stream was refused (401/403): renew the credentials, then try again.
-		retry, why := c.auth.Refused(c.ctx, refused.StatusCode, refused.Header.Values("WWW-Authenticate"), refused.Request.Header.Get("Authorization"))
+		retry, why := lg.c.auth.Refused(lg.c.ctx, refused.StatusCode, refused.Header.Values("WWW-Authenticate"), refused.Request.Header.Get("Authorization"))
 		if !retry {
 			if why != nil {
 				return fmt.Errorf("HTTP %d %s: %w", refused.StatusCode, http.StatusText(refused.StatusCode), why)
@@ -54,22 +61,22 @@ func (c *remoteConn) legacyConnect() error {
 	}
 }
 
-// legacyOpen is one try of legacyConnect; refused is the answer when it was a 401 or
+// open is one try of connect; refused is the answer when it was a 401 or
 // 403.
-func (c *remoteConn) legacyOpen() (refused *http.Response, err error) {
-	ctx, stop := context.WithCancel(c.ctx)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url.String(), nil)
-	c.userHeaders(req)
+func (lg *legacySSE) open() (refused *http.Response, err error) {
+	ctx, stop := context.WithCancel(lg.c.ctx)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, lg.c.url.String(), nil)
+	lg.c.userHeaders(req)
 	req.Header.Set("Accept", "text/event-stream")
 	// --connect-timeout covers the whole wait for the response head, not only the
 	// dial: a server that accepted the connection and never answered the GET held the
 	// host's initialize, and everything after it, unanswered for good.
-	wait := c.connectTimeout
+	wait := lg.connectTimeout
 	if wait <= 0 {
 		wait = DefaultConnectTimeout
 	}
 	headTimer := time.AfterFunc(wait, stop)
-	resp, err := c.client.Do(req)
+	resp, err := lg.c.client.Do(req)
 	if !headTimer.Stop() {
 		if err == nil {
 			resp.Body.Close() // its context is cancelled: nothing more comes on it
@@ -79,7 +86,7 @@ func (c *remoteConn) legacyOpen() (refused *http.Response, err error) {
 	}
 	if err != nil {
 		stop()
-		return nil, errors.New(c.httpFailure(err))
+		return nil, errors.New(httpFailure(err))
 	}
 	code := resp.StatusCode
 	if code/100 != 2 || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
@@ -91,11 +98,11 @@ func (c *remoteConn) legacyOpen() (refused *http.Response, err error) {
 		}
 		return nil, fmt.Errorf("opening the event stream: HTTP %d %s", code, http.StatusText(code))
 	}
-	sr := newSSEReader(resp.Body, c.max)
+	sr := newSSEReader(resp.Body, lg.c.max)
 	// The wait for the endpoint is bounded by closing the body: a server that opens
 	// the stream and never says where to post would otherwise hold the sender.
 	timer := time.AfterFunc(endpointWait, stop)
-	endpoint, err := c.readEndpoint(sr)
+	endpoint, err := lg.readEndpoint(sr)
 	if !timer.Stop() && err != nil {
 		err = fmt.Errorf("no endpoint event within %s", endpointWait)
 	}
@@ -104,18 +111,18 @@ func (c *remoteConn) legacyOpen() (refused *http.Response, err error) {
 		stop()
 		return nil, err
 	}
-	c.mu.Lock()
-	c.legacy.endpoint = endpoint
-	c.legacy.gen++
-	gen := c.legacy.gen
-	c.mu.Unlock()
-	c.log.Debug("HTTP+SSE stream open")
-	c.wg.Add(1)
+	lg.c.mu.Lock()
+	lg.endpoint = endpoint
+	lg.gen++
+	gen := lg.gen
+	lg.c.mu.Unlock()
+	lg.c.log.Debug("HTTP+SSE stream open")
+	lg.c.wg.Add(1)
 	go func() {
-		defer c.wg.Done()
+		defer lg.c.wg.Done()
 		defer stop()
 		defer resp.Body.Close()
-		c.legacyRead(ctx, gen, sr)
+		lg.readEvents(ctx, gen, sr)
 	}()
 	return nil, nil
 }
@@ -123,7 +130,7 @@ func (c *remoteConn) legacyOpen() (refused *http.Response, err error) {
 // readEndpoint reads events up to the endpoint event and returns the absolute URL it
 // names. The endpoint must be on the stream's own origin: the proxy sends the
 // --header credentials there.
-func (c *remoteConn) readEndpoint(sr *sseReader) (string, error) {
+func (lg *legacySSE) readEndpoint(sr *sseReader) (string, error) {
 	for {
 		ev, err := sr.Next()
 		if err != nil {
@@ -139,16 +146,16 @@ func (c *remoteConn) readEndpoint(sr *sseReader) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("the endpoint event does not hold a URL: %w", err)
 		}
-		u := c.url.ResolveReference(ref)
-		if u.Scheme != c.url.Scheme || u.Host != c.url.Host {
+		u := lg.c.url.ResolveReference(ref)
+		if u.Scheme != lg.c.url.Scheme || u.Host != lg.c.url.Host {
 			return "", fmt.Errorf("the endpoint event names another origin (%s://%s); not sending the credentials there", u.Scheme, u.Host)
 		}
 		return u.String(), nil
 	}
 }
 
-// legacyRead forwards what the stream carries until it ends.
-func (c *remoteConn) legacyRead(ctx context.Context, gen int, sr *sseReader) {
+// readEvents forwards what the stream carries until it ends.
+func (lg *legacySSE) readEvents(ctx context.Context, gen int, sr *sseReader) {
 	for {
 		ev, err := sr.Next()
 		if err != nil {
@@ -157,133 +164,133 @@ func (c *remoteConn) legacyRead(ctx context.Context, gen int, sr *sseReader) {
 		switch {
 		case ev.Name == "endpoint":
 			if ref, err := url.Parse(strings.TrimSpace(string(ev.Data))); err == nil {
-				if u := c.url.ResolveReference(ref); u.Scheme == c.url.Scheme && u.Host == c.url.Host {
-					c.mu.Lock()
-					c.legacy.endpoint = u.String()
-					c.mu.Unlock()
+				if u := lg.c.url.ResolveReference(ref); u.Scheme == lg.c.url.Scheme && u.Host == lg.c.url.Host {
+					lg.c.mu.Lock()
+					lg.endpoint = u.String()
+					lg.c.mu.Unlock()
 				}
 			}
 		case ev.Name != "" && ev.Name != "message":
 		case ev.TooLong:
-			c.log.Warn("dropped a message from the server: over the size cap", "bytes", ev.Size, "cap", c.max)
+			lg.c.log.Warn("dropped a message from the server: over the size cap", "bytes", ev.Size, "cap", lg.c.max)
 		case len(ev.Data) > 0:
-			c.deliver(oneLine(ev.Data))
+			lg.c.deliver(oneLine(ev.Data))
 		}
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	c.legacyLost(gen)
+	lg.streamLost(gen)
 }
 
-// legacyLost handles the end of stream gen while the session goes on: the requests it
+// streamLost handles the end of stream gen while the session goes on: the requests it
 // owed are answered with errors, and a new stream is opened and set up again.
-func (c *remoteConn) legacyLost(gen int) {
-	c.mu.Lock()
-	if c.legacy.gen != gen {
-		c.mu.Unlock()
+func (lg *legacySSE) streamLost(gen int) {
+	lg.c.mu.Lock()
+	if lg.gen != gen {
+		lg.c.mu.Unlock()
 		return
 	}
-	c.legacy.endpoint = ""
+	lg.endpoint = ""
 	ready := make(chan struct{})
-	c.legacy.ready = ready
+	lg.ready = ready
 	// The session is lost with the stream: what it owed is the relay's to answer
 	// (upstream_lost, as for any server that went away), and its requests to the
 	// host are stale.
-	clear(c.pending)
-	c.mu.Unlock()
+	clear(lg.c.pending)
+	lg.c.mu.Unlock()
 	defer close(ready)
-	c.log.Warn("the server's event stream ended; reconnecting")
-	c.replaced("the server's event stream ended before it answered")
-	c.waitSettled() // as after a 404: nothing goes to the new session before
+	lg.c.log.Warn("the server's event stream ended; reconnecting")
+	lg.c.replaced("the server's event stream ended before it answered")
+	lg.c.loss.wait(lg.c.ctx, lg.c.log) // as after a 404: nothing goes to the new session before
 	for n := 1; n <= legacyReconnects; n++ {
-		if !sleepCtx(c.ctx, backoff(n)) {
+		if !backoff.Sleep(lg.c.ctx, reconnectWait(n)) {
 			return
 		}
-		if err := c.legacyConnect(); err != nil {
-			c.log.Debug("reconnecting the event stream failed", "err", c.scrub.Replace(err.Error()))
+		if err := lg.connect(); err != nil {
+			lg.c.log.Debug("reconnecting the event stream failed", "err", lg.c.scrub.Replace(err.Error()))
 			continue
 		}
-		c.rehandshake()
+		sessionPeer{lg.c}.rehandshake()
 		return
 	}
 }
 
-// legacySend sends one host message over HTTP+SSE.
-func (c *remoteConn) legacySend(m *outMsg) {
-	c.mu.Lock()
-	ready := c.legacy.ready
-	c.mu.Unlock()
+// send sends one host message over HTTP+SSE.
+func (lg *legacySSE) send(m *outMsg) {
+	lg.c.mu.Lock()
+	ready := lg.ready
+	lg.c.mu.Unlock()
 	select {
 	case <-ready:
-	case <-c.ctx.Done():
-		c.fail(m, "the proxy is stopping")
+	case <-lg.c.ctx.Done():
+		lg.c.fail(m, "the proxy is stopping")
 		return
 	}
-	if c.answered(m) {
-		c.log.Debug("dropped a message meant for the lost session", "method", m.method)
+	if lg.c.loss.answered(m) {
+		lg.c.log.Debug("dropped a message meant for the lost session", "method", m.method)
 		return // as in send: the reader answered it
 	}
-	c.mu.Lock()
-	connected := c.legacy.endpoint != ""
-	c.mu.Unlock()
+	lg.c.mu.Lock()
+	connected := lg.endpoint != ""
+	lg.c.mu.Unlock()
 	if !connected {
-		if err := c.legacyConnect(); err != nil {
-			c.fail(m, c.scrub.Replace(err.Error()))
+		if err := lg.connect(); err != nil {
+			lg.c.fail(m, lg.c.scrub.Replace(err.Error()))
 			return
 		}
 		if m.method != "initialize" {
-			c.rehandshake()
+			sessionPeer{lg.c}.rehandshake()
 		}
 	}
 	status := make(chan int, 1)
-	ctx, abort := context.WithCancel(c.ctx)
-	c.reqs.Add(1)
-	c.wg.Add(1)
+	ctx, abort := context.WithCancel(lg.c.ctx)
+	lg.c.reqs.Add(1)
+	lg.c.wg.Add(1)
 	go func() {
-		defer c.wg.Done()
-		defer c.reqs.Done()
+		defer lg.c.wg.Done()
+		defer lg.c.reqs.Done()
 		defer abort()
-		c.legacyPost(ctx, m, status)
+		lg.post(ctx, m, status)
 	}()
 	// The POST's own answer only says the server took the message (the answer comes
 	// on the stream), so it is waited for, briefly: servers of this transport handle
 	// each POST on its own, and the next message must not overtake this one.
-	waitStatus(c.ctx, status)
+	waitStatus(lg.c.ctx, status)
 }
 
-// legacyPost POSTs m to the endpoint. The answer comes on the event stream; the POST's
+// post POSTs m to the endpoint. The answer comes on the event stream; the POST's
 // own answer only says whether the server took the message. status, when not nil,
 // gets the HTTP status (0 for none).
-func (c *remoteConn) legacyPost(ctx context.Context, m *outMsg, status chan int) {
+func (lg *legacySSE) post(ctx context.Context, m *outMsg, status chan int) {
 	code := 0
 	defer func() {
 		if status != nil {
 			status <- code
 		}
 	}()
-	c.mu.Lock()
-	endpoint := c.legacy.endpoint
-	c.mu.Unlock()
+	lg.c.mu.Lock()
+	endpoint := lg.endpoint
+	lg.c.mu.Unlock()
 	if endpoint == "" {
-		c.fail(m, "the server's event stream is not open")
+		lg.c.fail(m, "the server's event stream is not open")
 		return
 	}
 	var resp *http.Response
 	for attempt := 0; ; attempt++ {
 		var wrote atomic.Bool
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(m.raw))
-		c.userHeaders(req)
+		lg.c.userHeaders(req)
 		req.Header.Set("Content-Type", "application/json")
 		req = req.WithContext(withWriteTrace(req.Context(), &wrote, func() {}))
 		var err error
-		resp, err = c.client.Do(req)
+		resp, err = lg.c.client.Do(req)
 		if err == nil {
 			break
 		}
-		if wrote.Load() || attempt >= 2 || !refusedBeforeSending(err) || !sleepCtx(ctx, time.Duration(100<<attempt)*time.Millisecond) {
+		if wrote.Load() || attempt >= 2 || !refusedBeforeSending(err) || !backoff.Sleep(ctx, time.Duration(100<<attempt)*time.Millisecond) {
 			if ctx.Err() == nil {
-				c.fail(m, c.httpFailure(err))
+				lg.c.fail(m, httpFailure(err))
 			}
 			return
 		}
@@ -295,14 +302,14 @@ func (c *remoteConn) legacyPost(ctx context.Context, m *outMsg, status chan int)
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, errorBodyCap))
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		drain(resp.Body)
-		retry, why := c.reauthorize(ctx, m, resp)
+		retry, why := lg.c.reauthorize(ctx, m, resp)
 		if retry {
 			resp.Body.Close()
-			c.legacyPost(ctx, m, nil)
+			lg.post(ctx, m, nil)
 			return
 		}
-		c.authRefused(m, code, why)
+		lg.c.authRefused(m, code, why)
 	default:
-		c.refused(m, resp)
+		lg.c.refused(m, resp)
 	}
 }

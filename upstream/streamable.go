@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -17,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/backoff"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
@@ -40,9 +40,6 @@ const (
 	// maxResumes is how many times in a row a broken stream is resumed without a new
 	// event before its request is answered with an error (the go-sdk's limit).
 	maxResumes = 5
-	// reconnect backoff: 1 s growing by half each time, capped, with full jitter.
-	backoffBase = time.Second
-	backoffMax  = 30 * time.Second
 	// Re-initialization after a session expired: the n-th new session in a row
 	// (each expired within reinitMax of its start) waits reinitBase doubling, up to
 	// reinitMax; after maxReinits of them the proxy gives up starting new ones for
@@ -76,6 +73,19 @@ type session struct {
 	reinitDown string
 }
 
+// streamableHTTP is the Streamable HTTP side of a remoteConn: its POSTs, their
+// answers, the GET stream and the session's renewal. The session state it reads is
+// the connection's (c.sess, guarded by c.mu), which the sender shares.
+type streamableHTTP struct {
+	c       *remoteConn
+	onWire  []<-chan struct{}           // sender only: requests posted, maybe not on the wire yet
+	postHdr atomic.Pointer[postHeaders] // see postHeader
+	// toolHeaders are the x-mcp-header annotations of the tools, by tool name
+	// (guarded by c.mu).
+	toolHeaders map[string][]paramHeader
+	pool        exchangePool
+}
+
 func (c *remoteConn) waitReady() bool {
 	c.mu.Lock()
 	ch := c.sess.ready
@@ -88,25 +98,25 @@ func (c *remoteConn) waitReady() bool {
 	}
 }
 
-// streamableSend sends one host message over Streamable HTTP. In auto mode before the
+// send sends one host message over Streamable HTTP. In auto mode before the
 // transport is known, the first POST is made here and waited for, since a fallback
 // must resend it before anything that follows.
-func (c *remoteConn) streamableSend(m *outMsg, auto bool) {
+func (st *streamableHTTP) send(m *outMsg, auto bool) {
 	if auto {
-		c.firstPost(m)
+		st.firstPost(m)
 		return
 	}
 	if !m.isRequest {
-		c.waitOnWire()
+		st.waitOnWire()
 	}
-	sent, status := c.post(m)
+	sent, status := st.post(m)
 	if m.isRequest {
-		c.onWire = appendUnsent(c.onWire, sent)
+		st.onWire = appendUnsent(st.onWire, sent)
 		return
 	}
 	select {
 	case <-sent:
-	case <-c.ctx.Done():
+	case <-st.c.ctx.Done():
 	}
 	switch {
 	case m.method == "notifications/initialized" && m.version == "":
@@ -115,15 +125,15 @@ func (c *remoteConn) streamableSend(m *outMsg, auto bool) {
 		// when no GET stream is open.
 		select {
 		case <-status:
-		case <-c.ctx.Done():
+		case <-st.c.ctx.Done():
 		}
-		c.startListen(true)
+		st.startListen(true)
 	case !m.isRequest:
 		// A notification or a response is answered at once (202); waiting for that
 		// keeps it ahead of what the host sent next, where a server handles each
 		// POST on its own (a cancel overtaking its request). A request's answer may
 		// take as long as its tool, so a request is never waited for.
-		waitStatus(c.ctx, status)
+		waitStatus(st.c.ctx, status)
 	}
 }
 
@@ -148,15 +158,15 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 // waitOnWire waits until every request sent before is on the wire (sender only).
-func (c *remoteConn) waitOnWire() {
-	for _, ch := range c.onWire {
+func (st *streamableHTTP) waitOnWire() {
+	for _, ch := range st.onWire {
 		select {
 		case <-ch:
-		case <-c.ctx.Done():
+		case <-st.c.ctx.Done():
 		}
 	}
-	clear(c.onWire)
-	c.onWire = c.onWire[:0]
+	clear(st.onWire)
+	st.onWire = st.onWire[:0]
 }
 
 // waitStatus waits for an exchange's HTTP status, at most readyWait.
@@ -172,30 +182,60 @@ func waitStatus(ctx context.Context, status <-chan int) {
 
 // post starts m's exchange on a goroutine of its own. sent is closed once the
 // request is on the wire (or failed); status gets the HTTP status (0 for none).
-func (c *remoteConn) post(m *outMsg) (sent <-chan struct{}, status <-chan int) {
+func (st *streamableHTTP) post(m *outMsg) (sent <-chan struct{}, status <-chan int) {
 	sentCh := make(chan struct{})
 	statusCh := make(chan int, 1)
 	// Only a stateless-era request can be cancelled on its own (by ending its
 	// exchange); every other exchange ends with the connection's context, and a
 	// context of its own would cost each request an allocation and a lock on the
 	// connection's context shared by every request in flight.
-	ctx, abort := c.ctx, context.CancelFunc(nil)
+	ctx, abort := st.c.ctx, context.CancelFunc(nil)
 	var done chan struct{}
 	if m.version != "" {
-		ctx, abort = context.WithCancel(c.ctx)
+		ctx, abort = context.WithCancel(st.c.ctx)
 		done = make(chan struct{})
-		c.setAbort(m, abort, done)
+		st.setAbort(m, abort, done)
 	}
-	c.reqs.Add(1)
-	c.spawn(func() {
-		defer c.reqs.Done()
+	st.c.reqs.Add(1)
+	st.pool.spawn(func() {
+		defer st.c.reqs.Done()
 		if done != nil {
 			defer close(done)
 			defer abort()
 		}
-		c.exchange(ctx, m, sentCh, statusCh)
+		st.exchange(ctx, m, sentCh, statusCh)
 	})
 	return sentCh, statusCh
+}
+
+// abortLater closes the response stream of m, a session-era request the host
+// cancelled, after cancelGrace, unless every request of it was answered by then.
+func (st *streamableHTTP) abortLater(m *outMsg) {
+	st.c.wg.Add(1) // the sender's own count is held: no Add after Close's Wait began
+	go func() {
+		defer st.c.wg.Done()
+		t := time.NewTimer(cancelGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-st.c.ctx.Done():
+			return
+		}
+		if st.c.stillPending(m) {
+			return // another request of its batch still awaits its answer
+		}
+		st.c.log.Debug("closing the response stream of a cancelled request", "grace", cancelGrace)
+		m.ex.abort()
+	}()
+}
+
+// exchangePool is the goroutines that run the exchanges of a connection's POSTs
+// (spawn).
+type exchangePool struct {
+	work chan func() // hands an exchange to an idle worker
+	idle atomic.Int32
+	wg   *sync.WaitGroup // the connection's: Close waits for every worker
+	ctx  context.Context // the connection's: idle workers end with it
 }
 
 // maxIdleWorkers is how many exchange goroutines wait for the next exchange (about
@@ -207,29 +247,29 @@ const maxIdleWorkers = 64
 // request: a tenth of the proxy's CPU with 32 calls in flight. A goroutine kept for
 // the next exchange keeps its grown stack. Idle ones wait without a timer (no
 // wake-ups while the host is quiet) and end with the connection.
-func (c *remoteConn) spawn(f func()) {
+func (p *exchangePool) spawn(f func()) {
 	select {
-	case c.work <- f:
+	case p.work <- f:
 		return
 	default:
 	}
-	c.wg.Add(1)
-	go c.worker(f)
+	p.wg.Add(1)
+	go p.worker(f)
 }
 
-func (c *remoteConn) worker(f func()) {
-	defer c.wg.Done()
+func (p *exchangePool) worker(f func()) {
+	defer p.wg.Done()
 	for {
 		f()
-		if c.idleWorkers.Add(1) > maxIdleWorkers {
-			c.idleWorkers.Add(-1)
+		if p.idle.Add(1) > maxIdleWorkers {
+			p.idle.Add(-1)
 			return
 		}
 		select {
-		case f = <-c.work:
-			c.idleWorkers.Add(-1)
-		case <-c.ctx.Done():
-			c.idleWorkers.Add(-1)
+		case f = <-p.work:
+			p.idle.Add(-1)
+		case <-p.ctx.Done():
+			p.idle.Add(-1)
 			return
 		}
 	}
@@ -237,41 +277,41 @@ func (c *remoteConn) worker(f func()) {
 
 // setConn notes the connection a stateless-era request went out on, so that a cancel
 // can close it at once (see cancelled).
-func (c *remoteConn) setConn(m *outMsg, conn net.Conn) {
-	c.mu.Lock()
+func (st *streamableHTTP) setConn(m *outMsg, conn net.Conn) {
+	st.c.mu.Lock()
 	for _, id := range m.ids {
-		if p := c.pending[jsonlex.IDKey(id)]; p != nil {
+		if p := st.c.pending[jsonlex.IDKey(id)]; p != nil {
 			p.conn = conn
 		}
 	}
-	c.mu.Unlock()
+	st.c.mu.Unlock()
 }
 
 // setAbort gives a stateless-era request's pending entry the means to cancel it:
 // abort ends its exchange, and done is closed when the exchange has ended.
-func (c *remoteConn) setAbort(m *outMsg, abort context.CancelFunc, done chan struct{}) {
+func (st *streamableHTTP) setAbort(m *outMsg, abort context.CancelFunc, done chan struct{}) {
 	if m.version == "" {
 		return
 	}
-	c.mu.Lock()
+	st.c.mu.Lock()
 	for _, id := range m.ids {
-		if p := c.pending[jsonlex.IDKey(id)]; p != nil {
+		if p := st.c.pending[jsonlex.IDKey(id)]; p != nil {
 			p.abort, p.done = abort, done
 		}
 	}
-	c.mu.Unlock()
+	st.c.mu.Unlock()
 }
 
 // exchange POSTs m and handles the answer. sent and status may be nil.
-func (c *remoteConn) exchange(ctx context.Context, m *outMsg, sent chan struct{}, status chan int) {
-	resp, sid, err := c.roundTrip(ctx, m, sent)
+func (st *streamableHTTP) exchange(ctx context.Context, m *outMsg, sent chan struct{}, status chan int) {
+	resp, sid, err := st.roundTrip(ctx, m, sent)
 	if err != nil {
 		m.ex.ended()
 		if status != nil {
 			status <- 0
 		}
 		if ctx.Err() == nil { // else the host cancelled it, or the proxy is stopping
-			c.fail(m, c.httpFailure(err))
+			st.c.fail(m, httpFailure(err))
 		}
 		return
 	}
@@ -282,14 +322,14 @@ func (c *remoteConn) exchange(ctx context.Context, m *outMsg, sent chan struct{}
 		m.ex.setBody(resp.Body) // a cancel may end it
 		defer m.ex.ended()
 	}
-	c.handleAnswer(ctx, m, resp, sid)
+	st.handleAnswer(ctx, m, resp, sid)
 }
 
 // roundTrip POSTs m and returns the response once its headers arrived, and the
 // session id the request carried. A request refused before any byte of it was sent is
 // tried again (three times in all, 100 ms then 200 ms apart); one that may have
 // reached the server never is.
-func (c *remoteConn) roundTrip(ctx context.Context, m *outMsg, sent chan struct{}) (*http.Response, string, error) {
+func (st *streamableHTTP) roundTrip(ctx context.Context, m *outMsg, sent chan struct{}) (*http.Response, string, error) {
 	var once sync.Once
 	markSent := func() {
 		if sent != nil {
@@ -304,20 +344,20 @@ func (c *remoteConn) roundTrip(ctx context.Context, m *outMsg, sent chan struct{
 			WroteRequest: func(httptrace.WroteRequestInfo) { markSent() },
 		}
 		if m.version != "" {
-			trace.GotConn = func(info httptrace.GotConnInfo) { c.setConn(m, info.Conn) }
+			trace.GotConn = func(info httptrace.GotConnInfo) { st.setConn(m, info.Conn) }
 		} else if m.isRequest {
 			trace.GotConn = func(info httptrace.GotConnInfo) { m.ex.setConn(info.Conn) } // a cancel may end it
 		}
-		req, sid := c.newPost(httptrace.WithClientTrace(ctx, trace), m)
-		resp, err := c.client.Do(req)
+		req, sid := st.newPost(httptrace.WithClientTrace(ctx, trace), m)
+		resp, err := st.c.client.Do(req)
 		if err == nil {
 			return resp, sid, nil
 		}
 		if wrote.Load() || attempt >= 2 || !refusedBeforeSending(err) {
 			return nil, sid, err
 		}
-		c.log.Debug("connection refused; trying again", "attempt", attempt+1)
-		if !sleepCtx(ctx, time.Duration(100<<attempt)*time.Millisecond) {
+		st.c.log.Debug("connection refused; trying again", "attempt", attempt+1)
+		if !backoff.Sleep(ctx, time.Duration(100<<attempt)*time.Millisecond) {
 			return nil, sid, err
 		}
 	}
@@ -335,10 +375,10 @@ func withWriteTrace(ctx context.Context, wrote *atomic.Bool, sent func()) contex
 // newPost builds the POST of m: its exact bytes, and the headers of the era it belongs
 // to. The request is built from parts made once (the parsed URL, the headers of the
 // session state), not from the URL's text, which would be parsed again for every call.
-func (c *remoteConn) newPost(ctx context.Context, m *outMsg) (*http.Request, string) {
-	c.mu.Lock()
-	sid, version, stateless := c.sess.id, c.sess.version, c.sess.statelessVersion
-	c.mu.Unlock()
+func (st *streamableHTTP) newPost(ctx context.Context, m *outMsg) (*http.Request, string) {
+	st.c.mu.Lock()
+	sid, version, stateless := st.c.sess.id, st.c.sess.version, st.c.sess.statelessVersion
+	st.c.mu.Unlock()
 	if m.method == "initialize" {
 		sid, version = "", "" // a new session; the version is not negotiated yet
 	}
@@ -354,16 +394,16 @@ func (c *remoteConn) newPost(ctx context.Context, m *outMsg) (*http.Request, str
 	}
 	// h is this request's own copy: a header that changes per request (a refreshed
 	// credential, say) is set on it, never on the shared set postHeader returns.
-	h := c.postHeader(sid, version).Clone()
+	h := st.postHeader(sid, version).Clone()
 	if mirror {
-		c.statelessHeaders(h, m)
+		st.statelessHeaders(h, m)
 	}
-	c.authHeader(ctx, h)
+	st.c.authHeader(ctx, h)
 	raw := m.raw
 	req := &http.Request{
 		Method:        http.MethodPost,
-		URL:           c.url, // shared, never changed: the client and transport only read it
-		Host:          c.host,
+		URL:           st.c.url, // shared, never changed: the client and transport only read it
+		Host:          st.c.host,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
@@ -386,12 +426,12 @@ type postHeaders struct {
 // postHeader returns the headers every POST with this session id and protocol version
 // carries: the --header ones, then the protocol's own (set after them, so that a user
 // header cannot break the exchange). It is remade only when the session changes.
-func (c *remoteConn) postHeader(sid, version string) http.Header {
-	if p := c.postHdr.Load(); p != nil && p.sid == sid && p.version == version {
+func (st *streamableHTTP) postHeader(sid, version string) http.Header {
+	if p := st.postHdr.Load(); p != nil && p.sid == sid && p.version == version {
 		return p.h
 	}
-	h := make(http.Header, len(c.header)+4)
-	for k, vs := range c.header {
+	h := make(http.Header, len(st.c.header)+4)
+	for k, vs := range st.c.header {
 		if !strings.EqualFold(k, "Host") {
 			h[k] = vs
 		}
@@ -404,7 +444,7 @@ func (c *remoteConn) postHeader(sid, version string) http.Header {
 	if version != "" {
 		h.Set(hdrVersion, version)
 	}
-	c.postHdr.Store(&postHeaders{sid: sid, version: version, h: h})
+	st.postHdr.Store(&postHeaders{sid: sid, version: version, h: h})
 	return h
 }
 
@@ -453,7 +493,7 @@ func hostOf(u *url.URL, h http.Header) string {
 }
 
 // statelessHeaders sets Mcp-Method and, for the methods that name something, Mcp-Name.
-func (c *remoteConn) statelessHeaders(h http.Header, m *outMsg) {
+func (st *streamableHTTP) statelessHeaders(h http.Header, m *outMsg) {
 	if m.method == "" {
 		return
 	}
@@ -471,7 +511,7 @@ func (c *remoteConn) statelessHeaders(h http.Header, m *outMsg) {
 		}
 	}
 	if m.method == "tools/call" {
-		c.paramHeaders(h, m)
+		st.paramHeaders(h, m)
 	}
 }
 
@@ -495,14 +535,14 @@ func headerValue(s string) string {
 }
 
 // handleAnswer reads the answer to m (its body is closed here).
-func (c *remoteConn) handleAnswer(ctx context.Context, m *outMsg, resp *http.Response, sid string) {
+func (st *streamableHTTP) handleAnswer(ctx context.Context, m *outMsg, resp *http.Response, sid string) {
 	defer resp.Body.Close()
 	code := resp.StatusCode
 	if m.method == "initialize" && code/100 == 2 {
 		if id := resp.Header.Get(hdrSessionID); id != "" {
-			c.mu.Lock()
-			c.sess.id = id
-			c.mu.Unlock()
+			st.c.mu.Lock()
+			st.c.sess.id = id
+			st.c.mu.Unlock()
 		}
 	}
 	switch {
@@ -512,72 +552,72 @@ func (c *remoteConn) handleAnswer(ctx context.Context, m *outMsg, resp *http.Res
 		// session, once.
 		drain(resp.Body)
 		if m.retried || m.method == "initialize" {
-			c.fail(m, "the server's session expired (HTTP 404), and starting a new one did not help")
+			st.c.fail(m, "the server's session expired (HTTP 404), and starting a new one did not help")
 			return
 		}
 		// Kept for the next session, unless the reader has settled the loss already
 		// (then it answered m, which is not sent again).
-		kept := c.hold(m)
-		if ok, why := c.renewSession(sid); !ok {
-			c.unhold(m)
-			c.fail(m, "the server's session expired (HTTP 404) and a new one could not be started"+why)
+		kept := st.c.hold(m)
+		if ok, why := st.renewSession(sid); !ok {
+			st.c.loss.unhold(m)
+			st.c.fail(m, "the server's session expired (HTTP 404) and a new one could not be started"+why)
 			return
 		}
-		if !kept || c.answered(m) {
+		if !kept || st.c.loss.answered(m) {
 			return
 		}
 		m.retried = true
 		m.ex.renew() // the loss may have aborted its first exchange
-		c.exchange(ctx, m, nil, nil)
+		st.exchange(ctx, m, nil, nil)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		drain(resp.Body)
-		retry, why := c.reauthorize(ctx, m, resp)
+		retry, why := st.c.reauthorize(ctx, m, resp)
 		if retry {
-			c.exchange(ctx, m, nil, nil)
+			st.exchange(ctx, m, nil, nil)
 			return
 		}
-		c.authRefused(m, code, why)
+		st.c.authRefused(m, code, why)
 	case code/100 == 2:
-		c.readAnswer(ctx, m, resp)
+		st.readAnswer(ctx, m, resp)
 	default:
-		c.refused(m, resp)
+		st.c.refused(m, resp)
 	}
 }
 
 // readAnswer reads a successful answer: one JSON message, an event stream, or nothing
 // (202 for a notification or a response).
-func (c *remoteConn) readAnswer(ctx context.Context, m *outMsg, resp *http.Response) {
+func (st *streamableHTTP) readAnswer(ctx context.Context, m *outMsg, resp *http.Response) {
 	ct := mediaType(resp.Header.Get("Content-Type"))
 	switch {
 	case ct == "text/event-stream":
-		c.readStream(ctx, m, resp.Body)
+		st.readStream(ctx, m, resp.Body)
 	case resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent || resp.ContentLength == 0:
 		drain(resp.Body)
 		if m.isRequest {
-			c.fail(m, fmt.Sprintf("the server answered HTTP %d with no response", resp.StatusCode))
+			st.c.fail(m, fmt.Sprintf("the server answered HTTP %d with no response", resp.StatusCode))
 		}
 	case ct == "application/json" || ct == "":
-		body, held, err := readBodyIn(resp.Body, resp.ContentLength, c.max, c.bodies)
+		body, held, err := readBodyIn(resp.Body, resp.ContentLength, st.c.max, st.c.bodies)
 		if err != nil {
 			if ctx.Err() == nil {
-				c.fail(m, "reading the answer: "+c.httpFailure(err))
+				st.c.fail(m, "reading the answer: "+httpFailure(err))
 			}
 			return
 		}
 		if body = oneLine(body); len(body) == 0 {
-			c.bodies.give(held)
+			st.c.bodies.give(held)
 			if m.isRequest {
-				c.fail(m, "the server answered with an empty body")
+				st.c.fail(m, "the server answered with an empty body")
 			}
 			return
 		}
-		c.deliverHeld(body, held)
-		if c.stillPending(m) {
-			c.fail(m, "the server's answer did not answer the request")
+		st.c.deliverHeld(body, held)
+		if st.c.stillPending(m) {
+			st.c.fail(m, "the server's answer did not answer the request")
 		}
 	default:
 		drain(resp.Body)
-		c.fail(m, fmt.Sprintf("the server answered with Content-Type %q, neither JSON nor an event stream", ct))
+		st.c.fail(m, fmt.Sprintf("the server answered with Content-Type %q, neither JSON nor an event stream", ct))
 	}
 }
 
@@ -639,7 +679,7 @@ func withAnswerID(msg, id []byte) []byte {
 // completes, until m's requests are answered. A stream that breaks first is resumed
 // with a GET carrying Last-Event-ID, after the server's retry time (or a backoff), as
 // long as the server gave the stream event ids.
-func (c *remoteConn) readStream(ctx context.Context, m *outMsg, body io.Reader) {
+func (st *streamableHTTP) readStream(ctx context.Context, m *outMsg, body io.Reader) {
 	lastID, retry, tries := "", time.Duration(0), 0
 	var resumed io.Closer // the body of the current resumption GET
 	defer func() {
@@ -648,8 +688,8 @@ func (c *remoteConn) readStream(ctx context.Context, m *outMsg, body io.Reader) 
 		}
 	}()
 	for {
-		sr, tooLong := c.pump(ctx, m, body)
-		if ctx.Err() != nil || len(m.ids) == 0 || !c.stillPending(m) {
+		sr, tooLong := st.pump(ctx, m, body)
+		if ctx.Err() != nil || len(m.ids) == 0 || !st.c.stillPending(m) {
 			return
 		}
 		if sr.LastID != "" && sr.LastID != lastID {
@@ -660,24 +700,24 @@ func (c *remoteConn) readStream(ctx context.Context, m *outMsg, body io.Reader) 
 		}
 		switch {
 		case tooLong:
-			c.fail(m, fmt.Sprintf("the answer was over the %d-byte cap (--max-message)", c.max))
+			st.c.fail(m, fmt.Sprintf("the answer was over the %d-byte cap (--max-message)", st.c.max))
 			return
 		case lastID == "":
-			c.fail(m, "the server ended the stream before answering")
+			st.c.fail(m, "the server ended the stream before answering")
 			return
 		case tries >= maxResumes:
-			c.fail(m, fmt.Sprintf("the stream broke and could not be resumed (%d tries)", tries))
+			st.c.fail(m, fmt.Sprintf("the stream broke and could not be resumed (%d tries)", tries))
 			return
 		}
 		tries++
 		delay := retry
 		if delay <= 0 {
-			delay = backoff(tries)
+			delay = reconnectWait(tries)
 		}
-		if !sleepCtx(ctx, delay) {
+		if !backoff.Sleep(ctx, delay) {
 			return
 		}
-		resp, sid, err := c.get(ctx, lastID)
+		resp, sid, err := st.get(ctx, lastID)
 		if err != nil {
 			body = bytes.NewReader(nil)
 			continue
@@ -685,16 +725,16 @@ func (c *remoteConn) readStream(ctx context.Context, m *outMsg, body io.Reader) 
 		if resp.StatusCode == http.StatusNotFound && sid != "" {
 			drain(resp.Body)
 			resp.Body.Close()
-			c.fail(m, "the server's session expired (HTTP 404) while the answer was on its way")
+			st.c.fail(m, "the server's session expired (HTTP 404) while the answer was on its way")
 			return
 		}
 		if resp.StatusCode/100 != 2 || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
 			drain(resp.Body)
 			resp.Body.Close()
-			c.fail(m, fmt.Sprintf("the stream broke and the server would not resume it (HTTP %d)", resp.StatusCode))
+			st.c.fail(m, fmt.Sprintf("the stream broke and the server would not resume it (HTTP %d)", resp.StatusCode))
 			return
 		}
-		c.log.Debug("resuming a broken stream", "last-event-id", lastID)
+		st.c.log.Debug("resuming a broken stream", "last-event-id", lastID)
 		if resumed != nil {
 			resumed.Close()
 		}
@@ -704,9 +744,9 @@ func (c *remoteConn) readStream(ctx context.Context, m *outMsg, body io.Reader) 
 
 // pump forwards the messages of one event stream until it ends, or until m (when
 // not nil) has been answered.
-func (c *remoteConn) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *sseReader, tooLong bool) {
-	sr = newSSEReader(body, c.max)
-	sr.bodies = c.bodies // the events of streams read at once share the cap too
+func (st *streamableHTTP) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *sseReader, tooLong bool) {
+	sr = newSSEReader(body, st.c.max)
+	sr.bodies = st.c.bodies // the events of streams read at once share the cap too
 	defer sr.release()
 	for {
 		ev, err := sr.Next()
@@ -717,12 +757,12 @@ func (c *remoteConn) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *s
 			continue
 		}
 		if ev.TooLong {
-			c.log.Warn("dropped a message from the server: over the size cap", "bytes", ev.Size, "cap", c.max)
+			st.c.log.Warn("dropped a message from the server: over the size cap", "bytes", ev.Size, "cap", st.c.max)
 			if m != nil && len(m.ids) > 0 {
 				// A stream of one request's: its answer may be this very event, which
 				// may never end. The request is failed; the stream is not read on.
 				if ev.Shared {
-					c.fail(m, (&budgetError{max: c.max}).Error())
+					st.c.fail(m, (&budgetError{max: st.c.max}).Error())
 					return sr, false
 				}
 				return sr, true
@@ -732,8 +772,8 @@ func (c *remoteConn) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *s
 		if len(ev.Data) == 0 {
 			continue // a priming event: an id to resume from, no message
 		}
-		c.deliverHeld(oneLine(ev.Data), ev.Held)
-		if m != nil && len(m.ids) > 0 && !c.stillPending(m) {
+		st.c.deliverHeld(oneLine(ev.Data), ev.Held)
+		if m != nil && len(m.ids) > 0 && !st.c.stillPending(m) {
 			return sr, false
 		}
 		if ctx.Err() != nil {
@@ -744,13 +784,13 @@ func (c *remoteConn) pump(ctx context.Context, m *outMsg, body io.Reader) (sr *s
 
 // get opens an event stream with a GET: the standalone stream, or the resumption of a
 // broken one (lastID set).
-func (c *remoteConn) get(ctx context.Context, lastID string) (*http.Response, string, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url.String(), nil)
-	c.userHeaders(req)
+func (st *streamableHTTP) get(ctx context.Context, lastID string) (*http.Response, string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, st.c.url.String(), nil)
+	st.c.userHeaders(req)
 	req.Header.Set("Accept", "text/event-stream")
-	c.mu.Lock()
-	sid, version := c.sess.id, c.sess.version
-	c.mu.Unlock()
+	st.c.mu.Lock()
+	sid, version := st.c.sess.id, st.c.sess.version
+	st.c.mu.Unlock()
 	if sid != "" {
 		req.Header.Set(hdrSessionID, sid)
 	}
@@ -760,27 +800,27 @@ func (c *remoteConn) get(ctx context.Context, lastID string) (*http.Response, st
 	if lastID != "" {
 		req.Header.Set(hdrLastEventID, lastID)
 	}
-	resp, err := c.client.Do(req)
+	resp, err := st.c.client.Do(req)
 	return resp, sid, err
 }
 
 // startListen opens the GET stream of the current session; with wait, it returns once
 // the stream is open (or refused), or after readyWait.
-func (c *remoteConn) startListen(wait bool) {
-	c.mu.Lock()
-	if c.sess.version >= "2026-07-28" { // that era has no GET stream
-		c.mu.Unlock()
+func (st *streamableHTTP) startListen(wait bool) {
+	st.c.mu.Lock()
+	if st.c.sess.version >= "2026-07-28" { // that era has no GET stream
+		st.c.mu.Unlock()
 		return
 	}
-	if c.sess.stopListen != nil {
-		c.sess.stopListen()
+	if st.c.sess.stopListen != nil {
+		st.c.sess.stopListen()
 	}
-	ctx, stop := context.WithCancel(c.ctx)
-	c.sess.stopListen = stop
-	c.mu.Unlock()
+	ctx, stop := context.WithCancel(st.c.ctx)
+	st.c.sess.stopListen = stop
+	st.c.mu.Unlock()
 	opened := make(chan struct{})
-	c.wg.Add(1)
-	go c.listen(ctx, opened)
+	st.c.wg.Add(1)
+	go st.listen(ctx, opened)
 	if !wait {
 		return
 	}
@@ -789,22 +829,22 @@ func (c *remoteConn) startListen(wait bool) {
 	select {
 	case <-opened:
 	case <-t.C:
-		c.log.Debug("the GET stream is slow to open; going on")
-	case <-c.ctx.Done():
+		st.c.log.Debug("the GET stream is slow to open; going on")
+	case <-st.c.ctx.Done():
 	}
 }
 
 // listen keeps the GET stream open for server-initiated messages: reopened after a
 // break with Last-Event-ID, after the server's retry time or a growing backoff, until
 // the session ends or the server says it offers none.
-func (c *remoteConn) listen(ctx context.Context, opened chan struct{}) {
-	defer c.wg.Done()
+func (st *streamableHTTP) listen(ctx context.Context, opened chan struct{}) {
+	defer st.c.wg.Done()
 	var once sync.Once
 	open := func() { once.Do(func() { close(opened) }) }
 	defer open()
 	lastID, retry, failures := "", time.Duration(0), 0
 	for {
-		resp, sid, err := c.get(ctx, lastID)
+		resp, sid, err := st.get(ctx, lastID)
 		open()
 		if ctx.Err() != nil {
 			if err == nil {
@@ -814,50 +854,50 @@ func (c *remoteConn) listen(ctx context.Context, opened chan struct{}) {
 		}
 		if err != nil {
 			failures++
-			c.log.Debug("the GET stream could not be opened", "err", c.scrub.Replace(c.httpFailure(err)))
+			st.c.log.Debug("the GET stream could not be opened", "err", st.c.scrub.Replace(httpFailure(err)))
 		} else {
 			code := resp.StatusCode
 			switch {
 			case code == http.StatusMethodNotAllowed:
 				resp.Body.Close()
-				c.log.Debug("the server offers no GET stream")
+				st.c.log.Debug("the server offers no GET stream")
 				return
 			case code == http.StatusNotFound && sid != "":
 				resp.Body.Close()
 				// The session is gone: start a new one now, so that what the server
 				// sends on its own reaches the host again without waiting for a call.
-				c.wg.Add(1)
+				st.c.wg.Add(1)
 				go func() {
-					defer c.wg.Done()
-					c.sessionExpired(sid)
+					defer st.c.wg.Done()
+					st.sessionExpired(sid)
 				}()
 				return
 			case code == http.StatusUnauthorized || code == http.StatusForbidden:
 				resp.Body.Close()
 				// With OAuth, a renewed token reopens it (after the backoff, so a
 				// server that keeps refusing costs a request a growing while).
-				if c.auth != nil && failures < maxResumes {
-					if retry, _ := c.auth.Refused(ctx, code, resp.Header.Values("WWW-Authenticate"), resp.Request.Header.Get("Authorization")); retry {
+				if st.c.auth != nil && failures < maxResumes {
+					if retry, _ := st.c.auth.Refused(ctx, code, resp.Header.Values("WWW-Authenticate"), resp.Request.Header.Get("Authorization")); retry {
 						failures++
 						break
 					}
 				}
-				c.log.Warn("the server refused the GET stream", "status", code)
+				st.c.log.Warn("the server refused the GET stream", "status", code)
 				return
 			case code/100 != 2 || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream":
 				resp.Body.Close()
 				if code < 500 && code != http.StatusTooManyRequests {
-					c.log.Warn("the server answered the GET stream with no event stream; server-initiated messages only come with calls", "status", code)
+					st.c.log.Warn("the server answered the GET stream with no event stream; server-initiated messages only come with calls", "status", code)
 					return
 				}
 				failures++
 			default:
 				// The session works: a later expiry starts the re-initialization
 				// backoff afresh.
-				c.mu.Lock()
-				c.sess.reinits, c.sess.reinitDown = 0, ""
-				c.mu.Unlock()
-				sr, _ := c.pump(ctx, nil, resp.Body)
+				st.c.mu.Lock()
+				st.c.sess.reinits, st.c.sess.reinitDown = 0, ""
+				st.c.mu.Unlock()
+				sr, _ := st.pump(ctx, nil, resp.Body)
 				resp.Body.Close()
 				if sr.LastID != "" && sr.LastID != lastID {
 					lastID, failures = sr.LastID, 0
@@ -868,11 +908,11 @@ func (c *remoteConn) listen(ctx context.Context, opened chan struct{}) {
 				failures++
 			}
 		}
-		delay := backoff(failures)
+		delay := reconnectWait(failures)
 		if retry > 0 && failures <= 1 {
 			delay = retry
 		}
-		if !sleepCtx(ctx, delay) {
+		if !backoff.Sleep(ctx, delay) {
 			return
 		}
 	}
@@ -881,191 +921,80 @@ func (c *remoteConn) listen(ctx context.Context, opened chan struct{}) {
 // sessionExpired replaces the session sid, which answered 404, by a new one (the
 // re-handshake, once however many requests got the 404), and reports whether requests
 // can be sent again.
-func (c *remoteConn) sessionExpired(sid string) bool {
-	ok, _ := c.renewSession(sid)
+func (st *streamableHTTP) sessionExpired(sid string) bool {
+	ok, _ := st.renewSession(sid)
 	return ok
 }
 
 // renewSession is sessionExpired, saying why (as ": ...", to append) when no new
 // session was started because the server keeps expiring them at once.
-func (c *remoteConn) renewSession(sid string) (bool, string) {
-	c.mu.Lock()
-	if c.sess.id != sid {
-		ready := c.sess.ready
-		c.mu.Unlock()
+func (st *streamableHTTP) renewSession(sid string) (bool, string) {
+	st.c.mu.Lock()
+	if st.c.sess.id != sid {
+		ready := st.c.sess.ready
+		st.c.mu.Unlock()
 		select {
 		case <-ready:
-		case <-c.ctx.Done():
+		case <-st.c.ctx.Done():
 			return false, ""
 		}
-		c.mu.Lock()
-		ok := c.sess.id != ""
-		c.mu.Unlock()
-		return ok || c.setup.Era() != EraSession, ""
+		st.c.mu.Lock()
+		ok := st.c.sess.id != ""
+		st.c.mu.Unlock()
+		return ok || st.c.setup.Era() != EraSession, ""
 	}
 	// Rate-limited: a server that expires every new session at once (a 404 for each
 	// GET stream) made this a loop of initialize POSTs with no pause.
-	since := time.Since(c.sess.reinitAt)
-	if c.sess.reinitAt.IsZero() || since > reinitMax {
-		c.sess.reinits, c.sess.reinitDown = 0, "" // the last new session lasted
+	since := time.Since(st.c.sess.reinitAt)
+	if st.c.sess.reinitAt.IsZero() || since > reinitMax {
+		st.c.sess.reinits, st.c.sess.reinitDown = 0, "" // the last new session lasted
 	}
-	n := c.sess.reinits
+	n := st.c.sess.reinits
 	if n >= maxReinits && since <= reinitMax {
-		why := c.sess.reinitDown
-		c.mu.Unlock()
+		why := st.c.sess.reinitDown
+		st.c.mu.Unlock()
 		return false, ": " + why
 	}
 	delay := time.Duration(0)
 	if n > 0 {
-		delay = min(reinitBase<<min(n-1, 20), reinitMax)
+		delay = reinitPacing.Step(n - 1)
 	}
-	c.log.Info("the server's session expired (HTTP 404); starting a new one with the host's initialize", "in", delay)
-	c.sess.id = ""
-	c.sess.gen++
+	st.c.log.Info("the server's session expired (HTTP 404); starting a new one with the host's initialize", "in", delay)
+	st.c.sess.id = ""
+	st.c.sess.gen++
 	ready := make(chan struct{})
-	c.sess.ready = ready
-	if c.sess.stopListen != nil {
-		c.sess.stopListen()
-		c.sess.stopListen = nil
+	st.c.sess.ready = ready
+	if st.c.sess.stopListen != nil {
+		st.c.sess.stopListen()
+		st.c.sess.stopListen = nil
 	}
-	c.mu.Unlock()
+	st.c.mu.Unlock()
 	// The reader settles the loss, as for any server that went away: what the old
 	// session owed is answered (upstream_lost), its requests to the host go stale.
-	c.sessionLost("the server's session expired (HTTP 404)")
+	st.c.sessionLost("the server's session expired (HTTP 404)")
 	// Only once the reader has settled it does anything go to the new session:
 	// what the host wrote before that was answered, and must not be sent.
-	c.waitSettled()
+	st.c.loss.wait(st.c.ctx, st.c.log)
 	// Requests wait for the new session meanwhile (send waits on ready), at most
 	// reinitMax.
-	ok := sleepCtx(c.ctx, delay)
-	c.mu.Lock()
-	c.sess.reinits++
-	c.sess.reinitAt = time.Now()
-	if c.sess.reinits >= maxReinits {
-		c.sess.reinitDown = fmt.Sprintf("the server expired each of the last %d new sessions at once (HTTP 404); not starting another before %s",
-			c.sess.reinits, c.sess.reinitAt.Add(reinitMax).Format("15:04:05"))
+	ok := backoff.Sleep(st.c.ctx, delay)
+	st.c.mu.Lock()
+	st.c.sess.reinits++
+	st.c.sess.reinitAt = time.Now()
+	if st.c.sess.reinits >= maxReinits {
+		st.c.sess.reinitDown = fmt.Sprintf("the server expired each of the last %d new sessions at once (HTTP 404); not starting another before %s",
+			st.c.sess.reinits, st.c.sess.reinitAt.Add(reinitMax).Format("15:04:05"))
 	}
-	down := c.sess.reinitDown
-	c.mu.Unlock()
+	down := st.c.sess.reinitDown
+	st.c.mu.Unlock()
 	if ok {
-		ok = c.rehandshake()
+		ok = sessionPeer{st.c}.rehandshake()
 	}
 	if down != "" {
-		c.log.Warn("giving up starting new sessions for a while", "why", down)
+		st.c.log.Warn("giving up starting new sessions for a while", "why", down)
 	}
 	close(ready)
 	return ok, ""
-}
-
-// rehandshake replays what the host did to set the session up (Setup.Replay, the one
-// re-handshake, which a revived child uses too: the host's initialize with an id of
-// the proxy's own, its notifications/initialized, then its log level and
-// subscriptions, swallowing the answers); then reopens the GET stream, and tells the
-// host when the server's tools changed.
-func (c *remoteConn) rehandshake() bool {
-	done, err := c.setup.Replay(c.ctx, sessionPeer{c}, c.ids, ReplayHooks{
-		Log: c.log,
-		Listed: func(_ []byte, changed bool) {
-			if changed {
-				c.deliver([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
-			}
-		},
-	})
-	if done.Init.ProtocolVersion != "" {
-		c.mu.Lock()
-		c.sess.version = done.Init.ProtocolVersion
-		c.mu.Unlock()
-	}
-	if err != nil {
-		c.log.Warn("re-initializing the server failed", "err", c.scrub.Replace(err.Error()))
-		return false
-	}
-	if done.Done && c.modeNow() == modeStreamable {
-		c.startListen(false)
-	}
-	return true
-}
-
-// sessionPeer is a new session of the connection's server as the re-handshake reaches
-// it (RehandshakePeer): each request its own exchange, a 404 now a failure rather
-// than another expiry.
-type sessionPeer struct{ c *remoteConn }
-
-func (p sessionPeer) Call(_ context.Context, req, _ []byte) ([]byte, error) {
-	m := parseOut(req)
-	m.retried = true
-	ans, err := p.c.ownCall(m)
-	if ans != nil {
-		return ans, nil // an error answer too: the re-handshake judges it
-	}
-	return nil, err
-}
-
-// Send waits for the answer to a request (the session's restores go one by one, in
-// order, as the host sent them).
-func (p sessionPeer) Send(_ context.Context, msg, id []byte, answered func([]byte)) error {
-	c := p.c
-	m := parseOut(msg)
-	m.retried = true
-	if id == nil {
-		// Bounded as the requests are: a server that takes the POST and never
-		// answers its headers must not hold the re-handshake, and every host
-		// request waiting on it, for ever.
-		ctx, cancel := context.WithTimeout(c.ctx, ownAnswerWait)
-		defer cancel()
-		c.exchange(ctx, m, nil, nil)
-		return nil
-	}
-	ans, err := c.ownCall(m)
-	switch {
-	case ans != nil:
-		if answered != nil {
-			answered(ans)
-		}
-	case err != nil:
-		c.log.Warn("the new session did not answer a request of the re-handshake", "method", m.method, "err", c.scrub.Replace(err.Error()))
-	}
-	return nil
-}
-
-func (c *remoteConn) modeNow() mode {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mode
-}
-
-// ownCall sends a request of the connection's own and returns its answer, which the
-// host never sees.
-func (c *remoteConn) ownCall(m *outMsg) ([]byte, error) {
-	key := jsonlex.IDKey(m.ids[0])
-	ch := make(chan []byte, 1)
-	c.mu.Lock()
-	c.own[key] = ch
-	c.pending[key] = &pendingReq{id: m.ids[0], method: m.method}
-	md := c.mode
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.own, key)
-		delete(c.pending, key)
-		c.mu.Unlock()
-	}()
-	ctx, cancel := context.WithTimeout(c.ctx, ownAnswerWait)
-	defer cancel()
-	if md == modeLegacy {
-		c.legacyPost(ctx, m, nil)
-	} else {
-		c.exchange(ctx, m, nil, nil)
-	}
-	select {
-	case ans := <-ch:
-		if f, ok := jsonlex.TopFields(ans); ok && f.Error != nil {
-			return ans, fmt.Errorf("the server answered %s with an error: %s", m.method, f.Error)
-		}
-		return ans, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("no answer to %s: %w", m.method, ctx.Err())
-	}
 }
 
 // firstPost is the first POST in auto mode. When it fails the way a server of the old
@@ -1074,15 +1003,15 @@ func (c *remoteConn) ownCall(m *outMsg) ([]byte, error) {
 // as an SSE endpoint; if that works the connection uses HTTP+SSE from then on,
 // starting with this message. Otherwise it is a Streamable HTTP server, and the answer
 // is handled as such.
-func (c *remoteConn) firstPost(m *outMsg) {
-	ctx, abort := context.WithCancel(c.ctx)
+func (st *streamableHTTP) firstPost(m *outMsg) {
+	ctx, abort := context.WithCancel(st.c.ctx)
 	done := make(chan struct{})
-	c.setAbort(m, abort, done)
-	resp, sid, err := c.roundTrip(ctx, m, nil)
+	st.setAbort(m, abort, done)
+	resp, sid, err := st.roundTrip(ctx, m, nil)
 	if err != nil {
 		abort()
 		close(done)
-		c.fail(m, c.httpFailure(err)) // still undecided: the next message tries again
+		st.c.fail(m, httpFailure(err)) // still undecided: the next message tries again
 		return
 	}
 	code := resp.StatusCode
@@ -1091,75 +1020,74 @@ func (c *remoteConn) firstPost(m *outMsg) {
 		resp.Body.Close()
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		if f, ok := jsonlex.TopFields(bytes.TrimSpace(body)); !ok || f.Error == nil {
-			if c.legacyConnect() == nil {
+			if st.c.sse.connect() == nil {
 				abort()
 				close(done)
-				c.mu.Lock()
-				c.mode = modeLegacy
-				c.mu.Unlock()
-				c.log.Info("the server speaks the HTTP+SSE transport (2024-11-05); using it", "url", c.shownURL)
-				c.settle(TransportSSE)
-				c.legacySend(m)
+				st.c.mu.Lock()
+				st.c.mode = modeLegacy
+				st.c.mu.Unlock()
+				st.c.log.Info("the server speaks the HTTP+SSE transport (2024-11-05); using it", "url", st.c.shownURL)
+				st.c.settle(TransportSSE)
+				st.c.sse.send(m)
 				return
 			}
 		}
 	}
-	c.mu.Lock()
-	decided := c.mode == modeUndecided
+	st.c.mu.Lock()
+	decided := st.c.mode == modeUndecided
 	if decided {
-		c.mode = modeStreamable
+		st.c.mode = modeStreamable
 	}
-	c.mu.Unlock()
+	st.c.mu.Unlock()
 	if decided {
-		c.settle(TransportHTTP)
+		st.c.settle(TransportHTTP)
 	}
-	c.reqs.Add(1)
-	c.wg.Add(1)
+	st.c.reqs.Add(1)
+	st.c.wg.Add(1)
 	go func() {
-		defer c.wg.Done()
-		defer c.reqs.Done()
+		defer st.c.wg.Done()
+		defer st.c.reqs.Done()
 		defer close(done)
 		defer abort()
-		c.handleAnswer(ctx, m, resp, sid)
+		st.handleAnswer(ctx, m, resp, sid)
 	}()
 }
 
 // endSession deletes the session, if there is one (Close's gentle step). The answer
 // is not waited for beyond deleteTimeout.
-func (c *remoteConn) endSession() {
-	c.mu.Lock()
-	sid, version, md := c.sess.id, c.sess.version, c.mode
-	c.mu.Unlock()
+func (st *streamableHTTP) endSession() {
+	st.c.mu.Lock()
+	sid, version, md := st.c.sess.id, st.c.sess.version, st.c.mode
+	st.c.mu.Unlock()
 	if sid == "" || md == modeLegacy {
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, deleteTimeout)
+	ctx, cancel := context.WithTimeout(st.c.ctx, deleteTimeout)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, c.url.String(), nil)
-	c.userHeaders(req)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, st.c.url.String(), nil)
+	st.c.userHeaders(req)
 	req.Header.Set(hdrSessionID, sid)
 	if version != "" {
 		req.Header.Set(hdrVersion, version)
 	}
-	resp, err := c.client.Do(req)
+	resp, err := st.c.client.Do(req)
 	if err != nil {
-		c.log.Debug("could not end the session", "err", c.scrub.Replace(c.httpFailure(err)))
+		st.c.log.Debug("could not end the session", "err", st.c.scrub.Replace(httpFailure(err)))
 		return
 	}
 	drain(resp.Body)
 	resp.Body.Close()
 }
 
-// backoff is the wait before reconnection attempt n (from 1): the base growing by half
-// each time, capped, plus full jitter.
-func backoff(n int) time.Duration {
-	d := backoffBase
-	for i := 1; i < n && d < backoffMax; i++ {
-		d = d * 3 / 2
-	}
-	d = min(d, backoffMax)
-	return d + rand.N(d)
-}
+// reconnect is the pacing of a stream's reconnection: 1 s growing by half each time,
+// up to 30 s, drawn with full jitter.
+var reconnect = backoff.Policy{Base: time.Second, Cap: 30 * time.Second, Factor: 1.5, Jitter: backoff.Full}
+
+// reconnectWait is the wait before reconnection attempt n (from 1).
+func reconnectWait(n int) time.Duration { return reconnect.Next(max(n-1, 0), 0) }
+
+// reinitPacing spaces the new sessions started in a row after an expiry (renewSession).
+var reinitPacing = backoff.Policy{Base: reinitBase, Cap: reinitMax, Jitter: backoff.None}
 
 func mediaType(ct string) string {
 	// A media type is ASCII, case-insensitive, and ends at its parameters;

@@ -1,6 +1,7 @@
 // Package upstream connects the proxy to the real MCP server. Every transport (a child
-// process on stdio today; Streamable HTTP and legacy SSE later) is the same thing to the
-// relay: a pipe of whole JSON-RPC messages, so a crashed server can be replaced behind
+// process on stdio, Process; a server over HTTP, Remote: Streamable HTTP, both eras, or
+// the legacy HTTP+SSE transport) is the same thing to the relay: a pipe of whole
+// JSON-RPC messages, so a crashed server or an expired session can be replaced behind
 // the relay without the host noticing.
 package upstream
 
