@@ -42,6 +42,10 @@ func (q *quickParser) Close() error {
 	return nil
 }
 
+func (q *quickParser) Capabilities() upstream.Capabilities {
+	return upstream.Capabilities{LineWriter: q}
+}
+
 func (q *quickParser) BeginLine() (upstream.LinePart, error) {
 	select {
 	case q.begun <- struct{}{}:
@@ -116,6 +120,10 @@ type between struct {
 	quickParser
 	mu    sync.Mutex
 	wrote []string
+}
+
+func (b *between) Capabilities() upstream.Capabilities {
+	return upstream.Capabilities{LineWriter: b}
 }
 
 func (b *between) BeginLine() (upstream.LinePart, error) {
@@ -224,6 +232,10 @@ func (s *silentThenReplaced) Read() ([]byte, error) {
 	case <-s.closed:
 		return nil, io.EOF
 	}
+}
+
+func (s *silentThenReplaced) Capabilities() upstream.Capabilities {
+	return upstream.Capabilities{LineWriter: s}
 }
 
 func (s *silentThenReplaced) BeginLine() (upstream.LinePart, error) {

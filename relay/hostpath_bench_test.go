@@ -27,6 +27,8 @@ func (d *discard) Read() ([]byte, error) {
 func (d *discard) Write(msg []byte) error { d.n += len(msg); return nil }
 func (d *discard) Close() error           { return nil }
 
+func (d *discard) Capabilities() upstream.Capabilities { return upstream.Capabilities{} }
+
 // BenchmarkHostPath is the proxy's own work per small tools/call and its answer as
 // BIR_OFF=1 runs it, without the syscalls and framing: the call through interception
 // (the correlation key spliced out), the relay's registry of requests in flight and

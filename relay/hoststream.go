@@ -151,7 +151,7 @@ func (l *hostLine) write(b []byte) {
 			r.hostReqs.add(l.id)
 			l.registered = true
 		}
-		lw, _ := r.up.(upstream.LineWriter)
+		lw := r.caps.LineWriter
 		var err error
 		if lw != nil {
 			l.out, err = lw.BeginLine()

@@ -69,7 +69,7 @@ func TestLentMessagesKeptAreCopies(t *testing.T) {
 }
 
 // keeper is an upstream that keeps every message written to it, as given, and does
-// not say it copies them (upstream.Copier): the relay must not lend it any.
+// not say it copies them (CopiesWrites): the relay must not lend it any.
 type keeper struct {
 	up   upstream.Conn
 	mu   sync.Mutex
@@ -78,6 +78,9 @@ type keeper struct {
 
 func (k *keeper) Read() ([]byte, error) { return k.up.Read() }
 func (k *keeper) Close() error          { return k.up.Close() }
+
+// Capabilities: none, CopiesWrites above all.
+func (k *keeper) Capabilities() upstream.Capabilities { return upstream.Capabilities{} }
 func (k *keeper) Write(m []byte) error {
 	k.mu.Lock()
 	k.kept = append(k.kept, m)

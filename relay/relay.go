@@ -94,7 +94,7 @@ type LexedUpstreamInterceptor interface {
 // its call. The pumps then do not read the clock for every message (three time.Now
 // per call, ~60 ns each on this project's VMs, were a tenth of the relay's own work
 // per message), and the host's messages are lent by the reader in place
-// (framing.WithLending) when the upstream copies what it is written (upstream.Copier),
+// (framing.WithLending) when the upstream copies what it is written (CopiesWrites),
 // else carved out of shared blocks rather than allocated one by one (framing.WithSlab).
 type Passive interface {
 	Passive() bool
@@ -149,9 +149,10 @@ type Relay struct {
 	hostSrc io.Reader // what hostIn reads, for stop to interrupt it
 	hostOut *framing.Writer
 	up      upstream.Conn
-	batch   upstream.Batcher     // up, when it can coalesce writes; else nil
-	lw      upstream.LexedWriter // up, when it reads the relay's lex; else nil
-	lr      upstream.LexedReader // up, when it lexes what it reads; else nil
+	caps    upstream.Capabilities // up's
+	batch   upstream.Batcher      // up, when it can coalesce writes; else nil
+	lw      upstream.LexedWriter  // up, when it reads the relay's lex; else nil
+	lr      upstream.LexedReader  // up, when it lexes what it reads; else nil
 	ic      Interceptor
 	lic     LexedInterceptor         // ic, when it reads the relay's lex; else nil
 	luc     LexedUpstreamInterceptor // ic, when it reads the upstream's lex; else nil
@@ -247,9 +248,7 @@ func New(o Options) *Relay {
 		ids = upstream.NewOwnIDs(o.IDPrefix)
 	}
 	prefix := ids.Prefix()
-	batch, _ := o.Upstream.(upstream.Batcher)
-	lw, _ := o.Upstream.(upstream.LexedWriter)
-	lr, _ := o.Upstream.(upstream.LexedReader)
+	caps := o.Upstream.Capabilities()
 	lic, _ := o.Intercept.(LexedInterceptor)
 	luc, _ := o.Intercept.(LexedUpstreamInterceptor)
 	passive := o.Intercept == nil
@@ -261,7 +260,7 @@ func New(o Options) *Relay {
 		slab = true
 	}
 	opts := []framing.Option{framing.WithMaxMessage(o.MaxMessage)}
-	if cp, ok := o.Upstream.(upstream.Copier); passive && ok && cp.CopiesWrites() {
+	if passive && caps.CopiesWrites {
 		// Nobody keeps a host message once it is forwarded, and the upstream copies
 		// what it is written: a message may be lent, read in place and never copied
 		// into a message of its own (the host pump reads the next only once the
@@ -277,9 +276,10 @@ func New(o Options) *Relay {
 		hostSrc:     o.HostIn,
 		hostOut:     framing.NewWriter(o.HostOut),
 		up:          o.Upstream,
-		batch:       batch,
-		lw:          lw,
-		lr:          lr,
+		caps:        caps,
+		batch:       caps.Batcher,
+		lw:          caps.LexedWriter,
+		lr:          caps.LexedReader,
 		ic:          o.Intercept,
 		lic:         lic,
 		luc:         luc,
@@ -298,13 +298,13 @@ func New(o Options) *Relay {
 	if t == 0 {
 		t, ht = DefaultStreamThreshold, DefaultHostStreamThreshold
 	}
-	if st, ok := o.Upstream.(upstream.Streamer); ok && t > 0 {
+	if st := caps.Streamer; st != nil && t > 0 {
 		st.SetStream(t, r)
 	}
 	// A long host call goes to the server as it arrives (hoststream.go) when the
 	// relay can make interception's edit itself.
 	keyed, known := o.Intercept.(KeyedInterceptor)
-	if _, ok := o.Upstream.(upstream.LineWriter); ok && ht > 0 && (o.Intercept == nil || known) {
+	if caps.LineWriter != nil && ht > 0 && (o.Intercept == nil || known) {
 		if known {
 			r.key = keyed.CorrelationKey()
 			r.sic, _ = o.Intercept.(StreamingInterceptor)
@@ -882,7 +882,7 @@ func (r *Relay) replaced(re *upstream.ReplacedError) {
 	// The requests the upstream still holds never reached the server that went away:
 	// they are the next server's to answer, not losses (upstream.Holder).
 	var spared [][]byte
-	if h, ok := r.up.(upstream.Holder); ok {
+	if h := r.caps.Holder; h != nil {
 		lost, spared = r.spare(lost, h.Held())
 	}
 	orphans := r.serverReqs.drain()
@@ -904,7 +904,7 @@ func (r *Relay) replaced(re *upstream.ReplacedError) {
 	// Under sendMu, so no write slips in between: every request the old server owed is
 	// registered above and answered below; what the host sends from here on is the
 	// new server's, even before this pump reads again.
-	if s, ok := r.up.(upstream.Settler); ok {
+	if s := r.caps.Settler; s != nil {
 		s.Settled()
 	}
 	r.sendMu.Unlock()

@@ -116,6 +116,10 @@ func (c *replacingConn) Close() error { c.once.Do(func() { close(c.closed) }); r
 // Settled ends the failing window as soon as the relay has settled the replacement
 // (upstream.Settler), before the relay answers what was lost: a host that sends its
 // next request the moment it has its error answer reaches the new server.
+func (c *replacingConn) Capabilities() upstream.Capabilities {
+	return upstream.Capabilities{Settler: c}
+}
+
 func (c *replacingConn) Settled() {
 	c.mu.Lock()
 	if c.between {

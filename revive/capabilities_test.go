@@ -1,48 +1,33 @@
 package revive
 
 import (
-	"os"
-	"regexp"
-	"slices"
-	"sort"
+	"reflect"
 	"testing"
 
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
-// capabilities is every optional interface of upstream/capabilities.go, as a check.
-var capabilities = map[string]func(any) bool{
-	"Batcher":       func(x any) bool { _, ok := x.(upstream.Batcher); return ok },
-	"Terminator":    func(x any) bool { _, ok := x.(upstream.Terminator); return ok },
-	"Exiter":        func(x any) bool { _, ok := x.(upstream.Exiter); return ok },
-	"Settler":       func(x any) bool { _, ok := x.(upstream.Settler); return ok },
-	"ExitDescriber": func(x any) bool { _, ok := x.(upstream.ExitDescriber); return ok },
-	"Holder":        func(x any) bool { _, ok := x.(upstream.Holder); return ok },
-	"LexedReader":   func(x any) bool { _, ok := x.(upstream.LexedReader); return ok },
-	"LexedWriter":   func(x any) bool { _, ok := x.(upstream.LexedWriter); return ok },
-	// No stdio Conn has it: revive never wraps one that does.
-	"SessionIdentifier": func(x any) bool { _, ok := x.(upstream.SessionIdentifier); return ok },
+// missing names each capability inner has and outer has not: a field of
+// upstream.Capabilities set (or true) in inner's and nil (or false) in outer's. It
+// walks the struct, so a capability added to it is checked with no change here.
+func missing(inner, outer upstream.Capabilities) []string {
+	iv, ov := reflect.ValueOf(inner), reflect.ValueOf(outer)
+	var names []string
+	for i := range iv.NumField() {
+		if !iv.Field(i).IsZero() && ov.Field(i).IsZero() {
+			names = append(names, iv.Type().Field(i).Name)
+		}
+	}
+	return names
 }
 
-// TestCapabilityListIsWhole: the list above is every interface capabilities.go
-// declares, so a capability added there is checked here too.
-func TestCapabilityListIsWhole(t *testing.T) {
-	src, err := os.ReadFile("../upstream/capabilities.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var declared []string
-	for _, m := range regexp.MustCompile(`(?m)^type (\w+) interface`).FindAllSubmatch(src, -1) {
-		declared = append(declared, string(m[1]))
-	}
-	var listed []string
-	for name := range capabilities {
-		listed = append(listed, name)
-	}
-	sort.Strings(declared)
-	sort.Strings(listed)
-	if len(declared) == 0 || !slices.Equal(declared, listed) {
-		t.Fatalf("capabilities.go declares %v; this test checks %v", declared, listed)
+// TestMissingSeesEveryField checks the checker: with everything set inside and
+// nothing outside, each field of upstream.Capabilities is named.
+func TestMissingSeesEveryField(t *testing.T) {
+	all := allCaps{}.Capabilities()
+	if got, want := len(missing(all, upstream.Capabilities{})), reflect.TypeFor[upstream.Capabilities]().NumField(); got != want {
+		t.Fatalf("missing names %d capabilities of %d: allCaps lacks one, or missing skips it", got, want)
 	}
 }
 
@@ -55,14 +40,53 @@ func TestReviveKeepsCapabilities(t *testing.T) {
 	if _, ok := inner.(*upstream.Process); !ok {
 		t.Fatalf("the fixture's server is a %T, want an *upstream.Process", inner)
 	}
-	for name, has := range capabilities {
-		if has(inner) && !has(f.c) {
-			t.Errorf("the server's Conn is a %s; revive.Conn around it is not", name)
-		}
+	if m := missing(inner.Capabilities(), f.c.Capabilities()); len(m) > 0 {
+		t.Errorf("the server's Conn has %v; revive.Conn around it has not", m)
 	}
-	for _, name := range []string{"Holder", "LexedWriter", "Settler"} {
-		if !capabilities[name](f.c) {
+	caps := f.c.Capabilities()
+	for name, has := range map[string]bool{"Holder": caps.Holder != nil, "LexedWriter": caps.LexedWriter != nil, "Settler": caps.Settler != nil} {
+		if !has {
 			t.Errorf("revive.Conn is not a %s", name)
 		}
 	}
 }
+
+// TestReviveKeepsEveryCapability: around a Conn that has every capability there is,
+// revive.Conn has every one too.
+func TestReviveKeepsEveryCapability(t *testing.T) {
+	c := New(allCaps{&upstream.NoServer{Reason: "a stand-in"}}, Options{Name: "all"})
+	defer c.Close()
+	if m := missing(allCaps{}.Capabilities(), c.Capabilities()); len(m) > 0 {
+		t.Errorf("around a Conn with every capability, revive.Conn lacks %v", m)
+	}
+	if got := c.Capabilities().SessionIdentifier.SessionID(); got != "s-1" {
+		t.Errorf("session id through revive.Conn: %q, want the server's %q", got, "s-1")
+	}
+}
+
+// allCaps is a Conn with every capability (those it does not implement itself are
+// stand-ins that are never called here).
+type allCaps struct{ *upstream.NoServer }
+
+func (allCaps) SessionID() string { return "s-1" }
+
+func (a allCaps) Capabilities() upstream.Capabilities {
+	p := &upstream.Process{}
+	return upstream.Capabilities{
+		Batcher: p, Terminator: p, Exiter: p, ExitDescriber: p, Settler: stubSettler{},
+		Holder: stubHolder{}, LexedWriter: stubLexedWriter{}, LexedReader: p,
+		SessionIdentifier: a, Streamer: p, LineWriter: p, CopiesWrites: true,
+	}
+}
+
+type stubSettler struct{}
+
+func (stubSettler) Settled() {}
+
+type stubHolder struct{}
+
+func (stubHolder) Held() [][]byte { return nil }
+
+type stubLexedWriter struct{}
+
+func (stubLexedWriter) WriteLexed([]byte, *jsonlex.Line, bool) error { return nil }

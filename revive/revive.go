@@ -133,6 +133,8 @@ type Conn struct {
 	setup   *upstream.Setup
 	// copies is CopiesWrites: the first server's Conn keeps nothing written to it.
 	copies bool
+	// sessions: the first server's Conn names its session (SessionIdentifier).
+	sessions bool
 	// The relay's handler of long messages (SetStream), given to each server.
 	streamAt int
 	streamH  upstream.StreamHandler
@@ -198,9 +200,10 @@ const (
 // gen is one server process (or whatever the Dialer makes) and what is known of it.
 type gen struct {
 	conn  upstream.Conn
+	caps  upstream.Capabilities // conn's
 	batch upstream.Batcher
 	lexed upstream.LexedReader // conn, when it lexes what it reads; else nil
-	// copies says conn keeps nothing written to it past the write (upstream.Copier).
+	// copies says conn keeps nothing written to it past the write (CopiesWrites).
 	copies  bool
 	started time.Time
 	// Read side.
@@ -254,6 +257,7 @@ func New(first upstream.Conn, o Options) *Conn {
 	}
 	g := newGen(first)
 	c.copies = g.copies
+	c.sessions = g.caps.SessionIdentifier != nil
 	c.st = stUp
 	c.cur, c.last, c.rcur = g, g, g
 	c.serving.Store(g)
@@ -261,18 +265,39 @@ func New(first upstream.Conn, o Options) *Conn {
 }
 
 func newGen(conn upstream.Conn) *gen {
-	g := &gen{conn: conn, started: time.Now()}
-	g.batch, _ = conn.(upstream.Batcher)
-	g.lexed, _ = conn.(upstream.LexedReader)
-	cp, ok := conn.(upstream.Copier)
-	g.copies = ok && cp.CopiesWrites()
-	return g
+	caps := conn.Capabilities()
+	return &gen{conn: conn, caps: caps, batch: caps.Batcher, lexed: caps.LexedReader,
+		copies: caps.CopiesWrites, started: time.Now()}
 }
 
-// CopiesWrites says a message written is not kept past the write (upstream.Copier):
-// when the first server's Conn says so. What is held for the next server is copied,
-// and a later server whose Conn keeps what it is given gets a copy.
-func (c *Conn) CopiesWrites() bool { return c.copies }
+// Capabilities says what a revived connection can do: everything a stdio server's Conn
+// can, whatever the server now behind it, since revive.Conn does each itself (holding
+// and settling are its own, for the servers it replaces). CopiesWrites is as the
+// first server's Conn says: what is held for the next server is copied, and a later
+// server whose Conn keeps what it is given gets a copy. A session id is the current
+// server's, when the first server's Conn has one.
+func (c *Conn) Capabilities() upstream.Capabilities {
+	caps := upstream.Capabilities{
+		Batcher: c, Terminator: c, Exiter: c, ExitDescriber: c, Settler: c, Holder: c,
+		LexedWriter: c, LexedReader: c, Streamer: c, LineWriter: c,
+		CopiesWrites: c.copies,
+	}
+	if c.sessions {
+		caps.SessionIdentifier = sessionOf{c}
+	}
+	return caps
+}
+
+// sessionOf names the session of the server a Conn is serving with now.
+type sessionOf struct{ c *Conn }
+
+// SessionID is the current server's session id (upstream.SessionIdentifier).
+func (s sessionOf) SessionID() string {
+	if si := s.c.lastConn().Capabilities().SessionIdentifier; si != nil {
+		return si.SessionID()
+	}
+	return ""
+}
 
 // Setup is what the host set up on the session, as this Conn saw it.
 func (c *Conn) Setup() *upstream.Setup { return c.setup }
@@ -496,8 +521,8 @@ func (c *Conn) died(g *gen, readErr error) *upstream.ReplacedError {
 // obituary says how g ended: its exit status or signal and its last stderr lines, when
 // it is a process; otherwise the read error.
 func (c *Conn) obituary(g *gen, readErr error) (how, tail string) {
-	d, ok := g.conn.(upstream.ExitDescriber)
-	if !ok {
+	d := g.caps.ExitDescriber
+	if d == nil {
 		if readErr == nil || errors.Is(readErr, io.EOF) {
 			return "closed the connection", ""
 		}
@@ -775,7 +800,7 @@ func stderrNote(tail string) string {
 
 // stop ends a generation at once.
 func (c *Conn) stop(g *gen) {
-	if t, ok := g.conn.(upstream.Terminator); ok {
+	if t := g.caps.Terminator; t != nil {
 		t.Terminate()
 		return
 	}
@@ -961,7 +986,7 @@ func (c *Conn) writeOnce(msg []byte, lx *jsonlex.Line, hold bool) error {
 // gone reports whether a write to g failed because its server is gone: it exited, or
 // closed the pipe we write to.
 func gone(g *gen, err error) bool {
-	if d, ok := g.conn.(upstream.ExitDescriber); ok && d.Exited() {
+	if d := g.caps.ExitDescriber; d != nil && d.Exited() {
 		return true
 	}
 	return errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed) || errors.Is(err, io.ErrClosedPipe)
@@ -1163,7 +1188,7 @@ func (c *Conn) howNow() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.last != nil {
-		if d, ok := c.last.conn.(upstream.ExitDescriber); ok && d.Exited() {
+		if d := c.last.caps.ExitDescriber; d != nil && d.Exited() {
 			return d.ExitReason()
 		}
 	}
@@ -1230,7 +1255,7 @@ func (c *Conn) ExitCode() int {
 	c.mu.Lock()
 	g := c.last
 	c.mu.Unlock()
-	if e, ok := g.conn.(upstream.Exiter); ok {
+	if e := g.caps.Exiter; e != nil {
 		return e.ExitCode()
 	}
 	return 0
@@ -1239,7 +1264,7 @@ func (c *Conn) ExitCode() int {
 // ExitReason is how the last server ended (upstream.ExitDescriber); "" when the
 // servers are not processes.
 func (c *Conn) ExitReason() string {
-	if d, ok := c.lastConn().(upstream.ExitDescriber); ok {
+	if d := c.lastConn().Capabilities().ExitDescriber; d != nil {
 		return d.ExitReason()
 	}
 	return ""
@@ -1247,7 +1272,7 @@ func (c *Conn) ExitReason() string {
 
 // StderrTail is the last server's last n stderr lines (upstream.ExitDescriber).
 func (c *Conn) StderrTail(n int) []string {
-	if d, ok := c.lastConn().(upstream.ExitDescriber); ok {
+	if d := c.lastConn().Capabilities().ExitDescriber; d != nil {
 		return d.StderrTail(n)
 	}
 	return nil
@@ -1255,8 +1280,8 @@ func (c *Conn) StderrTail(n int) []string {
 
 // Exited reports whether the last server has exited (upstream.ExitDescriber).
 func (c *Conn) Exited() bool {
-	d, ok := c.lastConn().(upstream.ExitDescriber)
-	return ok && d.Exited()
+	d := c.lastConn().Capabilities().ExitDescriber
+	return d != nil && d.Exited()
 }
 
 func (c *Conn) lastConn() upstream.Conn {

@@ -276,6 +276,8 @@ func (deadConn) Read() ([]byte, error) { return nil, io.EOF }
 func (deadConn) Write([]byte) error    { return nil }
 func (deadConn) Close() error          { return nil }
 
+func (deadConn) Capabilities() upstream.Capabilities { return upstream.Capabilities{} }
+
 // deadDialer starts deadConns and notes the (fake) time of each start.
 type deadDialer struct {
 	mu sync.Mutex
@@ -456,6 +458,8 @@ type chanConn struct {
 func newChanConn() *chanConn {
 	return &chanConn{out: make(chan []byte, 16), closed: make(chan struct{})}
 }
+
+func (c *chanConn) Capabilities() upstream.Capabilities { return upstream.Capabilities{} }
 
 func (c *chanConn) Read() ([]byte, error) {
 	select {

@@ -19,7 +19,7 @@ func (c *Conn) streamTo(g *gen) {
 		return
 	}
 	g.streaming = true
-	if s, ok := g.conn.(upstream.Streamer); ok {
+	if s := g.caps.Streamer; s != nil {
 		s.SetStream(c.streamAt, &genStream{c: c, g: g})
 	}
 }
@@ -82,8 +82,8 @@ func (c *Conn) BeginLine() (upstream.LinePart, error) {
 	if g == nil {
 		return nil, errNoLines
 	}
-	lw, ok := g.conn.(upstream.LineWriter)
-	if !ok {
+	lw := g.caps.LineWriter
+	if lw == nil {
 		return nil, errNoLines
 	}
 	if !g.wrote.Load() {

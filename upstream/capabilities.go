@@ -2,11 +2,33 @@ package upstream
 
 import "github.com/bir-dev/bir-proxy/internal/jsonlex"
 
-// The capabilities a Conn may have beyond Read, Write and Close: optional interfaces,
-// asked for with a type assertion, as the Go MCP SDK does. They are all here, so a
-// decorator (revive.Conn) can be checked against the whole list: one that lacks a
-// capability its inner Conn has drops it silently, and the relay takes the slow path
-// (capabilities_test.go holds every Conn and decorator to this list).
+// Capabilities is what a Conn can do beyond Read, Write and Close, as one value: each
+// field is the Conn itself (or a part of it) when it has that capability, nil when it
+// has not. A Conn gives them all from one method, so a decorator (revive.Conn) forwards
+// one call: an optional interface asked for with a type assertion, as before, was
+// dropped silently by a decorator that lacked the method, and the relay took the slow
+// path with no test failing. capabilities_test.go holds every Conn here and every
+// decorator (revive) to this struct: a decorator exposes each capability its inner Conn
+// has.
+type Capabilities struct {
+	Batcher           Batcher
+	Terminator        Terminator
+	Exiter            Exiter
+	ExitDescriber     ExitDescriber
+	Settler           Settler
+	Holder            Holder
+	LexedWriter       LexedWriter
+	LexedReader       LexedReader
+	SessionIdentifier SessionIdentifier
+	Streamer          Streamer
+	LineWriter        LineWriter
+	// CopiesWrites: the Conn keeps nothing of a message written to it past the call
+	// that wrote it (Write, Batcher's Hold and LexedWriter's WriteLexed): the message
+	// is copied, or written out, before the call returns. A relay may then hand it a
+	// message lent only for the call (framing.WithLending). A promise about ownership
+	// rather than a capability, but a decorator must pass it on all the same.
+	CopiesWrites bool
+}
 
 // Batcher is a Conn that can coalesce writes under load and say when a read will not
 // wait: a stdio pipe, where many small messages leaving in one syscall matter.
@@ -98,28 +120,5 @@ type SessionIdentifier interface {
 	SessionID() string
 }
 
-// What each Conn of this package has. A capability added to one belongs here too.
-var (
-	_ Conn          = (*Process)(nil)
-	_ Batcher       = (*Process)(nil)
-	_ Terminator    = (*Process)(nil)
-	_ Exiter        = (*Process)(nil)
-	_ ExitDescriber = (*Process)(nil)
-	_ LexedReader   = (*Process)(nil)
-
-	_ Conn       = (*remoteConn)(nil)
-	_ Batcher    = (*remoteConn)(nil)
-	_ Terminator = (*remoteConn)(nil)
-	_ Settler    = (*remoteConn)(nil)
-	_ Holder     = (*remoteConn)(nil)
-
-	_ SessionIdentifier = (*remoteConn)(nil)
-
-	// The parts of a remoteConn that are not Conns: streamableHTTP and legacySSE (the
-	// transport it settled on), lossState, exchangePool; sessionPeer is how a
-	// re-handshake reaches a new session.
-	_ RehandshakePeer = sessionPeer{}
-
-	_ Conn   = (*NoServer)(nil)
-	_ Exiter = (*NoServer)(nil)
-)
+// sessionPeer is how a re-handshake reaches a new remote session.
+var _ RehandshakePeer = sessionPeer{}

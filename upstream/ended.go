@@ -51,5 +51,8 @@ func (n *NoServer) Write([]byte) error { return errors.New(n.Reason) }
 // Close ends nothing: nothing was started.
 func (n *NoServer) Close() error { return nil }
 
+// Capabilities: a NoServer only has an exit status.
+func (n *NoServer) Capabilities() Capabilities { return Capabilities{Exiter: n} }
+
 // ExitCode is Code.
 func (n *NoServer) ExitCode() int { return n.Code }

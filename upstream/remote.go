@@ -734,6 +734,14 @@ func (c *remoteConn) sessionLost(why string) {
 	}
 }
 
+// Capabilities says what a remote connection can do: batch (Buffered), stop at once,
+// hold the host's messages while a session is re-initialized, settle a replacement,
+// and name its session. It keeps a written message (a POST may be retried), so it
+// does not promise CopiesWrites.
+func (c *remoteConn) Capabilities() Capabilities {
+	return Capabilities{Batcher: c, Terminator: c, Settler: c, Holder: c, SessionIdentifier: c}
+}
+
 // SessionID is the server's Mcp-Session-Id for the session now (SessionIdentifier).
 func (c *remoteConn) SessionID() string {
 	c.mu.Lock()

@@ -466,9 +466,16 @@ func (p *Process) Buffered() bool {
 	return true
 }
 
-// CopiesWrites says a message written is copied into the writer's buffer, or
-// written out, before Write or Hold returns (upstream.Copier).
-func (p *Process) CopiesWrites() bool { return true }
+// Capabilities says what a child process can do: all but what only HTTP has (a
+// session id, holding across a re-initialized session). A message written is copied
+// into the writer's buffer, or written out, before Write or Hold returns.
+func (p *Process) Capabilities() Capabilities {
+	return Capabilities{
+		Batcher: p, Terminator: p, Exiter: p, ExitDescriber: p,
+		LexedReader: p, Streamer: p, LineWriter: p,
+		CopiesWrites: true,
+	}
+}
 
 // Hold sends one message to the server, possibly held until the next Write.
 func (p *Process) Hold(msg []byte) error {

@@ -43,21 +43,13 @@ import (
 //     reached none.
 //   - *EndedError: the server ended before serving the session, and no other comes.
 //
-// Capabilities a transport may have beyond these are optional interfaces, all listed
-// in capabilities.go, asked for with a type assertion, as the Go MCP SDK does.
+// What a transport can do beyond these it says in one value, Capabilities
+// (capabilities.go), which a decorator passes on whole.
 type Conn interface {
 	Read() ([]byte, error)
 	Write(msg []byte) error
 	Close() error
-}
-
-// Copier is a Conn that keeps nothing of a message written to it past the call that
-// wrote it (Write, and Batcher's Hold and LexedWriter's WriteLexed): the message is
-// copied, or written out, before the call returns. A relay may then hand it a message
-// lent only for the call (framing.WithLending). Listed here rather than in
-// capabilities.go because it is a promise about ownership, not a capability.
-type Copier interface {
-	CopiesWrites() bool
+	Capabilities() Capabilities
 }
 
 // Dialer makes a Conn: the first one at start, and the next one whenever the server

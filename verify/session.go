@@ -58,7 +58,8 @@ func (s *session) newID() []byte {
 
 func (s *session) read() {
 	defer close(s.done)
-	lr, lexed := s.conn.(upstream.LexedReader)
+	lr := s.conn.Capabilities().LexedReader
+	lexed := lr != nil
 	var lx jsonlex.Line
 	for {
 		var msg []byte
@@ -73,7 +74,7 @@ func (s *session) read() {
 				// A remote session that expired, re-established by the Conn: what was
 				// in flight is lost with it; what follows goes to the new session.
 				s.failWaiting("the server's session was replaced: " + rep.Reason)
-				if st, ok := s.conn.(upstream.Settler); ok {
+				if st := s.conn.Capabilities().Settler; st != nil {
 					st.Settled()
 				}
 				continue
@@ -112,7 +113,7 @@ func (s *session) describe(err error) string {
 	if !errors.Is(err, io.EOF) {
 		why = err.Error()
 	}
-	if d, ok := s.conn.(upstream.ExitDescriber); ok {
+	if d := s.conn.Capabilities().ExitDescriber; d != nil {
 		how := make(chan string, 1)
 		go func() { how <- d.ExitReason() }()
 		select {

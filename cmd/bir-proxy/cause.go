@@ -33,8 +33,8 @@ const (
 func exitCause(name string, command []string, conn upstream.Conn) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "bir-proxy: the MCP server %q (%s) ", name, commandLine(command))
-	d, ok := conn.(upstream.ExitDescriber)
-	if !ok {
+	d := conn.Capabilities().ExitDescriber
+	if d == nil {
 		b.WriteString("closed its output before answering")
 		return b.String()
 	}

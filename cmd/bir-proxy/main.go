@@ -320,7 +320,7 @@ const diagGrace = 200 * time.Millisecond
 // exitStatus is the proxy's exit status once the session is over: the server
 // process's own (SPEC §6), or 0 for an upstream that is not a process.
 func exitStatus(conn upstream.Conn) int {
-	if e, ok := conn.(upstream.Exiter); ok {
+	if e := conn.Capabilities().Exiter; e != nil {
 		return e.ExitCode()
 	}
 	return 0

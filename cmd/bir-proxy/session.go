@@ -129,7 +129,7 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 	}, stop, logger)
 
 	tracing, closeTracing := f.startTracing(logger, reporter.proxyID())
-	if si, ok := conn.(upstream.SessionIdentifier); ok && tracing != nil {
+	if si := conn.Capabilities().SessionIdentifier; si != nil && tracing != nil {
 		tracing.SessionID = si.SessionID // mcp.session.id, over HTTP
 	}
 	icOpts := intercept.Options{

@@ -39,7 +39,7 @@ func stopOnSignal(ctx context.Context, sigs chan os.Signal, conn upstream.Conn, 
 			// Before the server is stopped: its dispatches then end as cancelled.
 			stopReplay()
 			go func() {
-				if t, ok := conn.(upstream.Terminator); ok {
+				if t := conn.Capabilities().Terminator; t != nil {
 					t.Terminate()
 				} else {
 					conn.Close()
