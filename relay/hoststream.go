@@ -26,11 +26,11 @@ type KeyedInterceptor interface {
 // before the newline, so the request is registered in flight by the time the
 // newline is written. Anything else — another method,
 // an answer to the server, a batch — is read whole as before, and so is any line
-// while the relay must see messages whole: the tool policy on, the server ended
+// while the relay must see messages whole: Hooks set (the tool policy), the server ended
 // before serving, ids of a replaced server's still about, Run ending. It runs on
 // the host pump's goroutine, inside hostIn.Read.
 func (r *Relay) startHostLine(pk *jsonlex.Peek) framing.LineSink {
-	if pk.Method == nil || !jsonlex.KeyIs(pk.Method, "tools/call") || r.pol != nil {
+	if pk.Method == nil || !jsonlex.KeyIs(pk.Method, "tools/call") || r.hooks != nil {
 		return nil
 	}
 	r.sendMu.Lock()
