@@ -173,12 +173,10 @@ type Relay struct {
 	// resultsQueued counts the bytes of long answers waiting to be reduced for
 	// interception (resultDigest), all of them together.
 	resultsQueued atomic.Int64
-	// cutsPending counts the host calls cut at the cap on their way to the server
-	// whose parse error has not come, the last cut at cutAt (UnixNano): the error is
-	// not the host's (swallowCutAnswer).
-	cutsPending atomic.Int64
-	cutAt       atomic.Int64
-	log         *slog.Logger
+	// cuts are the host calls cut at the cap on their way to the server whose parse
+	// error has not come: it is not the host's (hoststream.go).
+	cuts cutLines
+	log  *slog.Logger
 
 	idPrefix string
 	ids      *upstream.OwnIDs
@@ -218,7 +216,7 @@ type Relay struct {
 	stale                stale
 	staleCount           atomic.Int64 // ids in stale; 0 almost always, then nothing is looked up
 
-	collecting atomic.Bool
+	gc collector
 	// endedWhy, under sendMu, is the reason a server that ended before serving the
 	// session gave (upstream.EndedError): while it is set, each host request is
 	// answered with it and goes nowhere. endedAnswer says one was.
@@ -468,7 +466,7 @@ func (r *Relay) hostPump() {
 			return
 		}
 		if n >= collectAfter {
-			r.collect()
+			r.gc.collect()
 		}
 	}
 }
@@ -819,7 +817,7 @@ func (r *Relay) upstreamPump() error {
 		// noteUpstream lexed msg into upLx if the upstream did not (an HTTP one).
 		r.intercepted(msg, true, readAt)
 		if len(msg) >= collectAfter {
-			r.collect()
+			r.gc.collect()
 		}
 	}
 }
@@ -843,7 +841,7 @@ func (r *Relay) noteUpstream(msg []byte, lexed bool, readAt time.Time) (own bool
 		}
 		id := msg[o.ID.Start:o.ID.End]
 		if o.Method.End == 0 { // a response
-			if single && (r.deliverOwn(o.Bytes(msg), id, readAt) || r.swallowCutAnswer(id, o.Error.End != 0)) {
+			if single && (r.deliverOwn(o.Bytes(msg), id, readAt) || r.cuts.swallow(id, o.Error.End != 0, r.log)) {
 				own = true
 				continue
 			}
@@ -938,7 +936,7 @@ func (r *Relay) replaced(re *upstream.ReplacedError) {
 	// The parse errors awaited for calls cut at the cap were the old server's to
 	// send (a cut is noted under sendMu, as this is): the next server's error of id
 	// null is the host's.
-	r.cutsPending.Store(0)
+	r.cuts.pending.Store(0)
 	// Under sendMu, so no write slips in between: every request the old server owed is
 	// registered above and answered below; what the host sends from here on is the
 	// new server's, even before this pump reads again.
@@ -1275,14 +1273,18 @@ func request(idJSON []byte, method string, params []byte) []byte {
 	return append(b, '}')
 }
 
+// collector asks for garbage collections after large messages (collectAfter), one
+// at a time.
+type collector struct{ running atomic.Bool }
+
 // collect starts a garbage collection unless one started by collect is still running.
 // It runs beside the pumps: a pump that waited for it would hold the next message (and,
 // after a held write, the newline ending this one) for a whole GC cycle.
-func (r *Relay) collect() {
-	if r.collecting.CompareAndSwap(false, true) {
+func (c *collector) collect() {
+	if c.running.CompareAndSwap(false, true) {
 		go func() {
 			runtime.GC()
-			r.collecting.Store(false)
+			c.running.Store(false)
 		}()
 	}
 }

@@ -33,7 +33,7 @@ func (r *Relay) StartStream(id, method []byte) upstream.StreamSink {
 	if r.hooks != nil || r.streamErr != nil || r.abandoned.Load() {
 		return nil
 	}
-	if method == nil && (r.mayBeOwn(id) || r.cutsPending.Load() > 0 && string(id) == "null") {
+	if method == nil && (r.mayBeOwn(id) || r.cuts.pending.Load() > 0 && string(id) == "null") {
 		// (An answer of id null may be the parse error for a host call cut at the
 		// cap, which is not the host's: noteUpstream reads it whole.)
 		return nil
@@ -168,7 +168,7 @@ func (s *hostStream) End(e upstream.StreamEnd) {
 	r.intercepted(s.msg, false, readAt)
 	if len(s.msg) >= collectAfter {
 		s.msg = nil
-		r.collect()
+		r.gc.collect()
 	}
 }
 
