@@ -76,7 +76,7 @@ func (l quickLine) End() error {
 
 // TestCutCallParseErrorNotLeakedWhenAnsweredAtOnce: a host call streamed to the
 // server and cut at --max-message ends there with its newline, and the server's
-// parse error of id null for it is not the host's (swallowCutAnswer). A server that
+// parse error of id null for it is not the host's (cutLines.swallow). A server that
 // answers as soon as the newline arrives, before the host pump has noted the cut,
 // had its parse error passed to the host: the cut was noted only after the newline
 // was written.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/framing"
@@ -26,11 +28,11 @@ type KeyedInterceptor interface {
 // before the newline, so the request is registered in flight by the time the
 // newline is written. Anything else — another method,
 // an answer to the server, a batch — is read whole as before, and so is any line
-// while the relay must see messages whole: the tool policy on, the server ended
+// while the relay must see messages whole: Hooks set (the tool policy), the server ended
 // before serving, ids of a replaced server's still about, Run ending. It runs on
 // the host pump's goroutine, inside hostIn.Read.
 func (r *Relay) startHostLine(pk *jsonlex.Peek) framing.LineSink {
-	if pk.Method == nil || !jsonlex.KeyIs(pk.Method, "tools/call") || r.pol != nil {
+	if pk.Method == nil || !jsonlex.KeyIs(pk.Method, "tools/call") || r.hooks != nil {
 		return nil
 	}
 	r.sendMu.Lock()
@@ -268,10 +270,10 @@ func (l *hostLine) End(e framing.LineEnd) {
 		if cut {
 			// Noted before the newline: the server may answer the line it cannot
 			// parse, and the upstream pump read that answer, the moment it arrives.
-			r.cutToServer()
+			r.cuts.sent()
 		}
 		if werr = l.out.End(); werr != nil && cut {
-			r.cutNotSent()
+			r.cuts.notSent()
 		}
 	}
 	r.sendMu.Unlock()
@@ -323,7 +325,7 @@ func (l *hostLine) End(e framing.LineEnd) {
 		}
 	}
 	if e.Size >= collectAfter {
-		r.collect()
+		r.gc.collect()
 	}
 }
 
@@ -355,40 +357,47 @@ func standIn(id []byte, st *jsonlex.ArgStrip, key string) []byte {
 // once, and a stale expectation must not eat a later parse error the host caused.
 const cutAnswerWindow = 10 * time.Second
 
-// cutToServer notes that the server was given the start of a host call that then
-// passed --max-message, ended by a newline: a line it cannot parse, which a
-// JSON-RPC server answers with a parse error of id null. The host was answered for
-// the call already, as for any line over the cap, which the server never sees:
-// that parse error is not the host's (swallowCutAnswer).
-func (r *Relay) cutToServer() {
-	r.cutAt.Store(time.Now().UnixNano())
-	r.cutsPending.Add(1)
+// cutLines counts the host calls cut at the cap on their way to the server whose
+// parse error has not come (pending), the last cut at at (UnixNano): the error is not
+// the host's (swallow).
+type cutLines struct {
+	pending, at atomic.Int64
 }
 
-// cutNotSent undoes cutToServer when the cut line's newline could not be written:
-// the server has no line to answer.
-func (r *Relay) cutNotSent() {
-	if r.cutsPending.Add(-1) < 0 {
-		r.cutsPending.Store(0) // the pump gave up on it meanwhile
+// sent notes that the server was given the start of a host call that then passed
+// --max-message, ended by a newline: a line it cannot parse, which a JSON-RPC server
+// answers with a parse error of id null. The host was answered for the call already,
+// as for any line over the cap, which the server never sees: that parse error is not
+// the host's (swallow).
+func (c *cutLines) sent() {
+	c.at.Store(time.Now().UnixNano())
+	c.pending.Add(1)
+}
+
+// notSent undoes sent when the cut line's newline could not be written: the server
+// has no line to answer.
+func (c *cutLines) notSent() {
+	if c.pending.Add(-1) < 0 {
+		c.pending.Store(0) // the pump gave up on it meanwhile
 	}
 }
 
-// swallowCutAnswer says a server's answer is the parse error for a call cut at the
-// cap (cutToServer), which the host must not get: an error of id null, while a cut
-// line is unanswered and recent. It runs on the upstream pump, which alone takes
-// from cutsPending.
-func (r *Relay) swallowCutAnswer(id []byte, isError bool) bool {
-	n := r.cutsPending.Load()
+// swallow says a server's answer is the parse error for a call cut at the cap
+// (sent), which the host must not get: an error of id null, while a cut line is
+// unanswered and recent. It runs on the upstream pump, which alone takes from
+// pending.
+func (c *cutLines) swallow(id []byte, isError bool, log *slog.Logger) bool {
+	n := c.pending.Load()
 	if n == 0 || !isError || string(id) != "null" {
 		return false
 	}
-	if time.Since(time.Unix(0, r.cutAt.Load())) > cutAnswerWindow {
+	if time.Since(time.Unix(0, c.at.Load())) > cutAnswerWindow {
 		// The server answered none of them: given up on, unless a cut came since
 		// the count was read (its time may not have been, and it is not stale).
-		r.cutsPending.CompareAndSwap(n, 0)
+		c.pending.CompareAndSwap(n, 0)
 		return false
 	}
-	r.cutsPending.Add(-1)
-	r.log.Debug("dropped the server's error of id null for a host call cut at the cap on its way to it")
+	c.pending.Add(-1)
+	log.Debug("dropped the server's error of id null for a host call cut at the cap on its way to it")
 	return true
 }

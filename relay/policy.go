@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bytes"
+	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -11,26 +12,31 @@ import (
 	"github.com/bir-dev/bir-proxy/toolpolicy"
 )
 
-// TimeoutInterceptor is an Interceptor that can be told a host's tools/call ended at
-// its deadline (--call-timeout): answer is the error the relay sent the host for it,
-// and the call's report says timeout rather than rpc_error. Without it, interception
-// is given answer as the upstream's (FromUpstream).
-type TimeoutInterceptor interface {
-	CallTimedOut(answer []byte, at time.Time)
+// ToolPolicy is the Hooks that enforce p, the tool policy (--ignore-tool,
+// --allow-tool, --call-timeout, and what plugs into p's own hooks: the tool pins'
+// block mode, the result budget); nil when p changes nothing, and the pumps then do
+// not look. Each serves one relay.
+func ToolPolicy(p *toolpolicy.Policy) *Hooks {
+	pl := newPolicy(p)
+	if pl == nil {
+		return nil
+	}
+	return &Hooks{Attach: pl.attach, FromHost: pl.fromHost, FromUpstream: pl.fromUpstream, FromProxy: pl.fromProxy}
 }
 
-// policy is the relay's part in a toolpolicy.Policy: it knows which of the host's
-// requests in flight are tools/list (whose answers lose the hidden tools) and
-// tools/call with a deadline (answered by the relay when it passes, their late
-// answers dropped), and refuses the calls of hidden tools before they reach the
-// server. A relay with no policy has none (Relay.pol is nil), and the pumps do not
-// look.
+// policy enforces a toolpolicy.Policy through the relay's Hooks: it knows which of
+// the host's requests in flight are tools/list (whose answers lose the hidden tools)
+// and tools/call with a deadline (answered in the server's place when it passes,
+// their late answers dropped), and refuses the calls of hidden tools before they
+// reach the server.
 type policy struct {
-	p *toolpolicy.Policy
+	p    *toolpolicy.Policy
+	port *Port // the relay's (attach)
+	log  *slog.Logger
 
 	// refused are the answers to hidden calls of the host message being forwarded,
-	// written once sendMu is released. It and host are the host pump's only; up is
-	// the upstream pump's: the two run at once.
+	// which the relay writes once its send lock is let go (Hooks.FromHost). It and
+	// host are the host pump's only; up is the upstream pump's: the two run at once.
 	refused  [][]byte
 	host, up scratch
 
@@ -75,9 +81,6 @@ type policy struct {
 	// Answer hook is asked for (the result budget), by IDKey; at most answersMax:
 	// past it a call's answer passes as it is.
 	answers map[string]struct{}
-	// whole is the upstream pump's: the answer as the server sent it when Answer
-	// replaced it, for interception (the report keeps the original result).
-	whole []byte
 }
 
 // answersMax bounds pl.answers: a host keeps far fewer calls in flight.
@@ -168,19 +171,24 @@ func newPolicy(p *toolpolicy.Policy) *policy {
 		held: make(map[string][]*heldReq), clash: make(map[string]struct{}), answers: make(map[string]struct{})}
 }
 
+// attach is Hooks.Attach: pl acts on the relay through p.
+func (pl *policy) attach(p *Port) {
+	pl.port, pl.log = p, p.Logger()
+}
+
 func (pl *policy) count() {
 	pl.watching.Store(int64(len(pl.lists) + len(pl.calls) + len(pl.late) + len(pl.answers)))
 	pl.holding.Store(int64(len(pl.late) + len(pl.held)))
 }
 
-// policyFromHost applies the policy to the host message msg, which r.lx describes,
-// under sendMu: the calls of hidden tools are taken out of it (their answers wait in
-// pol.refused for writeRefused), the tools/list requests left are noted, and the
-// tools/call left get their deadline. It returns what is left to forward, lexed into
-// r.lx; all says nothing is (interception was told it was forwarded).
-func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
-	pl := r.pol
-	objs := r.lx.RPC()
+// fromHost is Hooks.FromHost: it applies the policy to the host message msg, which lx
+// describes, under the relay's send lock: the calls of hidden tools are taken out of
+// it (answers says what the host gets for them), the tools/list requests left are
+// noted, and the tools/call left get their deadline. It returns what is left to
+// forward, lexed into lx; nil for nothing.
+func (pl *policy) fromHost(msg []byte, lx *jsonlex.Line) (out []byte, answers [][]byte) {
+	pl.refused = pl.refused[:0] // written and cleared by the relay
+	objs := lx.RPC()
 	nHidden := 0
 	pl.host.hide = pl.host.hide[:0]
 	for i := range objs {
@@ -189,32 +197,32 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 		if o.ID.End != 0 && o.Method.End != 0 && pl.p.Answer != nil && pl.watching.Load() > 0 && !isMethod(msg, o, "tools/call") {
 			// A request of another method reusing the id of a call noted for
 			// Answer (one the relay answered): its answer is not the call's.
-			r.noteAnswer(msg[o.ID.Start:o.ID.End], false)
+			pl.noteAnswer(msg[o.ID.Start:o.ID.End], false)
 		}
 		switch {
 		case o.Method.End == 0:
 		case isMethod(msg, o, "tools/call"):
 			var nameLit []byte
-			if hidden, nameLit = r.hiddenCall(msg, o); hidden {
+			if hidden, nameLit = pl.hiddenCall(msg, o); hidden {
 				if o.ID.End != 0 {
 					pl.refused = append(pl.refused, pl.p.Refusal(msg[o.ID.Start:o.ID.End], nameLit))
 				}
-			} else if o.ID.End != 0 && pl.holding.Load() > 0 && r.holdIfLate(msg, o) {
+			} else if o.ID.End != 0 && pl.holding.Load() > 0 && pl.holdIfLate(msg, o) {
 				hidden = true // held: cut out of what goes now
 			} else if o.ID.End != 0 {
 				if pl.p.CallTimeout > 0 {
-					r.startDeadline(msg, o)
+					pl.startDeadline(msg, o)
 				}
 				if pl.p.Answer != nil {
-					r.noteAnswer(msg[o.ID.Start:o.ID.End], true)
+					pl.noteAnswer(msg[o.ID.Start:o.ID.End], true)
 				}
 			}
-		case o.ID.End != 0 && pl.holding.Load() > 0 && r.holdIfLate(msg, o):
+		case o.ID.End != 0 && pl.holding.Load() > 0 && pl.holdIfLate(msg, o):
 			hidden = true
 		case o.ID.End != 0 && pl.p.Filters() && isMethod(msg, o, "tools/list"):
-			r.noteList(msg[o.ID.Start:o.ID.End], jsonlex.Get(o.Fields(msg).Params, "cursor") != nil)
+			pl.noteList(msg[o.ID.Start:o.ID.End], jsonlex.Get(o.Fields(msg).Params, "cursor") != nil)
 		case o.ID.End == 0 && pl.holding.Load() > 0 && isMethod(msg, o, "notifications/cancelled"):
-			r.cancelHeld(jsonlex.Get(o.Fields(msg).Params, "requestId"))
+			pl.cancelHeld(jsonlex.Get(o.Fields(msg).Params, "requestId"))
 		}
 		pl.host.hide = append(pl.host.hide, hidden)
 		if hidden {
@@ -222,35 +230,28 @@ func (r *Relay) policyFromHost(msg []byte) (out []byte, all bool) {
 		}
 	}
 	if nHidden == 0 {
-		return msg, false
+		return msg, pl.refused
 	}
 	start := jsonlex.SkipSpace(msg, 0)
 	if nHidden == len(objs) && msg[start] == '{' {
 		// The message is the hidden call: nothing goes to the server.
-		if r.ic != nil {
-			r.ic.Forwarded(time.Now())
-		}
-		return nil, true
+		return nil, pl.refused
 	}
 	// A batch: its hidden calls are cut out of it, and the rest goes (none of it, when
 	// it is not a batch the lexer follows: it found the objects all the same).
 	cuts, ok := batchCuts(msg, start, objs, pl.host.hide)
 	if !ok || msg[start] != '[' {
-		if r.ic != nil {
-			r.ic.Forwarded(time.Now())
-		}
-		return nil, true
+		return nil, pl.refused
 	}
 	pl.host.cuts = cuts
 	out = toolpolicy.Cut(msg, pl.host.cuts)
-	r.lx.Lex(out)
-	return out, false
+	lx.Lex(out)
+	return out, pl.refused
 }
 
 // noteAnswer notes the host's tools/call of the raw id (call) for the Answer hook,
 // or forgets the id (a request of another method).
-func (r *Relay) noteAnswer(id []byte, call bool) {
-	pl := r.pol
+func (pl *policy) noteAnswer(id []byte, call bool) {
 	k := jsonlex.IDKey(id)
 	pl.mu.Lock()
 	switch {
@@ -259,7 +260,7 @@ func (r *Relay) noteAnswer(id []byte, call bool) {
 	case len(pl.answers) < answersMax:
 		pl.answers[k] = struct{}{}
 	default:
-		r.log.Debug("too many tool calls in flight: an answer passes without the result budget", "id", string(id))
+		pl.log.Debug("too many tool calls in flight: an answer passes without the result budget", "id", string(id))
 	}
 	pl.count()
 	pl.mu.Unlock()
@@ -267,12 +268,11 @@ func (r *Relay) noteAnswer(id []byte, call bool) {
 
 // noteList notes the host's tools/list of the raw id as in flight; paged says it
 // asked for a page after the first (a cursor).
-func (r *Relay) noteList(raw []byte, paged bool) {
-	pl := r.pol
+func (pl *policy) noteList(raw []byte, paged bool) {
 	pl.mu.Lock()
 	if len(pl.lists) >= pl.sweepAt {
 		for k := range pl.lists {
-			if !r.hostReqs.hasKey(k) {
+			if !pl.port.Awaited(k) {
 				pl.listDone(k)
 			}
 		}
@@ -294,8 +294,7 @@ func (r *Relay) noteList(raw []byte, paged bool) {
 // already): it goes once that call's answer has come and been dropped, or is
 // answered by the relay after heldFor. Past heldMax or heldMaxBytes it is answered
 // at once. It reports whether o is taken out of what goes now.
-func (r *Relay) holdIfLate(msg []byte, o *jsonlex.Obj) bool {
-	pl := r.pol
+func (pl *policy) holdIfLate(msg []byte, o *jsonlex.Obj) bool {
 	raw := msg[o.ID.Start:o.ID.End]
 	k := jsonlex.IDKey(raw)
 	pl.mu.Lock()
@@ -304,7 +303,7 @@ func (r *Relay) holdIfLate(msg []byte, o *jsonlex.Obj) bool {
 		if n := numOf(raw); n.ok && pl.lateNums[n.v] > 0 {
 			if len(pl.clash) >= heldMax {
 				for c := range pl.clash {
-					if !r.hostReqs.hasKey(c) {
+					if !pl.port.Awaited(c) {
 						delete(pl.clash, c)
 					}
 				}
@@ -322,7 +321,7 @@ func (r *Relay) holdIfLate(msg []byte, o *jsonlex.Obj) bool {
 	pl.held[k] = append(pl.held[k], h)
 	pl.heldN++
 	pl.heldBytes += len(h.msg)
-	h.timer = time.AfterFunc(heldFor(pl.p), func() { r.giveUpHeld(h) })
+	h.timer = time.AfterFunc(heldFor(pl.p), func() { pl.giveUpHeld(h) })
 	pl.count()
 	return true
 }
@@ -359,39 +358,25 @@ func (pl *policy) unhold(h *heldReq) bool {
 }
 
 // giveUpHeld answers the held request h, which waited heldFor: it is not sent.
-func (r *Relay) giveUpHeld(h *heldReq) {
-	pl := r.pol
-	r.sendMu.Lock()
-	if r.stopped {
-		r.sendMu.Unlock()
-		return
-	}
-	pl.mu.Lock()
-	found := pl.unhold(h)
-	pl.count()
-	pl.mu.Unlock()
-	var answer []byte
-	if found {
-		answer = heldAnswer(h.id, pl.p.CallTimeout)
-		if r.ic != nil {
-			r.ic.FromUpstream(answer, time.Now())
+func (pl *policy) giveUpHeld(h *heldReq) {
+	pl.port.Answer(false, func() (answer, cancel []byte) {
+		pl.mu.Lock()
+		found := pl.unhold(h)
+		pl.count()
+		pl.mu.Unlock()
+		if found {
+			answer = heldAnswer(h.id, pl.p.CallTimeout)
 		}
-	}
-	r.sendMu.Unlock()
-	if answer != nil {
-		if err := r.hostOut.Write(answer); err != nil {
-			r.log.Debug("could not answer the host", "err", err)
-		}
-	}
+		return answer, nil
+	})
 }
 
-// cancelHeld drops the last held request of the raw id, under sendMu: the host
-// cancelled it, and waits for no answer.
-func (r *Relay) cancelHeld(raw []byte) {
+// cancelHeld drops the last held request of the raw id, under the send lock: the
+// host cancelled it, and waits for no answer.
+func (pl *policy) cancelHeld(raw []byte) {
 	if raw == nil {
 		return
 	}
-	pl := r.pol
 	pl.mu.Lock()
 	if hs := pl.held[jsonlex.IDKey(raw)]; len(hs) > 0 {
 		pl.unhold(hs[len(hs)-1])
@@ -401,49 +386,29 @@ func (r *Relay) cancelHeld(raw []byte) {
 }
 
 // sendHeld sends the held requests hs, whose late call's answer came: on a goroutine
-// of its own, as the host pump's messages are sent, under sendMu (the upstream pump
-// must not wait for it: the host pump may hold it, writing to a server that waits
-// for the upstream pump to read).
-func (r *Relay) sendHeld(hs []*heldReq) {
-	pl := r.pol
-	r.sendMu.Lock()
-	if r.stopped {
-		r.sendMu.Unlock()
-		return
+// of its own, as the host pump's messages are sent (Port.Send).
+func (pl *policy) sendHeld(hs []*heldReq) {
+	msgs, ids := make([][]byte, len(hs)), make([][]byte, len(hs))
+	for i, h := range hs {
+		msgs[i], ids[i] = h.msg, h.id
 	}
-	var lx jsonlex.Line
-	var failed [][]byte
-	reason := r.endedWhy
-	for _, h := range hs {
-		lx.Lex(h.msg)
+	pl.port.Send(msgs, ids, func(i int, lx *jsonlex.Line) {
+		h := hs[i]
 		if objs := lx.RPC(); len(objs) == 1 {
 			o := &objs[0]
 			switch {
 			case isMethod(h.msg, o, "tools/call"):
 				if pl.p.CallTimeout > 0 {
-					r.startDeadline(h.msg, o)
+					pl.startDeadline(h.msg, o)
 				}
 				if pl.p.Answer != nil {
-					r.noteAnswer(h.id, true)
+					pl.noteAnswer(h.id, true)
 				}
 			case pl.p.Filters() && isMethod(h.msg, o, "tools/list"):
-				r.noteList(h.id, jsonlex.Get(o.Fields(h.msg).Params, "cursor") != nil)
+				pl.noteList(h.id, jsonlex.Get(o.Fields(h.msg).Params, "cursor") != nil)
 			}
 		}
-		if r.endedWhy != "" {
-			failed = append(failed, h.id)
-			continue
-		}
-		r.noteHost(h.msg, &lx)
-		if err := r.up.Write(h.msg); err != nil {
-			reason = "could not deliver the request to the server: " + err.Error()
-			failed = append(failed, r.undeliveredIDs(h.msg)...)
-		}
-	}
-	r.sendMu.Unlock()
-	if len(failed) > 0 {
-		r.answerInstead(failed, reason)
-	}
+	})
 }
 
 func isMethod(msg []byte, o *jsonlex.Obj, name string) bool {
@@ -464,8 +429,8 @@ func isMethod(msg []byte, o *jsonlex.Obj, name string) bool {
 // hiddenCall reports whether the tools/call o calls a hidden tool, and the literal of
 // the name it calls. An object with duplicate members is hidden when any "name" of
 // any "params" is: a server that reads the first of them must not be reached either.
-func (r *Relay) hiddenCall(msg []byte, o *jsonlex.Obj) (bool, []byte) {
-	p := r.pol.p
+func (pl *policy) hiddenCall(msg []byte, o *jsonlex.Obj) (bool, []byte) {
+	p := pl.p
 	if !p.Filters() {
 		return false, nil
 	}
@@ -490,8 +455,7 @@ func (r *Relay) hiddenCall(msg []byte, o *jsonlex.Obj) (bool, []byte) {
 }
 
 // startDeadline gives the host's tools/call o its deadline, from now.
-func (r *Relay) startDeadline(msg []byte, o *jsonlex.Obj) {
-	pl := r.pol
+func (pl *policy) startDeadline(msg []byte, o *jsonlex.Obj) {
 	raw := msg[o.ID.Start:o.ID.End]
 	now := time.Now()
 	d := &deadline{id: append([]byte(nil), raw...), key: jsonlex.IDKey(raw), due: now.Add(pl.p.CallTimeout)}
@@ -512,7 +476,7 @@ func (r *Relay) startDeadline(msg []byte, o *jsonlex.Obj) {
 	if d.token != "" {
 		pl.tokens[d.token] = d.key
 	}
-	d.timer = time.AfterFunc(pl.p.CallTimeout, func() { r.deadlinePassed(d) })
+	d.timer = time.AfterFunc(pl.p.CallTimeout, func() { pl.deadlinePassed(d) })
 	pl.count()
 	pl.mu.Unlock()
 }
@@ -605,104 +569,51 @@ func (pl *policy) forget(d *deadline) {
 
 // deadlinePassed answers the host's call d, if it is still in flight, with the
 // timeout error; tells interception; and sends the server notifications/cancelled
-// for it. Its answer, if it comes, is dropped. The upstream and interception are
-// touched under sendMu, as refuseTooLong does (after Run, neither is); the host's
-// answer is written after it, as forward's are: a host that does not read must not
-// hold the lock the end of Run takes.
-func (r *Relay) deadlinePassed(d *deadline) {
-	if answer := r.timeOut(d); answer != nil {
-		if err := r.hostOut.Write(answer); err != nil {
-			r.log.Debug("could not answer the host", "err", err)
+// for it (Port.Answer). Its answer, if it comes, is dropped.
+func (pl *policy) deadlinePassed(d *deadline) {
+	pl.port.Answer(true, func() (answer, cancel []byte) {
+		pl.mu.Lock()
+		if pl.calls[d.key] != d {
+			pl.mu.Unlock()
+			return nil, nil // answered, or its id reused
 		}
-	}
-}
-
-// timeOut is deadlinePassed under sendMu: it returns the host's answer, nil for
-// none.
-func (r *Relay) timeOut(d *deadline) []byte {
-	pl := r.pol
-	r.sendMu.Lock()
-	defer r.sendMu.Unlock()
-	if r.stopped {
-		return nil
-	}
-	pl.mu.Lock()
-	if pl.calls[d.key] != d {
-		pl.mu.Unlock()
-		return nil // answered, or its id reused
-	}
-	if left := time.Until(d.due); left > 0 {
-		d.timer.Reset(left) // progress moved it
-		pl.mu.Unlock()
-		return nil
-	}
-	pl.forget(d)
-	// Still in flight only if nobody answered it: the server (its answer is on its
-	// way), the relay for a server that went away, or the host's own cancel.
-	inFlight := r.hostReqs.take(d.id)
-	if inFlight {
-		pl.addLate(d.key, d.token, numOf(d.id), d.tokNum)
-	}
-	pl.count()
-	pl.mu.Unlock()
-	if !inFlight {
-		return nil
-	}
-	answer := toolpolicy.Timeout(d.id, pl.p.CallTimeout)
-	if pl.p.ResetOnProgress && !d.due.Before(d.last) {
-		answer = toolpolicy.TotalTimeout(d.id, pl.p.CallTimeout)
-	}
-	if ti, ok := r.ic.(TimeoutInterceptor); ok {
-		ti.CallTimedOut(answer, time.Now())
-	} else if r.ic != nil {
-		r.ic.FromUpstream(answer, time.Now())
-	}
-	if err := r.up.Write(toolpolicy.Cancel(d.id, pl.p.CallTimeout)); err != nil {
-		r.log.Debug("could not cancel a call past its deadline", "err", err)
-	}
-	r.log.Debug("a tool call passed its deadline", "id", string(d.id), "timeout", pl.p.CallTimeout)
-	return answer
-}
-
-// flushHeld writes out what the upstream held for the next host message, under
-// sendMu, when that message writes nothing to it.
-func (r *Relay) flushHeld() {
-	if r.batch == nil {
-		return
-	}
-	if err := r.batch.Flush(); err != nil {
-		r.log.Debug("could not forward a held host message", "err", err)
-	}
-}
-
-// writeRefused writes the answers to the hidden calls of the message just forwarded.
-func (r *Relay) writeRefused() {
-	pl := r.pol
-	if pl == nil || len(pl.refused) == 0 {
-		return
-	}
-	for i, a := range pl.refused {
-		if err := r.hostOut.Write(a); err != nil {
-			r.log.Debug("could not answer the host", "err", err)
-		} else if r.ic != nil {
-			r.ic.FromUpstream(a, time.Now())
+		if left := time.Until(d.due); left > 0 {
+			d.timer.Reset(left) // progress moved it
+			pl.mu.Unlock()
+			return nil, nil
 		}
-		pl.refused[i] = nil
-	}
-	pl.refused = pl.refused[:0]
+		pl.forget(d)
+		// Still in flight only if nobody answered it: the server (its answer is on
+		// its way), the relay for a server that went away, or the host's own cancel.
+		inFlight := pl.port.Settle(d.id)
+		if inFlight {
+			pl.addLate(d.key, d.token, numOf(d.id), d.tokNum)
+		}
+		pl.count()
+		pl.mu.Unlock()
+		if !inFlight {
+			return nil, nil
+		}
+		answer = toolpolicy.Timeout(d.id, pl.p.CallTimeout)
+		if pl.p.ResetOnProgress && !d.due.Before(d.last) {
+			answer = toolpolicy.TotalTimeout(d.id, pl.p.CallTimeout)
+		}
+		pl.log.Debug("a tool call passed its deadline", "id", string(d.id), "timeout", pl.p.CallTimeout)
+		return answer, toolpolicy.Cancel(d.id, pl.p.CallTimeout)
+	})
 }
 
-// policyFromUpstream applies the policy to msg from the upstream, which r.upLx
-// describes, before it goes to the host: an answer to a tools/list loses the hidden
-// tools, a late answer to a call the relay answered at its deadline is dropped, and a
+// fromUpstream is Hooks.FromUpstream: it applies the policy to msg from the
+// upstream, which lx describes, before it goes to the host: an answer to a tools/list
+// loses the hidden tools, a late answer to a call the relay answered at its deadline
+// is dropped, an answer to a call goes through p.Answer (the result budget), and a
 // progress notification moves its call's deadline (ResetOnProgress). It returns what
-// is left, lexed into r.upLx; nil for nothing.
-func (r *Relay) policyFromUpstream(msg []byte) []byte {
-	pl := r.pol
+// is left, lexed into lx; nil for nothing; replaced when p.Answer replaced msg.
+func (pl *policy) fromUpstream(msg []byte, lx *jsonlex.Line) (out []byte, replaced bool) {
 	if pl.watching.Load() == 0 {
-		return msg
+		return msg, false
 	}
-	objs := r.upLx.RPC()
+	objs := lx.RPC()
 	pl.up.cuts = pl.up.cuts[:0]
 	pl.up.hide = pl.up.hide[:0]
 	dropped := 0
@@ -804,47 +715,36 @@ func (r *Relay) policyFromUpstream(msg []byte) []byte {
 	pl.count()
 	pl.mu.Unlock()
 	if len(pl.release) > 0 {
-		go r.sendHeld(pl.release)
+		go pl.sendHeld(pl.release)
 		pl.release = nil
 	}
 	if dropped == 0 && len(pl.up.cuts) == 0 {
 		if answerID != nil && msg[jsonlex.SkipSpace(msg, 0)] == '{' {
 			if out := pl.p.Answer(answerID, msg); out != nil {
-				// r.upLx still describes msg: interception is given it whole.
-				pl.whole = msg
-				return out
+				// lx still describes msg: interception is given it whole (the report
+				// keeps the original result).
+				return out, true
 			}
 		}
-		return msg
+		return msg, false
 	}
 	if dropped > 0 {
 		start := jsonlex.SkipSpace(msg, 0)
 		if msg[start] == '{' {
-			r.log.Debug("dropped a message for a call past its deadline")
-			r.flushHost()
-			return nil
+			pl.log.Debug("dropped a message for a call past its deadline")
+			return nil, false
 		}
 		cuts, ok := batchCuts(msg, start, objs, pl.up.hide)
 		if !ok {
-			r.flushHost()
-			return nil
+			return nil, false
 		}
 		// The late answers' cuts and the tool cuts, in order: a tool cut lies inside
 		// an element that is kept.
 		pl.up.cuts = mergeCuts(pl.up.cuts, cuts)
 	}
-	out := toolpolicy.Cut(msg, pl.up.cuts)
-	r.upLx.Lex(out)
-	return out
-}
-
-// flushHost writes out what the upstream pump held for the host (it holds a message
-// when the next is already read): the next message, dropped, will not. A failed
-// write fails the pump's next one too, which says so.
-func (r *Relay) flushHost() {
-	if err := r.hostOut.Flush(); err != nil {
-		r.log.Debug("could not write to the host", "err", err)
-	}
+	out = toolpolicy.Cut(msg, pl.up.cuts)
+	lx.Lex(out)
+	return out, false
 }
 
 // batchCuts are the cuts that take out of the batch at msg[start] the elements that
@@ -885,35 +785,25 @@ func mergeCuts(a, b []jsonlex.Span) []jsonlex.Span {
 	return out
 }
 
-// refuseOwn answers a request of the proxy's own, msg (a replay dispatch), that calls
-// a hidden tool, as the host's are answered: it never reaches the server, and
-// interception sees the request and its answer. ok is false for any other request.
-func (r *Relay) refuseOwn(msg []byte, req Request) (answer []byte, ok bool) {
-	if r.pol == nil || req.Method != "tools/call" || !r.pol.p.Filters() {
-		return nil, false
+// fromProxy is Hooks.FromProxy: a request of the proxy's own, msg (a replay
+// dispatch), that calls a hidden tool is answered as the host's are: it never reaches
+// the server (and interception sees the request and its answer). nil for any other.
+func (pl *policy) fromProxy(msg []byte) (answer []byte) {
+	if !pl.p.Filters() {
+		return nil
 	}
 	var lx jsonlex.Line
 	lx.Lex(msg)
 	if len(lx.Objs) != 1 {
-		return nil, false
+		return nil
 	}
 	o := &lx.Objs[0]
-	hidden, nameLit := r.hiddenCall(msg, o)
+	if o.Method.End == 0 || o.ID.End == 0 || !isMethod(msg, o, "tools/call") {
+		return nil
+	}
+	hidden, nameLit := pl.hiddenCall(msg, o)
 	if !hidden {
-		return nil, false
+		return nil
 	}
-	answer = toolpolicy.UnknownTool(msg[o.ID.Start:o.ID.End], nameLit)
-	r.sendMu.Lock()
-	stopped := r.stopped
-	if !stopped && r.ic != nil {
-		r.ic.FromProxy(msg, Own{Origin: req.Origin}, time.Now())
-	}
-	r.sendMu.Unlock()
-	if !stopped && r.ic != nil {
-		r.ic.ToProxy(answer, time.Now())
-	}
-	if req.Sent != nil {
-		req.Sent()
-	}
-	return answer, true
+	return toolpolicy.UnknownTool(msg[o.ID.Start:o.ID.End], nameLit)
 }

@@ -14,7 +14,7 @@ import (
 // the host gets the unknown-tool error. A ping after them is the server's next line.
 func TestFilterDuplicateNameRefused(t *testing.T) {
 	up := newReplacingConn()
-	_, host := wireConn(t, up, nil, func(o *relay.Options) { o.Policy = &toolpolicy.Policy{Ignore: []string{"secret*"}} })
+	_, host := wireConn(t, up, nil, func(o *relay.Options) { o.Hooks = relay.ToolPolicy(&toolpolicy.Policy{Ignore: []string{"secret*"}}) })
 	host.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"secret","name":"echo"}}`)
 	host.send(t, `[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"secret_a","arguments":{},"name":"echo"}},{"jsonrpc":"2.0","id":3,"method":"ping"}]`)
 	host.send(t, `{"jsonrpc":"2.0","id":4,"method":"ping"}`)
@@ -43,7 +43,7 @@ func TestFilterDuplicateNameRefused(t *testing.T) {
 // too. An answer of a string id that no list's number is goes as it is.
 func TestFilterListAnswerWithAStringID(t *testing.T) {
 	up := newReplacingConn()
-	_, host := wireConn(t, up, nil, func(o *relay.Options) { o.Policy = &toolpolicy.Policy{Ignore: []string{"secret*"}} })
+	_, host := wireConn(t, up, nil, func(o *relay.Options) { o.Hooks = relay.ToolPolicy(&toolpolicy.Policy{Ignore: []string{"secret*"}}) })
 	list := func(id string) string {
 		return `{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[{"name":"echo"},{"name":"secret"}]}}`
 	}

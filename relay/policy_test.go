@@ -26,7 +26,7 @@ func policyCut(id string) string {
 // is goes as it is.
 func TestFilterListAnswerNumberAsHostReadsIt(t *testing.T) {
 	up := newReplacingConn()
-	_, host := wireConn(t, up, nil, func(o *relay.Options) { o.Policy = &toolpolicy.Policy{Ignore: []string{"secret*"}} })
+	_, host := wireConn(t, up, nil, func(o *relay.Options) { o.Hooks = relay.ToolPolicy(&toolpolicy.Policy{Ignore: []string{"secret*"}}) })
 	host.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	host.send(t, `{"jsonrpc":"2.0","id":9007199254740992,"method":"tools/list"}`)
 	written(t, up)
@@ -65,7 +65,9 @@ func TestFilterListAnswerNumberAsHostReadsIt(t *testing.T) {
 // number. One of the exact id of a host request in flight is that request's.
 func TestCallTimeoutLateAnswerNumberAsHostReadsIt(t *testing.T) {
 	up := newReplacingConn()
-	_, host := wireConn(t, up, nil, func(o *relay.Options) { o.Policy = &toolpolicy.Policy{CallTimeout: 20 * time.Millisecond} })
+	_, host := wireConn(t, up, nil, func(o *relay.Options) {
+		o.Hooks = relay.ToolPolicy(&toolpolicy.Policy{CallTimeout: 20 * time.Millisecond})
+	})
 	host.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":7}}}`)
 	written(t, up)
 	if got := host.next(t); !strings.Contains(got, `"id":1,"error":{"code":-32001`) {
@@ -101,7 +103,7 @@ func TestCallTimeoutLateAnswerNumberAsHostReadsIt(t *testing.T) {
 func TestFilterManyNamesAndNesting(t *testing.T) {
 	up := newReplacingConn()
 	_, host := wireConn(t, up, nil, func(o *relay.Options) {
-		o.Policy = &toolpolicy.Policy{Ignore: []string{"secret*"}}
+		o.Hooks = relay.ToolPolicy(&toolpolicy.Policy{Ignore: []string{"secret*"}})
 		o.MaxMessage = 64 << 20
 	})
 	const n = 100000
@@ -155,7 +157,9 @@ func TestCallTimeoutReusedIDsHeld(t *testing.T) {
 	for _, n := range []int{2, 8} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			up := newReplacingConn()
-			_, host := wireConn(t, up, nil, func(o *relay.Options) { o.Policy = &toolpolicy.Policy{CallTimeout: 100 * time.Millisecond} })
+			_, host := wireConn(t, up, nil, func(o *relay.Options) {
+				o.Hooks = relay.ToolPolicy(&toolpolicy.Policy{CallTimeout: 100 * time.Millisecond})
+			})
 			for i := range n {
 				host.send(t, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"tools/call","params":{"name":"a"}}`)
 				written(t, up)

@@ -9,6 +9,17 @@
 // behind the upstream is replaced or cannot take a message), the proxy's own requests
 // (retired the moment the upstream is lost, as x/tools' jsonrpc2_v2 does), and which
 // ids belong to a server that is gone.
+//
+// A policy on the messages plugs in through one seam, Options.Hooks (hooks.go):
+// documented fields, as httputil.ReverseProxy's Rewrite, ModifyResponse and
+// ErrorHandler, with the power to answer the host in the server's place (Hooks.FromHost's
+// answers, Port.Answer from a timer), take a host message or objects of a batch out of
+// what goes upstream, cut, drop or replace what goes to the host (Hooks.FromUpstream),
+// answer a request of the proxy's own (Hooks.FromProxy), and cancel a request upstream
+// (Port.Answer's cancel). The pumps know no policy: the tool policy (--ignore-tool,
+// --allow-tool, --call-timeout, and through toolpolicy.Policy's hooks the tool pins'
+// block mode and the result budget) is ToolPolicy, a type of its own (policy.go) that
+// plugs in there.
 package relay
 
 import (
@@ -28,7 +39,6 @@ import (
 
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
-	"github.com/bir-dev/bir-proxy/toolpolicy"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
@@ -134,8 +144,10 @@ type Options struct {
 	IDPrefix   string
 	MaxMessage int
 	Logger     *slog.Logger
-	// Policy, when it is active, hides tools and puts deadlines on calls (policy.go).
-	Policy *toolpolicy.Policy
+	// Hooks, when set, is the seam a policy on the messages plugs in through: it may
+	// answer the host itself, take out or cut a message, replace an answer, and cancel
+	// a request upstream (Hooks). ToolPolicy is the tool policy's (policy.go).
+	Hooks *Hooks
 	// StreamThreshold is the size from which a server's message goes to the host as
 	// it arrives, when the upstream can (upstream.Streamer; stream.go), and a host's
 	// call to the server (hoststream.go): 0 means DefaultStreamThreshold and
@@ -162,12 +174,10 @@ type Relay struct {
 	// resultsQueued counts the bytes of long answers waiting to be reduced for
 	// interception (resultDigest), all of them together.
 	resultsQueued atomic.Int64
-	// cutsPending counts the host calls cut at the cap on their way to the server
-	// whose parse error has not come, the last cut at cutAt (UnixNano): the error is
-	// not the host's (swallowCutAnswer).
-	cutsPending atomic.Int64
-	cutAt       atomic.Int64
-	log         *slog.Logger
+	// cuts are the host calls cut at the cap on their way to the server whose parse
+	// error has not come: it is not the host's (hoststream.go).
+	cuts cutLines
+	log  *slog.Logger
 
 	idPrefix string
 	ids      *upstream.OwnIDs
@@ -207,7 +217,7 @@ type Relay struct {
 	stale                stale
 	staleCount           atomic.Int64 // ids in stale; 0 almost always, then nothing is looked up
 
-	collecting atomic.Bool
+	gc collector
 	// endedWhy, under sendMu, is the reason a server that ended before serving the
 	// session gave (upstream.EndedError): while it is set, each host request is
 	// answered with it and goes nowhere. endedAnswer says one was.
@@ -220,7 +230,10 @@ type Relay struct {
 	hostDone chan struct{} // closed when the host pump has returned
 	hostErr  error
 
-	pol *policy // nil without an active Options.Policy
+	hooks *Hooks // Options.Hooks
+	// answered are Hooks.FromHost's answers to the host message being forwarded,
+	// written by forward once sendMu is let go: the host pump's only.
+	answered [][]byte
 }
 
 // waiter is one of the proxy's own requests awaiting its answer. ch is nil once its
@@ -292,7 +305,10 @@ func New(o Options) *Relay {
 		serverReqs:  newPending(),
 		hostDone:    make(chan struct{}),
 		endedAnswer: make(chan struct{}, 1),
-		pol:         newPolicy(o.Policy),
+		hooks:       o.Hooks,
+	}
+	if o.Hooks != nil && o.Hooks.Attach != nil {
+		o.Hooks.Attach(&Port{r})
 	}
 	t, ht := o.StreamThreshold, o.StreamThreshold
 	if t == 0 {
@@ -450,7 +466,7 @@ func (r *Relay) hostPump() {
 			return
 		}
 		if n >= collectAfter {
-			r.collect()
+			r.gc.collect()
 		}
 	}
 }
@@ -469,7 +485,16 @@ func (r *Relay) forward(msg []byte, readAt time.Time) bool {
 	if ok {
 		defer r.answering.Done() // taken by forwardLocked
 	}
-	r.writeRefused()
+	// The policy's answers to what it took out of the message (Hooks.FromHost).
+	for i, a := range r.answered {
+		if err := r.hostOut.Write(a); err != nil {
+			r.log.Debug("could not answer the host", "err", err)
+		} else if r.ic != nil {
+			r.ic.FromUpstream(a, time.Now())
+		}
+		r.answered[i] = nil
+	}
+	r.answered = nil
 	if ended != nil {
 		// Written outside sendMu: a host that is slow to read must not hold the lock
 		// the end of Run takes (nor the proxy's own requests, which take it too).
@@ -508,14 +533,20 @@ func (r *Relay) forwardLocked(msg []byte, readAt time.Time) (bool, *endedRequest
 		}
 		r.lx.Lex(msg)
 	}
-	if r.pol != nil {
-		var all bool
-		if msg, all = r.policyFromHost(msg); all {
-			// Nothing goes for this message: a message held for it (Hold, when it was
-			// already buffered) must go now, or it waits for a write that may never
-			// come, and the host for its answer (a visible call written in one go
-			// with a refused one).
-			r.flushHeld()
+	if h := r.hooks; h != nil && h.FromHost != nil {
+		if msg, r.answered = h.FromHost(msg, &r.lx); msg == nil {
+			// Nothing goes for this message (a refused call): interception is told it
+			// went. A message held for it (Hold, when it was already buffered) must go
+			// now, or it waits for a write that may never come, and the host for its
+			// answer (a visible call written in one go with a refused one).
+			if r.ic != nil {
+				r.ic.Forwarded(time.Now())
+			}
+			if r.batch != nil {
+				if err := r.batch.Flush(); err != nil {
+					r.log.Debug("could not forward a held host message", "err", err)
+				}
+			}
 			return true, nil
 		}
 	}
@@ -756,17 +787,22 @@ func (r *Relay) upstreamPump() error {
 			continue
 		}
 		toHost := msg
-		if r.pol != nil {
-			if toHost = r.policyFromUpstream(msg); toHost == nil {
+		if h := r.hooks; h != nil && h.FromUpstream != nil {
+			var replaced bool
+			if toHost, replaced = h.FromUpstream(msg, &r.upLx); toHost == nil {
+				// Dropped: what this pump held for the host (it holds a message when
+				// the next is already read) is written out, as the next message, this
+				// one, will not. A failed write fails the pump's next one too, which
+				// says so.
+				if err := r.hostOut.Flush(); err != nil {
+					r.log.Debug("could not write to the host", "err", err)
+				}
 				continue
 			}
-			if r.pol.whole != nil {
-				// Answer replaced it (the result budget): interception is given the
-				// answer as the server sent it, which r.upLx describes.
-				r.pol.whole = nil
-			} else {
+			if !replaced {
 				msg = toHost
-			}
+			} // else (the result budget) interception is given the answer as the
+			// server sent it, which r.upLx describes.
 		}
 		write := r.hostOut.Write
 		if r.batch != nil && r.batch.Buffered() {
@@ -781,7 +817,7 @@ func (r *Relay) upstreamPump() error {
 		// noteUpstream lexed msg into upLx if the upstream did not (an HTTP one).
 		r.intercepted(msg, true, readAt)
 		if len(msg) >= collectAfter {
-			r.collect()
+			r.gc.collect()
 		}
 	}
 }
@@ -805,7 +841,7 @@ func (r *Relay) noteUpstream(msg []byte, lexed bool, readAt time.Time) (own bool
 		}
 		id := msg[o.ID.Start:o.ID.End]
 		if o.Method.End == 0 { // a response
-			if single && (r.deliverOwn(o.Bytes(msg), id, readAt) || r.swallowCutAnswer(id, o.Error.End != 0)) {
+			if single && (r.deliverOwn(o.Bytes(msg), id, readAt) || r.cuts.swallow(id, o.Error.End != 0, r.log)) {
 				own = true
 				continue
 			}
@@ -900,7 +936,7 @@ func (r *Relay) replaced(re *upstream.ReplacedError) {
 	// The parse errors awaited for calls cut at the cap were the old server's to
 	// send (a cut is noted under sendMu, as this is): the next server's error of id
 	// null is the host's.
-	r.cutsPending.Store(0)
+	r.cuts.pending.Store(0)
 	// Under sendMu, so no write slips in between: every request the old server owed is
 	// registered above and answered below; what the host sends from here on is the
 	// new server's, even before this pump reads again.
@@ -1104,8 +1140,24 @@ func (r *Relay) Call(ctx context.Context, req Request) ([]byte, error) {
 		// sent: refused before anything is registered or written.
 		return nil, fmt.Errorf("sending %s to the upstream: %w", req.Method, ErrMalformed)
 	}
-	if answer, ok := r.refuseOwn(msg, req); ok {
-		return answer, nil // a hidden tool: answered as the host's calls of it are
+	if h := r.hooks; h != nil && h.FromProxy != nil {
+		if answer := h.FromProxy(msg); answer != nil {
+			// Answered in the server's place (a hidden tool), as the host's calls of
+			// it are: interception sees the request and its answer.
+			r.sendMu.Lock()
+			stopped := r.stopped
+			if !stopped && r.ic != nil {
+				r.ic.FromProxy(msg, Own{Origin: req.Origin}, time.Now())
+			}
+			r.sendMu.Unlock()
+			if !stopped && r.ic != nil {
+				r.ic.ToProxy(answer, time.Now())
+			}
+			if req.Sent != nil {
+				req.Sent()
+			}
+			return answer, nil
+		}
 	}
 	w := &waiter{ch: make(chan callResult, 1)}
 	r.mu.Lock()
@@ -1221,14 +1273,18 @@ func request(idJSON []byte, method string, params []byte) []byte {
 	return append(b, '}')
 }
 
+// collector asks for garbage collections after large messages (collectAfter), one
+// at a time.
+type collector struct{ running atomic.Bool }
+
 // collect starts a garbage collection unless one started by collect is still running.
 // It runs beside the pumps: a pump that waited for it would hold the next message (and,
 // after a held write, the newline ending this one) for a whole GC cycle.
-func (r *Relay) collect() {
-	if r.collecting.CompareAndSwap(false, true) {
+func (c *collector) collect() {
+	if c.running.CompareAndSwap(false, true) {
 		go func() {
 			runtime.GC()
-			r.collecting.Store(false)
+			c.running.Store(false)
 		}()
 	}
 }

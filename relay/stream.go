@@ -27,13 +27,13 @@ const DefaultHostStreamThreshold = 64 << 10
 // (upstream.StreamHandler), when its head says it goes there unchanged. It runs on
 // the upstream pump's goroutine, inside the upstream's Read. A message the relay must
 // read whole first is declined: the proxy's own answers (deliverOwn), anything while
-// the tool policy is on (it edits tools/list answers and drops late ones), anything
+// Hooks are set (the tool policy edits tools/list answers, drops late ones), anything
 // once the host's side failed.
 func (r *Relay) StartStream(id, method []byte) upstream.StreamSink {
-	if r.pol != nil || r.streamErr != nil || r.abandoned.Load() {
+	if r.hooks != nil || r.streamErr != nil || r.abandoned.Load() {
 		return nil
 	}
-	if method == nil && (r.mayBeOwn(id) || r.cutsPending.Load() > 0 && string(id) == "null") {
+	if method == nil && (r.mayBeOwn(id) || r.cuts.pending.Load() > 0 && string(id) == "null") {
 		// (An answer of id null may be the parse error for a host call cut at the
 		// cap, which is not the host's: noteUpstream reads it whole.)
 		return nil
@@ -168,7 +168,7 @@ func (s *hostStream) End(e upstream.StreamEnd) {
 	r.intercepted(s.msg, false, readAt)
 	if len(s.msg) >= collectAfter {
 		s.msg = nil
-		r.collect()
+		r.gc.collect()
 	}
 }
 

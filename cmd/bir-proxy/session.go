@@ -161,7 +161,7 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 		IDs:             up.ids,
 		MaxMessage:      f.maxMessage,
 		Logger:          logger,
-		Policy:          f.policy,
+		Hooks:           relay.ToolPolicy(f.policy),
 		StreamThreshold: f.streamAt,
 	})
 	var ex *replay.Executor
