@@ -157,11 +157,11 @@ func (ic *Interceptor) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.T
 }
 
 // Passive reports that nothing is recorded (no Sink): no time the relay gives is
-// read, and no message kept past the call (relay.Passive).
+// read, and no message kept past the call (relay.Capabilities).
 func (ic *Interceptor) Passive() bool { return ic.q == nil }
 
 // KeepsBriefly reports that, tracing with nothing recording, a host message is kept
-// only until bookkeeping has looked at it (relay.Brief): no span holds its bytes.
+// only until bookkeeping has looked at it (relay.Capabilities): no span holds its bytes.
 func (ic *Interceptor) KeepsBriefly() bool { return ic.traceOnly }
 
 // Forwarded records when the bytes FromHost last returned reached the upstream.

@@ -457,7 +457,7 @@ func TestSpanIDKeys(t *testing.T) {
 }
 
 // Tracing with nothing recording keeps a host's message only until bookkeeping has
-// looked at it: the relay may carve them from shared blocks (relay.Brief). Recording
+// looked at it: the relay may carve them from shared blocks (KeepsBriefly). Recording
 // keeps them longer (a call's arguments until its end), and a pure pipe is Passive.
 func TestKeepsBriefly(t *testing.T) {
 	_, x, ic := tracingOnly(t)
@@ -473,7 +473,9 @@ func TestKeepsBriefly(t *testing.T) {
 	if p := New(Options{}); p.KeepsBriefly() || !p.Passive() {
 		t.Fatal("a pure pipe: Brief, or not Passive")
 	}
-	var _ relay.Brief = ic
+	if c := ic.Capabilities(); !c.KeepsBriefly || c.Passive {
+		t.Fatal("tracing only: its Capabilities say otherwise")
+	}
 }
 
 // serverRequests are n roots/list requests of the server's, lexed as its pump lexes

@@ -99,7 +99,7 @@ func (p *Port) answerLocked(timedOut bool, f func() (answer, cancel []byte)) []b
 	}
 	answer, cancel := f()
 	if answer != nil {
-		if ti, ok := r.ic.(TimeoutInterceptor); ok && timedOut {
+		if ti := r.icaps.Timeout; ti != nil && timedOut {
 			ti.CallTimedOut(answer, time.Now())
 		} else if r.ic != nil {
 			r.ic.FromUpstream(answer, time.Now())

@@ -28,6 +28,8 @@ func (ic *seenIC) FromUpstream(msg []byte, _ time.Time) {
 	ic.mu.Unlock()
 }
 func (ic *seenIC) ToProxy([]byte, time.Time) {}
+
+func (ic *seenIC) Capabilities() relay.Capabilities { return relay.Capabilities{} }
 func (ic *seenIC) UpstreamLost(time.Time)    {}
 
 func (ic *seenIC) seen() []string {

@@ -57,6 +57,8 @@ func (ic *lateIC) FromUpstream([]byte, time.Time) { ic.note("FromUpstream") }
 func (ic *lateIC) ToProxy([]byte, time.Time)      { ic.note("ToProxy") }
 func (ic *lateIC) UpstreamLost(time.Time)         { ic.note("UpstreamLost") }
 
+func (ic *lateIC) Capabilities() relay.Capabilities { return relay.Capabilities{Keyed: ic} }
+
 // TestLongHostCallEndingAfterRunTouchesNoInterceptor: a host input whose read
 // cannot be interrupted (a blocking stdin, as the proxy uses with two CPUs or more)
 // is not joined by the end of Run, which then leaves the interceptor and the

@@ -65,6 +65,39 @@ type Interceptor interface {
 	// UpstreamLost says the server went away while the host was still connected: for
 	// good, or replaced by another (the session then goes on).
 	UpstreamLost(at time.Time)
+	// Capabilities says what else it can do, in one value (see Capabilities).
+	Capabilities() Capabilities
+}
+
+// Capabilities is what an Interceptor can do beyond the Interceptor interface, as one
+// value: each interface field is the Interceptor (or a part of it) when it has that
+// capability, nil when not. One method gives them all, so a decorator (replay.Gate)
+// passes them on in one call: an optional interface asked for with a type assertion,
+// as before, was dropped by a decorator that lacked the method — the Gate did not
+// expose KeyedInterceptor, and with a recorder a 64 MB host call was held whole
+// (TestLongHostCallStreamsWithARecorder) with no test of the relay failing.
+type Capabilities struct {
+	Lexed           LexedInterceptor
+	LexedUpstream   LexedUpstreamInterceptor
+	Sparing         SparingInterceptor
+	Keyed           KeyedInterceptor
+	Streaming       StreamingInterceptor // asked only when Keyed is set
+	ResultStreaming ResultStreamingInterceptor
+	Timeout         TimeoutInterceptor
+	// Passive: it records nothing (a pure pipe, BIR_OFF=1): it reads none of the
+	// times the pumps give it and keeps none of the messages past its call. The
+	// pumps then do not read the clock for every message (three time.Now per call,
+	// ~60 ns each on this project's VMs, were a tenth of the relay's own work per
+	// message), and the host's messages are lent by the reader in place
+	// (framing.WithLending) when the upstream copies what it is written
+	// (CopiesWrites), else carved out of shared blocks rather than allocated one by
+	// one (framing.WithSlab).
+	Passive bool
+	// KeepsBriefly: it reads the times it is given but keeps the host's messages
+	// only until it has looked at them, soon after (tracing with nothing recording):
+	// the host's messages are then carved out of shared blocks as for a Passive one
+	// (framing.WithSlab), as the server's already are in that mode.
+	KeepsBriefly bool
 }
 
 // SparingInterceptor is an Interceptor that can be told, when a server is replaced,
@@ -97,25 +130,6 @@ type LexedUpstreamInterceptor interface {
 	// FromUpstreamLexed is FromUpstream of msg, which lx describes; lx is the relay's,
 	// valid only during the call.
 	FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt time.Time)
-}
-
-// Passive is an Interceptor that can say it records nothing (a pure pipe, BIR_OFF=1):
-// it reads none of the times the pumps give it and keeps none of the messages past
-// its call. The pumps then do not read the clock for every message (three time.Now
-// per call, ~60 ns each on this project's VMs, were a tenth of the relay's own work
-// per message), and the host's messages are lent by the reader in place
-// (framing.WithLending) when the upstream copies what it is written (CopiesWrites),
-// else carved out of shared blocks rather than allocated one by one (framing.WithSlab).
-type Passive interface {
-	Passive() bool
-}
-
-// Brief is an Interceptor that reads the times it is given but keeps the host's
-// messages only until it has looked at them, soon after (tracing with nothing
-// recording): the host's messages are then carved out of shared blocks as for a
-// Passive one (framing.WithSlab), as the server's already are in that mode.
-type Brief interface {
-	KeepsBriefly() bool
 }
 
 // Own describes a message of the proxy's own to interception.
@@ -166,6 +180,7 @@ type Relay struct {
 	lw      upstream.LexedWriter  // up, when it reads the relay's lex; else nil
 	lr      upstream.LexedReader  // up, when it lexes what it reads; else nil
 	ic      Interceptor
+	icaps   Capabilities             // ic's
 	lic     LexedInterceptor         // ic, when it reads the relay's lex; else nil
 	luc     LexedUpstreamInterceptor // ic, when it reads the upstream's lex; else nil
 	clock   bool                     // ic reads the times it is given (see Passive)
@@ -262,16 +277,12 @@ func New(o Options) *Relay {
 	}
 	prefix := ids.Prefix()
 	caps := o.Upstream.Capabilities()
-	lic, _ := o.Intercept.(LexedInterceptor)
-	luc, _ := o.Intercept.(LexedUpstreamInterceptor)
-	passive := o.Intercept == nil
-	if p, ok := o.Intercept.(Passive); ok && p.Passive() {
-		passive = true
+	var icaps Capabilities
+	if o.Intercept != nil {
+		icaps = o.Intercept.Capabilities()
 	}
-	slab := passive
-	if b, ok := o.Intercept.(Brief); ok && b.KeepsBriefly() {
-		slab = true
-	}
+	passive := o.Intercept == nil || icaps.Passive
+	slab := passive || icaps.KeepsBriefly
 	opts := []framing.Option{framing.WithMaxMessage(o.MaxMessage)}
 	if passive && caps.CopiesWrites {
 		// Nobody keeps a host message once it is forwarded, and the upstream copies
@@ -294,8 +305,9 @@ func New(o Options) *Relay {
 		lw:          caps.LexedWriter,
 		lr:          caps.LexedReader,
 		ic:          o.Intercept,
-		lic:         lic,
-		luc:         luc,
+		icaps:       icaps,
+		lic:         icaps.Lexed,
+		luc:         icaps.LexedUpstream,
 		clock:       !passive,
 		log:         log,
 		idPrefix:    prefix,
@@ -319,11 +331,10 @@ func New(o Options) *Relay {
 	}
 	// A long host call goes to the server as it arrives (hoststream.go) when the
 	// relay can make interception's edit itself.
-	keyed, known := o.Intercept.(KeyedInterceptor)
-	if caps.LineWriter != nil && ht > 0 && (o.Intercept == nil || known) {
-		if known {
-			r.key = keyed.CorrelationKey()
-			r.sic, _ = o.Intercept.(StreamingInterceptor)
+	if caps.LineWriter != nil && ht > 0 && (o.Intercept == nil || icaps.Keyed != nil) {
+		if icaps.Keyed != nil {
+			r.key = icaps.Keyed.CorrelationKey()
+			r.sic = icaps.Streaming
 		}
 		r.hostIn.SetStream(ht, r.startHostLine)
 	}
@@ -924,7 +935,7 @@ func (r *Relay) replaced(re *upstream.ReplacedError) {
 	orphans := r.serverReqs.drain()
 	r.retireOwn(fmt.Errorf("%w: %s", ErrUpstreamLost, re.Reason))
 	if r.ic != nil {
-		if sp, ok := r.ic.(SparingInterceptor); ok && len(spared) > 0 {
+		if sp := r.icaps.Sparing; sp != nil && len(spared) > 0 {
 			sp.UpstreamLostSparing(time.Now(), spared)
 		} else {
 			r.ic.UpstreamLost(time.Now())

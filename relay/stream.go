@@ -43,7 +43,7 @@ func (r *Relay) StartStream(id, method []byte) upstream.StreamSink {
 		// (A passive interceptor, a pure pipe, keeps nothing it is given: nothing is
 		// kept for it.)
 		s.keep = true
-		if rsi, ok := r.ic.(ResultStreamingInterceptor); ok && method == nil && id != nil {
+		if rsi := r.icaps.ResultStreaming; rsi != nil && method == nil && id != nil {
 			// An answer, by its head: reduced as it passes, off this path, to what
 			// its report needs, unless interception needs it whole or not at all.
 			// (Its id is the head's; a later duplicate is looked at in End.)

@@ -36,6 +36,7 @@ const metaPrefix = "io.modelcontextprotocol/"
 // job (upstream.ReplacedError), and the stateless era has no handshake.
 type Gate struct {
 	inner   relay.Interceptor
+	in      relay.Capabilities // inner's, asked once (none without inner)
 	ready   atomic.Bool
 	readyCh chan struct{} // closed when ready is set
 
@@ -70,7 +71,11 @@ const (
 
 // NewGate wraps inner (which may be nil).
 func NewGate(inner relay.Interceptor) *Gate {
-	return &Gate{inner: inner, readyCh: make(chan struct{}), lostCh: make(chan struct{})}
+	g := &Gate{inner: inner, readyCh: make(chan struct{}), lostCh: make(chan struct{})}
+	if inner != nil {
+		g.in = inner.Capabilities()
+	}
+	return g
 }
 
 // Ready is closed once the upstream is ready for dispatches.
@@ -112,13 +117,13 @@ func (g *Gate) FromHost(msg []byte, readAt time.Time) []byte {
 // whenever replay was on (with every recorder).
 func (g *Gate) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) []byte {
 	out := msg
-	switch in := g.inner.(type) {
-	case relay.LexedInterceptor:
-		out = in.FromHostLexed(msg, lx, readAt)
-	case nil:
-	default:
-		out = in.FromHost(msg, readAt)
-		lx.Lex(out) // lx must describe what is returned; in's edit did not move it
+	if g.inner != nil {
+		if in := g.in.Lexed; in != nil {
+			out = in.FromHostLexed(msg, lx, readAt)
+		} else {
+			out = g.inner.FromHost(msg, readAt)
+			lx.Lex(out) // lx must describe what is returned; the inner edit did not move it
+		}
 	}
 	if !g.ready.Load() {
 		g.watchHost(out)
@@ -182,12 +187,12 @@ func (g *Gate) afterUpstream(msg []byte) {
 // FromUpstreamLexed implements relay.LexedUpstreamInterceptor, passing the upstream's
 // lex on to the inner Interceptor.
 func (g *Gate) FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) {
-	switch in := g.inner.(type) {
-	case relay.LexedUpstreamInterceptor:
-		in.FromUpstreamLexed(msg, lx, readAt)
-	case nil:
-	default:
-		in.FromUpstream(msg, readAt)
+	if g.inner != nil {
+		if in := g.in.LexedUpstream; in != nil {
+			in.FromUpstreamLexed(msg, lx, readAt)
+		} else {
+			g.inner.FromUpstream(msg, readAt)
+		}
 	}
 	g.afterUpstream(msg)
 }
@@ -196,7 +201,7 @@ func (g *Gate) FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt time.Time)
 // ready every answer goes whole (the one it waits for is the handshake's); after,
 // as the inner Interceptor wants.
 func (g *Gate) AnswerWanted(id []byte) (want, whole bool) {
-	if rs, ok := g.inner.(relay.ResultStreamingInterceptor); ok && g.ready.Load() {
+	if rs := g.in.ResultStreaming; rs != nil && g.ready.Load() {
 		return rs.AnswerWanted(id)
 	}
 	return true, true
@@ -205,7 +210,7 @@ func (g *Gate) AnswerWanted(id []byte) (want, whole bool) {
 // FromUpstreamStreamed implements relay.ResultStreamingInterceptor (asked only once
 // AnswerWanted said so: the Gate is ready, and has nothing to watch for).
 func (g *Gate) FromUpstreamStreamed(standIn []byte, res relay.StreamedResult, readAt time.Time) {
-	if rs, ok := g.inner.(relay.ResultStreamingInterceptor); ok {
+	if rs := g.in.ResultStreaming; rs != nil {
 		rs.FromUpstreamStreamed(standIn, res, readAt)
 	}
 }

@@ -12,7 +12,7 @@ var _ relay.SparingInterceptor = (*Gate)(nil)
 // the inner interceptor keeps the host's calls the upstream held back from the server
 // that went away (a Gate that dropped it would have them reported lost, then answered).
 func (g *Gate) UpstreamLostSparing(at time.Time, spared [][]byte) {
-	if sp, ok := g.inner.(relay.SparingInterceptor); ok {
+	if sp := g.in.Sparing; sp != nil {
 		sp.UpstreamLostSparing(at, spared)
 		g.lostDispatches()
 		return

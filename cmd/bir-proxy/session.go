@@ -150,7 +150,7 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 	var gate *replay.Gate
 	if remote != nil {
 		gate = replay.NewGate(ic) // learns from the host's handshake when dispatches may go
-		icpt = gate.Interceptor() // with the interceptor's optional interfaces (long calls stream)
+		icpt = gate // exposing the interceptor's capabilities (long calls stream)
 	}
 
 	r := relay.New(relay.Options{
