@@ -357,6 +357,16 @@ func (c *Conn) read(lx *jsonlex.Line) ([]byte, error) {
 				continue
 			}
 			c.setup.FromServer(msg)
+			if ls := c.setup.Listens(); ls.Open() {
+				// A stream sent to this server again: its acknowledgment is kept back
+				// when the host has it already, and the host is told what it may have
+				// missed (listen.go).
+				pass, notes := ls.FromServer(msg, lx)
+				c.out = append(c.out, notes...)
+				if !pass {
+					continue
+				}
+			}
 			if !g.served && isResponse(msg) {
 				g.served = true
 				g.servedAny.Store(true)
@@ -465,6 +475,7 @@ func (c *Conn) died(g *gen, readErr error) *upstream.ReplacedError {
 	c.setup.Lost()
 	c.forgetOwn()
 	lost := g.wrote.Load() || g.passed
+	relisten := c.setup.Listens().Relisten()
 	reason := fmt.Sprintf("server %s %s%s", c.name, c.lastHow, c.stderrNote())
 	c.rcur = nil
 	c.mu.Lock()
@@ -478,6 +489,9 @@ func (c *Conn) died(g *gen, readErr error) *upstream.ReplacedError {
 		c.stateErr = nil
 	} else {
 		c.startingLocked()
+	}
+	if c.st != stClosed {
+		c.holdListensLocked(relisten)
 	}
 	c.mu.Unlock()
 	// Whatever it left running goes, at once: it is dead, or broken (it closed its
@@ -537,6 +551,7 @@ func (c *Conn) restart() error {
 		// What the host sent since the death waits Policy.Wait at most, as a write
 		// does, and not at all for a server that is given up on.
 		if msgs := c.expireHeld(giveUp); msgs != nil {
+			c.setup.Listens().Undelivered(msgs) // answered with an error: no longer open
 			return &upstream.UndeliveredError{Msgs: msgs, Reason: fmt.Sprintf("server %s %s and was not back within %v", c.name, c.lastHow, c.policy.Wait)}
 		}
 		if giveUp {
