@@ -1,6 +1,7 @@
 package revive
 
 import (
+	"bytes"
 	"slices"
 	"sync"
 	"time"
@@ -77,8 +78,10 @@ func (q *holdQueue) due(wait time.Duration) <-chan time.Time {
 // requests still open when a server died (upstream.Listens.Relisten), as the host
 // wrote them: held, the relay registers them in flight again rather than answer them
 // as lost (upstream.Holder), and they reach the next server once it is up. One already
-// held (a server that died before it was written to) is not held twice. Appended, not
-// put first: a flush under way drops the oldest once it has written it.
+// held (a server that died before it was written to, or a listen whose write to the
+// dying server failed and was held by its writer) is not held twice: the next server
+// would get two streams of one id. Appended, not put first: a flush under way drops
+// the oldest once it has written it.
 func (q *holdQueue) relistenLocked(reqs [][]byte) {
 	for _, req := range reqs {
 		if !q.hasLocked(req) {
@@ -87,10 +90,11 @@ func (q *holdQueue) relistenLocked(reqs [][]byte) {
 	}
 }
 
-// hasLocked reports whether req, the very slice, is held.
-func (q *holdQueue) hasLocked(req []byte) bool {
+// hasLocked reports whether msg, or the same bytes, is held. Only asked on a death,
+// of at most 64 streams: held messages of another length cost a comparison of lengths.
+func (q *holdQueue) hasLocked(msg []byte) bool {
 	for _, m := range q.msgs {
-		if len(m) == len(req) && len(m) > 0 && &m[0] == &req[0] {
+		if bytes.Equal(m, msg) {
 			return true
 		}
 	}

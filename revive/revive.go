@@ -954,6 +954,10 @@ func (c *Conn) holdAfter(dead *gen, msg []byte) error {
 		// The next server is up already, and nothing waits to go first: this goes to
 		// it, not into a hold that nothing would flush.
 		return errServerUp
+	case dead != nil && c.setup.Listens().Open() && c.held.hasLocked(msg):
+		// A listen request written as its server died, which the death holds already
+		// (relistenLocked): the next server gets it once.
+		return nil
 	case len(c.held.msgs) >= maxHeld || c.held.bytes+len(msg) > maxHeldBytes:
 		return fmt.Errorf("server %s is being restarted, and %d messages (%d bytes) already wait for it", c.name, len(c.held.msgs), c.held.bytes)
 	}

@@ -138,8 +138,9 @@ func (l *Listens) Relisten() [][]byte {
 	return reqs
 }
 
-// Undelivered forgets the streams whose requests (the slices Relisten returned) are
-// among msgs: they reached no server, and the host is answered with an error.
+// Undelivered forgets the streams whose requests (as Relisten returned them, or the
+// same bytes) are among msgs: they reached no server, and the host is answered with
+// an error.
 func (l *Listens) Undelivered(msgs [][]byte) {
 	if !l.Open() {
 		return
@@ -148,17 +149,12 @@ func (l *Listens) Undelivered(msgs [][]byte) {
 	defer l.mu.Unlock()
 	for _, m := range msgs {
 		for _, e := range l.open {
-			if sameSlice(m, e.req) {
+			if bytes.Equal(m, e.req) {
 				l.closeLocked(e.id)
 				break
 			}
 		}
 	}
-}
-
-// sameSlice reports whether a and b are the same bytes in memory.
-func sameSlice(a, b []byte) bool {
-	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 const methodAcknowledged = "notifications/subscriptions/acknowledged"

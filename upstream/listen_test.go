@@ -140,3 +140,8 @@ func FuzzListens(f *testing.F) {
 		}
 	})
 }
+
+// sameSlice reports whether a and b are the same bytes in memory.
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
+}
