@@ -36,7 +36,7 @@ func TestMissingSeesEveryField(t *testing.T) {
 // the relay down a slower path (a server's every line lexed twice) or lose a stop.
 func TestReviveKeepsCapabilities(t *testing.T) {
 	f := newFixture(t, fast(), []string{"--reply"}, nil)
-	inner := f.c.lastConn()
+	inner := f.c.last.Load().conn
 	if _, ok := inner.(*upstream.Process); !ok {
 		t.Fatalf("the fixture's server is a %T, want an *upstream.Process", inner)
 	}

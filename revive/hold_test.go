@@ -89,3 +89,34 @@ func TestReviveHeldWritesAreBounded(t *testing.T) {
 		t.Fatal("the held message never came back")
 	}
 }
+
+// TestReviveHoldsAListenOnce: a listen request written to a server in the moment it
+// dies is held by its writer (the write failed) and by the death (it is open, its
+// table says): whichever comes first, the next server gets it once, not twice with the
+// same id.
+func TestReviveHoldsAListenOnce(t *testing.T) {
+	listen := []byte(`{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"notifications":{"toolsListChanged":true}}}`)
+	for _, deathFirst := range []bool{true, false} {
+		c := &Conn{name: "t", ids: upstream.NewOwnIDs("bir:t:"), setup: upstream.NewSetup(), st: stBetween}
+		c.held.mu = &c.mu
+		dead := &gen{}
+		c.setup.FromHost(listen) // writeOnce, before its write to the dying server
+		die := func() {
+			c.mu.Lock()
+			c.held.relistenLocked(c.setup.Listens().Relisten())
+			c.mu.Unlock()
+		}
+		if deathFirst {
+			die()
+		}
+		if err := c.holdAfter(dead, listen); err != nil {
+			t.Fatal(err)
+		}
+		if !deathFirst {
+			die()
+		}
+		if held := c.Held(); len(held) != 1 || string(held[0]) != string(listen) {
+			t.Errorf("death first %v: held %q, want the listen once", deathFirst, held)
+		}
+	}
+}

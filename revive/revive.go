@@ -18,12 +18,12 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/backoff"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/report"
 	"github.com/bir-dev/bir-proxy/upstream"
@@ -153,34 +153,26 @@ type Conn struct {
 
 	mu       sync.Mutex
 	st       state
-	cur      *gen          // the generation reads come from; nil between two
-	last     *gen          // the last generation started, for ExitCode
-	ready    chan struct{} // closed when st leaves stStarting
-	stateErr error         // why writes fail: stDown
+	cur      *gen                // the generation reads come from; nil between two
+	last     atomic.Pointer[gen] // the last generation started (ExitCode, ExitDescriber); not under mu
+	ready    chan struct{}       // closed when st leaves stStarting
+	stateErr error               // why writes fail: stDown
 	// held are the host's messages accepted while no server could take them (between
-	// a server's death and the next one's handshake), oldest first: they go to the
-	// next server before anything written after them (upstream.Holder).
-	held      [][]byte
-	heldBytes int
-	heldSince time.Time // when the oldest was held
-	// flushMu is held while a held message is being written to a new server, so that
-	// Held never misses one that is neither held nor written.
-	flushMu sync.Mutex
+	// a server's death and the next one's handshake), for the next server.
+	held    holdQueue
 	retryAt time.Time     // stDown: when a write may ask for a start again
 	kick    chan struct{} // a write asks the reader for a start (stDown after CoolDown)
 
 	// Read side: touched by the reading goroutine only.
-	rcur     *gen              // cur, as the reader has it (no lock per message)
-	out      [][]byte          // messages of ours to return before reading again
-	own      map[string]ownReq // our requests to the current server awaiting answers
-	ownN     atomic.Int64      // len(own), for Buffered and the hot path
-	ownUntil time.Time         // when own is forgotten
-	neverUp  int               // starts in a row that died before answering anything
-	troubled int               // deaths in a row of a server that came up but served nothing
-	diedAt   time.Time         // when the last generation was found dead
-	lastHow  string            // how it ended: "exited with status 1"
-	lastTail string            // its last stderr lines, quoted, or ""
-	attempts int               // starts since it died
+	rcur     *gen      // cur, as the reader has it (no lock per message)
+	out      [][]byte  // messages of ours to return before reading again
+	own      ownTable  // our requests to the current server awaiting answers
+	neverUp  int       // starts in a row that died before answering anything
+	troubled int       // deaths in a row of a server that came up but served nothing
+	diedAt   time.Time // when the last generation was found dead
+	lastHow  string    // how it ended: "exited with status 1"
+	lastTail string    // its last stderr lines, quoted, or ""
+	attempts int       // starts since it died
 	revivals int
 	mismatch error                                             // the last start negotiated another protocol version
 	phases   struct{ obituary, dial, handshake time.Duration } // of the last revival, for the debug log
@@ -221,11 +213,6 @@ type gen struct {
 	streaming bool
 }
 
-// ownReq is a request of the re-handshake's whose answer Read takes.
-type ownReq struct {
-	answered func(answer []byte) // nil: nothing to look at
-}
-
 // ErrClosed is what writes return once the session is ending.
 var ErrClosed = errors.New("the session is ending")
 
@@ -247,8 +234,8 @@ func New(first upstream.Conn, o Options) *Conn {
 		cancel:  cancel,
 		closing: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
-		own:     make(map[string]ownReq),
 	}
+	c.held.mu = &c.mu
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -259,7 +246,8 @@ func New(first upstream.Conn, o Options) *Conn {
 	c.copies = g.copies
 	c.sessions = g.caps.SessionIdentifier != nil
 	c.st = stUp
-	c.cur, c.last, c.rcur = g, g, g
+	c.cur, c.rcur = g, g
+	c.last.Store(g)
 	c.serving.Store(g)
 	return c
 }
@@ -293,7 +281,7 @@ type sessionOf struct{ c *Conn }
 
 // SessionID is the current server's session id (upstream.SessionIdentifier).
 func (s sessionOf) SessionID() string {
-	if si := s.c.lastConn().Capabilities().SessionIdentifier; si != nil {
+	if si := s.c.last.Load().caps.SessionIdentifier; si != nil {
 		return si.SessionID()
 	}
 	return ""
@@ -313,9 +301,7 @@ func (c *Conn) dial() (*gen, error) {
 		return nil, fmt.Errorf("starting server %s: %w", c.name, err)
 	}
 	g := newGen(conn)
-	c.mu.Lock()
-	c.last = g
-	c.mu.Unlock()
+	c.last.Store(g)
 	return g, nil
 }
 
@@ -363,7 +349,7 @@ func (c *Conn) read(lx *jsonlex.Line) ([]byte, error) {
 			}
 			continue
 		}
-		c.streamTo(g)
+		g.streamTo(c)
 		var msg []byte
 		var err error
 		if g.lexed != nil && lx != nil {
@@ -378,10 +364,20 @@ func (c *Conn) read(lx *jsonlex.Line) ([]byte, error) {
 					c.announce(g)
 				}
 			}
-			if c.ownN.Load() > 0 && c.takeOwn(msg) {
+			if c.own.waiting() && c.own.take(msg) {
 				continue
 			}
 			c.setup.FromServer(msg)
+			if ls := c.setup.Listens(); ls.Open() {
+				// A stream sent to this server again: its acknowledgment is kept back
+				// when the host has it already, and the host is told what it may have
+				// missed (listen.go).
+				pass, notes := ls.FromServer(msg, lx)
+				c.out = append(c.out, notes...)
+				if !pass {
+					continue
+				}
+			}
 			if !g.served && isResponse(msg) {
 				g.served = true
 				g.servedAny.Store(true)
@@ -409,7 +405,7 @@ func (c *Conn) endForGood(g *gen, readErr error) error {
 	if c.cause != nil && !g.served {
 		reason = c.cause(g.conn)
 	} else {
-		how, tail := c.obituary(g, readErr)
+		how, tail := g.obituary(readErr)
 		reason = fmt.Sprintf("server %s %s%s", c.name, how, stderrNote(tail))
 	}
 	c.rcur = nil
@@ -424,7 +420,7 @@ func (c *Conn) endForGood(g *gen, readErr error) error {
 	}
 	c.cur = nil
 	c.mu.Unlock()
-	c.stop(g)
+	g.stop()
 	if g.served {
 		return io.EOF
 	}
@@ -475,7 +471,7 @@ func (c *Conn) leaveStartingLocked(st state) {
 func (c *Conn) died(g *gen, readErr error) *upstream.ReplacedError {
 	c.diedAt = time.Now()
 	c.attempts = 0
-	c.lastHow, c.lastTail = c.obituary(g, readErr)
+	c.lastHow, c.lastTail = g.obituary(readErr)
 	c.phases.obituary = time.Since(c.diedAt)
 	uptime := c.diedAt.Sub(g.started)
 	switch {
@@ -488,9 +484,10 @@ func (c *Conn) died(g *gen, readErr error) *upstream.ReplacedError {
 		c.troubled++
 	}
 	c.setup.Lost()
-	c.forgetOwn()
+	c.own.forget()
 	lost := g.wrote.Load() || g.passed
-	reason := fmt.Sprintf("server %s %s%s", c.name, c.lastHow, c.stderrNote())
+	relisten := c.setup.Listens().Relisten()
+	reason := fmt.Sprintf("server %s %s%s", c.name, c.lastHow, stderrNote(c.lastTail))
 	c.rcur = nil
 	c.mu.Lock()
 	c.cur = nil
@@ -504,10 +501,13 @@ func (c *Conn) died(g *gen, readErr error) *upstream.ReplacedError {
 	} else {
 		c.startingLocked()
 	}
+	if c.st != stClosed {
+		c.held.relistenLocked(relisten)
+	}
 	c.mu.Unlock()
 	// Whatever it left running goes, at once: it is dead, or broken (it closed its
 	// stdout and lives on).
-	c.stop(g)
+	g.stop()
 	if !lost {
 		return nil
 	}
@@ -520,7 +520,7 @@ func (c *Conn) died(g *gen, readErr error) *upstream.ReplacedError {
 
 // obituary says how g ended: its exit status or signal and its last stderr lines, when
 // it is a process; otherwise the read error.
-func (c *Conn) obituary(g *gen, readErr error) (how, tail string) {
+func (g *gen) obituary(readErr error) (how, tail string) {
 	d := g.caps.ExitDescriber
 	if d == nil {
 		if readErr == nil || errors.Is(readErr, io.EOF) {
@@ -561,18 +561,19 @@ func (c *Conn) restart() error {
 		giveUp := c.neverUp >= c.policy.GiveUpAfter || c.mismatch != nil
 		// What the host sent since the death waits Policy.Wait at most, as a write
 		// does, and not at all for a server that is given up on.
-		if msgs := c.expireHeld(giveUp); msgs != nil {
+		if msgs := c.held.expire(giveUp, c.policy.Wait); msgs != nil {
+			c.setup.Listens().Undelivered(msgs) // answered with an error: no longer open
 			return &upstream.UndeliveredError{Msgs: msgs, Reason: fmt.Sprintf("server %s %s and was not back within %v", c.name, c.lastHow, c.policy.Wait)}
 		}
 		if giveUp {
 			if err := c.down(); err != nil {
 				return err
 			}
-		} else if d := c.delay(); d > 0 {
+		} else if d := c.policy.delay(max(c.neverUp, c.troubled)); d > 0 {
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:
-			case <-c.heldDue():
+			case <-c.held.due(c.policy.Wait):
 				t.Stop()
 				continue
 			case <-c.ctx.Done():
@@ -607,7 +608,7 @@ func (c *Conn) restart() error {
 				c.mismatch = err
 				c.log.Error("the revived server speaks another protocol version than the host negotiated; requests get an error until the host reconnects",
 					"negotiated", vm.Negotiated, "offered", vm.Offered)
-				c.stop(g)
+				g.stop()
 				c.setCur(nil)
 				continue
 			}
@@ -622,7 +623,7 @@ func (c *Conn) restart() error {
 			if !errors.Is(err, errGenDied) {
 				c.lastHow, c.lastTail = err.Error(), ""
 				c.log.Warn("the revived server did not take the session back; stopping it", "err", err)
-				c.stop(g)
+				g.stop()
 			}
 			c.setCur(nil)
 			continue
@@ -632,19 +633,15 @@ func (c *Conn) restart() error {
 	}
 }
 
-// delay is how long to wait before the next start: none after a server that served
-// (or lived) and died, nor for the first retry of one in trouble; then Backoff,
-// doubling, up to MaxBackoff.
-func (c *Conn) delay() time.Duration {
-	n := max(c.neverUp, c.troubled)
+// delay is how long to wait before the n-th start in a row of a server in trouble
+// (n is the larger of the starts that never came up and the deaths of one that served
+// nothing): none after a server that served (or lived) and died, nor for the first
+// retry of one in trouble; then Backoff, doubling, up to MaxBackoff.
+func (p Policy) delay(n int) time.Duration {
 	if n <= 1 {
 		return 0
 	}
-	d := c.policy.Backoff
-	for i := 2; i < n && d < c.policy.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, c.policy.MaxBackoff)
+	return backoff.Policy{Base: p.Backoff, Cap: p.MaxBackoff, Jitter: backoff.None}.Step(n - 2)
 }
 
 // down gives up for a cool-down: writes fail at once with why, and the first write
@@ -655,7 +652,7 @@ func (c *Conn) down() error {
 	if c.mismatch != nil {
 		msg = fmt.Sprintf("server %s is down: it came back, but %v; reconnect to it (restart the MCP server in the host)", c.name, c.mismatch)
 	} else {
-		msg = fmt.Sprintf("server %s is down: it %s before answering anything, %d starts in a row%s", c.name, c.lastHow, c.neverUp, c.stderrNote())
+		msg = fmt.Sprintf("server %s is down: it %s before answering anything, %d starts in a row%s", c.name, c.lastHow, c.neverUp, stderrNote(c.lastTail))
 		c.log.Warn("the server keeps dying before it answers anything; giving up for a while",
 			"ended", c.lastHow, "stderr", c.lastTail, "starts", c.neverUp, "retry_after", c.policy.CoolDown)
 	}
@@ -727,12 +724,12 @@ type genPeer struct {
 func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
 	c, g := p.c, p.g
 	if err := g.conn.Write(req); err != nil {
-		return nil, c.genEnded(g, fmt.Errorf("replaying initialize: %w", err))
+		return nil, p.ended(fmt.Errorf("replaying initialize: %w", err))
 	}
 	var timedOut atomic.Bool
 	timer := time.AfterFunc(c.policy.Handshake, func() {
 		timedOut.Store(true)
-		c.stop(g)
+		g.stop()
 	})
 	defer timer.Stop()
 	want := jsonlex.IDKey(id)
@@ -744,7 +741,7 @@ func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
 				f, _ := jsonlex.TopFields(req)
 				return nil, fmt.Errorf("did not answer %s within %v", jsonlex.StringOf(f.Method), c.policy.Handshake)
 			}
-			return nil, c.genEnded(g, err)
+			return nil, p.ended(err)
 		}
 		g.answered = true
 		// Copied when kept: the server's Conn may lend its messages only until its
@@ -752,7 +749,7 @@ func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
 		if f, ok := jsonlex.TopFields(msg); ok && f.IsResponse() && jsonlex.IDKey(f.ID) == want {
 			return bytes.Clone(msg), nil
 		}
-		if c.takeOwn(msg) {
+		if c.own.take(msg) {
 			continue
 		}
 		if len(c.out) < 256 && outBytes+len(msg) <= maxEarlyBytes {
@@ -768,29 +765,28 @@ func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
 func (p genPeer) Send(_ context.Context, msg, id []byte, answered func([]byte)) error {
 	c, g := p.c, p.g
 	g.took = true
-	c.ownUntil = time.Now().Add(c.policy.Handshake)
+	c.own.until = time.Now().Add(c.policy.Handshake)
 	if id != nil {
-		c.addOwn(id, ownReq{answered: answered})
+		c.own.add(id, ownReq{answered: answered})
 	}
 	if err := g.conn.Write(msg); err != nil {
-		return c.genEnded(g, fmt.Errorf("restoring the session: %w", err))
+		return p.ended(fmt.Errorf("restoring the session: %w", err))
 	}
 	return nil
 }
 
-// genEnded is the end of a generation during its handshake: it says how.
-func (c *Conn) genEnded(g *gen, err error) error {
+// ended is the end of p's generation during its handshake: it says how.
+func (p genPeer) ended(err error) error {
+	c, g := p.c, p.g
 	if c.ctx.Err() != nil {
 		return err
 	}
-	c.lastHow, c.lastTail = c.obituary(g, err)
+	c.lastHow, c.lastTail = g.obituary(err)
 	g.conn.Close()
 	return errGenDied
 }
 
-// stderrNote is the last server's stderr lines for an error answer, or "".
-func (c *Conn) stderrNote() string { return stderrNote(c.lastTail) }
-
+// stderrNote is a server's last stderr lines tail for an error answer, or "".
 func stderrNote(tail string) string {
 	if tail == "" {
 		return ""
@@ -799,7 +795,7 @@ func stderrNote(tail string) string {
 }
 
 // stop ends a generation at once.
-func (c *Conn) stop(g *gen) {
+func (g *gen) stop() {
 	if t := g.caps.Terminator; t != nil {
 		t.Terminate()
 		return
@@ -818,7 +814,7 @@ func (c *Conn) up(g *gen) {
 	c.rcur = g
 	c.mu.Lock()
 	c.cur = g
-	if len(c.held) > 0 {
+	if len(c.held.msgs) > 0 {
 		// Writes keep waiting until what was held has gone first, in order. Written
 		// beside the reader: a server that answers as it reads would otherwise fill
 		// its stdout while we fill its stdin, and neither would move.
@@ -846,45 +842,6 @@ func (c *Conn) announce(g *gen) {
 	// For the soak test and for anyone chasing a leak: revivals must not grow the proxy.
 	c.log.Debug("after the revival", "goroutines", runtime.NumGoroutine(),
 		"obituary", c.phases.obituary, "dial", c.phases.dial, "handshake", c.phases.handshake)
-}
-
-func (c *Conn) newID() []byte {
-	return c.ids.NextRaw()
-}
-
-func (c *Conn) addOwn(id []byte, r ownReq) {
-	c.own[jsonlex.IDKey(id)] = r
-	c.ownN.Store(int64(len(c.own)))
-}
-
-func (c *Conn) forgetOwn() {
-	clear(c.own)
-	c.ownN.Store(0)
-}
-
-// takeOwn swallows an answer to a request of ours, acting on it; it reports whether
-// msg was one. Requests still unanswered after Policy.Handshake are forgotten (their
-// late answers are in the relay's id namespace, which it never shows the host).
-func (c *Conn) takeOwn(msg []byte) bool {
-	if time.Now().After(c.ownUntil) {
-		c.forgetOwn()
-		return false
-	}
-	f, ok := jsonlex.TopFields(msg)
-	if !ok || !f.IsResponse() {
-		return false
-	}
-	k := jsonlex.IDKey(f.ID)
-	r, ok := c.own[k]
-	if !ok {
-		return false
-	}
-	delete(c.own, k)
-	c.ownN.Store(int64(len(c.own)))
-	if r.answered != nil {
-		r.answered(bytes.Clone(msg)) // msg may be lent until the next Read
-	}
-	return true
 }
 
 func isResponse(msg []byte) bool {
@@ -1006,7 +963,7 @@ const (
 // holdAfter keeps msg for the next server (upstream.Holder); dead is the server a
 // write of it just failed on, if any.
 func (c *Conn) holdAfter(dead *gen, msg []byte) error {
-	if c.isOwn(msg) {
+	if ownRequest(c.ids, msg) {
 		// A request of the proxy's own (a replay dispatch) is not held: when its
 		// server went away the relay retired it, and its caller was told; sent later it
 		// would run a tool whose step says it was lost, and an answer undelivered would
@@ -1022,70 +979,51 @@ func (c *Conn) holdAfter(dead *gen, msg []byte) error {
 		// The next server is up already, and nothing waits to go first: this goes to
 		// it, not into a hold that nothing would flush.
 		return errServerUp
-	case len(c.held) >= maxHeld || c.heldBytes+len(msg) > maxHeldBytes:
-		return fmt.Errorf("server %s is being restarted, and %d messages (%d bytes) already wait for it", c.name, len(c.held), c.heldBytes)
-	}
-	if len(c.held) == 0 {
-		c.heldSince = time.Now()
+	case dead != nil && c.setup.Listens().Open() && c.held.hasLocked(msg):
+		// A listen request written as its server died, which the death holds already
+		// (relistenLocked): the next server gets it once.
+		return nil
+	case len(c.held.msgs) >= maxHeld || c.held.bytes+len(msg) > maxHeldBytes:
+		return fmt.Errorf("server %s is being restarted, and %d messages (%d bytes) already wait for it", c.name, len(c.held.msgs), c.held.bytes)
 	}
 	// A copy: the writer may have lent msg only for its write (CopiesWrites).
-	c.held = append(c.held, bytes.Clone(msg))
-	c.heldBytes += len(msg)
+	c.held.pushLocked(bytes.Clone(msg))
 	return nil
 }
 
-// isOwn reports whether msg is a request of the proxy's own: its id is in the relay's
-// namespace (the prefix revive and the relay share).
-func (c *Conn) isOwn(msg []byte) bool {
-	f, ok := jsonlex.TopFields(msg)
-	if !ok || f.ID == nil {
-		return false
-	}
-	id, ok := jsonlex.DecodeString(f.ID)
-	return ok && c.ids.Mine(id)
-}
-
 // Held returns the messages held for the next server (upstream.Holder).
-func (c *Conn) Held() [][]byte {
-	c.flushMu.Lock()
-	defer c.flushMu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.held)
-}
+func (c *Conn) Held() [][]byte { return c.held.snapshot() }
 
 // flush writes the held messages to g, the server just up, oldest first, then lets
 // the writers waiting for it go on. It stops, leaving the rest held, when g is no
 // longer current (it died: its reader settles that) or the session ends.
 func (c *Conn) flush(g *gen) {
 	for {
-		c.flushMu.Lock()
+		c.held.flushMu.Lock()
 		c.mu.Lock()
 		if c.cur != g || c.st != stStarting {
 			c.mu.Unlock()
-			c.flushMu.Unlock()
+			c.held.flushMu.Unlock()
 			return
 		}
-		if len(c.held) == 0 {
-			c.heldBytes = 0
+		if len(c.held.msgs) == 0 {
+			c.held.bytes = 0
 			c.leaveStartingLocked(stUp)
 			c.mu.Unlock()
-			c.flushMu.Unlock()
+			c.held.flushMu.Unlock()
 			return
 		}
-		msg := c.held[0]
+		msg := c.held.msgs[0]
 		c.mu.Unlock()
 		c.setup.FromHost(msg)
 		g.wrote.Store(true)
 		err := g.conn.Write(msg)
 		if err == nil {
 			c.mu.Lock()
-			c.held[0] = nil
-			c.held = c.held[1:]
-			c.heldBytes -= len(msg)
+			c.held.popLocked()
 			c.mu.Unlock()
 		}
-		c.flushMu.Unlock()
+		c.held.flushMu.Unlock()
 		if err != nil {
 			if !gone(g, err) {
 				c.log.Warn("could not write a held message to the new server", "err", err)
@@ -1093,32 +1031,6 @@ func (c *Conn) flush(g *gen) {
 			return // g's reader finds it dead; what is left waits for the next one
 		}
 	}
-}
-
-// expireHeld takes what has been held longer than the policy's wait, or everything
-// when all is set, for the reader to answer (nil when nothing is due).
-func (c *Conn) expireHeld(all bool) [][]byte {
-	c.flushMu.Lock()
-	defer c.flushMu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.held) == 0 || (!all && time.Since(c.heldSince) < c.policy.Wait) {
-		return nil
-	}
-	msgs := c.held
-	c.held, c.heldBytes = nil, 0
-	return msgs
-}
-
-// heldDue is when what is held is due to be answered, or nil when nothing is held.
-func (c *Conn) heldDue() <-chan time.Time {
-	c.mu.Lock()
-	n, since := len(c.held), c.heldSince
-	c.mu.Unlock()
-	if n == 0 {
-		return nil
-	}
-	return time.After(max(time.Until(since.Add(c.policy.Wait)), 0))
 }
 
 // writable returns the generation a write goes to, waiting for one being started.
@@ -1135,7 +1047,7 @@ func (c *Conn) writable() (*gen, error) {
 			c.mu.Unlock()
 			return nil, errHold
 		case stStarting:
-			if len(c.held) > 0 {
+			if len(c.held.msgs) > 0 {
 				// Behind what is held already, in order.
 				c.mu.Unlock()
 				return nil, errHold
@@ -1185,10 +1097,8 @@ func (c *Conn) writable() (*gen, error) {
 
 // howNow is how the last server ended, for a writer (lastHow is the reader's).
 func (c *Conn) howNow() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.last != nil {
-		if d := c.last.caps.ExitDescriber; d != nil && d.Exited() {
+	if g := c.last.Load(); g != nil {
+		if d := g.caps.ExitDescriber; d != nil && d.Exited() {
 			return d.ExitReason()
 		}
 	}
@@ -1202,7 +1112,7 @@ func (c *Conn) Buffered() bool {
 	if len(c.out) > 0 {
 		return true
 	}
-	if c.ownN.Load() > 0 {
+	if c.own.waiting() {
 		return false
 	}
 	g := c.rcur
@@ -1218,7 +1128,7 @@ func (c *Conn) Close() error {
 // Terminate ends the session at once (SIGINT, SIGTERM to the proxy): no server is
 // started again, and the current one is told to stop now.
 func (c *Conn) Terminate() {
-	_ = c.end(c.stop)
+	_ = c.end((*gen).stop)
 }
 
 func (c *Conn) end(stop func(*gen)) error {
@@ -1239,7 +1149,7 @@ func (c *Conn) end(stop func(*gen)) error {
 	c.mu.Lock()
 	g := c.cur
 	if g == nil {
-		g = c.last
+		g = c.last.Load()
 	}
 	c.mu.Unlock()
 	c.dialMu.Unlock()
@@ -1252,10 +1162,7 @@ func (c *Conn) end(stop func(*gen)) error {
 // ExitCode waits for the last server to have exited and returns its status
 // (upstream.Exiter); 0 when the servers are not processes.
 func (c *Conn) ExitCode() int {
-	c.mu.Lock()
-	g := c.last
-	c.mu.Unlock()
-	if e := g.caps.Exiter; e != nil {
+	if e := c.last.Load().caps.Exiter; e != nil {
 		return e.ExitCode()
 	}
 	return 0
@@ -1264,7 +1171,7 @@ func (c *Conn) ExitCode() int {
 // ExitReason is how the last server ended (upstream.ExitDescriber); "" when the
 // servers are not processes.
 func (c *Conn) ExitReason() string {
-	if d := c.lastConn().Capabilities().ExitDescriber; d != nil {
+	if d := c.last.Load().caps.ExitDescriber; d != nil {
 		return d.ExitReason()
 	}
 	return ""
@@ -1272,7 +1179,7 @@ func (c *Conn) ExitReason() string {
 
 // StderrTail is the last server's last n stderr lines (upstream.ExitDescriber).
 func (c *Conn) StderrTail(n int) []string {
-	if d := c.lastConn().Capabilities().ExitDescriber; d != nil {
+	if d := c.last.Load().caps.ExitDescriber; d != nil {
 		return d.StderrTail(n)
 	}
 	return nil
@@ -1280,26 +1187,7 @@ func (c *Conn) StderrTail(n int) []string {
 
 // Exited reports whether the last server has exited (upstream.ExitDescriber).
 func (c *Conn) Exited() bool {
-	d := c.lastConn().Capabilities().ExitDescriber
+	d := c.last.Load().caps.ExitDescriber
 	return d != nil && d.Exited()
 }
 
-func (c *Conn) lastConn() upstream.Conn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.last.conn
-}
-
-// Every capability of upstream/capabilities.go: a server's Conn (a Process) may have
-// any of them, and a decorator that lacks one drops it (TestReviveKeepsCapabilities).
-var (
-	_ upstream.Conn          = (*Conn)(nil)
-	_ upstream.Batcher       = (*Conn)(nil)
-	_ upstream.Terminator    = (*Conn)(nil)
-	_ upstream.Exiter        = (*Conn)(nil)
-	_ upstream.Settler       = (*Conn)(nil)
-	_ upstream.ExitDescriber = (*Conn)(nil)
-	_ upstream.Holder        = (*Conn)(nil)
-	_ upstream.LexedReader   = (*Conn)(nil)
-	_ upstream.LexedWriter   = (*Conn)(nil)
-)

@@ -560,13 +560,12 @@ func TestReviveCloseDuringRestart(t *testing.T) {
 }
 
 func TestDelay(t *testing.T) {
-	c := &Conn{policy: Policy{Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}}
+	p := Policy{Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}
 	for _, tc := range []struct {
 		neverUp, troubled int
 		want              time.Duration
 	}{{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {2, 0, 100 * time.Millisecond}, {0, 3, 200 * time.Millisecond}, {0, 5, 800 * time.Millisecond}, {0, 50, time.Second}} {
-		c.neverUp, c.troubled = tc.neverUp, tc.troubled
-		if got := c.delay(); got != tc.want {
+		if got := p.delay(max(tc.neverUp, tc.troubled)); got != tc.want {
 			t.Errorf("delay(%d, %d) = %v, want %v", tc.neverUp, tc.troubled, got, tc.want)
 		}
 	}

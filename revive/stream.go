@@ -13,8 +13,8 @@ func (c *Conn) SetStream(threshold int, h upstream.StreamHandler) {
 	c.streamAt, c.streamH = threshold, h
 }
 
-// streamTo gives g the handler, the first time its messages reach the relay.
-func (c *Conn) streamTo(g *gen) {
+// streamTo gives g c's handler, the first time its messages reach the relay.
+func (g *gen) streamTo(c *Conn) {
 	if g.streaming || c.streamH == nil {
 		return
 	}
@@ -34,7 +34,7 @@ type genStream struct {
 func (s *genStream) StartStream(id, method []byte) upstream.StreamSink {
 	// An answer revival or the session's set-up waits for is read whole: takeOwn
 	// and Setup.FromServer read it.
-	if s.c.ownN.Load() > 0 || s.c.setup.Awaiting() {
+	if s.c.own.waiting() || s.c.setup.Awaiting() || s.c.setup.Listens().Watching() {
 		return nil
 	}
 	sink := s.c.streamH.StartStream(id, method)
@@ -59,6 +59,9 @@ func (k *genSink) End(e upstream.StreamEnd) {
 			if g.announce {
 				k.s.c.announce(g)
 			}
+		}
+		if e.Answer && e.ID != nil && k.s.c.setup.Listens().Open() {
+			k.s.c.setup.Listens().Closed(e.ID) // a stream the server ended
 		}
 		if !g.served && e.Answer && e.ID != nil {
 			g.served = true

@@ -68,6 +68,7 @@ const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 //     in the order first subscribed;
 //   - the tools array of the last tools/list answer the host got for its first page
 //     (no cursor), so that a caller can tell whether a new server's tools differ;
+//   - the host's subscriptions/listen streams still open (Listens);
 //   - whether the host speaks the stateless era (no initialize; a request carrying
 //     params._meta["io.modelcontextprotocol/protocolVersion"], or a server/discover
 //     that got a result).
@@ -99,6 +100,8 @@ type Setup struct {
 	subs        []subscription
 	tools       []byte // tools of the last first-page tools/list answer, raw
 	stateless   bool
+
+	listens Listens
 }
 
 type subscription struct {
@@ -197,10 +200,14 @@ func (s *Setup) fromHostAs(m hostMethod, obj []byte, f jsonlex.Fields) {
 	case m == methodCancelled:
 		if f.ID == nil {
 			s.forget(f.Params)
+			s.listens.cancelled(f.Params)
 		}
 		return
 	case f.ID == nil:
 		return // any other notification
+	case m == methodListen:
+		s.noteMeta(f.Params)
+		s.listens.opened(f.ID, obj)
 	case m == methodInitialize:
 		s.ask(f.ID, asked{kind: askInitialize, msg: bytes.Clone(obj)})
 	case m == methodSetLevel:
@@ -235,6 +242,7 @@ const (
 	methodUnsubscribe
 	methodToolsList
 	methodDiscover
+	methodListen
 )
 
 // hostMethodOf says which method the raw method value m names: what testing it with
@@ -261,6 +269,8 @@ func hostMethodOf(m []byte) hostMethod {
 			return methodToolsList
 		case "server/discover":
 			return methodDiscover
+		case "subscriptions/listen":
+			return methodListen
 		}
 	}
 	if bytes.IndexByte(m, '\\') < 0 {
@@ -289,6 +299,8 @@ func hostMethodSpelled(m []byte) hostMethod {
 		return methodToolsList
 	case jsonlex.KeyIs(m, "server/discover"):
 		return methodDiscover
+	case jsonlex.KeyIs(m, "subscriptions/listen"):
+		return methodListen
 	}
 	return methodOther
 }
@@ -596,6 +608,9 @@ func withID(msg, id []byte) []byte {
 	}
 	return append(out, msg[last:]...)
 }
+
+// Listens are the host's subscriptions/listen streams still open.
+func (s *Setup) Listens() *Listens { return &s.listens }
 
 // Awaiting reports whether some request that sets the session up still waits for
 // its answer (FromServer must see that answer whole: a Streamer's reader asks).

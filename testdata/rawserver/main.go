@@ -36,6 +36,7 @@
 //	                                       (tasks.go)
 //	                    server/discover  error -32601, as a session-era server answers it
 //	                                     (with --discover, a stateless-era result)
+//	                    subscriptions/listen  no answer (a stream): its acknowledgment (--ack-without)
 //	                    anything else    an empty result {}
 //	                  and a line that is not JSON with a -32700 parse error (id null)
 //	--reply-size N    tools/call results carry an N-byte text instead of the
@@ -48,6 +49,10 @@
 //	                  FILE between runs to change the tools' definitions
 //	--tools-file FILE tool names for tools/list, one a line, read at start (tests
 //	                  rewrite it between runs to change the list a revived server shows)
+//	--ack-without FILE  a subscriptions/listen (never answered: a stream) gets
+//	                  notifications/subscriptions/acknowledged with its id in _meta and
+//	                  its filter, less the member named in FILE when FILE exists (read
+//	                  at each listen; tests write it between runs)
 //	--env             enable the "env" tool
 //	--discover        answer server/discover as a stateless-era (2026-07-28) server
 //	--no-initialize   answer initialize with error -32601, as a server of the stateless
@@ -122,6 +127,7 @@ type config struct {
 	protoVersion  string
 	crashEvery    int
 	starts        string
+	ackWithout    string
 }
 
 func main() {
@@ -134,6 +140,7 @@ func main() {
 	fs.StringVar(&cfg.resultDir, "result-dir", "", "a tools/call of NAME answers the result in `DIR`/NAME.json, when there is one")
 	fs.StringVar(&cfg.toolsFile, "tools-file", "", "tool names for tools/list, one a line, from `FILE`")
 	fs.StringVar(&cfg.toolsPages, "tools-pages", "", "tools/list results, a JSON array, from `FILE`")
+	fs.StringVar(&cfg.ackWithout, "ack-without", "", "listen acknowledgments leave out the filter member named in `FILE`")
 	fs.BoolVar(&cfg.env, "env", false, "enable the env tool")
 	fs.BoolVar(&cfg.discover, "discover", false, "answer server/discover as a stateless-era server")
 	fs.BoolVar(&cfg.noInitialize, "no-initialize", false, "answer initialize with error -32601")

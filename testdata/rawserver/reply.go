@@ -23,19 +23,20 @@ type replier struct {
 	calls        int    // tools/calls received
 	// then is what rawserver does once the answer is out: the "partial" tools and
 	// --crash-every make it exit, or stop.
-	then      afterAnswer
-	discover  bool
-	noInit    bool
-	known     map[string]bool // with --strict-tools: the tools a call may name
-	toolsList []byte          // the whole tools/list result
-	bigResult []byte          // the tools/call result for --reply-size, built once
-	replySize int             // --reply-size
-	resultDir string          // --result-dir
-	bigPad    []byte          // --reply-size x's: the task tools' statusMessage, built when first used
-	buf       []byte
-	tasks     map[string]*rawTask // the task tools' tasks, by taskId (tasks.go)
-	pages     [][]byte            // --tools-pages
-	taskN     int
+	then       afterAnswer
+	discover   bool
+	noInit     bool
+	known      map[string]bool // with --strict-tools: the tools a call may name
+	toolsList  []byte          // the whole tools/list result
+	bigResult  []byte          // the tools/call result for --reply-size, built once
+	replySize  int             // --reply-size
+	resultDir  string          // --result-dir
+	bigPad     []byte          // --reply-size x's: the task tools' statusMessage, built when first used
+	buf        []byte
+	tasks      map[string]*rawTask // the task tools' tasks, by taskId (tasks.go)
+	pages      [][]byte            // --tools-pages
+	taskN      int
+	ackWithout string // --ack-without
 }
 
 func newReplier(cfg config) (*replier, error) {
@@ -93,6 +94,7 @@ func newReplier(cfg config) (*replier, error) {
 		r.replySize = cfg.replySize
 	}
 	r.resultDir = cfg.resultDir
+	r.ackWithout = cfg.ackWithout
 	return r, nil
 }
 
@@ -105,6 +107,7 @@ type request struct {
 	protocolVersion    gjson.Result
 	inputResponses     gjson.Result
 	taskID             gjson.Result // params.taskId of the task methods
+	notifications      gjson.Result // params.notifications of subscriptions/listen
 }
 
 func parseRequest(msg gjson.Result) request {
@@ -138,6 +141,8 @@ func parseRequest(msg gjson.Result) request {
 				first(&req.inputResponses, v)
 			case "taskId":
 				first(&req.taskID, v)
+			case "notifications":
+				first(&req.notifications, v)
 			}
 			return true
 		})
@@ -150,7 +155,37 @@ func (req request) answered() bool {
 	if !req.id.Exists() || req.method.Type != gjson.String {
 		return false
 	}
+	if req.method.Str == "subscriptions/listen" {
+		return false // a stream: acknowledged (appendAck), never answered
+	}
 	return req.method.Str != "tools/call" || req.name.Str != "hang"
+}
+
+// appendAck appends the notifications/subscriptions/acknowledged a listen request
+// gets: its id in _meta, and the filter it asked for, less the member named in the
+// --ack-without file when there is one (a server that does not support it).
+func (r *replier) appendAck(buf []byte, req request) []byte {
+	drop := ""
+	if r.ackWithout != "" {
+		if b, err := os.ReadFile(r.ackWithout); err == nil {
+			drop = strings.TrimSpace(string(b))
+		}
+	}
+	buf = append(buf, `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":`...)
+	buf = append(buf, req.id.Raw...)
+	buf = append(buf, `},"notifications":{`...)
+	n := 0
+	req.notifications.ForEach(func(k, v gjson.Result) bool {
+		if k.Str == drop {
+			return true
+		}
+		if n++; n > 1 {
+			buf = append(buf, ',')
+		}
+		buf = append(append(append(buf, k.Raw...), ':'), v.Raw...)
+		return true
+	})
+	return append(buf, "}}}"...)
 }
 
 // answer writes the response(s) line owes: one for a request, an array for a
@@ -170,6 +205,8 @@ func (r *replier) answer(out *bufio.Writer, line []byte) {
 	case msg.IsObject():
 		if req := parseRequest(msg); req.answered() {
 			buf = append(r.appendResponse(buf, req), '\n')
+		} else if req.id.Exists() && req.method.Str == "subscriptions/listen" {
+			buf = append(r.appendAck(buf, req), '\n')
 		}
 	case msg.IsArray():
 		msg.ForEach(func(_, elem gjson.Result) bool {

@@ -1,0 +1,102 @@
+package revive
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+	"time"
+)
+
+// holdQueue is the host's messages accepted while no server could take them (between
+// a server's death and the next one's handshake), oldest first: they go to the next
+// server before anything written after them (upstream.Holder). Its fields are guarded
+// by mu, the Conn's: what is held is looked at with the state. The methods named
+// ...Locked are called with mu held; the others take it.
+type holdQueue struct {
+	mu *sync.Mutex
+	// flushMu is held while a held message is being written to a new server, so that
+	// Held never misses one that is neither held nor written.
+	flushMu sync.Mutex
+	msgs    [][]byte
+	bytes   int
+	since   time.Time // when the oldest was held
+}
+
+// pushLocked holds msg, which is the queue's from now on.
+func (q *holdQueue) pushLocked(msg []byte) {
+	if len(q.msgs) == 0 {
+		q.since = time.Now()
+	}
+	q.msgs = append(q.msgs, msg)
+	q.bytes += len(msg)
+}
+
+// popLocked drops the oldest, once written.
+func (q *holdQueue) popLocked() {
+	q.bytes -= len(q.msgs[0])
+	q.msgs[0] = nil
+	q.msgs = q.msgs[1:]
+}
+
+// snapshot is what is held now (upstream.Holder's Held).
+func (q *holdQueue) snapshot() [][]byte {
+	q.flushMu.Lock()
+	defer q.flushMu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.msgs)
+}
+
+// expire takes what has been held longer than wait, or everything when all is set,
+// for the reader to answer (nil when nothing is due).
+func (q *holdQueue) expire(all bool, wait time.Duration) [][]byte {
+	q.flushMu.Lock()
+	defer q.flushMu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.msgs) == 0 || (!all && time.Since(q.since) < wait) {
+		return nil
+	}
+	msgs := q.msgs
+	q.msgs, q.bytes = nil, 0
+	return msgs
+}
+
+// due is when what is held is due to be answered (held wait long), or nil when
+// nothing is held.
+func (q *holdQueue) due(wait time.Duration) <-chan time.Time {
+	q.mu.Lock()
+	n, since := len(q.msgs), q.since
+	q.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	return time.After(max(time.Until(since.Add(wait)), 0))
+}
+
+// relistenLocked holds, for the next server, the host's subscriptions/listen
+// requests still open when a server died (upstream.Listens.Relisten), as the host
+// wrote them: held, the relay registers them in flight again rather than answer them
+// as lost (upstream.Holder), and they reach the next server once it is up. One already
+// held (a server that died before it was written to, or a listen whose write to the
+// dying server failed and was held by its writer) is not held twice: the next server
+// would get two streams of one id. Appended, not put first: a flush under way drops
+// the oldest once it has written it.
+func (q *holdQueue) relistenLocked(reqs [][]byte) {
+	for _, req := range reqs {
+		if !q.hasLocked(req) {
+			q.pushLocked(req) // never changed by Listens: shared, not copied
+		}
+	}
+}
+
+// hasLocked reports whether msg, or the same bytes, is held. Only asked on a death,
+// of at most 64 streams: held messages of another length cost a comparison of lengths.
+func (q *holdQueue) hasLocked(msg []byte) bool {
+	for _, m := range q.msgs {
+		if bytes.Equal(m, msg) {
+			return true
+		}
+	}
+	return false
+}
