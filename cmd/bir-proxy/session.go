@@ -13,6 +13,7 @@ import (
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/replay"
 	"github.com/bir-dev/bir-proxy/revive"
+	"github.com/bir-dev/bir-proxy/telemetry/mcpspans"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
@@ -136,7 +137,9 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 		CorrelationKey: f.correlationKey,
 		Sink:           reporter.sink(),
 		Logger:         logger,
-		Tracing:        tracing,
+	}
+	if tracing != nil {
+		icOpts.Observer = mcpspans.New(*tracing)
 	}
 	cas := f.cassette.open(f, off(), logger)
 	f.cassette.options(&icOpts, cas)
