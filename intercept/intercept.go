@@ -316,6 +316,9 @@ func (ic *Interceptor) look(ev *event) {
 		ic.tracker.handle(*ev)
 		ic.tracker.res = nil
 	}
+	if ic.obs != nil && !ic.obsOff.Load() {
+		ic.obs.Looked()
+	}
 }
 
 type eventKind uint8

@@ -30,6 +30,10 @@ type Observer interface {
 	// Lost says the server went away at l.At: what was in flight to it will not be
 	// answered, but for l.Spared; l.Final says it is the session's end (Close).
 	Lost(l *Lost)
+	// Looked is told when the report side has looked at the line told last
+	// (Options.ToolsListed was told its tools/list answer): what the observer held
+	// back for that may go.
+	Looked()
 	// Drain is how long Close waits for bookkeeping's last events to be told; past
 	// it Stop is called, from Close's goroutine, while a call may be under way.
 	Drain() time.Duration

@@ -136,6 +136,7 @@ func (r *recObserver) Sent(time.Time)       {}
 func (r *recObserver) Lost(*Lost)           {}
 func (r *recObserver) Drain() time.Duration { return time.Second }
 func (r *recObserver) Stop()                {}
+func (r *recObserver) Looked()              {}
 func (r *recObserver) Done(int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -236,8 +237,8 @@ type batch struct {
 const maxSpare = 2
 
 // Submit queues a finished span. It never waits: with the queue full the span is
-// dropped and counted. s.Attrs is copied: the caller may reuse it once Submit
-// returns.
+// dropped and counted. s.Attrs and s.Events are copied: the caller may reuse them
+// once Submit returns.
 func (x *Exporter) Submit(s Span) {
 	if x.cfg.TracesURL == "" {
 		return
@@ -265,6 +266,14 @@ func (x *Exporter) Submit(s Span) {
 		i := len(b.attrs)
 		b.attrs = append(b.attrs, s.Attrs...)
 		s.Attrs = b.attrs[i:len(b.attrs):len(b.attrs)]
+		if len(s.Events) > 0 {
+			// The caller may reuse them too (rare: a tool drift's).
+			evs := slices.Clone(s.Events)
+			for k := range evs {
+				evs[k].Attrs = slices.Clone(evs[k].Attrs)
+			}
+			s.Events = evs
+		}
 		b.spans = append(b.spans, s)
 	} else {
 		b.enc = appendSpanProto(b.enc, &s)

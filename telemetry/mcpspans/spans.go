@@ -40,6 +40,9 @@ type Tracing struct {
 	Drain time.Duration
 	// Logger says, once, what Close's bound left undone (default slog.Default()).
 	Logger *slog.Logger
+	// ToolDrift says the pins tell ToolsListed of each answer to the host's
+	// tools/list: its span then waits for it (drift.go).
+	ToolDrift bool
 }
 
 // SpanDrain is Tracing.Drain's default: a second, as the exporter's flush has.
@@ -84,6 +87,10 @@ type Spans struct {
 	tasks spanTasks
 	// off is set when Close's bound on spans passed (Stop): no more span is made.
 	off atomic.Bool
+	// held are the host's tools/list spans ended by the line at hand, and drifts
+	// what the pins told of their answers (drift.go).
+	held   []heldList
+	drifts driftQueue
 }
 
 var _ intercept.Observer = (*Spans)(nil)
@@ -225,7 +232,7 @@ func (h *Spans) Done(left int) {
 	if !h.off.Load() {
 		return
 	}
-	open := h.open.len()
+	open := h.open.len() + len(h.held)
 	h.x.Dropped(open, "the proxy exited before its bookkeeping made them")
 	h.tr.Logger.Warn("OpenTelemetry: bookkeeping did not finish its spans within the exit's bound; the rest are dropped",
 		"bound", h.tr.Drain, "open_spans", open, "messages_not_looked_at", left)
@@ -684,9 +691,6 @@ func (h *Spans) finish(s *openSpan, at time.Time, errType, rpcCode, msg string) 
 			h.x.Record(h.mattrs, sp.End.Sub(sp.Start))
 		}
 	}
-	if s.sampled {
-		h.x.Submit(*sp)
-	}
 	// An answer can come before its request's send time: the span is not to get
 	// that time once it is another's.
 	for i, u := range h.unsent {
@@ -694,6 +698,13 @@ func (h *Spans) finish(s *openSpan, at time.Time, errType, rpcCode, msg string) 
 			h.unsent = append(h.unsent[:i], h.unsent[i+1:]...)
 			break
 		}
+	}
+	if h.tr.ToolDrift && s.method == "tools/list" && s.prefix() == 'h' {
+		h.held = append(h.held, heldList{s, at}) // sent by Looked, with its drift
+		return
+	}
+	if s.sampled {
+		h.x.Submit(*sp)
 	}
 	h.release(s)
 }
