@@ -80,6 +80,9 @@ type Line struct {
 	// was reduced to (relay.StreamedResult: its kind, error, captured report); then
 	// Raw's result is a stand-in. Nil otherwise.
 	Result relay.StreamedResult
+	// Shed says the queue was over its byte budget: Raw is what was kept (an
+	// answer's id and how it ended, with a stand-in result), not what crossed.
+	Shed bool
 
 	top rpcSpans // where the members of a lone message lie, from the pump's lex
 	msg Message  // Each's, reused
@@ -162,7 +165,7 @@ func (ic *Interceptor) tell(ev *event, res relay.StreamedResult) {
 		return
 	}
 	l := &ic.line
-	*l = Line{At: ev.at, Raw: ev.msg}
+	*l = Line{At: ev.at, Raw: ev.msg, Shed: ev.shed}
 	switch ev.kind {
 	case evHost:
 		l.From = FromHost

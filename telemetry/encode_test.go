@@ -189,7 +189,7 @@ func TestTracesJSONDecodesWithTheOfficialTypes(t *testing.T) {
 }
 
 func sampleMetrics() []metric {
-	h := newHistogram("mcp.client.operation.duration", "d", time.Unix(1700000000, 0))
+	h := newHistogram("mcp.client.operation.duration", "d", "s", durationBounds, time.Unix(1700000000, 0))
 	a := []Attr{String("mcp.method.name", "tools/call"), String("gen_ai.tool.name", "echo")}
 	for _, s := range []float64{0.001, 0.01, 0.015, 3, 400} {
 		h.record(a, s)
@@ -237,7 +237,7 @@ func TestMetricsDecodeWithTheOfficialTypes(t *testing.T) {
 }
 
 func TestHistogramSeriesAreCapped(t *testing.T) {
-	h := newHistogram("m", "", time.Now())
+	h := newHistogram("m", "", "s", durationBounds, time.Now())
 	for i := range 2 * maxSeries {
 		h.record([]Attr{Int("i", int64(i))}, 1)
 	}

@@ -82,6 +82,9 @@ type Spans struct {
 	// res is what the result of the answer being handled was reduced to, when it
 	// streamed to the host (relay.StreamedResult); else nil.
 	res relay.StreamedResult
+	// shed says the line being handled lost its bytes in the queue (Line.Shed): its
+	// result is a stand-in, of no size.
+	shed bool
 	// tasks are the tools/call spans whose answer was a task handle, by taskId: each
 	// ends at the task's end (tasks.go).
 	tasks spanTasks
@@ -108,6 +111,9 @@ type opInfo struct {
 	proto  string             // the protocol version shared holds ("": none yet)
 	series *telemetry.Series  // nil until a success was recorded
 	ready  bool               // series was looked up (it is nil with no metrics)
+	// sizes and sizesReady are series and ready of its successes' result sizes.
+	sizes      *telemetry.Series
+	sizesReady bool
 }
 
 // Caps on the hook's caches.
@@ -136,6 +142,9 @@ type openSpan struct {
 	// (spanTasks).
 	taskID   string
 	task2025 bool
+	// size is the bytes of the result of a tools/call or tools/list, recorded as
+	// its size metric when the span ends (0: none).
+	size int64
 }
 
 // newSpan is a span to fill: a finished one reused, or a new one.
@@ -251,8 +260,8 @@ func (h *Spans) Line(l *intercept.Line) {
 	if h.off.Load() {
 		return
 	}
-	h.res = l.Result
-	defer func() { h.res = nil }()
+	h.res, h.shed = l.Result, l.Shed
+	defer func() { h.res, h.shed = nil, false }()
 	switch l.From {
 	case intercept.FromHost:
 		h.flushUnsent(l.At)
@@ -582,8 +591,15 @@ func (h *Spans) end(prefix string, f jsonlex.Fields, at time.Time) {
 	case s.taskID != "":
 		h.tasks.answer(h, s, f.Result, at)
 	}
+	if (s.tool || s.method == "tools/list") && !h.shed {
+		s.size = int64(len(f.Result))
+		if h.res != nil {
+			s.size = h.res.ResultBytes() // counted as it streamed past
+		}
+	}
 	if s.tool && h.res == nil {
 		if ri := intercept.ReadToolResult(f.Result); ri.Task {
+			s.size = 0 // a handle: the size is the task's result's (tasks.go)
 			// A handle, not the call's end: the span lasts to the task's.
 			s.taskID, s.task2025 = ri.TaskID, ri.Task2025
 			h.tasks.open(h, s, at)
@@ -690,6 +706,9 @@ func (h *Spans) finish(s *openSpan, at time.Time, errType, rpcCode, msg string) 
 			h.mattrs = metricAttrs(metricAttrs(h.mattrs[:0], o.shared.Attrs()), sp.Attrs)
 			h.x.Record(h.mattrs, sp.End.Sub(sp.Start))
 		}
+		if s.size > 0 {
+			h.recordSize(s, o, errType)
+		}
 	}
 	// An answer can come before its request's send time: the span is not to get
 	// that time once it is another's.
@@ -707,6 +726,25 @@ func (h *Spans) finish(s *openSpan, at time.Time, errType, rpcCode, msg string) 
 		h.x.Submit(*sp)
 	}
 	h.release(s)
+}
+
+// recordSize records s's result size (s.size) in the histogram of its method, with
+// the duration metric's attributes.
+func (h *Spans) recordSize(s *openSpan, o *opInfo, errType string) {
+	name := telemetry.ToolResultSize
+	if s.method == "tools/list" {
+		name = telemetry.ToolsListSize
+	}
+	if errType == "" {
+		if !o.sizesReady {
+			h.mattrs = metricAttrs(metricAttrs(h.mattrs[:0], o.shared.Attrs()), s.sp.Attrs)
+			o.sizes, o.sizesReady = h.x.SizeSeries(name, h.mattrs), true
+		}
+		o.sizes.Add(float64(s.size))
+		return
+	}
+	h.mattrs = metricAttrs(metricAttrs(h.mattrs[:0], o.shared.Attrs()), s.sp.Attrs)
+	h.x.RecordSize(name, h.mattrs, s.size)
 }
 
 // metricAttrs are the span's attributes the duration metric carries: the

@@ -740,3 +740,80 @@ func TestStreamedAnswersEndSpans(t *testing.T) {
 		}
 	}
 }
+
+// TestResultSizeMetrics: each tools/call result's size in bytes, as the server sent
+// it, goes to bir.client.tool.result.size (a task's at its end, its final result's;
+// a streamed one's as counted), each tools/list page's to bir.client.tools.list.size,
+// with the duration's attributes; a JSON-RPC error has no result and no size.
+func TestResultSizeMetrics(t *testing.T) {
+	got := make(chan *metricspb.MetricsData, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path != "/v1/metrics" {
+			return
+		}
+		var md metricspb.MetricsData
+		if err := proto.Unmarshal(b, &md); err != nil {
+			t.Errorf("metrics: %v", err)
+		}
+		got <- &md
+	}))
+	t.Cleanup(srv.Close)
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: srv.URL + "/v1/traces", MetricsURL: srv.URL + "/v1/metrics",
+		Protocol: telemetry.ProtoProtobuf, MetricInterval: time.Hour}, Version: "1", Server: "s", BatchDelay: time.Hour})
+	ic := intercept.New(intercept.Options{Observer: New(Tracing{Exporter: x, Transport: "pipe"})})
+	now := time.Now()
+	host := func(msg string) { ic.FromHost([]byte(msg), now); ic.Forwarded(now) }
+	up := func(msg string) { ic.FromUpstream([]byte(msg), now) }
+	const small, big, list, final = `{"content":[]}`, `{"content":[{"type":"text","text":"0123456789"}]}`, `{"tools":[{"name":"echo","inputSchema":{}}]}`, `{"content":[],"isError":true}`
+	host(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	up(`{"jsonrpc":"2.0","id":1,"result":` + small + `}`)
+	host(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	up(`{"jsonrpc":"2.0","id":2,"result":` + big + `}`)
+	host(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	up(`{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"bad"}}`)
+	host(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`)
+	up(`{"jsonrpc":"2.0","id":4,"result":` + list + `}`)
+	host(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	up(`{"jsonrpc":"2.0","id":5,"result":{"resultType":"task","taskId":"t1","status":"working"}}`)
+	host(`{"jsonrpc":"2.0","id":6,"method":"tasks/get","params":{"taskId":"t1"}}`)
+	up(`{"jsonrpc":"2.0","id":6,"result":{"taskId":"t1","status":"completed","result":` + final + `}}`)
+	host(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"long","arguments":{}}}`)
+	ic.FromUpstreamStreamed([]byte(`{"jsonrpc":"2.0","id":7,"result":{}}`), streamedSize(1<<20), now)
+	ic.Close()
+	closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	x.Close(closeCtx)
+	md := testutil.Recv(t, got, "the metrics export at exit")
+	sums := map[string]string{}
+	for _, m := range md.ResourceMetrics[0].ScopeMetrics[0].Metrics {
+		if !strings.HasSuffix(m.Name, ".size") {
+			continue
+		}
+		if m.Unit != "By" {
+			t.Errorf("%s: unit %q", m.Name, m.Unit)
+		}
+		for _, p := range m.GetHistogram().DataPoints {
+			a := attrs(p.Attributes)
+			sums[m.Name+" "+a["mcp.method.name"]+" "+a["gen_ai.tool.name"]+" "+a["error.type"]] = fmt.Sprintf("%d/%.0f", p.Count, p.GetSum())
+		}
+	}
+	want := map[string]string{
+		"bir.client.tool.result.size tools/call echo ":           fmt.Sprintf("2/%d", len(small)+len(big)),
+		"bir.client.tools.list.size tools/list  ":                fmt.Sprintf("1/%d", len(list)),
+		"bir.client.tool.result.size tools/call slow tool_error": fmt.Sprintf("1/%d", len(final)),
+		"bir.client.tool.result.size tools/call long ":           fmt.Sprintf("1/%d", 1<<20),
+	}
+	if fmt.Sprint(sums) != fmt.Sprint(want) {
+		t.Fatalf("size series %v, want %v", sums, want)
+	}
+}
+
+// streamedSize is a streamed answer's reduction that counted size bytes.
+type streamedSize int64
+
+func (s streamedSize) Holds() int64                       { return 0 }
+func (s streamedSize) ResultBytes() int64                 { return int64(s) }
+func (s streamedSize) Kind() (bool, bool)                 { return false, false }
+func (s streamedSize) Error() json.RawMessage             { return nil }
+func (s streamedSize) Report(int) (json.RawMessage, bool) { return nil, false }

@@ -107,6 +107,9 @@ func (t *spanTasks) state(h *Spans, call *openSpan, task []byte, at time.Time) {
 
 // completed ends a task's span with its final result.
 func (t *spanTasks) completed(h *Spans, call *openSpan, result []byte, at time.Time) {
+	if !h.shed {
+		call.size = int64(len(result))
+	}
 	h.capture(call, result)
 	if isToolError(result) {
 		t.end(h, call, at, "tool_error", toolErrorText(result))
