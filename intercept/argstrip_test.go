@@ -259,14 +259,14 @@ func TestStreamedCallKeepsItsTraceParent(t *testing.T) {
 		`{` + pad + `}`,
 		`{"traceparent":` + tp + `}`, // short: kept whole as before
 	}
-	h, _, _ := hookAlone(t)
-	parentOf := func(params []byte) openSpan {
-		var s openSpan
-		h.parent(&s, params, 0)
-		if !s.sp.RemoteParent {
-			return openSpan{} // a trace of its own: its random ids are no matter
-		}
-		return openSpan{sp: telemetry.Span{TraceID: s.sp.TraceID, Parent: s.sp.Parent, Flags: s.sp.Flags, TraceState: s.sp.TraceState, RemoteParent: true}, sampled: s.sampled}
+	// The span's parent is what telemetry.FromMeta reads of params (telemetry/mcpspans).
+	type parent struct {
+		tc telemetry.TraceContext
+		ok bool
+	}
+	parentOf := func(params []byte) parent {
+		tc, ok := telemetry.FromMeta(params)
+		return parent{tc, ok}
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i, meta := range metas {
@@ -276,7 +276,7 @@ func TestStreamedCallKeepsItsTraceParent(t *testing.T) {
 			whole, _ := strip([]byte(line), DefaultCorrelationKey)
 			f, _ := jsonlex.TopFields(whole)
 			want := parentOf(f.Params)
-			if i == 0 && second == "" && !want.sp.RemoteParent {
+			if i == 0 && second == "" && !want.ok {
 				t.Fatal("the whole line's span has no parent: the case tests nothing")
 			}
 			for _, cuts := range [][]int{nil, {1 << 10, 21 << 10}, randomCuts(rng, len(line))} {
@@ -285,8 +285,8 @@ func TestStreamedCallKeepsItsTraceParent(t *testing.T) {
 				if c.meta != nil {
 					standIn = []byte(`{"name":"t","_meta":` + string(c.meta) + `}`)
 				}
-				if got := parentOf(standIn); fmt.Sprint(got.sp, got.sampled) != fmt.Sprint(want.sp, want.sampled) {
-					t.Fatalf("_meta %d%s, cuts %v: streamed %+v %v, whole %+v %v (kept %.200q)", i, second, cuts, got.sp, got.sampled, want.sp, want.sampled, c.meta)
+				if got := parentOf(standIn); got != want {
+					t.Fatalf("_meta %d%s, cuts %v: streamed %+v, whole %+v (kept %.200q)", i, second, cuts, got, want, c.meta)
 				}
 			}
 		}

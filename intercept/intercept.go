@@ -31,9 +31,9 @@ type Options struct {
 	// bytes, and their reports say so.
 	QueueBytes int64
 	Logger     *slog.Logger
-	// Tracing, when set, makes spans of every request (otel.go); it works with or
-	// without a Sink.
-	Tracing *Tracing
+	// Observer, when set, is told every line bookkeeping looks at (observer.go):
+	// the spans (telemetry/mcpspans). It works with or without a Sink.
+	Observer Observer
 	// Cassette, with a Sink, also records each host tools/call raw (cassette.go);
 	// CassetteRedact records its arguments redacted instead.
 	Cassette       Cassette
@@ -66,10 +66,17 @@ type Interceptor struct {
 
 	q       *queue
 	tracker *tracker
-	spans   *spanHook // nil unless tracing
 	done    chan struct{}
 
-	// traceOnly: tracing with no Sink; the tracker's reports would go nowhere.
+	// obs is Options.Observer (nil: none); line is what tell hands it, reused.
+	// obsOff is set when Close's bound on it passed (Observer.Drain): it is told
+	// nothing more, and obsLeft counts the lines it was not told.
+	obs     Observer
+	line    Line
+	obsOff  atomic.Bool
+	obsLeft int
+
+	// traceOnly: observing with no Sink; the tracker's reports would go nowhere.
 	traceOnly bool
 	log       *slog.Logger
 
@@ -88,8 +95,8 @@ func New(o Options) *Interceptor {
 		o.Logger = slog.Default()
 	}
 	ic := &Interceptor{key: o.CorrelationKey, log: o.Logger}
-	if o.Tracing != nil {
-		ic.spans = newSpanHook(*o.Tracing)
+	if o.Observer != nil {
+		ic.obs = o.Observer
 		if o.Sink == nil {
 			o.Sink, ic.traceOnly = nopSink{}, true
 		}
@@ -137,7 +144,7 @@ func (ic *Interceptor) FromHostLexed(msg []byte, lx *jsonlex.Line, readAt time.T
 	if !noting {
 		ic.handshakes.cancelled(out, lx) // (lx describes out now)
 	}
-	if ic.q != nil && (sc.want != 0 || ic.spans != nil) {
+	if ic.q != nil && (sc.want != 0 || ic.obs != nil) {
 		if !ic.traceOnly {
 			ic.interested.Add(sc.awaiting)
 		}
@@ -183,7 +190,7 @@ func (ic *Interceptor) Forwarded(sentAt time.Time) {
 // FromUpstream queues a message the upstream sent, when bookkeeping may want it.
 func (ic *Interceptor) FromUpstream(msg []byte, readAt time.Time) {
 	ic.handshakes.answered(msg)
-	if ic.q == nil || ic.interested.Load() == 0 && ic.spans == nil {
+	if ic.q == nil || ic.interested.Load() == 0 && ic.obs == nil {
 		return
 	}
 	ic.q.push(event{kind: evUpstream, msg: msg, at: readAt}, true)
@@ -194,7 +201,7 @@ func (ic *Interceptor) FromUpstream(msg []byte, readAt time.Time) {
 // with it to bookkeeping, which then does not read the message again to find them.
 func (ic *Interceptor) FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt time.Time) {
 	ic.handshakes.answeredLexed(msg, lx)
-	if ic.q == nil || ic.interested.Load() == 0 && ic.spans == nil {
+	if ic.q == nil || ic.interested.Load() == 0 && ic.obs == nil {
 		return
 	}
 	ev := event{kind: evUpstream, msg: msg, at: readAt}
@@ -213,7 +220,7 @@ func (ic *Interceptor) FromUpstreamLexed(msg []byte, lx *jsonlex.Line, readAt ti
 func (ic *Interceptor) FromProxy(msg []byte, own relay.Own, sentAt time.Time) []byte {
 	ic.lx.Lex(msg)
 	out, sc := stripLexed(msg, ic.key, &ic.lx, ic.q != nil && !ic.traceOnly)
-	if ic.q != nil && (sc.want != 0 || ic.spans != nil) {
+	if ic.q != nil && (sc.want != 0 || ic.obs != nil) {
 		if !ic.traceOnly {
 			ic.interested.Add(sc.awaiting)
 		}
@@ -225,7 +232,7 @@ func (ic *Interceptor) FromProxy(msg []byte, own relay.Own, sentAt time.Time) []
 // ToProxy queues an answer to a request of the proxy's own, when bookkeeping may want
 // it.
 func (ic *Interceptor) ToProxy(msg []byte, readAt time.Time) {
-	if ic.q == nil || ic.interested.Load() == 0 && ic.spans == nil {
+	if ic.q == nil || ic.interested.Load() == 0 && ic.obs == nil {
 		return
 	}
 	ic.q.push(event{kind: evToProxy, msg: msg, at: readAt}, true)
@@ -243,8 +250,8 @@ func (ic *Interceptor) UpstreamLost(at time.Time) {
 // flight are reported as upstream_lost at the moment of Close (the upstream is gone
 // or going when the proxy closes). It does not close the sink.
 //
-// Spans get Tracing.Drain: past it no span is made, and what was left is counted as
-// dropped and said once. (Bookkeeping once had 40,000 spans of a server's requests
+// The observer gets Observer.Drain: past it it is stopped, told nothing more, and
+// the spans it had left are counted as dropped and said once. (Bookkeeping once had 40,000 spans of a server's requests
 // to get through at exit, each looking through every other: the proxy exited 13-51 s
 // after the host left, 100,000 kept it running for minutes after SIGTERM.)
 func (ic *Interceptor) Close() {
@@ -253,16 +260,17 @@ func (ic *Interceptor) Close() {
 	}
 	ic.q.push(event{kind: evLost, at: time.Now(), final: true}, false)
 	ic.q.close()
-	if ic.spans == nil {
+	if ic.obs == nil {
 		<-ic.done
 		return
 	}
-	bound := time.NewTimer(ic.spans.tr.Drain)
+	bound := time.NewTimer(ic.obs.Drain())
 	defer bound.Stop()
 	select {
 	case <-ic.done:
 	case <-bound.C:
-		ic.spans.off.Store(true)
+		ic.obsOff.Store(true)
+		ic.obs.Stop()
 		<-ic.done // the event at hand, then what is left only counted
 	}
 }
@@ -286,8 +294,8 @@ func (ic *Interceptor) run() {
 			batch[i].msg = nil
 		}
 		if !ok {
-			if ic.spans != nil {
-				ic.spans.abandoned(ic.log)
+			if ic.obs != nil {
+				ic.obs.Done(ic.obsLeft)
 			}
 			return
 		}
@@ -300,15 +308,16 @@ func (ic *Interceptor) look(ev *event) {
 	if ev.streamed && ev.kind == evUpstream {
 		res = ev.res
 	}
-	if ic.spans != nil {
-		ic.spans.res = res
-		ic.spans.look(ev)
-		ic.spans.res = nil
+	if ic.obs != nil {
+		ic.tell(ev, res)
 	}
 	if !ic.traceOnly {
 		ic.tracker.res = res
 		ic.tracker.handle(*ev)
 		ic.tracker.res = nil
+	}
+	if ic.obs != nil && !ic.obsOff.Load() {
+		ic.obs.Looked()
 	}
 }
 

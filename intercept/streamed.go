@@ -55,7 +55,7 @@ func (ic *Interceptor) FromHostStreamed(standIn []byte, args relay.StreamedArgs,
 // (a later "method"), or to answer another id (a later duplicate); the id is
 // forgotten by what the line turned out to answer (FromUpstream, FromUpstreamStreamed).
 func (ic *Interceptor) AnswerWanted(id []byte) (want, whole bool) {
-	if ic.q == nil || ic.interested.Load() == 0 && ic.spans == nil {
+	if ic.q == nil || ic.interested.Load() == 0 && ic.obs == nil {
 		return false, false
 	}
 	if ic.tracker != nil && ic.tracker.cassette != nil {

@@ -1,12 +1,13 @@
 package intercept
 
 import (
-	"context"
 	"encoding/json"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/bir-dev/bir-proxy/telemetry"
+	"github.com/bir-dev/bir-proxy/relay"
 )
 
 // TestAnswerWantedWholeForHandshakes: the answers learn reads (initialize,
@@ -65,13 +66,12 @@ func (f fakeResult) Report(int) (json.RawMessage, bool) {
 }
 
 // TestStreamedAnswersEndCallsAndSpans: an answer given reduced ends its call's report
-// and span by what it was reduced to: the outcome, the result, the error, the
-// captured result; in the order they were given.
+// by what it was reduced to: the outcome, the result, the error; in the order they
+// were given. The observer is told each answer with its reduction (Line.Result), of
+// which the spans end (telemetry/mcpspans' TestStreamedAnswersEndSpans).
 func TestStreamedAnswersEndCallsAndSpans(t *testing.T) {
-	c, url := newSpanCollector(t)
-	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: url + "/v1/traces", Protocol: telemetry.ProtoProtobuf},
-		Version: "1", Server: "s", BatchDelay: time.Hour})
-	s := newSessionWith(t, Options{Tracing: &Tracing{Exporter: x, Transport: "pipe", Capture: true}})
+	obs := &recObserver{}
+	s := newSessionWith(t, Options{Observer: obs})
 	results := map[string]fakeResult{
 		"a": {isErr: true, rep: `"reduced a"`},
 		"b": {err: json.RawMessage(`{"code":-32000,"message":"boom"}`)},
@@ -84,16 +84,11 @@ func TestStreamedAnswersEndCallsAndSpans(t *testing.T) {
 		s.ic.FromUpstreamStreamed([]byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{}}`), results[name], s.tick())
 	}
 	steps := s.close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if st := x.Close(ctx); st.Exported != 4 {
-		t.Fatalf("%+v", st)
-	}
-	want := map[string][3]string{ // outcome, result, error.type
-		"a": {"tool_error", `"reduced a"`, "tool_error"},
-		"b": {"rpc_error", "", "-32000"},
-		"c": {"input_required", `{"resultType":"input_required"}`, ""},
-		"d": {"ok", `"reduced d"`, ""},
+	want := map[string][2]string{ // outcome, result
+		"a": {"tool_error", `"reduced a"`},
+		"b": {"rpc_error", ""},
+		"c": {"input_required", `{"resultType":"input_required"}`},
+		"d": {"ok", `"reduced d"`},
 	}
 	if len(steps) != 4 {
 		t.Fatalf("%d reports, want 4", len(steps))
@@ -103,15 +98,47 @@ func TestStreamedAnswersEndCallsAndSpans(t *testing.T) {
 		if st.Outcome != w[0] || string(st.Result) != w[1] {
 			t.Errorf("%s: outcome %s result %s, want %s %s", st.Tool, st.Outcome, st.Result, w[0], w[1])
 		}
-		_, a := c.byName(t, "tools/call "+st.Tool)
-		if a["error.type"] != w[2] {
-			t.Errorf("%s: span error.type %q, want %q", st.Tool, a["error.type"], w[2])
-		}
-		if w[1] != "" && a["gen_ai.tool.call.result"] != w[1] {
-			t.Errorf("%s: captured result %q, want %s", st.Tool, a["gen_ai.tool.call.result"], w[1])
-		}
 	}
 	if e := steps[1].Error; string(e) == "" {
 		t.Errorf("b's report has no error")
 	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.results) != 4 {
+		t.Fatalf("the observer was told %d answers, want 4", len(obs.results))
+	}
+	for i, name := range []string{"a", "b", "c", "d"} {
+		if got, ok := obs.results[i].(fakeResult); !ok || fmt.Sprint(got) != fmt.Sprint(results[name]) {
+			t.Errorf("answer %d: the observer was told %v, want %s's reduction %v", i, obs.results[i], name, results[name])
+		}
+	}
+	if !obs.done {
+		t.Error("the observer was not told Done")
+	}
+}
+
+// recObserver is an Observer that keeps the reductions of the server's lines.
+type recObserver struct {
+	mu      sync.Mutex
+	results []relay.StreamedResult
+	done    bool
+}
+
+func (r *recObserver) Line(l *Line) {
+	if l.From != FromServer {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.results = append(r.results, l.Result)
+}
+func (r *recObserver) Sent(time.Time)       {}
+func (r *recObserver) Lost(*Lost)           {}
+func (r *recObserver) Drain() time.Duration { return time.Second }
+func (r *recObserver) Stop()                {}
+func (r *recObserver) Looked()              {}
+func (r *recObserver) Done(int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done = true
 }

@@ -287,6 +287,10 @@ func clipName(s string) string {
 	return s[:cut] + "..."
 }
 
+// Mode is the watcher's --pin-tools mode (ModeOff with --read-only alone, or under
+// BIR_OFF): in ModeOff nothing is pinned, and every tool would read as new.
+func (w *Watcher) Mode() string { return w.mode }
+
 // Enforces says the watcher hides tools (block mode, --read-only): it must see each
 // listing on the server's pump, before the answer is cut and forwarded.
 func (w *Watcher) Enforces() bool { return w.readOnly || w.mode == ModeBlock }

@@ -1,7 +1,9 @@
-// Package telemetry makes bir-proxy an OpenTelemetry source: MCP spans and metrics by
-// the MCP semantic conventions, encoded as OTLP (protobuf or JSON) by hand and sent over
-// HTTP by one goroutine with a bounded queue (docs/otel.md). Nothing here runs unless
-// it is configured, and nothing here ever makes the proxy's pumps wait.
+// Package telemetry makes bir-proxy an OpenTelemetry source: the OTEL_* configuration,
+// the W3C trace context, spans and metrics encoded as OTLP (protobuf or JSON) by hand
+// and sent over HTTP by one goroutine with a bounded queue (docs/otel.md). Which spans
+// and metrics the MCP semantic conventions make of a session is mcpspans', intercept's
+// Observer. Nothing here runs unless it is configured, and nothing here ever makes the
+// proxy's pumps wait.
 package telemetry
 
 import (

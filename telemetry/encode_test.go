@@ -35,6 +35,13 @@ func sampleSpans() []Span {
 				Int("server.port", 8080), Int("neg", -3), String("empty", ""), String("long", long)},
 			Status: StatusError, StatusMsg: "boom \"quoted\"\n",
 		},
+		// A span with events (a tools/list's tool drift), some left out.
+		{TraceID: NewTraceID(), SpanID: NewSpanID(), Name: "tools/list", Kind: KindClient, Start: t0, End: t0.Add(time.Millisecond),
+			Events: []Event{
+				{Time: t0.Add(time.Millisecond), Name: "bir.tool.drift", Attrs: []Attr{String("gen_ai.tool.name", "echo"), String("bir.tool.drift.status", "changed"), String("long", long)}},
+				{Time: t0, Name: "e2"},
+			},
+			DroppedEvents: 300},
 		{TraceID: NewTraceID(), SpanID: NewSpanID(), Name: "initialize", Kind: KindServer, Start: t0, End: t0},
 		// Attributes shared with other spans (encoded once), then its own.
 		{TraceID: NewTraceID(), SpanID: NewSpanID(), Name: "tools/call echo", Kind: KindClient, Start: t0, End: t0,
@@ -83,6 +90,21 @@ func checkTraces(t *testing.T, td *tracepb.TracesData, in []Span, ids bool) {
 		}
 		if s.Flags != wantFlags {
 			t.Errorf("span %d flags %x, want %x", i, s.Flags, wantFlags)
+		}
+		if len(s.Events) != len(w.Events) || s.DroppedEventsCount != w.DroppedEvents {
+			t.Fatalf("span %d: %d events (%d dropped), want %d (%d)", i, len(s.Events), s.DroppedEventsCount, len(w.Events), w.DroppedEvents)
+		}
+		for j, e := range s.Events {
+			we := w.Events[j]
+			if e.Name != we.Name || e.TimeUnixNano != uint64(we.Time.UnixNano()) || len(e.Attributes) != len(we.Attrs) {
+				t.Errorf("span %d event %d: %v", i, j, e)
+				continue
+			}
+			for k, a := range e.Attributes {
+				if a.Key != we.Attrs[k].Key || a.Value.GetStringValue() != we.Attrs[k].Str {
+					t.Errorf("span %d event %d attr %q", i, j, a.Key)
+				}
+			}
 		}
 		want := append(slices.Clone(w.Shared.Attrs()), w.Attrs...)
 		if len(s.Attributes) != len(want) {
@@ -167,7 +189,7 @@ func TestTracesJSONDecodesWithTheOfficialTypes(t *testing.T) {
 }
 
 func sampleMetrics() []metric {
-	h := newHistogram("mcp.client.operation.duration", "d", time.Unix(1700000000, 0))
+	h := newHistogram("mcp.client.operation.duration", "d", "s", durationBounds, time.Unix(1700000000, 0))
 	a := []Attr{String("mcp.method.name", "tools/call"), String("gen_ai.tool.name", "echo")}
 	for _, s := range []float64{0.001, 0.01, 0.015, 3, 400} {
 		h.record(a, s)
@@ -215,7 +237,7 @@ func TestMetricsDecodeWithTheOfficialTypes(t *testing.T) {
 }
 
 func TestHistogramSeriesAreCapped(t *testing.T) {
-	h := newHistogram("m", "", time.Now())
+	h := newHistogram("m", "", "s", durationBounds, time.Now())
 	for i := range 2 * maxSeries {
 		h.record([]Attr{Int("i", int64(i))}, 1)
 	}
@@ -288,6 +310,18 @@ func (e *pb) refSpan(s *Span) {
 	}
 	for _, a := range s.Attrs {
 		e.refAttr(9, a)
+	}
+	for _, ev := range s.Events {
+		m := e.begin(11)
+		e.fixed64(1, uint64(ev.Time.UnixNano()))
+		e.str(2, ev.Name)
+		for _, a := range ev.Attrs {
+			e.refAttr(3, a)
+		}
+		e.end(m)
+	}
+	if s.DroppedEvents > 0 {
+		e.uint(12, uint64(s.DroppedEvents))
 	}
 	if s.Status != StatusUnset {
 		st := e.begin(15)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,8 @@ type Exporter struct {
 	created  time.Time
 	ops      *histogram
 	sessions *histogram
+	results  *histogram // bir.client.tool.result.size
+	lists    *histogram // bir.client.tools.list.size
 
 	mu          sync.Mutex
 	cur         *batch   // being filled by Submit
@@ -149,8 +152,10 @@ func New(o Options) *Exporter {
 	x := &Exporter{
 		cfg: o.Config, traces: o.Config.TracesSignal(), metrics: o.Config.MetricsSignal(), version: o.Version, log: o.Logger, client: o.Client,
 		qsize: o.QueueSize, bsize: o.BatchSize, delay: o.BatchDelay, created: now, statePath: o.StatePath, server: o.Server,
-		ops:      newHistogram("mcp.client.operation.duration", "The duration of the MCP request or notification as observed on the sender from the time it was sent until the response or ack is received.", now),
-		sessions: newHistogram("mcp.client.session.duration", "The duration of the MCP session as observed on the MCP client.", now),
+		ops:      newHistogram("mcp.client.operation.duration", "The duration of the MCP request or notification as observed on the sender from the time it was sent until the response or ack is received.", "s", durationBounds, now),
+		sessions: newHistogram("mcp.client.session.duration", "The duration of the MCP session as observed on the MCP client.", "s", durationBounds, now),
+		results:  newHistogram(ToolResultSize, "The size of a tools/call result as the server sent it (its JSON result member).", "By", sizeBounds, now),
+		lists:    newHistogram(ToolsListSize, "The size of a tools/list result (one page) as the server sent it.", "By", sizeBounds, now),
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -236,8 +241,8 @@ type batch struct {
 const maxSpare = 2
 
 // Submit queues a finished span. It never waits: with the queue full the span is
-// dropped and counted. s.Attrs is copied: the caller may reuse it once Submit
-// returns.
+// dropped and counted. s.Attrs and s.Events are copied: the caller may reuse them
+// once Submit returns.
 func (x *Exporter) Submit(s Span) {
 	if x.cfg.TracesURL == "" {
 		return
@@ -265,6 +270,14 @@ func (x *Exporter) Submit(s Span) {
 		i := len(b.attrs)
 		b.attrs = append(b.attrs, s.Attrs...)
 		s.Attrs = b.attrs[i:len(b.attrs):len(b.attrs)]
+		if len(s.Events) > 0 {
+			// The caller may reuse them too (rare: a tool drift's).
+			evs := slices.Clone(s.Events)
+			for k := range evs {
+				evs[k].Attrs = slices.Clone(evs[k].Attrs)
+			}
+			s.Events = evs
+		}
 		b.spans = append(b.spans, s)
 	} else {
 		b.enc = appendSpanProto(b.enc, &s)
@@ -297,8 +310,46 @@ func (x *Exporter) Record(attrs []Attr, d time.Duration) {
 	x.ops.record(attrs, d.Seconds())
 }
 
-// Series is one attribute set of mcp.client.operation.duration, found once and
-// recorded to many times (Record without building the set's key each time).
+// The size histograms (bytes, explicit buckets sizeBounds). Named in bir-proxy's
+// namespace: the MCP conventions reserve mcp.* and define no size metric.
+const (
+	ToolResultSize = "bir.client.tool.result.size"
+	ToolsListSize  = "bir.client.tools.list.size"
+)
+
+// RecordSize adds one result's size in bytes to the histogram named (ToolResultSize
+// or ToolsListSize).
+func (x *Exporter) RecordSize(name string, attrs []Attr, bytes int64) {
+	if h := x.sizes(name); h != nil {
+		h.record(attrs, float64(bytes))
+	}
+}
+
+// SizeSeries is RecordSize's series of attrs, found once (nil when no metrics are
+// exported); its Add takes a size in bytes.
+func (x *Exporter) SizeSeries(name string, attrs []Attr) *Series {
+	h := x.sizes(name)
+	if h == nil {
+		return nil
+	}
+	return &Series{h: h, p: h.pointOf(attrs)}
+}
+
+func (x *Exporter) sizes(name string) *histogram {
+	if x.cfg.MetricsURL == "" {
+		return nil
+	}
+	switch name {
+	case ToolResultSize:
+		return x.results
+	case ToolsListSize:
+		return x.lists
+	}
+	return nil
+}
+
+// Series is one attribute set of a histogram, found once and recorded to many times
+// (Record without building the set's key each time).
 type Series struct {
 	h *histogram
 	p *point
@@ -314,12 +365,15 @@ func (x *Exporter) Series(attrs []Attr) *Series {
 }
 
 // Record adds one operation's duration to the series.
-func (s *Series) Record(d time.Duration) {
+func (s *Series) Record(d time.Duration) { s.Add(d.Seconds()) }
+
+// Add adds one value to the series (a SizeSeries': bytes).
+func (s *Series) Add(v float64) {
 	if s == nil {
 		return
 	}
 	s.h.mu.Lock()
-	s.p.add(d.Seconds())
+	s.p.add(v, s.h.bounds)
 	s.h.mu.Unlock()
 }
 
@@ -672,7 +726,7 @@ func (x *Exporter) exportMetrics() {
 	}
 	now := time.Now()
 	var ms []metric
-	for _, h := range []*histogram{x.ops, x.sessions} {
+	for _, h := range []*histogram{x.ops, x.sessions, x.results, x.lists} {
 		if m := h.snapshot(now); m != nil {
 			ms = append(ms, *m)
 		}

@@ -109,6 +109,26 @@ func appendTracesJSON(b []byte, res []Attr, scopeVersion string, spans []Span) [
 		b = appendNanos(b, "endTimeUnixNano", s.End.UnixNano())
 		b = append(b, ',')
 		b = appendAttrsJSON2(b, "attributes", s.Shared.Attrs(), s.Attrs)
+		if len(s.Events) > 0 {
+			b = append(b, `,"events":[`...)
+			for i := range s.Events {
+				e := &s.Events[i]
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"name":`...)
+				b = jsonlex.AppendString(b, e.Name)
+				b = appendNanos(b, "timeUnixNano", e.Time.UnixNano())
+				b = append(b, ',')
+				b = appendAttrsJSON(b, "attributes", e.Attrs)
+				b = append(b, '}')
+			}
+			b = append(b, ']')
+		}
+		if s.DroppedEvents > 0 {
+			b = append(b, `,"droppedEventsCount":`...)
+			b = strconv.AppendUint(b, uint64(s.DroppedEvents), 10)
+		}
 		if s.Status != StatusUnset {
 			b = append(b, `,"status":{"code":`...)
 			b = strconv.AppendInt(b, int64(s.Status), 10)

@@ -10,6 +10,10 @@ import (
 // (and the session duration, which names none).
 var durationBounds = []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
 
+// sizeBounds are the buckets of the size histograms (bytes): a result of a few
+// hundred bytes to the 16 MiB past which a proxy's answers are streamed whole.
+var sizeBounds = []float64{256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20}
+
 // maxSeries caps the attribute sets one histogram keeps: past it, values go to one
 // series marked otel.metric.overflow, as the SDK specification's cardinality limit says.
 const maxSeries = 512
@@ -32,6 +36,8 @@ type point struct {
 // histogram is a cumulative explicit-bucket histogram by attribute set.
 type histogram struct {
 	name, description string
+	unit              string
+	bounds            []float64
 	mu                sync.Mutex
 	start             time.Time
 	series            map[string]*point
@@ -39,14 +45,14 @@ type histogram struct {
 	kbuf              []byte
 }
 
-func newHistogram(name, description string, start time.Time) *histogram {
-	return &histogram{name: name, description: description, start: start, series: make(map[string]*point)}
+func newHistogram(name, description, unit string, bounds []float64, start time.Time) *histogram {
+	return &histogram{name: name, description: description, unit: unit, bounds: bounds, start: start, series: make(map[string]*point)}
 }
 
-func (h *histogram) record(attrs []Attr, seconds float64) {
+func (h *histogram) record(attrs []Attr, v float64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.seriesLocked(attrs).add(seconds)
+	h.seriesLocked(attrs).add(v, h.bounds)
 }
 
 // pointOf is the point of attrs, made when new (or the overflow point, past
@@ -79,7 +85,7 @@ func (h *histogram) seriesLocked(attrs []Attr) *point {
 			p, ok = h.series[k]
 		}
 		if !ok {
-			p = &point{attrs: append([]Attr(nil), attrs...), start: h.start, buckets: make([]uint64, len(durationBounds)+1)}
+			p = &point{attrs: append([]Attr(nil), attrs...), start: h.start, buckets: make([]uint64, len(h.bounds)+1)}
 			h.series[k] = p
 			h.order = append(h.order, k)
 		}
@@ -87,18 +93,18 @@ func (h *histogram) seriesLocked(attrs []Attr) *point {
 	return p
 }
 
-// add counts one value; the histogram's lock is held.
-func (p *point) add(seconds float64) {
-	if p.count == 0 || seconds < p.min {
-		p.min = seconds
+// add counts one value of a histogram of bounds; the histogram's lock is held.
+func (p *point) add(v float64, bounds []float64) {
+	if p.count == 0 || v < p.min {
+		p.min = v
 	}
-	if p.count == 0 || seconds > p.max {
-		p.max = seconds
+	if p.count == 0 || v > p.max {
+		p.max = v
 	}
 	p.count++
-	p.sum += seconds
+	p.sum += v
 	i := 0
-	for i < len(durationBounds) && seconds > durationBounds[i] {
+	for i < len(bounds) && v > bounds[i] {
 		i++
 	}
 	p.buckets[i]++
@@ -111,7 +117,7 @@ func (h *histogram) snapshot(now time.Time) *metric {
 	if len(h.order) == 0 {
 		return nil
 	}
-	m := &metric{name: h.name, description: h.description, unit: "s", bounds: durationBounds}
+	m := &metric{name: h.name, description: h.description, unit: h.unit, bounds: h.bounds}
 	for _, k := range h.order {
 		p := *h.series[k]
 		p.time = now

@@ -68,6 +68,30 @@ func FuzzParseTraceparent(f *testing.F) {
 	})
 }
 
+// FuzzFromMeta: a host's params, whatever they hold, give a trace context only
+// from a _meta.traceparent ParseTraceparent accepts, and a tracestate only with it,
+// clean; spelt with escapes or not, as JSON.parse reads them.
+func FuzzFromMeta(f *testing.F) {
+	f.Add([]byte(`{"_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","tracestate":"a=b"}}`))
+	f.Add([]byte(`{"_m\u0065ta":{"tr\u0061ceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"}}`))
+	f.Add([]byte(`{"_meta":{"traceparent":1},"_meta":{"traceparent":"x"}}`))
+	f.Fuzz(func(t *testing.T, params []byte) {
+		tc, ok := FromMeta(params)
+		if !ok {
+			if tc.State != "" {
+				t.Fatalf("a tracestate without a traceparent from %q", params)
+			}
+			return
+		}
+		if tc.TraceID == [16]byte{} || tc.SpanID == [8]byte{} {
+			t.Fatalf("zero ids from %q", params)
+		}
+		if tc.State != "" && CleanTraceState([]byte(tc.State)) != tc.State {
+			t.Fatalf("tracestate %q not clean", tc.State)
+		}
+	})
+}
+
 func FuzzCleanTraceState(f *testing.F) {
 	f.Add([]byte("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"))
 	f.Fuzz(func(t *testing.T, b []byte) {

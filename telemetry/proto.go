@@ -127,6 +127,21 @@ func appendSpanProto(b []byte, s *Span) []byte {
 	for i := range s.Attrs {
 		b = appendAttrField(b, 9<<3|2, &s.Attrs[i])
 	}
+	for i := range s.Events {
+		e := &s.Events[i]
+		b = append(b, 11<<3|2) // Span.events
+		b = binary.AppendUvarint(b, uint64(eventSize(e)))
+		b = append(b, 1<<3|1)
+		b = binary.LittleEndian.AppendUint64(b, uint64(e.Time.UnixNano()))
+		b = appendStrField(b, 2<<3|2, e.Name)
+		for j := range e.Attrs {
+			b = appendAttrField(b, 3<<3|2, &e.Attrs[j])
+		}
+	}
+	if s.DroppedEvents > 0 {
+		b = append(b, 12<<3|0) // Span.dropped_events_count
+		b = binary.AppendUvarint(b, uint64(s.DroppedEvents))
+	}
 	if s.Status != StatusUnset {
 		b = append(b, 15<<3|2)
 		b = binary.AppendUvarint(b, uint64(statusSize(s)))
@@ -154,8 +169,25 @@ func spanSize(s *Span) int {
 		m := attrSize(&s.Attrs[i])
 		n += 1 + uvarintLen(uint64(m)) + m
 	}
+	for i := range s.Events {
+		m := eventSize(&s.Events[i])
+		n += 1 + uvarintLen(uint64(m)) + m
+	}
+	if s.DroppedEvents > 0 {
+		n += 1 + uvarintLen(uint64(s.DroppedEvents))
+	}
 	if s.Status != StatusUnset {
 		m := statusSize(s)
+		n += 1 + uvarintLen(uint64(m)) + m
+	}
+	return n
+}
+
+// eventSize is the length of the Span.Event message of e.
+func eventSize(e *Event) int {
+	n := 9 + strFieldSize(e.Name)
+	for i := range e.Attrs {
+		m := attrSize(&e.Attrs[i])
 		n += 1 + uvarintLen(uint64(m)) + m
 	}
 	return n

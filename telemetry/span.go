@@ -70,6 +70,17 @@ type Span struct {
 	Attrs     []Attr
 	Status    int
 	StatusMsg string
+	// Events are what happened during the span (OTLP's Span.events), copied by
+	// Submit as Attrs are; DroppedEvents counts those left out past a cap.
+	Events        []Event
+	DroppedEvents uint32
+}
+
+// Event is one event of a span: Name, at Time, with Attrs.
+type Event struct {
+	Time  time.Time
+	Name  string
+	Attrs []Attr
 }
 
 // AttrSet is a set of attributes many spans carry alike (Span.Shared): encoded for

@@ -1,5 +1,11 @@
 package telemetry
 
+import (
+	"bytes"
+
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+)
+
 // TraceContext is a W3C trace context a host sent in params._meta.
 type TraceContext struct {
 	TraceID [16]byte
@@ -96,4 +102,38 @@ func hexDigit(c byte) (byte, bool) {
 		return c - 'a' + 10, true
 	}
 	return 0, false
+}
+
+// Caps on the _meta strings FromMeta reads (raw JSON, quotes and escapes included).
+const (
+	maxMetaTraceparent = 256
+	maxMetaTraceState  = 1024
+)
+
+// FromMeta is the trace context a request's params carry in _meta, the MCP
+// conventions' propagation: its traceparent (ParseTraceparent) and, with one, its
+// tracestate (CleanTraceState, in State), read as the host's JSON.parse reads them
+// (keys spelt with escapes, the last of a name winning). ok is false when params has
+// no usable traceparent.
+func FromMeta(params []byte) (tc TraceContext, ok bool) {
+	// Most requests carry no _meta: not looked for unless the name is there plainly
+	// spelt, or a \u escape is (a key spelt "_m\u0065ta" is the host's _meta too).
+	if !bytes.Contains(params, []byte(`_meta"`)) && !bytes.Contains(params, []byte(`\u`)) {
+		return tc, false
+	}
+	meta := jsonlex.Get(params, "_meta")
+	if len(meta) == 0 || meta[0] != '{' {
+		return tc, false
+	}
+	raw := jsonlex.Get(meta, "traceparent")
+	if len(raw) <= 2 || len(raw) > maxMetaTraceparent || raw[0] != '"' {
+		return tc, false
+	}
+	if tc, ok = ParseTraceparent([]byte(jsonlex.StringOf(raw))); !ok {
+		return tc, false
+	}
+	if st := jsonlex.Get(meta, "tracestate"); len(st) > 2 && len(st) <= maxMetaTraceState && st[0] == '"' {
+		tc.State = CleanTraceState([]byte(jsonlex.StringOf(st)))
+	}
+	return tc, true
 }

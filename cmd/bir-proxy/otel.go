@@ -13,11 +13,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/internal/version"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/telemetry"
+	"github.com/bir-dev/bir-proxy/telemetry/mcpspans"
 )
 
 // otlpFlags are the OpenTelemetry flags (docs/otel.md); the OTEL_* variables say
@@ -41,7 +41,7 @@ const otlpFlush = time.Second
 // nil and a no-op when they do not (no connection, no goroutine, no timer). A
 // configuration that cannot be used is said on stderr, and the session goes on
 // without tracing.
-func (f *proxyFlags) startTracing(logger *slog.Logger, instance string) (*intercept.Tracing, func()) {
+func (f *proxyFlags) startTracing(logger *slog.Logger, instance string) (*mcpspans.Tracing, func()) {
 	cfg, err := telemetry.FromEnv(os.Getenv, f.otlp.endpoint)
 	if err != nil {
 		logger.Warn("OpenTelemetry is off: its configuration cannot be used", "err", err)
@@ -52,7 +52,7 @@ func (f *proxyFlags) startTracing(logger *slog.Logger, instance string) (*interc
 	}
 	x := telemetry.New(telemetry.Options{Config: cfg, Version: serviceVersion(), Server: f.server, Logger: logger, StatePath: otelStatePath(f.server),
 		InstanceID: instance})
-	tr := &intercept.Tracing{Exporter: x, Capture: f.otlp.capture, Transport: "pipe"}
+	tr := &mcpspans.Tracing{Exporter: x, Capture: f.otlp.capture, Transport: "pipe", Logger: logger}
 	if f.url != "" {
 		tr.Transport = "tcp"
 		tr.ServerAddress, tr.ServerPort = hostPort(f.url)

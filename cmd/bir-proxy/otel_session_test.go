@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -196,5 +197,63 @@ func TestOTelStreamedCallWithAHugeMetaCostsNoMemoryInProportion(t *testing.T) {
 	t.Logf("peak RSS tracing a streamed call: %d MB with a small _meta, %d MB with a %d MB one", small>>20, huge>>20, 2*size>>20)
 	if huge-small > 8<<20 {
 		t.Errorf("a %d MB _meta took the proxy to %d MB, %d MB over the small one's", 2*size>>20, huge>>20, (huge-small)>>20)
+	}
+}
+
+// TestOTelResultSizeMetrics: the size in bytes of each tools/call result and each
+// tools/list page, as the server sent them, are histograms (bir.client.tool.result.size,
+// bir.client.tools.list.size, unit By) next to the operation's duration, exported
+// at exit to a collector on 127.0.0.1 (issue 38).
+func TestOTelResultSizeMetrics(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+		if r.URL.Path == "/v1/metrics" {
+			mu.Lock()
+			bodies = append(bodies, string(b))
+			mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{}`)) //nolint:errcheck // the proxy's business
+	}))
+	t.Cleanup(collector.Close)
+	raw := testutil.Build(t, "./testdata/rawserver")
+	const page = `{"tools":[{"name":"echo","description":"Echoes","inputSchema":{"type":"object"}}]}`
+	pages := filepath.Join(t.TempDir(), "pages.json")
+	if err := os.WriteFile(pages, []byte(`[`+page+`]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startProxy(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/json"},
+		"--", raw, "--reply", "--reply-size", "5000", "--tools-pages", pages)
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)
+	if ans := s.recv(); gjson.Get(ans, "result").Raw != page {
+		t.Fatalf("tools/list: %s", ans)
+	}
+	var results int
+	for id := 2; id <= 3; id++ {
+		s.Send(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+		results += len(gjson.Get(s.recv(), "result").Raw) // byte for byte what the server sent
+	}
+	s.end() // the exit exports the metrics
+	mu.Lock()
+	defer mu.Unlock()
+	got := map[string]string{}
+	for _, b := range bodies {
+		gjson.Get(b, "resourceMetrics.#.scopeMetrics.#.metrics|@flatten|@flatten").ForEach(func(_, m gjson.Result) bool {
+			if name := m.Get("name").String(); strings.HasSuffix(name, ".size") {
+				for _, p := range m.Get("histogram.dataPoints").Array() {
+					got[name] = m.Get("unit").String() + " " + p.Get("count").String() + " " + p.Get("sum").String()
+				}
+			}
+			return true
+		})
+	}
+	want := map[string]string{
+		"bir.client.tool.result.size": "By 2 " + strconv.Itoa(results),
+		"bir.client.tools.list.size":  "By 1 " + strconv.Itoa(len(page)),
+	}
+	if results < 10000 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("size metrics %v, want %v:\n%.3000s", got, want, strings.Join(bodies, "\n"))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/intercept"
+	"github.com/bir-dev/bir-proxy/telemetry/mcpspans"
 	"github.com/bir-dev/bir-proxy/toolpolicy"
 
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/pinscmd"
@@ -75,12 +76,24 @@ func (f *proxyFlags) pinWatcher(off bool, logger *slog.Logger) *pins.Watcher {
 
 // plugPins plugs the watcher in: where it hides tools (block mode, --read-only), into
 // the tool policy, which shows it each tools/list answer on the server's pump before
-// the cut; in warn mode into bookkeeping, off the host's path.
-func plugPins(w *pins.Watcher, p *toolpolicy.Policy, ic *intercept.Options) {
+// the cut; in warn mode into bookkeeping, off the host's path. With spans (whose
+// Tracing.ToolDrift is then set), each answer's drift goes to its tools/list span.
+func plugPins(w *pins.Watcher, p *toolpolicy.Policy, ic *intercept.Options, spans *mcpspans.Spans, server string) {
 	if w == nil {
 		return
 	}
 	listed := func(result []byte, first bool) { w.Listed(result, first) }
+	if spans != nil && w.Mode() != pins.ModeOff {
+		listed = func(result []byte, first bool) {
+			var drifts []mcpspans.Drift
+			for _, s := range w.Listed(result, first) {
+				if s.Status != pins.StatusPinned {
+					drifts = append(drifts, mcpspans.Drift{Tool: s.Name, Status: s.Status, Changed: s.Changed, From: s.From})
+				}
+			}
+			spans.ToolsListed(server, drifts)
+		}
+	}
 	if w.Enforces() {
 		p.Listed, p.Hide, p.HideWhy = listed, w.Hidden, w.HiddenWhy
 		return

@@ -2,13 +2,21 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
@@ -35,6 +43,12 @@ const (
 // returns what the host got of each tools/list and the proxy's stderr.
 func pinSession(t *testing.T, state, pages string, extra ...string) (lists []string, stderr string) {
 	t.Helper()
+	return pinSessionEnv(t, state, pages, nil, extra...)
+}
+
+// pinSessionEnv is pinSession with env added to the proxy's environment.
+func pinSessionEnv(t *testing.T, state, pages string, env []string, extra ...string) (lists []string, stderr string) {
+	t.Helper()
 	raw := testutil.Build(t, "./testdata/rawserver")
 	file := filepath.Join(t.TempDir(), "pages.json")
 	if err := os.WriteFile(file, []byte(pages), 0o600); err != nil {
@@ -42,7 +56,7 @@ func pinSession(t *testing.T, state, pages string, extra ...string) (lists []str
 	}
 	args := append([]string{"--server", "pinned"}, extra...)
 	args = append(args, "--", raw, "--reply", "--tools-pages", file)
-	s := startProxyIn(t, t.TempDir(), []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL=", "BIR_PIN_TOOLS="}, args...)
+	s := startProxyIn(t, t.TempDir(), append([]string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL=", "BIR_PIN_TOOLS="}, env...), args...)
 	s.Send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	s.recv()
 	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -314,5 +328,80 @@ func TestPinsReadOnly(t *testing.T) {
 	data, _ := os.ReadFile(record)
 	if strings.Contains(string(data), `"method":"tools/call"`) {
 		t.Errorf("a refused call reached the server:\n%s", data)
+	}
+}
+
+// TestOTelPinsDriftIsAToolsListSpanEvent: with tracing on, the span of each answer to
+// the host's tools/list carries one bir.tool.drift event per tool of the listing so
+// far that is not as pinned (docs/pins.md): the tool, its status, the members that
+// changed, the name it had, the pins' server. In warn mode the pins are told the
+// answer in bookkeeping after its span ended, in block mode on the server's pump
+// before: each answer's span gets its own answer's drift either way.
+func TestOTelPinsDriftIsAToolsListSpanEvent(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"warn", "block"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			state := t.TempDir()
+			pinSession(t, state, pinsV1)
+			var mu sync.Mutex
+			var bodies []string
+			collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+				if r.URL.Path == "/v1/traces" {
+					mu.Lock()
+					bodies = append(bodies, string(b))
+					mu.Unlock()
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.Write([]byte(`{}`)) //nolint:errcheck // the proxy's business
+			}))
+			t.Cleanup(collector.Close)
+			pinSessionEnv(t, state, pinsV2, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/json"},
+				"--pin-tools", mode)
+			// The exit flushed what was queued: the session has ended (pinSession).
+			mu.Lock()
+			defer mu.Unlock()
+			type list struct {
+				start  int64
+				events []string
+			}
+			var lists []list
+			for _, b := range bodies {
+				gjson.Get(b, "resourceSpans.#.scopeSpans.#.spans|@flatten|@flatten").ForEach(func(_, sp gjson.Result) bool {
+					if sp.Get("name").String() != "tools/list" {
+						return true
+					}
+					l := list{start: sp.Get("startTimeUnixNano").Int()}
+					sp.Get("events").ForEach(func(_, ev gjson.Result) bool {
+						a := map[string]string{}
+						ev.Get("attributes").ForEach(func(_, kv gjson.Result) bool {
+							a[kv.Get("key").String()] = kv.Get("value.stringValue").String()
+							return true
+						})
+						if ev.Get("name").String() != "bir.tool.drift" || a["bir.pins.server"] != "pinned" {
+							t.Errorf("event %s", ev.Raw)
+						}
+						l.events = append(l.events, a["gen_ai.tool.name"]+"/"+a["bir.tool.drift.status"]+"/"+a["bir.tool.drift.changed"]+"/"+a["bir.tool.drift.from"])
+						return true
+					})
+					slices.Sort(l.events)
+					lists = append(lists, l)
+					return true
+				})
+			}
+			slices.SortFunc(lists, func(a, b list) int { return cmp.Compare(a.start, b.start) })
+			first := "read/changed/description/"
+			whole := "added/new// flag/changed/annotations/ older/renamed//old read/changed/description/"
+			want := []string{first, whole, first, whole}
+			if len(lists) != len(want) {
+				t.Fatalf("%d tools/list spans, want %d:\n%.3000s", len(lists), len(want), strings.Join(bodies, "\n"))
+			}
+			for i, l := range lists {
+				if got := strings.Join(l.events, " "); got != want[i] {
+					t.Errorf("tools/list %d: drift events %s, want %s", i+1, got, want[i])
+				}
+			}
+		})
 	}
 }

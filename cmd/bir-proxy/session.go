@@ -10,9 +10,11 @@ import (
 	"sync/atomic"
 
 	"github.com/bir-dev/bir-proxy/intercept"
+	"github.com/bir-dev/bir-proxy/pins"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/replay"
 	"github.com/bir-dev/bir-proxy/revive"
+	"github.com/bir-dev/bir-proxy/telemetry/mcpspans"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
@@ -136,12 +138,18 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 		CorrelationKey: f.correlationKey,
 		Sink:           reporter.sink(),
 		Logger:         logger,
-		Tracing:        tracing,
 	}
 	cas := f.cassette.open(f, off(), logger)
 	f.cassette.options(&icOpts, cas)
 	pinned := f.pinWatcher(off(), logger)
-	plugPins(pinned, f.policy, &icOpts)
+	var spans *mcpspans.Spans
+	if tracing != nil {
+		// A tools/list span carries its answer's tool drift (docs/pins.md).
+		tracing.ToolDrift = pinned != nil && pinned.Mode() != pins.ModeOff
+		spans = mcpspans.New(*tracing)
+		icOpts.Observer = spans
+	}
+	plugPins(pinned, f.policy, &icOpts, spans, f.server)
 	ic := intercept.New(icOpts)
 	plugBudget(f.policy, f.resultTokens, ic.Trimmed, logger)
 	// Replay (SPEC §4) only with a recorder: not under BIR_OFF, not with the journal.

@@ -1,12 +1,13 @@
-package intercept
+package mcpspans
 
 import (
 	"time"
 
+	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
-// A tools/call that became a task (SPEC §3.5, later.go) is one span from the host's
+// A tools/call that became a task (SPEC §3.5, intercept/later.go) is one span from the host's
 // request to the task's end, as it is one report: its span is kept open past the
 // handle, by taskId, and ended where the tracker ends the call — a terminal status in
 // the answer to a tasks/get (2025-11-25: tasks/result's answer; a cancel or a
@@ -23,8 +24,8 @@ type spanTasks struct {
 func (t *spanTasks) len() int { return len(t.by) }
 
 // open keeps s, a tools/call span whose answer was a task handle; past
-// maxLaterCalls the oldest ends task_unfinished, as its report does.
-func (t *spanTasks) open(h *spanHook, s *openSpan, at time.Time) {
+// intercept.MaxOpenTasks the oldest ends task_unfinished, as its report does.
+func (t *spanTasks) open(h *Spans, s *openSpan, at time.Time) {
 	if t.by == nil {
 		t.by = make(map[string]*openSpan)
 	}
@@ -33,7 +34,7 @@ func (t *spanTasks) open(h *spanHook, s *openSpan, at time.Time) {
 	}
 	t.by[s.taskID] = s
 	t.order = append(t.order, s)
-	for len(t.by) > maxLaterCalls && len(t.order) > 0 {
+	for len(t.by) > intercept.MaxOpenTasks && len(t.order) > 0 {
 		old := t.order[0]
 		t.order = t.order[1:]
 		if t.by[old.taskID] == old {
@@ -43,7 +44,7 @@ func (t *spanTasks) open(h *spanHook, s *openSpan, at time.Time) {
 }
 
 // end ends a task's span; errType "" is a success.
-func (t *spanTasks) end(h *spanHook, s *openSpan, at time.Time, errType, msg string) {
+func (t *spanTasks) end(h *Spans, s *openSpan, at time.Time, errType, msg string) {
 	delete(t.by, s.taskID)
 	if len(t.by) == 0 {
 		t.order = nil
@@ -52,7 +53,7 @@ func (t *spanTasks) end(h *spanHook, s *openSpan, at time.Time, errType, msg str
 }
 
 // answer reads the answer (result) to a tasks/* request (s) for the task it names.
-func (t *spanTasks) answer(h *spanHook, s *openSpan, result []byte, at time.Time) {
+func (t *spanTasks) answer(h *Spans, s *openSpan, result []byte, at time.Time) {
 	call, ok := t.by[s.taskID]
 	if !ok {
 		return
@@ -65,27 +66,27 @@ func (t *spanTasks) answer(h *spanHook, s *openSpan, result []byte, at time.Time
 }
 
 // failed ends a 2025-11-25 task whose tasks/result answered with an error.
-func (t *spanTasks) failed(h *spanHook, taskID string, rpcErr []byte, at time.Time) {
+func (t *spanTasks) failed(h *Spans, taskID string, rpcErr []byte, at time.Time) {
 	if call, ok := t.by[taskID]; ok {
 		t.end(h, call, at, errTypeOf(rpcErr), text(jsonlex.Get(rpcErr, "message")))
 	}
 }
 
 // notified reads a server's notifications/tasks (notifications/tasks/status).
-func (t *spanTasks) notified(h *spanHook, f jsonlex.Fields, at time.Time) {
+func (t *spanTasks) notified(h *Spans, f jsonlex.Fields, at time.Time) {
 	if !jsonlex.KeyIs(f.Method, "notifications/tasks") && !jsonlex.KeyIs(f.Method, "notifications/tasks/status") {
 		return
 	}
 	if len(f.Params) == 0 || f.Params[0] != '{' {
 		return
 	}
-	if call, ok := t.by[taskString(jsonlex.Get(f.Params, "taskId"))]; ok {
+	if call, ok := t.by[intercept.TaskID(jsonlex.Get(f.Params, "taskId"))]; ok {
 		t.state(h, call, f.Params, at)
 	}
 }
 
 // state reads a task's state and ends its span at a terminal status.
-func (t *spanTasks) state(h *spanHook, call *openSpan, task []byte, at time.Time) {
+func (t *spanTasks) state(h *Spans, call *openSpan, task []byte, at time.Time) {
 	if len(task) == 0 || task[0] != '{' {
 		return
 	}
@@ -105,7 +106,10 @@ func (t *spanTasks) state(h *spanHook, call *openSpan, task []byte, at time.Time
 }
 
 // completed ends a task's span with its final result.
-func (t *spanTasks) completed(h *spanHook, call *openSpan, result []byte, at time.Time) {
+func (t *spanTasks) completed(h *Spans, call *openSpan, result []byte, at time.Time) {
+	if !h.shed {
+		call.size = int64(len(result))
+	}
 	h.capture(call, result)
 	if isToolError(result) {
 		t.end(h, call, at, "tool_error", toolErrorText(result))
@@ -115,7 +119,7 @@ func (t *spanTasks) completed(h *spanHook, call *openSpan, result []byte, at tim
 }
 
 // endAll ends every open task's span as the session ends.
-func (t *spanTasks) endAll(h *spanHook, at time.Time) {
+func (t *spanTasks) endAll(h *Spans, at time.Time) {
 	for _, s := range t.by {
 		t.end(h, s, at, "task_unfinished", "the session ended before the task did")
 	}

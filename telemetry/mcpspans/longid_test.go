@@ -1,4 +1,4 @@
-package intercept
+package mcpspans
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/telemetry"
 )
 
@@ -18,19 +19,19 @@ func TestLongIDsAreNotKeptWhole(t *testing.T) {
 	_, url := newSpanCollector(t)
 	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: url + "/v1/traces", Protocol: telemetry.ProtoProtobuf}, BatchDelay: time.Hour})
 	t.Cleanup(func() { closeExporter(x) })
-	h := newSpanHook(Tracing{Exporter: x})
+	h := New(Tracing{Exporter: x})
 	now := time.Now()
 	long := strings.Repeat("i", 256<<10)
 	num := strings.Repeat("7", 70000)
 	ids := []string{`"` + long + `a"`, `"` + long + `b"`, `"` + long + `\u0063"`, num + "1", num + "2"}
 	for i, id := range ids {
-		ev := event{kind: evHost, at: now, msg: []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t` + string(rune('a'+i)) + `"}}`)}
-		h.handle(&ev)
-		h.handle(&event{kind: evSent, at: now})
+		ev := intercept.Line{From: intercept.FromHost, At: now, Raw: []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t` + string(rune('a'+i)) + `"}}`)}
+		h.Line(&ev)
+		h.Sent(now)
 	}
 	for _, id := range []string{ids[1], ids[4]} { // the second's answer, and the fifth's
-		ev := event{kind: evUpstream, at: now, msg: []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{}}`)}
-		h.handle(&ev)
+		ev := intercept.Line{From: intercept.FromServer, At: now, Raw: []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{}}`)}
+		h.Line(&ev)
 	}
 	kept := 0
 	var open []string

@@ -1,4 +1,8 @@
-package intercept
+// Package mcpspans makes the MCP spans and the operation-duration metric of what the
+// proxy's bookkeeping sees (docs/otel.md): it is intercept's Observer, told every
+// line either peer sent, and hands finished spans to a telemetry.Exporter. It runs on
+// bookkeeping's goroutine, never on the host's path.
+package mcpspans
 
 import (
 	"bytes"
@@ -8,18 +12,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/relay"
-	"github.com/bir-dev/bir-proxy/report"
 	"github.com/bir-dev/bir-proxy/telemetry"
 )
 
-// Tracing makes a span of every request bookkeeping sees (docs/otel.md): one CLIENT
-// span per request the host or a replay dispatch sends upstream, one SERVER span per
-// request the server sends the host (sampling, elicitation), by the MCP semantic
-// conventions. It runs on the bookkeeping goroutine, from the events interception
-// already queues; with Tracing set, every message is queued, not only tools/call's.
+// Tracing configures the Spans: a span of every request bookkeeping sees
+// (docs/otel.md): one CLIENT span per request the host or a replay dispatch sends
+// upstream, one SERVER span per request the server sends the host (sampling,
+// elicitation), by the MCP semantic conventions.
 type Tracing struct {
 	Exporter *telemetry.Exporter
 	// Capture puts the redacted, clipped arguments and result a report would carry in
@@ -35,6 +38,11 @@ type Tracing struct {
 	// Drain bounds, at Close, the time bookkeeping may still spend on spans (default
 	// SpanDrain); what it has not got to then is dropped, counted and said once.
 	Drain time.Duration
+	// Logger says, once, what Close's bound left undone (default slog.Default()).
+	Logger *slog.Logger
+	// ToolDrift says the pins tell ToolsListed of each answer to the host's
+	// tools/list: its span then waits for it (drift.go).
+	ToolDrift bool
 }
 
 // SpanDrain is Tracing.Drain's default: a second, as the exporter's flush has.
@@ -42,21 +50,14 @@ const SpanDrain = time.Second
 
 // Caps on what a span takes from peer input.
 const (
-	maxSpanText   = 256     // a method, a name, an id, a status message
-	maxCapture    = 8 << 10 // one captured arguments or result form
-	maxOpenSpans  = 100_000 // requests in flight that are followed
-	maxTraceParen = 256     // a traceparent's raw JSON string
-	maxSpanKey    = 256     // an open span's id key kept as it is (longer: hashed)
+	maxSpanText  = 256     // a method, a name, an id, a status message
+	maxCapture   = 8 << 10 // one captured arguments or result form
+	maxOpenSpans = 100_000 // requests in flight that are followed
+	maxSpanKey   = 256     // an open span's id key kept as it is (longer: hashed)
 )
 
-// nopSink is the Sink of an Interceptor that traces with nothing recording.
-type nopSink struct{}
-
-func (nopSink) Submit(report.Step)         {}
-func (nopSink) Learned(report.ServerFacts) {}
-
-// spanHook is the span side of bookkeeping.
-type spanHook struct {
+// Spans is the span side of bookkeeping: intercept.Options.Observer.
+type Spans struct {
 	tr       Tracing
 	x        *telemetry.Exporter
 	open     openSpans
@@ -75,24 +76,30 @@ type spanHook struct {
 	ops    map[opKey]*opInfo
 	lastOp *opInfo     // the one op looked up last
 	free   []*openSpan // finished spans to reuse: Submit copies what it keeps
-	// lexed says the message handed to each's callback was lexed by its pump; then
-	// lexName is its params' "name" as the lex found it (nil when absent).
-	lexed   bool
-	lexName []byte
 	// recent are the last names looked up, tried before the map.
 	recent     [2]recentName
 	nextRecent int
 	// res is what the result of the answer being handled was reduced to, when it
 	// streamed to the host (relay.StreamedResult); else nil.
 	res relay.StreamedResult
+	// shed says the line being handled lost its bytes in the queue (Line.Shed): its
+	// result is a stand-in, of no size.
+	shed bool
 	// tasks are the tools/call spans whose answer was a task handle, by taskId: each
-	// ends at the task's end (otel_tasks.go).
+	// ends at the task's end (tasks.go).
 	tasks spanTasks
-	// off is set when Close's bound on spans passed: no more span is made.
+	// off is set when Close's bound on spans passed (Stop): no more span is made.
 	off atomic.Bool
-	// left counts the messages not looked at since (their spans never made).
-	left int
+	// held are the host's tools/list spans ended by the line at hand, and drifts
+	// what the pins told of their answers (drift.go).
+	held   []heldList
+	drifts driftQueue
 }
+
+var _ intercept.Observer = (*Spans)(nil)
+
+// maxNames bounds the tool and prompt names remembered (as the report side's).
+const maxNames = 4096
 
 type opKey struct{ method, target string }
 
@@ -104,6 +111,9 @@ type opInfo struct {
 	proto  string             // the protocol version shared holds ("": none yet)
 	series *telemetry.Series  // nil until a success was recorded
 	ready  bool               // series was looked up (it is nil with no metrics)
+	// sizes and sizesReady are series and ready of its successes' result sizes.
+	sizes      *telemetry.Series
+	sizesReady bool
 }
 
 // Caps on the hook's caches.
@@ -132,10 +142,13 @@ type openSpan struct {
 	// (spanTasks).
 	taskID   string
 	task2025 bool
+	// size is the bytes of the result of a tools/call or tools/list, recorded as
+	// its size metric when the span ends (0: none).
+	size int64
 }
 
 // newSpan is a span to fill: a finished one reused, or a new one.
-func (h *spanHook) newSpan() *openSpan {
+func (h *Spans) newSpan() *openSpan {
 	if n := len(h.free); n > 0 {
 		s := h.free[n-1]
 		h.free = h.free[:n-1]
@@ -146,7 +159,7 @@ func (h *spanHook) newSpan() *openSpan {
 
 // release takes back a finished span: what it held is cleared, its attributes'
 // room kept.
-func (h *spanHook) release(s *openSpan) {
+func (h *Spans) release(s *openSpan) {
 	if len(h.free) >= maxFree || cap(s.sp.Attrs) > 64 {
 		return
 	}
@@ -157,7 +170,7 @@ func (h *spanHook) release(s *openSpan) {
 }
 
 // op is what the spans of (method, target) share.
-func (h *spanHook) op(method, target string) *opInfo {
+func (h *Spans) op(method, target string) *opInfo {
 	if o := h.lastOp; o != nil && o.method == method && o.target == target && o.proto == h.protocol {
 		return o // a host calls one tool many times in a row
 	}
@@ -191,11 +204,17 @@ func (h *spanHook) op(method, target string) *opInfo {
 	return o
 }
 
-func newSpanHook(tr Tracing) *spanHook {
+// New is the span side of bookkeeping of tr, for intercept.Options.Observer.
+func New(tr Tracing) *Spans { return newSpanHook(tr) }
+
+func newSpanHook(tr Tracing) *Spans {
 	if tr.Drain <= 0 {
 		tr.Drain = SpanDrain
 	}
-	h := &spanHook{tr: tr, x: tr.Exporter, open: openSpans{ints: make(map[uint64]*openSpan), strs: make(map[string]*openSpan)},
+	if tr.Logger == nil {
+		tr.Logger = slog.Default()
+	}
+	h := &Spans{tr: tr, x: tr.Exporter, open: openSpans{ints: make(map[uint64]*openSpan), strs: make(map[string]*openSpan)},
 		ids: telemetry.NewIDs()}
 	if tr.Transport != "" {
 		h.base = append(h.base, telemetry.String("network.transport", tr.Transport))
@@ -210,116 +229,127 @@ func newSpanHook(tr Tracing) *spanHook {
 	return h
 }
 
-// look is handle until Close's bound passed (off); then the event is only counted.
-func (h *spanHook) look(ev *event) {
-	if h.off.Load() {
-		if ev.msg != nil {
-			h.left++
-		}
-		return
-	}
-	h.handle(ev)
-}
+// Drain is Tracing.Drain (intercept.Observer).
+func (h *Spans) Drain() time.Duration { return h.tr.Drain }
 
-// abandoned counts and says, once, what Close's bound left undone: the spans still
-// open (never ended, never exported) and the messages never looked at.
-func (h *spanHook) abandoned(log *slog.Logger) {
+// Stop is told when Close's bound passed: no more span is made (intercept.Observer).
+func (h *Spans) Stop() { h.off.Store(true) }
+
+// Done counts and says, once, what Close's bound left undone: the spans still open
+// (never ended, never exported) and the lines never looked at (intercept.Observer).
+func (h *Spans) Done(left int) {
 	if !h.off.Load() {
 		return
 	}
-	open := h.open.len()
+	open := h.open.len() + len(h.held)
 	h.x.Dropped(open, "the proxy exited before its bookkeeping made them")
-	log.Warn("OpenTelemetry: bookkeeping did not finish its spans within the exit's bound; the rest are dropped",
-		"bound", h.tr.Drain, "open_spans", open, "messages_not_looked_at", h.left)
+	h.tr.Logger.Warn("OpenTelemetry: bookkeeping did not finish its spans within the exit's bound; the rest are dropped",
+		"bound", h.tr.Drain, "open_spans", open, "messages_not_looked_at", left)
 }
 
-// handle looks at one event before the tracker does (its bytes are still there).
-func (h *spanHook) handle(ev *event) {
-	switch ev.kind {
-	case evHost:
-		h.flushUnsent(ev.at)
-		h.each(ev, func(m []byte, f jsonlex.Fields) {
-			switch {
-			case f.Method != nil:
-				if s := h.request(m, f, "h", ev.at, nil, telemetry.KindClient); s != nil {
-					h.unsent = append(h.unsent, s)
-				}
-				h.cancel(f, "h", false, ev.at)
-			case f.ID != nil:
-				h.end("s", f, ev.at) // the host's answer to the server's request
-			}
-		})
-	case evSent:
-		h.flushUnsent(ev.at)
-	case evProxy:
-		var origin *string
-		if ev.origin != "" {
-			origin = &ev.origin
-		}
-		h.each(ev, func(m []byte, f jsonlex.Fields) {
-			if f.Method != nil {
-				h.request(m, f, "p", ev.at, origin, telemetry.KindClient)
-				h.cancel(f, "p", ev.timedOut, ev.at)
-			}
-		})
-	case evUpstream:
-		h.each(ev, func(m []byte, f jsonlex.Fields) {
-			switch {
-			case f.Method != nil:
-				h.request(m, f, "s", ev.at, nil, telemetry.KindServer)
-				if f.ID == nil && h.tasks.len() > 0 {
-					h.tasks.notified(h, f, ev.at)
-				}
-			case f.ID != nil:
-				h.end("h", f, ev.at)
-			}
-		})
-	case evToProxy:
-		h.each(ev, func(m []byte, f jsonlex.Fields) {
-			if f.Method == nil && f.ID != nil {
-				h.end("p", f, ev.at)
-			}
-		})
-	case evLost:
-		h.flushUnsent(ev.at)
-		spared := sparedSet(ev.spared, spanKey)
-		for s := range h.open.all() {
-			if h.off.Load() {
-				return // Close's bound passed: the spans left open are counted there
-			}
-			if s.prefix() == 'h' && spared != nil {
-				if _, ok := spared[s.idKey()]; ok {
-					continue
-				}
-			}
-			h.open.del(s)
-			h.finish(s, ev.at, "upstream_lost", "", "the server went away before answering")
-		}
-		if ev.final {
-			h.tasks.endAll(h, ev.at)
-		}
-	}
-}
-
-func (h *spanHook) each(ev *event, f func(m []byte, fl jsonlex.Fields)) {
-	if ev.msg == nil {
-		return // shed: the bytes are gone
-	}
-	if ev.top.ok {
-		// Where the members lie, from the pump's lex: not read again here.
-		h.lexed, h.lexName = true, ev.top.name.in(ev.msg)
-		f(ev.top.obj.in(ev.msg), ev.top.fields(ev.msg))
-		h.lexed, h.lexName = false, nil
+// Sent gives the host's requests told last their start (intercept.Observer).
+func (h *Spans) Sent(at time.Time) {
+	if h.off.Load() {
 		return
 	}
-	jsonlex.EachMessage(ev.msg, func(m []byte) {
-		if fl, ok := jsonlex.TopFields(m); ok {
-			f(m, fl)
-		}
-	})
+	h.flushUnsent(at)
 }
 
-func (h *spanHook) flushUnsent(at time.Time) {
+// Line looks at one line before the report side does (intercept.Observer).
+func (h *Spans) Line(l *intercept.Line) {
+	if h.off.Load() {
+		return
+	}
+	h.res, h.shed = l.Result, l.Shed
+	defer func() { h.res, h.shed = nil, false }()
+	switch l.From {
+	case intercept.FromHost:
+		h.flushUnsent(l.At)
+		l.Each(func(m *intercept.Message) {
+			f := m.Fields
+			switch {
+			case f.Method != nil:
+				if s := h.request(m, "h", l.At, nil, telemetry.KindClient); s != nil {
+					h.unsent = append(h.unsent, s)
+				}
+				h.cancel(f, "h", false, l.At)
+			case f.ID != nil:
+				h.end("s", f, l.At) // the host's answer to the server's request
+			}
+		})
+	case intercept.FromProxy:
+		var origin *string
+		if l.Origin != "" {
+			origin = &l.Origin
+		}
+		l.Each(func(m *intercept.Message) {
+			if m.Fields.Method != nil {
+				h.request(m, "p", l.At, origin, telemetry.KindClient)
+				h.cancel(m.Fields, "p", l.TimedOut, l.At)
+			}
+		})
+	case intercept.FromServer:
+		l.Each(func(m *intercept.Message) {
+			f := m.Fields
+			switch {
+			case f.Method != nil:
+				h.request(m, "s", l.At, nil, telemetry.KindServer)
+				if f.ID == nil && h.tasks.len() > 0 {
+					h.tasks.notified(h, f, l.At)
+				}
+			case f.ID != nil:
+				h.end("h", f, l.At)
+			}
+		})
+	case intercept.ToProxy:
+		l.Each(func(m *intercept.Message) {
+			if f := m.Fields; f.Method == nil && f.ID != nil {
+				h.end("p", f, l.At)
+			}
+		})
+	}
+}
+
+// Lost ends the spans of what was in flight (intercept.Observer).
+func (h *Spans) Lost(l *intercept.Lost) {
+	if h.off.Load() {
+		return
+	}
+	h.flushUnsent(l.At)
+	spared := sparedSet(l.Spared, spanKey)
+	for s := range h.open.all() {
+		if h.off.Load() {
+			return // Close's bound passed: the spans left open are counted there
+		}
+		if s.prefix() == 'h' && spared != nil {
+			if _, ok := spared[s.idKey()]; ok {
+				continue
+			}
+		}
+		h.open.del(s)
+		h.finish(s, l.At, "upstream_lost", "", "the server went away before answering")
+	}
+	if l.Final {
+		h.tasks.endAll(h, l.At)
+	}
+}
+
+// sparedSet is the set of the keys spared (each made by key first), nil when none
+// are: each span in flight is looked up in it, where a scan of the list made n
+// calls and m spared cost n·m steps (32,000 in flight, half spared: 22 times the
+// time per call of 4,000).
+func sparedSet(spared []string, key func(string) string) map[string]struct{} {
+	if len(spared) == 0 {
+		return nil
+	}
+	set := make(map[string]struct{}, len(spared))
+	for _, k := range spared {
+		set[key(k)] = struct{}{}
+	}
+	return set
+}
+
+func (h *Spans) flushUnsent(at time.Time) {
 	for _, s := range h.unsent {
 		s.sp.Start = at
 	}
@@ -327,7 +357,8 @@ func (h *spanHook) flushUnsent(at time.Time) {
 }
 
 // request starts the span of a request (a notification makes none).
-func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Time, origin *string, kind int) *openSpan {
+func (h *Spans) request(m *intercept.Message, prefix string, at time.Time, origin *string, kind int) *openSpan {
+	f := m.Fields
 	if f.ID == nil || h.open.len() >= maxOpenSpans {
 		return nil
 	}
@@ -363,7 +394,7 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	switch method {
 	case "tools/call":
 		s.tool = true
-		s.target = h.name(h.paramsName(params))
+		s.target = h.name(m.ParamsName())
 		if h.tr.Capture {
 			args := jsonlex.Get(params, "arguments")
 			if args == nil {
@@ -374,9 +405,9 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 		}
 	case "prompts/get":
 		s.prompt = true
-		s.target = h.name(h.paramsName(params))
+		s.target = h.name(m.ParamsName())
 	case "tasks/get", "tasks/result", "tasks/cancel":
-		s.taskID = taskString(jsonlex.Get(params, "taskId"))
+		s.taskID = intercept.TaskID(jsonlex.Get(params, "taskId"))
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		if uri := jsonlex.Get(params, "uri"); len(uri) > 0 && uri[0] == '"' {
 			s.sp.Attrs = append(s.sp.Attrs, telemetry.String("mcp.resource.uri", redact.Label(jsonlex.StringOf(uri), 2*maxSpanText)))
@@ -396,37 +427,15 @@ func (h *spanHook) request(m []byte, f jsonlex.Fields, prefix string, at time.Ti
 	return s
 }
 
-// paramsName is params' "name": from the pump's lex when the message was lexed (the
-// tracker takes the tool's name from there too), else read here.
-func (h *spanHook) paramsName(params []byte) []byte {
-	if h.lexed {
-		if params == nil {
-			return nil
-		}
-		return h.lexName
-	}
-	return jsonlex.Get(params, "name")
-}
-
 // parent gives s its trace: the host's traceparent from params._meta (the
 // conventions' propagation), or for a server's request the one call in flight it can
 // only have come from, or else a new trace.
-func (h *spanHook) parent(s *openSpan, params []byte, kind int) {
-	var meta []byte
-	if mayHaveKey(params, metaKey) { // most requests carry none: not looked for
-		meta = jsonlex.Get(params, "_meta")
-	}
-	if len(meta) > 0 && meta[0] == '{' {
-		if raw := jsonlex.Get(meta, "traceparent"); len(raw) > 2 && len(raw) <= maxTraceParen && raw[0] == '"' {
-			if tc, ok := telemetry.ParseTraceparent([]byte(jsonlex.StringOf(raw))); ok {
-				s.sp.TraceID, s.sp.Parent, s.sp.RemoteParent, s.sp.Flags = tc.TraceID, tc.SpanID, true, tc.Flags
-				s.sampled = tc.Sampled()
-				if st := jsonlex.Get(meta, "tracestate"); len(st) > 2 && len(st) <= 4*maxTraceParen && st[0] == '"' {
-					s.sp.TraceState = telemetry.CleanTraceState([]byte(jsonlex.StringOf(st)))
-				}
-				return
-			}
-		}
+func (h *Spans) parent(s *openSpan, params []byte, kind int) {
+	if tc, ok := telemetry.FromMeta(params); ok {
+		s.sp.TraceID, s.sp.Parent, s.sp.RemoteParent, s.sp.Flags = tc.TraceID, tc.SpanID, true, tc.Flags
+		s.sampled = tc.Sampled()
+		s.sp.TraceState = tc.State
+		return
 	}
 	if kind == telemetry.KindServer {
 		// From the index of the host's and the proxy's requests in flight: a scan of
@@ -442,16 +451,11 @@ func (h *spanHook) parent(s *openSpan, params []byte, kind int) {
 	s.sp.TraceID, s.sp.Flags = h.ids.TraceID(), 1
 }
 
-// metaKey is what a params with _meta holds when the key is spelt plainly, as the
-// hosts write it. Spelt with escapes ("_m\u0065ta"), it has a \u somewhere (none of
-// its letters has a one-character escape): mayHaveKey.
-var metaKey = []byte(`"_meta"`)
-
 // isErrorKey is what a result with isError holds, spelt plainly.
 var isErrorKey = []byte(`"isError"`)
 
 // unicodeEscape is what any key spelt with escapes holds when the name has no
-// character with a one-character escape (\n, \", \/...): "_meta" and "isError".
+// character with a one-character escape (\n, \", \/...): "isError".
 var unicodeEscape = []byte(`\u`)
 
 // mayHaveKey says whether obj may hold a member named by key (quoted, plainly spelt,
@@ -476,8 +480,7 @@ func isToolError(result []byte) bool {
 	if !plainTrue(result) && !bytes.Contains(result, unicodeEscape) {
 		return false
 	}
-	_, isError := resultKind(result)
-	return isError
+	return intercept.ReadToolResult(result).IsError
 }
 
 // lastIsPlainFalse says whether the last member of the object result is, plainly
@@ -545,7 +548,7 @@ func skipWS(b []byte, i int) int {
 }
 
 // cancel ends the span of the request a notifications/cancelled names.
-func (h *spanHook) cancel(f jsonlex.Fields, prefix string, timedOut bool, at time.Time) {
+func (h *Spans) cancel(f jsonlex.Fields, prefix string, timedOut bool, at time.Time) {
 	if f.ID != nil || !jsonlex.KeyIs(f.Method, "notifications/cancelled") || len(f.Params) == 0 || f.Params[0] != '{' {
 		return
 	}
@@ -561,7 +564,7 @@ func (h *spanHook) cancel(f jsonlex.Fields, prefix string, timedOut bool, at tim
 }
 
 // end ends the span a response answers.
-func (h *spanHook) end(prefix string, f jsonlex.Fields, at time.Time) {
+func (h *Spans) end(prefix string, f jsonlex.Fields, at time.Time) {
 	s, ok := h.open.take(prefix, h.key(f.ID))
 	if !ok {
 		return
@@ -588,10 +591,17 @@ func (h *spanHook) end(prefix string, f jsonlex.Fields, at time.Time) {
 	case s.taskID != "":
 		h.tasks.answer(h, s, f.Result, at)
 	}
+	if (s.tool || s.method == "tools/list") && !h.shed {
+		s.size = int64(len(f.Result))
+		if h.res != nil {
+			s.size = h.res.ResultBytes() // counted as it streamed past
+		}
+	}
 	if s.tool && h.res == nil {
-		if ri := readResult(f.Result); ri.task {
+		if ri := intercept.ReadToolResult(f.Result); ri.Task {
+			s.size = 0 // a handle: the size is the task's result's (tasks.go)
 			// A handle, not the call's end: the span lasts to the task's.
-			s.taskID, s.task2025 = ri.taskID, ri.task2025
+			s.taskID, s.task2025 = ri.TaskID, ri.Task2025
 			h.tasks.open(h, s, at)
 			return
 		}
@@ -607,7 +617,7 @@ func (h *spanHook) end(prefix string, f jsonlex.Fields, at time.Time) {
 	h.finish(s, at, "", "", "")
 }
 
-func (h *spanHook) capture(s *openSpan, result []byte) {
+func (h *Spans) capture(s *openSpan, result []byte) {
 	if !h.tr.Capture || result == nil {
 		return
 	}
@@ -636,7 +646,7 @@ func toolErrorText(result []byte) string {
 }
 
 // toolError says the result of the answer being handled is a tool's error.
-func (h *spanHook) toolError(result []byte) bool {
+func (h *Spans) toolError(result []byte) bool {
 	if h.res != nil {
 		_, isError := h.res.Kind()
 		return isError
@@ -645,7 +655,7 @@ func (h *spanHook) toolError(result []byte) bool {
 }
 
 // learn takes the protocol version and serverInfo from the initialize answer.
-func (h *spanHook) learn(result []byte) {
+func (h *Spans) learn(result []byte) {
 	if len(result) == 0 || result[0] != '{' {
 		return
 	}
@@ -660,7 +670,7 @@ func (h *spanHook) learn(result []byte) {
 }
 
 // finish sends the span and records the metric; errType "" is a success.
-func (h *spanHook) finish(s *openSpan, at time.Time, errType, rpcCode, msg string) {
+func (h *Spans) finish(s *openSpan, at time.Time, errType, rpcCode, msg string) {
 	sp := &s.sp
 	sp.End = at
 	if sp.End.Before(sp.Start) {
@@ -696,9 +706,9 @@ func (h *spanHook) finish(s *openSpan, at time.Time, errType, rpcCode, msg strin
 			h.mattrs = metricAttrs(metricAttrs(h.mattrs[:0], o.shared.Attrs()), sp.Attrs)
 			h.x.Record(h.mattrs, sp.End.Sub(sp.Start))
 		}
-	}
-	if s.sampled {
-		h.x.Submit(*sp)
+		if s.size > 0 {
+			h.recordSize(s, o, errType)
+		}
 	}
 	// An answer can come before its request's send time: the span is not to get
 	// that time once it is another's.
@@ -708,7 +718,33 @@ func (h *spanHook) finish(s *openSpan, at time.Time, errType, rpcCode, msg strin
 			break
 		}
 	}
+	if h.tr.ToolDrift && s.method == "tools/list" && s.prefix() == 'h' {
+		h.held = append(h.held, heldList{s, at}) // sent by Looked, with its drift
+		return
+	}
+	if s.sampled {
+		h.x.Submit(*sp)
+	}
 	h.release(s)
+}
+
+// recordSize records s's result size (s.size) in the histogram of its method, with
+// the duration metric's attributes.
+func (h *Spans) recordSize(s *openSpan, o *opInfo, errType string) {
+	name := telemetry.ToolResultSize
+	if s.method == "tools/list" {
+		name = telemetry.ToolsListSize
+	}
+	if errType == "" {
+		if !o.sizesReady {
+			h.mattrs = metricAttrs(metricAttrs(h.mattrs[:0], o.shared.Attrs()), s.sp.Attrs)
+			o.sizes, o.sizesReady = h.x.SizeSeries(name, h.mattrs), true
+		}
+		o.sizes.Add(float64(s.size))
+		return
+	}
+	h.mattrs = metricAttrs(metricAttrs(h.mattrs[:0], o.shared.Attrs()), s.sp.Attrs)
+	h.x.RecordSize(name, h.mattrs, s.size)
 }
 
 // metricAttrs are the span's attributes the duration metric carries: the
@@ -726,7 +762,7 @@ func metricAttrs(out, as []telemetry.Attr) []telemetry.Attr {
 
 // name is a tool's or prompt's name as spans show it, from its raw JSON string: a
 // server has a handful, named again and again, each decoded and redacted once.
-func (h *spanHook) name(raw []byte) string {
+func (h *Spans) name(raw []byte) string {
 	// The method and the tool of the call before are most often this call's too.
 	for i := range h.recent {
 		if r := &h.recent[i]; r.raw == string(raw) && r.raw != "" {
@@ -746,11 +782,11 @@ type recentName struct{ raw, name string }
 
 // lookName is name from the cache of all names; ok says it is (or now is) in it, its
 // raw a string of its own.
-func (h *spanHook) lookName(raw []byte) (n recentName, ok bool) {
+func (h *Spans) lookName(raw []byte) (n recentName, ok bool) {
 	if n, ok := h.names[string(raw)]; ok {
 		return n, true
 	}
-	if h.names == nil || len(h.names) >= maxTools {
+	if h.names == nil || len(h.names) >= maxNames {
 		h.names = make(map[string]recentName)
 	}
 	n = recentName{name: text(raw)}
@@ -765,7 +801,7 @@ func (h *spanHook) lookName(raw []byte) (n recentName, ok bool) {
 // key is an id's jsonlex.IDKey: in raw for the usual ids, else in h's scratch.
 // An IDKey past maxSpanKey bytes is kept as '#' and its SHA-256 (no IDKey starts with
 // '#'): a host's ids are of any length, and up to maxOpenSpans of them are kept.
-func (h *spanHook) key(raw []byte) []byte {
+func (h *Spans) key(raw []byte) []byte {
 	kb, ok := jsonlex.IDKeyBytes(raw)
 	if !ok {
 		h.kbuf = append(h.kbuf[:0], jsonlex.IDKey(raw)...)

@@ -1,8 +1,9 @@
-package intercept
+package mcpspans
 
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,12 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/telemetry"
@@ -85,7 +85,7 @@ func TestSpansByTheConventions(t *testing.T) {
 	c, url := newSpanCollector(t)
 	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: url + "/v1/traces", Protocol: telemetry.ProtoProtobuf},
 		Version: "9.9", Server: "echo", BatchDelay: time.Hour})
-	ic := New(Options{Tracing: &Tracing{Exporter: x, Transport: "pipe", Capture: true}})
+	ic := intercept.New(intercept.Options{Observer: New(Tracing{Exporter: x, Transport: "pipe", Capture: true})})
 	now := time.Now()
 	host := func(msg string) {
 		out := ic.FromHost([]byte(msg), now)
@@ -185,11 +185,23 @@ func FuzzSpanHook(f *testing.F) {
 	}
 	x := telemetry.New(telemetry.Options{Config: telemetry.Config{Protocol: telemetry.ProtoProtobuf}})
 	f.Cleanup(func() { x.Close(context.Background()) })
-	h := newSpanHook(Tracing{Exporter: x, Capture: true})
+	h := New(Tracing{Exporter: x, Capture: true})
 	f.Fuzz(func(t *testing.T, msg []byte, kind uint8) {
-		kinds := []eventKind{evHost, evSent, evUpstream, evLost, evProxy, evToProxy}
-		ev := event{kind: kinds[int(kind)%len(kinds)], msg: msg, at: time.Now(), origin: "d"}
-		h.handle(&ev)
+		now := time.Now()
+		switch kind % 6 {
+		case 0:
+			h.Line(&intercept.Line{From: intercept.FromHost, Raw: msg, At: now})
+		case 1:
+			h.Sent(now)
+		case 2:
+			h.Line(&intercept.Line{From: intercept.FromServer, Raw: msg, At: now})
+		case 3:
+			h.Lost(&intercept.Lost{At: now})
+		case 4:
+			h.Line(&intercept.Line{From: intercept.FromProxy, Raw: msg, At: now, Origin: "d"})
+		case 5:
+			h.Line(&intercept.Line{From: intercept.ToProxy, Raw: msg, At: now})
+		}
 		if h.open.len() > maxOpenSpans {
 			t.Fatal("past the cap")
 		}
@@ -238,7 +250,7 @@ func FuzzIsToolError(f *testing.F) {
 	f.Add([]byte(`{"content":[],"is\u0045rror":true}`))
 	f.Add([]byte(`{"content":[],"is\u0045rror" :true}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, want := resultKind(b); isToolError(b) != want {
+		if want := intercept.ReadToolResult(b).IsError; isToolError(b) != want {
 			t.Fatalf("%s: %v, want %v", b, !want, want)
 		}
 	})
@@ -246,15 +258,15 @@ func FuzzIsToolError(f *testing.F) {
 
 // tracingOnly is an Interceptor tracing with nothing recording, its exporter sending
 // to a collector on 127.0.0.1.
-func tracingOnly(t *testing.T) (*spanCollector, *telemetry.Exporter, *Interceptor) {
+func tracingOnly(t *testing.T) (*spanCollector, *telemetry.Exporter, *intercept.Interceptor) {
 	c, url := newSpanCollector(t)
 	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: url + "/v1/traces", Protocol: telemetry.ProtoProtobuf},
 		Version: "1", Server: "s", BatchDelay: time.Hour})
-	return c, x, New(Options{Tracing: &Tracing{Exporter: x, Transport: "pipe"}})
+	return c, x, intercept.New(intercept.Options{Observer: New(Tracing{Exporter: x, Transport: "pipe"})})
 }
 
 // closeTracing closes ic and then x, which has a second to send what it holds.
-func closeTracing(ic *Interceptor, x *telemetry.Exporter) telemetry.Stats {
+func closeTracing(ic *intercept.Interceptor, x *telemetry.Exporter) telemetry.Stats {
 	ic.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -339,7 +351,7 @@ func TestOperationDurationSeries(t *testing.T) {
 	t.Cleanup(srv.Close)
 	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: srv.URL + "/v1/traces", MetricsURL: srv.URL + "/v1/metrics",
 		Protocol: telemetry.ProtoProtobuf, MetricInterval: time.Hour}, Version: "1", Server: "s", BatchDelay: time.Hour})
-	ic := New(Options{Tracing: &Tracing{Exporter: x, Transport: "pipe"}})
+	ic := intercept.New(intercept.Options{Observer: New(Tracing{Exporter: x, Transport: "pipe"})})
 	now := time.Now()
 	host := func(msg string) { ic.FromHost([]byte(msg), now); ic.Forwarded(now) }
 	up := func(msg string) { ic.FromUpstream([]byte(msg), now.Add(time.Millisecond)) }
@@ -465,12 +477,12 @@ func TestKeepsBriefly(t *testing.T) {
 	if !ic.KeepsBriefly() || ic.Passive() {
 		t.Fatal("tracing only: not Brief, or Passive")
 	}
-	rec := New(Options{Sink: &countSink{}, Tracing: &Tracing{Exporter: x}})
+	rec := intercept.New(intercept.Options{Sink: &countSink{}, Observer: New(Tracing{Exporter: x})})
 	defer rec.Close()
 	if rec.KeepsBriefly() {
 		t.Fatal("recording and tracing: Brief")
 	}
-	if p := New(Options{}); p.KeepsBriefly() || !p.Passive() {
+	if p := intercept.New(intercept.Options{}); p.KeepsBriefly() || !p.Passive() {
 		t.Fatal("a pure pipe: Brief, or not Passive")
 	}
 	if c := ic.Capabilities(); !c.KeepsBriefly || c.Passive {
@@ -478,15 +490,11 @@ func TestKeepsBriefly(t *testing.T) {
 	}
 }
 
-// serverRequests are n roots/list requests of the server's, lexed as its pump lexes
-// them.
-func serverRequests(n int) []event {
-	evs := make([]event, n)
-	var lx jsonlex.Line
+// serverRequests are n roots/list requests of the server's.
+func serverRequests(n int) []intercept.Line {
+	evs := make([]intercept.Line, n)
 	for i := range evs {
-		msg := []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"roots/list"}`)
-		lx.LexValid(msg)
-		evs[i] = event{kind: evUpstream, msg: msg, top: spansOf(&lx.Objs[0])}
+		evs[i] = intercept.Line{From: intercept.FromServer, Raw: []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"roots/list"}`)}
 	}
 	return evs
 }
@@ -504,8 +512,8 @@ func TestServerRequestsLeftUnansweredCostAStepEach(t *testing.T) {
 	evs := serverRequests(20_000)
 	for i := range evs {
 		ev := evs[i]
-		ev.at = now
-		h.handle(&ev)
+		ev.At = now
+		h.Line(&ev)
 	}
 	if got := h.open.len(); got != len(evs) {
 		t.Fatalf("%d spans open, want the %d server requests", got, len(evs))
@@ -530,8 +538,8 @@ func BenchmarkServerRequestsLeftUnanswered(b *testing.B) {
 				now := time.Now()
 				for i := range evs {
 					ev := evs[i]
-					ev.at = now
-					h.handle(&ev)
+					ev.At = now
+					h.Line(&ev)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/request")
@@ -545,12 +553,12 @@ func BenchmarkServerRequestsLeftUnanswered(b *testing.B) {
 func TestServerRequestParentFromTheOneCallInFlight(t *testing.T) {
 	h, _, _ := hookAlone(t)
 	now := time.Now()
-	lex := func(kind eventKind, msg string) *event {
-		return &event{kind: kind, msg: []byte(msg), at: now}
+	lex := func(from intercept.From, msg string) *intercept.Line {
+		return &intercept.Line{From: from, Raw: []byte(msg), At: now}
 	}
 	server := func(id string) telemetry.Span {
 		t.Helper()
-		h.handle(lex(evUpstream, `{"jsonrpc":"2.0","id":`+id+`,"method":"roots/list"}`))
+		h.Line(lex(intercept.FromServer, `{"jsonrpc":"2.0","id":`+id+`,"method":"roots/list"}`))
 		s, ok := h.open.take("s", h.key([]byte(id)))
 		if !ok {
 			t.Fatalf("no span for the server's request %s", id)
@@ -558,23 +566,23 @@ func TestServerRequestParentFromTheOneCallInFlight(t *testing.T) {
 		return s.sp
 	}
 	for i := range 100 {
-		h.handle(lex(evUpstream, `{"jsonrpc":"2.0","id":"k`+strconv.Itoa(i)+`","method":"roots/list"}`))
+		h.Line(lex(intercept.FromServer, `{"jsonrpc":"2.0","id":"k`+strconv.Itoa(i)+`","method":"roots/list"}`))
 	}
-	h.handle(lex(evHost, `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x"}}`))
+	h.Line(lex(intercept.FromHost, `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x"}}`))
 	a, _ := h.open.find(0, "h"+string(h.key([]byte(`"a"`))))
 	if got := server("1"); got.TraceID != a.sp.TraceID || got.Parent != a.sp.SpanID {
 		t.Fatalf("with one call in flight, a server's request is not its child")
 	}
-	h.handle(lex(evHost, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"y"}}`))
+	h.Line(lex(intercept.FromHost, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"y"}}`))
 	if got := server("2"); got.TraceID == a.sp.TraceID || got.Parent != ([8]byte{}) {
 		t.Fatalf("with two calls in flight, a server's request took one's trace")
 	}
-	h.handle(lex(evUpstream, `{"jsonrpc":"2.0","id":"a","result":{}}`)) // a ends: 7 is the one
+	h.Line(lex(intercept.FromServer, `{"jsonrpc":"2.0","id":"a","result":{}}`)) // a ends: 7 is the one
 	seven, _ := h.open.find(func() uint64 { k, _ := intKey("h", []byte("7")); return k }(), "")
 	if got := server("3"); got.TraceID != seven.sp.TraceID || got.Parent != seven.sp.SpanID {
 		t.Fatalf("after one of two ended, a server's request is not the other's child")
 	}
-	h.handle(lex(evUpstream, `{"jsonrpc":"2.0","id":7,"result":{}}`))
+	h.Line(lex(intercept.FromServer, `{"jsonrpc":"2.0","id":7,"result":{}}`))
 	if got := server("4"); got.Parent != ([8]byte{}) {
 		t.Fatalf("with no call in flight, a server's request has a parent")
 	}
@@ -603,7 +611,7 @@ func TestCloseBoundsTheSpansLeft(t *testing.T) {
 			Version: "1", Server: "s", BatchDelay: time.Hour, Logger: slog.New(slog.DiscardHandler), Client: client})
 		const drain = 500 * time.Millisecond
 		slow := func() string { time.Sleep(10 * time.Millisecond); return "" }
-		ic := New(Options{Logger: logger, Tracing: &Tracing{Exporter: x, Transport: "pipe", SessionID: slow, Drain: drain}})
+		ic := intercept.New(intercept.Options{Logger: logger, Observer: New(Tracing{Logger: logger, Exporter: x, Transport: "pipe", SessionID: slow, Drain: drain})})
 		now := time.Now()
 		const n = 2000
 		for i := range n {
@@ -636,65 +644,178 @@ func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f
 // others. Each call's key was looked for through the m spared, in the tracker and
 // in the span hook: n·m steps. With 16,000 in flight, sparing half of them must cost
 // about what sparing one does (the same maps, the same caches), not thousands of
-// steps a call more.
+// steps a call more. (The tracker's share: intercept's test of the same name.)
 func TestLostSparingCostsAStepACall(t *testing.T) {
 	const n = 16_000
-	var hosts []event
+	var hosts []intercept.Line
 	var half []string
-	var lx jsonlex.Line
 	for i := range n {
 		id := strconv.Itoa(i)
-		msg := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t","arguments":{"_bir_call_id":"c-` + id + `"}}}`)
-		lx.Lex(msg)
-		out, sc := stripLexed(msg, DefaultCorrelationKey, &lx, true)
-		hosts = append(hosts, event{kind: evHost, msg: out, scan: sc, top: spansOf(&lx.Objs[0])})
+		msg := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
+		hosts = append(hosts, intercept.Line{From: intercept.FromHost, Raw: msg})
 		if i%2 == 1 {
-			half = append(half, jsonlex.IDKey([]byte(id)))
+			half = append(half, id) // a plain integer's jsonlex.IDKey is its text
 		}
 	}
-	// The span hook's share and the tracker's, apart: a report costs far more than
-	// a span, and would hide the scan's share of the tracker's.
-	lost := func(spared []string, spans bool) time.Duration {
+	lost := func(spared []string) time.Duration {
 		best := time.Duration(1 << 62)
 		for range 3 {
 			h, _, _ := hookAlone(t)
-			var interested atomic.Int64
-			var parked atomic.Bool
-			tr := newTracker(&countSink{}, DefaultReportCap, &interested, slog.New(slog.DiscardHandler))
-			tr.later, tr.parked = func() {}, &parked
 			now := time.Now()
 			for _, ev := range hosts {
-				ev.at = now
-				if spans {
-					h.handle(&ev)
-				} else {
-					tr.handle(ev)
-				}
+				ev.At = now
+				h.Line(&ev)
 			}
-			ev := event{kind: evLost, at: now, spared: spared}
 			began := time.Now()
-			left := 0
-			if spans {
-				h.handle(&ev)
-				left = h.open.len()
-			} else {
-				tr.handle(ev)
-				left = len(tr.calls)
-			}
+			h.Lost(&intercept.Lost{At: now, Spared: spared})
 			best = min(best, time.Since(began))
-			if left != len(spared) {
+			if left := h.open.len(); left != len(spared) {
 				t.Fatalf("%d calls left, want the %d spared", left, len(spared))
 			}
 		}
 		return best
 	}
-	for _, spans := range []bool{true, false} {
-		one, many := lost(half[:1], spans), lost(half, spans)
-		t.Logf("spans %v: %d calls lost in %v sparing one, in %v sparing %d", spans, n, one, many, len(half))
-		// The same work or less (the spared are not ended), give or take a loaded
-		// machine's noise (2x seen); the scan made it 150x.
-		if many > 10*one {
-			t.Errorf("spans %v: sparing %d of %d calls took %v, %.1fx sparing one (%v)", spans, len(half), n, many, float64(many)/float64(one), one)
+	one, many := lost(half[:1]), lost(half)
+	t.Logf("%d calls lost in %v sparing one, in %v sparing %d", n, one, many, len(half))
+	// The same work or less (the spared are not ended), give or take a loaded
+	// machine's noise (2x seen); the scan made it 150x.
+	if many > 10*one {
+		t.Errorf("sparing %d of %d calls took %v, %.1fx sparing one (%v)", len(half), n, many, float64(many)/float64(one), one)
+	}
+}
+
+// fakeResult is a relay.StreamedResult as the relay's digest would give it.
+type fakeResult struct {
+	input, isErr bool
+	err          json.RawMessage
+	rep          string
+}
+
+func (f fakeResult) Holds() int64           { return 0 }
+func (f fakeResult) ResultBytes() int64     { return int64(len(f.rep)) }
+func (f fakeResult) Kind() (bool, bool)     { return f.input, f.isErr }
+func (f fakeResult) Error() json.RawMessage { return f.err }
+func (f fakeResult) Report(int) (json.RawMessage, bool) {
+	if f.rep == "" {
+		return nil, false
+	}
+	return json.RawMessage(f.rep), true
+}
+
+// TestStreamedAnswersEndSpans: an answer that streamed to the host, told with what
+// its result was reduced to (intercept.Line.Result), ends its span by it: the error,
+// the tool error, the captured result.
+func TestStreamedAnswersEndSpans(t *testing.T) {
+	c, url := newSpanCollector(t)
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: url + "/v1/traces", Protocol: telemetry.ProtoProtobuf},
+		Version: "1", Server: "s", BatchDelay: time.Hour})
+	ic := intercept.New(intercept.Options{Sink: &countSink{}, Observer: New(Tracing{Exporter: x, Transport: "pipe", Capture: true})})
+	results := map[string]fakeResult{
+		"a": {isErr: true, rep: `"reduced a"`},
+		"b": {err: json.RawMessage(`{"code":-32000,"message":"boom"}`)},
+		"c": {input: true, rep: `{"resultType":"input_required"}`},
+		"d": {rep: `"reduced d"`},
+	}
+	now := time.Now()
+	for i, name := range []string{"a", "b", "c", "d"} {
+		id := string(rune('1' + i))
+		ic.FromHost([]byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"`+name+`","arguments":{}}}`), now)
+		ic.Forwarded(now)
+		ic.FromUpstreamStreamed([]byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{}}`), results[name], now)
+	}
+	if st := closeTracing(ic, x); st.Exported != 4 {
+		t.Fatalf("%+v", st)
+	}
+	want := map[string][2]string{ // error.type, captured result
+		"a": {"tool_error", `"reduced a"`},
+		"b": {"-32000", ""},
+		"c": {"", `{"resultType":"input_required"}`},
+		"d": {"", `"reduced d"`},
+	}
+	for name, w := range want {
+		_, a := c.byName(t, "tools/call "+name)
+		if a["error.type"] != w[0] {
+			t.Errorf("%s: span error.type %q, want %q", name, a["error.type"], w[0])
+		}
+		if w[1] != "" && a["gen_ai.tool.call.result"] != w[1] {
+			t.Errorf("%s: captured result %q, want %s", name, a["gen_ai.tool.call.result"], w[1])
 		}
 	}
 }
+
+// TestResultSizeMetrics: each tools/call result's size in bytes, as the server sent
+// it, goes to bir.client.tool.result.size (a task's at its end, its final result's;
+// a streamed one's as counted), each tools/list page's to bir.client.tools.list.size,
+// with the duration's attributes; a JSON-RPC error has no result and no size.
+func TestResultSizeMetrics(t *testing.T) {
+	got := make(chan *metricspb.MetricsData, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path != "/v1/metrics" {
+			return
+		}
+		var md metricspb.MetricsData
+		if err := proto.Unmarshal(b, &md); err != nil {
+			t.Errorf("metrics: %v", err)
+		}
+		got <- &md
+	}))
+	t.Cleanup(srv.Close)
+	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: srv.URL + "/v1/traces", MetricsURL: srv.URL + "/v1/metrics",
+		Protocol: telemetry.ProtoProtobuf, MetricInterval: time.Hour}, Version: "1", Server: "s", BatchDelay: time.Hour})
+	ic := intercept.New(intercept.Options{Observer: New(Tracing{Exporter: x, Transport: "pipe"})})
+	now := time.Now()
+	host := func(msg string) { ic.FromHost([]byte(msg), now); ic.Forwarded(now) }
+	up := func(msg string) { ic.FromUpstream([]byte(msg), now) }
+	const small, big, list, final = `{"content":[]}`, `{"content":[{"type":"text","text":"0123456789"}]}`, `{"tools":[{"name":"echo","inputSchema":{}}]}`, `{"content":[],"isError":true}`
+	host(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	up(`{"jsonrpc":"2.0","id":1,"result":` + small + `}`)
+	host(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	up(`{"jsonrpc":"2.0","id":2,"result":` + big + `}`)
+	host(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	up(`{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"bad"}}`)
+	host(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`)
+	up(`{"jsonrpc":"2.0","id":4,"result":` + list + `}`)
+	host(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	up(`{"jsonrpc":"2.0","id":5,"result":{"resultType":"task","taskId":"t1","status":"working"}}`)
+	host(`{"jsonrpc":"2.0","id":6,"method":"tasks/get","params":{"taskId":"t1"}}`)
+	up(`{"jsonrpc":"2.0","id":6,"result":{"taskId":"t1","status":"completed","result":` + final + `}}`)
+	host(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"long","arguments":{}}}`)
+	ic.FromUpstreamStreamed([]byte(`{"jsonrpc":"2.0","id":7,"result":{}}`), streamedSize(1<<20), now)
+	ic.Close()
+	closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	x.Close(closeCtx)
+	md := testutil.Recv(t, got, "the metrics export at exit")
+	sums := map[string]string{}
+	for _, m := range md.ResourceMetrics[0].ScopeMetrics[0].Metrics {
+		if !strings.HasSuffix(m.Name, ".size") {
+			continue
+		}
+		if m.Unit != "By" {
+			t.Errorf("%s: unit %q", m.Name, m.Unit)
+		}
+		for _, p := range m.GetHistogram().DataPoints {
+			a := attrs(p.Attributes)
+			sums[m.Name+" "+a["mcp.method.name"]+" "+a["gen_ai.tool.name"]+" "+a["error.type"]] = fmt.Sprintf("%d/%.0f", p.Count, p.GetSum())
+		}
+	}
+	want := map[string]string{
+		"bir.client.tool.result.size tools/call echo ":           fmt.Sprintf("2/%d", len(small)+len(big)),
+		"bir.client.tools.list.size tools/list  ":                fmt.Sprintf("1/%d", len(list)),
+		"bir.client.tool.result.size tools/call slow tool_error": fmt.Sprintf("1/%d", len(final)),
+		"bir.client.tool.result.size tools/call long ":           fmt.Sprintf("1/%d", 1<<20),
+	}
+	if fmt.Sprint(sums) != fmt.Sprint(want) {
+		t.Fatalf("size series %v, want %v", sums, want)
+	}
+}
+
+// streamedSize is a streamed answer's reduction that counted size bytes.
+type streamedSize int64
+
+func (s streamedSize) Holds() int64                       { return 0 }
+func (s streamedSize) ResultBytes() int64                 { return int64(s) }
+func (s streamedSize) Kind() (bool, bool)                 { return false, false }
+func (s streamedSize) Error() json.RawMessage             { return nil }
+func (s streamedSize) Report(int) (json.RawMessage, bool) { return nil, false }
