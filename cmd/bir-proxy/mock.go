@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/mockcmd"
+	"github.com/bir-dev/bir-proxy/internal/cause"
 	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
@@ -50,7 +51,7 @@ func runMock(ctx context.Context, c *cli, args []string) int {
 		o.Dial = func(ctx context.Context) (upstream.Conn, error) {
 			conn, err := cmd.Dial(ctx)
 			if err != nil {
-				reason, _ := startFailure(cmd.Name, command, err)
+				reason, _ := cause.Start(cmd.Name, command, err)
 				return nil, errors.New(strings.TrimPrefix(reason, "bir-proxy: "))
 			}
 			return conn, nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/wrapcmd"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/internal/userconfig"
 	"github.com/bir-dev/bir-proxy/internal/version"
@@ -566,12 +567,12 @@ func mustLookPath(t *testing.T, name string) string {
 
 func TestDefaultProxyPath(t *testing.T) {
 	var errOut bytes.Buffer
-	p, err := defaultProxyPath(&errOut)
+	p, err := wrapcmd.DefaultProxyPath(&errOut)
 	if err != nil {
 		t.Fatal(err)
 	}
 	exe, _ := os.Executable()
-	if !filepath.IsAbs(p) || !sameFile(p, exe) {
+	if !filepath.IsAbs(p) || !mcpconfig.SameFile(p, exe) {
 		t.Errorf("default proxy path %s is not this executable %s", p, exe)
 	}
 }
