@@ -131,7 +131,7 @@ func (c *cmd) edit(ctx context.Context) int {
 
 	written := 0
 	for _, e := range edits {
-		ch := &mcpconfig.Change{Location: mcpconfig.Location{File: e.file}, Old: e.old, New: e.cur}
+		ch := &mcpconfig.Change{Location: mcpconfig.Location{File: e.file}, Old: e.old, New: e.cur, Op: strings.Join(append([]string{c.verb}, c.Names...), " ")}
 		switch {
 		case !ch.Changed():
 			fmt.Fprintf(c.Stdout, "%s: nothing to change\n", e.file)

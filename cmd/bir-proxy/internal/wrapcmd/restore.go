@@ -62,7 +62,11 @@ func (c *cmd) restoreBackup() int {
 			fmt.Fprintf(c.Stdout, "%s: %d %s, oldest first (the oldest is always kept)\n", f, len(list), plural(len(list), "backup", "backups"))
 			tw := tabwriter.NewWriter(c.Stdout, 0, 0, 2, ' ', 0)
 			for _, bk := range list {
-				fmt.Fprintf(tw, "  %s\t%s\t%d bytes\n", bk.ID, bk.Time.Local().Format("2006-01-02 15:04:05 MST"), bk.Size)
+				fmt.Fprintf(tw, "  %s\t%s\t%d bytes", bk.ID, bk.Time.Local().Format("2006-01-02 15:04:05 MST"), bk.Size)
+				if w := opWords(bk.Op); w != "" {
+					fmt.Fprintf(tw, "\t%s", w)
+				}
+				fmt.Fprintln(tw)
 			}
 			tw.Flush()
 		}
@@ -93,6 +97,7 @@ func (c *cmd) restoreBackup() int {
 	if err != nil {
 		return fail(err)
 	}
+	ch.Op = "unwrap --restore " + bk.ID
 	switch {
 	case !ch.Changed():
 		fmt.Fprintf(c.Stdout, "%s: already holds backup %s\n", bk.File, bk.ID)
@@ -109,4 +114,16 @@ func (c *cmd) restoreBackup() int {
 		fmt.Fprintln(c.Stdout, "restart the host or reconnect its MCP servers to use the change")
 	}
 	return 0
+}
+
+// opWords says which write a backup was taken before, as the listing's last
+// column; "" for one an older bir-proxy kept, which did not say.
+func opWords(op string) string {
+	switch {
+	case op == "":
+		return ""
+	case strings.HasPrefix(op, "kept "):
+		return printable(op)
+	}
+	return "before " + printable(op)
 }
