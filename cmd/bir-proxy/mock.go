@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/mockcmd"
 	"github.com/bir-dev/bir-proxy/internal/cause"
@@ -58,4 +60,17 @@ func runMock(ctx context.Context, c *cli, args []string) int {
 		}
 	}
 	return mockcmd.Run(ctx, o)
+}
+
+// runMockEntry is the proxy with --mock CASSETTE, what wrap --mock writes into an
+// entry: bir-proxy mock CASSETTE in place of the server, which is not started (its
+// command stays in the entry for unwrap).
+func runMockEntry(c *cli, f *proxyFlags) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("proxy", "bir-proxy mock", "server", f.server)
+	return mockcmd.Run(ctx, mockcmd.Options{
+		Stdin: os.Stdin, Stdout: c.stdout, Stderr: c.stderr, Logger: logger,
+		Flags: &mockcmd.Flags{Latency: "none", Server: f.server}, Cassettes: []string{f.mock},
+	})
 }

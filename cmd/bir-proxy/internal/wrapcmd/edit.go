@@ -277,6 +277,14 @@ func (c *cmd) proxyFor(ctx context.Context, file string) (proxy, note string, er
 // --max-result-tokens'.
 func (c *cmd) entryFlags(name string) []string {
 	out := c.cassetteFlags(name)
+	if c.Mock != "" {
+		// By an absolute path: the host starts servers from anywhere.
+		m, err := filepath.Abs(c.Mock)
+		if err != nil {
+			m = c.Mock
+		}
+		out = append(out, "--mock", m)
+	}
 	if c.PinTools != "" {
 		out = append(out, "--pin-tools", c.PinTools)
 	}

@@ -19,7 +19,7 @@ import (
 
 // The commands' synopses and the paragraphs under their usage lines.
 const (
-	WrapUsage = "[flags] [NAME...]"
+	WrapUsage = "[flags] [NAME...]  |  wrap --mock CASSETTE NAME"
 	WrapAbout = `Rewrites the named MCP server entries (all when none is named) so that the
 host starts them through bir-proxy. With no --host, --scope or --config it
 acts on every host's files that have servers for this directory and user:
@@ -29,7 +29,9 @@ Claude Code's (the nearest .mcp.json, this project in ~/.claude.json, and
 ~/.gemini/settings.json), VS Code's (.vscode/mcp.json) and Windsurf's;
 --host NAME picks one. Comments in Gemini CLI's and VS Code's files stay as
 they are. The previous version of each file is kept in bir-proxy's state
-directory. Undo with bir-proxy unwrap.`
+directory. Undo with bir-proxy unwrap. --mock CASSETTE NAME points the entry
+NAME at bir-proxy mock CASSETTE instead (its server is not started; unwrap
+puts it back).`
 
 	UnwrapUsage = "[flags] [NAME...]  |  unwrap --restore [ID]"
 	UnwrapAbout = `Restores the named entries (all when none is named) exactly as they were
@@ -66,6 +68,7 @@ type Flags struct {
 	OTLP      string        // wrap --otlp-endpoint URL
 	Capture   bool          // wrap --otlp-capture
 	MaxTokens string        // wrap --max-result-tokens N
+	Mock      string        // wrap --mock CASSETTE
 	Check     bool          // status --check
 	JSON      bool          // status --json
 	Timeout   time.Duration // status --timeout
@@ -88,6 +91,7 @@ func DefineFlags(fs *flag.FlagSet, verb string, shared Shared) *Flags {
 	}
 	if verb == "wrap" {
 		fs.StringVar(&c.ProxyPath, "proxy-path", "", "the bir-proxy the host should run (default: this executable's absolute path; bir-proxy from PATH in a file git shares)")
+		fs.StringVar(&c.Mock, "mock", "", "point the one entry named at bir-proxy mock `CASSETTE`: the host gets the recorded answers, and the server is not started (--mock in the entry; unwrap restores it)")
 		fs.StringVar(&c.Cassettes, "cassette", "", "each wrapped server also records a cassette for bir-proxy verify, `DIR`/NAME.jsonl: the arguments RAW, secrets included (see docs/cassette.md)")
 		if shared.Pins != nil {
 			shared.Pins(fs, &c.PinTools, &c.ReadOnly)
@@ -204,6 +208,10 @@ func (c *cmd) check() (code int, ok bool) {
 		return c.usage(fmt.Errorf("unexpected argument %q", c.Names[0])), false
 	case c.Restore && len(c.Names) > 1:
 		return c.usage(errors.New("--restore takes one backup ID")), false
+	case c.Mock != "" && len(c.Names) != 1:
+		return c.usage(errors.New("--mock CASSETTE points one entry at the mock: name it (bir-proxy wrap --mock CASSETTE NAME)")), false
+	case c.Mock != "" && c.Cassettes != "":
+		return c.usage(errors.New("--mock answers from a cassette; --cassette records one: not both")), false
 	case c.verb == "status" && c.Timeout <= 0:
 		return c.usage(fmt.Errorf("--timeout %v: want a duration above 0", c.Timeout)), false
 	}
