@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -47,7 +48,21 @@ type Backup struct {
 	Path string // where the copy is
 	Time time.Time
 	Size int64
+	// Op is the write it was taken before, as that write's Change.Op said
+	// ("wrap", "unwrap github", "unwrap --restore ID"); "" when a bir-proxy
+	// older than the record wrote it.
+	Op string
 }
+
+// opSuffix ends the name of the file beside a backup that says which write it
+// was taken before (Backup.Op).
+const opSuffix = ".op"
+
+// maxOp bounds what is read of an op file.
+const maxOp = 512
+
+// legacyOp is the Op of the backup bir-proxy 0.1 kept beside the file.
+const legacyOp = "kept beside the file by bir-proxy 0.1"
 
 // dirFor is the directory of file's backups: its base name, for a person
 // looking, and a hash of its whole path, so that every project's .mcp.json
@@ -85,7 +100,7 @@ func (b Backups) now() time.Time {
 
 // save keeps data as the newest backup of file (already canonical) and
 // prunes the old ones. The copy is on disk (synced) before it returns.
-func (b Backups) save(r replacer, file string, data []byte, at time.Time) (Backup, error) {
+func (b Backups) save(r replacer, file string, data []byte, at time.Time, op string) (Backup, error) {
 	if b.Dir == "" {
 		return Backup{}, errors.New("no backup directory")
 	}
@@ -113,8 +128,13 @@ func (b Backups) save(r replacer, file string, data []byte, at time.Time) (Backu
 	if err := r.writeAtomic(path, data, 0o600); err != nil {
 		return Backup{}, err
 	}
+	if op != "" {
+		// Best effort, after the backup: a backup without its op is listed
+		// without it.
+		_ = r.writeAtomic(filepath.Join(dir, id+opSuffix), []byte(op), 0o600)
+	}
 	b.prune(file)
-	return Backup{ID: id, File: file, Path: path, Time: at, Size: int64(len(data))}, nil
+	return Backup{ID: id, File: file, Path: path, Time: at, Size: int64(len(data)), Op: op}, nil
 }
 
 // prune removes all but the oldest and the Keep latest backups of file. It
@@ -130,6 +150,7 @@ func (b Backups) prune(file string) {
 	}
 	for i := 1; i < len(list)-keep; i++ {
 		os.Remove(list[i].Path)
+		os.Remove(strings.TrimSuffix(list[i].Path, ".json") + opSuffix)
 	}
 }
 
@@ -161,10 +182,23 @@ func (b Backups) List(file string) ([]Backup, error) {
 		if fi, err := de.Info(); err == nil {
 			bk.Size = fi.Size()
 		}
+		bk.Op = readOp(filepath.Join(dir, id+opSuffix))
 		out = append(out, bk)
 	}
 	slices.SortFunc(out, func(a, b Backup) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// readOp is what the op file at path says, "" when there is none; at most maxOp
+// bytes of it, as valid UTF-8.
+func readOp(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, maxOp))
+	return strings.ToValidUTF8(strings.TrimSpace(string(b)), "?")
 }
 
 // Find is the backup of file whose ID is id or starts with it, as a
@@ -220,7 +254,7 @@ func (b Backups) importLegacy(r replacer, file string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading the old backup %s: %w", legacy, err)
 	}
-	if _, err := b.save(r, file, data, fi.ModTime().UTC()); err != nil {
+	if _, err := b.save(r, file, data, fi.ModTime().UTC(), legacyOp); err != nil {
 		return "", fmt.Errorf("moving the old backup %s: %w", legacy, err)
 	}
 	if err := os.Remove(legacy); err != nil {

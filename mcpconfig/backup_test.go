@@ -67,6 +67,7 @@ func TestBackupsSurviveAnySequence(t *testing.T) {
 				if !c.Changed() {
 					continue
 				}
+				c.Op = fmt.Sprint("step ", step)
 				saved, err := c.Save(bs)
 				if err != nil {
 					t.Fatal(err)
@@ -94,6 +95,14 @@ func TestBackupsSurviveAnySequence(t *testing.T) {
 					if fi, err := os.Stat(bk.Path); err != nil || (runtime.GOOS != "windows" && fi.Mode().Perm() != 0o600) {
 						t.Errorf("%s: %v %v", bk.Path, fi.Mode(), err)
 					}
+					if !strings.HasPrefix(bk.Op, "step ") {
+						t.Errorf("%s: op %q", bk.Path, bk.Op)
+					}
+				}
+				// A pruned backup's op goes with it.
+				ops, _ := filepath.Glob(filepath.Join(filepath.Dir(list[0].Path), "*"+opSuffix))
+				if len(ops) != len(list) {
+					t.Errorf("%s: %d op files for %d backups", f, len(ops), len(list))
 				}
 			}
 			if ents, _ := os.ReadDir(project); len(ents) != 1 {
@@ -206,7 +215,7 @@ func TestBackupFiles(t *testing.T) {
 		if err := os.WriteFile(f, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := bs.save(replacer{rename: os.Rename}, f, data, bs.now()); err != nil {
+		if _, err := bs.save(replacer{rename: os.Rename}, f, data, bs.now(), "wrap"); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, f)

@@ -384,6 +384,9 @@ type Change struct {
 	Location Location
 	Old, New []byte
 	Outcomes []Outcome
+	// Op names the write, for the backup of the version it replaces
+	// (Backup.Op): "wrap", "unwrap github", "unwrap --restore ID".
+	Op string
 }
 
 // Changed reports whether the file would change.
@@ -398,7 +401,7 @@ func (c *Change) Diff() string {
 // first. It refuses when the file was changed by someone else since it was
 // read.
 func (c *Change) Save(bs Backups) (Saved, error) {
-	return replacer{rename: os.Rename}.replace(c.Location.File, c.Old, c.New, bs)
+	return replacer{rename: os.Rename}.replace(c.Location.File, c.Old, c.New, bs, c.Op)
 }
 
 // Wrap rewrites the named entries, or all when names is empty, to start

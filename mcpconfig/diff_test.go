@@ -37,7 +37,7 @@ func TestDiffText(t *testing.T) {
 }
 
 // A diff, applied as a patch would apply it, turns old into new. Random
-// edits exercise the Myers walk back and hunk merging at every distance.
+// edits exercise the edit script and hunk merging at every distance.
 func TestDiffApplies(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 500 {

@@ -64,7 +64,7 @@ func TakesValue(flag string) bool {
 	case "server", "correlation-key", "recorder", "journal", "journal-max-mb", "journal-keep", "max-message", "stop-grace", "log-level",
 		"spool-max", "url", "transport", "header", "header-file", "connect-timeout", "otlp-endpoint",
 		"client-id", "client-secret", "client-metadata-url", "oauth-port", "oauth-scope", "oauth-wait",
-		"ignore-tool", "allow-tool", "call-timeout", "cassette", "pin-tools", "max-result-tokens", "log-file":
+		"ignore-tool", "allow-tool", "call-timeout", "cassette", "pin-tools", "max-result-tokens", "log-file", "mock":
 		return true
 	}
 	return false

@@ -3,11 +3,12 @@ package mcpconfig
 import "strings"
 
 // policyFlags are the proxy's tool-policy flags (toolpolicy, pins), which status shows
-// per server; the value-less ones are last, from valueless on.
-var policyFlags = []string{"ignore-tool", "allow-tool", "call-timeout", "pin-tools", "call-timeout-reset-on-progress", "read-only"}
+// per server, and --mock (wrap --mock: the entry answers from a cassette, and its
+// server is not started); the value-less ones are last, from valueless on.
+var policyFlags = []string{"ignore-tool", "allow-tool", "call-timeout", "pin-tools", "mock", "call-timeout-reset-on-progress", "read-only"}
 
 // valueless is the index in policyFlags of the first flag that takes no value.
-const valueless = 4
+const valueless = 5
 
 // policyArgs are the tool-policy flags a wrapped entry gives the proxy, each as
 // "--flag value", in order; nil for none or an entry that is not wrapped.

@@ -29,7 +29,7 @@ type Saved struct {
 // directory that is synced before it is renamed over the target. A crash at
 // any point leaves the target either wholly old or wholly new, and the
 // backup is complete before the target is touched.
-func (r replacer) replace(path string, old, data []byte, bs Backups) (saved Saved, err error) {
+func (r replacer) replace(path string, old, data []byte, bs Backups, op string) (saved Saved, err error) {
 	// A symlinked config (dotfiles) is written where it points: renaming
 	// over the link would replace it with a plain file.
 	path, err = canonical(path)
@@ -64,7 +64,7 @@ func (r replacer) replace(path string, old, data []byte, bs Backups) (saved Save
 	if saved.Moved, err = bs.importLegacy(r, path); err != nil {
 		return Saved{}, fmt.Errorf("%w; nothing was written", err)
 	}
-	if saved.Backup, err = bs.save(r, path, old, bs.now()); err != nil {
+	if saved.Backup, err = bs.save(r, path, old, bs.now(), op); err != nil {
 		return saved, fmt.Errorf("keeping a backup of %s: %w; nothing was written", path, err)
 	}
 	if err := r.writeAtomic(path, data, mode); err != nil {

@@ -66,7 +66,7 @@ func testBackups(t *testing.T) Backups {
 func TestReplaceKeepsModeAndBackup(t *testing.T) {
 	path := writeConfig(t, 0o640)
 	bs := testBackups(t)
-	saved, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText), bs)
+	saved, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText), bs, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestReplaceFailingRename(t *testing.T) {
 		}
 		return os.Rename(from, to)
 	}}
-	if _, err := failing.replace(path, []byte(oldText), []byte(newText), testBackups(t)); err == nil || !strings.Contains(err.Error(), "injected") {
+	if _, err := failing.replace(path, []byte(oldText), []byte(newText), testBackups(t), ""); err == nil || !strings.Contains(err.Error(), "injected") {
 		t.Fatalf("error %v", err)
 	}
 	assertFile(t, path, []byte(oldText))
@@ -111,7 +111,7 @@ func TestReplaceFailingRename(t *testing.T) {
 func TestReplaceRefuses(t *testing.T) {
 	t.Run("read-only file", func(t *testing.T) {
 		path := writeConfig(t, 0o444)
-		_, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText), testBackups(t))
+		_, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText), testBackups(t), "")
 		if err == nil || !strings.Contains(err.Error(), "read-only") {
 			t.Fatalf("error %v", err)
 		}
@@ -126,7 +126,7 @@ func TestReplaceRefuses(t *testing.T) {
 		if err := os.WriteFile(path, theirs, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText), testBackups(t))
+		_, err := replacer{rename: os.Rename}.replace(path, []byte(oldText), []byte(newText), testBackups(t), "")
 		if err == nil || !strings.Contains(err.Error(), "changed since it was read") {
 			t.Fatalf("error %v", err)
 		}
@@ -143,7 +143,7 @@ func TestReplaceThroughSymlink(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (replacer{rename: os.Rename}).replace(link, []byte(oldText), []byte(newText), testBackups(t)); err != nil {
+	if _, err := (replacer{rename: os.Rename}).replace(link, []byte(oldText), []byte(newText), testBackups(t), ""); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
@@ -175,7 +175,7 @@ func killedWriter(args []string) int {
 		}
 		return os.Rename(from, to)
 	}}
-	_, err := stopping.replace(path, []byte(oldText), []byte(newText), Backups{Dir: args[1]})
+	_, err := stopping.replace(path, []byte(oldText), []byte(newText), Backups{Dir: args[1]}, "")
 	fmt.Fprintf(os.Stderr, "the writer was not stopped before its rename: %v\n", err)
 	return 1
 }
@@ -202,7 +202,7 @@ func TestReplaceKilledBeforeRename(t *testing.T) {
 	assertFile(t, tmp, []byte(newText))
 
 	// A later run is not disturbed by what the killed one left.
-	if _, err := (replacer{rename: os.Rename}).replace(path, []byte(oldText), []byte(newText), testBackups(t)); err != nil {
+	if _, err := (replacer{rename: os.Rename}).replace(path, []byte(oldText), []byte(newText), testBackups(t), ""); err != nil {
 		t.Fatal(err)
 	}
 	assertFile(t, path, []byte(newText))

@@ -205,17 +205,17 @@ func (v *callFlags) steps(names []string) ([]callcmd.Step, error) {
 // fromEntry takes the server of the MCP config entry named by --entry: a wrapped
 // entry's own command (what follows its "--") or URL, and its --server name.
 func (v *callFlags) fromEntry() error {
-	cc := &configCmd{verb: "status", config: v.config}
-	ts, err := cc.targets()
+	sel := mcpconfig.Selection{Config: v.config}
+	ts, err := sel.Targets()
 	if err != nil {
 		return err
 	}
-	ls, err := cc.load(ts)
+	ls, _, err := sel.Load(ts, proxyArgsProblem)
 	if len(ls) == 0 && err != nil {
 		return err
 	}
 	for _, l := range ls {
-		for _, s := range l.doc.Servers() {
+		for _, s := range l.Doc.Servers() {
 			if s.Name != v.entry {
 				continue
 			}
@@ -235,7 +235,7 @@ func (v *callFlags) fromEntry() error {
 					p.transport = s.Transport
 				}
 			default:
-				return fmt.Errorf("entry %q in %s: %s", s.Name, l.loc, s.Problem)
+				return fmt.Errorf("entry %q in %s: %s", s.Name, l.Loc, s.Problem)
 			}
 			return nil
 		}

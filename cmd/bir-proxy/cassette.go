@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"log/slog"
-	"path/filepath"
 
 	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/intercept"
@@ -62,43 +61,4 @@ func closeCassette(w *cassette.Writer, logger *slog.Logger) {
 	if err := w.Close(); err != nil {
 		logger.Warn("the cassette", "err", err)
 	}
-}
-
-func defineWrapCassette(fs *flag.FlagSet, c *configCmd) {
-	fs.StringVar(&c.cassettes, "cassette", "", "each wrapped server also records a cassette for bir-proxy verify, `DIR`/NAME.jsonl: the arguments RAW, secrets included (see docs/cassette.md)")
-}
-
-// entryFlags are the proxy flags wrap gives the entry name: --cassette's, then
-// --pin-tools'.
-func (c *configCmd) entryFlags(name string) []string {
-	out := c.cassetteFlags(name)
-	if c.pinTools != "" {
-		out = append(out, "--pin-tools", c.pinTools)
-	}
-	if c.readOnly {
-		out = append(out, "--read-only")
-	}
-	if c.otlp != "" {
-		out = append(out, "--otlp-endpoint", c.otlp)
-	}
-	if c.capture {
-		out = append(out, "--otlp-capture")
-	}
-	if c.maxTokens != "" {
-		out = append(out, "--max-result-tokens", c.maxTokens)
-	}
-	return out
-}
-
-// cassetteFlags are the proxy flags wrap --cassette DIR gives the entry name: its own
-// file in DIR, by an absolute path (the host starts servers from anywhere).
-func (c *configCmd) cassetteFlags(name string) []string {
-	if c.cassettes == "" {
-		return nil
-	}
-	dir, err := filepath.Abs(c.cassettes)
-	if err != nil {
-		dir = c.cassettes
-	}
-	return []string{"--cassette", filepath.Join(dir, cassetteFile(name))}
 }

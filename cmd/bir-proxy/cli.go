@@ -10,8 +10,10 @@ import (
 
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/callcmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/cassettecmd"
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/logcmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/mockcmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/pinscmd"
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/wrapcmd"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 )
 
@@ -44,58 +46,32 @@ type subcommand struct {
 func subcommands() []subcommand {
 	return []subcommand{
 		{
-			name: "wrap", synopsis: "[flags] [NAME...]",
+			name: "wrap", synopsis: wrapcmd.WrapUsage,
 			summary: "make the host start MCP servers through bir-proxy",
-			about: `Rewrites the named MCP server entries (all when none is named) so that the
-host starts them through bir-proxy. With no --host, --scope or --config it
-acts on every host's files that have servers for this directory and user:
-Claude Code's (the nearest .mcp.json, this project in ~/.claude.json, and
-~/.claude.json's own servers), Claude Desktop's, Cursor's (.cursor/mcp.json,
-~/.cursor/mcp.json), Gemini CLI's (.gemini/settings.json,
-~/.gemini/settings.json), VS Code's (.vscode/mcp.json) and Windsurf's;
---host NAME picks one. Comments in Gemini CLI's and VS Code's files stay as
-they are. The previous version of each file is kept in bir-proxy's state
-directory. Undo with bir-proxy unwrap.`,
-			flags: func(fs *flag.FlagSet) any { return defineConfigFlags(fs, "wrap") },
-			run:   runWrap,
+			about:   wrapcmd.WrapAbout,
+			flags:   func(fs *flag.FlagSet) any { return defineConfigFlags(fs, "wrap") },
+			run:     runWrap,
 		},
 		{
-			name: "unwrap", synopsis: "[flags] [NAME...]  |  unwrap --restore [ID]",
+			name: "unwrap", synopsis: wrapcmd.UnwrapUsage,
 			summary: "undo wrap; --restore lists and restores backups",
-			about: `Restores the named entries (all when none is named) exactly as they were
-before bir-proxy wrap, in the same files wrap acts on, and in any file in
-this directory that bir-proxy wrapped with --config. With --restore it
-lists the backups of those files instead, and with an ID (or the start of
-one) puts that version back; the version it replaces is kept as a backup.`,
-			flags: func(fs *flag.FlagSet) any { return defineConfigFlags(fs, "unwrap") },
-			run:   runUnwrap,
+			about:   wrapcmd.UnwrapAbout,
+			flags:   func(fs *flag.FlagSet) any { return defineConfigFlags(fs, "unwrap") },
+			run:     runUnwrap,
 		},
 		{
-			name: "status", synopsis: "[--check] [--json] [--host NAME] [--config PATH] [--scope project|local|user]",
+			name: "status", synopsis: wrapcmd.StatusUsage,
 			summary: "which servers are wrapped, and where reports go",
-			about: `Lists every MCP server entry, wrapped or not, host by host and scope by
-scope (the files unwrap acts on), checks that the bir-proxy each wrapped
-entry runs is there and runs, and says whether a recorder is reachable. An
-entry whose bir-proxy arguments the proxy would refuse is BROKEN, with why.
---check starts each wrapped entry the way the host would (initialize, then
-tools/list) and prints OK with its tool count, or the error the host would
-get. --json prints it all as one JSON object (docs/wrap.md). Exit status 1
-when a file cannot be read, an entry is broken, a wrapped entry's bir-proxy
-does not run, or a check fails.`,
-			flags: func(fs *flag.FlagSet) any { return defineConfigFlags(fs, "status") },
-			run:   runStatus,
+			about:   wrapcmd.StatusAbout,
+			flags:   func(fs *flag.FlagSet) any { return defineConfigFlags(fs, "status") },
+			run:     runStatus,
 		},
 		{
-			name: "log", synopsis: "[flags]  |  log --show ID  |  log --stats [--json]",
+			name: "log", synopsis: logcmd.Usage,
 			summary: "what was recorded: the journal and reports still waiting",
-			about: `Prints the calls bir-proxy recorded: the journal (reports written when no
-recorder is configured) and the reports waiting in the spool for a recorder
-that was not reachable. --show prints one call in full; its ID is in the
-table's first column. --stats sums them per server and tool (calls, errors,
-durations, result sizes), most costly first: by total result bytes sent to
-the host, then by calls × median duration.`,
-			flags: func(fs *flag.FlagSet) any { return defineLogFlags(fs) },
-			run:   runLog,
+			about:   logcmd.About,
+			flags:   func(fs *flag.FlagSet) any { return logcmd.DefineFlags(fs) },
+			run:     runLog,
 		},
 		{
 			name: "login", synopsis: "--url URL [--client-id ID] [--oauth-port N] [flags]",

@@ -84,11 +84,11 @@ func commandCompletionFlags(sc subcommand) []completionFlag {
 // completion has nowhere to say it.
 func completionServers(verb string) []string {
 	seen := map[string]bool{}
-	cc := &configCmd{verb: "status"}
-	if ts, err := cc.targets(); err == nil {
-		ls, _ := cc.load(ts)
+	sel := mcpconfig.Selection{}
+	if ts, err := sel.Targets(); err == nil {
+		ls, _, _ := sel.Load(ts, proxyArgsProblem)
 		for _, l := range ls {
-			for _, s := range l.doc.Servers() {
+			for _, s := range l.Doc.Servers() {
 				wrapped := s.Kind == mcpconfig.KindWrapped || s.Kind == mcpconfig.KindWrappedRemote
 				switch {
 				case verb == "wrap" && (wrapped || s.Kind == mcpconfig.KindUnknown || s.Name == "bir"):

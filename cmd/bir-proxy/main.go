@@ -86,6 +86,7 @@ type proxyFlags struct {
 	readOnly        bool   // --read-only (pins.go)
 	logFile         string // --log-file (logfile.go)
 	cassetteDir     string // the configuration file's cassette-dir (userconfig.go)
+	mock            string // --mock CASSETTE (wrap --mock): answer as bir-proxy mock does
 }
 
 // repeated is a flag that may be given many times.
@@ -124,6 +125,7 @@ func defineProxyFlags(fs *flag.FlagSet) *proxyFlags {
 	definePinFlags(fs, &f.pinTools, &f.readOnly)
 	f.otlp = defineOTLPFlags(fs)
 	f.cassette = defineCassetteFlags(fs)
+	fs.StringVar(&f.mock, "mock", "", "answer from the cassette `FILE` as bir-proxy mock FILE does, and do not start the server command (what bir-proxy wrap --mock writes; unwrap takes it away)")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	return f
 }
@@ -260,6 +262,9 @@ func runProxy(c *cli, args []string) int {
 			answerHost(os.Stdin, c.stdout, strings.TrimSpace(said.String()))
 		}
 		return code
+	}
+	if f.mock != "" {
+		return runMockEntry(c, f)
 	}
 	if _, err := parseSwitch("BIR_OFF", os.Getenv("BIR_OFF")); err != nil {
 		fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)

@@ -6,10 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/mockcmd"
+	"github.com/bir-dev/bir-proxy/internal/cause"
 	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
@@ -50,11 +53,24 @@ func runMock(ctx context.Context, c *cli, args []string) int {
 		o.Dial = func(ctx context.Context) (upstream.Conn, error) {
 			conn, err := cmd.Dial(ctx)
 			if err != nil {
-				reason, _ := startFailure(cmd.Name, command, err)
+				reason, _ := cause.Start(cmd.Name, command, err)
 				return nil, errors.New(strings.TrimPrefix(reason, "bir-proxy: "))
 			}
 			return conn, nil
 		}
 	}
 	return mockcmd.Run(ctx, o)
+}
+
+// runMockEntry is the proxy with --mock CASSETTE, what wrap --mock writes into an
+// entry: bir-proxy mock CASSETTE in place of the server, which is not started (its
+// command stays in the entry for unwrap).
+func runMockEntry(c *cli, f *proxyFlags) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("proxy", "bir-proxy mock", "server", f.server)
+	return mockcmd.Run(ctx, mockcmd.Options{
+		Stdin: os.Stdin, Stdout: c.stdout, Stderr: c.stderr, Logger: logger,
+		Flags: &mockcmd.Flags{Latency: "none", Server: f.server}, Cassettes: []string{f.mock},
+	})
 }

@@ -3,19 +3,15 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/version"
 	"github.com/bir-dev/bir-proxy/recorder"
-	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/telemetry"
 	"github.com/bir-dev/bir-proxy/telemetry/mcpspans"
 )
@@ -72,68 +68,14 @@ func (f *proxyFlags) tracingConfigured() bool {
 	return err == nil && cfg.Enabled()
 }
 
-// otelStateDir is where the proxies' exporters leave their counts for `bir-proxy
-// status`: the state directory's otel/ (next to the journal and the spool).
-func otelStateDir() string {
+// otelStatePath is the state file of server's exporter, "" when there is no state
+// directory (then none is written).
+func otelStatePath(server string) string {
 	state, err := recorder.DefaultStateDir()
 	if err != nil {
 		return ""
 	}
-	return filepath.Join(state, "otel")
-}
-
-// otelStatePath is the state file of server's exporter, "" when there is no state
-// directory (then none is written). Its name is the server's as the journal's is
-// (escaped, so two names never share a file).
-func otelStatePath(server string) string {
-	dir := otelStateDir()
-	if dir == "" {
-		return ""
-	}
-	name := strings.TrimSuffix(filepath.Base(recorder.JournalPath("", server)), ".jsonl")
-	return filepath.Join(dir, name+telemetry.StateSuffix)
-}
-
-// otelStatus is what `bir-proxy status` says of the exporters' last states, a line
-// per server that has one, each ending in a newline; "" when none.
-func otelStatus(now time.Time) string {
-	dir := otelStateDir()
-	if dir == "" {
-		return ""
-	}
-	sts, err := telemetry.ReadStates(dir)
-	if err != nil {
-		return "OpenTelemetry: " + err.Error() + "\n"
-	}
-	var b strings.Builder
-	for _, st := range sts {
-		when := "at its exit"
-		if st.Running {
-			when = fmt.Sprintf("while running (pid %d)", st.PID)
-		}
-		fmt.Fprintf(&b, "OpenTelemetry: %s: %d spans exported, %d dropped, %d rejected by the collector; said %s, %s ago",
-			redact.Label(st.Server, 128), st.Exported, st.Dropped, st.Rejected, when, age(now, st.Written))
-		if st.LastError != "" && (st.Dropped > 0 || st.Rejected > 0) {
-			fmt.Fprintf(&b, "; the last trouble, %s ago: %s", age(now, st.LastAt), redact.Label(st.LastError, 512))
-		}
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
-// age is how long ago t was, rounded for a person.
-func age(now, t time.Time) string {
-	d := now.Sub(t)
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Minute:
-		return d.Round(time.Second).String()
-	case d < 48*time.Hour:
-		return d.Round(time.Minute).String()
-	default:
-		return fmt.Sprintf("%d days", int(d.Hours()/24))
-	}
+	return telemetry.StatePath(state, server)
 }
 
 // hostPort is server.address and server.port of a server's URL (the port its

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/bir-dev/bir-proxy/internal/cause"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
@@ -44,7 +45,7 @@ func (p *proxyFlags) serverDial(logger *slog.Logger, peerErr, serverErr io.Write
 	return func(ctx context.Context) (upstream.Conn, error) {
 		conn, err := cmd.Dial(ctx)
 		if err != nil {
-			reason, _ := startFailure(p.server, p.command, err)
+			reason, _ := cause.Start(p.server, p.command, err)
 			return nil, errors.New(strings.TrimPrefix(reason, "bir-proxy: "))
 		}
 		return conn, nil

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bir-dev/bir-proxy/intercept"
+	"github.com/bir-dev/bir-proxy/internal/cause"
 	"github.com/bir-dev/bir-proxy/pins"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/replay"
@@ -80,7 +81,7 @@ func (f *proxyFlags) openUpstream(ctx context.Context, logger *slog.Logger, diag
 		// A command that cannot start is not revived (a configuration to fix),
 		// but the host is told why: each request it sends gets the reason, which
 		// is what the host shows, and the proxy exits 127 or 126 as a shell would.
-		reason, code := startFailure(f.server, f.command, err)
+		reason, code := cause.Start(f.server, f.command, err)
 		fmt.Fprintln(os.Stderr, reason)
 		up.conn = &upstream.NoServer{Reason: reason, Code: code}
 	case f.noRevive:
@@ -92,7 +93,7 @@ func (f *proxyFlags) openUpstream(ctx context.Context, logger *slog.Logger, diag
 			IDs:    up.ids,
 			Logger: logger,
 			Policy: revive.Policy{NoRestart: true},
-			Cause:  func(c upstream.Conn) string { return exitCause(f.server, f.command, c) },
+			Cause:  func(c upstream.Conn) string { return cause.Exit(f.server, f.command, c) },
 		})
 	default:
 		// A server that dies while the host is connected is started again behind
@@ -158,7 +159,7 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 	var gate *replay.Gate
 	if remote != nil {
 		gate = replay.NewGate(ic) // learns from the host's handshake when dispatches may go
-		icpt = gate // exposing the interceptor's capabilities (long calls stream)
+		icpt = gate               // exposing the interceptor's capabilities (long calls stream)
 	}
 
 	r := relay.New(relay.Options{

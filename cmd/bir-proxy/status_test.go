@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/wrapcmd"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
@@ -47,7 +48,7 @@ func TestStatusBrokenFlag(t *testing.T) {
 	}
 
 	code, out, errOut = p.run(t, "status", "--config", path, "--json")
-	var report statusJSON
+	var report wrapcmd.Report
 	if err := json.Unmarshal([]byte(out), &report); err != nil || code != 1 || len(report.Entries) != 2 {
 		t.Fatalf("status --json: %d %v\n%s%s", code, err, out, errOut)
 	}
@@ -128,7 +129,7 @@ func TestStatusCheck(t *testing.T) {
 	}
 
 	code, out, errOut = p.run(t, "status", "--config", path, "--check", "--timeout", "3s", "--json")
-	var report statusJSON
+	var report wrapcmd.Report
 	if err := json.Unmarshal([]byte(out), &report); err != nil || code != 1 {
 		t.Fatalf("status --check --json: %d %v\n%s%s", code, err, out, errOut)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/internal/userconfig"
 	"github.com/bir-dev/bir-proxy/pins"
@@ -68,21 +69,6 @@ func envGiven(names []string) bool {
 	return false
 }
 
-// cassetteFile is the file name of server's cassette in a folder of them (wrap
-// --cassette DIR, the configuration file's cassette-dir).
-func cassetteFile(server string) string {
-	safe := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
-			return r
-		}
-		return '_'
-	}, server)
-	if safe == "" || strings.Trim(safe, ".") == "" {
-		safe = "server"
-	}
-	return safe + ".jsonl"
-}
-
 // userConfigStatus is what `bir-proxy status` says of the configuration file: its
 // path and the defaults it sets.
 func userConfigStatus() string {
@@ -114,6 +100,6 @@ func userConfigStatus() string {
 // its server, unless --cassette named one.
 func (f *proxyFlags) cassetteFromDir() {
 	if f.cassetteDir != "" && f.cassette.path == "" {
-		f.cassette.path = filepath.Join(f.cassetteDir, cassetteFile(f.server))
+		f.cassette.path = filepath.Join(f.cassetteDir, cassette.FileName(f.server))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/wrapcmd"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/internal/userconfig"
 	"github.com/bir-dev/bir-proxy/internal/version"
@@ -481,6 +482,12 @@ func TestBackupsAndRestore(t *testing.T) {
 	if code != 0 || !strings.Contains(out, path+": 3 backups, oldest first") || !strings.Contains(out, "  "+list[2].ID+"  ") {
 		t.Fatalf("listing: %d\n%s", code, out)
 	}
+	// Each backup says which write it was taken before (issue 39).
+	for i, op := range []string{"kept beside the file by bir-proxy 0.1", "before wrap", "before unwrap github"} {
+		if l := lineWith(out, list[i].ID); !strings.HasSuffix(l, "  "+op) {
+			t.Errorf("backup %d is listed as %q, want it to end in %q", i, l, op)
+		}
+	}
 	// The start of an ID will do.
 	code, out, errOut := runCmd(t, "unwrap", "--restore", list[2].ID[:20])
 	if code != 0 || !strings.Contains(out, "restored backup "+list[2].ID) {
@@ -491,6 +498,10 @@ func TestBackupsAndRestore(t *testing.T) {
 	}
 	if n := len(backupsOf(t, state, path)); n != 4 {
 		t.Errorf("the version a restore replaced was not kept: %d backups", n)
+	}
+	_, out, _ = runCmd(t, "unwrap", "--restore")
+	if l := lineWith(out, backupsOf(t, state, path)[3].ID); !strings.HasSuffix(l, "  before unwrap --restore "+list[2].ID) {
+		t.Errorf("the restore's backup is listed as %q\n%s", l, out)
 	}
 	if code, _, errOut := runCmd(t, "unwrap", "--restore", "1999"); code != 1 || !strings.Contains(errOut, `no backup "1999"`) {
 		t.Errorf("an unknown ID: %d %s", code, errOut)
@@ -566,12 +577,12 @@ func mustLookPath(t *testing.T, name string) string {
 
 func TestDefaultProxyPath(t *testing.T) {
 	var errOut bytes.Buffer
-	p, err := defaultProxyPath(&errOut)
+	p, err := wrapcmd.DefaultProxyPath(&errOut)
 	if err != nil {
 		t.Fatal(err)
 	}
 	exe, _ := os.Executable()
-	if !filepath.IsAbs(p) || !sameFile(p, exe) {
+	if !filepath.IsAbs(p) || !mcpconfig.SameFile(p, exe) {
 		t.Errorf("default proxy path %s is not this executable %s", p, exe)
 	}
 }
@@ -703,4 +714,14 @@ func TestWrappedEntryRuns(t *testing.T) {
 			t.Fatalf("initialize answered %s", got)
 		}
 	})
+}
+
+// lineWith is the first line of out that holds s, without its newline.
+func lineWith(out, s string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
 }

@@ -1,5 +1,6 @@
 // Package udiff is the one unified-diff engine of bir-proxy: verify's diff of a
-// recorded and a new answer (mcpdiff), the pins' diff of a tool's definition.
+// recorded and a new answer (mcpdiff), the pins' diff of a tool's definition, and
+// wrap's and unwrap's --dry-run diff of a config file (mcpconfig).
 package udiff
 
 import (
@@ -14,8 +15,20 @@ const maxCells = 4 << 20
 const context = 3
 
 // Lines is the unified diff of a and b ("" when they are the same lines), with
-// three lines of context, headed "--- nameA" and "+++ nameB".
+// three lines of context, headed "--- nameA" and "+++ nameB". Every hunk range is
+// written START,COUNT.
 func Lines(a, b []string, nameA, nameB string) string {
+	return lines(a, b, nameA, nameB, false)
+}
+
+// File is Lines with hunk ranges written as diff -u writes them, for a diff that
+// patch or git apply is to read: a count of 1 left out, an empty side numbered by
+// the line before it (-0,0 for an insertion at the top).
+func File(a, b []string, nameA, nameB string) string {
+	return lines(a, b, nameA, nameB, true)
+}
+
+func lines(a, b []string, nameA, nameB string, gnu bool) string {
 	if equal(a, b) {
 		return ""
 	}
@@ -55,7 +68,11 @@ func Lines(a, b []string, nameA, nameB string) string {
 				nb++
 			}
 		}
-		fmt.Fprintf(&sb, "@@ -%d,%d +%d,%d @@\n", ai+1, na, bi+1, nb)
+		if gnu {
+			fmt.Fprintf(&sb, "@@ -%s +%s @@\n", gnuRange(ai, na), gnuRange(bi, nb))
+		} else {
+			fmt.Fprintf(&sb, "@@ -%d,%d +%d,%d @@\n", ai+1, na, bi+1, nb)
+		}
 		for _, op := range ops[start:end] {
 			line := ""
 			if op.kind == '+' {
@@ -70,6 +87,18 @@ func Lines(a, b []string, nameA, nameB string) string {
 		i = end
 	}
 	return sb.String()
+}
+
+// gnuRange is a hunk's side as diff -u writes it: START alone for one line, an
+// empty side numbered by the line before it.
+func gnuRange(start, n int) string {
+	switch n {
+	case 0:
+		return fmt.Sprintf("%d,0", start)
+	case 1:
+		return fmt.Sprint(start + 1)
+	}
+	return fmt.Sprintf("%d,%d", start+1, n)
 }
 
 type op struct {

@@ -1,7 +1,6 @@
-package main
+package wrapcmd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,60 +13,23 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/internal/cause"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
-// Issue 40: every mistake says what it is. A wrapped entry whose bir-proxy arguments
-// do not parse is BROKEN (proxyArgsProblem), and `status --check` starts each wrapped
+// Issue 40: every mistake says what it is. `status --check` starts each wrapped
 // entry the way the host would and says what the host would get (checkEntry).
 
-// proxyArgsProblem is the usage error bir-proxy would print for args, a wrapped
-// entry's arguments, as its command line (mcpconfig.ProxyArgsCheck); nil when it
-// would take them. ${VAR} references are expanded from this environment first, as
-// the host does in args; one that is not set is left as written.
-func proxyArgsProblem(args []string) error {
-	expanded := make([]string, len(args))
-	for i, a := range args {
-		expanded[i] = a
-		if v, err := upstream.Expand(a, "args", os.LookupEnv); err == nil {
-			expanded[i] = v
-		}
-	}
-	var out, said bytes.Buffer
-	_, code, ok := parseProxyFlags(&cli{stdout: &out, stderr: &said}, expanded)
-	switch {
-	case ok:
-		return nil
-	case code == 0:
-		// --help or --version: the proxy prints and exits, and the host gets nothing.
-		return errors.New("--help or --version among the flags: bir-proxy prints and exits instead of starting the server")
-	}
-	msg := strings.TrimSpace(said.String())
-	msg = strings.TrimPrefix(msg, "bir-proxy: ")
-	msg = strings.TrimSuffix(msg, " (see bir-proxy --help)")
-	return errors.New(msg)
-}
-
-// parseDoc parses data as the file at loc, checking wrapped entries' arguments
-// against the proxy's flags.
-func parseDoc(loc mcpconfig.Location, data []byte) (*mcpconfig.Document, error) {
-	doc, err := mcpconfig.Parse(loc, data)
-	if err == nil {
-		doc.CheckProxyArgs(proxyArgsProblem)
-	}
-	return doc, err
-}
-
-// entryCheck is what `status --check` found starting one wrapped entry.
-type entryCheck struct {
+// EntryCheck is what `status --check` found starting one wrapped entry.
+type EntryCheck struct {
 	OK    bool   `json:"ok"`
 	Tools int    `json:"tools"`
 	Error string `json:"error,omitempty"`
 }
 
-func (ch entryCheck) String() string {
+func (ch EntryCheck) String() string {
 	if ch.OK {
 		return fmt.Sprintf("OK (%d %s)", ch.Tools, plural(ch.Tools, "tool", "tools"))
 	}
@@ -75,7 +37,7 @@ func (ch entryCheck) String() string {
 }
 
 // DefaultCheckTimeout bounds one entry's check: start, initialize, tools/list.
-const defaultCheckTimeout = 20 * time.Second
+const DefaultCheckTimeout = 20 * time.Second
 
 const (
 	checkMaxMessage = 16 << 20 // a tools/list answer larger than this is not read
@@ -87,8 +49,8 @@ const (
 
 // checkEntries checks the wrapped entries of servers (the others get no check), a
 // few at a time, and returns each one's check by index.
-func checkEntries(ctx context.Context, servers []mcpconfig.Server, timeout time.Duration) map[int]entryCheck {
-	out := map[int]entryCheck{}
+func checkEntries(ctx context.Context, servers []mcpconfig.Server, timeout time.Duration) map[int]EntryCheck {
+	out := map[int]EntryCheck{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
@@ -116,9 +78,9 @@ func checkEntries(ctx context.Context, servers []mcpconfig.Server, timeout time.
 // notifications/initialized and tools/list, and says what came back: the number of
 // tools, or the error the host would get. What it started is stopped before it
 // returns: stdin closed, then killed after checkStopGrace.
-func checkEntry(ctx context.Context, s mcpconfig.Server, timeout time.Duration) entryCheck {
-	fail := func(format string, a ...any) entryCheck {
-		return entryCheck{Error: redact.Text(fmt.Sprintf(format, a...))}
+func checkEntry(ctx context.Context, s mcpconfig.Server, timeout time.Duration) EntryCheck {
+	fail := func(format string, a ...any) EntryCheck {
+		return EntryCheck{Error: redact.Text(fmt.Sprintf(format, a...))}
 	}
 	command, err := upstream.Expand(s.ProxyCommand, "command", os.LookupEnv)
 	if err != nil {
@@ -197,7 +159,7 @@ func checkEntry(ctx context.Context, s mcpconfig.Server, timeout time.Duration) 
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	// gone describes a command that closed its output before answering.
-	gone := func(what string) entryCheck {
+	gone := func(what string) EntryCheck {
 		select {
 		case <-exited:
 		case <-time.After(2 * time.Second):
@@ -210,7 +172,7 @@ func checkEntry(ctx context.Context, s mcpconfig.Server, timeout time.Duration) 
 		return fail("exited before answering %s%s", what, stderr.words())
 	}
 	// call sends a request and waits for its answer, skipping anything else.
-	call := func(id int, method, params string) (json.RawMessage, entryCheck, bool) {
+	call := func(id int, method, params string) (json.RawMessage, EntryCheck, bool) {
 		msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
 		if _, err := io.WriteString(stdin, msg); err != nil {
 			return nil, gone(method), false
@@ -232,7 +194,7 @@ func checkEntry(ctx context.Context, s mcpconfig.Server, timeout time.Duration) 
 				if resp.Error != nil {
 					return nil, fail("%s answered with an error: %s", method, capText(resp.Error.Message)), false
 				}
-				return resp.Result, entryCheck{}, true
+				return resp.Result, EntryCheck{}, true
 			case err := <-readErr:
 				if errors.Is(err, io.EOF) {
 					return nil, gone(method), false
@@ -276,7 +238,7 @@ func checkEntry(ctx context.Context, s mcpconfig.Server, timeout time.Duration) 
 			break
 		}
 	}
-	return entryCheck{OK: true, Tools: tools}
+	return EntryCheck{OK: true, Tools: tools}
 }
 
 // capText is s cut to 4 KiB on a character boundary, control characters shown as
@@ -287,7 +249,7 @@ func capText(s string) string {
 	if len(s) > max {
 		s = strings.ToValidUTF8(s[:max], "") + "…"
 	}
-	return printableWord(s)
+	return printable(s)
 }
 
 // tailBuffer keeps the last max bytes written to it.
@@ -311,7 +273,7 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 func (t *tailBuffer) words() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if w := upstream.StderrWords(strings.Split(string(t.buf), "\n"), tailLines); w != "" {
+	if w := upstream.StderrWords(strings.Split(string(t.buf), "\n"), cause.TailLines); w != "" {
 		return "; " + w
 	}
 	return ""
