@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/version"
+	"github.com/bir-dev/bir-proxy/journal"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/recorder/logview"
 	"github.com/bir-dev/bir-proxy/redact"
@@ -188,7 +189,7 @@ func recorderLine(ctx context.Context) string {
 		if err != nil {
 			return "no recorder configured, and no state directory: " + err.Error()
 		}
-		return "no recorder configured: reports go to the journal " + recorder.JournalDir(state)
+		return "no recorder configured: reports go to the journal " + journal.Dir(state)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

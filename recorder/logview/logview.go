@@ -2,13 +2,13 @@
 // reports written when no recorder is configured) and the reports waiting in the spool
 // for a recorder that did not answer, as a table, as JSON lines, or one call in full. It
 // only reads files, so it lives apart from package recorder's HTTP delivery; all it takes
-// from there is where the files are (DefaultStateDir, JournalDir, SpoolDir). It reads
-// the spool format (recorder/spool.go: report lines, then {"ack":SEQ} lines for the ones
-// the recorder took) and never writes it.
+// from there is where the spool is (SpoolDir). Both the journal and the spool files
+// (recorder/spool.go: report lines, then {"ack":SEQ} lines for the ones the recorder
+// took) are read with package journal's Reader, which `bir-proxy verify` reads the
+// journal with too; nothing here writes them.
 package logview
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -26,7 +26,9 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/bir-dev/bir-proxy/internal/statedir"
 	"github.com/bir-dev/bir-proxy/internal/termtext"
+	"github.com/bir-dev/bir-proxy/journal"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -107,11 +109,11 @@ func (r record) id() string {
 func PrintLog(ctx context.Context, w io.Writer, opts LogOptions) error {
 	dir, spoolDir := opts.Dir, opts.SpoolDir
 	if opts.Path == "" && dir == "" {
-		state, err := recorder.DefaultStateDir()
+		state, err := statedir.Dir()
 		if err != nil {
 			return err
 		}
-		dir = recorder.JournalDir(state)
+		dir = journal.Dir(state)
 		if spoolDir == "" {
 			spoolDir = recorder.SpoolDir(state)
 		}
@@ -349,14 +351,18 @@ func noneMatch(all []record, opts LogOptions, dir, spoolDir string) error {
 	return fmt.Errorf("%w %s; servers with reports: %s", ErrNoReports, what, strings.Join(have, ", "))
 }
 
-// source is a journal or spool file being read: how far its whole lines have been
-// read, in which file (a journal is rotated to path.1, path.2, ... under a follower).
+// source is a journal or spool file being read (journal.Reader: how far its whole
+// lines have been read, in which file; a journal is rotated to path.1, path.2, ... under
+// a follower).
 type source struct {
 	path    string
 	spool   bool
 	rotated bool // an older file of a journal (path.N): read at the start only
-	off     int64
-	file    os.FileInfo // what was at path when off was taken; nil before the first read
+	r       *journal.Reader
+}
+
+func newSource(path string, spool, rotated bool) *source {
+	return &source{path: path, spool: spool, rotated: rotated, r: journal.NewReader(path, spool)}
 }
 
 // rotatedKept bounds how many rotated files of one journal are looked for.
@@ -367,13 +373,13 @@ const rotatedKept = 1000
 func withRotated(path string) []*source {
 	var out []*source
 	for n := 1; n <= rotatedKept; n++ {
-		p := recorder.RotatedJournal(path, n)
+		p := journal.Rotated(path, n)
 		if _, err := os.Stat(p); err != nil {
 			break
 		}
-		out = append([]*source{{path: p, rotated: true}}, out...)
+		out = append([]*source{newSource(p, false, true)}, out...)
 	}
-	return append(out, &source{path: path})
+	return append(out, newSource(path, false, false))
 }
 
 // listSources lists the journal and spool files, keeping those of have (and where
@@ -411,11 +417,11 @@ func listSources(path, dir, spoolDir string, have []*source) ([]*source, error) 
 				continue
 			}
 			if d.spool {
-				out = append(out, &source{path: p, spool: true})
+				out = append(out, newSource(p, true, false))
 			} else if have == nil {
 				out = append(out, withRotated(p)...)
 			} else {
-				out = append(out, &source{path: p}) // a journal begun while we follow
+				out = append(out, newSource(p, false, false)) // a journal begun while we follow
 			}
 		}
 	}
@@ -458,118 +464,28 @@ func readAll(srcs []*source, limit int, match func([]byte) bool) ([]record, erro
 // readNew returns the reports and done marks in lines completed since the last call.
 // A line still being written is left for the next call.
 func (s *source) readNew() (reports [][]byte, acks []uint64, err error) {
-	f, err := os.Open(s.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil // not written yet, or removed (a spool file delivered)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s: %w", s.path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s: %w", s.path, err)
-	}
-	if s.file != nil && !s.spool && !os.SameFile(s.file, st) {
-		// Rotated: what was written to the old file since the last read is now in
-		// path.1; finish it before starting on the new one.
-		old := &source{path: recorder.RotatedJournal(s.path, 1), off: s.off}
-		if ost, err := os.Stat(old.path); err == nil && os.SameFile(s.file, ost) {
-			if reports, acks, err = old.readNew(); err != nil {
-				return nil, nil, err
-			}
-		}
-		s.off = 0
-	}
-	s.file = st
-	if st.Size() < s.off {
-		s.off = 0 // truncated (a compacted spool file) or replaced: start over
-	}
-	if _, err := f.Seek(s.off, io.SeekStart); err != nil {
-		return nil, nil, fmt.Errorf("reading %s: %w", s.path, err)
-	}
-	r := bufio.NewReaderSize(f, 64<<10)
 	for {
-		line, err := r.ReadBytes('\n')
+		rec, err := s.r.Next()
+		if err == io.EOF {
+			return reports, acks, nil
+		}
 		if err != nil {
-			if err == io.EOF {
-				return reports, acks, nil
-			}
-			return reports, acks, fmt.Errorf("reading %s: %w", s.path, err)
+			return reports, acks, err
 		}
-		s.off += int64(len(line))
-		line = bytes.TrimRight(line, "\r\n")
-		if !gjson.ValidBytes(line) {
-			continue
+		switch rec.Kind {
+		case journal.KindAck:
+			acks = append(acks, rec.Ack)
+		case journal.KindReport:
+			reports = append(reports, bytes.Clone(rec.Line))
 		}
-		if ack := gjson.GetBytes(line, "ack"); ack.Exists() {
-			acks = append(acks, ack.Uint())
-			continue
-		}
-		reports = append(reports, line)
 	}
 }
-
-// tailChunk is how much of a journal tail reads at a time, from the end.
-const tailChunk = 64 << 10
 
 // tail returns the last want reports that match in the whole lines of the source's
 // file, oldest first, reading it backwards; following then starts at the end of its
 // whole lines (a line still being written is left for it).
 func (s *source) tail(want int, match func([]byte) bool) ([][]byte, error) {
-	f, err := os.Open(s.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", s.path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", s.path, err)
-	}
-	pos, end := st.Size(), int64(-1)
-	var carry []byte // the start of a line, whose beginning is before pos
-	var rev [][]byte // newest first
-	for pos > 0 && len(rev) < want {
-		n := min(tailChunk, pos)
-		pos -= n
-		data := make([]byte, n, n+int64(len(carry)))
-		if _, err := f.ReadAt(data, pos); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", s.path, err)
-		}
-		data = append(data, carry...)
-		if end < 0 {
-			i := bytes.LastIndexByte(data, '\n')
-			if i < 0 {
-				carry = data // no whole line yet
-				continue
-			}
-			end = pos + int64(i) + 1
-			data = data[:i]
-		}
-		// data ends where a line ends, without its newline; its first part may be the
-		// end of a line that starts before pos.
-		parts := bytes.Split(data, []byte("\n"))
-		first := 1
-		if pos == 0 {
-			first = 0
-		}
-		for k := len(parts) - 1; k >= first && len(rev) < want; k-- {
-			line := bytes.TrimRight(parts[k], "\r")
-			if len(line) > 0 && gjson.ValidBytes(line) && !gjson.GetBytes(line, "ack").Exists() && match(line) {
-				rev = append(rev, bytes.Clone(line))
-			}
-		}
-		carry = bytes.Clone(parts[0])
-	}
-	if end < 0 {
-		end = 0 // no whole line yet
-	}
-	s.off, s.file = end, st
-	slices.Reverse(rev)
-	return rev, nil
+	return s.r.Tail(want, func(rec journal.Record) bool { return match(rec.Line) })
 }
 
 type logPrinter struct {
