@@ -29,6 +29,8 @@ const (
 	// KindAck is a spool file's done mark, {"ack":SEQ}: the recorder took report SEQ
 	// (Record.Ack). The journal has none.
 	KindAck
+	// KindDrift is a tool's drift from its pin (Drift): not a call.
+	KindDrift
 	// KindOther is a record that is not a call, of a kind this reader does not know:
 	// it carries an "ack" member that is not a number. Readers skip it.
 	KindOther
@@ -56,7 +58,7 @@ func Classify(line []byte) Record {
 		return r
 	}
 	if ack := gjson.GetBytes(line, "ack"); ack.Exists() {
-		r.Kind = KindOther
+		r.Kind = kindOf(line)
 		if ack.Type == gjson.Number {
 			r.Kind, r.Ack = KindAck, ack.Uint()
 		}
@@ -261,7 +263,7 @@ func (r *Reader) readLine() ([]byte, int, error) {
 const tailChunk = 64 << 10
 
 // Tail returns the last want lines of the file for which keep is true (called for
-// reports only), oldest first, reading the file backwards: `log -n 5` on a 100 MB
+// reports and the records not calls that this version knows: Drift), oldest first, reading the file backwards: `log -n 5` on a 100 MB
 // journal reads a block or two, not all of it into memory. A later Next starts at the
 // end of the file's whole lines (a line still being written is left for it).
 func (r *Reader) Tail(want int, keep func(Record) bool) ([][]byte, error) {
@@ -309,7 +311,7 @@ func (r *Reader) Tail(want int, keep func(Record) bool) ([][]byte, error) {
 			if len(line) == 0 {
 				continue
 			}
-			if rec := Classify(line); rec.Kind == KindReport && keep(rec) {
+			if rec := Classify(line); (rec.Kind == KindReport || rec.Kind == KindDrift) && keep(rec) {
 				rev = append(rev, bytes.Clone(line))
 			}
 		}

@@ -67,13 +67,13 @@ func TestReaderFollowsRotation(t *testing.T) {
 func TestReaderKinds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.jsonl")
 	long := `{"seq":9,"x":"` + strings.Repeat("y", MaxLine) + `"}` + "\n"
-	content := `{"seq":1}` + "\r\n\n" + `{"ack":1}` + "\n" + `{"ack":null,"record":"new_kind"}` + "\n" + `{"seq":` + "\n" + long + `{"seq":2}` + "\n" + `{"seq":3`
+	content := `{"seq":1}` + "\r\n\n" + `{"ack":1}` + "\n" + `{"ack":null,"record":"new_kind"}` + "\n" + `{"ack":null,"record":"tool_drift","drift":{"tool":"t"}}` + "\n" + `{"seq":` + "\n" + long + `{"seq":2}` + "\n" + `{"seq":3`
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := NewReader(path, true)
 	reports, kinds := readAll(t, r)
-	if want := []Kind{KindReport, KindAck, KindOther, KindBroken, KindReport}; fmt.Sprint(kinds) != fmt.Sprint(want) {
+	if want := []Kind{KindReport, KindAck, KindOther, KindDrift, KindBroken, KindReport}; fmt.Sprint(kinds) != fmt.Sprint(want) {
 		t.Errorf("kinds %v, want %v", kinds, want)
 	}
 	if fmt.Sprint(reports) != `[{"seq":1} {"seq":2}]` || r.Long != 1 {

@@ -255,6 +255,32 @@ func (r *Reporter) Submit(s report.Step) {
 	}
 }
 
+// Drift journals a tool's drift from its pin (journal.Drift: pins.Watcher said it),
+// stamped with the proxyId and server, in journal mode. With a recorder it does
+// nothing: SPEC §5 has no route for it, and stderr has said it. Like Submit it returns
+// at once; the line is written with the reports around it.
+func (r *Reporter) Drift(d journal.DriftOf, at time.Time) {
+	if r.journal == nil {
+		return
+	}
+	rec := journal.Drift{ProxyID: r.proxyID, Server: r.server, At: at, Drift: d}
+	r.mu.Lock()
+	if r.closed || len(r.lines)+journal.MaxDriftLine > maxQueued {
+		r.mu.Unlock()
+		return
+	}
+	start := len(r.lines)
+	r.lines = append(rec.AppendJSON(r.lines), '\n')
+	r.queued = append(r.queued, entry{off: int64(start), n: len(r.lines) - start - 1}) // no seq: not a report
+	r.mu.Unlock()
+	if start == 0 {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Learned passes what the proxy learned about its upstream on to the recorder in a
 // fresh register call. It does nothing in journal mode.
 func (r *Reporter) Learned(f report.ServerFacts) {

@@ -141,6 +141,9 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 	cas := f.cassette.open(f, off(), logger)
 	f.cassette.options(&icOpts, cas)
 	pinned := f.pinWatcher(off(), logger)
+	if pinned != nil {
+		pinned.OnDrift(reporter.drift) // into the journal, as `bir-proxy log` shows it
+	}
 	plugPins(pinned, f.policy, &icOpts)
 	ic := intercept.New(icOpts)
 	plugBudget(f.policy, f.resultTokens, ic.Trimmed, logger)

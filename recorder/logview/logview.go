@@ -80,9 +80,11 @@ var Outcomes = []string{report.OutcomeOK, report.OutcomeToolError, report.Outcom
 // matches.
 var ErrNoReports = errors.New("no reports")
 
-// record is one report line and where it is.
+// record is one report line (or a record that is not a call: a tool's drift, kind)
+// and where it is.
 type record struct {
 	line []byte
+	kind journal.Kind // KindReport or KindDrift
 	// waiting: in the spool and not acknowledged by a recorder. delivered: in the spool
 	// and acknowledged (shown only by Show: the recorder has it).
 	waiting, delivered bool
@@ -238,13 +240,13 @@ func PrintLog(ctx context.Context, w io.Writer, opts LogOptions) error {
 			if s.rotated {
 				continue // read once: the live file's source follows across a rotation
 			}
-			lines, _, err := s.readNew()
+			recs, _, err := s.readNew()
 			if err != nil {
 				return err
 			}
-			for _, line := range lines {
-				r := record{line: line, waiting: s.spool, path: s.path}
-				if !opts.match(line) {
+			for _, rec := range recs {
+				r := record{line: rec.Line, kind: rec.Kind, waiting: s.spool, path: s.path}
+				if !opts.match(rec.Line) {
 					continue
 				}
 				if !p.headed {
@@ -273,6 +275,9 @@ func runOf(id string) (string, bool) {
 func runsWithPrefix(all []record, prefix string) []string {
 	seen := map[string]bool{}
 	for _, r := range all {
+		if r.kind != journal.KindReport {
+			continue
+		}
 		if id := gjson.GetBytes(r.line, "proxyId").String(); strings.HasPrefix(id, prefix) {
 			seen[id] = true
 		}
@@ -288,6 +293,14 @@ func runsWithPrefix(all []record, prefix string) []string {
 // match reports whether a report line passes the filters.
 func (o LogOptions) match(line []byte) bool {
 	r := gjson.ParseBytes(line)
+	if r.Get("record").String() == journal.RecordDrift {
+		// A tool's drift from its pin: shown among the calls, by its server and
+		// tool and time; not a call of a run, and it has no outcome.
+		return o.run == "" && len(o.Outcomes) == 0 && !o.Failed &&
+			(o.Server == "" || r.Get("server").String() == o.Server) &&
+			(o.Tool == "" || r.Get("drift.tool").String() == o.Tool) &&
+			(o.Since.IsZero() || !receivedAt(line).Before(o.Since))
+	}
 	if o.run != "" && r.Get("proxyId").String() != o.run {
 		return false
 	}
@@ -310,11 +323,16 @@ func (o LogOptions) match(line []byte) bool {
 	return true
 }
 
+// receivedAt is when a call was received (a report of before receivedAt: when it
+// started), or when a drift record's drift was seen.
 func receivedAt(line []byte) time.Time {
-	if t := gjson.GetBytes(line, "receivedAt"); t.Exists() {
-		return t.Time()
+	f := gjson.GetManyBytes(line, "receivedAt", "startedAt", "at")
+	for _, t := range f {
+		if t.Exists() {
+			return t.Time()
+		}
 	}
-	return gjson.GetBytes(line, "startedAt").Time()
+	return time.Time{}
 }
 
 // noneMatch says that no report matched and what there is instead: which servers
@@ -323,7 +341,7 @@ func noneMatch(all []record, opts LogOptions, dir, spoolDir string) error {
 	count := map[string]int{}
 	var names []string
 	for _, r := range all {
-		if r.delivered {
+		if r.delivered || r.kind != journal.KindReport {
 			continue
 		}
 		s := printable(gjson.GetBytes(r.line, "server").String())
@@ -441,16 +459,17 @@ func readAll(srcs []*source, limit int, match func([]byte) bool) ([]record, erro
 				return nil, err
 			}
 			for _, line := range lines {
-				out = append(out, record{line: line, path: s.path})
+				out = append(out, record{line: line, kind: journal.Classify(line).Kind, path: s.path})
 			}
 			continue
 		}
-		lines, acks, err := s.readNew()
+		recs, acks, err := s.readNew()
 		if err != nil {
 			return nil, err
 		}
-		for _, line := range lines {
-			r := record{line: line, path: s.path}
+		for _, rec := range recs {
+			line := rec.Line
+			r := record{line: line, kind: rec.Kind, path: s.path}
 			if s.spool {
 				r.delivered = slices.Contains(acks, gjson.GetBytes(line, "seq").Uint())
 				r.waiting = !r.delivered
@@ -461,22 +480,24 @@ func readAll(srcs []*source, limit int, match func([]byte) bool) ([]record, erro
 	return out, nil
 }
 
-// readNew returns the reports and done marks in lines completed since the last call.
-// A line still being written is left for the next call.
-func (s *source) readNew() (reports [][]byte, acks []uint64, err error) {
+// readNew returns the reports (and drift records) and done marks in lines completed
+// since the last call; the records' lines are their own. A line still being written is
+// left for the next call.
+func (s *source) readNew() (recs []journal.Record, acks []uint64, err error) {
 	for {
 		rec, err := s.r.Next()
 		if err == io.EOF {
-			return reports, acks, nil
+			return recs, acks, nil
 		}
 		if err != nil {
-			return reports, acks, err
+			return recs, acks, err
 		}
 		switch rec.Kind {
 		case journal.KindAck:
 			acks = append(acks, rec.Ack)
-		case journal.KindReport:
-			reports = append(reports, bytes.Clone(rec.Line))
+		case journal.KindReport, journal.KindDrift:
+			rec.Line = bytes.Clone(rec.Line)
+			recs = append(recs, rec)
 		}
 	}
 }
@@ -535,6 +556,9 @@ func (p *logPrinter) print(r record) error {
 
 func tableRow(rec record, now time.Time, serverW int) string {
 	r := gjson.ParseBytes(rec.line)
+	if rec.kind == journal.KindDrift {
+		return driftRow(r, now, serverW)
+	}
 	where := "journal"
 	if rec.waiting {
 		where = "waiting"
@@ -550,12 +574,46 @@ func tableRow(rec record, now time.Time, serverW int) string {
 		oneLineArgs(r.Get("args").Raw))
 }
 
+// driftRow is a drift record's row: no ID or duration (it is not a call), "drift:"
+// and the pins' status as its outcome, and what changed where the arguments go.
+func driftRow(r gjson.Result, now time.Time, serverW int) string {
+	d := r.Get("drift")
+	var what string
+	switch d.Get("status").String() {
+	case "changed":
+		var names []string
+		for _, c := range d.Get("changed").Array() {
+			names = append(names, c.String())
+		}
+		what = "changed: " + strings.Join(names, ", ")
+	case "renamed":
+		what = "renamed from " + d.Get("from").String()
+	case "new":
+		what = "not pinned"
+	}
+	if what != "" {
+		what += " (bir-proxy pins diff)"
+	}
+	return fmt.Sprintf("%-*s  %-12s  %-*s  %-*s  %8s  %-14s  %-7s  %s\n",
+		idWidth, "-",
+		shortTime(r.Get("at").Time(), now),
+		serverW, clip(printable(r.Get("server").String()), serverW),
+		toolWidth, clip(printable(d.Get("tool").String()), toolWidth),
+		"-",
+		clip(printable("drift: "+d.Get("status").String()), 14),
+		"journal",
+		clip(printable(what), argsWidth))
+}
+
 // show prints the call named opts.Show in full: its facts, then its arguments and
 // result (or error) indented, with text content printed as text.
 func show(w io.Writer, all []record, opts LogOptions) error {
 	want := opts.Show
 	var found []record
 	for _, r := range all {
+		if r.kind != journal.KindReport {
+			continue // a drift record has no call ID
+		}
 		if opts.Server != "" && gjson.GetBytes(r.line, "server").String() != opts.Server {
 			continue
 		}
