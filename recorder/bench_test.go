@@ -75,32 +75,3 @@ func BenchmarkPost(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkJournalBacklog is the queue's share of a backlog: bookkeeping, woken late
-// on a loaded machine, submits thousands of reports at once, and the queue's buffer
-// grows to hold them. B/op is what that growth allocates (and copies) per report.
-func BenchmarkJournalBacklog(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "github.jsonl")
-	committed := newCounter()
-	cfg := Config{Server: "github", JournalPath: path, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	cfg.tuning.hooks.committed = committed.add
-	r, err := Open(context.Background(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	st := recordertest.SampleStep("create_issue", 1)
-	const backlog = 8192
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		r.Submit(st)
-		if i%backlog == backlog-1 {
-			if err := committed.wait(context.Background(), i+1); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	if err := r.Close(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-}

@@ -241,21 +241,6 @@ func (r *Reporter) Submit(s report.Step) {
 	// join a batch it has not taken yet, and skip waking a goroutine (a syscall when it
 	// sleeps).
 	start := len(r.lines)
-	if cap(r.lines)-start < size {
-		// Doubled, not grown by append: under load bookkeeping submits a backlog of
-		// thousands of reports at once, and append's growth of a large slice (a
-		// quarter at a time) copied the queue over and over, 0.3 to 0.8 times every
-		// byte a pipelined host's journal received, while holding mu. Up to the size
-		// kept from turn to turn (maxKeptLines), not past it: a buffer grown past it
-		// is let go after its turn, and the next one grows again from nothing.
-		c := max(2*cap(r.lines), writeNow)
-		if cap(r.lines) < maxKeptLines {
-			c = min(c, maxKeptLines)
-		}
-		grown := make([]byte, start, max(c, start+size))
-		copy(grown, r.lines)
-		r.lines = grown
-	}
 	r.lines = append(s.AppendJSON(r.lines), '\n')
 	r.queued = append(r.queued, entry{seq: s.Seq, off: int64(start), n: len(r.lines) - start - 1})
 	// Also when the queue passes writeNow: the journal's write window does not hold
