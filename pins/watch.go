@@ -54,7 +54,8 @@ type Watcher struct {
 	pinning  bool      // the listing is the first seen: each of its pages is pinned
 	pinnedAt time.Time // when it began
 	warned   map[string]bool
-	said     int // drift lines written this session (maxDriftLines)
+	said     int          // drift lines written this session (maxDriftLines)
+	drift    func(Status) // OnDrift: each drift said, for the journal
 
 	hidden atomic.Pointer[map[string]bool]
 	shown  atomic.Pointer[map[string]bool] // --read-only: the tools shown
@@ -198,6 +199,9 @@ func (w *Watcher) Listed(result []byte, first bool) []Status {
 			switch w.said++; {
 			case w.said <= maxDriftLines:
 				w.say(s)
+				if w.drift != nil {
+					w.drift(s)
+				}
 			case w.said == maxDriftLines+1:
 				w.log.Warn("tool drift: more tools drifted than are said one by one; bir-proxy pins lists them all")
 			}
@@ -220,6 +224,12 @@ func (w *Watcher) Listed(result []byte, first bool) []Status {
 	}
 	return st
 }
+
+// OnDrift has fn told each drift the watcher says on stderr (once a session per tool,
+// up to the same bound): the proxy journals it (journal.Drift). fn is called with the
+// watcher's lock held, on whatever path showed it the listing (in block mode the
+// server's pump): it must not block. Set before the first Listed.
+func (w *Watcher) OnDrift(fn func(Status)) { w.drift = fn }
 
 // say writes the one stderr line of a drifted tool.
 func (w *Watcher) say(s Status) {

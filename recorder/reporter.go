@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/statedir"
+	"github.com/bir-dev/bir-proxy/journal"
 	"github.com/bir-dev/bir-proxy/report"
 )
 
@@ -54,8 +56,8 @@ type Config struct {
 	// JournalPath is the journal file; "" is <StateDir>/journal/<server>.jsonl.
 	JournalPath string
 	// JournalMaxBytes is the size at which the journal is rotated (0:
-	// DefaultJournalMaxBytes); JournalKeep is how many rotated files are kept besides
-	// the one being written (0: DefaultJournalKeep).
+	// journal.DefaultMaxBytes); JournalKeep is how many rotated files are kept besides
+	// the one being written (0: journal.DefaultKeep).
 	JournalMaxBytes int64
 	JournalKeep     int
 	// Logger gets the package's diagnostics (stderr); nil is slog.Default().
@@ -90,7 +92,7 @@ type Reporter struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	journal *journal // journal mode
+	journal *journal.Writer // journal mode
 	spool   *spoolFile
 	d       *dispatcher // recorder mode
 	adopted []string    // proxyIds of the earlier runs whose spool files this run took over (under mu)
@@ -147,9 +149,9 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 	if cfg.Endpoint == nil {
 		path := cfg.JournalPath
 		if path == "" {
-			path = JournalPath(stateDir, cfg.Server)
-			for _, d := range []string{stateDir, JournalDir(stateDir)} {
-				if err := privateDir(d, log); err != nil {
+			path = journal.Path(stateDir, cfg.Server)
+			for _, d := range []string{stateDir, journal.Dir(stateDir)} {
+				if err := statedir.PrivateDir(d, log); err != nil {
 					return nil, fmt.Errorf("open journal: %w", err)
 				}
 			}
@@ -158,9 +160,9 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 				return nil, fmt.Errorf("open journal: %w", err)
 			}
-			warnIfShared(filepath.Dir(path), log)
+			statedir.WarnIfShared(filepath.Dir(path), log)
 		}
-		j, err := openJournal(path, cfg.JournalMaxBytes, cfg.JournalKeep, log)
+		j, err := journal.Open(path, cfg.JournalMaxBytes, cfg.JournalKeep, log)
 		if err != nil {
 			return nil, err
 		}
@@ -171,10 +173,10 @@ func Open(ctx context.Context, cfg Config) (*Reporter, error) {
 
 	dir := spoolDir(stateDir)
 	spoolOK := true
-	if err := privateDir(stateDir, log); err != nil {
+	if err := statedir.PrivateDir(stateDir, log); err != nil {
 		log.Warn("cannot use the state directory; reports are kept in memory only", "err", err)
 		spoolOK = false
-	} else if err := privateDir(dir, log); err != nil {
+	} else if err := statedir.PrivateDir(dir, log); err != nil {
 		log.Warn("cannot use the spool directory; reports are kept in memory only", "err", err)
 		spoolOK = false
 	} else if r.spool, err = createSpool(dir, cfg.Server, id); err != nil {
@@ -253,6 +255,32 @@ func (r *Reporter) Submit(s report.Step) {
 	}
 }
 
+// Drift journals a tool's drift from its pin (journal.Drift: pins.Watcher said it),
+// stamped with the proxyId and server, in journal mode. With a recorder it does
+// nothing: SPEC §5 has no route for it, and stderr has said it. Like Submit it returns
+// at once; the line is written with the reports around it.
+func (r *Reporter) Drift(d journal.DriftOf, at time.Time) {
+	if r.journal == nil {
+		return
+	}
+	rec := journal.Drift{ProxyID: r.proxyID, Server: r.server, At: at, Drift: d}
+	r.mu.Lock()
+	if r.closed || len(r.lines)+journal.MaxDriftLine > maxQueued {
+		r.mu.Unlock()
+		return
+	}
+	start := len(r.lines)
+	r.lines = append(rec.AppendJSON(r.lines), '\n')
+	r.queued = append(r.queued, entry{off: int64(start), n: len(r.lines) - start - 1}) // no seq: not a report
+	r.mu.Unlock()
+	if start == 0 {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Learned passes what the proxy learned about its upstream on to the recorder in a
 // fresh register call. It does nothing in journal mode.
 func (r *Reporter) Learned(f report.ServerFacts) {
@@ -292,7 +320,7 @@ func (r *Reporter) close(ctx context.Context) error {
 	}
 
 	if r.journal != nil {
-		err := r.journal.close()
+		err := r.journal.Close()
 		if err != nil {
 			return fmt.Errorf("close journal: %w", err)
 		}
@@ -438,7 +466,7 @@ func (r *Reporter) sync() {
 	var err error
 	switch {
 	case r.journal != nil:
-		err = r.journal.sync()
+		err = r.journal.Sync()
 	case r.spool != nil:
 		err = r.spool.sync()
 	}
@@ -474,13 +502,13 @@ func (r *Reporter) appendJournal(lines []byte, queued []entry) error {
 	from := 0
 	for i, e := range queued {
 		if end := int(e.off) + e.n + 1; end-from > journalChunk && int(e.off) > from {
-			if err := r.journal.write(lines[from:e.off]); err != nil {
+			if err := r.journal.Write(lines[from:e.off]); err != nil {
 				return err
 			}
 			from = int(e.off)
 		}
 		if i == len(queued)-1 {
-			return r.journal.write(lines[from:])
+			return r.journal.Write(lines[from:])
 		}
 	}
 	return nil

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/bir-dev/bir-proxy/internal/statedir"
 )
 
 // A spool file holds the reports of one run, one JSON line each, followed by done marks
@@ -638,7 +640,7 @@ func adoptSpools(ctx context.Context, dir, server, ownID string, log *slog.Logge
 			f.Close()
 			continue
 		}
-		if err := privateFile(f, log); err != nil {
+		if err := statedir.PrivateFile(f, log); err != nil {
 			log.Warn("not adopting a spool file of an earlier run", "err", err)
 			f.Close()
 			continue

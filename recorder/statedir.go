@@ -4,18 +4,15 @@ import (
 	"path/filepath"
 
 	"github.com/bir-dev/bir-proxy/internal/statedir"
+	"github.com/bir-dev/bir-proxy/journal"
 )
 
 // DefaultStateDir is where bir-proxy keeps its spool and journal (statedir.Dir).
 func DefaultStateDir() (string, error) { return statedir.Dir() }
 
-// JournalDir is the directory of the journals under a state directory.
-func JournalDir(stateDir string) string { return filepath.Join(stateDir, "journal") }
-
-// JournalPath is the default journal of one server: <stateDir>/journal/<server>.jsonl.
-func JournalPath(stateDir, server string) string {
-	return filepath.Join(JournalDir(stateDir), fileSafe(server)+".jsonl")
-}
+// JournalPath is the default journal of one server (journal.Path); kept for the
+// callers of before the journal had a package of its own.
+func JournalPath(stateDir, server string) string { return journal.Path(stateDir, server) }
 
 func spoolDir(stateDir string) string { return filepath.Join(stateDir, "spool") }
 

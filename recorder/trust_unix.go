@@ -7,7 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/bir-dev/bir-proxy/internal/statedir"
 )
 
 // checkTrust says why the discovery file at path, found from the working directory
@@ -52,7 +53,7 @@ func checkTrust(path, dir string, uid int) error {
 }
 
 func ownedSafely(path string, fi fs.FileInfo, uid int) error {
-	if owner, ok := fileOwner(fi); ok && owner != uid && owner != 0 {
+	if owner, ok := statedir.Owner(fi); ok && owner != uid && owner != 0 {
 		return fmt.Errorf("%s is owned by uid %d, not by you (uid %d) or root", path, owner, uid)
 	}
 	perm := fi.Mode().Perm()
@@ -68,13 +69,4 @@ func ownedSafely(path string, fi fs.FileInfo, uid int) error {
 		mode |= 0o1000
 	}
 	return fmt.Errorf("%s is writable by %s (mode %04o)", path, who, mode)
-}
-
-// fileOwner returns the uid that owns fi's file.
-func fileOwner(fi fs.FileInfo) (uid int, ok bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, false
-	}
-	return int(st.Uid), true
 }

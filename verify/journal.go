@@ -1,24 +1,18 @@
 package verify
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/cassette"
+	"github.com/bir-dev/bir-proxy/journal"
 	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/report"
 )
-
-// maxJournalLine bounds one journal line read (a report is capped at 64 KiB).
-const maxJournalLine = 16 << 20
 
 // JournalBudget is the size the current answer of a call replayed from the journal is
 // redacted and clipped to before it is compared: as a report's result was.
@@ -27,8 +21,9 @@ const JournalBudget = 64 << 10
 // JournalSource reads the journal's reports of server (the files in paths, oldest
 // first; a missing one is skipped) as recorded calls: the host's calls (not replay
 // dispatches) received at or after since. A call whose arguments lost something to
-// redaction or clipping is marked redacted, naming where. Lines that do not read (a
-// proxy killed mid-line) are skipped and logged.
+// redaction or clipping is marked redacted, naming where. The journal is read with
+// package journal's Reader; lines that do not read (a proxy killed mid-line, one over
+// journal.MaxLine) are skipped and logged, records that are not calls skipped.
 func JournalSource(paths []string, server string, since time.Time, log *slog.Logger) func() (Source, error) {
 	if log == nil {
 		log = slog.Default()
@@ -56,56 +51,48 @@ type journalSource struct {
 	log    *slog.Logger
 	h      cassette.Header
 
-	f    *os.File
-	br   *bufio.Reader
-	name string
-	line int
-	seq  int64
+	r   *journal.Reader
+	seq int64
 }
 
 func (j *journalSource) Header() *cassette.Header { return &j.h }
 
 func (j *journalSource) Close() error {
-	if j.f != nil {
-		return j.f.Close()
+	if j.r != nil {
+		j.r.Close()
 	}
 	return nil
 }
 
 func (j *journalSource) Next() (*cassette.Call, error) {
 	for {
-		if j.br == nil {
+		if j.r == nil {
 			if len(j.paths) == 0 {
 				return nil, io.EOF
 			}
-			j.name, j.paths = j.paths[0], j.paths[1:]
-			f, err := os.Open(j.name)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("reading the journal: %w", err)
-			}
-			j.f, j.br, j.line = f, bufio.NewReaderSize(f, 64<<10), 0
+			j.r, j.paths = journal.NewReader(j.paths[0], false), j.paths[1:]
 		}
-		line, _, err := cassette.ReadLine(j.br, maxJournalLine)
-		if err == nil {
-			j.line++
-		}
+		rec, err := j.r.Next()
 		if err == io.EOF {
-			j.f.Close()
-			j.f, j.br = nil, nil
+			if j.r.Long > 0 {
+				j.log.Warn("journal lines too long to read were skipped", "file", j.r.Path(), "lines", j.r.Long)
+			}
+			j.r.Close()
+			j.r = nil
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s, line %d: %w", j.name, j.line+1, err)
+			return nil, fmt.Errorf("reading the journal: %w", err)
+		}
+		if rec.Kind == journal.KindAck || rec.Kind == journal.KindOther {
+			continue // not a call
 		}
 		var st report.Step
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
+		if rec.Kind == journal.KindReport {
+			st, err = rec.Step()
 		}
-		if err := json.Unmarshal(line, &st); err != nil || st.Tool == "" {
-			j.log.Warn("a journal line that does not read was skipped", "file", j.name, "line", j.line)
+		if rec.Kind == journal.KindBroken || err != nil || st.Tool == "" {
+			j.log.Warn("a journal line that does not read was skipped", "file", j.r.Path(), "line", j.r.Line())
 			continue
 		}
 		if st.DispatchID != nil || (j.server != "" && st.Server != j.server) || st.ReceivedAt.Before(j.since) {

@@ -64,7 +64,8 @@ func main() {
 		vRounds  = flag.Int("verify-rounds", 5, "rounds of the verify workload")
 		vAlso    = flag.String("verify-also", "", "with -only verify: also measure this bir-proxy binary's verify in the same rounds (a before/after comparison in one run)")
 		blocking = flag.Bool("blocking", false, "also measure the proxy with host stdio forced blocking and forced non-blocking (BIR_BLOCKING_STDIO=1, =0)")
-		rec      = flag.Bool("recording", false, "also measure the proxy recording to a reference recorder (and its faults)")
+		rec      = flag.Bool("recording", false, "also measure the proxy recording to a reference recorder (and its faults), and writing the journal")
+		jrnl     = flag.Bool("journal", false, "also measure the proxy writing the journal (no recorder): -recording's journal variant alone, against the pipe in the same rounds")
 		recHere  = flag.Bool("recorder-in-process", false, "with -recording: run the reference recorders in this process (as before 2026-12), not each in a process of its own")
 		profile  = flag.String("profile", "", "write a CPU profile of the named variant's proxy to bench-<variant>.prof, its allocations to bench-<variant>.mem.prof (verify: of one more bir-proxy verify run)")
 		selfProf = flag.String("self-profile", "", "write a CPU profile of this process (the host's side and the reference recorders) during the named variant's first pipelined round to bench-self-<variant>.prof")
@@ -109,8 +110,10 @@ func main() {
 			variant{name: "bir-proxy/blocking", argv: variants[2].argv, env: []string{"BIR_OFF=1", "BIR_BLOCKING_STDIO=1"}},
 			variant{name: "bir-proxy/poller", argv: variants[2].argv, env: []string{"BIR_OFF=1", "BIR_BLOCKING_STDIO=0"}})
 	}
-	if *rec {
+	if *rec || *jrnl {
 		variants = append(variants, variant{name: "bir-proxy/journal", argv: variants[2].argv, env: []string{"BIR_OFF=0", "BIR_RECORDER_URL=", "BIR_RECORDER_TOKEN="}, stateRoot: dir})
+	}
+	if *rec {
 		recs := recordingVariants(dir, bins["bench"], *recHere)
 		defer func() {
 			for _, v := range recs {

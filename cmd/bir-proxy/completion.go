@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bir-dev/bir-proxy/journal"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 	"github.com/bir-dev/bir-proxy/recorder"
 )
@@ -104,7 +105,7 @@ func completionServers(verb string) []string {
 	}
 	if verb == "log" {
 		if state, err := recorder.DefaultStateDir(); err == nil {
-			for _, n := range journalServers(recorder.JournalDir(state)) {
+			for _, n := range journalServers(journal.Dir(state)) {
 				seen[n] = true
 			}
 		}
@@ -133,7 +134,7 @@ func journalServers(dir string) []string {
 		if !ok || e.IsDir() || name == "" {
 			continue
 		}
-		if recorder.JournalPath("", name) == filepath.Join("journal", e.Name()) {
+		if journal.Path("", name) == filepath.Join("journal", e.Name()) {
 			out = append(out, name)
 		}
 	}

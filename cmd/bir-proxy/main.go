@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/version"
+	"github.com/bir-dev/bir-proxy/journal"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/servername"
 	"github.com/bir-dev/bir-proxy/toolpolicy"
@@ -105,8 +106,8 @@ func defineProxyFlags(fs *flag.FlagSet) *proxyFlags {
 	fs.StringVar(&f.recorderURL, "recorder", "", "recorder URL (default: BIR_RECORDER_URL, then .bir/recorder.json)")
 	fs.BoolVar(&f.allowRemote, "allow-remote-recorder", false, "allow a recorder that is not on a loopback address")
 	fs.StringVar(&f.journal, "journal", "", "journal file used when no recorder is configured (default: $XDG_STATE_HOME/bir-proxy/journal/SERVER.jsonl)")
-	fs.IntVar(&f.journalMaxMB, "journal-max-mb", recorder.DefaultJournalMaxBytes>>20, "size in MiB at which the journal is rotated to JOURNAL.1, JOURNAL.2, ...")
-	fs.IntVar(&f.journalKeep, "journal-keep", recorder.DefaultJournalKeep, "rotated journal files kept besides the one being written (older ones are deleted)")
+	fs.IntVar(&f.journalMaxMB, "journal-max-mb", journal.DefaultMaxBytes>>20, "size in MiB at which the journal is rotated to JOURNAL.1, JOURNAL.2, ...")
+	fs.IntVar(&f.journalKeep, "journal-keep", journal.DefaultKeep, "rotated journal files kept besides the one being written (older ones are deleted)")
 	f.spoolMax.n = recorder.DefaultSpoolMax
 	fs.Var(&f.spoolMax, "spool-max", "most disk the reports waiting for a recorder that is down may take, per server, as a `SIZE` like 1GiB; past it the oldest are dropped")
 	fs.IntVar(&f.maxMessage, "max-message", 0, "largest message accepted, in bytes (default 256 MiB)")

@@ -405,3 +405,91 @@ func TestOTelPinsDriftIsAToolsListSpanEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestPinsDriftInJournal: with no recorder, each drift the proxy says is also a
+// journal record, once a session however often the tool is listed, shaped so that
+// readers of reports skip it ("ack": null, no top-level tool: older `log` and
+// `verify` skip such lines); `bir-proxy log` shows it as a row and under --json as
+// its line, and not among the failed calls.
+func TestPinsDriftInJournal(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	pinSession(t, state, pinsV1)
+	journalFile := filepath.Join(state, "bir-proxy", "journal", "pinned.jsonl")
+	if data, _ := os.ReadFile(journalFile); len(data) > 0 {
+		t.Fatalf("the first session journaled something:\n%s", data)
+	}
+	pinSession(t, state, pinsV2)
+	data, err := os.ReadFile(journalFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"read": `"status":"changed","changed":["description"]`, "older": `"status":"renamed","from":"old"`,
+		"flag": `"status":"changed","changed":["annotations"]`, "added": `"status":"new"`}
+	seen := map[string]int{}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		lines = append(lines, l)
+		var rec struct {
+			Ack     *json.RawMessage `json:"ack"`
+			Record  string           `json:"record"`
+			Tool    *string          `json:"tool"`
+			Server  string           `json:"server"`
+			ProxyID string           `json:"proxyId"`
+			At      string           `json:"at"`
+			Drift   struct {
+				Tool string `json:"tool"`
+			} `json:"drift"`
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("a journal line that is not JSON: %s", l)
+		}
+		if !strings.HasPrefix(l, `{"ack":null,"record":"tool_drift",`) || rec.Tool != nil || rec.Server != "pinned" || rec.ProxyID == "" || rec.At == "" {
+			t.Errorf("not a drift record older readers skip: %s", l)
+		}
+		seen[rec.Drift.Tool]++
+		if w, ok := want[rec.Drift.Tool]; !ok || !strings.Contains(l, w) {
+			t.Errorf("drift record %s, want %s", l, w)
+		}
+	}
+	for tool := range want {
+		if seen[tool] != 1 {
+			t.Errorf("tool %s journaled %d times, want once:\n%s", tool, seen[tool], data)
+		}
+	}
+
+	logOut := func(args ...string) (string, error) {
+		cmd := exec.Command(testutil.Build(t, "./cmd/bir-proxy"), append([]string{"log"}, args...)...)
+		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, "NO_COLOR=1")
+		out, err := cmd.Output()
+		return string(out), err
+	}
+	table, err := logOut()
+	if err != nil {
+		t.Fatalf("bir-proxy log: %v\n%s", err, table)
+	}
+	for _, w := range []string{"drift: changed  journal  changed: description", "drift: renamed  journal  renamed from old", "drift: new", "changed: annotations"} {
+		if !strings.Contains(table, w) {
+			t.Errorf("bir-proxy log does not show %q:\n%s", w, table)
+		}
+	}
+	if rows := strings.Count(table, "\n"); rows != 5 {
+		t.Errorf("bir-proxy log: %d lines, want a header and 4 drift rows:\n%s", rows, table)
+	}
+	js, err := logOut("--json")
+	if err != nil {
+		t.Fatalf("bir-proxy log --json: %v", err)
+	}
+	got := strings.Split(strings.TrimSpace(js), "\n")
+	slices.Sort(got)
+	slices.Sort(lines)
+	if !slices.Equal(got, lines) {
+		t.Errorf("bir-proxy log --json:\n%s\nwant the journal's lines:\n%s", js, data)
+	}
+	if out, err := logOut("--failed"); err == nil {
+		t.Errorf("bir-proxy log --failed shows drift:\n%s", out)
+	}
+	if out, _ := logOut("--tool", "older"); strings.Count(out, "\n") != 2 || !strings.Contains(out, "renamed from old") {
+		t.Errorf("bir-proxy log --tool older:\n%s", out)
+	}
+}

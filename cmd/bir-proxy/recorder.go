@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/version"
+	"github.com/bir-dev/bir-proxy/journal"
+	"github.com/bir-dev/bir-proxy/pins"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/report"
@@ -91,6 +93,13 @@ func (p *reporting) sink() report.Sink {
 }
 
 func (p *reporting) proxyID() string { return p.id }
+
+// drift journals a tool's drift from its pin (journal mode only: Reporter.Drift).
+func (p *reporting) drift(s pins.Status) {
+	if p.r != nil {
+		p.r.Drift(journal.DriftOf{Tool: s.Name, Status: s.Status, Changed: s.Changed, From: s.From}, time.Now())
+	}
+}
 
 // learned passes on what a revived server said about itself: the recorder registers
 // again (SPEC §5), as after the first handshake.

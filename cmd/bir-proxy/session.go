@@ -143,6 +143,9 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 	cas := f.cassette.open(f, off(), logger)
 	f.cassette.options(&icOpts, cas)
 	pinned := f.pinWatcher(off(), logger)
+	if pinned != nil {
+		pinned.OnDrift(reporter.drift) // into the journal, as `bir-proxy log` shows it
+	}
 	var spans *mcpspans.Spans
 	if tracing != nil {
 		// A tools/list span carries its answer's tool drift (docs/pins.md).

@@ -3,7 +3,8 @@ package main
 import (
 	"time"
 
-	"github.com/bir-dev/bir-proxy/recorder"
+	"github.com/bir-dev/bir-proxy/internal/statedir"
+	"github.com/bir-dev/bir-proxy/journal"
 	"github.com/bir-dev/bir-proxy/recorder/logview"
 	"github.com/bir-dev/bir-proxy/verify"
 )
@@ -21,15 +22,15 @@ func journalSource(p *proxyFlags, since string) (func() (verify.Source, error), 
 	}
 	path := p.journal
 	if path == "" {
-		state, err := recorder.DefaultStateDir()
+		state, err := statedir.Dir()
 		if err != nil {
 			return nil, err
 		}
-		path = recorder.JournalPath(state, p.server)
+		path = journal.Path(state, p.server)
 	}
 	var paths []string
 	for n := 32; n >= 1; n-- {
-		paths = append(paths, recorder.RotatedJournal(path, n))
+		paths = append(paths, journal.Rotated(path, n))
 	}
 	return verify.JournalSource(append(paths, path), p.server, from, nil), nil
 }

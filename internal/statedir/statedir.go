@@ -1,6 +1,7 @@
 // Package statedir is where bir-proxy keeps what outlives a run, under one folder
-// ($XDG_STATE_HOME/bir-proxy): the spool and the journal (recorder), the tool pins
-// (pins), and how a server's name becomes a file's.
+// ($XDG_STATE_HOME/bir-proxy): the spool (recorder), the journal (journal), the tool
+// pins (pins); how a server's name becomes a file's; and how the files of reports are
+// kept the user's alone (PrivateDir, PrivateFile, perms.go).
 package statedir
 
 import (

@@ -2,13 +2,13 @@
 // reports written when no recorder is configured) and the reports waiting in the spool
 // for a recorder that did not answer, as a table, as JSON lines, or one call in full. It
 // only reads files, so it lives apart from package recorder's HTTP delivery; all it takes
-// from there is where the files are (DefaultStateDir, JournalDir, SpoolDir). It reads
-// the spool format (recorder/spool.go: report lines, then {"ack":SEQ} lines for the ones
-// the recorder took) and never writes it.
+// from there is where the spool is (SpoolDir). Both the journal and the spool files
+// (recorder/spool.go: report lines, then {"ack":SEQ} lines for the ones the recorder
+// took) are read with package journal's Reader, which `bir-proxy verify` reads the
+// journal with too; nothing here writes them.
 package logview
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -26,7 +26,9 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/bir-dev/bir-proxy/internal/statedir"
 	"github.com/bir-dev/bir-proxy/internal/termtext"
+	"github.com/bir-dev/bir-proxy/journal"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -78,9 +80,11 @@ var Outcomes = []string{report.OutcomeOK, report.OutcomeToolError, report.Outcom
 // matches.
 var ErrNoReports = errors.New("no reports")
 
-// record is one report line and where it is.
+// record is one report line (or a record that is not a call: a tool's drift, kind)
+// and where it is.
 type record struct {
 	line []byte
+	kind journal.Kind // KindReport or KindDrift
 	// waiting: in the spool and not acknowledged by a recorder. delivered: in the spool
 	// and acknowledged (shown only by Show: the recorder has it).
 	waiting, delivered bool
@@ -107,11 +111,11 @@ func (r record) id() string {
 func PrintLog(ctx context.Context, w io.Writer, opts LogOptions) error {
 	dir, spoolDir := opts.Dir, opts.SpoolDir
 	if opts.Path == "" && dir == "" {
-		state, err := recorder.DefaultStateDir()
+		state, err := statedir.Dir()
 		if err != nil {
 			return err
 		}
-		dir = recorder.JournalDir(state)
+		dir = journal.Dir(state)
 		if spoolDir == "" {
 			spoolDir = recorder.SpoolDir(state)
 		}
@@ -236,13 +240,13 @@ func PrintLog(ctx context.Context, w io.Writer, opts LogOptions) error {
 			if s.rotated {
 				continue // read once: the live file's source follows across a rotation
 			}
-			lines, _, err := s.readNew()
+			recs, _, err := s.readNew()
 			if err != nil {
 				return err
 			}
-			for _, line := range lines {
-				r := record{line: line, waiting: s.spool, path: s.path}
-				if !opts.match(line) {
+			for _, rec := range recs {
+				r := record{line: rec.Line, kind: rec.Kind, waiting: s.spool, path: s.path}
+				if !opts.match(rec.Line) {
 					continue
 				}
 				if !p.headed {
@@ -271,6 +275,9 @@ func runOf(id string) (string, bool) {
 func runsWithPrefix(all []record, prefix string) []string {
 	seen := map[string]bool{}
 	for _, r := range all {
+		if r.kind != journal.KindReport {
+			continue
+		}
 		if id := gjson.GetBytes(r.line, "proxyId").String(); strings.HasPrefix(id, prefix) {
 			seen[id] = true
 		}
@@ -286,6 +293,14 @@ func runsWithPrefix(all []record, prefix string) []string {
 // match reports whether a report line passes the filters.
 func (o LogOptions) match(line []byte) bool {
 	r := gjson.ParseBytes(line)
+	if r.Get("record").String() == journal.RecordDrift {
+		// A tool's drift from its pin: shown among the calls, by its server and
+		// tool and time; not a call of a run, and it has no outcome.
+		return o.run == "" && len(o.Outcomes) == 0 && !o.Failed &&
+			(o.Server == "" || r.Get("server").String() == o.Server) &&
+			(o.Tool == "" || r.Get("drift.tool").String() == o.Tool) &&
+			(o.Since.IsZero() || !receivedAt(line).Before(o.Since))
+	}
 	if o.run != "" && r.Get("proxyId").String() != o.run {
 		return false
 	}
@@ -308,11 +323,16 @@ func (o LogOptions) match(line []byte) bool {
 	return true
 }
 
+// receivedAt is when a call was received (a report of before receivedAt: when it
+// started), or when a drift record's drift was seen.
 func receivedAt(line []byte) time.Time {
-	if t := gjson.GetBytes(line, "receivedAt"); t.Exists() {
-		return t.Time()
+	f := gjson.GetManyBytes(line, "receivedAt", "startedAt", "at")
+	for _, t := range f {
+		if t.Exists() {
+			return t.Time()
+		}
 	}
-	return gjson.GetBytes(line, "startedAt").Time()
+	return time.Time{}
 }
 
 // noneMatch says that no report matched and what there is instead: which servers
@@ -321,7 +341,7 @@ func noneMatch(all []record, opts LogOptions, dir, spoolDir string) error {
 	count := map[string]int{}
 	var names []string
 	for _, r := range all {
-		if r.delivered {
+		if r.delivered || r.kind != journal.KindReport {
 			continue
 		}
 		s := printable(gjson.GetBytes(r.line, "server").String())
@@ -349,14 +369,18 @@ func noneMatch(all []record, opts LogOptions, dir, spoolDir string) error {
 	return fmt.Errorf("%w %s; servers with reports: %s", ErrNoReports, what, strings.Join(have, ", "))
 }
 
-// source is a journal or spool file being read: how far its whole lines have been
-// read, in which file (a journal is rotated to path.1, path.2, ... under a follower).
+// source is a journal or spool file being read (journal.Reader: how far its whole
+// lines have been read, in which file; a journal is rotated to path.1, path.2, ... under
+// a follower).
 type source struct {
 	path    string
 	spool   bool
 	rotated bool // an older file of a journal (path.N): read at the start only
-	off     int64
-	file    os.FileInfo // what was at path when off was taken; nil before the first read
+	r       *journal.Reader
+}
+
+func newSource(path string, spool, rotated bool) *source {
+	return &source{path: path, spool: spool, rotated: rotated, r: journal.NewReader(path, spool)}
 }
 
 // rotatedKept bounds how many rotated files of one journal are looked for.
@@ -367,13 +391,13 @@ const rotatedKept = 1000
 func withRotated(path string) []*source {
 	var out []*source
 	for n := 1; n <= rotatedKept; n++ {
-		p := recorder.RotatedJournal(path, n)
+		p := journal.Rotated(path, n)
 		if _, err := os.Stat(p); err != nil {
 			break
 		}
-		out = append([]*source{{path: p, rotated: true}}, out...)
+		out = append([]*source{newSource(p, false, true)}, out...)
 	}
-	return append(out, &source{path: path})
+	return append(out, newSource(path, false, false))
 }
 
 // listSources lists the journal and spool files, keeping those of have (and where
@@ -411,11 +435,11 @@ func listSources(path, dir, spoolDir string, have []*source) ([]*source, error) 
 				continue
 			}
 			if d.spool {
-				out = append(out, &source{path: p, spool: true})
+				out = append(out, newSource(p, true, false))
 			} else if have == nil {
 				out = append(out, withRotated(p)...)
 			} else {
-				out = append(out, &source{path: p}) // a journal begun while we follow
+				out = append(out, newSource(p, false, false)) // a journal begun while we follow
 			}
 		}
 	}
@@ -435,16 +459,17 @@ func readAll(srcs []*source, limit int, match func([]byte) bool) ([]record, erro
 				return nil, err
 			}
 			for _, line := range lines {
-				out = append(out, record{line: line, path: s.path})
+				out = append(out, record{line: line, kind: journal.Classify(line).Kind, path: s.path})
 			}
 			continue
 		}
-		lines, acks, err := s.readNew()
+		recs, acks, err := s.readNew()
 		if err != nil {
 			return nil, err
 		}
-		for _, line := range lines {
-			r := record{line: line, path: s.path}
+		for _, rec := range recs {
+			line := rec.Line
+			r := record{line: line, kind: rec.Kind, path: s.path}
 			if s.spool {
 				r.delivered = slices.Contains(acks, gjson.GetBytes(line, "seq").Uint())
 				r.waiting = !r.delivered
@@ -455,121 +480,33 @@ func readAll(srcs []*source, limit int, match func([]byte) bool) ([]record, erro
 	return out, nil
 }
 
-// readNew returns the reports and done marks in lines completed since the last call.
-// A line still being written is left for the next call.
-func (s *source) readNew() (reports [][]byte, acks []uint64, err error) {
-	f, err := os.Open(s.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil // not written yet, or removed (a spool file delivered)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s: %w", s.path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s: %w", s.path, err)
-	}
-	if s.file != nil && !s.spool && !os.SameFile(s.file, st) {
-		// Rotated: what was written to the old file since the last read is now in
-		// path.1; finish it before starting on the new one.
-		old := &source{path: recorder.RotatedJournal(s.path, 1), off: s.off}
-		if ost, err := os.Stat(old.path); err == nil && os.SameFile(s.file, ost) {
-			if reports, acks, err = old.readNew(); err != nil {
-				return nil, nil, err
-			}
-		}
-		s.off = 0
-	}
-	s.file = st
-	if st.Size() < s.off {
-		s.off = 0 // truncated (a compacted spool file) or replaced: start over
-	}
-	if _, err := f.Seek(s.off, io.SeekStart); err != nil {
-		return nil, nil, fmt.Errorf("reading %s: %w", s.path, err)
-	}
-	r := bufio.NewReaderSize(f, 64<<10)
+// readNew returns the reports (and drift records) and done marks in lines completed
+// since the last call; the records' lines are their own. A line still being written is
+// left for the next call.
+func (s *source) readNew() (recs []journal.Record, acks []uint64, err error) {
 	for {
-		line, err := r.ReadBytes('\n')
+		rec, err := s.r.Next()
+		if err == io.EOF {
+			return recs, acks, nil
+		}
 		if err != nil {
-			if err == io.EOF {
-				return reports, acks, nil
-			}
-			return reports, acks, fmt.Errorf("reading %s: %w", s.path, err)
+			return recs, acks, err
 		}
-		s.off += int64(len(line))
-		line = bytes.TrimRight(line, "\r\n")
-		if !gjson.ValidBytes(line) {
-			continue
+		switch rec.Kind {
+		case journal.KindAck:
+			acks = append(acks, rec.Ack)
+		case journal.KindReport, journal.KindDrift:
+			rec.Line = bytes.Clone(rec.Line)
+			recs = append(recs, rec)
 		}
-		if ack := gjson.GetBytes(line, "ack"); ack.Exists() {
-			acks = append(acks, ack.Uint())
-			continue
-		}
-		reports = append(reports, line)
 	}
 }
-
-// tailChunk is how much of a journal tail reads at a time, from the end.
-const tailChunk = 64 << 10
 
 // tail returns the last want reports that match in the whole lines of the source's
 // file, oldest first, reading it backwards; following then starts at the end of its
 // whole lines (a line still being written is left for it).
 func (s *source) tail(want int, match func([]byte) bool) ([][]byte, error) {
-	f, err := os.Open(s.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", s.path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", s.path, err)
-	}
-	pos, end := st.Size(), int64(-1)
-	var carry []byte // the start of a line, whose beginning is before pos
-	var rev [][]byte // newest first
-	for pos > 0 && len(rev) < want {
-		n := min(tailChunk, pos)
-		pos -= n
-		data := make([]byte, n, n+int64(len(carry)))
-		if _, err := f.ReadAt(data, pos); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", s.path, err)
-		}
-		data = append(data, carry...)
-		if end < 0 {
-			i := bytes.LastIndexByte(data, '\n')
-			if i < 0 {
-				carry = data // no whole line yet
-				continue
-			}
-			end = pos + int64(i) + 1
-			data = data[:i]
-		}
-		// data ends where a line ends, without its newline; its first part may be the
-		// end of a line that starts before pos.
-		parts := bytes.Split(data, []byte("\n"))
-		first := 1
-		if pos == 0 {
-			first = 0
-		}
-		for k := len(parts) - 1; k >= first && len(rev) < want; k-- {
-			line := bytes.TrimRight(parts[k], "\r")
-			if len(line) > 0 && gjson.ValidBytes(line) && !gjson.GetBytes(line, "ack").Exists() && match(line) {
-				rev = append(rev, bytes.Clone(line))
-			}
-		}
-		carry = bytes.Clone(parts[0])
-	}
-	if end < 0 {
-		end = 0 // no whole line yet
-	}
-	s.off, s.file = end, st
-	slices.Reverse(rev)
-	return rev, nil
+	return s.r.Tail(want, func(rec journal.Record) bool { return match(rec.Line) })
 }
 
 type logPrinter struct {
@@ -619,6 +556,9 @@ func (p *logPrinter) print(r record) error {
 
 func tableRow(rec record, now time.Time, serverW int) string {
 	r := gjson.ParseBytes(rec.line)
+	if rec.kind == journal.KindDrift {
+		return driftRow(r, now, serverW)
+	}
 	where := "journal"
 	if rec.waiting {
 		where = "waiting"
@@ -634,12 +574,46 @@ func tableRow(rec record, now time.Time, serverW int) string {
 		oneLineArgs(r.Get("args").Raw))
 }
 
+// driftRow is a drift record's row: no ID or duration (it is not a call), "drift:"
+// and the pins' status as its outcome, and what changed where the arguments go.
+func driftRow(r gjson.Result, now time.Time, serverW int) string {
+	d := r.Get("drift")
+	var what string
+	switch d.Get("status").String() {
+	case "changed":
+		var names []string
+		for _, c := range d.Get("changed").Array() {
+			names = append(names, c.String())
+		}
+		what = "changed: " + strings.Join(names, ", ")
+	case "renamed":
+		what = "renamed from " + d.Get("from").String()
+	case "new":
+		what = "not pinned"
+	}
+	if what != "" {
+		what += " (bir-proxy pins diff)"
+	}
+	return fmt.Sprintf("%-*s  %-12s  %-*s  %-*s  %8s  %-14s  %-7s  %s\n",
+		idWidth, "-",
+		shortTime(r.Get("at").Time(), now),
+		serverW, clip(printable(r.Get("server").String()), serverW),
+		toolWidth, clip(printable(d.Get("tool").String()), toolWidth),
+		"-",
+		clip(printable("drift: "+d.Get("status").String()), 14),
+		"journal",
+		clip(printable(what), argsWidth))
+}
+
 // show prints the call named opts.Show in full: its facts, then its arguments and
 // result (or error) indented, with text content printed as text.
 func show(w io.Writer, all []record, opts LogOptions) error {
 	want := opts.Show
 	var found []record
 	for _, r := range all {
+		if r.kind != journal.KindReport {
+			continue // a drift record has no call ID
+		}
 		if opts.Server != "" && gjson.GetBytes(r.line, "server").String() != opts.Server {
 			continue
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
+	"github.com/bir-dev/bir-proxy/journal"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 	"github.com/bir-dev/bir-proxy/report"
@@ -202,7 +203,7 @@ func spoolReports(t *testing.T, state, server string, steps ...report.Step) stri
 // waiting and for which recorder; one the recorder acknowledged does not.
 func TestPrintLogWaiting(t *testing.T) {
 	state := t.TempDir()
-	writeJournal(t, recorder.JournalPath(state, "github"), "github", recordertest.SampleStep("in_journal", 1))
+	writeJournal(t, journal.Path(state, "github"), "github", recordertest.SampleStep("in_journal", 1))
 	spool := spoolReports(t, state, "linear", recordertest.SampleStep("delivered", 2), recordertest.SampleStep("waits_a", 3), recordertest.SampleStep("waits_b", 4))
 	f, err := os.OpenFile(spool, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -211,7 +212,7 @@ func TestPrintLogWaiting(t *testing.T) {
 	f.WriteString(`{"ack":1}` + "\n")
 	f.Close()
 
-	opts := LogOptions{Dir: recorder.JournalDir(state), SpoolDir: recorder.SpoolDir(state),
+	opts := LogOptions{Dir: journal.Dir(state), SpoolDir: recorder.SpoolDir(state),
 		Recorder: func() string { return "the recorder at http://127.0.0.1:1" }}
 	var out bytes.Buffer
 	if err := PrintLog(t.Context(), &out, opts); err != nil {
@@ -313,17 +314,17 @@ func TestShow(t *testing.T) {
 	bad := recordertest.SampleStep("create_issue", 2)
 	bad.Outcome, bad.Result = report.OutcomeRPCError, nil
 	bad.Error = json.RawMessage(`{"code":-32602,"message":"bad title","data":{"field":"title"}}`)
-	writeJournal(t, recorder.JournalPath(state, "github"), "github", ok, bad)
+	writeJournal(t, journal.Path(state, "github"), "github", ok, bad)
 	spoolReports(t, state, "linear", recordertest.SampleStep("waits", 1))
 
 	show := func(id string) (string, error) {
 		var out bytes.Buffer
-		err := PrintLog(t.Context(), &out, LogOptions{Dir: recorder.JournalDir(state), SpoolDir: recorder.SpoolDir(state), Show: id,
+		err := PrintLog(t.Context(), &out, LogOptions{Dir: journal.Dir(state), SpoolDir: recorder.SpoolDir(state), Show: id,
 			Recorder: func() string { return "the test recorder" }})
 		return out.String(), err
 	}
 	var all bytes.Buffer
-	PrintLog(t.Context(), &all, LogOptions{Dir: recorder.JournalDir(state), SpoolDir: recorder.SpoolDir(state)})
+	PrintLog(t.Context(), &all, LogOptions{Dir: journal.Dir(state), SpoolDir: recorder.SpoolDir(state)})
 	// The IDs by what each row holds: the table's order is by time, and two of
 	// these share one.
 	ids := make([]string, 4)
@@ -428,10 +429,10 @@ func TestShowTaskAndRounds(t *testing.T) {
 	task.TaskID, task.TaskStatus, task.Outcome = "t-7", "working", report.OutcomeTaskUnfinished
 	rounds := recordertest.SampleStep("confirm", 2)
 	rounds.Rounds = 3
-	writeJournal(t, recorder.JournalPath(state, "github"), "github", task, rounds)
+	writeJournal(t, journal.Path(state, "github"), "github", task, rounds)
 	show := func(id string) string {
 		var out bytes.Buffer
-		if err := PrintLog(t.Context(), &out, LogOptions{Dir: recorder.JournalDir(state), Show: id}); err != nil {
+		if err := PrintLog(t.Context(), &out, LogOptions{Dir: journal.Dir(state), Show: id}); err != nil {
 			t.Fatal(err)
 		}
 		return out.String()
@@ -453,13 +454,13 @@ func TestPrintLogEscapesControls(t *testing.T) {
 	st := recordertest.SampleStep("evil\u202etxt.exe", 1)
 	st.Args = json.RawMessage("{\"q\":\"a\x7fb\u009b31mc\u202ed\"}")
 	st.Result = json.RawMessage("{\"content\":[{\"type\":\"text\",\"text\":\"x\\u001b]52;c;eA==\\u0007 \u009b2J\"}],\"structuredContent\":{\"k\":\"\u009b\"}}")
-	writeJournal(t, recorder.JournalPath(state, "s"), "s", st)
+	writeJournal(t, journal.Path(state, "s"), "s", st)
 	var table, show bytes.Buffer
-	if err := PrintLog(t.Context(), &table, LogOptions{Dir: recorder.JournalDir(state)}); err != nil {
+	if err := PrintLog(t.Context(), &table, LogOptions{Dir: journal.Dir(state)}); err != nil {
 		t.Fatal(err)
 	}
 	id := strings.Fields(strings.Split(table.String(), "\n")[1])[0]
-	if err := PrintLog(t.Context(), &show, LogOptions{Dir: recorder.JournalDir(state), Show: id}); err != nil {
+	if err := PrintLog(t.Context(), &show, LogOptions{Dir: journal.Dir(state), Show: id}); err != nil {
 		t.Fatal(err)
 	}
 	for name, out := range map[string]string{"table": table.String(), "show": show.String()} {
@@ -484,10 +485,10 @@ func TestPrintLogEscapesControls(t *testing.T) {
 // names that share a start are both shown whole.
 func TestShowARunAndWideServerNames(t *testing.T) {
 	state := t.TempDir()
-	writeJournal(t, recorder.JournalPath(state, "everything-old"), "everything-old",
+	writeJournal(t, journal.Path(state, "everything-old"), "everything-old",
 		recordertest.SampleStep("first", 1), recordertest.SampleStep("second", 2))
-	writeJournal(t, recorder.JournalPath(state, "everything-older"), "everything-older", recordertest.SampleStep("third", 1))
-	opts := LogOptions{Dir: recorder.JournalDir(state)}
+	writeJournal(t, journal.Path(state, "everything-older"), "everything-older", recordertest.SampleStep("third", 1))
+	opts := LogOptions{Dir: journal.Dir(state)}
 	var all bytes.Buffer
 	if err := PrintLog(t.Context(), &all, opts); err != nil {
 		t.Fatal(err)
@@ -526,10 +527,10 @@ func TestShowTrimmed(t *testing.T) {
 	lost := recordertest.SampleStep("read", 2)
 	lost.Trimmed = true
 	plain := recordertest.SampleStep("read", 3)
-	writeJournal(t, recorder.JournalPath(state, "github"), "github", cut, lost, plain)
+	writeJournal(t, journal.Path(state, "github"), "github", cut, lost, plain)
 	show := func(id string) string {
 		var out bytes.Buffer
-		if err := PrintLog(t.Context(), &out, LogOptions{Dir: recorder.JournalDir(state), Show: id}); err != nil {
+		if err := PrintLog(t.Context(), &out, LogOptions{Dir: journal.Dir(state), Show: id}); err != nil {
 			t.Fatal(err)
 		}
 		return out.String()

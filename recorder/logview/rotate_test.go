@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/bir-dev/bir-proxy/journal"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
@@ -41,15 +42,15 @@ func TestRotatedJournalKeepsNewestInOrder(t *testing.T) {
 		}
 	}
 	var total int64
-	for _, p := range []string{path, recorder.RotatedJournal(path, 1), recorder.RotatedJournal(path, 2)} {
+	for _, p := range []string{path, journal.Rotated(path, 1), journal.Rotated(path, 2)} {
 		st, err := os.Stat(p)
 		if err != nil {
 			t.Fatalf("rotated file missing: %v", err)
 		}
 		total += st.Size()
 	}
-	if _, err := os.Stat(recorder.RotatedJournal(path, keep+1)); err == nil {
-		t.Errorf("%s kept: only %d rotated files should be", recorder.RotatedJournal(path, keep+1), keep)
+	if _, err := os.Stat(journal.Rotated(path, keep+1)); err == nil {
+		t.Errorf("%s kept: only %d rotated files should be", journal.Rotated(path, keep+1), keep)
 	}
 	if total > (keep+1)*(maxBytes+4<<10) {
 		t.Errorf("the journal's files hold %d bytes, over the bound", total)

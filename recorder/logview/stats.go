@@ -1,7 +1,6 @@
 package logview
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -19,6 +17,8 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/bir-dev/bir-proxy/internal/statedir"
+	"github.com/bir-dev/bir-proxy/journal"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -40,9 +40,6 @@ const (
 	// further pairs are counted in one row named (other), so a journal of made-up
 	// tool names costs no more than this many.
 	maxStatsTools = 2000
-	// maxStatsLine is the longest journal line read (a report is capped at 64 KiB
-	// when written); a longer one is skipped and said so.
-	maxStatsLine = 16 << 20
 )
 
 // otherTools names the row that counts the pairs past maxStatsTools.
@@ -203,11 +200,11 @@ func (a *statsAcc) result() []*ToolStats {
 func Stats(ctx context.Context, opts LogOptions) ([]*ToolStats, error) {
 	dir, spoolDir := opts.Dir, opts.SpoolDir
 	if opts.Path == "" && dir == "" {
-		state, err := recorder.DefaultStateDir()
+		state, err := statedir.Dir()
 		if err != nil {
 			return nil, err
 		}
-		dir = recorder.JournalDir(state)
+		dir = journal.Dir(state)
 		if spoolDir == "" {
 			spoolDir = recorder.SpoolDir(state)
 		}
@@ -242,20 +239,20 @@ func Stats(ctx context.Context, opts LogOptions) ([]*ToolStats, error) {
 			// Acknowledged reports (the recorder has them) are not counted; their
 			// marks follow them, so the marks are read first.
 			acked = map[uint64]bool{}
-			if _, err := scanLines(s.path, func(line []byte) error {
-				if ack := gjson.GetBytes(line, "ack"); ack.Exists() {
-					acked[ack.Uint()] = true
+			if _, err := scanLines(s.path, true, func(rec journal.Record) error {
+				if rec.Kind == journal.KindAck {
+					acked[rec.Ack] = true
 				}
 				return nil
 			}); err != nil {
 				return nil, err
 			}
 		}
-		n, err := scanLines(s.path, func(line []byte) error {
-			if gjson.GetBytes(line, "ack").Exists() || acked[gjson.GetBytes(line, "seq").Uint()] {
+		n, err := scanLines(s.path, s.spool, func(rec journal.Record) error {
+			if rec.Kind != journal.KindReport || acked[gjson.GetBytes(rec.Line, "seq").Uint()] {
 				return nil
 			}
-			return each(line)
+			return each(rec.Line)
 		})
 		long += n
 		if err != nil {
@@ -263,7 +260,7 @@ func Stats(ctx context.Context, opts LogOptions) ([]*ToolStats, error) {
 		}
 	}
 	if long > 0 && opts.Notes != nil {
-		fmt.Fprintf(opts.Notes, "%d %s over %d MiB skipped\n", long, plural(long, "line", "lines"), maxStatsLine>>20)
+		fmt.Fprintf(opts.Notes, "%d %s over %d MiB skipped\n", long, plural(long, "line", "lines"), journal.MaxLine>>20)
 	}
 	rows := acc.result()
 	if len(rows) == 0 {
@@ -294,48 +291,22 @@ func noStats(seen map[string]int, opts LogOptions, dir, spoolDir string) error {
 	return fmt.Errorf("%w %s; servers with reports: %s", ErrNoReports, what, strings.Join(have, ", "))
 }
 
-// scanLines calls fn with each whole line of the file at path that is a JSON value,
-// one at a time (a line still being written, at the end, is left), and returns how
-// many lines over maxStatsLine it skipped. A file that is not there has none.
-func scanLines(path string, fn func(line []byte) error) (long int, err error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("reading %s: %w", path, err)
-	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
-	var buf []byte
-	over := false
+// scanLines calls fn with each whole line of the file at path (a journal.Reader's
+// records: fn sees the reader's buffer, valid until it returns), and returns how many
+// lines over journal.MaxLine it skipped. A file that is not there has none.
+func scanLines(path string, spool bool, fn func(rec journal.Record) error) (long int, err error) {
+	r := journal.NewReader(path, spool)
+	defer r.Close()
 	for {
-		chunk, err := r.ReadSlice('\n')
-		if !over {
-			if len(buf)+len(chunk) > maxStatsLine {
-				over, buf = true, nil
-			} else {
-				buf = append(buf, chunk...)
-			}
+		rec, err := r.Next()
+		if err == io.EOF {
+			return r.Long, nil // a line not yet ended is not read
 		}
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue // the line goes on
-		case err == io.EOF:
-			return long, nil // a line not yet ended
-		case err != nil:
-			return long, fmt.Errorf("reading %s: %w", path, err)
+		if err != nil {
+			return r.Long, err
 		}
-		if over {
-			long++
-		} else if line := bytes.TrimRight(buf, "\r\n"); len(line) > 0 && gjson.ValidBytes(line) {
-			if err := fn(line); err != nil {
-				return long, err
-			}
-		}
-		over, buf = false, buf[:0]
-		if cap(buf) > 1<<20 {
-			buf = nil // one long line's buffer is not kept for every short one after
+		if err := fn(rec); err != nil {
+			return r.Long, err
 		}
 	}
 }

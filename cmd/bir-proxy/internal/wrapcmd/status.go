@@ -15,6 +15,7 @@ import (
 	"github.com/bir-dev/bir-proxy/internal/statedir"
 	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/internal/version"
+	"github.com/bir-dev/bir-proxy/journal"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/redact"
@@ -346,7 +347,7 @@ func recorderLine(ctx context.Context) string {
 		if err != nil {
 			return "no recorder configured, and no state directory: " + err.Error()
 		}
-		return "no recorder configured: reports go to the journal " + recorder.JournalDir(state)
+		return "no recorder configured: reports go to the journal " + journal.Dir(state)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

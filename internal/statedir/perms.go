@@ -1,4 +1,4 @@
-package recorder
+package statedir
 
 import (
 	"fmt"
@@ -9,17 +9,18 @@ import (
 )
 
 // Reports carry arguments and results, redacted or not, so every directory and file
-// that holds them is the user's alone: 0700 and 0600. MkdirAll and OpenFile only apply
-// a mode to what they create, so a journal or spool left 0777/0666 (by an older
-// version, a umask, a hand) kept it: readable, and replaceable, by anyone. These tighten
-// what already exists, with a warning, and refuse what another user owns, whose owner
-// could read every report written to it whatever its mode.
+// that holds them (the spool, the journal) is the user's alone: 0700 and 0600.
+// MkdirAll and OpenFile only apply a mode to what they create, so a journal or spool
+// left 0777/0666 (by an older version, a umask, a hand) kept it: readable, and
+// replaceable, by anyone. These tighten what already exists, with a warning, and refuse
+// what another user owns, whose owner could read every report written to it whatever
+// its mode.
 //
 // On Windows modes are not how access is decided (ACLs are), so nothing is checked.
 
-// privateDir makes dir (mode 0700) if it is missing, and tightens it to 0700 if it is
+// PrivateDir makes dir (mode 0700) if it is missing, and tightens it to 0700 if it is
 // open to others.
-func privateDir(dir string, log *slog.Logger) error {
+func PrivateDir(dir string, log *slog.Logger) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -30,8 +31,8 @@ func privateDir(dir string, log *slog.Logger) error {
 	return tighten(dir, st, 0o700, func(m fs.FileMode) error { return os.Chmod(dir, m) }, log)
 }
 
-// privateFile tightens an open file of reports to 0600.
-func privateFile(f *os.File, log *slog.Logger) error {
+// PrivateFile tightens an open file of reports to 0600.
+func PrivateFile(f *os.File, log *slog.Logger) error {
 	st, err := f.Stat()
 	if err != nil {
 		return err
@@ -43,7 +44,7 @@ func tighten(path string, st fs.FileInfo, want fs.FileMode, chmod func(fs.FileMo
 	if runtime.GOOS == "windows" {
 		return nil
 	}
-	if owner, ok := fileOwner(st); ok && owner != os.Getuid() && owner != 0 {
+	if owner, ok := Owner(st); ok && owner != os.Getuid() && owner != 0 {
 		return fmt.Errorf("%s is owned by uid %d, not by you (uid %d): its owner could read every report", path, owner, os.Getuid())
 	}
 	was := st.Mode().Perm()
@@ -58,10 +59,10 @@ func tighten(path string, st fs.FileInfo, want fs.FileMode, chmod func(fs.FileMo
 	return nil
 }
 
-// warnIfShared says when a directory the user chose for the journal (--journal) can be
+// WarnIfShared says when a directory the user chose for the journal (--journal) can be
 // written by others: it is theirs to change, not ours, but anyone who can write it can
 // replace the journal.
-func warnIfShared(dir string, log *slog.Logger) {
+func WarnIfShared(dir string, log *slog.Logger) {
 	st, err := os.Stat(dir)
 	if err != nil || runtime.GOOS == "windows" {
 		return

@@ -1,4 +1,4 @@
-package recorder
+package journal
 
 import (
 	"bytes"
@@ -8,24 +8,26 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+
+	"github.com/bir-dev/bir-proxy/internal/statedir"
 )
 
 // Journal size bounds, by default: a proxy people leave on all day must not fill the
 // disk with reports nobody reads.
 const (
-	DefaultJournalMaxBytes = 64 << 20
-	DefaultJournalKeep     = 3
+	DefaultMaxBytes = 64 << 20
+	DefaultKeep     = 3
 )
 
-// RotatedJournal is the name of the n-th older file of the journal at path (1 is the
-// most recent): path + ".1", ".2", ... `bir-proxy log` reads them oldest first.
-func RotatedJournal(path string, n int) string { return path + "." + strconv.Itoa(n) }
+// Rotated is the name of the n-th older file of the journal at path (1 is the most
+// recent): path + ".1", ".2", ... `bir-proxy log` reads them oldest first.
+func Rotated(path string, n int) string { return path + "." + strconv.Itoa(n) }
 
-// journal appends report lines to the journal file, and rotates it once it holds
+// Writer appends report lines to the journal file, and rotates it once it holds
 // maxBytes: the file becomes path.1 (path.1 becomes path.2, and so on, keeping keep of
 // them) and a new one is started. Several proxies of one server share the file: each
 // checks before a write whether another has rotated it, and reopens.
-type journal struct {
+type Writer struct {
 	path     string
 	maxBytes int64
 	keep     int
@@ -35,21 +37,27 @@ type journal struct {
 	size int64 // the file's size after our last write (others append too)
 }
 
-func openJournal(path string, maxBytes int64, keep int, log *slog.Logger) (*journal, error) {
+// Open opens the journal at path for appending: rotated at maxBytes (0:
+// DefaultMaxBytes), keeping keep older files (0: DefaultKeep). Every file of it is made
+// the user's alone (statedir.PrivateFile); its directory must exist.
+func Open(path string, maxBytes int64, keep int, log *slog.Logger) (*Writer, error) {
 	if maxBytes <= 0 {
-		maxBytes = DefaultJournalMaxBytes
+		maxBytes = DefaultMaxBytes
 	}
 	if keep <= 0 {
-		keep = DefaultJournalKeep
+		keep = DefaultKeep
 	}
-	j := &journal{path: path, maxBytes: maxBytes, keep: keep, log: log}
+	if log == nil {
+		log = slog.Default()
+	}
+	j := &Writer{path: path, maxBytes: maxBytes, keep: keep, log: log}
 	if err := j.open(); err != nil {
 		return nil, err
 	}
 	return j, nil
 }
 
-func (j *journal) open() error {
+func (j *Writer) open() error {
 	// O_APPEND and one write per run of whole lines: proxies sharing the file must not
 	// cut into each other's lines.
 	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
@@ -57,7 +65,7 @@ func (j *journal) open() error {
 		return fmt.Errorf("open journal: %w", err)
 	}
 	// Every file of the rotation, not only the first: each holds reports.
-	if err := privateFile(f, j.log); err != nil {
+	if err := statedir.PrivateFile(f, j.log); err != nil {
 		f.Close()
 		return fmt.Errorf("open journal: %w", err)
 	}
@@ -68,9 +76,9 @@ func (j *journal) open() error {
 	return nil
 }
 
-// write appends buf, a run of whole lines, rotating first when another proxy has
+// Write appends buf, a run of whole lines, rotating first when another proxy has
 // rotated the file, and between lines wherever the file would pass maxBytes.
-func (j *journal) write(buf []byte) error {
+func (j *Writer) Write(buf []byte) error {
 	if st, err := os.Stat(j.path); err == nil {
 		if mine, err := j.f.Stat(); err == nil && !os.SameFile(st, mine) {
 			// Another proxy rotated it: lines written to our file now would land in an
@@ -110,7 +118,7 @@ func (j *journal) write(buf []byte) error {
 
 // rotate shifts the files and starts a new one. A failure leaves the proxy writing
 // where it was: reports matter more than the bound.
-func (j *journal) rotate() {
+func (j *Writer) rotate() {
 	// Only if the file at path is still ours: another proxy may have rotated it since our
 	// last write, and rotating again would push its fresh file out of the way.
 	st, err := os.Stat(j.path)
@@ -119,15 +127,15 @@ func (j *journal) rotate() {
 		j.reopen()
 		return
 	}
-	if err := os.Remove(RotatedJournal(j.path, j.keep)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(Rotated(j.path, j.keep)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		j.log.Warn("cannot remove the oldest journal file", "err", err)
 	}
 	for n := j.keep - 1; n >= 1; n-- {
-		if err := os.Rename(RotatedJournal(j.path, n), RotatedJournal(j.path, n+1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Rename(Rotated(j.path, n), Rotated(j.path, n+1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			j.log.Warn("cannot rotate the journal", "err", err)
 		}
 	}
-	if err := os.Rename(j.path, RotatedJournal(j.path, 1)); err != nil {
+	if err := os.Rename(j.path, Rotated(j.path, 1)); err != nil {
 		j.log.Warn("cannot rotate the journal; it keeps growing", "err", err)
 		j.size = 0 // try again in maxBytes, not at every write
 		return
@@ -135,7 +143,7 @@ func (j *journal) rotate() {
 	j.reopen()
 }
 
-func (j *journal) reopen() {
+func (j *Writer) reopen() {
 	old := j.f
 	if err := j.open(); err != nil {
 		j.log.Warn("cannot open the journal again; writing to the old file", "err", err)
@@ -144,5 +152,8 @@ func (j *journal) reopen() {
 	old.Close()
 }
 
-func (j *journal) sync() error  { return j.f.Sync() }
-func (j *journal) close() error { return j.f.Close() }
+// Sync flushes what was written to the disk.
+func (j *Writer) Sync() error { return j.f.Sync() }
+
+// Close closes the file being written.
+func (j *Writer) Close() error { return j.f.Close() }
