@@ -45,19 +45,33 @@ func (m *Mock) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bir-proxy mock: a body that is not JSON"}}`))
 		return
 	}
-	var replies [][]byte
+	// Each answer is written as it is made: a batch of 200 tools/list in 10 KB,
+	// each answered with a recorded 1 MiB list, held them all and their join
+	// (TestMockHTTPBatchMemoryBound). The status is the first answer's to send:
+	// 202 when there is none.
+	batch, n := body[0] == '[', 0
 	jsonlex.EachRPC(body, func(msg []byte, f jsonlex.Fields) {
-		if b := m.Take(msg, f).Wait(r.Context()); b != nil {
-			replies = append(replies, b)
+		b := m.Take(msg, f).Wait(r.Context())
+		switch {
+		case b == nil, !batch && n > 0:
+			return
+		case n == 0:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			if batch {
+				w.Write([]byte{'['})
+			}
+		default:
+			w.Write([]byte{','})
 		}
+		n++
+		w.Write(b)
 	})
 	switch {
-	case len(replies) == 0:
+	case n == 0:
 		w.WriteHeader(http.StatusAccepted)
-	case body[0] == '[':
-		writeJSON(w, append(append([]byte{'['}, bytes.Join(replies, []byte{','})...), ']'))
-	default:
-		writeJSON(w, replies[0])
+	case batch:
+		w.Write([]byte{']'})
 	}
 }
 
