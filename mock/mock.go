@@ -184,10 +184,24 @@ func New(headers []*cassette.Header, calls [][]*cassette.Call, o Options) *Mock 
 				continue // its arguments are not what was sent: it matches nothing
 			}
 			m.add(&entry{seq: c.Seq, file: i, tool: c.Tool, args: c.Arguments, result: c.Result, err: c.Error,
-				outcome: c.Outcome, duration: c.Duration()})
+				outcome: c.Outcome, duration: latency(c.DurationMs)})
 		}
 	}
 	return m
+}
+
+// latency is a recorded duration as --latency recorded waits it: at most MaxLatency
+// (a cassette's 1e12 ms was 31 years), compared in milliseconds before converting (a
+// float64 past a Duration's range converts to what the platform makes of it: on amd64,
+// a negative one).
+func latency(ms float64) time.Duration {
+	switch {
+	case ms >= float64(MaxLatency/time.Millisecond):
+		return MaxLatency
+	case !(ms > 0):
+		return 0
+	}
+	return time.Duration(ms * float64(time.Millisecond))
 }
 
 func (m *Mock) add(e *entry) {
