@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/cassette"
@@ -81,6 +82,10 @@ type Mock struct {
 	byTool   map[string][]*entry // every replayable call of a tool, recorded order
 	toolName []string            // tools recorded or listed, first seen first
 	recMu    sync.Mutex          // Record is called one at a time
+	held     atomic.Int64        // the HTTP request bodies being read (http.go)
+	// bodyTimeout and maxHeld bound them (http.go's constants; tests' own).
+	bodyTimeout time.Duration
+	maxHeld     int64
 }
 
 // Load reads the cassettes at paths whole (each strictly: a line that does not read
@@ -127,7 +132,7 @@ func readFile(path string) (*cassette.Header, []*cassette.Call, error) {
 // wins), and the calls of all, in the order given.
 func New(headers []*cassette.Header, calls [][]*cassette.Call, o Options) *Mock {
 	m := &Mock{o: o, era: cassette.EraUnknown, pong: []byte("{}"), groups: map[string]*group{}, byTool: map[string][]*entry{},
-		fingerprint: jcs.Fingerprint}
+		fingerprint: jcs.Fingerprint, bodyTimeout: bodyTimeout, maxHeld: maxHeld}
 	seen := map[string]bool{}
 	var tools [][]byte
 	for _, h := range headers {
