@@ -420,9 +420,9 @@ func (t *tracker) taskState(c *call, task []byte, at time.Time) {
 		return
 	}
 	switch {
-	case status == "cancelled":
+	case status == mcptask.Cancelled:
 		t.endLater(c, at, report.OutcomeCancelled, nil, nil)
-	case status == "failed":
+	case status == mcptask.Failed:
 		if rpcErr == nil || rpcErr[0] != '{' {
 			// 2025-11-25 puts the error in tasks/result's answer, which a host that
 			// saw the failure need not ask for (the official SDK 1.x does not): the
@@ -440,7 +440,7 @@ func (t *tracker) taskState(c *call, task []byte, at time.Time) {
 
 // endTaskWith ends a completed task's call with its final result.
 func (t *tracker) endTaskWith(c *call, result []byte, at time.Time) {
-	c.taskStatus = "completed"
+	c.taskStatus = mcptask.Completed
 	outcome := report.OutcomeOK
 	if ri := readResult(result); ri.isError {
 		outcome = report.OutcomeToolError
