@@ -81,6 +81,7 @@ type Mock struct {
 	groups   map[string]*group
 	byTool   map[string][]*entry // every replayable call of a tool, recorded order
 	toolName []string            // tools recorded or listed, first seen first
+	named    map[string]bool     // the names in toolName
 	recMu    sync.Mutex          // Record is called one at a time
 	held     atomic.Int64        // the HTTP request bodies being read (http.go)
 	// bodyTimeout and maxHeld bound them (http.go's constants; tests' own).
@@ -134,6 +135,7 @@ func New(headers []*cassette.Header, calls [][]*cassette.Call, o Options) *Mock 
 	m := &Mock{o: o, era: cassette.EraUnknown, pong: []byte("{}"), groups: map[string]*group{}, byTool: map[string][]*entry{},
 		fingerprint: jcs.Fingerprint, bodyTimeout: bodyTimeout, maxHeld: maxHeld}
 	seen := map[string]bool{}
+	m.named = seen
 	var tools [][]byte
 	for _, h := range headers {
 		if m.server == "" {
@@ -217,19 +219,11 @@ func (m *Mock) add(e *entry) {
 		m.groups[k] = g
 	}
 	g.calls = append(g.calls, e)
-	if _, ok := m.byTool[e.tool]; !ok && !m.listed(e.tool) {
+	if !m.named[e.tool] {
+		m.named[e.tool] = true
 		m.toolName = append(m.toolName, e.tool)
 	}
 	m.byTool[e.tool] = append(m.byTool[e.tool], e)
-}
-
-func (m *Mock) listed(name string) bool {
-	for _, n := range m.toolName {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }
 
 // key is what a call is matched by: its tool and its arguments' fingerprint. Arguments
