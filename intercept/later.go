@@ -30,6 +30,7 @@ type openCalls struct {
 	// ended since (no longer in its map under that key) is skipped.
 	order []laterEntry
 	bytes int64 // what the open calls keep (laterSize)
+	seq   int64 // the last laterEntry.seq given
 	// reqs are the tasks/get, tasks/result and tasks/cancel requests awaiting their
 	// answers, by id key (the host's, or ownKey-prefixed for the proxy's own).
 	reqs map[string]taskReq
@@ -39,6 +40,7 @@ type laterEntry struct {
 	task bool
 	key  string
 	c    *call
+	seq  int64 // c.keptSeq when kept: a call kept again since has a newer entry
 }
 
 type taskReq struct {
@@ -61,13 +63,20 @@ const (
 	maxTaskReqs = 4096
 	// maxTaskID bounds a task id kept: a server's handle of a megabyte is not one.
 	maxTaskID = 1024
+	// maxTaskStatus bounds a task status kept: the statuses are short words, and a
+	// server's megabyte one was kept in its open call (uncounted) and its report
+	// (past the report's cap).
+	maxTaskStatus = 64
 )
 
 func (l *openCalls) empty() bool { return len(l.tasks) == 0 && len(l.rounds) == 0 }
 
 // laterSize is what an open call keeps.
 func laterSize(c *call) int64 {
-	n := int64(len(c.argsOut) + len(c.roundResult) + len(c.taskID) + 256)
+	// The key too: a round's is its requestState, up to maxRoundResult (100 rounds
+	// of 1 MiB were 100 MiB past a bound of 64, TestRoundStateCountsAgainstTheBound);
+	// a task's is its id.
+	n := int64(len(c.argsOut) + len(c.roundResult) + len(c.key) + 256)
 	if c.cass != nil {
 		n += int64(len(c.cass.args))
 	}
@@ -132,14 +141,14 @@ func readResult(result []byte) (ri resultInfo) {
 			ri.requestState = rs
 		}
 	case "task":
-		ri.task, ri.taskID, ri.status = true, taskString(tid), jsonlex.StringOf(st)
+		ri.task, ri.taskID, ri.status = true, taskString(tid), statusString(st)
 	case "":
 		if len(task) > 0 && task[0] == '{' {
 			// 2025-11-25: the handle is the "task" member, and the result comes later
 			// from tasks/result.
 			ri.task, ri.task2025 = true, true
 			ri.taskID = taskString(jsonlex.Get(task, "taskId"))
-			ri.status = jsonlex.StringOf(jsonlex.Get(task, "status"))
+			ri.status = statusString(jsonlex.Get(task, "status"))
 		}
 	}
 	if ri.task && ri.taskID == "" {
@@ -152,6 +161,15 @@ func readResult(result []byte) (ri resultInfo) {
 // anything that is not a string of at most maxTaskID bytes.
 func taskString(raw []byte) string {
 	if len(raw) < 2 || raw[0] != '"' || len(raw) > maxTaskID+2 {
+		return ""
+	}
+	return jsonlex.StringOf(raw)
+}
+
+// statusString is a task status as bookkeeping keeps it: "" for one past
+// maxTaskStatus bytes (TestTaskStatusIsBounded).
+func statusString(raw []byte) string {
+	if len(raw) > maxTaskStatus+2 {
 		return ""
 	}
 	return jsonlex.StringOf(raw)
@@ -199,8 +217,23 @@ func (t *tracker) openRound(c *call, ri resultInfo, result []byte, at time.Time)
 // them.
 func (t *tracker) keep(e laterEntry, at time.Time) {
 	l := &t.open
+	l.seq++
+	e.seq, e.c.keptSeq = l.seq, l.seq
 	l.order = append(l.order, e)
 	l.bytes += laterSize(e.c)
+	if n := len(l.tasks) + len(l.rounds); len(l.order) > 2*n+64 {
+		// Entries of calls ended since (or kept again, under a newer entry) go: one
+		// task open for the session kept every later call's entry, and the call,
+		// arguments and all (TestOpenCallsOrderStaysBounded).
+		live := l.order[:0]
+		for _, e := range l.order {
+			if l.live(e) {
+				live = append(live, e)
+			}
+		}
+		clear(l.order[len(live):])
+		l.order = live
+	}
 	for len(l.tasks)+len(l.rounds) > maxLaterCalls || l.bytes > maxLaterBytes {
 		old, ok := l.oldest()
 		if !ok {
@@ -218,15 +251,20 @@ func (l *openCalls) oldest() (*call, bool) {
 		e := l.order[0]
 		l.order[0] = laterEntry{}
 		l.order = l.order[1:]
-		m := l.rounds
-		if e.task {
-			m = l.tasks
-		}
-		if m[e.key] == e.c {
+		if l.live(e) {
 			return e.c, true
 		}
 	}
 	return nil, false
+}
+
+// live says e is the latest entry of a call still open.
+func (l *openCalls) live(e laterEntry) bool {
+	m := l.rounds
+	if e.task {
+		m = l.tasks
+	}
+	return m[e.key] == e.c && e.c.keptSeq == e.seq
 }
 
 // unfinished is the outcome of an open call the session (or the bound) ends.
@@ -373,7 +411,7 @@ func (t *tracker) taskState(c *call, task []byte, at time.Time) {
 		}
 		return true
 	})
-	status := jsonlex.StringOf(st)
+	status := statusString(st)
 	if status == "" {
 		return
 	}
@@ -382,9 +420,9 @@ func (t *tracker) taskState(c *call, task []byte, at time.Time) {
 		return
 	}
 	switch {
-	case status == "cancelled":
+	case status == mcptask.Cancelled:
 		t.endLater(c, at, report.OutcomeCancelled, nil, nil)
-	case status == "failed":
+	case status == mcptask.Failed:
 		if rpcErr == nil || rpcErr[0] != '{' {
 			// 2025-11-25 puts the error in tasks/result's answer, which a host that
 			// saw the failure need not ask for (the official SDK 1.x does not): the
@@ -402,7 +440,7 @@ func (t *tracker) taskState(c *call, task []byte, at time.Time) {
 
 // endTaskWith ends a completed task's call with its final result.
 func (t *tracker) endTaskWith(c *call, result []byte, at time.Time) {
-	c.taskStatus = "completed"
+	c.taskStatus = mcptask.Completed
 	outcome := report.OutcomeOK
 	if ri := readResult(result); ri.isError {
 		outcome = report.OutcomeToolError

@@ -1,6 +1,7 @@
 package intercept
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -147,4 +148,109 @@ func TestRoundWithoutRequestState(t *testing.T) {
 			t.Errorf("a report for callId %s", *st.CallID)
 		}
 	}
+}
+
+// TestOpenCallsOrderStaysBounded: the open calls' order keeps no entry of a call
+// long ended. One task left open for the whole session kept every later task's entry
+// (and the call it points at, its arguments) in the order: 20,000 tasks that each
+// ended at once held 20,000 entries.
+func TestOpenCallsOrderStaysBounded(t *testing.T) {
+	s := newSession(t)
+	s.host(`{"jsonrpc":"2.0","id":"open","method":"tools/call","params":{"name":"forever","arguments":{}}}`)
+	s.up(`{"jsonrpc":"2.0","id":"open","result":{"resultType":"task","taskId":"forever","status":"working"}}`)
+	n := 5000
+	for i := range n {
+		s.host(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"t","arguments":{}}}`, i))
+		s.up(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"resultType":"task","taskId":"task-%d","status":"working"}}`, i, i))
+		s.up(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":"task-%d","status":"completed","result":{"content":[]}}}`, i))
+	}
+	// The same round, retried with the same requestState again and again.
+	for i := range n {
+		s.host(fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"tools/call","params":{"name":"ask","arguments":{},"requestState":"same"}}`, i))
+		s.up(fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","result":{"resultType":"input_required","requestState":"same"}}`, i))
+	}
+	s.host(`{"jsonrpc":"2.0","id":"last","method":"tools/call","params":{"name":"last","arguments":{}}}`)
+	s.up(`{"jsonrpc":"2.0","id":"last","result":{"content":[]}}`)
+	s.sink.wait(t, n+1) // the last report is bookkeeping's last work: the order is at rest
+	if got := len(s.ic.tracker.open.order); got > 100 {
+		t.Errorf("%d entries in the open calls' order with 2 calls open", got)
+	}
+	if steps := s.close(); len(steps) != n+3 {
+		t.Errorf("%d reports, want %d", len(steps), n+3)
+	}
+}
+
+// TestRoundStateCountsAgainstTheBound: a round's requestState is kept as its key,
+// up to 1 MiB each; it counts against maxLaterBytes. Uncounted, 100 rounds of 1 MiB
+// held 100 MiB past a bound of 64 MiB, and none was reported early.
+func TestRoundStateCountsAgainstTheBound(t *testing.T) {
+	s := newSession(t)
+	state := `"` + strings.Repeat("s", maxRoundResult-10)
+	n := 100
+	for i := range n {
+		s.host(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"r%d","arguments":{}}}`, i, i))
+		s.up(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"resultType":"input_required","requestState":%s%d"}}`, i, state, i))
+	}
+	early := s.sink.wait(t, 1)
+	if early[0].Tool != "r0" || early[0].Outcome != report.OutcomeInputRequired {
+		t.Errorf("first reported: %s %s, want r0 input_required", early[0].Tool, early[0].Outcome)
+	}
+	if steps := s.close(); len(steps) != n {
+		t.Errorf("%d reports, want %d", len(steps), n)
+	}
+}
+
+// TestTaskStatusIsBounded: a status is one short word; a server's megabyte one is
+// not kept (it was, in every open call, past the bound's count, and in the report,
+// past its cap).
+func TestTaskStatusIsBounded(t *testing.T) {
+	s := newSession(t)
+	huge := strings.Repeat("w", 1<<20)
+	s.host(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{}}}`)
+	s.up(`{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"t1","status":"` + huge + `"}}`)
+	s.host(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"big2","arguments":{}}}`)
+	s.up(`{"jsonrpc":"2.0","id":2,"result":{"resultType":"task","taskId":"t2","status":"working"}}`)
+	s.up(`{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":"t2","status":"` + huge + `"}}`)
+	steps := s.close()
+	if len(steps) != 2 {
+		t.Fatalf("%d reports, want 2", len(steps))
+	}
+	for _, st := range steps {
+		if len(st.TaskStatus) > maxTaskStatus {
+			t.Errorf("%s: a task status of %d bytes in the report", st.Tool, len(st.TaskStatus))
+		}
+	}
+}
+
+// FuzzLater: whatever a server answers a tools/call with, and then says of a task
+// (a notification, an answer to the host's tasks/get), the call gets one report and
+// nothing stays awaited.
+func FuzzLater(f *testing.F) {
+	f.Add(`{"resultType":"task","taskId":"t1","status":"working"}`, `{"taskId":"t1","status":"completed","result":{}}`)
+	f.Add(`{"task":{"taskId":"t1","status":"working"}}`, `{"taskId":"t1","status":"failed","statusMessage":"x"}`)
+	f.Add(`{"resultType":"input_required","requestState":"s"}`, `{"taskId":"t1","status":"cancelled"}`)
+	f.Add(`{"resultType":"task","taskId":"t1","status":"completed"}`, `{"taskId":"t1","status":"working","error":[]}`)
+	f.Fuzz(func(t *testing.T, result, state string) {
+		if !json.Valid([]byte(result)) || !json.Valid([]byte(state)) {
+			return // the upstream passes on JSON only
+		}
+		s := newSession(t)
+		s.host(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"f","arguments":{}}}`)
+		s.up(`{"jsonrpc":"2.0","id":1,"result":` + result + `}`)
+		s.up(`{"jsonrpc":"2.0","method":"notifications/tasks","params":` + state + `}`)
+		s.host(`{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"t1"}}`)
+		s.up(`{"jsonrpc":"2.0","id":2,"result":` + state + `}`)
+		s.host(`{"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId":"t1"}}`)
+		s.up(`{"jsonrpc":"2.0","id":3,"result":` + result + `}`)
+		steps := s.close()
+		if len(steps) != 1 {
+			t.Fatalf("%d reports, want 1", len(steps))
+		}
+		if len(steps[0].TaskStatus) > maxTaskStatus {
+			t.Fatalf("a task status of %d bytes", len(steps[0].TaskStatus))
+		}
+		if got := s.ic.interested.Load(); got != 0 {
+			t.Fatalf("interested %d after the session", got)
+		}
+	})
 }

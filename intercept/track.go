@@ -95,6 +95,8 @@ type call struct {
 	// roundReported says roundResult is in its report's form already (redacted,
 	// clipped), roundClipped whether it was clipped: a round's answer kept open.
 	roundReported, roundClipped bool
+	// keptSeq is the seq of its latest entry in open.order (later.go).
+	keptSeq int64
 	// res is what its result was reduced to, when the answer streamed to the host:
 	// the report's result is taken from it.
 	res relay.StreamedResult

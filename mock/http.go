@@ -6,8 +6,19 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+)
+
+// Bounds of the request bodies read over HTTP (a Mock's, set by tests).
+const (
+	// bodyTimeout bounds the reading of one body: a client that announces one and
+	// sends it a byte a minute (or never) must not hold its connection for ever.
+	bodyTimeout = time.Minute
+	// maxHeld bounds the bodies read at once, together: each may be MaxMessage, and
+	// clients may be many.
+	maxHeld int64 = 2 * MaxMessage
 )
 
 // Handler is the mock as a Streamable HTTP server (MCP 2025-03-26 and later), one
@@ -30,7 +41,18 @@ func (m *Mock) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bir-proxy mock: forbidden origin", http.StatusForbidden)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxMessage))
+	// The body is read within bodyTimeout (a slow-loris client held its
+	// connection for ever), and counted against maxHeld with every other being
+	// read (TestHTTPBodiesAreBounded).
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(m.bodyTimeout))
+	br := &heldReader{r: http.MaxBytesReader(w, r.Body, MaxMessage), m: m}
+	defer func() { m.held.Add(-br.n) }()
+	body, err := io.ReadAll(br)
+	if errors.Is(err, errBusy) {
+		http.Error(w, "bir-proxy mock: busy: too many large requests at once", http.StatusServiceUnavailable)
+		return
+	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -40,25 +62,62 @@ func (m *Mock) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bir-proxy mock: reading the request", http.StatusBadRequest)
 		return
 	}
+	// Read: an answer may wait (--latency). (Not before: the server drains what
+	// is left of a body it did not read whole, and that too is bounded.)
+	rc.SetReadDeadline(time.Time{})
 	body = bytes.TrimSpace(body)
 	if !jsonlex.Valid(body) {
 		writeJSON(w, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bir-proxy mock: a body that is not JSON"}}`))
 		return
 	}
-	var replies [][]byte
+	// Each answer is written as it is made: a batch of 200 tools/list in 10 KB,
+	// each answered with a recorded 1 MiB list, held them all and their join
+	// (TestMockHTTPBatchMemoryBound). The status is the first answer's to send:
+	// 202 when there is none.
+	batch, n := body[0] == '[', 0
 	jsonlex.EachRPC(body, func(msg []byte, f jsonlex.Fields) {
-		if b := m.Take(msg, f).Wait(r.Context()); b != nil {
-			replies = append(replies, b)
+		b := m.Take(msg, f).Wait(r.Context())
+		switch {
+		case b == nil, !batch && n > 0:
+			return
+		case n == 0:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			if batch {
+				w.Write([]byte{'['})
+			}
+		default:
+			w.Write([]byte{','})
 		}
+		n++
+		w.Write(b)
 	})
 	switch {
-	case len(replies) == 0:
+	case n == 0:
 		w.WriteHeader(http.StatusAccepted)
-	case body[0] == '[':
-		writeJSON(w, append(append([]byte{'['}, bytes.Join(replies, []byte{','})...), ']'))
-	default:
-		writeJSON(w, replies[0])
+	case batch:
+		w.Write([]byte{']'})
 	}
+}
+
+// errBusy: the bodies being read hold maxHeld.
+var errBusy = errors.New("busy")
+
+// heldReader counts what it reads against m.held; n is its part, given back when
+// the request is done.
+type heldReader struct {
+	r io.Reader
+	m *Mock
+	n int64
+}
+
+func (h *heldReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.n += int64(n)
+	if h.m.held.Add(int64(n)) > h.m.maxHeld {
+		return n, errBusy
+	}
+	return n, err
 }
 
 func writeJSON(w http.ResponseWriter, b []byte) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/cassette"
@@ -80,7 +81,12 @@ type Mock struct {
 	groups   map[string]*group
 	byTool   map[string][]*entry // every replayable call of a tool, recorded order
 	toolName []string            // tools recorded or listed, first seen first
+	named    map[string]bool     // the names in toolName
 	recMu    sync.Mutex          // Record is called one at a time
+	held     atomic.Int64        // the HTTP request bodies being read (http.go)
+	// bodyTimeout and maxHeld bound them (http.go's constants; tests' own).
+	bodyTimeout time.Duration
+	maxHeld     int64
 }
 
 // Load reads the cassettes at paths whole (each strictly: a line that does not read
@@ -127,8 +133,9 @@ func readFile(path string) (*cassette.Header, []*cassette.Call, error) {
 // wins), and the calls of all, in the order given.
 func New(headers []*cassette.Header, calls [][]*cassette.Call, o Options) *Mock {
 	m := &Mock{o: o, era: cassette.EraUnknown, pong: []byte("{}"), groups: map[string]*group{}, byTool: map[string][]*entry{},
-		fingerprint: jcs.Fingerprint}
+		fingerprint: jcs.Fingerprint, bodyTimeout: bodyTimeout, maxHeld: maxHeld}
 	seen := map[string]bool{}
+	m.named = seen
 	var tools [][]byte
 	for _, h := range headers {
 		if m.server == "" {
@@ -184,10 +191,24 @@ func New(headers []*cassette.Header, calls [][]*cassette.Call, o Options) *Mock 
 				continue // its arguments are not what was sent: it matches nothing
 			}
 			m.add(&entry{seq: c.Seq, file: i, tool: c.Tool, args: c.Arguments, result: c.Result, err: c.Error,
-				outcome: c.Outcome, duration: c.Duration()})
+				outcome: c.Outcome, duration: latency(c.DurationMs)})
 		}
 	}
 	return m
+}
+
+// latency is a recorded duration as --latency recorded waits it: at most MaxLatency
+// (a cassette's 1e12 ms was 31 years), compared in milliseconds before converting (a
+// float64 past a Duration's range converts to what the platform makes of it: on amd64,
+// a negative one).
+func latency(ms float64) time.Duration {
+	switch {
+	case ms >= float64(MaxLatency/time.Millisecond):
+		return MaxLatency
+	case !(ms > 0):
+		return 0
+	}
+	return time.Duration(ms * float64(time.Millisecond))
 }
 
 func (m *Mock) add(e *entry) {
@@ -198,19 +219,11 @@ func (m *Mock) add(e *entry) {
 		m.groups[k] = g
 	}
 	g.calls = append(g.calls, e)
-	if _, ok := m.byTool[e.tool]; !ok && !m.listed(e.tool) {
+	if !m.named[e.tool] {
+		m.named[e.tool] = true
 		m.toolName = append(m.toolName, e.tool)
 	}
 	m.byTool[e.tool] = append(m.byTool[e.tool], e)
-}
-
-func (m *Mock) listed(name string) bool {
-	for _, n := range m.toolName {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }
 
 // key is what a call is matched by: its tool and its arguments' fingerprint. Arguments

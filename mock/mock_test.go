@@ -279,3 +279,43 @@ func TestRepeatsInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelledCallIsNotWaitedFor: a call the host cancels (as hosts do at their own
+// timeout) is no longer waited for: its answer is not written, and it frees its
+// place. 1024 cancelled calls recorded as slow kept every place taken, and the mock
+// read nothing more, a ping included, for the rest of the recorded durations.
+func TestCancelledCallIsNotWaitedFor(t *testing.T) {
+	slow := call(1, "slow", `{}`, `{"s":1}`)
+	slow.DurationMs = 1e12
+	m := New([]*cassette.Header{sessionHeader()}, [][]*cassette.Call{{slow}}, Options{Latency: true})
+	var in strings.Builder
+	for i := range maxWaiting + 10 {
+		in.WriteString(toolsCall(strconv.Itoa(i), "slow", `{}`) + "\n")
+		in.WriteString(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + strconv.Itoa(i) + `}}` + "\n")
+	}
+	in.WriteString(`{"jsonrpc":"2.0","id":"last","method":"ping"}` + "\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := m.Serve(ctx, strings.NewReader(in.String()), &out); err != nil {
+		t.Fatalf("Serve: %v; wrote %q", err, out.String())
+	}
+	if got := out.String(); got != `{"jsonrpc":"2.0","id":"last","result":{}}`+"\n" {
+		t.Errorf("wrote %q, want the ping's answer alone", got)
+	}
+}
+
+// TestRecordedLatencyIsBounded: a recorded duration is waited at most MaxLatency; one
+// past float64's conversion to a Duration (1e300 ms) is too, on every platform.
+func TestRecordedLatencyIsBounded(t *testing.T) {
+	for _, ms := range []float64{1e12, 1e300} {
+		slow := call(1, "slow", `{}`, `{"s":1}`)
+		slow.DurationMs = ms
+		m := New([]*cassette.Header{sessionHeader()}, [][]*cassette.Call{{slow}}, Options{Latency: true})
+		line := toolsCall("1", "slow", `{}`)
+		f, _ := jsonlex.TopFields([]byte(line))
+		if a := m.Take([]byte(line), f); a.delay != MaxLatency {
+			t.Errorf("%g ms: waited %v, want %v", ms, a.delay, MaxLatency)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -16,6 +17,9 @@ const MaxMessage = 256 << 20
 // maxWaiting bounds the answers being waited for (latency, the live server): past it
 // the mock reads no more until one is written.
 const maxWaiting = 1024
+
+// MaxLatency bounds a recorded duration waited for (--latency recorded).
+const MaxLatency = time.Hour
 
 // Serve answers the newline-delimited JSON-RPC messages read from in on out until in
 // ends (then the answers still waited for are written, unless ctx is done) or ctx is
@@ -35,6 +39,13 @@ func (m *Mock) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		}
 	}
 	slots := make(chan struct{}, maxWaiting)
+	// waits are the answers waited for, by their request's id: a host's
+	// notifications/cancelled ends the wait, and its answer is not written (1024
+	// cancelled calls recorded as slow took every slot, and the mock read no more,
+	// TestCancelledCallIsNotWaitedFor).
+	type wait struct{ cancel context.CancelFunc }
+	var cmu sync.Mutex
+	waits := map[string]*wait{}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -50,6 +61,13 @@ func (m *Mock) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			continue
 		}
 		jsonlex.EachRPC(line, func(msg []byte, f jsonlex.Fields) {
+			if f.ID == nil && jsonlex.KeyIs(f.Method, "notifications/cancelled") {
+				cmu.Lock()
+				if w, ok := waits[jsonlex.IDKey(jsonlex.Get(f.Params, "requestId"))]; ok {
+					w.cancel()
+				}
+				cmu.Unlock()
+			}
 			a := m.Take(msg, f)
 			if a.Now() {
 				write(a.reply)
@@ -60,10 +78,23 @@ func (m *Mock) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			case <-ctx.Done():
 				return
 			}
+			wctx, cancel := context.WithCancel(ctx)
+			w, k := &wait{cancel}, jsonlex.IDKey(f.ID)
+			cmu.Lock()
+			waits[k] = w // a reused id: the latest request's wait is cancelled
+			cmu.Unlock()
 			wg.Add(1)
 			go func() {
 				defer func() { <-slots; wg.Done() }()
-				write(a.Wait(ctx))
+				if b := a.Wait(wctx); wctx.Err() == nil {
+					write(b)
+				}
+				cancel()
+				cmu.Lock()
+				if waits[k] == w {
+					delete(waits, k)
+				}
+				cmu.Unlock()
 			}()
 		})
 		wmu.Lock()

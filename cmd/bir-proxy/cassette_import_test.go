@@ -2,11 +2,14 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/bir-dev/bir-proxy/cassette"
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // An mcp-recorder cassette as its recorder writes it (indented, Python's spacing).
@@ -155,5 +158,29 @@ func TestCassetteCmdUsage(t *testing.T) {
 		if code, _, errs := w.run(args...); code != 2 {
 			t.Errorf("%q: exit %d, want 2: %s", args, code, errs)
 		}
+	}
+}
+
+// TestCassetteImportLeftNoteIsBounded: what an import left out is said in a short
+// line, whatever the file: 10,000 methods of their own names (one of 100 KB) made a
+// line naming each, of over a megabyte.
+func TestCassetteImportLeftNoteIsBounded(t *testing.T) {
+	_, _ = isolate(t)
+	bp := testutil.Build(t, "./cmd/bir-proxy")
+	dir := t.TempDir()
+	var its []string
+	for i := range 10000 {
+		its = append(its, `{"type":"jsonrpc_request","request":{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"m`+strconv.Itoa(i)+`"}}`)
+	}
+	its = append(its, `{"type":"jsonrpc_request","request":{"jsonrpc":"2.0","id":1,"method":"`+strings.Repeat("x", 100<<10)+`"}}`,
+		`{"type":"jsonrpc_request","request":{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t","arguments":{}}},"response":{"jsonrpc":"2.0","id":2,"result":{"content":[]}}}`)
+	in := filepath.Join(dir, "many.json")
+	os.WriteFile(in, []byte(`{"version":"1.0","metadata":{},"interactions":[`+strings.Join(its, ",")+`]}`), 0o600)
+	p := testutil.Start(t, exec.Command(bp, "cassette", "import", "--from", "mcp-recorder", in, "-o", filepath.Join(dir, "out.jsonl")))
+	p.Stdin.Close()
+	code := p.ExitCode()
+	errs := p.Stderr.String()
+	if code != 0 || !strings.Contains(errs, "1 calls written") || len(errs) > 2048 || !strings.Contains(errs, "and 9993 more") {
+		t.Errorf("exit %d, %d bytes on stderr: %.300s", code, len(errs), errs)
 	}
 }

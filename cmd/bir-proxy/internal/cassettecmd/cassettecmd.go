@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/internal/termtext"
@@ -109,7 +110,10 @@ func Run(o Options) int {
 	return usage(fmt.Sprintf("no %q: import or export", verb))
 }
 
-// leftNote says what an import left out, if anything.
+// leftNote says what an import left out, if anything: the most frequent kinds, at
+// most maxLeftKinds of them, each name clipped, and a count of the rest. A file of
+// 10,000 methods of their own names made a line naming each, over a megabyte
+// (TestCassetteImportLeftNoteIsBounded).
 func leftNote(left map[string]int) string {
 	if len(left) == 0 {
 		return ""
@@ -118,12 +122,43 @@ func leftNote(left map[string]int) string {
 	for k := range left {
 		ks = append(ks, k)
 	}
-	sort.Strings(ks)
+	sort.Slice(ks, func(i, j int) bool {
+		if left[ks[i]] != left[ks[j]] {
+			return left[ks[i]] > left[ks[j]]
+		}
+		return ks[i] < ks[j]
+	})
 	var parts []string
-	for _, k := range ks {
-		parts = append(parts, fmt.Sprintf("%d %s", left[k], k))
+	rest := 0
+	for i, k := range ks {
+		if i >= maxLeftKinds {
+			rest += left[k]
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", left[k], clipName(k)))
+	}
+	if rest > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", rest))
 	}
 	return "; left out: " + termtext.Line(strings.Join(parts, ", "))
+}
+
+// maxLeftKinds bounds the kinds leftNote names; maxLeftName the bytes of each name.
+const (
+	maxLeftKinds = 8
+	maxLeftName  = 64
+)
+
+// clipName is s cut to maxLeftName bytes, not within a UTF-8 sequence.
+func clipName(s string) string {
+	if len(s) <= maxLeftName {
+		return s
+	}
+	n := maxLeftName
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func readMCPRecorder(path string) (*Imported, error) {

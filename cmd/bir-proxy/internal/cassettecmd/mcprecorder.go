@@ -59,23 +59,84 @@ const maxImport = 64 << 20
 // ParseMCPRecorder reads an mcp-recorder cassette: the handshake (initialize, its
 // result, notifications/initialized), the tools/list results before the first call,
 // and each tools/call with its arguments, result or error as the file has them.
+// The interactions are decoded one at a time, each kept only for what is made of it:
+// decoded whole, a 60 MB file of "{}" interactions took 7.6 GB
+// (TestCassetteImportManyInteractionsMemoryBound).
 func ParseMCPRecorder(data []byte) (*Imported, error) {
 	var mr mrCassette
-	if err := json.Unmarshal(data, &mr); err != nil {
+	im := &Imported{Left: map[string]int{}}
+	sawInteractions := false
+	var callErr error // the first interaction that does not read; said after the version
+	bad := func(err error) (*Imported, error) {
 		return nil, fmt.Errorf("not an mcp-recorder cassette: %w", err)
 	}
-	if mr.Interactions == nil {
+	// Lexed in place (iteratively, any depth), each interaction decoded on its own:
+	// json.Decoder kept copies of the file in its buffer.
+	if !jsonlex.Valid(data) {
+		return bad(errors.New("not valid JSON"))
+	}
+	start := jsonlex.SkipSpace(data, 0)
+	if start >= len(data) || data[start] != '{' {
+		return bad(errors.New("not a JSON object"))
+	}
+	var err error
+	jsonlex.EachMember(data, start, func(m jsonlex.Member) bool {
+		k, v := data[m.Key.Start:m.Key.End], data[m.Value.Start:m.Value.End]
+		switch {
+		case jsonlex.KeyIs(k, "version"):
+			mr.Version = ""
+			err = json.Unmarshal(v, &mr.Version)
+		case jsonlex.KeyIs(k, "metadata"):
+			mr.Metadata = mrMetadata{}
+			err = json.Unmarshal(v, &mr.Metadata)
+		case jsonlex.KeyIs(k, "interactions"):
+			// The last of a duplicated key wins, as in json.Unmarshal.
+			im, sawInteractions, callErr = &Imported{Left: map[string]int{}}, false, nil
+			switch v[0] {
+			case 'n':
+				return true // null: no list
+			case '[':
+			default:
+				err = errors.New("\"interactions\" is not a list")
+				return false
+			}
+			sawInteractions = true
+			i := 0
+			jsonlex.EachElement(v, func(el []byte) {
+				if err != nil {
+					return
+				}
+				var it mrInteraction
+				if err = json.Unmarshal(el, &it); err == nil && callErr == nil {
+					callErr = im.add(i, it)
+				}
+				i++
+			})
+		}
+		return err == nil
+	})
+	if err != nil {
+		return bad(err)
+	}
+	if !sawInteractions {
 		return nil, errors.New("not an mcp-recorder cassette: no \"interactions\" list")
 	}
 	if major, _, _ := strings.Cut(mr.Version, "."); major != "1" {
 		return nil, fmt.Errorf("an mcp-recorder cassette version %q: this bir-proxy reads version 1", mr.Version)
 	}
-	im := &Imported{Left: map[string]int{}}
+	if callErr != nil {
+		return nil, callErr
+	}
 	h := &im.Header
-	h.Era = cassette.EraUnknown
+	if h.Era == "" {
+		h.Era = cassette.EraUnknown
+	}
 	h.Server = jsonlex.StringOf(jsonlex.Get(mr.Metadata.ServerInfo, "name"))
 	if t, err := time.Parse(time.RFC3339Nano, mr.Metadata.RecordedAt); err == nil {
 		h.RecordedAt = t
+	}
+	for i := range im.Calls {
+		im.Calls[i].StartedAt = h.RecordedAt
 	}
 	switch u := mr.Metadata.ServerURL; {
 	case strings.HasPrefix(u, "stdio://"):
@@ -83,60 +144,65 @@ func ParseMCPRecorder(data []byte) (*Imported, error) {
 	case u != "":
 		h.URL = redact.URL(u)
 	}
-	for i, it := range mr.Interactions {
-		if it.Type == "lifecycle" || len(it.Request) == 0 || string(it.Request) == "null" {
-			im.Left[it.Type]++
-			continue
-		}
-		method := jsonlex.StringOf(jsonlex.Get(it.Request, "method"))
-		params := jsonlex.Get(it.Request, "params")
-		result := jsonlex.Get(it.Response, "result")
-		rpcErr := jsonlex.Get(it.Response, "error")
-		switch {
-		case method == "initialize" && h.Initialize == nil:
-			if params == nil || params[0] != '{' {
-				return nil, fmt.Errorf("interaction %d: an initialize without params", i+1)
-			}
-			// Unmarshal copied each interaction's bytes: views into them are owned.
-			h.Initialize, h.Era = params, cassette.EraSession
-			if result != nil && result[0] == '{' {
-				h.InitializeResult = result
-				h.ProtocolVersion = jsonlex.StringOf(jsonlex.Get(result, "protocolVersion"))
-			}
-		case method == "notifications/initialized":
-			h.Initialized = h.Initialize != nil
-		case method == "tools/list" && len(im.Calls) == 0 && result != nil:
-			im.ToolsLists = append(im.ToolsLists, result)
-		case method == "tools/call":
-			name := jsonlex.Get(params, "name")
-			if name == nil || name[0] != '"' {
-				return nil, fmt.Errorf("interaction %d: a tools/call without a tool name", i+1)
-			}
-			r := cassette.Recorded{Tool: jsonlex.StringOf(name), StartedAt: h.RecordedAt,
-				Duration: time.Duration(it.LatencyMs * float64(time.Millisecond))}
-			if a := jsonlex.Get(params, "arguments"); a != nil {
-				r.Arguments = a
-			}
-			switch {
-			case rpcErr != nil:
-				r.Error, r.Outcome = rpcErr, "rpc_error"
-			case result != nil:
-				r.Result, r.Outcome = result, "ok"
-				if string(jsonlex.Get(result, "isError")) == "true" {
-					r.Outcome = "tool_error"
-				}
-			default:
-				r.Outcome = "upstream_lost" // no answer recorded
-			}
-			im.Calls = append(im.Calls, r)
-		default:
-			im.Left[orNone(method)]++
-		}
-	}
 	if h.ProtocolVersion == "" && mr.Metadata.ProtocolVersion != nil {
 		h.ProtocolVersion = *mr.Metadata.ProtocolVersion
 	}
 	return im, nil
+}
+
+// add takes interaction i (from 0).
+func (im *Imported) add(i int, it mrInteraction) error {
+	h := &im.Header
+	if it.Type == "lifecycle" || len(it.Request) == 0 || string(it.Request) == "null" {
+		im.Left[it.Type]++
+		return nil
+	}
+	method := jsonlex.StringOf(jsonlex.Get(it.Request, "method"))
+	params := jsonlex.Get(it.Request, "params")
+	result := jsonlex.Get(it.Response, "result")
+	rpcErr := jsonlex.Get(it.Response, "error")
+	switch {
+	case method == "initialize" && h.Initialize == nil:
+		if params == nil || params[0] != '{' {
+			return fmt.Errorf("interaction %d: an initialize without params", i+1)
+		}
+		// Decode copied each interaction's bytes: views into them are owned.
+		h.Initialize, h.Era = params, cassette.EraSession
+		if result != nil && result[0] == '{' {
+			h.InitializeResult = result
+			h.ProtocolVersion = jsonlex.StringOf(jsonlex.Get(result, "protocolVersion"))
+		}
+	case method == "notifications/initialized":
+		h.Initialized = h.Initialize != nil
+	case method == "tools/list" && len(im.Calls) == 0 && result != nil:
+		im.ToolsLists = append(im.ToolsLists, result)
+	case method == "tools/call":
+		name := jsonlex.Get(params, "name")
+		if name == nil || name[0] != '"' {
+			return fmt.Errorf("interaction %d: a tools/call without a tool name", i+1)
+		}
+		// StartedAt is the metadata's recorded_at, set once the whole file is read.
+		r := cassette.Recorded{Tool: jsonlex.StringOf(name),
+			Duration: time.Duration(it.LatencyMs * float64(time.Millisecond))}
+		if a := jsonlex.Get(params, "arguments"); a != nil {
+			r.Arguments = a
+		}
+		switch {
+		case rpcErr != nil:
+			r.Error, r.Outcome = rpcErr, "rpc_error"
+		case result != nil:
+			r.Result, r.Outcome = result, "ok"
+			if string(jsonlex.Get(result, "isError")) == "true" {
+				r.Outcome = "tool_error"
+			}
+		default:
+			r.Outcome = "upstream_lost" // no answer recorded
+		}
+		im.Calls = append(im.Calls, r)
+	default:
+		im.Left[orNone(method)]++
+	}
+	return nil
 }
 
 func orNone(m string) string {
