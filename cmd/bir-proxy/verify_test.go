@@ -864,3 +864,58 @@ func TestVerifyDefinitionDrift(t *testing.T) {
 		t.Errorf("the table does not show both on greet's row (exit %d):\n%s", code, table)
 	}
 }
+
+// TestVerifyOutputReads: what a new user reads. A text of several lines is diffed a
+// line of it to a line (it was one escaped line, "a\nb\n…", removed and added whole);
+// a tool gone and one come are said in one line, with a "did you mean" when their
+// names are close (a rename showed only as missing_tool); counts read in the singular
+// for one ("1 findings", "1 recorded calls"), and no call leaves no stray "  —".
+func TestVerifyOutputReads(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", append(slices.Clone(sessionLines),
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"readme","arguments":{}}}`))
+
+	code, out, errs := w.verify(path, "--tool", "readme", "--tool", "legacy", "--", w.vs, "--drift")
+	if code != 1 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{
+		"              \"text\": \"\"\"\n                # verifyserver\n       -        The second line.\n       +        The 2nd line.\n                The third line.\n",
+		`the server no longer lists "legacy" (did you mean "legacy_v2"?)`,
+		"\ntools since the recording: 1 removed: legacy (did you mean legacy_v2?); 1 added: legacy_v2\n",
+		"8 calls: 1 changed, 1 missing_tool, 6 skipped — 2 findings",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `\n`) || strings.Contains(out, `\x0a`) {
+		t.Errorf("a line break shown escaped:\n%s", out)
+	}
+	code, out, _ = w.verify(path, "--json", "--tool", "legacy", "--", w.vs, "--drift")
+	if _, sum := statuses(t, out); code != 1 || fmt.Sprint(sum["toolsRemoved"], sum["toolsAdded"]) != "[legacy] [legacy_v2]" {
+		t.Errorf("--json: exit %d, summary %v", code, sum)
+	}
+	code, out, _ = w.verify(path, "--tool", "legacy", "--", w.vs, "--drift")
+	if code != 1 || !strings.Contains(out, "— 1 finding (") {
+		t.Errorf("exit %d, want \"1 finding\":\n%s", code, out)
+	}
+
+	// One call; none.
+	one := w.record("one", []string{sessionLines[0], sessionLines[1], sessionLines[2], sessionLines[3]})
+	if code, out, errs := w.verify(one, "--", w.vs); code != 0 || !strings.Contains(out, "verifying 1 recorded call of ") || !strings.Contains(out, "\n1 call: 1 same — nothing changed (") {
+		t.Errorf("one call: exit %d\n%s\n%s", code, out, errs)
+	}
+	data, err := os.ReadFile(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(w.dir, "empty.jsonl")
+	if err := os.WriteFile(empty, data[:bytes.IndexByte(data, '\n')+1], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = w.verify(empty, "--", w.vs)
+	if code != 4 || !strings.Contains(out, "\n0 calls — nothing verified (") || strings.Contains(out, "TOOL") {
+		t.Errorf("no call: exit %d\n%s", code, out)
+	}
+}
