@@ -252,9 +252,11 @@ func summaryLine(s *Summary) string {
 // included (they only became spaces: ESC, BEL went through).
 func oneLine(s string) string { return termtext.Line(s) }
 
-// JSON writes a JSON line per call and a last summary line.
+// JSON writes a JSON line per call and a last summary line. Cassette, when set,
+// is added to each (several cassettes are verified in one output).
 type JSON struct {
-	W io.Writer
+	W        io.Writer
+	Cassette string
 	held
 }
 
@@ -263,7 +265,11 @@ func (j *JSON) out() io.Writer { return j.to(j.W) }
 func (j *JSON) Start(*cassette.Header, int, bool) {}
 
 func (j *JSON) Call(r *CallResult) {
-	b := []byte(`{"seq":`)
+	b := []byte(`{`)
+	if j.Cassette != "" {
+		b = append(jsonlex.AppendString(append(b, `"cassette":`...), j.Cassette), ',')
+	}
+	b = append(b, `"seq":`...)
 	b = strconv.AppendInt(b, r.Seq, 10)
 	b = append(b, `,"tool":`...)
 	b = jsonlex.AppendString(b, r.Tool)
@@ -297,7 +303,11 @@ func (j *JSON) Call(r *CallResult) {
 }
 
 func (j *JSON) Done(s *Summary) {
-	b := []byte(`{"summary":{"server":`)
+	b := []byte(`{"summary":{`)
+	if j.Cassette != "" {
+		b = append(jsonlex.AppendString(append(b, `"cassette":`...), j.Cassette), ',')
+	}
+	b = append(b, `"server":`...)
 	b = jsonlex.AppendString(b, s.Server)
 	b = append(b, `,"calls":`...)
 	b = strconv.AppendInt(b, int64(s.Total), 10)

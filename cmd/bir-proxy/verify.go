@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,15 +80,28 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 	self, _ := findSubcommand("verify")
 	fs := newFlagSet("bir-proxy verify")
 	v := self.flags(fs).(*verifyFlags)
-	// CASSETTE, then flags again, then the command: `verify c.jsonl --plan -- srv -x`.
-	names, err := parse(fs, args, false)
-	var cassettePath string
-	if err == nil && !v.fromJournal {
-		if len(names) == 0 {
-			return c.usageError("verify", errors.New("no cassette: bir-proxy verify CASSETTE [flags] [--] COMMAND [ARGS...]"))
+	// CASSETTE|DIR..., flags anywhere before --, then the command: `verify a.jsonl
+	// cassettes/ --plan -- srv -x`. Without --, as before: one CASSETTE, flags, then
+	// the command (`verify c.jsonl --plan srv -x`), or, with --url, every word a
+	// cassette (`verify a.jsonl b.jsonl --url URL`).
+	var cassettes, names []string
+	var err error
+	if i := slices.Index(args, "--"); i >= 0 {
+		cassettes, err = parse(fs, args[:i], true)
+		names = args[i+1:]
+	} else {
+		// Parsed on a second flag set first: a command's own flags are not verify's.
+		fs2 := newFlagSet("bir-proxy verify")
+		v2 := self.flags(fs2).(*verifyFlags)
+		if words, err2 := parse(fs2, args, true); err2 == nil && v2.proxy.url != "" {
+			v, cassettes = v2, words
+		} else {
+			names, err = parse(fs, args, false)
+			if err == nil && !v.fromJournal && len(names) > 0 {
+				cassettes = names[:1]
+				names, err = parse(fs, names[1:], false)
+			}
 		}
-		cassettePath = names[0]
-		names, err = parse(fs, names[1:], false)
 	}
 	switch {
 	case errors.Is(err, errHelp):
@@ -95,6 +109,10 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 		return 0
 	case err != nil:
 		return c.usageError("verify", err)
+	case v.fromJournal && len(cassettes) > 0:
+		return c.usageError("verify", errors.New("--from-journal reads the journal, not a cassette"))
+	case !v.fromJournal && len(cassettes) == 0:
+		return c.usageError("verify", errors.New("no cassette: bir-proxy verify CASSETTE|DIR [CASSETTE|DIR...] [flags] -- COMMAND [ARGS...]"))
 	}
 	p := &v.proxy
 	p.command = names
@@ -138,7 +156,7 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 			CallTimeout:     v.timeout,
 			IDPrefix:        "bir:verify:" + strconv.Itoa(os.Getpid()) + ":",
 		},
-		Cassette: cassettePath, Server: p.server, Update: v.update,
+		Cassettes: cassettes, Server: p.server, Update: v.update,
 		JSON: v.json, JUnit: v.junit, AllowEmpty: v.allowEmpty,
 		Color: isTerminal(c.stdout), Progress: isTerminal(c.stderr),
 	}

@@ -919,3 +919,72 @@ func TestVerifyOutputReads(t *testing.T) {
 		t.Errorf("no call: exit %d\n%s", code, out)
 	}
 }
+
+// TestVerifySeveralCassettes: `verify a.jsonl DIR -- COMMAND` verifies each cassette on
+// a server of its own (a start each), prints each one's table, then a total; the exit
+// status is the worst of theirs; a folder's hidden and other files are skipped, said in
+// one line; --json adds the cassette to each line and a total line; --junit holds a
+// suite per cassette.
+func TestVerifySeveralCassettes(t *testing.T) {
+	w := newVerifyWorld(t)
+	a := w.record("a", sessionLines)
+	b := w.record("b", []string{sessionLines[0], sessionLines[1], sessionLines[2], sessionLines[3]})
+	dir := filepath.Dir(a)
+	data, _ := os.ReadFile(a)
+	for name, text := range map[string]string{".hidden.jsonl": string(data), "notes.txt": "hi\n", "a.jsonl.1": string(data), "other.jsonl": `{"x":1}` + "\n"} {
+		os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600)
+	}
+	log := filepath.Join(w.dir, "server.log")
+	code, out, errs := w.verify(dir, "--", w.vs, "--log", log)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	seen, _ := os.ReadFile(log)
+	if n := strings.Count(string(seen), `"method":"initialize"`); n != 2 {
+		t.Errorf("%d servers started (initialize), want one per cassette", n)
+	}
+	for _, want := range []string{"== " + a + " ==\nverifying 7 recorded calls", "== " + b + " ==\nverifying 1 recorded call", "\n== total ==\n" + a + ": 7 calls — nothing changed (exit 0)\n" + b + ": 1 call — nothing changed (exit 0)\n2 cassettes, 8 calls, 0 findings: 2 passed — exit 0\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if want := "skipped 4 files: " + filepath.Join(dir, ".hidden.jsonl") + " (hidden), " + filepath.Join(dir, "a.jsonl.1") + " (not *.jsonl)"; !strings.Contains(errs, want) ||
+		!strings.Contains(errs, "other.jsonl (not a cassette)") || strings.Count(errs, "skipped") != 1 {
+		t.Errorf("stderr lacks %q:\n%s", want, errs)
+	}
+
+	// The worst exit: findings (1) in both, then a cassette that cannot be read (2).
+	bad := filepath.Join(w.dir, "bad.jsonl")
+	os.WriteFile(bad, data[:len(data)-10], 0o600)
+	junit := filepath.Join(w.dir, "report.xml")
+	code, out, errs = w.verify(a, b, "--junit", junit, "--", w.vs, "--drift")
+	if code != 1 || !strings.Contains(out, "2 cassettes, 8 calls, 5 findings: 2 with findings — exit 1") {
+		t.Errorf("findings: exit %d\n%s\n%s", code, out, errs)
+	}
+	var x struct {
+		Suites []struct {
+			Tests int `xml:"tests,attr"`
+		} `xml:"testsuite"`
+	}
+	if r, err := os.ReadFile(junit); err != nil || xml.Unmarshal(r, &x) != nil || len(x.Suites) != 2 || x.Suites[0].Tests != 7 || x.Suites[1].Tests != 1 {
+		t.Errorf("junit: %v %+v\n%s", err, x, r)
+	}
+	code, out, errs = w.verify("--json", a, bad, b, "--", w.vs, "--drift")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var total struct {
+		Total struct {
+			Cassettes, Exit int
+			Results         []struct {
+				Cassette string
+				Exit     int
+			}
+		}
+	}
+	if code != 2 || json.Unmarshal([]byte(lines[len(lines)-1]), &total) != nil || total.Total.Cassettes != 3 || total.Total.Exit != 2 ||
+		total.Total.Results[1].Cassette != bad || total.Total.Results[1].Exit != 2 || !strings.Contains(errs, bad+": cassette ") {
+		t.Errorf("an unreadable one among them: exit %d, %+v\n%s\n%s", code, total, out, errs)
+	}
+	if !strings.HasPrefix(lines[0], `{"cassette":"`+a+`","seq":1,`) {
+		t.Errorf("a call's line does not name its cassette: %s", lines[0])
+	}
+}

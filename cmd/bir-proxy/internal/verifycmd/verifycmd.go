@@ -16,7 +16,7 @@ import (
 )
 
 // Usage is the command's synopsis.
-const Usage = "CASSETTE [flags] [--] COMMAND [ARGS...]  |  verify CASSETTE --url URL  |  verify --from-journal --server NAME ..."
+const Usage = "CASSETTE|DIR [CASSETTE|DIR...] [flags] -- COMMAND [ARGS...]  |  verify CASSETTE|DIR... --url URL  |  verify --from-journal --server NAME ..."
 
 // About is the paragraph under its usage line.
 const About = `Replays the tool calls of a cassette (recorded with bir-proxy --cassette) on
@@ -25,7 +25,10 @@ host made, and says what changed: same, changed, error_drift, schema_drift,
 missing_tool, slower, not_run, skipped, not_replayable. Only calls of tools
 annotated readOnlyHint: true in both the recorded and the current tools/list
 run, unless --allow-idempotent or --allow-writes. A cassette holds the raw
-arguments of every call, secrets included: keep it private.
+arguments of every call, secrets included: keep it private. Several
+cassettes, or a folder's (its *.jsonl cassettes; hidden and other files are
+skipped, saying so), are each verified on a server of their own, started
+anew, then summed up; the exit status is the worst of theirs (2, 3, 1, 4, 0).
 Exit status: 0 nothing changed, 1 something did, 2 bad usage or an unreadable
 cassette, 3 the server could not be started or reached, 4 nothing was verified
 (no call recorded, or every call skipped or not replayable; --allow-empty
@@ -44,10 +47,10 @@ type Options struct {
 
 	// Config is every run's: all but Open, Update and Dial, which Run sets.
 	Config verify.Config
-	// Cassette is the recording's path; Journal, when set, is read instead
-	// (--from-journal).
-	Cassette string
-	Journal  func() (verify.Source, error)
+	// Cassettes are the cassettes and folders of them named; Journal, when set, is
+	// read instead (--from-journal).
+	Cassettes []string
+	Journal   func() (verify.Source, error)
 	// Server is --server: the server's name, or "" for the recording's.
 	Server string
 	Dial   Dialer
@@ -62,15 +65,42 @@ type Options struct {
 
 // Run verifies; it returns the exit status (About).
 func Run(ctx context.Context, o Options) int {
+	if o.Journal != nil {
+		code, _ := o.runOne(ctx, "", o.JUnit, "")
+		return code
+	}
+	paths, skipped := cassettes(o.Cassettes)
+	if skipped != "" {
+		fmt.Fprintf(o.Stderr, "bir-proxy verify: %s\n", skipped)
+	}
+	if len(paths) == 1 && len(o.Cassettes) == 1 && paths[0] == o.Cassettes[0] {
+		code, _ := o.runOne(ctx, paths[0], o.JUnit, "") // one cassette named: as it always was
+		return code
+	}
+	return o.runMany(ctx, paths)
+}
+
+// runOne verifies one recording (path, or the journal when path is ""), writing the
+// JUnit report to junit; label, when set, names the cassette in what is printed
+// (several are verified). It returns the exit status and the summary (nil when
+// verify could not run).
+func (o *Options) runOne(ctx context.Context, path, junitPath, label string) (int, *verify.Summary) {
 	cfg := o.Config
 	cfg.Logger = o.Logger
-	if o.Journal != nil {
+	if path == "" {
 		cfg.Open, cfg.Redacted = o.Journal, true
 	} else {
-		cfg.Open = verify.FileSource(o.Cassette)
+		cfg.Open = verify.FileSource(path)
 		if o.Update {
-			cfg.Update = o.Cassette
+			cfg.Update = path
 		}
+	}
+	say := func(format string, a ...any) {
+		prefix := "bir-proxy verify: "
+		if label != "" {
+			prefix += termtext.Line(label) + ": "
+		}
+		fmt.Fprintf(o.Stderr, prefix+format+"\n", a...)
 	}
 	server := o.Server
 	if server == "" {
@@ -82,15 +112,15 @@ func Run(ctx context.Context, o Options) int {
 	}
 	dial, closeAuth, code, err := o.Dial(server)
 	if err != nil {
-		fmt.Fprintf(o.Stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
-		return code
+		say("%s", termtext.Line(err.Error()))
+		return code, nil
 	}
 	defer closeAuth()
 	cfg.Dial = dial
 
 	var sinks verify.Sinks
 	if o.JSON {
-		sinks = append(sinks, &verify.JSON{W: o.Stdout})
+		sinks = append(sinks, &verify.JSON{W: o.Stdout, Cassette: label})
 	} else {
 		sinks = append(sinks, &verify.Table{W: o.Stdout, Color: o.Color})
 	}
@@ -98,8 +128,8 @@ func Run(ctx context.Context, o Options) int {
 		sinks = append(sinks, &verify.Progress{W: o.Stderr})
 	}
 	var junit *verify.JUnit
-	if o.JUnit != "" {
-		junit = &verify.JUnit{Path: o.JUnit}
+	if junitPath != "" {
+		junit = &verify.JUnit{Path: junitPath}
 		sinks = append(sinks, junit)
 	}
 	sum, err := verify.Run(ctx, cfg, sinks)
@@ -107,27 +137,27 @@ func Run(ctx context.Context, o Options) int {
 	var unErr *verify.UnreachableError
 	switch {
 	case errors.As(err, &inErr):
-		fmt.Fprintf(o.Stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
-		return 2
+		say("%s", termtext.Line(err.Error()))
+		return 2, nil
 	case errors.As(err, &unErr):
-		fmt.Fprintf(o.Stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
-		return 3
+		say("%s", termtext.Line(err.Error()))
+		return 3, nil
 	case err != nil:
-		fmt.Fprintf(o.Stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
-		return 1
+		say("%s", termtext.Line(err.Error()))
+		return 1, nil
 	}
 	if junit != nil && junit.Err() != nil {
-		fmt.Fprintf(o.Stderr, "bir-proxy verify: writing %s: %v\n", termtext.Line(o.JUnit), junit.Err())
-		return 2
+		say("writing %s: %v", termtext.Line(o.JUnit), junit.Err())
+		return 2, sum
 	}
 	if sum.Findings > 0 {
-		return 1
+		return 1, sum
 	}
 	if sum.Verified == 0 && !o.AllowEmpty {
 		// A run that compared nothing is no pass: every call skipped (a server that
 		// annotates no tool readOnlyHint) exited 0, a green CI that covered nothing.
-		fmt.Fprintf(o.Stderr, "bir-proxy verify: nothing was verified: %s (exit 4; --allow-empty exits 0)\n", termtext.Line(sum.Unverified))
-		return 4
+		say("nothing was verified: %s (exit 4; --allow-empty exits 0)", termtext.Line(sum.Unverified))
+		return 4, sum
 	}
-	return 0
+	return 0, sum
 }
