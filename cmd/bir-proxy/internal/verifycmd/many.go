@@ -205,11 +205,12 @@ func totalTable(results []result, worst int) string {
 	}
 	var parts []string
 	for _, c := range []struct {
-		code int
-		what string
-	}{{0, "passed"}, {1, "with findings"}, {4, "verified nothing"}, {3, "server not reached"}, {2, "not read"}} {
+		code      int
+		one, many string
+	}{{0, "passed", "passed"}, {1, "with findings", "with findings"}, {4, "verified nothing", "verified nothing"},
+		{3, "server unreachable", "servers unreachable"}, {2, "not read", "not read"}} {
 		if n := byCode[c.code]; n > 0 {
-			parts = append(parts, strconv.Itoa(n)+" "+c.what)
+			parts = append(parts, plural(n, c.one, c.many))
 		}
 	}
 	fmt.Fprintf(&b, "%s, %s, %s: %s — exit %d\n", plural(len(results), "cassette", "cassettes"), plural(calls, "call", "calls"),

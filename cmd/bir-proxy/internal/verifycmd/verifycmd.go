@@ -61,10 +61,21 @@ type Options struct {
 	AllowEmpty bool   // exit 0, not 4, when nothing was verified
 	// Color colours the table (a terminal); Progress adds a progress line on Stderr.
 	Color, Progress bool
+
+	// dials are the ways to the servers already set up, by name: several cassettes of
+	// one server behind --url signed in once, not once each. A dial still starts a
+	// new process (or session) each time.
+	dials  map[string]func(context.Context) (upstream.Conn, error)
+	closes []func()
 }
 
 // Run verifies; it returns the exit status (About).
 func Run(ctx context.Context, o Options) int {
+	defer func() {
+		for _, c := range o.closes {
+			c()
+		}
+	}()
 	if o.Journal != nil {
 		code, _ := o.runOne(ctx, "", o.JUnit, "")
 		return code
@@ -110,12 +121,19 @@ func (o *Options) runOne(ctx context.Context, path, junitPath, label string) (in
 			src.Close()
 		}
 	}
-	dial, closeAuth, code, err := o.Dial(server)
-	if err != nil {
-		say("%s", termtext.Line(err.Error()))
-		return code, nil
+	dial, ok := o.dials[server]
+	if !ok {
+		d, closeAuth, code, err := o.Dial(server)
+		if err != nil {
+			say("%s", termtext.Line(err.Error()))
+			return code, nil
+		}
+		if o.dials == nil {
+			o.dials = map[string]func(context.Context) (upstream.Conn, error){}
+		}
+		dial, o.dials[server] = d, d
+		o.closes = append(o.closes, closeAuth)
 	}
-	defer closeAuth()
 	cfg.Dial = dial
 
 	var sinks verify.Sinks
