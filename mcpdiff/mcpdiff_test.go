@@ -54,6 +54,10 @@ func TestCompare(t *testing.T) {
 		{"rpc error appeared", res(text(`"ok"`)), Answer{Error: []byte(`{"code":-32602,"message":"bad"}`)}, Options{}, ErrorDrift, ""},
 		{"rpc error went away", Answer{Error: []byte(`{"code":-32602,"message":"bad"}`)}, res(text(`"ok"`)), Options{}, ErrorDrift, ""},
 		{"rpc error same", Answer{Error: []byte(`{"code":-32602,"message":"bad"}`)}, Answer{Error: []byte(`{"message":"bad","code":-32602}`)}, Options{}, Same, ""},
+		{"a line of a multi-line text changed", res(text(`"one\ntwo\nthree"`)), res(text(`"one\n2\nthree"`)), Options{}, Changed, "        one\n-        two\n+        2\n         three\n"},
+		{"a multi-line text is no quoted one", res(text(`"a\nb"`)), res(text(`"\"\"\"\na\nb"`)), Options{}, Changed, `+        """`},
+		{"a line added at the end", res(text(`"a\nb"`)), res(text(`"a\nb\n"`)), Options{}, Changed, "+        \n"},
+		{"text lines against members", res(`{"structuredContent":{"s":"x\n  \"y\": 1"}}`), res(`{"structuredContent":{"s":"x","y":1}}`), Options{}, Changed, ""},
 		{"rpc error changed", Answer{Error: []byte(`{"code":-32602,"message":"bad"}`)}, Answer{Error: []byte(`{"code":-32603,"message":"bad"}`)}, Options{}, Changed, `+  "code": -32603`},
 	}
 	for _, tc := range cases {
@@ -253,5 +257,28 @@ func TestFirstMembers(t *testing.T) {
 	kvs, _, more, ok := firstMembers([]byte(sb.String()), 3)
 	if !ok || !more || len(kvs) != 3 || kvs[0].k != "k000" || string(kvs[1].v) != `"last"` || kvs[2].k != "k002" {
 		t.Errorf("%v %v %v", kvs, more, ok)
+	}
+}
+
+// A text of many lines renders a line of it to a line, within the line budget: past
+// it the rest is left out and the hash line says so, so a change there still counts.
+func TestMultiLineTextIsBounded(t *testing.T) {
+	var b strings.Builder
+	for i := range 3 * maxLines {
+		fmt.Fprintf(&b, "line %d\\n", i)
+	}
+	rec := `{"content":[{"type":"text","text":"` + b.String() + `end"}]}`
+	cur := strings.Replace(rec, `end"`, `END"`, 1)
+	c, err := Compare(res(rec), res(cur), Options{})
+	if err != nil || c.Status != Changed || !strings.Contains(c.Diff, "too long to show") {
+		t.Fatalf("%s %v: the change past the cut not reported:\n%.2000s", c.Status, err, c.Diff)
+	}
+	r := &renderer{o: &Options{}}
+	if n := len(r.render([]byte(rec), nil)); n > maxLines+2 {
+		t.Errorf("%d lines rendered, budget %d", n, maxLines)
+	}
+	two := (&renderer{o: &Options{}}).render([]byte(`{"text":"a\nb","n":1}`), nil)
+	if got := strings.Join(two, "|"); got != `{|  "n": 1|  "text": """|    a|    b|  """|}` {
+		t.Errorf("rendered %q", got)
 	}
 }

@@ -167,6 +167,10 @@ func (r *renderer) value(it item) {
 		if !r.o.Strict {
 			s = volatile(s)
 		}
+		if strings.Contains(s, "\n") {
+			r.block(it, s)
+			return
+		}
 		r.emit(it.depth, it.key, jsonlex.Quote(s))
 	default:
 		lit := string(b)
@@ -180,6 +184,30 @@ func (r *renderer) value(it item) {
 		}
 		r.emit(it.depth, it.key, lit)
 	}
+}
+
+// block renders a string holding newlines a line of it to a line, between `"""`
+// lines: a multi-line text was one quoted line ("a\nb\n…"), and a change of one of
+// its lines showed as the whole text removed and added. The lines are one level deeper
+// than the key and the closing `"""` is at the key's level, so the rendering still
+// tells values apart (jsonlex.Quote never yields `"""`; a line of the text is always
+// indented deeper than what follows the string). Past the line budget the rest of the
+// text is left out and the hash line says the value was cut.
+func (r *renderer) block(it item, s string) {
+	r.emit(it.depth, it.key, `"""`)
+	for {
+		if len(r.lines) >= maxLines {
+			r.trunc = true
+			return
+		}
+		line, rest, more := strings.Cut(s, "\n")
+		r.emit(it.depth+1, "", line)
+		if !more {
+			break
+		}
+		s = rest
+	}
+	r.emit(it.depth, "", `"""`)
 }
 
 type kv struct {

@@ -147,8 +147,10 @@ func (t *Table) Start(h *cassette.Header, total int, plan bool) {
 	if plan {
 		what = "plan for"
 	}
-	fmt.Fprintf(t.out(), "%s %d recorded calls of %s (%s era)\n\n", what, total, termtext.Line(h.Server), termtext.Line(string(h.Era)))
-	fmt.Fprintf(t.out(), "%5s  %-28s  %-14s  %-21s  %s\n", "#", "TOOL", "STATUS", "BEFORE → AFTER", "WHY")
+	fmt.Fprintf(t.out(), "%s %s of %s (%s era)\n", what, plural(total, "recorded call", "recorded calls"), termtext.Line(h.Server), termtext.Line(string(h.Era)))
+	if total > 0 { // no header over no row
+		fmt.Fprintf(t.out(), "\n%5s  %-28s  %-14s  %-21s  %s\n", "#", "TOOL", "STATUS", "BEFORE → AFTER", "WHY")
+	}
 }
 
 func statusColor(s mcpdiff.Status) string {
@@ -201,7 +203,11 @@ func (t *Table) Call(r *CallResult) {
 }
 
 func (t *Table) Done(s *Summary) {
-	fmt.Fprintf(t.out(), "\n%s\n", summaryLine(s))
+	fmt.Fprintln(t.out())
+	if l := s.Tools.Line(); l != "" {
+		fmt.Fprintln(t.out(), l)
+	}
+	fmt.Fprintln(t.out(), summaryLine(s))
 	if s.Unverified != "" {
 		fmt.Fprintf(t.out(), "nothing was verified: %s\n", s.Unverified)
 	}
@@ -224,7 +230,7 @@ func summaryLine(s *Summary) string {
 	verdict := "nothing changed"
 	switch {
 	case s.Findings > 0:
-		verdict = fmt.Sprintf("%d findings", s.Findings)
+		verdict = plural(s.Findings, "finding", "findings")
 	case s.Verified == 0:
 		// Not "nothing changed": nothing was looked at.
 		verdict = "nothing verified"
@@ -235,16 +241,22 @@ func summaryLine(s *Summary) string {
 			verdict += ", nor would be"
 		}
 	}
-	return fmt.Sprintf("%d calls: %s — %s (%s)", s.Total, strings.Join(parts, ", "), verdict, s.Elapsed.Round(time.Millisecond))
+	counts := ""
+	if len(parts) > 0 {
+		counts = ": " + strings.Join(parts, ", ") // none for no call: "0 calls:  — …" was left
+	}
+	return fmt.Sprintf("%s%s — %s (%s)", plural(s.Total, "call", "calls"), counts, verdict, s.Elapsed.Round(time.Millisecond))
 }
 
 // oneLine is a reason for a table cell: every control character escaped, CR and LF
 // included (they only became spaces: ESC, BEL went through).
 func oneLine(s string) string { return termtext.Line(s) }
 
-// JSON writes a JSON line per call and a last summary line.
+// JSON writes a JSON line per call and a last summary line. Cassette, when set,
+// is added to each (several cassettes are verified in one output).
 type JSON struct {
-	W io.Writer
+	W        io.Writer
+	Cassette string
 	held
 }
 
@@ -253,7 +265,11 @@ func (j *JSON) out() io.Writer { return j.to(j.W) }
 func (j *JSON) Start(*cassette.Header, int, bool) {}
 
 func (j *JSON) Call(r *CallResult) {
-	b := []byte(`{"seq":`)
+	b := []byte(`{`)
+	if j.Cassette != "" {
+		b = append(jsonlex.AppendString(append(b, `"cassette":`...), j.Cassette), ',')
+	}
+	b = append(b, `"seq":`...)
 	b = strconv.AppendInt(b, r.Seq, 10)
 	b = append(b, `,"tool":`...)
 	b = jsonlex.AppendString(b, r.Tool)
@@ -287,7 +303,11 @@ func (j *JSON) Call(r *CallResult) {
 }
 
 func (j *JSON) Done(s *Summary) {
-	b := []byte(`{"summary":{"server":`)
+	b := []byte(`{"summary":{`)
+	if j.Cassette != "" {
+		b = append(jsonlex.AppendString(append(b, `"cassette":`...), j.Cassette), ',')
+	}
+	b = append(b, `"server":`...)
 	b = jsonlex.AppendString(b, s.Server)
 	b = append(b, `,"calls":`...)
 	b = strconv.AppendInt(b, int64(s.Total), 10)
@@ -300,6 +320,22 @@ func (j *JSON) Done(s *Summary) {
 	if s.Unverified != "" {
 		b = append(b, `,"unverified":`...)
 		b = jsonlex.AppendString(b, s.Unverified)
+	}
+	for _, l := range []struct {
+		key   string
+		names []string
+	}{{`,"toolsRemoved":[`, s.Tools.Removed}, {`,"toolsAdded":[`, s.Tools.Added}} {
+		if len(l.names) == 0 {
+			continue
+		}
+		b = append(b, l.key...)
+		for i, n := range l.names {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonlex.AppendString(b, n)
+		}
+		b = append(b, ']')
 	}
 	b = append(b, `,"counts":{`...)
 	n := 0

@@ -132,6 +132,8 @@ type Summary struct {
 	Verified int
 	// Unverified says why, when Verified is 0: "7 skipped: not annotated …".
 	Unverified string
+	// Tools is how the server's tools/list differs by name from the recorded one.
+	Tools ToolChanges
 
 	unverified map[string]int // by the calls' unverified, in first-seen order (whys)
 	whys       []string
@@ -272,7 +274,9 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 
 	defer s.watch(ctx, "verify was interrupted")()
 	r := &runner{cfg: &cfg, s: s, h: h, recTools: recordedTools(h), tools: tools, toolsCut: toolsCut}
-	sum := &Summary{Server: h.Server, Total: total, Counts: map[mcpdiff.Status]int{}, Plan: cfg.Plan}
+	sum := &Summary{Server: h.Server, Total: total, Counts: map[mcpdiff.Status]int{}, Plan: cfg.Plan,
+		Tools: toolChanges(r.recTools, tools, toolsCut != "")}
+	r.renamed = sum.Tools.Close
 	out.Start(h, total, cfg.Plan)
 	defer flush(out) // what Table and JSON hold, whichever way Run returns
 
@@ -316,7 +320,7 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 			return nil, err
 		}
 		if n := up.Dropped(); n > 0 {
-			return nil, fmt.Errorf("updating %s: %d calls could not be written; the previous cassette is %s", cfg.Update, n, cassette.Rotated(cfg.Update, 1))
+			return nil, fmt.Errorf("updating %s: %s could not be written; the previous cassette is %s", cfg.Update, plural(int(n), "call", "calls"), cassette.Rotated(cfg.Update, 1))
 		}
 		sum.Updated = cfg.Update
 	}
@@ -415,7 +419,8 @@ type runner struct {
 	h        *cassette.Header
 	recTools map[string][]byte // nil: the recording has no tools/list (the journal): nothing is read-only
 	tools    map[string][]byte
-	toolsCut string // why the server's tools/list was not read to its end, or ""
+	toolsCut string            // why the server's tools/list was not read to its end, or ""
+	renamed  map[string]string // a removed tool → an added one of a close name
 }
 
 // drift is how a tool's definition changed from the recording: its schemas (why and
@@ -516,7 +521,11 @@ func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
 		// Not among the tools read: perhaps on a page past the cut, perhaps gone.
 		return verdict(mcpdiff.NotRun, strconv.Quote(c.Tool)+" is not among the tools read: "+r.toolsCut)
 	case !listed && recListed:
-		return verdict(mcpdiff.MissingTool, "the server no longer lists "+strconv.Quote(c.Tool))
+		why := "the server no longer lists " + strconv.Quote(c.Tool)
+		if to, ok := r.renamed[c.Tool]; ok {
+			why += " (did you mean " + strconv.Quote(to) + "?)"
+		}
+		return verdict(mcpdiff.MissingTool, why)
 	case !listed && !r.cfg.AllowWrites:
 		// Called without being listed (a host's guess, a tool gone before the
 		// recording): nothing says it is safe, nor that it went missing.

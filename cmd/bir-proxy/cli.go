@@ -13,6 +13,7 @@ import (
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/logcmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/mockcmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/pinscmd"
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/verifycmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/wrapcmd"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 )
@@ -113,9 +114,9 @@ wrap would use from the current directory (and, for log, of the journals).`,
 			run:   runCompletion,
 		},
 		{
-			name: "verify", synopsis: "CASSETTE [flags] [--] COMMAND [ARGS...]  |  verify CASSETTE --url URL  |  verify --from-journal --server NAME ...",
+			name: "verify", synopsis: verifycmd.Usage,
 			summary: "replay recorded calls on a server and show what changed",
-			about:   verifyAbout,
+			about:   verifycmd.About,
 			flags:   defineVerifyFlags,
 			run:     runVerify,
 		},

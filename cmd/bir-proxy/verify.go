@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/verifycmd"
 	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/mcpdiff"
 	"github.com/bir-dev/bir-proxy/upstream"
@@ -72,32 +74,34 @@ func defineVerifyFlags(fs *flag.FlagSet) any {
 	return v
 }
 
-const verifyAbout = `Replays the tool calls of a cassette (recorded with bir-proxy --cassette) on
-the server started by COMMAND, or at --url, making the handshake the recorded
-host made, and says what changed: same, changed, error_drift, schema_drift,
-missing_tool, slower, not_run, skipped, not_replayable. Only calls of tools
-annotated readOnlyHint: true in both the recorded and the current tools/list
-run, unless --allow-idempotent or --allow-writes. A cassette holds the raw
-arguments of every call, secrets included: keep it private.
-Exit status: 0 nothing changed, 1 something did, 2 bad usage or an unreadable
-cassette, 3 the server could not be started or reached, 4 nothing was verified
-(no call recorded, or every call skipped or not replayable; --allow-empty
-exits 0 instead).`
-
+// runVerify is `bir-proxy verify`: its room is verifycmd.
 func runVerify(ctx context.Context, c *cli, args []string) int {
 	defer startProfile()() // BIR_CPUPROFILE, BIR_MEMPROFILE: bir-bench -only verify -profile verify
 	self, _ := findSubcommand("verify")
 	fs := newFlagSet("bir-proxy verify")
 	v := self.flags(fs).(*verifyFlags)
-	// CASSETTE, then flags again, then the command: `verify c.jsonl --plan -- srv -x`.
-	names, err := parse(fs, args, false)
-	var cassettePath string
-	if err == nil && !v.fromJournal {
-		if len(names) == 0 {
-			return c.usageError("verify", errors.New("no cassette: bir-proxy verify CASSETTE [flags] [--] COMMAND [ARGS...]"))
+	// CASSETTE|DIR..., flags anywhere before --, then the command: `verify a.jsonl
+	// cassettes/ --plan -- srv -x`. Without --, as before: one CASSETTE, flags, then
+	// the command (`verify c.jsonl --plan srv -x`), or, with --url, every word a
+	// cassette (`verify a.jsonl b.jsonl --url URL`).
+	var cassettes, names []string
+	var err error
+	if i := slices.Index(args, "--"); i >= 0 {
+		cassettes, err = parse(fs, args[:i], true)
+		names = args[i+1:]
+	} else {
+		// Parsed on a second flag set first: a command's own flags are not verify's.
+		fs2 := newFlagSet("bir-proxy verify")
+		v2 := self.flags(fs2).(*verifyFlags)
+		if words, err2 := parse(fs2, args, true); err2 == nil && v2.proxy.url != "" {
+			v, cassettes = v2, words
+		} else {
+			names, err = parse(fs, args, false)
+			if err == nil && !v.fromJournal && len(names) > 0 {
+				cassettes = names[:1]
+				names, err = parse(fs, names[1:], false)
+			}
 		}
-		cassettePath = names[0]
-		names, err = parse(fs, names[1:], false)
 	}
 	switch {
 	case errors.Is(err, errHelp):
@@ -105,6 +109,10 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 		return 0
 	case err != nil:
 		return c.usageError("verify", err)
+	case v.fromJournal && len(cassettes) > 0:
+		return c.usageError("verify", errors.New("--from-journal reads the journal, not a cassette"))
+	case !v.fromJournal && len(cassettes) == 0:
+		return c.usageError("verify", errors.New("no cassette: bir-proxy verify CASSETTE|DIR [CASSETTE|DIR...] [flags] -- COMMAND [ARGS...]"))
 	}
 	p := &v.proxy
 	p.command = names
@@ -134,38 +142,30 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 		return c.usageError("verify", errors.New("--since goes with --from-journal"))
 	}
 	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level})).With("proxy", "bir-proxy verify")
-
-	cfg := verify.Config{
-		Concurrency:     v.concurrency,
-		AllowIdempotent: v.allowIdempotent,
-		AllowWrites:     v.allowWrites,
-		Tools:           v.tools,
-		SkipTools:       v.skip,
-		Plan:            v.plan,
-		Diff:            mcpdiff.Options{Strict: v.strict, Ignore: v.ignore},
-		MaxSlowdown:     slow,
-		CallTimeout:     v.timeout,
-		IDPrefix:        "bir:verify:" + strconv.Itoa(os.Getpid()) + ":",
-		Logger:          logger,
+	o := verifycmd.Options{
+		Stdout: c.stdout, Stderr: c.stderr, Logger: logger,
+		Config: verify.Config{
+			Concurrency:     v.concurrency,
+			AllowIdempotent: v.allowIdempotent,
+			AllowWrites:     v.allowWrites,
+			Tools:           v.tools,
+			SkipTools:       v.skip,
+			Plan:            v.plan,
+			Diff:            mcpdiff.Options{Strict: v.strict, Ignore: v.ignore},
+			MaxSlowdown:     slow,
+			CallTimeout:     v.timeout,
+			IDPrefix:        "bir:verify:" + strconv.Itoa(os.Getpid()) + ":",
+		},
+		Cassettes: cassettes, Server: p.server, Update: v.update,
+		JSON: v.json, JUnit: v.junit, AllowEmpty: v.allowEmpty,
+		Color: isTerminal(c.stdout), Progress: isTerminal(c.stderr),
 	}
 	if v.fromJournal {
 		open, err := journalSource(p, v.since)
 		if err != nil {
 			return c.usageError("verify", err)
 		}
-		cfg.Open, cfg.Redacted = open, true
-	} else {
-		cfg.Open = verify.FileSource(cassettePath)
-		if v.update {
-			cfg.Update = cassettePath
-		}
-	}
-	if p.server == "" {
-		p.server = "server"
-		if src, err := cfg.Open(); err == nil {
-			p.server = src.Header().Server
-			src.Close()
-		}
+		o.Journal = open
 	}
 	// What a server writes reaches the terminal escaped: its stderr (at debug), a
 	// remote's stray event data, the OAuth prompts quoting its metadata, the errors
@@ -176,27 +176,11 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 	if level <= slog.LevelDebug {
 		serverErr = peerErr
 	}
-	dial, closeAuth, code, err := p.serverDial(logger, peerErr, serverErr, cfg.IDPrefix)
-	if err != nil {
-		fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
-		return code
-	}
-	defer closeAuth()
-	cfg.Dial = dial
-
-	var sinks verify.Sinks
-	if v.json {
-		sinks = append(sinks, &verify.JSON{W: c.stdout})
-	} else {
-		sinks = append(sinks, &verify.Table{W: c.stdout, Color: isTerminal(c.stdout)})
-	}
-	if isTerminal(c.stderr) && !v.plan {
-		sinks = append(sinks, &verify.Progress{W: c.stderr})
-	}
-	var junit *verify.JUnit
-	if v.junit != "" {
-		junit = &verify.JUnit{Path: v.junit}
-		sinks = append(sinks, junit)
+	// The proxy's own way to a server (serverDial): the same start, remote and OAuth.
+	o.Dial = func(server string) (func(context.Context) (upstream.Conn, error), func(), int, error) {
+		q := *p
+		q.server = server
+		return q.serverDial(logger, peerErr, serverErr, o.Config.IDPrefix)
 	}
 	if v.concurrency == 1 && os.Getenv("GOMAXPROCS") == "" {
 		// One call at a time: with a second P idle, every answer the session's reader
@@ -204,34 +188,7 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 		// quarter of verify's CPU per call (bir-bench -only verify -profile verify).
 		runtime.GOMAXPROCS(1)
 	}
-	sum, err := verify.Run(ctx, cfg, sinks)
-	var inErr *verify.InputError
-	var unErr *verify.UnreachableError
-	switch {
-	case errors.As(err, &inErr):
-		fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
-		return 2
-	case errors.As(err, &unErr):
-		fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
-		return 3
-	case err != nil:
-		fmt.Fprintf(c.stderr, "bir-proxy verify: %s\n", termtext.Line(err.Error()))
-		return 1
-	}
-	if junit != nil && junit.Err() != nil {
-		fmt.Fprintf(c.stderr, "bir-proxy verify: writing %s: %v\n", v.junit, junit.Err())
-		return 2
-	}
-	if sum.Findings > 0 {
-		return 1
-	}
-	if sum.Verified == 0 && !v.allowEmpty {
-		// A run that compared nothing is no pass: every call skipped (a server that
-		// annotates no tool readOnlyHint) exited 0, a green CI that covered nothing.
-		fmt.Fprintf(c.stderr, "bir-proxy verify: nothing was verified: %s (exit 4; --allow-empty exits 0)\n", sum.Unverified)
-		return 4
-	}
-	return 0
+	return verifycmd.Run(ctx, o)
 }
 
 // isTerminal reports whether w is a terminal (a character device).

@@ -864,3 +864,127 @@ func TestVerifyDefinitionDrift(t *testing.T) {
 		t.Errorf("the table does not show both on greet's row (exit %d):\n%s", code, table)
 	}
 }
+
+// TestVerifyOutputReads: what a new user reads. A text of several lines is diffed a
+// line of it to a line (it was one escaped line, "a\nb\n…", removed and added whole);
+// a tool gone and one come are said in one line, with a "did you mean" when their
+// names are close (a rename showed only as missing_tool); counts read in the singular
+// for one ("1 findings", "1 recorded calls"), and no call leaves no stray "  —".
+func TestVerifyOutputReads(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", append(slices.Clone(sessionLines),
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"readme","arguments":{}}}`))
+
+	code, out, errs := w.verify(path, "--tool", "readme", "--tool", "legacy", "--", w.vs, "--drift")
+	if code != 1 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{
+		"              \"text\": \"\"\"\n                # verifyserver\n       -        The second line.\n       +        The 2nd line.\n                The third line.\n",
+		`the server no longer lists "legacy" (did you mean "legacy_v2"?)`,
+		"\ntools since the recording: 1 removed: legacy (did you mean legacy_v2?); 1 added: legacy_v2\n",
+		"8 calls: 1 changed, 1 missing_tool, 6 skipped — 2 findings",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `\n`) || strings.Contains(out, `\x0a`) {
+		t.Errorf("a line break shown escaped:\n%s", out)
+	}
+	code, out, _ = w.verify(path, "--json", "--tool", "legacy", "--", w.vs, "--drift")
+	if _, sum := statuses(t, out); code != 1 || fmt.Sprint(sum["toolsRemoved"], sum["toolsAdded"]) != "[legacy] [legacy_v2]" {
+		t.Errorf("--json: exit %d, summary %v", code, sum)
+	}
+	code, out, _ = w.verify(path, "--tool", "legacy", "--", w.vs, "--drift")
+	if code != 1 || !strings.Contains(out, "— 1 finding (") {
+		t.Errorf("exit %d, want \"1 finding\":\n%s", code, out)
+	}
+
+	// One call; none.
+	one := w.record("one", []string{sessionLines[0], sessionLines[1], sessionLines[2], sessionLines[3]})
+	if code, out, errs := w.verify(one, "--", w.vs); code != 0 || !strings.Contains(out, "verifying 1 recorded call of ") || !strings.Contains(out, "\n1 call: 1 same — nothing changed (") {
+		t.Errorf("one call: exit %d\n%s\n%s", code, out, errs)
+	}
+	data, err := os.ReadFile(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(w.dir, "empty.jsonl")
+	if err := os.WriteFile(empty, data[:bytes.IndexByte(data, '\n')+1], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = w.verify(empty, "--", w.vs)
+	if code != 4 || !strings.Contains(out, "\n0 calls — nothing verified (") || strings.Contains(out, "TOOL") {
+		t.Errorf("no call: exit %d\n%s", code, out)
+	}
+}
+
+// TestVerifySeveralCassettes: `verify a.jsonl DIR -- COMMAND` verifies each cassette on
+// a server of its own (a start each), prints each one's table, then a total; the exit
+// status is the worst of theirs; a folder's hidden and other files are skipped, said in
+// one line; --json adds the cassette to each line and a total line; --junit holds a
+// suite per cassette.
+func TestVerifySeveralCassettes(t *testing.T) {
+	w := newVerifyWorld(t)
+	a := w.record("a", sessionLines)
+	b := w.record("b", []string{sessionLines[0], sessionLines[1], sessionLines[2], sessionLines[3]})
+	dir := filepath.Dir(a)
+	data, _ := os.ReadFile(a)
+	for name, text := range map[string]string{".hidden.jsonl": string(data), "notes.txt": "hi\n", "a.jsonl.1": string(data), "other.jsonl": `{"x":1}` + "\n"} {
+		os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600)
+	}
+	log := filepath.Join(w.dir, "server.log")
+	code, out, errs := w.verify(dir, "--", w.vs, "--log", log)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	seen, _ := os.ReadFile(log)
+	if n := strings.Count(string(seen), `"method":"initialize"`); n != 2 {
+		t.Errorf("%d servers started (initialize), want one per cassette", n)
+	}
+	for _, want := range []string{"== " + a + " ==\nverifying 7 recorded calls", "== " + b + " ==\nverifying 1 recorded call", "\n== total ==\n" + a + ": 7 calls — nothing changed (exit 0)\n" + b + ": 1 call — nothing changed (exit 0)\n2 cassettes, 8 calls, 0 findings: 2 passed — exit 0\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if want := "skipped 4 files: " + filepath.Join(dir, ".hidden.jsonl") + " (hidden), " + filepath.Join(dir, "a.jsonl.1") + " (not *.jsonl)"; !strings.Contains(errs, want) ||
+		!strings.Contains(errs, "other.jsonl (not a cassette)") || strings.Count(errs, "skipped") != 1 {
+		t.Errorf("stderr lacks %q:\n%s", want, errs)
+	}
+
+	// The worst exit: findings (1) in both, then a cassette that cannot be read (2).
+	bad := filepath.Join(w.dir, "bad.jsonl")
+	os.WriteFile(bad, data[:len(data)-10], 0o600)
+	junit := filepath.Join(w.dir, "report.xml")
+	code, out, errs = w.verify(a, b, "--junit", junit, "--", w.vs, "--drift")
+	if code != 1 || !strings.Contains(out, "2 cassettes, 8 calls, 5 findings: 2 with findings — exit 1") {
+		t.Errorf("findings: exit %d\n%s\n%s", code, out, errs)
+	}
+	var x struct {
+		Suites []struct {
+			Tests int `xml:"tests,attr"`
+		} `xml:"testsuite"`
+	}
+	if r, err := os.ReadFile(junit); err != nil || xml.Unmarshal(r, &x) != nil || len(x.Suites) != 2 || x.Suites[0].Tests != 7 || x.Suites[1].Tests != 1 {
+		t.Errorf("junit: %v %+v\n%s", err, x, r)
+	}
+	code, out, errs = w.verify("--json", a, bad, b, "--", w.vs, "--drift")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var total struct {
+		Total struct {
+			Cassettes, Exit int
+			Results         []struct {
+				Cassette string
+				Exit     int
+			}
+		}
+	}
+	if code != 2 || json.Unmarshal([]byte(lines[len(lines)-1]), &total) != nil || total.Total.Cassettes != 3 || total.Total.Exit != 2 ||
+		total.Total.Results[1].Cassette != bad || total.Total.Results[1].Exit != 2 || !strings.Contains(errs, bad+": cassette ") {
+		t.Errorf("an unreadable one among them: exit %d, %+v\n%s\n%s", code, total, out, errs)
+	}
+	if !strings.HasPrefix(lines[0], `{"cassette":"`+a+`","seq":1,`) {
+		t.Errorf("a call's line does not name its cassette: %s", lines[0])
+	}
+}

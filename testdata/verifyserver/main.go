@@ -8,7 +8,9 @@
 //	greet {name}      [readOnly]              "hello NAME"; --drift: "howdy NAME"
 //	lookup {key}      [readOnly]              JSON text with the key, the time now and a random UUID
 //	divide {a,b}      [readOnly]              a/b; --drift: isError "division is broken"
-//	legacy {}         [readOnly]              "still here"; --drift: not listed, -32602 when called
+//	legacy {}         [readOnly]              "still here"; --drift: not listed, -32602 when called,
+//	                                          and legacy_v2 listed instead (a rename)
+//	readme {}         [readOnly]              a text of several lines; --drift: its second line changed
 //	search {query}    [readOnly]              "found QUERY"; --drift: query's schema is an array
 //	mkdir {path}      [idempotent, not destructive]  "made PATH"
 //	write_note {text} [destructive]           appends TEXT to --notes FILE
@@ -172,6 +174,8 @@ func tools(drift, redescribe bool) []string {
 	}
 	if !drift {
 		ts = append(ts, `{"name":"legacy","inputSchema":{"type":"object"},`+ro+`}`)
+	} else {
+		ts = append(ts, `{"name":"legacy_v2","inputSchema":{"type":"object"},`+ro+`}`)
 	}
 	q := `"query":{"type":"string"}`
 	if drift {
@@ -183,6 +187,7 @@ func tools(drift, redescribe bool) []string {
 		`{"name":"write_note","inputSchema":`+obj(`"text":{"type":"string"}`)+`,"annotations":{"readOnlyHint":false,"destructiveHint":true}}`,
 		`{"name":"crash","inputSchema":{"type":"object"},`+ro+`}`,
 		`{"name":"slow","inputSchema":`+obj(`"ms":{"type":"number"}`)+`,`+ro+`}`,
+		`{"name":"readme","inputSchema":{"type":"object"},`+ro+`}`,
 	)
 }
 
@@ -237,6 +242,15 @@ func call(name string, rawArgs json.RawMessage, drift bool, notes string) (resul
 			}
 		}
 		return text("noted"), ""
+	case "readme":
+		if drift {
+			return text("# verifyserver\nThe 2nd line.\nThe third line.\n"), ""
+		}
+		return text("# verifyserver\nThe second line.\nThe third line.\n"), ""
+	case "legacy_v2":
+		if drift {
+			return text("still here"), ""
+		}
 	case "crash":
 		return text("not crashing"), ""
 	case "slow":
