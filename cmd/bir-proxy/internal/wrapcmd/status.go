@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/redact"
+	"github.com/bir-dev/bir-proxy/servername"
 	"github.com/bir-dev/bir-proxy/telemetry"
 )
 
@@ -41,10 +43,16 @@ func (c *cmd) status(ctx context.Context) int {
 		status = 1
 	}
 	checks := map[string]proxyCheck{}
+	// The names the servers of these files report as: their telemetry is shown, not
+	// every server's on the machine (issue 40: status in one project listed another's).
+	names := map[string]bool{}
 	report := Report{Entries: []Entry{}, Errors: loadErrs}
 	for _, l := range ls {
 		servers := l.Doc.Servers()
 		for _, s := range servers {
+			for _, n := range reportNames(s) {
+				names[n] = true
+			}
 			if s.Kind == mcpconfig.KindWrapped || s.Kind == mcpconfig.KindWrappedRemote {
 				if _, done := checks[s.ProxyCommand]; !done {
 					v, err := c.ProxyRuns(ctx, s.ProxyCommand)
@@ -113,7 +121,10 @@ func (c *cmd) status(ctx context.Context) int {
 		fmt.Fprint(c.Stdout, c.Defaults())
 	}
 	fmt.Fprintln(c.Stdout, c.RecorderStatus(ctx))
-	fmt.Fprint(c.Stdout, otelStatus(time.Now()))
+	if c.All {
+		names = nil
+	}
+	fmt.Fprint(c.Stdout, otelStatus(time.Now(), names))
 	// The same words as --version and the registration's version, so a recorder's
 	// list of proxies and this line can be compared.
 	fmt.Fprintf(c.Stdout, "this bir-proxy: bir-proxy %s\n", version.Get())
@@ -356,9 +367,29 @@ func recorderLine(ctx context.Context) string {
 	return fmt.Sprintf("recorder reachable at %s (from %s)", ep.URL, ep.Source)
 }
 
+// reportNames are the names s's proxy may report (and leave its telemetry state) as:
+// its --server name, or the default the proxy takes (servername.Default of the
+// command, a remote URL's host), and the entry's own name.
+func reportNames(s mcpconfig.Server) []string {
+	names := []string{s.Name}
+	switch {
+	case s.ProxyName != "":
+		names = append(names, s.ProxyName)
+	case s.Kind == mcpconfig.KindWrapped && len(s.Command) > 0:
+		names = append(names, servername.Default(s.Command))
+	case s.Kind == mcpconfig.KindWrappedRemote:
+		if u, err := url.Parse(s.URL); err == nil && u.Hostname() != "" {
+			names = append(names, u.Hostname())
+		}
+	}
+	return names
+}
+
 // otelStatus is what status says of the exporters' last states (telemetry.StatePath),
-// a line per server that has one, each ending in a newline; "" when none.
-func otelStatus(now time.Time) string {
+// a line per server that has one, each ending in a newline; "" when none. With names
+// (nil: every server's), only those servers' states are shown, and the others are
+// counted in one line.
+func otelStatus(now time.Time, names map[string]bool) string {
 	state, err := statedir.Dir()
 	if err != nil {
 		return ""
@@ -368,7 +399,12 @@ func otelStatus(now time.Time) string {
 		return "OpenTelemetry: " + err.Error() + "\n"
 	}
 	var b strings.Builder
+	others := 0
 	for _, st := range sts {
+		if names != nil && !names[st.Server] {
+			others++
+			continue
+		}
 		when := "at its exit"
 		if st.Running {
 			when = fmt.Sprintf("while running (pid %d)", st.PID)
@@ -379,6 +415,10 @@ func otelStatus(now time.Time) string {
 			fmt.Fprintf(&b, "; the last trouble, %s ago: %s", age(now, st.LastAt), redact.Label(st.LastError, 512))
 		}
 		b.WriteByte('\n')
+	}
+	if others > 0 {
+		fmt.Fprintf(&b, "OpenTelemetry: %d other %s on this machine (bir-proxy status --all shows them)\n",
+			others, plural(others, "server has telemetry state", "servers have telemetry state"))
 	}
 	return b.String()
 }
