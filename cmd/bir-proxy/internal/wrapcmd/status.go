@@ -78,7 +78,7 @@ func (c *cmd) status(ctx context.Context) int {
 			}
 			continue
 		}
-		fmt.Fprintf(c.Stdout, "%s: %s\n", l.Label(), l.Loc)
+		fmt.Fprintln(c.Stdout, termtext.Line(fmt.Sprintf("%s: %s", l.Label(), l.Loc)))
 		printServers(c.Stdout, servers, checks)
 		if c.Check {
 			printChecks(c.Stdout, servers, started)
@@ -111,10 +111,11 @@ func (c *cmd) status(ctx context.Context) int {
 		fmt.Fprintln(c.Stdout, noServersHere)
 	}
 	for _, cmd := range cmds {
+		// The command is the file's words, the error and version the command's.
 		if ch := checks[cmd]; ch.err != nil {
-			fmt.Fprintf(c.Stdout, "the wrapped entries' %s does not run: %v; run bir-proxy wrap again, or fix the command\n", cmd, ch.err)
+			fmt.Fprintln(c.Stdout, termtext.Line(fmt.Sprintf("the wrapped entries' %s does not run: %v; run bir-proxy wrap again, or fix the command", cmd, ch.err)))
 		} else {
-			fmt.Fprintf(c.Stdout, "the wrapped entries' %s runs: %s\n", cmd, ch.version)
+			fmt.Fprintln(c.Stdout, termtext.Line(fmt.Sprintf("the wrapped entries' %s runs: %s", cmd, ch.version)))
 		}
 	}
 	if c.Defaults != nil {
@@ -213,7 +214,7 @@ func printChecks(w io.Writer, servers []mcpconfig.Server, started map[int]EntryC
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for i, s := range servers {
 		if ch, ok := started[i]; ok {
-			fmt.Fprintf(tw, "    %s\t%s\n", s.Name, printable(ch.String()))
+			fmt.Fprintf(tw, "    %s\t%s\n", termtext.Line(s.Name), termtext.Line(ch.String()))
 		}
 	}
 	tw.Flush()
@@ -281,7 +282,7 @@ func printServers(w io.Writer, servers []mcpconfig.Server, checks map[string]pro
 		if s.Broken != "" {
 			// The proxy's flags do not parse, so which argument is the server's
 			// command is not known: the arguments as written, after why.
-			state, what = "BROKEN", "("+printable(s.Broken)+")  "+termtext.Argv(redact.CommandLine(append([]string{"bir-proxy"}, s.Args...)))
+			state, what = "BROKEN", "("+s.Broken+")  "+termtext.Argv(redact.CommandLine(append([]string{"bir-proxy"}, s.Args...)))
 		}
 		if len(s.Policy) > 0 {
 			what += "  [" + strings.Join(s.Policy, " ") + "]"
@@ -293,7 +294,10 @@ func printServers(w io.Writer, servers []mcpconfig.Server, checks map[string]pro
 		if s.Name == mcpconfig.RecorderName {
 			what += "  (the recorder's own server)"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Name, state, what)
+		// The name and what is shown are the file's words (a tab in a name would
+		// split the row, an escape sequence act on the terminal): escaped, as
+		// termtext.Argv escapes a command's (Line leaves its escapes as they are).
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", termtext.Line(s.Name), state, termtext.Line(what))
 	}
 	tw.Flush()
 }

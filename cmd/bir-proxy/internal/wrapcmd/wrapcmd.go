@@ -252,13 +252,3 @@ func plural(n int, one, many string) string {
 	}
 	return many
 }
-
-// printable is w with control characters shown as '?', for a message quoting it.
-func printable(w string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, w)
-}
