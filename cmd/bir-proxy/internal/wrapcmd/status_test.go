@@ -2,11 +2,13 @@ package wrapcmd
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bir-dev/bir-proxy/mcpconfig"
+	"github.com/bir-dev/bir-proxy/telemetry"
 )
 
 // TestPrintServersColumns: a name wider than the others moves the state column for
@@ -75,5 +77,54 @@ func TestAge(t *testing.T) {
 		if got := age(now, now.Add(-d)); got != want {
 			t.Errorf("age(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestReportNames: the names an entry's proxy may leave its telemetry state under:
+// its --server name, or without one the name the proxy takes by default, and the
+// entry's own name.
+func TestReportNames(t *testing.T) {
+	for _, c := range []struct {
+		s    mcpconfig.Server
+		want string
+	}{
+		{mcpconfig.Server{Name: "gh", Kind: mcpconfig.KindWrapped, ProxyName: "github", Command: []string{"npx", "-y", "@modelcontextprotocol/server-github"}}, "gh github"},
+		{mcpconfig.Server{Name: "gh", Kind: mcpconfig.KindWrapped, Command: []string{"npx", "-y", "@modelcontextprotocol/server-github"}}, "gh server-github"},
+		{mcpconfig.Server{Name: "sentry", Kind: mcpconfig.KindWrappedRemote, URL: "https://mcp.sentry.dev/mcp"}, "sentry mcp.sentry.dev"},
+		{mcpconfig.Server{Name: "fetch", Kind: mcpconfig.KindStdio, Command: []string{"uvx", "mcp-server-fetch"}}, "fetch"},
+	} {
+		if got := strings.Join(reportNames(c.s), " "); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.s, got, c.want)
+		}
+	}
+}
+
+// TestOTelStatusOfTheNamedServers: with names, the states of those servers are
+// shown and the others counted in one line; with none (--all), every state.
+func TestOTelStatusOfTheNamedServers(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	now := time.Now()
+	for _, s := range []string{"mine", "theirs", "another"} {
+		if err := telemetry.WriteState(telemetry.StatePath(filepath.Join(state, "bir-proxy"), s), telemetry.State{Server: s, Written: now, Dropped: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	line := func(s string) string {
+		return "OpenTelemetry: " + s + ": 0 spans exported, 2 dropped, 0 rejected by the collector; said at its exit, 0s ago\n"
+	}
+	if got, want := otelStatus(now, map[string]bool{"mine": true, "gone": true}), line("mine")+
+		"OpenTelemetry: 2 other servers have telemetry state on this machine (bir-proxy status --all shows them)\n"; got != want {
+		t.Errorf("of mine:\n%s\nwant\n%s", got, want)
+	}
+	if got, want := otelStatus(now, map[string]bool{"mine": true, "theirs": true}), line("mine")+line("theirs")+
+		"OpenTelemetry: 1 other server has telemetry state on this machine (bir-proxy status --all shows them)\n"; got != want {
+		t.Errorf("of two:\n%s\nwant\n%s", got, want)
+	}
+	if got, want := otelStatus(now, nil), line("another")+line("mine")+line("theirs"); got != want {
+		t.Errorf("all:\n%s\nwant\n%s", got, want)
+	}
+	if got := otelStatus(now, map[string]bool{}); got != "OpenTelemetry: 3 other servers have telemetry state on this machine (bir-proxy status --all shows them)\n" {
+		t.Errorf("of no server: %q", got)
 	}
 }
