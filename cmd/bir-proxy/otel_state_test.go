@@ -108,12 +108,13 @@ func TestOTelStateOnlyAtExitWhenHealthy(t *testing.T) {
 	}
 }
 
-// statusOutput runs the built `bir-proxy status` with state as XDG_STATE_HOME, in a
-// directory with no configuration.
+// statusOutput runs the built `bir-proxy status --all` with state as XDG_STATE_HOME,
+// in a directory with no configuration (--all: no file names the server, and status
+// shows only the telemetry of the servers of the files it lists).
 func statusOutput(t *testing.T, state string) string {
 	t.Helper()
 	home := t.TempDir()
-	cmd := exec.CommandContext(testutil.Context(t), testutil.Build(t, "./cmd/bir-proxy"), "status")
+	cmd := exec.CommandContext(testutil.Context(t), testutil.Build(t, "./cmd/bir-proxy"), "status", "--all")
 	cmd.Dir = home
 	cmd.Env = append(os.Environ(), "HOME="+home, "USERPROFILE="+home, "XDG_STATE_HOME="+state, "CLAUDE_CONFIG_DIR=", "BIR_OFF=1")
 	out, _ := cmd.CombinedOutput() // no configuration here: status says so, and exits 1

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/wrapcmd"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
+	"github.com/bir-dev/bir-proxy/telemetry"
 )
 
 // statusProject is a private home and state directory for the built binary, with a
@@ -150,5 +152,69 @@ func TestStatusCheck(t *testing.T) {
 				t.Errorf("%s: %+v", e.Name, *e.Check)
 			}
 		}
+	}
+}
+
+// TestStatusTelemetryOfThisProject: two projects share a home and a state directory,
+// and the exporters of servers of both (and of one in no file) left their counts.
+// status in the first project listed every server's telemetry on the machine; now it
+// shows the servers of the files it looked at (by --server name, the default the
+// proxy would take, or the entry's name), says in one line how many others there are,
+// and --all shows them all.
+func TestStatusTelemetryOfThisProject(t *testing.T) {
+	bin := testutil.Build(t, "./cmd/bir-proxy")
+	a := &hostProject{bin: bin, dir: t.TempDir(), home: t.TempDir(), state: t.TempDir()}
+	b := &hostProject{bin: bin, dir: t.TempDir(), home: a.home, state: a.state}
+	for dir, servers := range map[string]string{
+		// alpha: --server; renamed: reports as "old-name"; gh: no --server, so
+		// the default of its command; plain: not wrapped, by its name.
+		a.dir: fmt.Sprintf(`"alpha": {"command": %[1]q, "args": ["--server", "alpha", "uvx", "a"]},
+  "renamed": {"command": %[1]q, "args": ["--server", "old-name", "uvx", "r"]},
+  "gh": {"command": %[1]q, "args": ["npx", "-y", "@modelcontextprotocol/server-github"]},
+  "plain": {"command": "uvx", "args": ["p"]}`, bin),
+		b.dir: fmt.Sprintf(`"beta": {"command": %q, "args": ["--server", "beta", "uvx", "b"]}`, bin),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, ".mcp.json"), []byte("{\"mcpServers\": {\n  "+servers+"\n}}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := filepath.Join(a.state, "bir-proxy")
+	now := time.Now()
+	for _, server := range []string{"alpha", "old-name", "server-github", "plain", "beta", "elsewhere"} {
+		st := telemetry.State{Server: server, PID: 1, Written: now, Exported: 7}
+		if err := telemetry.WriteState(telemetry.StatePath(state, server), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	otelLines := func(out string) (names []string, rest string) {
+		for l := range strings.SplitSeq(out, "\n") {
+			if name, ok := strings.CutPrefix(l, "OpenTelemetry: "); ok {
+				if name, _, ok := strings.Cut(name, ": 7 spans exported"); ok {
+					names = append(names, name)
+				} else {
+					rest += l + "\n"
+				}
+			}
+		}
+		return names, rest
+	}
+
+	_, out, errOut := a.run(t, "status")
+	names, rest := otelLines(out)
+	if got := strings.Join(names, " "); got != "alpha old-name plain server-github" {
+		t.Errorf("status in the first project: telemetry of %q, want alpha old-name plain server-github\n%s%s", got, out, errOut)
+	}
+	if rest != "OpenTelemetry: 2 other servers have telemetry state on this machine (bir-proxy status --all shows them)\n" {
+		t.Errorf("the line of the others: %q\n%s", rest, out)
+	}
+
+	_, out, _ = b.run(t, "status")
+	if names, rest := otelLines(out); strings.Join(names, " ") != "beta" || !strings.Contains(rest, "5 other servers") {
+		t.Errorf("status in the second project: %q %q\n%s", names, rest, out)
+	}
+
+	_, out, _ = a.run(t, "status", "--all")
+	if names, rest := otelLines(out); strings.Join(names, " ") != "alpha beta elsewhere old-name plain server-github" || rest != "" {
+		t.Errorf("status --all: %q %q\n%s", names, rest, out)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/internal/statedir"
+	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 )
 
@@ -136,7 +137,7 @@ func (c *cmd) edit(ctx context.Context) int {
 		case !ch.Changed():
 			fmt.Fprintf(c.Stdout, "%s: nothing to change\n", e.file)
 		case c.DryRun:
-			fmt.Fprint(c.Stdout, ch.Diff())
+			fmt.Fprint(c.Stdout, termtext.Text(ch.Diff())) // a comment of a JSONC file may hold anything
 			fmt.Fprintf(c.Stdout, "%s: dry run, nothing written\n", e.file)
 		default:
 			if err := ctx.Err(); err != nil {
@@ -235,13 +236,15 @@ func (c *cmd) printOutcomes(label string, outcomes []mcpconfig.Outcome) {
 		done = "would " + c.verb
 	}
 	for _, o := range outcomes {
+		// An entry's name and a note quoting the file are the file's words.
+		name, note := termtext.Line(o.Name), termtext.Line(o.Note)
 		switch {
 		case o.Changed:
-			fmt.Fprintf(c.Stdout, "  %s %s\n", done, o.Name)
+			fmt.Fprintf(c.Stdout, "  %s %s\n", done, name)
 		case o.Warn:
-			fmt.Fprintf(c.Stderr, "warning: %s: %s: %s\n", label, o.Name, o.Note)
+			fmt.Fprintf(c.Stderr, "warning: %s: %s: %s\n", label, name, note)
 		default:
-			fmt.Fprintf(c.Stdout, "  unchanged %s: %s\n", o.Name, o.Note)
+			fmt.Fprintf(c.Stdout, "  unchanged %s: %s\n", name, note)
 		}
 	}
 }

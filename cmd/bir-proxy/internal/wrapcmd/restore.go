@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 )
 
@@ -102,7 +103,7 @@ func (c *cmd) restoreBackup() int {
 	case !ch.Changed():
 		fmt.Fprintf(c.Stdout, "%s: already holds backup %s\n", bk.File, bk.ID)
 	case c.DryRun:
-		fmt.Fprint(c.Stdout, ch.Diff())
+		fmt.Fprint(c.Stdout, termtext.Text(ch.Diff())) // a comment of a JSONC file may hold anything
 		fmt.Fprintf(c.Stdout, "%s: dry run, nothing written\n", bk.File)
 	default:
 		saved, err := ch.Save(bs)
@@ -123,7 +124,7 @@ func opWords(op string) string {
 	case op == "":
 		return ""
 	case strings.HasPrefix(op, "kept "):
-		return printable(op)
+		return termtext.Line(op)
 	}
-	return "before " + printable(op)
+	return "before " + termtext.Line(op)
 }

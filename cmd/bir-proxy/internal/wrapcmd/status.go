@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 	"github.com/bir-dev/bir-proxy/recorder"
 	"github.com/bir-dev/bir-proxy/redact"
+	"github.com/bir-dev/bir-proxy/servername"
 	"github.com/bir-dev/bir-proxy/telemetry"
 )
 
@@ -42,10 +44,16 @@ func (c *cmd) status(ctx context.Context) int {
 		status = 1
 	}
 	checks := map[string]proxyCheck{}
+	// The names the servers of these files report as: their telemetry is shown, not
+	// every server's on the machine (issue 40: status in one project listed another's).
+	names := map[string]bool{}
 	report := Report{Entries: []Entry{}, Errors: loadErrs}
 	for _, l := range ls {
 		servers := l.Doc.Servers()
 		for _, s := range servers {
+			for _, n := range reportNames(s) {
+				names[n] = true
+			}
 			if s.Kind == mcpconfig.KindWrapped || s.Kind == mcpconfig.KindWrappedRemote {
 				if _, done := checks[s.ProxyCommand]; !done {
 					v, err := c.ProxyRuns(ctx, s.ProxyCommand)
@@ -71,7 +79,7 @@ func (c *cmd) status(ctx context.Context) int {
 			}
 			continue
 		}
-		fmt.Fprintf(c.Stdout, "%s: %s\n", l.Label(), l.Loc)
+		fmt.Fprintln(c.Stdout, termtext.Line(fmt.Sprintf("%s: %s", l.Label(), l.Loc)))
 		printServers(c.Stdout, servers, checks)
 		if c.Check {
 			printChecks(c.Stdout, servers, started)
@@ -104,17 +112,21 @@ func (c *cmd) status(ctx context.Context) int {
 		fmt.Fprintln(c.Stdout, noServersHere)
 	}
 	for _, cmd := range cmds {
+		// The command is the file's words, the error and version the command's.
 		if ch := checks[cmd]; ch.err != nil {
-			fmt.Fprintf(c.Stdout, "the wrapped entries' %s does not run: %v; run bir-proxy wrap again, or fix the command\n", cmd, ch.err)
+			fmt.Fprintln(c.Stdout, termtext.Line(fmt.Sprintf("the wrapped entries' %s does not run: %v; run bir-proxy wrap again, or fix the command", cmd, ch.err)))
 		} else {
-			fmt.Fprintf(c.Stdout, "the wrapped entries' %s runs: %s\n", cmd, ch.version)
+			fmt.Fprintln(c.Stdout, termtext.Line(fmt.Sprintf("the wrapped entries' %s runs: %s", cmd, ch.version)))
 		}
 	}
 	if c.Defaults != nil {
 		fmt.Fprint(c.Stdout, c.Defaults())
 	}
 	fmt.Fprintln(c.Stdout, c.RecorderStatus(ctx))
-	fmt.Fprint(c.Stdout, otelStatus(time.Now()))
+	if c.All {
+		names = nil
+	}
+	fmt.Fprint(c.Stdout, otelStatus(time.Now(), names))
 	// The same words as --version and the registration's version, so a recorder's
 	// list of proxies and this line can be compared.
 	fmt.Fprintf(c.Stdout, "this bir-proxy: bir-proxy %s\n", version.Get())
@@ -203,7 +215,7 @@ func printChecks(w io.Writer, servers []mcpconfig.Server, started map[int]EntryC
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for i, s := range servers {
 		if ch, ok := started[i]; ok {
-			fmt.Fprintf(tw, "    %s\t%s\n", s.Name, printable(ch.String()))
+			fmt.Fprintf(tw, "    %s\t%s\n", termtext.Line(s.Name), termtext.Line(ch.String()))
 		}
 	}
 	tw.Flush()
@@ -271,7 +283,7 @@ func printServers(w io.Writer, servers []mcpconfig.Server, checks map[string]pro
 		if s.Broken != "" {
 			// The proxy's flags do not parse, so which argument is the server's
 			// command is not known: the arguments as written, after why.
-			state, what = "BROKEN", "("+printable(s.Broken)+")  "+termtext.Argv(redact.CommandLine(append([]string{"bir-proxy"}, s.Args...)))
+			state, what = "BROKEN", "("+s.Broken+")  "+termtext.Argv(redact.CommandLine(append([]string{"bir-proxy"}, s.Args...)))
 		}
 		if len(s.Policy) > 0 {
 			what += "  [" + strings.Join(s.Policy, " ") + "]"
@@ -283,7 +295,10 @@ func printServers(w io.Writer, servers []mcpconfig.Server, checks map[string]pro
 		if s.Name == mcpconfig.RecorderName {
 			what += "  (the recorder's own server)"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Name, state, what)
+		// The name and what is shown are the file's words (a tab in a name would
+		// split the row, an escape sequence act on the terminal): escaped, as
+		// termtext.Argv escapes a command's (Line leaves its escapes as they are).
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", termtext.Line(s.Name), state, termtext.Line(what))
 	}
 	tw.Flush()
 }
@@ -357,9 +372,29 @@ func recorderLine(ctx context.Context) string {
 	return fmt.Sprintf("recorder reachable at %s (from %s)", ep.URL, ep.Source)
 }
 
+// reportNames are the names s's proxy may report (and leave its telemetry state) as:
+// its --server name, or the default the proxy takes (servername.Default of the
+// command, a remote URL's host), and the entry's own name.
+func reportNames(s mcpconfig.Server) []string {
+	names := []string{s.Name}
+	switch {
+	case s.ProxyName != "":
+		names = append(names, s.ProxyName)
+	case s.Kind == mcpconfig.KindWrapped && len(s.Command) > 0:
+		names = append(names, servername.Default(s.Command))
+	case s.Kind == mcpconfig.KindWrappedRemote:
+		if u, err := url.Parse(s.URL); err == nil && u.Hostname() != "" {
+			names = append(names, u.Hostname())
+		}
+	}
+	return names
+}
+
 // otelStatus is what status says of the exporters' last states (telemetry.StatePath),
-// a line per server that has one, each ending in a newline; "" when none.
-func otelStatus(now time.Time) string {
+// a line per server that has one, each ending in a newline; "" when none. With names
+// (nil: every server's), only those servers' states are shown, and the others are
+// counted in one line.
+func otelStatus(now time.Time, names map[string]bool) string {
 	state, err := statedir.Dir()
 	if err != nil {
 		return ""
@@ -369,7 +404,12 @@ func otelStatus(now time.Time) string {
 		return "OpenTelemetry: " + err.Error() + "\n"
 	}
 	var b strings.Builder
+	others := 0
 	for _, st := range sts {
+		if names != nil && !names[st.Server] {
+			others++
+			continue
+		}
 		when := "at its exit"
 		if st.Running {
 			when = fmt.Sprintf("while running (pid %d)", st.PID)
@@ -380,6 +420,10 @@ func otelStatus(now time.Time) string {
 			fmt.Fprintf(&b, "; the last trouble, %s ago: %s", age(now, st.LastAt), redact.Label(st.LastError, 512))
 		}
 		b.WriteByte('\n')
+	}
+	if others > 0 {
+		fmt.Fprintf(&b, "OpenTelemetry: %d other %s on this machine (bir-proxy status --all shows them)\n",
+			others, plural(others, "server has telemetry state", "servers have telemetry state"))
 	}
 	return b.String()
 }

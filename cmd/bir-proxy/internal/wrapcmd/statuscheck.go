@@ -14,6 +14,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/internal/cause"
+	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/mcpconfig"
 	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/upstream"
@@ -241,15 +242,15 @@ func checkEntry(ctx context.Context, s mcpconfig.Server, timeout time.Duration) 
 	return EntryCheck{OK: true, Tools: tools}
 }
 
-// capText is s cut to 4 KiB on a character boundary, control characters shown as
-// '?': a peer's error message is printed, whole when it is of a sane size (the
+// capText is s cut to 4 KiB on a character boundary, control characters escaped
+// (termtext.Line): a peer's error message is printed, whole when it is of a sane size (the
 // proxy's own names the server's command line, then the cause).
 func capText(s string) string {
 	const max = 4 << 10
 	if len(s) > max {
 		s = strings.ToValidUTF8(s[:max], "") + "…"
 	}
-	return printable(s)
+	return termtext.Line(s)
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -40,7 +40,7 @@ this directory that bir-proxy wrapped with --config. With --restore it
 lists the backups of those files instead, and with an ID (or the start of
 one) puts that version back; the version it replaces is kept as a backup.`
 
-	StatusUsage = "[--check] [--json] [--host NAME] [--config PATH] [--scope project|local|user]"
+	StatusUsage = "[--check] [--json] [--all] [--host NAME] [--config PATH] [--scope project|local|user]"
 	StatusAbout = `Lists every MCP server entry, wrapped or not, host by host and scope by
 scope (the files unwrap acts on), checks that the bir-proxy each wrapped
 entry runs is there and runs, and says whether a recorder is reachable. An
@@ -49,7 +49,8 @@ entry whose bir-proxy arguments the proxy would refuse is BROKEN, with why.
 tools/list) and prints OK with its tool count, or the error the host would
 get. --json prints it all as one JSON object (docs/wrap.md). Exit status 1
 when a file cannot be read, an entry is broken, a wrapped entry's bir-proxy
-does not run, or a check fails.`
+does not run, or a check fails. The OpenTelemetry counts shown are those of
+the servers in the files listed; --all shows every server's on this machine.`
 )
 
 // Flags are the flags of wrap, unwrap and status: which files and scopes, and what
@@ -71,6 +72,7 @@ type Flags struct {
 	Mock      string        // wrap --mock CASSETTE
 	Check     bool          // status --check
 	JSON      bool          // status --json
+	All       bool          // status --all
 	Timeout   time.Duration // status --timeout
 }
 
@@ -107,6 +109,7 @@ func DefineFlags(fs *flag.FlagSet, verb string, shared Shared) *Flags {
 	if verb == "status" {
 		fs.BoolVar(&c.Check, "check", false, "start each wrapped entry as the host would (command, args, env) and send initialize and tools/list: OK with the number of tools, or the error the host would get")
 		fs.BoolVar(&c.JSON, "json", false, `print JSON: {"entries":[{"host","file","scope","name","wrapped","broken","problem",...,"check"}]} (docs/wrap.md)`)
+		fs.BoolVar(&c.All, "all", false, "show the OpenTelemetry counts of every server on this machine, not only of the servers in the files listed")
 		fs.DurationVar(&c.Timeout, "timeout", DefaultCheckTimeout, "with --check: how long one entry has to start and answer")
 	}
 	if verb == "unwrap" {
@@ -248,14 +251,4 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// printable is w with control characters shown as '?', for a message quoting it.
-func printable(w string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, w)
 }
