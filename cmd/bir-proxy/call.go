@@ -52,7 +52,7 @@ func defineCallFlags(fs *flag.FlagSet) any {
 	fs.StringVar(&p.journal, "journal", "", "journal file used when no recorder is configured (default: the server's)")
 	fs.BoolVar(&v.json, "json", false, "print the result object as the server sent it (--list: the tools)")
 	fs.BoolVar(&v.list, "list", false, "print the server's tool names, one a line; no call is made")
-	fs.StringVar(&v.script, "script", "", "run the steps of `FILE`: a JSON list of {\"tool\":...,\"arguments\":{...}} and {\"list_tools\":true}")
+	fs.StringVar(&v.script, "script", "", "run the steps of `FILE`: a JSON or YAML list of {\"tool\":...,\"arguments\":{...}} and {\"list_tools\":true} (YAML: *.yaml, *.yml, or not starting with [ or {)")
 	fs.StringVar(&v.args, "args", "", "the call's arguments, a `JSON` object; key=value pairs go on top of it")
 	fs.StringVar(&v.cassette, "cassette", "", "also record the calls in the cassette at `PATH` (bir-proxy verify reads it)")
 	fs.StringVar(&v.entry, "entry", "", "the server of the host's MCP config entry `NAME` (wrapped or not), instead of -- COMMAND")

@@ -126,6 +126,103 @@ func TestCallCmdScriptRunsEveryStep(t *testing.T) {
 	}
 }
 
+// received is the arguments of each tools/call rawserver recorded in rec, as received.
+func received(t *testing.T, rec string) []string {
+	t.Helper()
+	b, _ := os.ReadFile(rec)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		var m struct {
+			Method string
+			Params struct{ Arguments json.RawMessage }
+		}
+		if json.Unmarshal([]byte(l), &m) == nil && m.Method == "tools/call" {
+			out = append(out, string(m.Params.Arguments))
+		}
+	}
+	return out
+}
+
+// yamlSteps and jsonSteps are one script in YAML and in JSON: two steps, nested
+// arguments, YAML's own spellings (0x1F, a date, a bare string) and a number past
+// 2^53 whose digits are kept.
+const (
+	yamlSteps = `# two calls
+- tool: echo
+  arguments:
+    text: "h\u00e9llo"
+    big: 12345678901234567890123
+    hex: 0x1F
+    f: 1.5
+    ok: true
+    none: ~
+    zip: "007"
+    nested: {list: [1, two, {three: 3}], empty: {}}
+- tool: echo
+  arguments:
+    when: 2026-01-02
+    deep: {a: {b: [-.5, 1_000]}}
+`
+	jsonSteps = `[{"tool":"echo","arguments":{"text":"héllo","big":12345678901234567890123,"hex":31,"f":1.5,"ok":true,"none":null,"zip":"007","nested":{"list":[1,"two",{"three":3}],"empty":{}}}},
+{"tool":"echo","arguments":{"when":"2026-01-02","deep":{"a":{"b":[-0.5,1000]}}}}]`
+)
+
+// A YAML script (named .yaml or .yml, or neither and not starting with "[" or "{")
+// reaches the server as the JSON script it means: the same arguments received.
+func TestCallCmdScriptYAML(t *testing.T) {
+	w := newCallWorld(t)
+	run := func(name, text string) (string, []string) {
+		t.Helper()
+		script := filepath.Join(w.dir, name)
+		rec := filepath.Join(w.dir, name+".rec")
+		os.WriteFile(script, []byte(text), 0o600)
+		code, out, errs := w.run("call", "--script", script, "--", w.raw, "--reply", "--record", rec)
+		if code != 0 {
+			t.Fatalf("%s: exit %d, stdout %q; stderr %s", name, code, out, errs)
+		}
+		return out, received(t, rec)
+	}
+	jsonOut, jsonArgs := run("steps.json", jsonSteps)
+	if len(jsonArgs) != 2 {
+		t.Fatalf("JSON script: the server received %q", jsonArgs)
+	}
+	for _, name := range []string{"steps.yaml", "steps.yml", "steps"} {
+		out, args := run(name, yamlSteps)
+		// The JSON script's arguments are compact: the bytes are the same.
+		if strings.Join(args, "\n") != strings.Join(jsonArgs, "\n") || out != jsonOut {
+			t.Errorf("%s: the server received\n%s\nfrom the JSON script\n%s", name, strings.Join(args, "\n"), strings.Join(jsonArgs, "\n"))
+		}
+	}
+	if !strings.Contains(jsonArgs[0], `"big":12345678901234567890123`) {
+		t.Errorf("big number: %s", jsonArgs[0])
+	}
+}
+
+// A YAML key that is not a string (JSON has none) refuses the script before anything
+// runs, naming the step and line; so does a YAML file past its bound (1 MiB).
+func TestCallCmdScriptYAMLRefused(t *testing.T) {
+	w := newCallWorld(t)
+	rec := filepath.Join(w.dir, "rec")
+	for _, c := range []struct{ text, want string }{
+		{"- tool: echo\n  arguments: {a: 1}\n- tool: echo\n  arguments:\n    1: one\n", `step 2 (line 5): the key "1" is not a string`},
+		{"- tool: echo\n  arguments: {b: !!binary aGk=}\n", "step 1 (line 2): !!binary is not read"},
+		{"- tool: echo\n  argumnets: {a: 1}\n", `step 1: json: unknown field "argumnets"`},
+		// The script's text in a message is escaped: an ESC in a member's name.
+		{"- tool: echo\n  \"\\e]52;c;eA==\\a\": 1\n", `unknown field "\x1b]52;c;eA==\a"`},
+		{"- tool: echo\n  arguments: {pad: '" + strings.Repeat("x", 1<<20) + "'}\n", "a YAML script larger than 1 MiB"},
+	} {
+		script := filepath.Join(w.dir, "steps.yaml")
+		os.WriteFile(script, []byte(c.text), 0o600)
+		code, out, errs := w.run("call", "--script", script, "--", w.raw, "--reply", "--record", rec)
+		if code != 2 || !strings.Contains(errs, c.want) || out != "" || strings.Contains(errs, "\x1b") {
+			t.Errorf("%.60q: exit %d, stdout %q; stderr %q, want %q", c.text, code, out, errs, c.want)
+		}
+	}
+	if b, err := os.ReadFile(rec); err == nil {
+		t.Errorf("a refused script started the server: %s", b)
+	}
+}
+
 func TestCallCmdExitCodes(t *testing.T) {
 	w := newCallWorld(t)
 	cases := []struct {

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/internal/termtext"
 )
 
 // Arguments builds a call's arguments: base (--args, a JSON object, or nil) with each
@@ -111,11 +113,20 @@ type Step struct {
 	ListTools bool            `json:"list_tools,omitempty"`
 }
 
-// maxScript bounds a --script file read.
+// maxScript bounds a --script file read (a YAML one: maxYAML, yaml.go).
 const maxScript = 16 << 20
 
-// ReadScript reads a --script file: a JSON array of steps.
+// ReadScript reads a --script file: a list of steps, in JSON or YAML (ScriptIsYAML).
+// Its error is one line, control characters escaped: it may quote the file.
 func ReadScript(path string) ([]Step, error) {
+	steps, err := readScript(path)
+	if err != nil {
+		return nil, errors.New(termtext.Line(err.Error()))
+	}
+	return steps, nil
+}
+
+func readScript(path string) ([]Step, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -132,6 +143,15 @@ func ReadScript(path string) ([]Step, error) {
 	if _, err := f.ReadAt(data, 0); err != nil && st.Size() > 0 {
 		return nil, err
 	}
+	if ScriptIsYAML(path, data) {
+		// The YAML parser's tree is about 100 times the file (yaml.go): a smaller bound.
+		if len(data) > maxYAML {
+			return nil, fmt.Errorf("%s: a YAML script larger than %d MiB (a JSON one may be %d MiB)", path, maxYAML>>20, maxScript>>20)
+		}
+		if data, err = YAMLToJSON(data, maxYAMLJSON); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	steps, err := ParseScript(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -139,23 +159,47 @@ func ReadScript(path string) ([]Step, error) {
 	return steps, nil
 }
 
+// ScriptIsYAML reports whether a script is read as YAML: a file named *.yaml or *.yml
+// is, one named *.json is not, and any other is JSON when its first character past
+// whitespace is "[" or "{" (what JSON starts with), else YAML.
+func ScriptIsYAML(path string, data []byte) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml":
+		return true
+	case ".json":
+		return false
+	}
+	d := bytes.TrimLeft(data, " \t\r\n")
+	return len(d) > 0 && d[0] != '[' && d[0] != '{'
+}
+
 // ParseScript parses a script: a JSON array of {"tool": NAME, "arguments": {...}} and
 // {"list_tools": true} steps; any other member is refused (a misspelt one would be a
 // step that does something else than asked).
 func ParseScript(data []byte) ([]Step, error) {
+	if d := bytes.TrimLeft(data, " \t\r\n"); len(d) > 0 && d[0] != '[' {
+		return nil, errors.New("not a list of steps")
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var steps []Step
-	if err := dec.Decode(&steps); err != nil {
+	var raws []json.RawMessage
+	if err := dec.Decode(&raws); err != nil {
 		return nil, fmt.Errorf("not a JSON list of steps: %w", err)
 	}
 	if dec.More() {
 		return nil, errors.New("more after the list of steps")
 	}
-	if steps == nil {
+	if raws == nil {
 		return nil, errors.New("not a JSON list of steps")
 	}
-	for i, s := range steps {
+	steps := make([]Step, len(raws))
+	for i, r := range raws {
+		// Each step alone: an error names its step.
+		d := json.NewDecoder(bytes.NewReader(r))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&steps[i]); err != nil {
+			return nil, fmt.Errorf("step %d: %w", i+1, err)
+		}
+		s := steps[i]
 		switch {
 		case s.ListTools && s.Tool != "":
 			return nil, fmt.Errorf("step %d: a step lists tools or calls one, not both", i+1)

@@ -35,8 +35,8 @@ entry NAME) and prints the result: text content as text, other content as JSON;
 --json prints the result object as the server sent it. Arguments are --args
 (a JSON object) with each key=value on top: a value that is a JSON number,
 boolean or object is that, anything else a string. --list prints the tool
-names; --script runs a JSON list of steps, {"tool":..., "arguments":{...}} or
-{"list_tools":true}, every one. Each call is recorded as the proxy records
+names; --script runs a JSON or YAML list of steps, {"tool":..., "arguments":
+{...}} or {"list_tools":true}, every one. Each call is recorded as the proxy records
 one (the journal, or the recorder), and with --cassette in a cassette that
 bir-proxy verify reads.
 Exit status: 0 ok, 1 a result with isError or a JSON-RPC error (any step of a
