@@ -15,26 +15,56 @@ import (
 // being replaced, what the host sends must wait for the new server, not fail: only the
 // calls the dead server had received (at most those in flight, and the one that made
 // it crash) may be answered with an error.
+//
+// The listen subtests are the same soak in the stateless era with a
+// subscriptions/listen stream open throughout (SPEC §7, docs/revive.md "Listen
+// streams"): each new server gets the stream again, the stream is never answered (no
+// error), its same-filter acknowledgment is kept back, and after each revival the host
+// gets one notifications/tools/list_changed on it.
 func TestReviveSoakInFlight(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak")
 	}
 	for _, inFlight := range []int{2, 8} {
-		t.Run(strconv.Itoa(inFlight), func(t *testing.T) {
-			t.Parallel()
-			reviveSoakInFlight(t, inFlight)
-		})
+		for _, listen := range []bool{false, true} {
+			name := strconv.Itoa(inFlight)
+			if listen {
+				name += "/listen"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				reviveSoakInFlight(t, inFlight, listen)
+			})
+		}
 	}
 }
 
-func reviveSoakInFlight(t *testing.T, inFlight int) {
+// soakListen is the listen stream the listen soak keeps open: it asks for tool list
+// changes, and rawserver acknowledges it with the same filter.
+const (
+	soakListenID = `"soak-listen"`
+	soakListen   = `{"jsonrpc":"2.0","id":` + soakListenID + `,"method":"subscriptions/listen","params":{` + listenMeta + `,"notifications":{"toolsListChanged":true}}}`
+)
+
+func reviveSoakInFlight(t *testing.T, inFlight int, listen bool) {
 	f := newReviveFixture(t)
 	// Recording to the journal: a call held back from a dead server and answered by the
 	// next one must be reported once, as answered, not as lost.
 	state := t.TempDir()
 	env := []string{"BIR_OFF=0", "XDG_STATE_HOME=" + state, "BIR_RECORDER_URL="}
 	s := startProxyIn(t, t.TempDir(), env, f.args([]string{"--log-level", "debug"}, "--reply", "--crash-every", "50", "--exit-code", "1")...)
-	s.setUp()
+	// The call's params: the stateless era's carry its _meta (no initialize).
+	params := ""
+	if listen {
+		params = listenMeta + ","
+		s.Send(soakListen)
+		// Its acknowledgment first (each read is bounded by testutil.Guard).
+		if ack, err := s.out.Read(); err != nil || !strings.Contains(string(ack), `"notifications/subscriptions/acknowledged"`) {
+			t.Fatalf("the listen stream's first acknowledgment: %s, %v (stderr: %s)", ack, err, s.Stderr.String())
+		}
+	} else {
+		s.setUp()
+	}
 	pid := s.Cmd.Process.Pid
 	const calls = 5000
 	const first = 100
@@ -45,7 +75,7 @@ func reviveSoakInFlight(t *testing.T, inFlight int) {
 	go func() {
 		for i := 1; i <= calls; i++ {
 			slots <- struct{}{}
-			if _, err := fmt.Fprintf(s.Stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"n":%d}}}`+"\n", first+i, i); err != nil {
+			if _, err := fmt.Fprintf(s.Stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{%s"name":"echo","arguments":{"n":%d}}}`+"\n", first+i, params, i); err != nil {
 				sent <- err
 				return
 			}
@@ -56,6 +86,7 @@ func reviveSoakInFlight(t *testing.T, inFlight int) {
 	var errRuns []string
 	kinds := map[string]int{} // error messages, by their start
 	answered := make(map[int]bool)
+	var streamNotes []string // the notifications the listen stream got
 	var early, late procUsage
 	for len(answered) < calls {
 		msg, err := s.out.Read()
@@ -65,7 +96,13 @@ func reviveSoakInFlight(t *testing.T, inFlight int) {
 		checkHostLine(t, msg)
 		idText, ok := jsonID(msg)
 		if !ok {
+			if listen {
+				streamNotes = append(streamNotes, string(msg))
+			}
 			continue // a notification
+		}
+		if idText == soakListenID {
+			t.Fatalf("after %d answers the listen stream was answered: %s", len(answered), msg)
 		}
 		id, err := strconv.Atoi(idText)
 		if err != nil || id <= first || id > first+calls {
@@ -107,6 +144,9 @@ func reviveSoakInFlight(t *testing.T, inFlight int) {
 	if want := (calls - errs) / 50; crashes < want-1 {
 		t.Fatalf("%d crashes for %d calls answered, want about %d: the fixture did not crash as told", crashes, calls-errs, want)
 	}
+	if listen {
+		t.Logf("%d in flight: %d tools/list_changed on the listen stream over %d crashes", inFlight, checkSoakStream(t, streamNotes, crashes), crashes)
+	}
 	if max := crashes * (inFlight + 1); errs > max {
 		t.Errorf("%d of %d calls answered with an error over %d crashes, want at most %d (calls in flight + 1 per crash); some: %q", errs, calls, crashes, max, errRuns)
 	}
@@ -142,6 +182,28 @@ func reviveSoakInFlight(t *testing.T, inFlight int) {
 	if outcomes["ok"] != calls-errs || outcomes["upstream_lost"] != errs || len(outcomes) != 2 {
 		t.Errorf("journal outcomes %v, want ok %d and upstream_lost %d", outcomes, calls-errs, errs)
 	}
+}
+
+// checkSoakStream: the listen soak's stream got only tools/list_changed on it, one per
+// revival (the last revival's may come after the last answer), and no acknowledgment
+// (each new server's has the same filter: the proxy's to keep).
+func checkSoakStream(t *testing.T, notes []string, crashes int) (changed int) {
+	t.Helper()
+	for _, m := range notes {
+		var note streamNote
+		if err := json.Unmarshal([]byte(m), &note); err != nil {
+			t.Fatal(err)
+		}
+		if note.Method != "notifications/tools/list_changed" || note.sid() != soakListenID {
+			t.Errorf("the host got %s, want only notifications/tools/list_changed on stream %s", m, soakListenID)
+			continue
+		}
+		changed++
+	}
+	if changed < crashes-1 || changed > crashes {
+		t.Errorf("%d tools/list_changed on the stream over %d crashes, want one per revival", changed, crashes)
+	}
+	return changed
 }
 
 // echoes reports whether a tools/call answer from rawserver's echo carries the
