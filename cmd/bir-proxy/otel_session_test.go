@@ -201,8 +201,8 @@ func TestOTelStreamedCallWithAHugeMetaCostsNoMemoryInProportion(t *testing.T) {
 }
 
 // TestOTelResultSizeMetrics: the size in bytes of each tools/call result and each
-// tools/list page, as the server sent them, are histograms (bir.client.tool.result.size,
-// bir.client.tools.list.size, unit By) next to the operation's duration, exported
+// tools/list page, as the server sent them, are histograms (mcp.client.tool.result.size,
+// mcp.client.tools.list.size, unit By) next to the operation's duration, exported
 // at exit to a collector on 127.0.0.1 (issue 38).
 func TestOTelResultSizeMetrics(t *testing.T) {
 	var mu sync.Mutex
@@ -250,8 +250,8 @@ func TestOTelResultSizeMetrics(t *testing.T) {
 		})
 	}
 	want := map[string]string{
-		"bir.client.tool.result.size": "By 2 " + strconv.Itoa(results),
-		"bir.client.tools.list.size":  "By 1 " + strconv.Itoa(len(page)),
+		"mcp.client.tool.result.size": "By 2 " + strconv.Itoa(results),
+		"mcp.client.tools.list.size":  "By 1 " + strconv.Itoa(len(page)),
 	}
 	if results < 10000 || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("size metrics %v, want %v:\n%.3000s", got, want, strings.Join(bodies, "\n"))

@@ -744,8 +744,8 @@ func TestStreamedAnswersEndSpans(t *testing.T) {
 }
 
 // TestResultSizeMetrics: each tools/call result's size in bytes, as the server sent
-// it, goes to bir.client.tool.result.size (a task's at its end, its final result's;
-// a streamed one's as counted), each tools/list page's to bir.client.tools.list.size,
+// it, goes to mcp.client.tool.result.size (a task's at its end, its final result's;
+// a streamed one's as counted), each tools/list page's to mcp.client.tools.list.size,
 // with the duration's attributes; a JSON-RPC error has no result and no size.
 func TestResultSizeMetrics(t *testing.T) {
 	got := make(chan *metricspb.MetricsData, 4)
@@ -801,10 +801,10 @@ func TestResultSizeMetrics(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"bir.client.tool.result.size tools/call echo ":           fmt.Sprintf("2/%d", len(small)+len(big)),
-		"bir.client.tools.list.size tools/list  ":                fmt.Sprintf("1/%d", len(list)),
-		"bir.client.tool.result.size tools/call slow tool_error": fmt.Sprintf("1/%d", len(final)),
-		"bir.client.tool.result.size tools/call long ":           fmt.Sprintf("1/%d", 1<<20),
+		"mcp.client.tool.result.size tools/call echo ":           fmt.Sprintf("2/%d", len(small)+len(big)),
+		"mcp.client.tools.list.size tools/list  ":                fmt.Sprintf("1/%d", len(list)),
+		"mcp.client.tool.result.size tools/call slow tool_error": fmt.Sprintf("1/%d", len(final)),
+		"mcp.client.tool.result.size tools/call long ":           fmt.Sprintf("1/%d", 1<<20),
 	}
 	if fmt.Sprint(sums) != fmt.Sprint(want) {
 		t.Fatalf("size series %v, want %v", sums, want)
