@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/bir-dev/bir-proxy/internal/editdist"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/redact"
 )
@@ -167,27 +168,5 @@ func likeness(a, b map[string]string) int {
 
 // distance is the edit distance of two names (bytes), bounded to 64 bytes of each.
 func distance(a, b string) int {
-	if len(a) > 64 {
-		a = a[:64]
-	}
-	if len(b) > 64 {
-		b = b[:64]
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return editdist.Of([]byte(a[:min(len(a), 64)]), []byte(b[:min(len(b), 64)]))
 }

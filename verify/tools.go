@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/bir-dev/bir-proxy/internal/editdist"
 	"github.com/bir-dev/bir-proxy/internal/termtext"
 )
 
@@ -94,32 +95,11 @@ func closeNames(a, b string) (int, bool) {
 	}
 	ra, rb := []rune(na), []rune(nb)
 	shorter := min(len(ra), len(rb))
-	d := editDistance(ra, rb)
+	d := editdist.Of(ra, rb)
 	if shorter >= 3 && (strings.HasPrefix(nb, na) || strings.HasPrefix(na, nb) || strings.HasSuffix(nb, na) || strings.HasSuffix(na, nb)) {
 		return d, true
 	}
 	return d, d <= max(1, shorter/3)
-}
-
-// editDistance is the Levenshtein distance of a and b (both at most maxNameRunes).
-func editDistance(a, b []rune) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // maxNamesShown bounds the names a tools line lists of each kind.

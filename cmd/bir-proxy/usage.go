@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/framing"
+	"github.com/bir-dev/bir-proxy/internal/editdist"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/relay"
 )
@@ -110,33 +111,13 @@ func nearestWord(w string, words []string) string {
 	return best
 }
 
-// editDistance is the Damerau–Levenshtein distance (adjacent swaps count one) of two
-// short words, capped: flag names are short, and a long one is no typo of another.
+// editDistance is the distance of two short words (adjacent swaps count one),
+// capped: flag names are short, and a long one is no typo of another.
 func editDistance(a, b string) int {
 	if len(a) > 64 || len(b) > 64 {
 		return 99
 	}
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
+	return editdist.Of([]byte(a), []byte(b))
 }
 
 // A host that started bir-proxy with a command line it cannot run (a mistyped flag in
