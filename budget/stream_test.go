@@ -53,6 +53,7 @@ func streamShapes() map[string]string {
 		"big frame":  `{"jsonrpc":"2.0","id":6,"result":{"content":[{"type":"text","text":"` + long + `","annotations":{"n":"` + strings.Repeat("n", 9000) + `"}}]}}`,
 		"not cut":    `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"short"}]},"pad":"` + x + `"}`,
 		"an error":   `{"jsonrpc":"2.0","id":8,"error":{"code":1,"message":"` + x + `"}}`,
+		"many items": `{"jsonrpc":"2.0","id":10,"result":{"content":[{"type":"text","text":"` + x + `"},` + strings.Repeat(`{"type":"image","data":"QUFB"},`, 200000) + `{"type":"text","text":"end"}]}}`,
 		"invalid":    `{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"` + x + `"}]}`,
 	}
 }
