@@ -246,8 +246,8 @@ func (sc *StreamCut) endString() {
 
 // End ends the answer: ok says the line was whole and a message. It returns what the
 // host gets: the cut answer, or the answer as it is when it is not to be cut (read
-// back from the spill file, then removed), or nil when !ok or it could not be read
-// back.
+// back from the spill file, then removed), an error answer when it could not be read
+// back, or nil when !ok.
 func (sc *StreamCut) End(ok bool) []byte {
 	var cerr error
 	if sc.f != nil {
@@ -297,9 +297,10 @@ func (sc *StreamCut) End(ok bool) []byte {
 		msg, err = os.ReadFile(sc.part)
 	}
 	if err != nil {
+		// Nothing of it is left to give: the host's call gets an error, not silence.
 		os.Remove(sc.part)
 		sc.spill.log.Warn("bir-proxy: a long answer could not be read back from the spill folder", "err", err)
-		return nil
+		return jsonlex.ErrorResponse(sc.id, -32603, "bir-proxy: the server's long answer could not be passed on: "+err.Error())
 	}
 	if valid && sc.over {
 		if out, cut := Cut(msg, sc.b.Bytes, note); cut {

@@ -60,7 +60,8 @@ type AnswerCut interface {
 	// wait long.
 	Write(p []byte)
 	// End ends the answer: ok says it was whole and a message. It returns what the
-	// host gets (nil for nothing: the host's call is then answered with an error).
+	// host gets, nil for nothing (an answer dropped; one that was not whole is stood
+	// in for by the Conn, as any cut-off line).
 	End(ok bool) []byte
 }
 

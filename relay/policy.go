@@ -60,12 +60,52 @@ func (pl *policy) longAnswer(id []byte) AnswerCut {
 		return nil
 	}
 	delete(pl.answers, k)
-	if d, ok := pl.calls[k]; ok {
+	pl.count()
+	return &policyCut{pl: pl, key: k, c: c}
+}
+
+// policyCut is the AnswerCut of a long answer to a noted call: the call's deadline
+// runs on while the answer streams (a server stalling in it is still cut off at
+// --call-timeout), and an answer that ends after it is dropped, as fromUpstream drops
+// a late one.
+type policyCut struct {
+	pl  *policy
+	key string
+	c   AnswerCut
+}
+
+func (pc *policyCut) Write(p []byte) { pc.c.Write(p) }
+
+func (pc *policyCut) End(ok bool) []byte {
+	out := pc.c.End(ok) // (its spill file is settled either way)
+	pl := pc.pl
+	pl.mu.Lock()
+	_, late := pl.late[pc.key]
+	if late {
+		pl.forgetLate(pc.key)
+		// The requests of its id that waited for it go now.
+		for _, h := range pl.held[pc.key] {
+			h.timer.Stop()
+			pl.heldN--
+			pl.heldBytes -= len(h.msg)
+			pl.release = append(pl.release, h)
+		}
+		delete(pl.held, pc.key)
+	} else if d, ok := pl.calls[pc.key]; ok {
 		d.timer.Stop()
 		pl.forget(d)
 	}
 	pl.count()
-	return c
+	pl.mu.Unlock()
+	if len(pl.release) > 0 { // (the upstream pump's, as End runs on it)
+		go pl.sendHeld(pl.release)
+		pl.release = nil
+	}
+	if late {
+		pl.log.Debug("dropped a long answer for a call past its deadline")
+		return nil
+	}
+	return out
 }
 
 // policy enforces a toolpolicy.Policy through the relay's Hooks: it knows which of

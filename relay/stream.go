@@ -191,21 +191,15 @@ func (s *hostStream) End(e upstream.StreamEnd) {
 	}
 }
 
-// endCut writes to the host what the policy's AnswerCut makes of the answer e ends;
-// false when the session's host side failed (nothing more is done with it).
+// endCut writes to the host what the policy's AnswerCut makes of the answer e ends
+// (nothing for nil); false when the session's host side failed.
 func (s *hostStream) endCut(e upstream.StreamEnd) bool {
 	r := s.r
-	out := s.cut.End(e.OK)
-	switch {
-	case out != nil:
+	if out := s.cut.End(e.OK); out != nil {
 		if err := r.hostOut.Write(out); err != nil {
 			r.streamErr = err
 			return false
 		}
-	case e.OK && e.ID != nil && e.Method == nil:
-		// Nothing of it could be given (the spill file could not be read back): the
-		// host's call is not left waiting.
-		r.answerInstead([][]byte{e.ID}, "bir-proxy: the server's long answer could not be passed on")
 	}
 	return true
 }

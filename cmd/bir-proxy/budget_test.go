@@ -328,3 +328,29 @@ func TestResultBudgetStreamedAnswers(t *testing.T) {
 	}
 	s.end()
 }
+
+// TestResultBudgetStreamedAnswerStalls: a server that stalls in the middle of a long
+// answer the budget cuts as it streams is still cut off at --call-timeout: the host
+// gets the timeout error (the call's deadline runs on while its answer streams).
+func TestResultBudgetStreamedAnswerStalls(t *testing.T) {
+	t.Parallel()
+	s := startBudget(t, t.TempDir(), t.TempDir(), "--max-result-tokens", "1000", "--call-timeout", "2s")
+	s.Send(`{"jsonrpc":"2.0","id":"p","method":"tools/call","params":{"name":"partial_hang","arguments":{"size":6000000}}}`)
+	got := make(chan string, 1)
+	go func() {
+		msg, err := s.out.Read()
+		if err != nil {
+			got <- "reading: " + err.Error()
+			return
+		}
+		got <- string(msg)
+	}()
+	select {
+	case msg := <-got:
+		if !strings.Contains(msg, `"id":"p"`) || !strings.Contains(msg, `"error"`) || !strings.Contains(msg, "2s") {
+			t.Errorf("the host got %.300s, want the call's timeout error", msg)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("no answer a minute past the call's 2 s deadline")
+	}
+}
