@@ -36,6 +36,7 @@ type StreamCut struct {
 	tailMin  int  // and the least tail
 	inString bool
 	esc      bool
+	depth    int // of the containers open, outside strings
 	s        strState
 }
 
@@ -51,6 +52,7 @@ type strState struct {
 	cp1     int // the tail (in c after the head) starts at this body offset
 	cp2     int // a token boundary tailMin past cp1: where it starts next
 	dropped int // body bytes left out (cp1 - head)
+	whole   bool
 }
 
 // StreamCut is a StreamCut for the answer of the raw id to the host's tools/call,
@@ -99,14 +101,21 @@ func (sc *StreamCut) compact(p []byte) {
 	for i := 0; i < len(p); {
 		if !sc.inString {
 			j := i
-			for j < len(p) && p[j] != '"' {
-				j++
+			for ; j < len(p) && p[j] != '"'; j++ {
+				switch p[j] {
+				case '{', '[':
+					sc.depth++
+				case '}', ']':
+					sc.depth--
+				}
 			}
 			if j < len(p) {
 				j++ // the quote
 				sc.inString, sc.esc = true, false
 				sc.c = append(sc.c, p[i:j]...)
-				sc.s = strState{start: len(sc.c)}
+				// A string of the answer's own object (the id, which Cut copies
+				// whatever its length) is kept whole.
+				sc.s = strState{start: len(sc.c), whole: sc.depth < 2}
 			} else {
 				sc.c = append(sc.c, p[i:j]...)
 			}
@@ -156,7 +165,7 @@ func (sc *StreamCut) body(b []byte) {
 func (sc *StreamCut) grow(n int) {
 	s := &sc.s
 	s.n += n
-	if !s.eliding && s.n > sc.long && s.head > 0 {
+	if !s.eliding && !s.whole && s.n > sc.long && s.head > 0 {
 		s.eliding, s.cp1, s.cp2 = true, s.head, s.head
 	}
 }
@@ -223,7 +232,7 @@ func (sc *StreamCut) boundary(pos int) {
 	if s.head == 0 && pos >= sc.headMin {
 		s.head = pos
 	}
-	if !s.eliding && s.n > sc.long && s.head > 0 {
+	if !s.eliding && !s.whole && s.n > sc.long && s.head > 0 {
 		s.eliding, s.cp1, s.cp2 = true, s.head, s.head
 	}
 	if s.eliding && pos-s.cp2 >= sc.tailMin {
