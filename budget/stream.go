@@ -122,11 +122,33 @@ func (sc *StreamCut) compact(p []byte) {
 			i = j
 			continue
 		}
-		// A run of plain ASCII: each byte a token.
+		// A run of plain ASCII, whole UTF-8 characters (or bytes that are not one)
+		// and whole escapes: tokens, their ends boundaries (the run's end is told).
 		j := i
 		if sc.s.np == 0 && !sc.esc {
-			for j < len(p) && p[j] >= 0x20 && p[j] < utf8.RuneSelf && p[j] != '"' && p[j] != '\\' {
-				j++
+			// Short enough that the head ends just past headMin, and the tail's
+			// starts are a quarter of tailMin apart.
+			lim := len(p)
+			if sc.s.head == 0 {
+				lim = min(lim, i+max(sc.headMin-sc.s.pos, 1))
+			} else {
+				lim = min(lim, i+max(sc.tailMin/4, 64))
+			}
+			for j < lim {
+				if c := p[j]; c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' {
+					j++
+				} else if c >= utf8.RuneSelf && utf8.FullRune(p[j:]) {
+					_, w := utf8.DecodeRune(p[j:])
+					j += w
+				} else if l := 0; c == '\\' {
+					// An escape whole in p (its quote, if any, with it).
+					if l = pendToken(p[j:min(j+12, len(p))]); l == 0 {
+						break
+					}
+					j += l
+				} else {
+					break
+				}
 			}
 		}
 		if j > i {
@@ -170,7 +192,7 @@ func (sc *StreamCut) grow(n int) {
 	}
 }
 
-// tokens moves the tokenizer over n one-byte tokens.
+// tokens moves the tokenizer over n bytes of whole tokens.
 func (sc *StreamCut) tokens(n int) {
 	sc.boundary(sc.s.pos + n)
 }
