@@ -65,7 +65,7 @@ func TestStreamCutEqualsCut(t *testing.T) {
 	for name, msg := range streamShapes() {
 		for _, b := range []int{0, 100, 4000, 40000, 100000} {
 			for _, chunk := range []int{1 << 20, 4093, 7} {
-				if chunk == 7 && b != 4000 {
+				if chunk == 7 && (b != 4000 || len(msg) > 2<<20) {
 					continue
 				}
 				got, want, _ := streamCut(t, dir, []byte(msg), b, chunk)
