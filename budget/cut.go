@@ -10,6 +10,7 @@ package budget
 
 import (
 	"encoding/json"
+	"sort"
 	"strconv"
 	"unicode/utf8"
 
@@ -61,6 +62,38 @@ func Cut(msg []byte, budget int, note func() string) (out []byte, ok bool) {
 	if budget < 0 || !jsonlex.Valid(msg) {
 		return nil, false
 	}
+	return cutDoc(&doc{b: msg}, budget, note)
+}
+
+// doc is an answer as Cut reads it: b, its bytes, with the gaps of a long answer
+// compacted as it streamed (stream.go): the middles of long strings, left out. A
+// length Cut weighs is the answer's own, gaps counted; what it copies lies outside
+// them (a string with a gap is longer than anything kept whole).
+type doc struct {
+	b    []byte
+	gaps []gap // by at
+}
+
+// gap is n bytes left out of a string body at b[at] (between two of its tokens).
+type gap struct{ at, n int }
+
+// size is the length of s, a slice of d.b, in the answer: its bytes and its gaps'.
+func (d *doc) size(s []byte) int {
+	n := len(s)
+	if len(d.gaps) == 0 || len(s) == 0 {
+		return n
+	}
+	off := cap(d.b) - cap(s) // s is d.b[off:…]
+	i := sort.Search(len(d.gaps), func(i int) bool { return d.gaps[i].at > off })
+	for ; i < len(d.gaps) && d.gaps[i].at < off+len(s); i++ {
+		n += d.gaps[i].n
+	}
+	return n
+}
+
+// cutDoc is Cut of the valid answer d.
+func cutDoc(d *doc, budget int, note func() string) (out []byte, ok bool) {
+	msg := d.b
 	start := jsonlex.SkipSpace(msg, 0)
 	if start >= len(msg) || msg[start] != '{' {
 		return nil, false // a batch, or not an object
@@ -85,10 +118,10 @@ func Cut(msg []byte, budget int, note func() string) (out []byte, ok bool) {
 		}
 	}
 	// Duplicate ids or results: which one a host reads is not sure; left alone.
-	if nID != 1 || nResult != 1 || len(result) <= budget || result[0] != '{' {
+	if nID != 1 || nResult != 1 || d.size(result) <= budget || result[0] != '{' {
 		return nil, false
 	}
-	res := cutResult(result, budget, note())
+	res := cutResult(d, result, budget, note())
 	out = make([]byte, 0, len(res)+len(id)+len(rpc)+40)
 	out = append(out, '{')
 	if rpc != nil {
@@ -105,8 +138,10 @@ func Cut(msg []byte, budget int, note func() string) (out []byte, ok bool) {
 // item is one element of content, as Cut sees it.
 type item struct {
 	raw       []byte
+	size      int          // raw's length in the answer
 	text      jsonlex.Span // the text literal's span in raw, for a text item
 	isText    bool
+	textSize  int    // the text literal's length in the answer
 	kind      string // the type, for a removed item's stand-in
 	keep      bool   // a non-text item kept whole
 	share     int    // the text bytes a text item may keep
@@ -114,7 +149,7 @@ type item struct {
 }
 
 // cutResult is the result object res cut to budget (+ Slack).
-func cutResult(res []byte, budget int, note string) []byte {
+func cutResult(d *doc, res []byte, budget int, note string) []byte {
 	ms, _, ok := jsonlex.Members(res, 0)
 	if !ok {
 		return noteOnly(note)
@@ -126,7 +161,7 @@ func cutResult(res []byte, budget int, note string) []byte {
 	scAt := -1
 	for i, m := range ms {
 		k, v := res[m.Key.Start:m.Key.End], res[m.Value.Start:m.Value.End]
-		size := len(k) + 1 + len(v) + 1
+		size := d.size(k) + 1 + d.size(v) + 1
 		switch {
 		case jsonlex.KeyIs(k, "content"):
 			contentAt = i // the last one is what a host reads; the others go
@@ -148,13 +183,13 @@ func cutResult(res []byte, budget int, note string) []byte {
 	}
 	// structuredContent is kept when it takes at most half of what is left.
 	if scAt >= 0 {
-		if size := len(`"structuredContent":`) + len(sc) + 1; size <= left/2 {
+		if size := len(`"structuredContent":`) + d.size(sc) + 1; size <= left/2 {
 			keepMember[scAt], left = true, left-size
 		}
 	}
 	var content []byte
 	if contentAt >= 0 {
-		content = cutContent(res[ms[contentAt].Value.Start:ms[contentAt].Value.End], left, note)
+		content = cutContent(d, res[ms[contentAt].Value.Start:ms[contentAt].Value.End], left, note)
 	} else {
 		content = noteItems(nil, note)
 	}
@@ -221,7 +256,7 @@ func jsonQuote(s string) []byte {
 }
 
 // cutContent is the content array arr cut to left bytes, with the note last.
-func cutContent(arr []byte, left int, note string) []byte {
+func cutContent(d *doc, arr []byte, left int, note string) []byte {
 	elems, ok := jsonlex.Elements(arr, 0)
 	if !ok || arr[0] != '[' {
 		return noteItems(nil, note)
@@ -230,6 +265,7 @@ func cutContent(arr []byte, left int, note string) []byte {
 	for i, e := range elems {
 		it := &items[i]
 		it.raw = arr[e.Start:e.End]
+		it.size = d.size(it.raw)
 		it.kind = "item"
 		if it.raw[0] != '{' {
 			continue
@@ -242,7 +278,8 @@ func cutContent(arr []byte, left int, note string) []byte {
 		}
 		if tx, ok := jsonlex.Last(it.raw, ims, "text"); ok && it.kind == "text" && it.raw[tx.Start] == '"' {
 			it.isText, it.text = true, tx
-			it.frameless = len(it.raw)-(tx.End-tx.Start) > textFrame
+			it.textSize = d.size(it.raw[tx.Start:tx.End])
+			it.frameless = it.size-it.textSize > textFrame
 		}
 	}
 	// What the text items take without their text; the small non-text items are
@@ -256,15 +293,15 @@ func cutContent(arr []byte, left int, note string) []byte {
 		switch {
 		case it.isText:
 			nText++
-			textBytes += it.text.End - it.text.Start - 2
+			textBytes += it.textSize - 2
 			if it.frameless {
 				fixed += len(`{"type":"text","text":""},`)
 			} else {
-				fixed += len(it.raw) - (it.text.End - it.text.Start) + 3
+				fixed += it.size - it.textSize + 3
 			}
-		case len(it.raw) <= smallItem && fixed+len(it.raw)+1 <= left/4:
+		case it.size <= smallItem && fixed+it.size+1 <= left/4:
 			it.keep = true
-			fixed += len(it.raw) + 1
+			fixed += it.size + 1
 		default:
 			fixed += len(standIn(nil, it)) + 1
 		}
@@ -277,7 +314,7 @@ func cutContent(arr []byte, left int, note string) []byte {
 		if !it.isText {
 			continue
 		}
-		n := it.text.End - it.text.Start - 2
+		n := it.textSize - 2
 		if textBytes > 0 && room > 0 {
 			it.share = int(int64(room) * int64(n) / int64(textBytes))
 		}
@@ -322,7 +359,7 @@ func standIn(b []byte, it *item) []byte {
 	b = append(b, `{"type":"text","text":"[bir-proxy: removed a `...)
 	b = append(b, safeString(kind)...)
 	b = append(b, ` item of `...)
-	b = strconv.AppendInt(b, int64(len(it.raw)), 10)
+	b = strconv.AppendInt(b, int64(it.size), 10)
 	return append(b, ` bytes to fit the result budget]"}`...)
 }
 
@@ -334,6 +371,11 @@ func safeString(s string) string { return s[:safeBefore([]byte(s), len(s))] }
 func appendText(b []byte, it *item) []byte {
 	lit := it.raw[it.text.Start:it.text.End]
 	body := lit[1 : len(lit)-1]
+	// n is the body's length in the answer; body may have a gap (stream.go), past
+	// its head and before its tail, and both are longer than what is kept of them:
+	// its tokens are the answer's, offsets past the gap shifted by gap.
+	n := it.textSize - 2
+	gap := n - len(body)
 	var pre, post []byte
 	if it.frameless {
 		pre, post = []byte(`{"type":"text","text":`), []byte(`}`)
@@ -342,13 +384,13 @@ func appendText(b []byte, it *item) []byte {
 	}
 	b = append(b, pre...)
 	b = append(b, '"')
-	if len(body) <= it.share {
+	if n <= it.share {
 		b = append(b, body...)
 	} else {
-		marker := "\\n[\u2026 bir-proxy: " + strconv.Itoa(len(body)) + " bytes of text cut to fit the result budget \u2026]\\n"
+		marker := "\\n[\u2026 bir-proxy: " + strconv.Itoa(n) + " bytes of text cut to fit the result budget \u2026]\\n"
 		keep := max(it.share-len(marker), minCut)
 		h := safeBefore(body, keep/2)
-		t := safeAfter(body, len(body)-(keep-keep/2))
+		t := safeAfter(body, n-gap-(keep-keep/2))
 		if t < h {
 			t = h
 		}

@@ -81,23 +81,15 @@ func (s *Spill) keep(msg []byte) (string, error) {
 	if async && (len(s.jobs) >= queueMax || s.queued.Load()+int64(len(msg)) > queueBytes) {
 		return "", errors.New("the spill queue is full")
 	}
-	name := time.Now().UTC().Format("20060102T150405.000000000Z") + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(s.seq.Add(1), 10) + ".json"
-	final := filepath.Join(s.dir, name)
-	part := final + ".part"
-	// O_NOFOLLOW and O_EXCL: a link planted at the name is never written through.
-	f, err := os.OpenFile(part, os.O_WRONLY|os.O_CREATE|os.O_EXCL|oNoFollow, 0o600)
+	f, part, final, err := s.open()
 	if err != nil {
 		return "", err
 	}
-	s.start.Do(func() { go s.writer() })
 	if !async {
 		if err := finish(f, part, final, msg); err != nil {
 			return "", err
 		}
-		select {
-		case s.jobs <- job{pruneOnly: true}:
-		default: // a prune is on its way already
-		}
+		s.pruneSoon()
 		return final, nil
 	}
 	s.queued.Add(int64(len(msg)))
@@ -110,6 +102,33 @@ func (s *Spill) keep(msg []byte) (string, error) {
 		f.Close()
 		os.Remove(part)
 		return "", errors.New("the spill queue is full")
+	}
+}
+
+// open creates the next spill file under its .part name (final once whole).
+func (s *Spill) open() (f *os.File, part, final string, err error) {
+	s.mkdir.Do(func() { s.dirErr = ensureDir(s.dir) })
+	if s.dirErr != nil {
+		return nil, "", "", s.dirErr
+	}
+	name := time.Now().UTC().Format("20060102T150405.000000000Z") + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(s.seq.Add(1), 10) + ".json"
+	final = filepath.Join(s.dir, name)
+	part = final + ".part"
+	// O_NOFOLLOW and O_EXCL: a link planted at the name is never written through.
+	f, err = os.OpenFile(part, os.O_WRONLY|os.O_CREATE|os.O_EXCL|oNoFollow, 0o600)
+	if err != nil {
+		return nil, "", "", err
+	}
+	s.start.Do(func() { go s.writer() })
+	return f, part, final, nil
+}
+
+// pruneSoon asks the writer to prune the folder (once, when a prune is asked
+// already).
+func (s *Spill) pruneSoon() {
+	select {
+	case s.jobs <- job{pruneOnly: true}:
+	default: // a prune is on its way already
 	}
 }
 
@@ -215,11 +234,7 @@ func (b *Budget) Answer(id, msg []byte) []byte {
 		} else {
 			path, err = b.Spill.Keep(msg)
 		}
-		size := strconv.Itoa(len(msg))
-		if err != nil {
-			return "[bir-proxy: this result was cut to fit the result budget (--max-result-tokens); the whole answer (" + size + " bytes) could not be kept: " + err.Error() + "]"
-		}
-		return "[bir-proxy: this result was cut to fit the result budget (--max-result-tokens); the whole answer (" + size + " bytes) is in " + path + "]"
+		return cutNote(len(msg), path, err)
 	})
 	if !ok {
 		return nil
@@ -228,4 +243,14 @@ func (b *Budget) Answer(id, msg []byte) []byte {
 		b.Cut(id, path)
 	}
 	return out
+}
+
+// cutNote is the last item's text of an answer of size bytes cut: where it was kept
+// (path), or why it could not be (err).
+func cutNote(size int, path string, err error) string {
+	n := strconv.Itoa(size)
+	if err != nil {
+		return "[bir-proxy: this result was cut to fit the result budget (--max-result-tokens); the whole answer (" + n + " bytes) could not be kept: " + err.Error() + "]"
+	}
+	return "[bir-proxy: this result was cut to fit the result budget (--max-result-tokens); the whole answer (" + n + " bytes) is in " + path + "]"
 }

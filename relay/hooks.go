@@ -16,7 +16,7 @@ import (
 // tool policy (ToolPolicy: --ignore-tool, --allow-tool, --call-timeout, and through
 // toolpolicy.Policy's own hooks the tool pins' block mode and the result budget) is
 // one. While Options.Hooks is set, no message is streamed (stream.go, hoststream.go):
-// the hooks see each one whole.
+// the hooks see each one whole, but for the long answers LongAnswer takes.
 //
 // A Hooks serves one relay. The hooks on a pump's path must not wait: the host's
 // path never waits on a policy.
@@ -44,6 +44,25 @@ type Hooks struct {
 	// before it is sent: a non-nil answer is the request's answer in the server's
 	// place; nothing is sent, and interception sees the request and the answer.
 	FromProxy func(msg []byte) (answer []byte)
+	// LongAnswer, when set, is asked on the upstream pump for an answer of the
+	// upstream's about to stream (past the stream threshold, stream.go), by its
+	// head's raw id, after the relay's own reasons to read it whole: a non-nil
+	// AnswerCut is given the answer's pieces in the host's place, and what its End
+	// returns is what the host gets (FromUpstream is not asked). nil: the answer is
+	// read whole, as every message while Hooks are set.
+	LongAnswer func(id []byte) AnswerCut
+}
+
+// AnswerCut takes a long answer as it streams, for a policy that rewrites it without
+// holding it whole (the result budget's budget.StreamCut, docs/budget.md).
+type AnswerCut interface {
+	// Write is given each piece of the answer, on the upstream pump: it must not
+	// wait long.
+	Write(p []byte)
+	// End ends the answer: ok says it was whole and a message. It returns what the
+	// host gets, nil for nothing (an answer dropped; one that was not whole is stood
+	// in for by the Conn, as any cut-off line).
+	End(ok bool) []byte
 }
 
 // TimeoutInterceptor is an Interceptor that can be told a host's tools/call ended at

@@ -16,12 +16,96 @@ import (
 // --allow-tool, --call-timeout, and what plugs into p's own hooks: the tool pins'
 // block mode, the result budget); nil when p changes nothing, and the pumps then do
 // not look. Each serves one relay.
-func ToolPolicy(p *toolpolicy.Policy) *Hooks {
+func ToolPolicy(p *toolpolicy.Policy) *Hooks { return ToolPolicyCutting(p, nil) }
+
+// ToolPolicyCutting is ToolPolicy with the long answers to the host's tools/call that
+// p.Answer is asked for given, as they stream, to what cut returns for them (the
+// result budget's budget.StreamCut; nil from it: read whole and given to p.Answer).
+func ToolPolicyCutting(p *toolpolicy.Policy, cut func(id []byte) AnswerCut) *Hooks {
 	pl := newPolicy(p)
 	if pl == nil {
 		return nil
 	}
-	return &Hooks{Attach: pl.attach, FromHost: pl.fromHost, FromUpstream: pl.fromUpstream, FromProxy: pl.fromProxy}
+	h := &Hooks{Attach: pl.attach, FromHost: pl.fromHost, FromUpstream: pl.fromUpstream, FromProxy: pl.fromProxy}
+	if cut != nil && p.Answer != nil {
+		pl.cut = cut
+		h.LongAnswer = pl.longAnswer
+	}
+	return h
+}
+
+// longAnswer is Hooks.LongAnswer: the answer of the raw id about to stream, when it
+// is a noted call's that nothing else of the policy applies to, goes to pl.cut, and
+// the call is settled as fromUpstream settles it. A late answer, or any while a list
+// or a late call has a number id (which fromUpstream matches as a JavaScript host
+// does), is read whole.
+func (pl *policy) longAnswer(id []byte) AnswerCut {
+	if pl.watching.Load() == 0 {
+		return nil
+	}
+	k := jsonlex.IDKey(id)
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if _, ok := pl.answers[k]; !ok || len(pl.listNums)+len(pl.lateNums) > 0 {
+		return nil
+	}
+	if _, ok := pl.late[k]; ok {
+		return nil
+	}
+	if _, ok := pl.lists[k]; ok {
+		return nil
+	}
+	c := pl.cut(id)
+	if c == nil {
+		return nil
+	}
+	delete(pl.answers, k)
+	pl.count()
+	return &policyCut{pl: pl, key: k, c: c}
+}
+
+// policyCut is the AnswerCut of a long answer to a noted call: the call's deadline
+// runs on while the answer streams (a server stalling in it is still cut off at
+// --call-timeout), and an answer that ends after it is dropped, as fromUpstream drops
+// a late one.
+type policyCut struct {
+	pl  *policy
+	key string
+	c   AnswerCut
+}
+
+func (pc *policyCut) Write(p []byte) { pc.c.Write(p) }
+
+func (pc *policyCut) End(ok bool) []byte {
+	out := pc.c.End(ok) // (its spill file is settled either way)
+	pl := pc.pl
+	pl.mu.Lock()
+	_, late := pl.late[pc.key]
+	if late {
+		pl.forgetLate(pc.key)
+		// The requests of its id that waited for it go now.
+		for _, h := range pl.held[pc.key] {
+			h.timer.Stop()
+			pl.heldN--
+			pl.heldBytes -= len(h.msg)
+			pl.release = append(pl.release, h)
+		}
+		delete(pl.held, pc.key)
+	} else if d, ok := pl.calls[pc.key]; ok {
+		d.timer.Stop()
+		pl.forget(d)
+	}
+	pl.count()
+	pl.mu.Unlock()
+	if len(pl.release) > 0 { // (the upstream pump's, as End runs on it)
+		go pl.sendHeld(pl.release)
+		pl.release = nil
+	}
+	if late {
+		pl.log.Debug("dropped a long answer for a call past its deadline")
+		return nil
+	}
+	return out
 }
 
 // policy enforces a toolpolicy.Policy through the relay's Hooks: it knows which of
@@ -81,6 +165,8 @@ type policy struct {
 	// Answer hook is asked for (the result budget), by IDKey; at most answersMax:
 	// past it a call's answer passes as it is.
 	answers map[string]struct{}
+	// cut takes the long answers of answers as they stream (ToolPolicyCutting).
+	cut func(id []byte) AnswerCut
 }
 
 // answersMax bounds pl.answers: a host keeps far fewer calls in flight.

@@ -30,7 +30,7 @@ const DefaultHostStreamThreshold = 64 << 10
 // Hooks are set (the tool policy edits tools/list answers, drops late ones), anything
 // once the host's side failed.
 func (r *Relay) StartStream(id, method []byte) upstream.StreamSink {
-	if r.hooks != nil || r.streamErr != nil || r.abandoned.Load() {
+	if r.streamErr != nil || r.abandoned.Load() || r.hooks != nil && (r.hooks.LongAnswer == nil || method != nil || id == nil) {
 		return nil
 	}
 	if method == nil && (r.mayBeOwn(id) || r.cuts.pending.Load() > 0 && string(id) == "null") {
@@ -39,6 +39,13 @@ func (r *Relay) StartStream(id, method []byte) upstream.StreamSink {
 		return nil
 	}
 	s := &hostStream{r: r}
+	if r.hooks != nil {
+		// A policy is on: only an answer it cuts as it passes (the result budget)
+		// streams; held whole, a 64 MB one cost the proxy ~130 MB.
+		if s.cut = r.hooks.LongAnswer(id); s.cut == nil {
+			return nil
+		}
+	}
 	if r.clock && r.ic != nil {
 		// (A passive interceptor, a pure pipe, keeps nothing it is given: nothing is
 		// kept for it.)
@@ -56,8 +63,11 @@ func (r *Relay) StartStream(id, method []byte) upstream.StreamSink {
 		}
 	}
 	// Held messages go first; from here until End what others write to the host
-	// waits behind the line (framing.Writer.Begin), bounded.
-	s.err = r.hostOut.Begin()
+	// waits behind the line (framing.Writer.Begin), bounded. (A cut answer is
+	// written whole at its end.)
+	if s.cut == nil {
+		s.err = r.hostOut.Begin()
+	}
 	return s
 }
 
@@ -81,6 +91,8 @@ type hostStream struct {
 	// Or, when interception takes it so, the answer is reduced as it passes.
 	dig *resultDigest
 	rsi ResultStreamingInterceptor
+	// cut, a policy's, takes the pieces in the host's place (Hooks.LongAnswer).
+	cut AnswerCut
 }
 
 func (s *hostStream) Write(p []byte) {
@@ -89,7 +101,9 @@ func (s *hostStream) Write(p []byte) {
 	} else if s.dig != nil {
 		s.dig.add(p, false) // one message: the digest follows its values itself
 	}
-	if s.err == nil {
+	if s.cut != nil {
+		s.cut.Write(p)
+	} else if s.err == nil {
 		s.err = s.r.hostOut.Part(p)
 	}
 }
@@ -118,9 +132,14 @@ func (s *hostStream) End(e upstream.StreamEnd) {
 	if e.More {
 		r.log.Debug("a streamed line from the server held more than one value")
 	}
+	if s.cut != nil && !s.endCut(e) {
+		return
+	}
 	// The newline ends the line either way: one that was not a message must not run
 	// into the next (the Conn then stands in for it with an error answer).
-	if err := r.hostOut.End(); errors.Is(err, framing.ErrLineCut) {
+	if s.cut != nil {
+		// Written whole by endCut.
+	} else if err := r.hostOut.End(); errors.Is(err, framing.ErrLineCut) {
 		// It stalled with too much of the proxy's own waiting behind it, and was
 		// ended early: the host did not get it whole. As for a line the Conn stands
 		// in for (when it was no message, the Conn does): the call it answered gets
@@ -170,6 +189,19 @@ func (s *hostStream) End(e upstream.StreamEnd) {
 		s.msg = nil
 		r.gc.collect()
 	}
+}
+
+// endCut writes to the host what the policy's AnswerCut makes of the answer e ends
+// (nothing for nil); false when the session's host side failed.
+func (s *hostStream) endCut(e upstream.StreamEnd) bool {
+	r := s.r
+	if out := s.cut.End(e.OK); out != nil {
+		if err := r.hostOut.Write(out); err != nil {
+			r.streamErr = err
+			return false
+		}
+	}
+	return true
 }
 
 // intercepted hands a message written to the host to interception. lexed says

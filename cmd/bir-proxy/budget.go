@@ -11,6 +11,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/budget"
 	"github.com/bir-dev/bir-proxy/internal/statedir"
+	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/toolpolicy"
 )
 
@@ -49,10 +50,11 @@ func resultTokens(v string) (int, error) {
 }
 
 // plugBudget gives p the result budget of tokens (none for 0): its Answer hook;
-// trimmed is told each answer cut, for its report.
-func plugBudget(p *toolpolicy.Policy, tokens int, trimmed func(id []byte, spill string), log *slog.Logger) {
+// trimmed is told each answer cut, for its report. It returns what cuts a long answer
+// as it streams (relay.ToolPolicyCutting), nil for none.
+func plugBudget(p *toolpolicy.Policy, tokens int, trimmed func(id []byte, spill string), log *slog.Logger) func(id []byte) relay.AnswerCut {
 	if tokens <= 0 {
-		return
+		return nil
 	}
 	b := &budget.Budget{Bytes: 4 * tokens, Cut: trimmed}
 	if dir, err := statedir.Dir(); err == nil {
@@ -61,4 +63,10 @@ func plugBudget(p *toolpolicy.Policy, tokens int, trimmed func(id []byte, spill 
 		log.Warn("bir-proxy: cut answers will not be kept whole", "err", err)
 	}
 	p.Answer = b.Answer
+	return func(id []byte) relay.AnswerCut {
+		if sc := b.StreamCut(id); sc != nil {
+			return sc
+		}
+		return nil // (not a typed nil)
+	}
 }

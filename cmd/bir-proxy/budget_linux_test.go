@@ -8,14 +8,15 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/bir-dev/bir-proxy/budget"
+
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // TestResultBudgetLongAnswerMemory: a 32 MiB answer (past the 4 MiB from which lines
-// stream when no policy is on) is read whole, cut and spilled; the proxy's peak RSS
-// over its idle one stays within 4× the line (the line, the spill's copy, the
-// reader's buffer). It is held whole: cutting it as it streams is not done
-// (docs/budget.md).
+// stream) is cut and spilled; the proxy's peak RSS over its idle one stays within 4×
+// the line (what it took held whole; it is cut as it streams now:
+// TestResultBudgetStreamedAnswerMemory bounds that).
 func TestResultBudgetLongAnswerMemory(t *testing.T) {
 	t.Parallel()
 	const size = 32 << 20
@@ -51,5 +52,60 @@ func TestResultBudgetLongAnswerMemory(t *testing.T) {
 	t.Logf("peak RSS %d MB, idle %d MB, for a %d MB answer", peak>>20, idle>>20, size>>20)
 	if peak-idle > 4*size {
 		t.Errorf("a %d MB answer cut took the proxy %d MB over its idle %d MB", size>>20, (peak-idle)>>20, idle>>20)
+	}
+}
+
+// TestResultBudgetStreamedAnswerMemory: a 64 MB text answer (streamed from 4 MiB on)
+// with --max-result-tokens 1000 is cut as it passes (docs/budget.md "Long answers"):
+// the host gets what the whole-message cut gives (head and tail kept, the last item
+// naming the spill file), the spill file holds exactly the server's line, and the
+// proxy's peak RSS over its idle one stays under 32 MB. Held whole, it took ~200 MB.
+func TestResultBudgetStreamedAnswerMemory(t *testing.T) {
+	t.Parallel()
+	const size = 64 << 20
+	const b = 4000
+	state := t.TempDir()
+	unit := `héllo \"wörld\" \u00e9 \ud83d\ude00 日本語 \\ \n 😀 `
+	result := `{"content":[{"type":"text","text":"HEAD` + strings.Repeat(unit, size/len(unit)) + `TAIL"}],"isError":false}`
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "big.json"), []byte(result), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line := `{"jsonrpc":"2.0","id":7,"result":` + result + `}`
+	srv := testutil.Build(t, "./testdata/rawserver")
+	start := func() *session {
+		return startProxyIn(t, t.TempDir(), []string{"BIR_OFF=1", "XDG_STATE_HOME=" + state},
+			"--server", "raw", "--max-result-tokens", "1000", "--", srv, "--reply", "--result-dir", dir)
+	}
+	s := start()
+	s.Send(budgetCall("1", "echo"))
+	s.recv()
+	idle := procStatusKB(t, s.Cmd.Process.Pid, "VmHWM") << 10
+	s.end()
+
+	s = start()
+	s.Send(budgetCall("7", "big"))
+	got := s.recv()
+	peak := procStatusKB(t, s.Cmd.Process.Pid, "VmHWM") << 10
+	s.end()
+	t.Logf("peak RSS %d MB, idle %d MB, for a %d MB answer", peak>>20, idle>>20, size>>20)
+	if peak-idle > 32<<20 {
+		t.Errorf("a %d MB answer cut took the proxy %d MB over its idle %d MB", size>>20, (peak-idle)>>20, idle>>20)
+	}
+	items := checkBudgetAnswer(t, got, "7", b)
+	note := items[len(items)-1].Get("text").String()
+	i := strings.Index(note, " is in ")
+	if i < 0 {
+		t.Fatalf("the note: %q", note)
+	}
+	spill := strings.TrimSuffix(note[i+len(" is in "):], "]")
+	kept, err := os.ReadFile(spill)
+	if err != nil || string(kept) != line {
+		t.Errorf("the spill file: %d bytes (%v), want the server's %d", len(kept), err, len(line))
+	}
+	kept = nil
+	want, ok := budget.Cut([]byte(line), b, func() string { return note })
+	if !ok || got != string(want) {
+		t.Errorf("the cut answer differs from the whole-message cut:\n got %.600s\nwant %.600s", got, want)
 	}
 }

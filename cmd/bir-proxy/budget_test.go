@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -270,5 +271,86 @@ func TestResultTokens(t *testing.T) {
 		if _, err := resultTokens(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestResultBudgetStreamedAnswers: with --max-result-tokens and --call-timeout, long
+// answers (past the 4 MiB from which lines stream) to tools/call: a text is cut as
+// it streams, byte for byte as the whole answer is cut, its call's deadline gone
+// with its answer; a result that is not an object (not cut) reaches the host as the
+// server sent it, read back from its spill file, which is then removed.
+func TestResultBudgetStreamedAnswers(t *testing.T) {
+	t.Parallel()
+	const b = 4000
+	unit := `日本語 \ud83d\ude00 \"q\" é `
+	results := map[string]string{
+		"text":  `{"content":[{"type":"text","text":"HEAD` + strings.Repeat(unit, 6<<20/len(unit)) + `TAIL"},{"type":"image","data":"QUFB"}],"isError":false}`,
+		"array": `["` + strings.Repeat("a", 5<<20) + `"]`,
+	}
+	dir := t.TempDir()
+	for name, r := range results {
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(r), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := t.TempDir()
+	s := startBudget(t, state, dir, "--max-result-tokens", "1000", "--call-timeout", "5s")
+	s.Send(budgetCall(`"t"`, "text"))
+	got := s.recv()
+	line := `{"jsonrpc":"2.0","id":"t","result":` + results["text"] + `}`
+	items := checkBudgetAnswer(t, got, `"t"`, b)
+	note := items[len(items)-1].Get("text").String()
+	if want, ok := budget.Cut([]byte(line), b, func() string { return note }); !ok || got != string(want) {
+		t.Errorf("the cut answer differs from the whole-message cut:\n got %.600s\nwant %.600s", got, want)
+	}
+	spill := strings.TrimSuffix(note[strings.Index(note, " is in ")+len(" is in "):], "]")
+	if kept, err := os.ReadFile(spill); err != nil || string(kept) != line {
+		t.Errorf("the spill file: %d bytes (%v), want the server's %d", len(kept), err, len(line))
+	}
+
+	s.Send(budgetCall(`"a"`, "array"))
+	if got, want := s.recv(), `{"jsonrpc":"2.0","id":"a","result":`+results["array"]+`}`; got != want {
+		t.Errorf("the answer not cut: %d bytes %.200s, want the server's %d", len(got), got, len(want))
+	}
+	// Past the call timeout: the streamed call's deadline did not answer it again.
+	time.Sleep(5500 * time.Millisecond)
+	s.Send(budgetCall(`"s"`, "echo"))
+	if got := s.recv(); !strings.Contains(got, `"id":"s"`) || strings.Contains(got, "error") {
+		t.Errorf("after the long answers: %.300s", got)
+	}
+	ents, _ := os.ReadDir(filepath.Join(state, "bir-proxy", "spill"))
+	if len(ents) != 1 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the spill folder holds %v, want the one cut answer", names)
+	}
+	s.end()
+}
+
+// TestResultBudgetStreamedAnswerStalls: a server that stalls in the middle of a long
+// answer the budget cuts as it streams is still cut off at --call-timeout: the host
+// gets the timeout error (the call's deadline runs on while its answer streams).
+func TestResultBudgetStreamedAnswerStalls(t *testing.T) {
+	t.Parallel()
+	s := startBudget(t, t.TempDir(), t.TempDir(), "--max-result-tokens", "1000", "--call-timeout", "2s")
+	s.Send(`{"jsonrpc":"2.0","id":"p","method":"tools/call","params":{"name":"partial_hang","arguments":{"size":6000000}}}`)
+	got := make(chan string, 1)
+	go func() {
+		msg, err := s.out.Read()
+		if err != nil {
+			got <- "reading: " + err.Error()
+			return
+		}
+		got <- string(msg)
+	}()
+	select {
+	case msg := <-got:
+		if !strings.Contains(msg, `"id":"p"`) || !strings.Contains(msg, `"error"`) || !strings.Contains(msg, "2s") {
+			t.Errorf("the host got %.300s, want the call's timeout error", msg)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("no answer a minute past the call's 2 s deadline")
 	}
 }

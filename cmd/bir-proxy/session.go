@@ -155,7 +155,7 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 	}
 	plugPins(pinned, f.policy, &icOpts, spans, f.server)
 	ic := intercept.New(icOpts)
-	plugBudget(f.policy, f.resultTokens, ic.Trimmed, logger)
+	longCut := plugBudget(f.policy, f.resultTokens, ic.Trimmed, logger)
 	// Replay (SPEC §4) only with a recorder: not under BIR_OFF, not with the journal.
 	var icpt relay.Interceptor = ic
 	remote := reporter.remote()
@@ -173,7 +173,7 @@ func (f *proxyFlags) serve(ctx context.Context, stop context.CancelFunc, sigs ch
 		IDs:             up.ids,
 		MaxMessage:      f.maxMessage,
 		Logger:          logger,
-		Hooks:           relay.ToolPolicy(f.policy),
+		Hooks:           relay.ToolPolicyCutting(f.policy, longCut),
 		StreamThreshold: f.streamAt,
 	})
 	var ex *replay.Executor
