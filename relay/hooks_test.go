@@ -30,7 +30,7 @@ func (ic *seenIC) FromUpstream(msg []byte, _ time.Time) {
 func (ic *seenIC) ToProxy([]byte, time.Time) {}
 
 func (ic *seenIC) Capabilities() relay.Capabilities { return relay.Capabilities{} }
-func (ic *seenIC) UpstreamLost(time.Time)    {}
+func (ic *seenIC) UpstreamLost(time.Time)           {}
 
 func (ic *seenIC) seen() []string {
 	ic.mu.Lock()
