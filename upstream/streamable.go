@@ -702,6 +702,11 @@ func (st *streamableHTTP) readStream(ctx context.Context, m *outMsg, body io.Rea
 		case tooLong:
 			st.c.fail(m, fmt.Sprintf("the answer was over the %d-byte cap (--max-message)", st.c.max))
 			return
+		case m.method == "subscriptions/listen":
+			// Not resumed (the stateless era has no Last-Event-ID): POSTed again
+			// (relisten), or answered.
+			st.c.fail(m, "the server ended the stream before answering")
+			return
 		case lastID == "":
 			st.c.fail(m, "the server ended the stream before answering")
 			return

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
+)
+
+// TestRemoteCarriesListenStreams: a stateless-era host with 2 and 8
+// subscriptions/listen streams open over Streamable HTTP when the server drops them
+// all without an answer, as a restart does (SPEC §7, as the stdio revival does:
+// TestReviveCarriesListenStreams). Each stream still open is POSTed again, as the host
+// wrote it, and is not answered with an error; the new acknowledgment reaches the
+// host only when its filter differs from the first; and the host is then told, with
+// the stream's id in _meta, that every list it listens to changed and every resource
+// it subscribed was updated. A stream the host cancelled before is not opened again.
+func TestRemoteCarriesListenStreams(t *testing.T) {
+	raw := testutil.Build(t, "./testdata/rawhttp")
+	for _, n := range []int{2, 8} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			remoteListens(t, raw, n)
+		})
+	}
+}
+
+func remoteListens(t *testing.T, raw string, n int) {
+	record := filepath.Join(t.TempDir(), "requests.jsonl")
+	url := httpServer(t, raw, "--stateless", "--record", record)
+	s := startProxy(t, nil, "--server", "rl", "--url", url, "--transport", "http")
+	reqs := make(map[string]string)
+	for i := 1; i <= n+1; i++ { // n streams, and one the host cancels before the drop
+		id := fmt.Sprintf(`"L%d"`, i)
+		reqs[id] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"subscriptions/listen","params":{%s,"notifications":%s}}`, id, listenMeta, listenFilter(i))
+		s.Send(reqs[id])
+	}
+	for acked := 0; acked < n+1; acked++ {
+		msg, err := s.out.Read()
+		if err != nil {
+			t.Fatalf("waiting for the acknowledgments: %v (stderr: %s)", err, s.Stderr.String())
+		}
+		var note streamNote
+		if json.Unmarshal(msg, &note) != nil || note.Method != "notifications/subscriptions/acknowledged" || reqs[note.sid()] == "" {
+			t.Fatalf("before the drop the host got %s, want an acknowledgment", msg)
+		}
+	}
+	cancelled := fmt.Sprintf(`"L%d"`, n+1)
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + cancelled + `,"reason":"done"}}`)
+	// A ping after the cancel: answered, the cancel has been acted on (its stream closed).
+	s.Send(`{"jsonrpc":"2.0","id":100,"method":"ping","params":{` + listenMeta + `}}`)
+	if a, _ := s.expect("100"); isError(a) {
+		t.Fatalf("the ping got %s", a)
+	}
+	// The server drops every stream; its next acknowledgments leave promptsListChanged out.
+	resp, err := http.Post(strings.TrimSuffix(url, "/mcp")+"/control?cmd=drop-listens&without=promptsListChanged", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := make(map[string][]string)
+	total := 0
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf(`"L%d"`, i)
+		if i%2 == 1 {
+			// Acknowledged as first: the acknowledgment is the proxy's to keep.
+			want[id] = []string{"notifications/tools/list_changed",
+				fmt.Sprintf("notifications/resources/updated file:///r%d/a", i),
+				fmt.Sprintf("notifications/resources/updated file:///r%d/b", i)}
+		} else {
+			want[id] = []string{`notifications/subscriptions/acknowledged {"resourcesListChanged":true}`,
+				"notifications/resources/list_changed"}
+		}
+		total += len(want[id])
+	}
+	// What the host got after the drop, by stream: an answer to a stream is a failure.
+	got := make(map[string][]string)
+	record1 := func(m []byte) {
+		if id, ok := jsonID(m); ok {
+			t.Fatalf("the host got an answer to stream %s: %s", id, m)
+		}
+		var note streamNote
+		if err := json.Unmarshal(m, &note); err != nil {
+			t.Fatal(err)
+		}
+		what := note.Method
+		switch {
+		case note.Params.URI != "":
+			what += " " + note.Params.URI
+		case note.Params.Notifications != nil:
+			what += " " + string(note.Params.Notifications)
+		}
+		got[note.sid()] = append(got[note.sid()], what)
+	}
+	for seen := 0; seen < total; seen++ {
+		msg, err := s.out.Read() // bounded by testutil.Guard
+		if err != nil {
+			t.Fatalf("waiting for the streams to be opened again: %v (got %q; stderr: %s)", err, got, s.Stderr.String())
+		}
+		checkHostLine(t, msg)
+		record1(msg)
+	}
+	s.Send(`{"jsonrpc":"2.0","id":101,"method":"ping","params":{` + listenMeta + `}}`)
+	_, after := s.expect("101")
+	for _, m := range after {
+		record1([]byte(m))
+	}
+	for id, w := range want {
+		if !slices.Equal(got[id], w) {
+			t.Errorf("after the drop stream %s got %q, want %q", id, got[id], w)
+		}
+		delete(got, id)
+	}
+	if len(got) > 0 {
+		t.Errorf("after the drop the host got more: %q", got)
+	}
+	// The server received each open stream's request as the host wrote it, twice (the
+	// second time after the drop), and the cancelled one once.
+	posted := make(map[string]int)
+	for _, r := range recordedRequests(t, record) {
+		if body, _ := r["body"].(string); r["method"] == "POST" && strings.Contains(body, `"subscriptions/listen"`) {
+			id := rpcID([]byte(body))
+			if body != reqs[id] {
+				t.Errorf("the server got %s, the host wrote %s", body, reqs[id])
+			}
+			posted[id]++
+		}
+	}
+	for i := 1; i <= n+1; i++ {
+		id := fmt.Sprintf(`"L%d"`, i)
+		w := 2
+		if i == n+1 {
+			w = 1
+		}
+		if posted[id] != w {
+			t.Errorf("stream %s was POSTed %d times, want %d", id, posted[id], w)
+		}
+	}
+	s.end()
+}
