@@ -134,6 +134,16 @@ func (l *Listens) Relisten() [][]byte {
 	return reqs
 }
 
+// Has reports whether the stream whose raw id is id is open and remembered.
+func (l *Listens) Has(id []byte) bool {
+	if !l.Open() {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.find(jsonlex.IDKey(id)) >= 0
+}
+
 // Again is Relisten of one stream, whose raw id is id: it alone is sent to a new
 // server (a remote one's stream that broke, or whose session was replaced). open is
 // false when the stream is not remembered (past the bounds, or ended): it is then not

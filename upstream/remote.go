@@ -719,10 +719,20 @@ func (c *remoteConn) sessionLost(why string) {
 	for _, m := range c.loss.held {
 		kept[m] = true
 	}
-	var lost []*outMsg
+	var lost, relisten []*outMsg
 	c.loss.lost = make(map[string]bool)
+	ls := c.setup.Listens()
 	for k, p := range c.pending {
-		if p.msg != nil && !kept[p.msg] {
+		switch {
+		case p.msg == nil || kept[p.msg]:
+		case p.msg.method == "subscriptions/listen" && len(p.msg.ids) == 1 && ls.Has(p.msg.ids[0]):
+			// An open listen stream is the new session's, as after a stdio revival:
+			// held, the reader does not answer it, and it is POSTed there (relisten)
+			// once its stream of the lost session is ended below.
+			kept[p.msg] = true
+			c.loss.held = append(c.loss.held, p.msg)
+			relisten = append(relisten, p.msg)
+		default:
 			delete(c.pending, k) // answered by the reader
 			c.loss.lost[k] = true
 			lost = append(lost, p.msg)
@@ -733,6 +743,9 @@ func (c *remoteConn) sessionLost(why string) {
 	// Their answers will never come from the lost session: its streams are ended,
 	// not kept open (a connection each) for as long as the server holds them.
 	for _, m := range lost {
+		m.ex.abort()
+	}
+	for _, m := range relisten {
 		m.ex.abort()
 	}
 }

@@ -64,8 +64,7 @@ func remoteListens(t *testing.T, raw string, n int) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	want := make(map[string][]string)
-	total := 0
+	want, total := make(map[string][]string), 0
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf(`"L%d"`, i)
 		if i%2 == 1 {
@@ -79,47 +78,7 @@ func remoteListens(t *testing.T, raw string, n int) {
 		}
 		total += len(want[id])
 	}
-	// What the host got after the drop, by stream: an answer to a stream is a failure.
-	got := make(map[string][]string)
-	record1 := func(m []byte) {
-		if id, ok := jsonID(m); ok {
-			t.Fatalf("the host got an answer to stream %s: %s", id, m)
-		}
-		var note streamNote
-		if err := json.Unmarshal(m, &note); err != nil {
-			t.Fatal(err)
-		}
-		what := note.Method
-		switch {
-		case note.Params.URI != "":
-			what += " " + note.Params.URI
-		case note.Params.Notifications != nil:
-			what += " " + string(note.Params.Notifications)
-		}
-		got[note.sid()] = append(got[note.sid()], what)
-	}
-	for seen := 0; seen < total; seen++ {
-		msg, err := s.out.Read() // bounded by testutil.Guard
-		if err != nil {
-			t.Fatalf("waiting for the streams to be opened again: %v (got %q; stderr: %s)", err, got, s.Stderr.String())
-		}
-		checkHostLine(t, msg)
-		record1(msg)
-	}
-	s.Send(`{"jsonrpc":"2.0","id":101,"method":"ping","params":{` + listenMeta + `}}`)
-	_, after := s.expect("101")
-	for _, m := range after {
-		record1([]byte(m))
-	}
-	for id, w := range want {
-		if !slices.Equal(got[id], w) {
-			t.Errorf("after the drop stream %s got %q, want %q", id, got[id], w)
-		}
-		delete(got, id)
-	}
-	if len(got) > 0 {
-		t.Errorf("after the drop the host got more: %q", got)
-	}
+	listenNotesAfter(t, s, want, total, "the drop", nil)
 	// The server received each open stream's request as the host wrote it, twice (the
 	// second time after the drop), and the cancelled one once.
 	posted := make(map[string]int)
@@ -140,6 +99,137 @@ func remoteListens(t *testing.T, raw string, n int) {
 		}
 		if posted[id] != w {
 			t.Errorf("stream %s was POSTed %d times, want %d", id, posted[id], w)
+		}
+	}
+	s.end()
+}
+
+// listenNotesAfter reads what the host gets after its streams were opened again: total
+// notifications (already read ones first), then the answer to a ping; by stream, they
+// must be want. An answer to a stream is a failure.
+func listenNotesAfter(t *testing.T, s *session, want map[string][]string, total int, after string, already []string) {
+	t.Helper()
+	got := make(map[string][]string)
+	note1 := func(m []byte) {
+		if id, ok := jsonID(m); ok {
+			t.Fatalf("after %s the host got an answer to stream %s: %s", after, id, m)
+		}
+		var note streamNote
+		if err := json.Unmarshal(m, &note); err != nil {
+			t.Fatal(err)
+		}
+		what := note.Method
+		switch {
+		case note.Params.URI != "":
+			what += " " + note.Params.URI
+		case note.Params.Notifications != nil:
+			what += " " + string(note.Params.Notifications)
+		}
+		got[note.sid()] = append(got[note.sid()], what)
+	}
+	for _, m := range already {
+		note1([]byte(m))
+	}
+	for seen := len(already); seen < total; seen++ {
+		msg, err := s.out.Read() // bounded by testutil.Guard
+		if err != nil {
+			t.Fatalf("waiting for the streams to be opened again: %v (got %q; stderr: %s)", err, got, s.Stderr.String())
+		}
+		checkHostLine(t, msg)
+		note1(msg)
+	}
+	s.Send(`{"jsonrpc":"2.0","id":101,"method":"ping","params":{` + listenMeta + `}}`)
+	_, rest := s.expect("101")
+	for _, m := range rest {
+		note1([]byte(m))
+	}
+	for id, w := range want {
+		if !slices.Equal(got[id], w) {
+			t.Errorf("after %s stream %s got %q, want %q", after, id, got[id], w)
+		}
+		delete(got, id)
+	}
+	if len(got) > 0 {
+		t.Errorf("after %s the host got more: %q", after, got)
+	}
+}
+
+// TestRemoteSessionCarriesListenStreams: 2 and 8 listen streams open on a session
+// that expires (the server forgets it; the host's next call gets a 404). The proxy
+// starts a new session for the host, and each stream still open is POSTed on it, as
+// the host wrote it, instead of being answered as lost; the host is told what it may
+// have missed (the acknowledgments, unchanged, are kept back).
+func TestRemoteSessionCarriesListenStreams(t *testing.T) {
+	raw := testutil.Build(t, "./testdata/rawhttp")
+	for _, n := range []int{2, 8} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			sessionListens(t, raw, n)
+		})
+	}
+}
+
+func sessionListens(t *testing.T, raw string, n int) {
+	record := filepath.Join(t.TempDir(), "requests.jsonl")
+	url := httpServer(t, raw, "--record", record)
+	s := startProxy(t, nil, "--server", "rl", "--url", url, "--transport", "http")
+	s.Send(remoteInit)
+	if a, _ := s.expect("0"); isError(a) {
+		t.Fatalf("initialize: %s", a)
+	}
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	reqs := make(map[string]string)
+	want, total := make(map[string][]string), 0
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf(`"L%d"`, i)
+		reqs[id] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"subscriptions/listen","params":{"notifications":%s}}`, id, listenFilter(i))
+		s.Send(reqs[id])
+		if i%2 == 1 {
+			want[id] = []string{"notifications/tools/list_changed",
+				fmt.Sprintf("notifications/resources/updated file:///r%d/a", i),
+				fmt.Sprintf("notifications/resources/updated file:///r%d/b", i)}
+		} else {
+			want[id] = []string{"notifications/prompts/list_changed", "notifications/resources/list_changed"}
+		}
+		total += len(want[id])
+	}
+	for acked := 0; acked < n; acked++ {
+		msg, err := s.out.Read()
+		if err != nil {
+			t.Fatalf("waiting for the acknowledgments: %v (stderr: %s)", err, s.Stderr.String())
+		}
+		var note streamNote
+		if json.Unmarshal(msg, &note) != nil || note.Method != "notifications/subscriptions/acknowledged" || reqs[note.sid()] == "" {
+			t.Fatalf("before the expiry the host got %s, want an acknowledgment", msg)
+		}
+	}
+	// The session expires; the next call gets a 404, is sent again on a new session
+	// and answered.
+	s.Send(`{"jsonrpc":"2.0","id":100,"method":"tools/call","params":{"name":"expire","arguments":{}}}`)
+	if a, _ := s.expect("100"); isError(a) {
+		t.Fatalf("the expiring call got %s", a)
+	}
+	s.Send(`{"jsonrpc":"2.0","id":102,"method":"tools/call","params":{"name":"echo","arguments":{"x":1}}}`)
+	a, before := s.expect("102")
+	if isError(a) {
+		t.Fatalf("the call after the expiry got %s", a)
+	}
+	listenNotesAfter(t, s, want, total, "the expiry", before)
+	// Each stream went to the new session (s2) as the host wrote it, once.
+	posted := make(map[string]int)
+	for _, r := range recordedRequests(t, record) {
+		h, _ := r["header"].(map[string]any)
+		if body, _ := r["body"].(string); r["method"] == "POST" && h["Mcp-Session-Id"] == "s2" && strings.Contains(body, `"subscriptions/listen"`) {
+			id := rpcID([]byte(body))
+			if body != reqs[id] {
+				t.Errorf("the new session got %s, the host wrote %s", body, reqs[id])
+			}
+			posted[id]++
+		}
+	}
+	for id := range reqs {
+		if posted[id] != 1 {
+			t.Errorf("stream %s was POSTed %d times on the new session, want 1", id, posted[id])
 		}
 	}
 	s.end()
