@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/backoff"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
@@ -19,11 +20,16 @@ import (
 // answer after that many, as before (a stdio stream is answered after revive's Wait).
 const maxRelistens = maxResumes
 
+// relistenFloor is the least wait before a listen stream is POSTed again: a server
+// that acknowledges each stream and drops it at once gets at most four POSTs a
+// second of each, not a loop (reconnectWait's full jitter may draw nothing).
+const relistenFloor = 250 * time.Millisecond
+
 // relisten POSTs m again, later, when it is an open listen stream (Listens remembers
 // it) of a Streamable HTTP connection that is not stopping, whose exchange ended
 // without an answer for why; it reports whether it will, and fail then answers
-// nothing. The n-th POST in a row without an acknowledgment waits reconnectWait(n),
-// and a session being replaced.
+// nothing. The n-th POST in a row without an acknowledgment waits reconnectWait(n)
+// (at least relistenFloor), and for a session being replaced.
 func (c *remoteConn) relisten(m *outMsg, why string) bool {
 	if m.method != "subscriptions/listen" || len(m.ids) != 1 || c.ctx.Err() != nil || c.modeNow() != modeStreamable {
 		return false
@@ -54,7 +60,7 @@ func (c *remoteConn) relisten(m *outMsg, why string) bool {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		if !backoff.Sleep(c.ctx, reconnectWait(m.relistens)) || !c.waitReady() {
+		if !backoff.Sleep(c.ctx, max(reconnectWait(m.relistens), relistenFloor)) || !c.waitReady() {
 			return
 		}
 		c.http.repost(m)

@@ -234,3 +234,65 @@ func sessionListens(t *testing.T, raw string, n int) {
 	}
 	s.end()
 }
+
+// TestRemoteListenStreamsGiveUp: 2 and 8 listen streams that the server drops and
+// then refuses (HTTP 503 to every listen, a server that stays down for them). Each
+// is POSTed again a bounded number of times (5 in a row without an acknowledgment),
+// then answered with an error, once; the session goes on.
+func TestRemoteListenStreamsGiveUp(t *testing.T) {
+	raw := testutil.Build(t, "./testdata/rawhttp")
+	for _, n := range []int{2, 8} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			listensGiveUp(t, raw, n)
+		})
+	}
+}
+
+func listensGiveUp(t *testing.T, raw string, n int) {
+	record := filepath.Join(t.TempDir(), "requests.jsonl")
+	url := httpServer(t, raw, "--stateless", "--record", record)
+	s := startProxy(t, nil, "--server", "rl", "--url", url, "--transport", "http")
+	for i := 1; i <= n; i++ {
+		s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"L%d","method":"subscriptions/listen","params":{%s,"notifications":%s}}`, i, listenMeta, listenFilter(i)))
+	}
+	for acked := 0; acked < n; acked++ {
+		if _, err := s.out.Read(); err != nil {
+			t.Fatalf("waiting for the acknowledgments: %v (stderr: %s)", err, s.Stderr.String())
+		}
+	}
+	resp, err := http.Post(strings.TrimSuffix(url, "/mcp")+"/control?cmd=drop-listens&refuse=1", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	answered := make(map[string]int)
+	for len(answered) < n {
+		msg, err := s.out.Read() // bounded by testutil.Guard
+		if err != nil {
+			t.Fatalf("waiting for the streams to be given up: %v (answered %v; stderr: %s)", err, answered, s.Stderr.String())
+		}
+		id, ok := jsonID(msg)
+		if !ok || !isError(string(msg)) || !strings.Contains(string(msg), "503") {
+			t.Fatalf("the host got %s, want an error naming the 503", msg)
+		}
+		answered[id]++
+	}
+	s.Send(`{"jsonrpc":"2.0","id":101,"method":"ping","params":{` + listenMeta + `}}`)
+	if a, before := s.expect("101"); isError(a) || len(before) > 0 {
+		t.Fatalf("after giving up the host got %q, then %s", before, a)
+	}
+	posted := make(map[string]int)
+	for _, r := range recordedRequests(t, record) {
+		if body, _ := r["body"].(string); r["method"] == "POST" && strings.Contains(body, `"subscriptions/listen"`) {
+			posted[rpcID([]byte(body))]++
+		}
+	}
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf(`"L%d"`, i)
+		if answered[id] != 1 || posted[id] != 1+5 {
+			t.Errorf("stream %s: answered %d times, POSTed %d times; want 1 and 6", id, answered[id], posted[id])
+		}
+	}
+	s.end()
+}

@@ -52,7 +52,8 @@
 // POST /control?cmd=expire-all forgets every session (a server restart).
 // POST /control?cmd=drop-listens&without=K1,K2 closes every open listen stream's
 // connection without an answer (a server restart, as its client sees it); later
-// acknowledgments leave the filter keys K1, K2 out.
+// acknowledgments leave the filter keys K1, K2 out; with refuse=1, every later listen
+// is answered HTTP 503 (a server that stays down for them).
 package main
 
 import (
@@ -166,6 +167,7 @@ type server struct {
 	// filter keys acknowledgments leave out.
 	listens map[chan struct{}]bool
 	without []string
+	refuse  bool // listens get 503
 }
 
 type sess struct {
@@ -232,6 +234,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if w := r.URL.Query().Get("without"); w != "" {
 				s.without = strings.Split(w, ",")
 			}
+			s.refuse = r.URL.Query().Get("refuse") == "1"
 			for ch := range s.listens {
 				delete(s.listens, ch)
 				close(ch)
@@ -525,6 +528,11 @@ func (s *server) handle(ctx context.Context, st *stream, ss *sess, msg gjson.Res
 func (s *server) listen(ctx context.Context, w http.ResponseWriter, id string, filter gjson.Result) {
 	drop := make(chan struct{})
 	s.mu.Lock()
+	if s.refuse {
+		s.mu.Unlock()
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	s.listens[drop] = true
 	without := s.without
 	s.mu.Unlock()
