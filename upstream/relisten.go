@@ -27,7 +27,8 @@ const relistenFloor = 250 * time.Millisecond
 
 // relisten POSTs m again, later, when it is an open listen stream (Listens remembers
 // it) of a Streamable HTTP connection that is not stopping, whose exchange ended
-// without an answer for why; it reports whether it will, and fail then answers
+// without an answer for why, and a server had taken it (acknowledged it, or the
+// session it was on was replaced); it reports whether it will, and fail then answers
 // nothing. The n-th POST in a row without an acknowledgment waits reconnectWait(n)
 // (at least relistenFloor), and for a session being replaced.
 func (c *remoteConn) relisten(m *outMsg, why string) bool {
@@ -39,14 +40,21 @@ func (c *remoteConn) relisten(m *outMsg, why string) bool {
 		return false // the host is gone: its streams end with it
 	default:
 	}
-	if !c.stillPending(m) {
+	c.mu.Lock()
+	pending, carried := c.pending[jsonlex.IDKey(m.ids[0])] != nil, m.carried
+	c.mu.Unlock()
+	if !pending {
 		return false // answered, or cancelled by the host
 	}
 	open, acked := c.setup.Listens().Again(m.ids[0])
-	if !open {
+	switch {
+	case !open:
 		return false // not remembered (past the bounds): answered as before
-	}
-	if acked {
+	case !acked && m.relistens == 0 && !carried:
+		// Refused or dropped before any server took it (no acknowledgment): the
+		// host's own request failed, and is answered at once, as before.
+		return false
+	case acked:
 		m.relistens = 0 // it was working: a new run of tries
 	}
 	m.relistens++

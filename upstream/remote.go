@@ -254,6 +254,9 @@ type outMsg struct {
 	// relistens counts the POSTs of a listen stream in a row since its last
 	// acknowledgment (relisten).
 	relistens int
+	// carried: a listen stream held for a new session (sessionLost), POSTed there
+	// even if the lost one never acknowledged it. Guarded by the connection's mu.
+	carried bool
 }
 
 // cancelGrace is how long a session-era request the host cancelled keeps its response
@@ -730,6 +733,7 @@ func (c *remoteConn) sessionLost(why string) {
 			// held, the reader does not answer it, and it is POSTed there (relisten)
 			// once its stream of the lost session is ended below.
 			kept[p.msg] = true
+			p.msg.carried = true
 			c.loss.held = append(c.loss.held, p.msg)
 			relisten = append(relisten, p.msg)
 		default:

@@ -238,7 +238,8 @@ func sessionListens(t *testing.T, raw string, n int) {
 // TestRemoteListenStreamsGiveUp: 2 and 8 listen streams that the server drops and
 // then refuses (HTTP 503 to every listen, a server that stays down for them). Each
 // is POSTed again a bounded number of times (5 in a row without an acknowledgment),
-// then answered with an error, once; the session goes on.
+// then answered with an error, once; the session goes on. A new stream the server
+// refuses is answered at once, as any failed request.
 func TestRemoteListenStreamsGiveUp(t *testing.T) {
 	raw := testutil.Build(t, "./testdata/rawhttp")
 	for _, n := range []int{2, 8} {
@@ -282,6 +283,12 @@ func listensGiveUp(t *testing.T, raw string, n int) {
 	if a, before := s.expect("101"); isError(a) || len(before) > 0 {
 		t.Fatalf("after giving up the host got %q, then %s", before, a)
 	}
+	// A new stream that no server takes is the host's failed request: answered at
+	// once, POSTed once.
+	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"N","method":"subscriptions/listen","params":{%s,"notifications":%s}}`, listenMeta, listenFilter(1)))
+	if a, before := s.expect(`"N"`); !isError(a) || len(before) > 0 {
+		t.Fatalf("a new stream the server refuses got %q, then %s", before, a)
+	}
 	posted := make(map[string]int)
 	for _, r := range recordedRequests(t, record) {
 		if body, _ := r["body"].(string); r["method"] == "POST" && strings.Contains(body, `"subscriptions/listen"`) {
@@ -293,6 +300,9 @@ func listensGiveUp(t *testing.T, raw string, n int) {
 		if answered[id] != 1 || posted[id] != 1+5 {
 			t.Errorf("stream %s: answered %d times, POSTed %d times; want 1 and 6", id, answered[id], posted[id])
 		}
+	}
+	if posted[`"N"`] != 1 {
+		t.Errorf("the new stream was POSTed %d times, want 1", posted[`"N"`])
 	}
 	s.end()
 }
