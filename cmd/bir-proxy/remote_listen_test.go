@@ -161,15 +161,24 @@ func listenNotesAfter(t *testing.T, s *session, want map[string][]string, total 
 // have missed (the acknowledgments, unchanged, are kept back).
 func TestRemoteSessionCarriesListenStreams(t *testing.T) {
 	raw := testutil.Build(t, "./testdata/rawhttp")
-	for _, n := range []int{2, 8} {
-		t.Run(strconv.Itoa(n), func(t *testing.T) {
-			t.Parallel()
-			sessionListens(t, raw, n)
-		})
+	for _, restart := range []bool{false, true} {
+		for _, n := range []int{2, 8} {
+			name := strconv.Itoa(n)
+			if restart {
+				name = "restart/" + name
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				sessionListens(t, raw, n, restart)
+			})
+		}
 	}
 }
 
-func sessionListens(t *testing.T, raw string, n int) {
+// sessionListens: with restart, the server forgets every session and drops the
+// streams (a restart) instead: each stream's POST again gets the 404 that starts the
+// new session.
+func sessionListens(t *testing.T, raw string, n int, restart bool) {
 	record := filepath.Join(t.TempDir(), "requests.jsonl")
 	url := httpServer(t, raw, "--record", record)
 	s := startProxy(t, nil, "--server", "rl", "--url", url, "--transport", "http")
@@ -203,16 +212,27 @@ func sessionListens(t *testing.T, raw string, n int) {
 			t.Fatalf("before the expiry the host got %s, want an acknowledgment", msg)
 		}
 	}
-	// The session expires; the next call gets a 404, is sent again on a new session
-	// and answered.
-	s.Send(`{"jsonrpc":"2.0","id":100,"method":"tools/call","params":{"name":"expire","arguments":{}}}`)
-	if a, _ := s.expect("100"); isError(a) {
-		t.Fatalf("the expiring call got %s", a)
-	}
-	s.Send(`{"jsonrpc":"2.0","id":102,"method":"tools/call","params":{"name":"echo","arguments":{"x":1}}}`)
-	a, before := s.expect("102")
-	if isError(a) {
-		t.Fatalf("the call after the expiry got %s", a)
+	var before []string
+	if restart {
+		for _, cmd := range []string{"expire-all", "drop-listens"} {
+			resp, err := http.Post(strings.TrimSuffix(url, "/mcp")+"/control?cmd="+cmd, "text/plain", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+	} else {
+		// The session expires; the next call gets a 404, is sent again on a new
+		// session and answered.
+		s.Send(`{"jsonrpc":"2.0","id":100,"method":"tools/call","params":{"name":"expire","arguments":{}}}`)
+		if a, _ := s.expect("100"); isError(a) {
+			t.Fatalf("the expiring call got %s", a)
+		}
+		s.Send(`{"jsonrpc":"2.0","id":102,"method":"tools/call","params":{"name":"echo","arguments":{"x":1}}}`)
+		var a string
+		if a, before = s.expect("102"); isError(a) {
+			t.Fatalf("the call after the expiry got %s", a)
+		}
 	}
 	listenNotesAfter(t, s, want, total, "the expiry", before)
 	// Each stream went to the new session (s2) as the host wrote it, once.
