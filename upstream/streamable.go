@@ -564,6 +564,12 @@ func (st *streamableHTTP) handleAnswer(ctx context.Context, m *outMsg, resp *htt
 			return
 		}
 		if !kept || st.c.loss.answered(m) {
+			if st.c.stillPending(m) {
+				// Not held, yet not answered by the reader either: a listen stream
+				// the loss carried to the new session (POSTed there by relisten);
+				// returning here left it with no answer and no stream.
+				st.c.fail(m, "the server's session expired (HTTP 404)")
+			}
 			return
 		}
 		m.retried = true
