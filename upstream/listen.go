@@ -128,14 +128,49 @@ func (l *Listens) Relisten() [][]byte {
 	defer l.mu.Unlock()
 	reqs := make([][]byte, 0, len(l.open))
 	for _, e := range l.open {
-		e.again = true
-		if e.acked {
-			e.acked = false
-			l.watch.Add(1)
-		}
+		l.againLocked(e)
 		reqs = append(reqs, e.req)
 	}
 	return reqs
+}
+
+// Has reports whether the stream whose raw id is id is open and remembered.
+func (l *Listens) Has(id []byte) bool {
+	if !l.Open() {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.find(jsonlex.IDKey(id)) >= 0
+}
+
+// Again is Relisten of one stream, whose raw id is id: it alone is sent to a new
+// server (a remote one's stream that broke, or whose session was replaced). open is
+// false when the stream is not remembered (past the bounds, or ended): it is then not
+// sent again. acked says the server it leaves had acknowledged it.
+func (l *Listens) Again(id []byte) (open, acked bool) {
+	if !l.Open() {
+		return false, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := l.find(jsonlex.IDKey(id))
+	if i < 0 {
+		return false, false
+	}
+	return true, l.againLocked(l.open[i])
+}
+
+// againLocked marks e as sent to a new server, whose acknowledgment is to be judged,
+// and reports whether the last server had acknowledged it.
+func (l *Listens) againLocked(e *listen) (acked bool) {
+	e.again = true
+	if e.acked {
+		e.acked = false
+		l.watch.Add(1)
+		return true
+	}
+	return false
 }
 
 // Undelivered forgets the streams whose requests (as Relisten returned them, or the

@@ -145,3 +145,45 @@ func FuzzListens(f *testing.F) {
 func sameSlice(a, b []byte) bool {
 	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
+
+// TestListensAgainOneStream: Again is Relisten of one stream (a remote stream that
+// broke): it says whether the stream is remembered and whether the server it leaves
+// had acknowledged it, and its next acknowledgment is judged; the other streams are
+// left as they are.
+func TestListensAgainOneStream(t *testing.T) {
+	s := NewSetup()
+	l := s.Listens()
+	f := `{"toolsListChanged":true}`
+	s.FromHost([]byte(listenReq("1", f)))
+	s.FromHost([]byte(listenReq("2", f)))
+	if open, acked := l.Again([]byte("1")); !open || acked {
+		t.Fatalf("before its acknowledgment: open %v, acked %v", open, acked)
+	}
+	for _, id := range []string{"1", "2"} {
+		fromServer(l, listenAck(id, f), false)
+	}
+	if !l.Has([]byte("1")) || l.Has([]byte("3")) {
+		t.Fatal("Has")
+	}
+	if open, acked := l.Again([]byte("1")); !open || !acked {
+		t.Fatalf("once acknowledged: open %v, acked %v", open, acked)
+	}
+	if open, acked := l.Again([]byte("1")); !open || acked {
+		t.Fatalf("sent again, not acknowledged since: open %v, acked %v", open, acked)
+	}
+	if !l.Watching() {
+		t.Fatal("not watching the stream sent again")
+	}
+	// Its acknowledgment, unchanged, is kept back and the host told what it missed.
+	if pass, notes := fromServer(l, listenAck("1", f), false); pass || len(notes) != 1 {
+		t.Fatalf("acknowledgment of the stream sent again: pass %v, notes %q", pass, notes)
+	}
+	// The other stream was not sent again: its next acknowledgment is not judged.
+	if pass, notes := fromServer(l, listenAck("2", f), false); !pass || notes != nil {
+		t.Fatalf("acknowledgment of the other stream: pass %v, notes %q", pass, notes)
+	}
+	l.Closed([]byte("1"))
+	if open, _ := l.Again([]byte("1")); open {
+		t.Fatal("an ended stream is sent again")
+	}
+}

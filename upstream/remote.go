@@ -251,6 +251,12 @@ type outMsg struct {
 	authTries int
 	// ex is the exchange under way, for a cancel to end it (session era).
 	ex exchangeHandle
+	// relistens counts the POSTs of a listen stream in a row since its last
+	// acknowledgment (relisten).
+	relistens int
+	// carried: a listen stream held for a new session (sessionLost), POSTed there
+	// even if the lost one never acknowledged it. Guarded by the connection's mu.
+	carried bool
 }
 
 // cancelGrace is how long a session-era request the host cancelled keeps its response
@@ -716,10 +722,21 @@ func (c *remoteConn) sessionLost(why string) {
 	for _, m := range c.loss.held {
 		kept[m] = true
 	}
-	var lost []*outMsg
+	var lost, relisten []*outMsg
 	c.loss.lost = make(map[string]bool)
+	ls := c.setup.Listens()
 	for k, p := range c.pending {
-		if p.msg != nil && !kept[p.msg] {
+		switch {
+		case p.msg == nil || kept[p.msg]:
+		case p.msg.method == "subscriptions/listen" && len(p.msg.ids) == 1 && ls.Has(p.msg.ids[0]):
+			// An open listen stream is the new session's, as after a stdio revival:
+			// held, the reader does not answer it, and it is POSTed there (relisten)
+			// once its stream of the lost session is ended below.
+			kept[p.msg] = true
+			p.msg.carried = true
+			c.loss.held = append(c.loss.held, p.msg)
+			relisten = append(relisten, p.msg)
+		default:
 			delete(c.pending, k) // answered by the reader
 			c.loss.lost[k] = true
 			lost = append(lost, p.msg)
@@ -730,6 +747,9 @@ func (c *remoteConn) sessionLost(why string) {
 	// Their answers will never come from the lost session: its streams are ended,
 	// not kept open (a connection each) for as long as the server holds them.
 	for _, m := range lost {
+		m.ex.abort()
+	}
+	for _, m := range relisten {
 		m.ex.abort()
 	}
 }
@@ -948,6 +968,11 @@ func (c *remoteConn) cancelled(m *outMsg) bool {
 		c.http.abortLater(p.msg)
 	}
 	if stateless {
+		if ls := c.setup.Listens(); ls.Open() {
+			// Setup does not see this notification (it is not sent): a listen
+			// stream cancelled must not be POSTed again, nor remembered.
+			ls.Closed(id)
+		}
 		c.log.Debug("the host cancelled a stateless-era request: closing its stream", "connection known", conn != nil)
 		p.abort()
 		// What the host sends next must not reach the server before it sees this
@@ -1042,10 +1067,33 @@ func (c *remoteConn) deliverHeld(msg []byte, held int64) {
 		return
 	}
 	c.setup.FromServer(msg)
+	var notes [][]byte
+	if ls := c.setup.Listens(); ls.Open() {
+		// A listen stream POSTed again (relisten): its acknowledgment is kept back
+		// when the host has it already, and the host is told what it may have missed
+		// (listen.go), as after a stdio server's revival.
+		var pass bool
+		if pass, notes = ls.FromServer(msg, nil); !pass {
+			c.tellNotes(notes)
+			return
+		}
+	}
 	select {
 	case c.inbox <- inItem{msg: msg, held: held}:
 		queued = true
 	case <-c.ctx.Done():
+	}
+	c.tellNotes(notes)
+}
+
+// tellNotes puts notifications the connection makes for the host in the inbox.
+func (c *remoteConn) tellNotes(notes [][]byte) {
+	for _, n := range notes {
+		select {
+		case c.inbox <- inItem{msg: n}:
+		case <-c.ctx.Done():
+			return
+		}
 	}
 }
 
@@ -1067,6 +1115,9 @@ func (c *remoteConn) fail(m *outMsg, why string) {
 	if len(m.ids) == 0 {
 		c.log.Warn("could not deliver a message to the server", "url", c.shownURL, "method", m.method, "err", why)
 		return
+	}
+	if c.relisten(m, why) {
+		return // an open listen stream: POSTed again rather than answered
 	}
 	reason := fmt.Sprintf("bir-proxy: server %s (%s): %s", c.name, c.shownURL, why)
 	var gone [][]byte
@@ -1106,6 +1157,9 @@ func (c *remoteConn) fail(m *outMsg, why string) {
 			// Setup waits for the answers to what sets the session up: this one is
 			// the reader's, and sets nothing up.
 			c.setup.FromServer(errorAnswer(id, remoteErrorCode, reason))
+			if ls := c.setup.Listens(); ls.Open() {
+				ls.Closed(id) // a listen stream answered: ended
+			}
 		}
 		c.tell(&UnansweredError{IDs: gone, Reason: reason})
 	}

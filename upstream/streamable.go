@@ -564,6 +564,12 @@ func (st *streamableHTTP) handleAnswer(ctx context.Context, m *outMsg, resp *htt
 			return
 		}
 		if !kept || st.c.loss.answered(m) {
+			if st.c.stillPending(m) {
+				// Not held, yet not answered by the reader either: a listen stream
+				// the loss carried to the new session (POSTed there by relisten);
+				// returning here left it with no answer and no stream.
+				st.c.fail(m, "the server's session expired (HTTP 404)")
+			}
 			return
 		}
 		m.retried = true
@@ -701,6 +707,11 @@ func (st *streamableHTTP) readStream(ctx context.Context, m *outMsg, body io.Rea
 		switch {
 		case tooLong:
 			st.c.fail(m, fmt.Sprintf("the answer was over the %d-byte cap (--max-message)", st.c.max))
+			return
+		case m.method == "subscriptions/listen":
+			// Not resumed (the stateless era has no Last-Event-ID): POSTed again
+			// (relisten), or answered.
+			st.c.fail(m, "the server ended the stream before answering")
 			return
 		case lastID == "":
 			st.c.fail(m, "the server ended the stream before answering")

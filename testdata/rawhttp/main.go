@@ -43,7 +43,17 @@
 //	slow               waits arguments.ms milliseconds (default 200)
 //	anything else      an empty result {}
 //
+//	subscriptions/listen
+//	                   (stateless era) an event stream that stays open: first
+//	                   notifications/subscriptions/acknowledged with the request's id in
+//	                   _meta and its params.notifications (less the keys drop-listens
+//	                   named), then nothing until the client goes or drop-listens
+//
 // POST /control?cmd=expire-all forgets every session (a server restart).
+// POST /control?cmd=drop-listens&without=K1,K2 closes every open listen stream's
+// connection without an answer (a server restart, as its client sees it); later
+// acknowledgments leave the filter keys K1, K2 out; with refuse=1, every later listen
+// is answered HTTP 503 (a server that stays down for them).
 package main
 
 import (
@@ -153,6 +163,11 @@ type server struct {
 	// id a resumption names.
 	broken  map[string][]byte
 	nextEvt int
+	// listens are the open listen streams, each closed by drop-listens; without, the
+	// filter keys acknowledgments leave out.
+	listens map[chan struct{}]bool
+	without []string
+	refuse  bool // listens get 503
 }
 
 type sess struct {
@@ -169,6 +184,7 @@ func newServer(cfg config) *server {
 		sessions: map[string]*sess{},
 		waiting:  map[string]chan []byte{},
 		broken:   map[string][]byte{},
+		listens:  map[chan struct{}]bool{},
 	}
 }
 
@@ -210,6 +226,18 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			for id, ss := range s.sessions {
 				delete(s.sessions, id)
 				close(ss.gone)
+			}
+			s.mu.Unlock()
+		}
+		if r.URL.Query().Get("cmd") == "drop-listens" {
+			s.mu.Lock()
+			if w := r.URL.Query().Get("without"); w != "" {
+				s.without = strings.Split(w, ",")
+			}
+			s.refuse = r.URL.Query().Get("refuse") == "1"
+			for ch := range s.listens {
+				delete(s.listens, ch)
+				close(ch)
 			}
 			s.mu.Unlock()
 		}
@@ -410,6 +438,8 @@ func (s *server) handle(ctx context.Context, st *stream, ss *sess, msg gjson.Res
 		st.send(result(id, res))
 	case "server/discover":
 		st.send(result(id, `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"resultType":"complete"}`))
+	case "subscriptions/listen":
+		s.listen(ctx, st.w, id, msg.Get("params.notifications"))
 	case "tools/list":
 		st.send(result(id, `{"tools":[{"name":"echo","inputSchema":{"type":"object"}},{"name":"route","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"},"q":{"type":"string"}}}}]}`))
 	case "tools/call":
@@ -490,6 +520,55 @@ func (s *server) handle(ctx context.Context, st *stream, ss *sess, msg gjson.Res
 		}
 	default:
 		st.send(result(id, `{}`))
+	}
+}
+
+// listen serves a subscriptions/listen stream: the acknowledgment, then nothing until
+// the client goes, or drop-listens closes the connection without an answer.
+func (s *server) listen(ctx context.Context, w http.ResponseWriter, id string, filter gjson.Result) {
+	drop := make(chan struct{})
+	s.mu.Lock()
+	if s.refuse {
+		s.mu.Unlock()
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	s.listens[drop] = true
+	without := s.without
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listens, drop)
+		s.mu.Unlock()
+	}()
+	// The filter as received, less the keys left out, each member's bytes copied.
+	var b bytes.Buffer
+	b.WriteByte('{')
+	filter.ForEach(func(k, v gjson.Result) bool {
+		for _, wo := range without {
+			if k.Str == wo {
+				return true
+			}
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k.Raw + ":" + v.Raw)
+		return true
+	})
+	b.WriteByte('}')
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":%s},\"notifications\":%s}}\n\n", id, b.String())
+	w.(http.Flusher).Flush()
+	select {
+	case <-ctx.Done():
+	case <-drop:
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+			}
+		}
 	}
 }
 
