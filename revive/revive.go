@@ -1190,4 +1190,3 @@ func (c *Conn) Exited() bool {
 	d := c.last.Load().caps.ExitDescriber
 	return d != nil && d.Exited()
 }
-
