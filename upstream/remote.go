@@ -1062,6 +1062,12 @@ func (c *remoteConn) deliverHeld(msg []byte, held int64) {
 			close(c.sess.ready)
 		}
 		c.mu.Unlock()
+		if ls := c.setup.Listens(); ls.Open() {
+			// An answer ends a listen stream, however long: Listens.FromServer does
+			// not read one over 64 KiB, and a stream left open there filled its
+			// bound, so later streams were not carried (TestRemoteListenEndedByALongAnswer).
+			ls.Closed(f.ID)
+		}
 	})
 	if own || stale {
 		return

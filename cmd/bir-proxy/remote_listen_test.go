@@ -326,3 +326,80 @@ func listensGiveUp(t *testing.T, raw string, n int) {
 	}
 	s.end()
 }
+
+// TestRemoteListenEndedByALongAnswer: a server that ends each of 64 listen streams
+// with an answer over 64 KiB (a result the connection's cheap scan does not read),
+// then drops the 2 and 8 streams the host opens next. Every stream it answered has
+// ended, so the later ones are remembered and POSTed again (TestRemoteCarriesListenStreams),
+// not answered with an error: the 64 answered ones were kept as open before, filling
+// the bound on streams remembered (maxListens), and each later stream got "the server
+// ended the stream before answering".
+func TestRemoteListenEndedByALongAnswer(t *testing.T) {
+	raw := testutil.Build(t, "./testdata/rawhttp")
+	for _, n := range []int{2, 8} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			listenEndedLong(t, raw, n)
+		})
+	}
+}
+
+func listenEndedLong(t *testing.T, raw string, n int) {
+	url := httpServer(t, raw, "--stateless")
+	control := strings.TrimSuffix(url, "/mcp") + "/control?cmd="
+	post := func(cmd string) {
+		resp, err := http.Post(control+cmd, "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	s := startProxy(t, nil, "--server", "rl", "--url", url, "--transport", "http")
+	open := func(prefix string, k int) {
+		for i := 1; i <= k; i++ {
+			s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"%s%d","method":"subscriptions/listen","params":{%s,"notifications":%s}}`, prefix, i, listenMeta, listenFilter(i)))
+		}
+		for acked := 0; acked < k; acked++ {
+			msg, err := s.out.Read()
+			if err != nil {
+				t.Fatalf("waiting for the acknowledgments: %v (stderr: %s)", err, s.Stderr.String())
+			}
+			var note streamNote
+			if json.Unmarshal(msg, &note) != nil || note.Method != "notifications/subscriptions/acknowledged" {
+				t.Fatalf("the host got %.200s, want an acknowledgment", msg)
+			}
+		}
+	}
+	const ended = 64
+	open("E", ended)
+	post("end-listens&pad=70000")
+	for got := 0; got < ended; got++ {
+		msg, err := s.out.Read()
+		if err != nil {
+			t.Fatalf("waiting for the answers: %v (stderr: %s)", err, s.Stderr.String())
+		}
+		if id, ok := jsonID(msg); !ok || !strings.HasPrefix(id, `"E`) || isError(string(msg)) || len(msg) < 70000 {
+			t.Fatalf("the host got %.200s, want a long answer to a stream", msg)
+		}
+	}
+	open("X", n)
+	post("drop-listens")
+	// Each stream is POSTed again: the host gets what it may have missed on each, and
+	// no answer.
+	told := make(map[string]bool)
+	for len(told) < n {
+		msg, err := s.out.Read() // bounded by testutil.Guard
+		if err != nil {
+			t.Fatalf("after the drop: %v (told %v; stderr: %s)", err, told, s.Stderr.String())
+		}
+		if id, ok := jsonID(msg); ok {
+			t.Fatalf("stream %s was answered: %.300s", id, msg)
+		}
+		var note streamNote
+		if json.Unmarshal(msg, &note) != nil || !strings.HasPrefix(note.sid(), `"X`) {
+			t.Fatalf("after the drop the host got %.200s", msg)
+		}
+		told[note.sid()] = true
+	}
+	s.end()
+}

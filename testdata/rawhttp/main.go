@@ -54,6 +54,8 @@
 // connection without an answer (a server restart, as its client sees it); later
 // acknowledgments leave the filter keys K1, K2 out; with refuse=1, every later listen
 // is answered HTTP 503 (a server that stays down for them).
+// POST /control?cmd=end-listens&pad=N answers every open listen stream with a result
+// carrying N bytes of padding, which ends it (a server that ends a stream).
 package main
 
 import (
@@ -166,6 +168,8 @@ type server struct {
 	// listens are the open listen streams, each closed by drop-listens; without, the
 	// filter keys acknowledgments leave out.
 	listens map[chan struct{}]bool
+	// ends are the open listen streams' ways to be answered (end-listens): the pad.
+	ends    map[chan int]bool
 	without []string
 	refuse  bool // listens get 503
 }
@@ -185,6 +189,7 @@ func newServer(cfg config) *server {
 		waiting:  map[string]chan []byte{},
 		broken:   map[string][]byte{},
 		listens:  map[chan struct{}]bool{},
+		ends:     map[chan int]bool{},
 	}
 }
 
@@ -226,6 +231,15 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			for id, ss := range s.sessions {
 				delete(s.sessions, id)
 				close(ss.gone)
+			}
+			s.mu.Unlock()
+		}
+		if r.URL.Query().Get("cmd") == "end-listens" {
+			pad, _ := strconv.Atoi(r.URL.Query().Get("pad"))
+			s.mu.Lock()
+			for ch := range s.ends {
+				delete(s.ends, ch)
+				ch <- pad // buffered
 			}
 			s.mu.Unlock()
 		}
@@ -533,12 +547,15 @@ func (s *server) listen(ctx context.Context, w http.ResponseWriter, id string, f
 		http.Error(w, "unavailable", http.StatusServiceUnavailable)
 		return
 	}
+	end := make(chan int, 1)
 	s.listens[drop] = true
+	s.ends[end] = true
 	without := s.without
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.listens, drop)
+		delete(s.ends, end)
 		s.mu.Unlock()
 	}()
 	// The filter as received, less the keys left out, each member's bytes copied.
@@ -563,6 +580,9 @@ func (s *server) listen(ctx context.Context, w http.ResponseWriter, id string, f
 	w.(http.Flusher).Flush()
 	select {
 	case <-ctx.Done():
+	case pad := <-end:
+		fmt.Fprintf(w, "data: %s\n\n", result(id, `{"pad":"`+strings.Repeat("x", pad)+`"}`))
+		w.(http.Flusher).Flush()
 	case <-drop:
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {
