@@ -92,9 +92,12 @@ func (st *streamableHTTP) repost(m *outMsg) {
 	}
 	c.mu.Lock()
 	p := c.pending[key]
-	if p == nil {
+	if p == nil || p.msg != m {
+		// Cancelled meanwhile, or its id is another request's now (the host may use
+		// it again once it cancelled): POSTed, the stream took that request's entry
+		// and the host got its acknowledgment (TestRemoteListenIDReusedWhileWaiting).
 		c.mu.Unlock()
-		return // cancelled meanwhile
+		return
 	}
 	if done != nil {
 		p.abort, p.done, p.conn = abort, done, nil

@@ -403,3 +403,71 @@ func listenEndedLong(t *testing.T, raw string, n int) {
 	}
 	s.end()
 }
+
+// TestRemoteListenIDReusedWhileWaiting: a listen stream the server dropped waits to be
+// POSTed again (relisten, at least 250 ms); meanwhile the host cancels it and uses its
+// id for a tools/call, as JSON-RPC lets it once the first request is done. The
+// cancelled stream must not be POSTed again: it was, in the call's place (the call's
+// entry was found by id), and the host got an acknowledgment of the stream it had
+// cancelled before the call's answer.
+func TestRemoteListenIDReusedWhileWaiting(t *testing.T) {
+	raw := testutil.Build(t, "./testdata/rawhttp")
+	for _, n := range []int{2, 8} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			listenIDReused(t, raw, n)
+		})
+	}
+}
+
+func listenIDReused(t *testing.T, raw string, n int) {
+	record := filepath.Join(t.TempDir(), "requests.jsonl")
+	url := httpServer(t, raw, "--stateless", "--record", record)
+	s := startProxy(t, nil, "--server", "rl", "--url", url, "--transport", "http", "--log-level", "debug")
+	for i := 1; i <= n; i++ {
+		s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"L%d","method":"subscriptions/listen","params":{%s,"notifications":%s}}`, i, listenMeta, listenFilter(i)))
+	}
+	for acked := 0; acked < n; acked++ {
+		if _, err := s.out.Read(); err != nil {
+			t.Fatalf("waiting for the acknowledgments: %v (stderr: %s)", err, s.Stderr.String())
+		}
+	}
+	resp, err := http.Post(strings.TrimSuffix(url, "/mcp")+"/control?cmd=drop-listens", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := s.Stderr.WaitUntil(testutil.Context(t), func(text string) bool {
+		return strings.Count(text, "opening it again") >= n
+	}); err != nil {
+		t.Fatalf("the streams were not to be POSTed again: %v (stderr: %s)", err, s.Stderr.String())
+	}
+	for i := 1; i <= n; i++ {
+		s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"L%d","reason":"done"}}`, i))
+		s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"L%d","method":"tools/call","params":{%s,"name":"slow","arguments":{"ms":1500}}}`, i, listenMeta))
+	}
+	answered := make(map[string]bool)
+	for len(answered) < n {
+		msg, err := s.out.Read() // bounded by testutil.Guard
+		if err != nil {
+			t.Fatalf("waiting for the calls: %v (stderr: %s)", err, s.Stderr.String())
+		}
+		id, ok := jsonID(msg)
+		if !ok || isError(string(msg)) || !strings.Contains(string(msg), "slow done") {
+			t.Fatalf("after the cancels the host got %.300s, want the calls' answers", msg)
+		}
+		answered[id] = true
+	}
+	posted := make(map[string]int)
+	for _, r := range recordedRequests(t, record) {
+		if body, _ := r["body"].(string); r["method"] == "POST" && strings.Contains(body, `"subscriptions/listen"`) {
+			posted[rpcID([]byte(body))]++
+		}
+	}
+	for i := 1; i <= n; i++ {
+		if id := fmt.Sprintf(`"L%d"`, i); posted[id] != 1 {
+			t.Errorf("the cancelled stream %s was POSTed %d times, want 1", id, posted[id])
+		}
+	}
+	s.end()
+}
