@@ -970,6 +970,12 @@ func (c *Conn) holdAfter(dead *gen, msg []byte) error {
 		// reach the host with an id the host never used.
 		return fmt.Errorf("server %s is being restarted", c.name)
 	}
+	batched := dead != nil && c.setup.Listens().Open() && isBatch(msg)
+	if batched {
+		// takeBatchLocked replaces a held message: not the one a flush is writing.
+		c.held.flushMu.Lock()
+		defer c.held.flushMu.Unlock()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -982,6 +988,9 @@ func (c *Conn) holdAfter(dead *gen, msg []byte) error {
 	case dead != nil && c.setup.Listens().Open() && c.held.hasLocked(msg):
 		// A listen request written as its server died, which the death holds already
 		// (relistenLocked): the next server gets it once.
+		return nil
+	case batched && c.held.takeBatchLocked(msg):
+		// A batch with a listen request the death holds alone: held in its place.
 		return nil
 	case len(c.held.msgs) >= maxHeld || c.held.bytes+len(msg) > maxHeldBytes:
 		return fmt.Errorf("server %s is being restarted, and %d messages (%d bytes) already wait for it", c.name, len(c.held.msgs), c.held.bytes)
