@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
@@ -56,9 +57,10 @@ func (s *suite) runListenHost(t *testing.T, proxy string, flags ...string) (*lis
 
 // runListenHostWith runs host/listen-host.mjs with args after its --out. With restart
 // set, the host is run with --restart-by-parent: its stdout's `restart PID` line calls
-// restart(PID), and the host is answered `restarted` on its stdin when that returns
-// nil (an error fails the test).
-func (s *suite) runListenHostWith(t *testing.T, args []string, restart func(pid int) error) (*listenResult, string, error) {
+// restart(PID, stderr) (stderr: what the host and the proxy wrote on stderr so far),
+// and the host is answered `restarted` on its stdin when that returns nil (an error
+// fails the test).
+func (s *suite) runListenHostWith(t *testing.T, args []string, restart func(pid int, stderr func() string) error) (*listenResult, string, error) {
 	t.Helper()
 	tmp := t.TempDir()
 	out := filepath.Join(tmp, "result.json")
@@ -75,7 +77,7 @@ func (s *suite) runListenHostWith(t *testing.T, args []string, restart func(pid 
 	cmd := exec.CommandContext(testutil.Context(t), s.node, argv...)
 	cmd.Dir = tmp
 	cmd.Env = append(hostEnv(), "XDG_STATE_HOME="+filepath.Join(tmp, "state"))
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	var restartErr error
 	var runErr error
@@ -103,7 +105,7 @@ func (s *suite) runListenHostWith(t *testing.T, args []string, restart func(pid 
 				restartErr = fmt.Errorf("the listen host wrote %q on stdout, want `restart PID`", sc.Text())
 				break
 			}
-			if restartErr = restart(pid); restartErr != nil {
+			if restartErr = restart(pid, stderr.String); restartErr != nil {
 				break
 			}
 			if _, err := io.WriteString(stdin, "restarted\n"); err != nil {
@@ -131,6 +133,24 @@ func (s *suite) runListenHostWith(t *testing.T, args []string, restart func(pid 
 		t.Fatalf("decoding the listen host's result: %v\n%s", err, data)
 	}
 	return &r, stderr.String(), runErr
+}
+
+// lockedBuffer is a bytes.Buffer that can be read while a process writes to it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestSDKListenStreamOutlivesServerRevival: the official SDK 2.4.0 client (stateless

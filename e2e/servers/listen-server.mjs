@@ -22,6 +22,8 @@
 // streams. The port is taken as soon as it is free (EADDRINUSE is retried every 10 ms
 // for 30 s, after "listen-server: loaded" on stderr): a test can start the next server
 // while the old one still holds the port, and kill the old one once this one is loaded.
+// With --bind-on-stdin as well it takes the port only after a line on stdin: the test
+// keeps the port closed (connections refused) for as long as it likes.
 import { createServer } from 'node:http';
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
@@ -114,6 +116,13 @@ if (!overHTTP) {
   });
   server.on('listening', () => console.error(`listen-server: pid ${process.pid} listening on http://127.0.0.1:${port}/mcp`));
   console.error(`listen-server: loaded (pid ${process.pid})`);
-  server.listen(port, '127.0.0.1');
+  if (process.argv.includes('--bind-on-stdin')) {
+    process.stdin.once('data', () => {
+      process.stdin.pause();
+      server.listen(port, '127.0.0.1');
+    });
+  } else {
+    server.listen(port, '127.0.0.1');
+  }
   process.on('SIGTERM', () => process.exit(0));
 }
