@@ -1,20 +1,24 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 	"github.com/bir-dev/bir-proxy/recorder/recordertest"
 )
 
@@ -379,4 +383,242 @@ func remoteTranscript(t *testing.T, transcript []byte, hostOnly string) []byte {
 		t.Errorf("the proxy did not exit 0:\n%s", tail(string(transcript), 5))
 	}
 	return []byte(strings.Join(out, ""))
+}
+
+// listenServer is servers/listen-server.mjs --http PORT, one process of it: the test
+// kills it and starts the next on the same port.
+type listenServer struct {
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser
+	done      chan struct{} // closed when it has exited
+	loaded    chan struct{} // closed when it has loaded the SDK (it then waits for the port)
+	listening chan struct{} // closed when it listens
+	mu        sync.Mutex
+	out       bytes.Buffer // its stderr, for failures
+}
+
+// startListenServer starts servers/listen-server.mjs --http port, with flags; it does
+// not wait. The process is killed when the test ends.
+func (s *suite) startListenServer(t *testing.T, port int, flags ...string) *listenServer {
+	t.Helper()
+	ls := &listenServer{done: make(chan struct{}), loaded: make(chan struct{}), listening: make(chan struct{})}
+	ls.cmd = exec.Command(s.node, append([]string{filepath.Join(s.dir, "servers", "listen-server.mjs"), "--http", strconv.Itoa(port)}, flags...)...)
+	ls.cmd.Env = hostEnv()
+	stderr, err := ls.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls.stdin, err = ls.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.cmd.Start(); err != nil {
+		t.Fatalf("starting the listen server: %v", err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		var loaded, listening bool
+		for sc.Scan() {
+			ls.mu.Lock()
+			ls.out.Write(sc.Bytes())
+			ls.out.WriteByte('\n')
+			ls.mu.Unlock()
+			if !loaded && strings.HasPrefix(sc.Text(), "listen-server: loaded") {
+				loaded = true
+				close(ls.loaded)
+			}
+			if !listening && strings.Contains(sc.Text(), " listening on ") {
+				listening = true
+				close(ls.listening)
+			}
+		}
+		_ = ls.cmd.Wait()
+		close(ls.done)
+	}()
+	t.Cleanup(func() {
+		_ = ls.cmd.Process.Kill()
+		<-ls.done
+	})
+	return ls
+}
+
+// await waits for ch (one of ls's events), or fails when the server exits first or
+// 60 s pass.
+func (ls *listenServer) await(ch chan struct{}, what string) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ls.done:
+	case <-time.After(60 * time.Second):
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return fmt.Errorf("the listen server (pid %d) is not %s; its stderr:\n%s", ls.cmd.Process.Pid, what, ls.out.String())
+}
+
+// TestSDKListenStreamOutlivesRemoteServerRestart: the official SDK 2.4.0 client
+// (stateless era, Client.listen with toolsListChanged) keeps its subscriptions/listen
+// stream open through `bir-proxy --url` while the SDK 2.4.0 server it reaches over
+// Streamable HTTP (createMcpHandler, whose listen router answers the POST with an SSE
+// stream that stays open) is killed with SIGKILL and a new one is started on the same
+// port (docs/revive.md "Listen streams", "Remote servers too"). The proxy POSTs the
+// stream's request again; the host's subscription never ends and gets no error, no
+// second acknowledgment (the new server's has the same filter and is kept back), the
+// proxy's notifications/tools/list_changed for the stream (what it may have missed),
+// then one the NEW server emits when add-tool registers a tool on it.
+//
+// The next server is started before the old one is killed and takes the port as soon
+// as it is free, so it listens well before the proxy's first new POST (at least 250 ms
+// after the stream ended): how soon a Node process loads the SDK on a loaded machine
+// does not decide the test. A server that stays down for a while (POSTs refused) is
+// the raw tests' (cmd/bir-proxy/remote_listen_test.go).
+//
+// The same host talking HTTP to the server itself sees the stream end (the
+// subscription closes `remote`) when the server dies: what the test would see if the
+// proxy did not carry the stream.
+func TestSDKListenStreamOutlivesRemoteServerRestart(t *testing.T) {
+	s := newSuite(t)
+	proxy := testutil.BuildRace(t, "./cmd/bir-proxy")
+
+	// run starts a listen server on a free port and runs the listen host with args
+	// (the URL appended), restarting the server when the host asks: it starts the
+	// next one, kills the old one once the next has loaded, with away set keeps the
+	// port closed (connections refused) until the host's or the proxy's stderr has
+	// away, and answers once the next listens. It returns the host's result and
+	// stderr, its exit, and the pids of the old and the new server.
+	run := func(t *testing.T, away string, args ...string) (*listenResult, string, error, [2]int) {
+		port := freePort(t)
+		url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+		old := s.startListenServer(t, port)
+		if err := old.await(old.listening, "listening"); err != nil {
+			t.Fatal(err)
+		}
+		pids := [2]int{old.cmd.Process.Pid}
+		restarts := 0
+		r, stderr, err := s.runListenHostWith(t, append(args, url), func(pid int, stderr func() string) error {
+			if restarts++; restarts > 1 {
+				return fmt.Errorf("the host asked for restart #%d", restarts)
+			}
+			if pid != pids[0] {
+				return fmt.Errorf("the host asked to restart pid %d, but the server is %d", pid, pids[0])
+			}
+			var flags []string
+			if away != "" {
+				flags = append(flags, "--bind-on-stdin")
+			}
+			next := s.startListenServer(t, port, flags...)
+			if err := next.await(next.loaded, "loaded"); err != nil {
+				return err
+			}
+			if err := old.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				return fmt.Errorf("killing the listen server: %v", err)
+			}
+			<-old.done
+			if away != "" {
+				deadline := time.Now().Add(60 * time.Second)
+				for !strings.Contains(stderr(), away) {
+					if time.Now().After(deadline) || strings.Contains(stderr(), "[listen-host] FAILED") {
+						return fmt.Errorf("no %q on stderr while the port was closed (60 s, or the host failed); it ends:\n%s", away, tail(stderr(), 30))
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				if _, err := io.WriteString(next.stdin, "bind\n"); err != nil {
+					return fmt.Errorf("telling the next listen server to take the port: %v", err)
+				}
+			}
+			pids[1] = next.cmd.Process.Pid
+			return next.await(next.listening, "listening on the port the old one left")
+		})
+		if restarts != 1 {
+			t.Fatalf("the host asked for %d restarts, want 1 (its steps: %v)\nits stderr ends:\n%s", restarts, r.Steps, tail(stderr, 40))
+		}
+		return r, stderr, err, pids
+	}
+
+	// checkCarried requires what docs/revive.md promises for a remote listen stream
+	// that ended without its answer and was POSTed again.
+	checkCarried := func(t *testing.T, r *listenResult, stderr string, err error, pids [2]int) {
+		t.Helper()
+		if err != nil || r.FailedStep != nil {
+			t.Fatalf("the listen host failed (%v) in step %v: %s\nits stderr (and the proxy's) ends:\n%s", err, derefOr(r.FailedStep, "?"), strings.Join(r.Errors, "\n"), tail(stderr, 40))
+		}
+		if len(r.Errors) > 0 {
+			t.Errorf("the SDK client reported errors: %s", strings.Join(r.Errors, "\n"))
+		}
+		if r.HonoredFilter["toolsListChanged"] != true {
+			t.Errorf("the server did not honour toolsListChanged: %v", r.HonoredFilter)
+		}
+		// The subscription ended only when the host closed it, locally.
+		if !r.OpenAtClose || r.ClosedEarly == nil || r.ClosedEarly.Step != "close" || r.ClosedEarly.Cause != "local" {
+			t.Errorf("the subscription did not stay open until the host closed it: openAtClose=%v closed=%+v", r.OpenAtClose, r.ClosedEarly)
+		}
+		if !slices.Equal(r.Pids, pids[:]) {
+			t.Errorf("whoami before and after the restart gave pids %v, want the old and the new server's %v", r.Pids, pids)
+		}
+		// Exactly two list_changed, both on the stream: the proxy's once the stream is
+		// open again (it may come before the host has read that the server was
+		// restarted), then the new server's after add-tool.
+		if len(r.Notes) != 2 {
+			t.Errorf("the host got %d list_changed, want 2: %+v", len(r.Notes), r.Notes)
+		}
+		for i, n := range r.Notes {
+			if n.Method != "notifications/tools/list_changed" || n.SubscriptionID == nil || *n.SubscriptionID != "listen:0" {
+				t.Errorf("list_changed #%d: %+v, want notifications/tools/list_changed with subscriptionId listen:0 (got %v)", i+1, n, derefOr(n.SubscriptionID, "<none>"))
+			}
+			want := []string{"kill the server", "list_changed after the restart"}
+			if i == 1 {
+				want = []string{"add-tool on the new server"}
+			}
+			if !slices.Contains(want, n.Step) {
+				t.Errorf("list_changed #%d arrived in step %q, want one of %q", i+1, n.Step, want)
+			}
+		}
+		if !slices.Contains(r.Tools, "extra") {
+			t.Errorf("tools/list after add-tool: %v, want it to have extra", r.Tools)
+		}
+		// What the host read: one acknowledgment (the new server's, same filter, kept
+		// back) and no answer for the stream's id.
+		acks := 0
+		for _, l := range r.Lines {
+			if strings.Contains(l.Line, `"notifications/subscriptions/acknowledged"`) {
+				acks++
+			}
+			if strings.Contains(l.Line, `"id":"listen:0"`) {
+				t.Errorf("in step %q the host got an answer for its listen stream: %s", l.Step, l.Line)
+			}
+		}
+		if acks != 1 {
+			t.Errorf("the host got %d acknowledgments, want 1 (the new server's has the same filter and is kept back)", acks)
+		}
+		if strings.Contains(stderr, "panic") || strings.Contains(stderr, "DATA RACE") {
+			t.Errorf("the proxy's stderr:\n%s", tail(stderr, 40))
+		}
+	}
+
+	t.Run("through the proxy", func(t *testing.T) {
+		t.Parallel()
+		r, stderr, err, pids := run(t, "", "--", proxy, "--server", "listen", "--url")
+		checkCarried(t, r, stderr, err, pids)
+	})
+
+	// The port stays closed after the kill until the proxy's first new POST of the
+	// stream was refused (its debug line for the second try, `err="could not reach
+	// the server: … connection refused" try=2`): a later one, at least 250 ms on,
+	// reaches the new server and is acknowledged, within the 5 POSTs in a row the
+	// proxy allows.
+	t.Run("through the proxy, the server away a while", func(t *testing.T) {
+		t.Parallel()
+		r, stderr, err, pids := run(t, " try=2", "--", proxy, "--server", "listen", "--log-level", "debug", "--url")
+		checkCarried(t, r, stderr, err, pids)
+	})
+
+	t.Run("directly", func(t *testing.T) {
+		t.Parallel()
+		r, stderr, err, _ := run(t, "", "--url")
+		if err == nil || r.FailedStep == nil {
+			t.Fatalf("talking HTTP itself the host finished (steps %v): the proxied case proves nothing\nits stderr ends:\n%s", r.Steps, tail(stderr, 20))
+		}
+		if r.ClosedEarly == nil || r.ClosedEarly.Cause != "remote" {
+			t.Errorf("talking HTTP itself the subscription ended %+v, want cause remote (the server went away)", r.ClosedEarly)
+		}
+	})
 }

@@ -1,13 +1,18 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
@@ -44,23 +49,81 @@ type listenResult struct {
 // proxy with the given flags, and returns what it wrote and its stderr.
 func (s *suite) runListenHost(t *testing.T, proxy string, flags ...string) (*listenResult, string, error) {
 	t.Helper()
-	tmp := t.TempDir()
-	out := filepath.Join(tmp, "result.json")
-	args := []string{filepath.Join(s.dir, "host", "listen-host.mjs"), "--out", out, "--", proxy, "--server", "listen"}
+	args := []string{"--", proxy, "--server", "listen"}
 	args = append(args, flags...)
 	args = append(args, "--", s.node, filepath.Join(s.dir, "servers", "listen-server.mjs"))
+	return s.runListenHostWith(t, args, nil)
+}
+
+// runListenHostWith runs host/listen-host.mjs with args after its --out. With restart
+// set, the host is run with --restart-by-parent: its stdout's `restart PID` line calls
+// restart(PID, stderr) (stderr: what the host and the proxy wrote on stderr so far),
+// and the host is answered `restarted` on its stdin when that returns nil (an error
+// fails the test).
+func (s *suite) runListenHostWith(t *testing.T, args []string, restart func(pid int, stderr func() string) error) (*listenResult, string, error) {
+	t.Helper()
+	tmp := t.TempDir()
+	out := filepath.Join(tmp, "result.json")
+	argv := []string{filepath.Join(s.dir, "host", "listen-host.mjs"), "--out", out}
+	if restart != nil {
+		argv = append(argv, "--restart-by-parent")
+	}
+	argv = append(argv, args...)
 	select {
 	case s.slots <- struct{}{}:
 	case <-t.Context().Done():
 		t.Fatalf("e2e: waiting for a host slot: %v", t.Context().Err())
 	}
-	cmd := exec.CommandContext(testutil.Context(t), s.node, args...)
+	cmd := exec.CommandContext(testutil.Context(t), s.node, argv...)
 	cmd.Dir = tmp
 	cmd.Env = append(hostEnv(), "XDG_STATE_HOME="+filepath.Join(tmp, "state"))
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
-	runErr := cmd.Run()
+	var restartErr error
+	var runErr error
+	if restart == nil {
+		runErr = cmd.Run()
+	} else {
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("starting the listen host: %v", err)
+		}
+		// The host's stdout carries only its requests to restart; it ends when the
+		// host exits (or is killed at the test's deadline).
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			pidText, ok := strings.CutPrefix(sc.Text(), "restart ")
+			pid, err := strconv.Atoi(pidText)
+			if !ok || err != nil {
+				restartErr = fmt.Errorf("the listen host wrote %q on stdout, want `restart PID`", sc.Text())
+				break
+			}
+			if restartErr = restart(pid, stderr.String); restartErr != nil {
+				break
+			}
+			if _, err := io.WriteString(stdin, "restarted\n"); err != nil {
+				restartErr = fmt.Errorf("telling the listen host: %v", err)
+				break
+			}
+		}
+		stdin.Close()
+		if restartErr != nil {
+			_ = cmd.Process.Kill()
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		runErr = cmd.Wait()
+	}
 	<-s.slots
+	if restartErr != nil {
+		t.Fatalf("restarting the server for the listen host: %v\nits stderr ends:\n%s", restartErr, tail(stderr.String(), 40))
+	}
 	data, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatalf("the listen host wrote no result (%v; its exit: %v); its stderr ends:\n%s", err, runErr, tail(stderr.String(), 40))
@@ -70,6 +133,24 @@ func (s *suite) runListenHost(t *testing.T, proxy string, flags ...string) (*lis
 		t.Fatalf("decoding the listen host's result: %v\n%s", err, data)
 	}
 	return &r, stderr.String(), runErr
+}
+
+// lockedBuffer is a bytes.Buffer that can be read while a process writes to it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestSDKListenStreamOutlivesServerRevival: the official SDK 2.4.0 client (stateless

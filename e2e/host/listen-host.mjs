@@ -1,25 +1,31 @@
 #!/usr/bin/env node
 // listen-host: a stateless-era (2026-07-28) host on the official SDK 2.4.0 client that
 // keeps a `subscriptions/listen` stream open (Client.listen, filter toolsListChanged)
-// while its stdio server is killed, for the listen-stream revival test (SPEC §7,
-// docs/revive.md "Listen streams"). Through bir-proxy the server is revived and the
-// host never sees it go. Steps:
+// while its server is killed, for the listen-stream tests (SPEC §7, docs/revive.md
+// "Listen streams"): a stdio server that bir-proxy revives, or a Streamable HTTP
+// server behind `bir-proxy --url` that the test starts again on the same port. Through
+// the proxy the host never sees it go. Steps:
 //
 //   1. connect (pinned 2026-07-28), listen({toolsListChanged: true})
-//   2. whoami → the server's pid; SIGKILL it
+//   2. whoami → the server's pid; SIGKILL it (or, with --restart-by-parent, write
+//      `restart PID` on stdout and wait for a `restarted` line on stdin: the test kills
+//      the server and starts a new one)
 //   3. wait for a notifications/tools/list_changed on the stream (the proxy's, after
-//      the revival), then whoami again (a new pid)
+//      the revival or the stream's new POST), then whoami again (a new pid)
 //   4. add-tool extra → the NEW server emits notifications/tools/list_changed; wait for
 //      it; tools/list has `extra`
 //   5. the subscription is still open (closed has not settled), then close it
 //
-// Usage: listen-host.mjs --out RESULT.json -- COMMAND ARGS...
+// Usage: listen-host.mjs --out RESULT.json [--restart-by-parent] (-- COMMAND ARGS... | --url URL)
+// With --url the host talks Streamable HTTP to the server itself (the SDK's
+// StreamableHTTPClientTransport): what a host without the proxy sees.
 // RESULT.json: {steps, pids, notes (every list_changed: its _meta subscription id and
 // the step it arrived in), subscriptionId, honoredFilter, closedEarly, tools, errors,
 // lines (every raw line the server side wrote)}. Exit 1 when a step failed; the result
 // file is written either way.
 import { writeFileSync } from 'node:fs';
-import { Client } from '@modelcontextprotocol/client';
+import { createInterface } from 'node:readline';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 
 const WAIT_MS = 30_000; // every wait has a deadline
@@ -28,12 +34,15 @@ const SID = 'io.modelcontextprotocol/subscriptionId';
 const argv = process.argv.slice(2);
 const outAt = argv.indexOf('--out');
 const dash = argv.indexOf('--');
-if (outAt < 0 || dash < 0 || dash === argv.length - 1) {
-  console.error('usage: listen-host.mjs --out RESULT.json -- COMMAND ARGS...');
+const urlAt = argv.indexOf('--url');
+const byParent = argv.slice(0, dash < 0 ? argv.length : dash).includes('--restart-by-parent');
+if (outAt < 0 || (dash < 0 || dash === argv.length - 1) === (urlAt < 0 || (dash >= 0 && urlAt > dash))) {
+  console.error('usage: listen-host.mjs --out RESULT.json [--restart-by-parent] (-- COMMAND ARGS... | --url URL)');
   process.exit(2);
 }
 const out = argv[outAt + 1];
-const command = argv.slice(dash + 1);
+const command = dash < 0 ? [] : argv.slice(dash + 1);
+const url = dash < 0 ? argv[urlAt + 1] : '';
 
 const result = { steps: [], pids: [], notes: [], errors: [], lines: [], closedEarly: null, tools: [] };
 let step = 'start';
@@ -42,21 +51,46 @@ const log = (m) => process.stderr.write(`[listen-host] ${m}\n`);
 // A subclass probes in place (the SDK sends its server/discover on a sibling process
 // when the transport is exactly the base class): one proxy, one server lineage.
 class InPlaceTransport extends StdioClientTransport {}
-const transport = new InPlaceTransport({ command: command[0], args: command.slice(1), stderr: 'pipe' });
-transport.stderr?.on('data', (d) => process.stderr.write(d));
-const start = transport.start.bind(transport);
-transport.start = async () => {
-  await start();
-  let pending = '';
-  transport._process.stdout.on('data', (chunk) => {
-    pending += chunk.toString('utf8');
-    let nl;
-    while ((nl = pending.indexOf('\n')) >= 0) {
-      result.lines.push({ step, line: pending.slice(0, nl) });
-      pending = pending.slice(nl + 1);
-    }
+let transport;
+if (url) {
+  transport = new StreamableHTTPClientTransport(new URL(url));
+} else {
+  // The whole environment, not the SDK's default few variables: the test's
+  // XDG_STATE_HOME must reach the proxy, or it pins and journals into the user's home.
+  transport = new InPlaceTransport({ command: command[0], args: command.slice(1), env: { ...process.env }, stderr: 'pipe' });
+  transport.stderr?.on('data', (d) => process.stderr.write(d));
+  const start = transport.start.bind(transport);
+  transport.start = async () => {
+    await start();
+    let pending = '';
+    transport._process.stdout.on('data', (chunk) => {
+      pending += chunk.toString('utf8');
+      let nl;
+      while ((nl = pending.indexOf('\n')) >= 0) {
+        result.lines.push({ step, line: pending.slice(0, nl) });
+        pending = pending.slice(nl + 1);
+      }
+    });
+  };
+}
+
+// --restart-by-parent: the test reads `restart PID` from our stdout and answers
+// `restarted` on our stdin once a new server listens.
+const parentLines = byParent ? createInterface({ input: process.stdin })[Symbol.asyncIterator]() : null;
+const askParentToRestart = async (pid) => {
+  process.stdout.write(`restart ${pid}\n`);
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${WAIT_MS} ms without the test's restarted line`)), WAIT_MS);
   });
+  try {
+    const { value, done } = await Promise.race([parentLines.next(), timeout]);
+    if (done || value.trim() !== 'restarted') throw new Error(`the test answered ${done ? 'nothing (stdin ended)' : JSON.stringify(value)}, want restarted`);
+  } finally {
+    clearTimeout(timer);
+  }
 };
+const afterKill = byParent ? 'list_changed after the restart' : 'list_changed after the revival';
 
 const client = new Client(
   { name: 'bir-e2e-listen-host', version: '2.0.0' },
@@ -124,9 +158,10 @@ try {
   });
   await run('kill the server', async () => {
     const pid = await whoami();
-    process.kill(pid, 'SIGKILL');
+    if (byParent) await askParentToRestart(pid);
+    else process.kill(pid, 'SIGKILL');
   });
-  await run('list_changed after the revival', () => waitNotes(1));
+  await run(afterKill, () => waitNotes(1));
   await run('whoami on the new server', async () => {
     await whoami();
   });
