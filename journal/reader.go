@@ -165,18 +165,35 @@ func (r *Reader) Close() {
 	r.br = nil
 }
 
+// ErrNotFile is the error for a journal path that is not a regular file.
+var ErrNotFile = errors.New("not a regular file")
+
+// openFile opens path for reading, refusing what is not a regular file: a FIFO
+// blocked open(2) until a writer came, and /dev/zero (a link to it, put at a
+// journal's path) was read for ever.
+func openFile(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|oNonBlock, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = ErrNotFile
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, st, nil
+}
+
 // open opens the file at path where the last read ended; false when there is none.
 func (r *Reader) open() (bool, error) {
-	f, err := os.Open(r.path)
+	f, st, err := openFile(r.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil // not written yet, or removed (a spool file delivered)
 	}
 	if err != nil {
-		return false, fmt.Errorf("reading %s: %w", r.path, err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return false, fmt.Errorf("reading %s: %w", r.path, err)
 	}
 	if r.file != nil && !r.spool && !os.SameFile(r.file, st) {
@@ -210,12 +227,11 @@ func (r *Reader) open() (bool, error) {
 // the new one (f); it returns where to read from. When path.1 is not the file that
 // was being read, the new one is read from its start.
 func (r *Reader) rotatedFrom(f *os.File, st os.FileInfo, off int64) int64 {
-	old, err := os.Open(Rotated(r.path, 1))
+	old, ost, err := openFile(Rotated(r.path, 1))
 	if err != nil {
 		return 0
 	}
-	ost, err := old.Stat()
-	if err != nil || !os.SameFile(r.file, ost) {
+	if !os.SameFile(r.file, ost) {
 		old.Close()
 		return 0
 	}
@@ -267,7 +283,7 @@ const tailChunk = 64 << 10
 // journal reads a block or two, not all of it into memory. A later Next starts at the
 // end of the file's whole lines (a line still being written is left for it).
 func (r *Reader) Tail(want int, keep func(Record) bool) ([][]byte, error) {
-	f, err := os.Open(r.path)
+	f, st, err := openFile(r.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -275,39 +291,61 @@ func (r *Reader) Tail(want int, keep func(Record) bool) ([][]byte, error) {
 		return nil, fmt.Errorf("reading %s: %w", r.path, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", r.path, err)
-	}
 	pos, end := st.Size(), int64(-1)
-	var carry []byte // the start of a line, whose beginning is before pos
+	// The pieces of a line whose start is before pos, the last piece first. They are
+	// kept apart and joined once, when its start is met: a 100 MB line was copied
+	// again with every 64 KiB chunk before it (minutes, for `log -n 5`). One over
+	// MaxLine is dropped as it grows (long), and skipped when its start is met.
+	var carry [][]byte
+	carryLen, long := 0, false
 	var rev [][]byte // newest first
 	for pos > 0 && len(rev) < want {
 		n := min(tailChunk, pos)
 		pos -= n
-		data := make([]byte, n, n+int64(len(carry)))
+		data := make([]byte, n)
 		if _, err := f.ReadAt(data, pos); err != nil {
 			return nil, fmt.Errorf("reading %s: %w", r.path, err)
 		}
-		data = append(data, carry...)
 		if end < 0 {
 			i := bytes.LastIndexByte(data, '\n')
 			if i < 0 {
-				carry = data // no whole line yet
-				continue
+				continue // no whole line yet: what is here is a line still being written
 			}
 			end = pos + int64(i) + 1
 			data = data[:i]
 		}
-		// data ends where a line ends, without its newline; its first part may be the
-		// end of a line that starts before pos.
+		// data ends where a line ends, without its newline (or where carry begins);
+		// its first part may be the end of a line that starts before pos.
 		parts := bytes.Split(data, []byte("\n"))
-		first := 1
-		if pos == 0 {
-			first = 0
-		}
-		for k := len(parts) - 1; k >= first && len(rev) < want; k-- {
-			line := bytes.TrimRight(parts[k], "\r")
+		for k := len(parts) - 1; k >= 0 && len(rev) < want; k-- {
+			part := parts[k]
+			if k == 0 && pos > 0 {
+				if !long {
+					carry, carryLen = append(carry, part), carryLen+len(part)
+					if carryLen > MaxLine {
+						carry, carryLen, long = nil, 0, true
+					}
+				}
+				break
+			}
+			if k == len(parts)-1 && (long || len(carry) > 0) {
+				// Over MaxLine with its newline, as Next counts it: skipped.
+				skip := long || len(part)+carryLen+1 > MaxLine
+				if !skip {
+					whole := make([]byte, 0, len(part)+carryLen)
+					whole = append(whole, part...)
+					for i := len(carry) - 1; i >= 0; i-- {
+						whole = append(whole, carry[i]...)
+					}
+					part = whole
+				}
+				carry, carryLen, long = nil, 0, false
+				if skip {
+					r.Long++
+					continue
+				}
+			}
+			line := bytes.TrimRight(part, "\r")
 			if len(line) == 0 {
 				continue
 			}
@@ -315,7 +353,6 @@ func (r *Reader) Tail(want int, keep func(Record) bool) ([][]byte, error) {
 				rev = append(rev, bytes.Clone(line))
 			}
 		}
-		carry = bytes.Clone(parts[0])
 	}
 	if end < 0 {
 		end = 0 // no whole line yet

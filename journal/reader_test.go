@@ -116,6 +116,31 @@ func TestReaderTail(t *testing.T) {
 	}
 }
 
+// TestReaderTailAcrossChunks: Tail, which reads 64 KiB chunks from the end, returns
+// the lines Next does, those that cross chunks and those over MaxLine (skipped) too.
+func TestReaderTailAcrossChunks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	var b bytes.Buffer
+	for i, n := range []int{10, 70000, 130000, tailChunk - 3, 1, MaxLine + 1, 200000, tailChunk - 2, 5} {
+		fmt.Fprintf(&b, "\"%d%s\"\n", i, strings.Repeat("x", n))
+	}
+	os.WriteFile(path, b.Bytes(), 0o600)
+	want, _ := readAll(t, NewReader(path, false))
+	r := NewReader(path, false)
+	got, err := r.Tail(100, func(Record) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) || len(want) != 8 || r.Long != 1 {
+		t.Fatalf("tail: %d lines (%d long), Next: %d", len(got), r.Long, len(want))
+	}
+	for i := range want {
+		if string(got[i]) != want[i] {
+			t.Errorf("line %d: tail %.20q (%d bytes), Next %.20q (%d bytes)", i, got[i], len(got[i]), want[i], len(want[i]))
+		}
+	}
+}
+
 // FuzzReader: whatever a journal file holds, the Reader returns lines without their
 // line end, each at most MaxLine, and never a line twice.
 func FuzzReader(f *testing.F) {

@@ -192,11 +192,16 @@ func (b Backups) List(file string) ([]Backup, error) {
 // readOp is what the op file at path says, "" when there is none; at most maxOp
 // bytes of it, as valid UTF-8.
 func readOp(path string) string {
-	f, err := os.Open(path)
+	// A FIFO put there blocked open(2), and the listing, for ever: opened without
+	// blocking, and only a regular file is read.
+	f, err := os.OpenFile(path, os.O_RDONLY|oNonBlock, 0)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
 	b, _ := io.ReadAll(io.LimitReader(f, maxOp))
 	return strings.ToValidUTF8(strings.TrimSpace(string(b)), "?")
 }

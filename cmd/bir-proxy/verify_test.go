@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -11,7 +12,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
@@ -986,5 +989,28 @@ func TestVerifySeveralCassettes(t *testing.T) {
 	}
 	if !strings.HasPrefix(lines[0], `{"cassette":"`+a+`","seq":1,`) {
 		t.Errorf("a call's line does not name its cassette: %s", lines[0])
+	}
+}
+
+// TestVerifyFolderWithAFIFO: a FIFO named x.jsonl in a folder given to verify
+// blocked it for ever in open(2), looking for a cassette's first bytes (SIGTERM did
+// not end it). It is skipped as not a cassette, at once.
+func TestVerifyFolderWithAFIFO(t *testing.T) {
+	t.Parallel()
+	bin := testutil.Build(t, "./cmd/bir-proxy")
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "x.jsonl"), 0o600); err != nil {
+		t.Skip("no FIFO here:", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "verify", dir, "--", os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir(), "BIR_RECORDER_URL=")
+	out, _ := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("verify of a folder with a FIFO did not end within 20s; output %q", out)
+	}
+	if !strings.Contains(string(out), "x.jsonl (not a cassette)") {
+		t.Errorf("verify of a folder with a FIFO: %q; want it skipped as not a cassette", out)
 	}
 }

@@ -84,11 +84,16 @@ func cassettes(names []string) (paths []string, skipped string) {
 
 // isCassette says whether the file at p starts as a cassette.
 func isCassette(p string) bool {
-	f, err := os.Open(p)
+	// A FIFO named x.jsonl blocked open(2) for ever, waiting for a writer: opened
+	// without blocking, and only a regular file is looked in.
+	f, err := os.OpenFile(p, os.O_RDONLY|oNonBlock, 0)
 	if err != nil {
 		return true // a cassette it cannot read: verify says why (exit 2)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return false
+	}
 	b := make([]byte, len(cassetteMagic))
 	n, _ := io.ReadFull(f, b)
 	return string(b[:n]) == cassetteMagic

@@ -1,0 +1,6 @@
+//go:build !unix
+
+package mcpconfig
+
+// oNonBlock: none here.
+const oNonBlock = 0
