@@ -11,9 +11,9 @@ import (
 	"os"
 	"slices"
 
-	"github.com/tidwall/gjson"
-
+	"github.com/bir-dev/bir-proxy/internal/regular"
 	"github.com/bir-dev/bir-proxy/report"
+	"github.com/tidwall/gjson"
 )
 
 // MaxLine is the longest line a Reader returns (a report is capped at 64 KiB when
@@ -166,26 +166,12 @@ func (r *Reader) Close() {
 }
 
 // ErrNotFile is the error for a journal path that is not a regular file.
-var ErrNotFile = errors.New("not a regular file")
+var ErrNotFile = regular.ErrNotRegular
 
 // openFile opens path for reading, refusing what is not a regular file: a FIFO
 // blocked open(2) until a writer came, and /dev/zero (a link to it, put at a
 // journal's path) was read for ever.
-func openFile(path string) (*os.File, os.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|oNonBlock, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := f.Stat()
-	if err == nil && !st.Mode().IsRegular() {
-		err = ErrNotFile
-	}
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	return f, st, nil
-}
+func openFile(path string) (*os.File, os.FileInfo, error) { return regular.Open(path) }
 
 // open opens the file at path where the last read ended; false when there is none.
 func (r *Reader) open() (bool, error) {

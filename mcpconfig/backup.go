@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/regular"
 )
 
 // DefaultKeep is how many of the latest backups of one config file are kept,
@@ -194,14 +196,11 @@ func (b Backups) List(file string) ([]Backup, error) {
 func readOp(path string) string {
 	// A FIFO put there blocked open(2), and the listing, for ever: opened without
 	// blocking, and only a regular file is read.
-	f, err := os.OpenFile(path, os.O_RDONLY|oNonBlock, 0)
+	f, _, err := regular.Open(path)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return ""
-	}
 	b, _ := io.ReadAll(io.LimitReader(f, maxOp))
 	return strings.ToValidUTF8(strings.TrimSpace(string(b)), "?")
 }

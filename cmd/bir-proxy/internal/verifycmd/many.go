@@ -3,6 +3,7 @@ package verifycmd
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/internal/regular"
 	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/verify"
 )
@@ -86,14 +88,14 @@ func cassettes(names []string) (paths []string, skipped string) {
 func isCassette(p string) bool {
 	// A FIFO named x.jsonl blocked open(2) for ever, waiting for a writer: opened
 	// without blocking, and only a regular file is looked in.
-	f, err := os.OpenFile(p, os.O_RDONLY|oNonBlock, 0)
+	f, _, err := regular.Open(p)
+	if errors.Is(err, regular.ErrNotRegular) {
+		return false
+	}
 	if err != nil {
 		return true // a cassette it cannot read: verify says why (exit 2)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return false
-	}
 	b := make([]byte, len(cassetteMagic))
 	n, _ := io.ReadFull(f, b)
 	return string(b[:n]) == cassetteMagic

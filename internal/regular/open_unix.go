@@ -1,6 +1,6 @@
 //go:build unix
 
-package journal
+package regular
 
 import "syscall"
 

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package journal
+package regular
 
 // oNonBlock: none here; a FIFO is refused once open (not a regular file).
 const oNonBlock = 0

@@ -1,9 +1,0 @@
-//go:build unix
-
-package verifycmd
-
-import "syscall"
-
-// oNonBlock makes an open of a FIFO return at once rather than wait for a writer;
-// it does nothing to a regular file.
-const oNonBlock = syscall.O_NONBLOCK

@@ -1,6 +1,0 @@
-//go:build !unix
-
-package mcpconfig
-
-// oNonBlock: none here.
-const oNonBlock = 0
