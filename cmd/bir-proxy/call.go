@@ -18,7 +18,6 @@ import (
 	"github.com/bir-dev/bir-proxy/redact"
 	"github.com/bir-dev/bir-proxy/report"
 	"github.com/bir-dev/bir-proxy/servername"
-	"github.com/bir-dev/bir-proxy/upstream"
 	"github.com/bir-dev/bir-proxy/verify"
 )
 
@@ -40,14 +39,7 @@ func defineCallFlags(fs *flag.FlagSet) any {
 	v := &callFlags{}
 	p := &v.proxy
 	fs.StringVar(&p.server, "server", "", "the server's name in reports (default: as the proxy names it)")
-	fs.StringVar(&p.url, "url", "", "call the remote MCP server at URL instead of a command (${VAR} is expanded)")
-	fs.StringVar(&p.transport, "transport", upstream.TransportAuto, "with --url: auto, http or sse")
-	fs.Var((*repeated)(&p.headers), "header", "with --url: a header sent with every request, \"Name: value\" (repeatable; ${VAR} is expanded)")
-	fs.Var((*repeated)(&p.headerFiles), "header-file", "with --url: a file of \"Name: value\" lines (repeatable)")
-	fs.DurationVar(&p.connectTimeout, "connect-timeout", upstream.DefaultConnectTimeout, "with --url: how long to wait for a connection to the server")
-	p.oauth = defineOAuthFlags(fs, true)
-	fs.IntVar(&p.maxMessage, "max-message", 0, "largest message accepted, in bytes (default 256 MiB)")
-	fs.StringVar(&p.logLevel, "log-level", envOr("BIR_LOG_LEVEL", "warn"), "debug, info, warn or error; at debug the server's stderr is shown too")
+	defineServerFlags(fs, p, "call the remote MCP server at URL instead of a command (${VAR} is expanded)")
 	fs.StringVar(&p.recorderURL, "recorder", "", "recorder URL (default: BIR_RECORDER_URL, then .bir/recorder.json)")
 	fs.StringVar(&p.journal, "journal", "", "journal file used when no recorder is configured (default: the server's)")
 	fs.BoolVar(&v.json, "json", false, "print the result object as the server sent it (--list: the tools)")

@@ -46,14 +46,7 @@ func defineVerifyFlags(fs *flag.FlagSet) any {
 	v := &verifyFlags{}
 	p := &v.proxy
 	fs.StringVar(&p.server, "server", "", "the server's name (default: the cassette's); with --from-journal, whose journal")
-	fs.StringVar(&p.url, "url", "", "verify against the remote MCP server at URL instead of a command (${VAR} is expanded)")
-	fs.StringVar(&p.transport, "transport", upstream.TransportAuto, "with --url: auto, http or sse")
-	fs.Var((*repeated)(&p.headers), "header", "with --url: a header sent with every request, \"Name: value\" (repeatable; ${VAR} is expanded)")
-	fs.Var((*repeated)(&p.headerFiles), "header-file", "with --url: a file of \"Name: value\" lines (repeatable)")
-	fs.DurationVar(&p.connectTimeout, "connect-timeout", upstream.DefaultConnectTimeout, "with --url: how long to wait for a connection to the server")
-	p.oauth = defineOAuthFlags(fs, true)
-	fs.IntVar(&p.maxMessage, "max-message", 0, "largest message accepted, in bytes (default 256 MiB)")
-	fs.StringVar(&p.logLevel, "log-level", envOr("BIR_LOG_LEVEL", "warn"), "debug, info, warn or error; at debug the server's stderr is shown too")
+	defineServerFlags(fs, p, "verify against the remote MCP server at URL instead of a command (${VAR} is expanded)")
 	fs.StringVar(&p.journal, "journal", "", "with --from-journal: the journal file (default: the server's)")
 	fs.IntVar(&v.concurrency, "concurrency", 1, "calls in flight at most")
 	fs.BoolVar(&v.allowIdempotent, "allow-idempotent", false, "also run tools annotated idempotentHint: true and destructiveHint: false")
@@ -199,4 +192,18 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// defineServerFlags defines the flags of a command that reaches a server as the proxy
+// does (call, verify): --url with its transport, headers, timeout and OAuth, and the
+// message cap and log level; urlUsage says what --url does for the command.
+func defineServerFlags(fs *flag.FlagSet, p *proxyFlags, urlUsage string) {
+	fs.StringVar(&p.url, "url", "", urlUsage)
+	fs.StringVar(&p.transport, "transport", upstream.TransportAuto, "with --url: auto, http or sse")
+	fs.Var((*repeated)(&p.headers), "header", "with --url: a header sent with every request, \"Name: value\" (repeatable; ${VAR} is expanded)")
+	fs.Var((*repeated)(&p.headerFiles), "header-file", "with --url: a file of \"Name: value\" lines (repeatable)")
+	fs.DurationVar(&p.connectTimeout, "connect-timeout", upstream.DefaultConnectTimeout, "with --url: how long to wait for a connection to the server")
+	p.oauth = defineOAuthFlags(fs, true)
+	fs.IntVar(&p.maxMessage, "max-message", 0, "largest message accepted, in bytes (default 256 MiB)")
+	fs.StringVar(&p.logLevel, "log-level", envOr("BIR_LOG_LEVEL", "warn"), "debug, info, warn or error; at debug the server's stderr is shown too")
 }
