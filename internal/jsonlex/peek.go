@@ -117,17 +117,23 @@ func (p *Peek) Write(b []byte) (int, error) {
 		p.piece = b
 	}
 	i := 0
+	// quoteAt is the next '"' in b at or after i (len(b): none), found once per quote:
+	// searched again at every backslash, a string of escapes with no quote in the
+	// piece cost piece² (a 6 MB line of "\\\\…" held a server's answer 40 s).
+	quoteAt := -1
 	for i < len(b) && !p.broken && p.state != peekDone {
 		if p.inStr && !p.esc && p.target == nil && !(p.depth == 1 && p.state == peekInKey) {
 			// Inside a string nothing is kept: skip to its next quote or backslash
 			// with IndexByte (vectorised), not a byte at a time. A 64 MB tool result
 			// is one string, and a byte loop over it was the whole cost of a scan.
-			rest := b[i:]
-			q := bytes.IndexByte(rest, '"')
-			if q < 0 {
-				q = len(rest)
+			if quoteAt < i {
+				quoteAt = len(b)
+				if q := bytes.IndexByte(b[i:], '"'); q >= 0 {
+					quoteAt = i + q
+				}
 			}
-			if e := bytes.IndexByte(rest[:q], '\\'); e >= 0 {
+			q := quoteAt - i
+			if e := bytes.IndexByte(b[i:quoteAt], '\\'); e >= 0 {
 				q = e
 			}
 			if i += q; i == len(b) {
