@@ -99,8 +99,8 @@ func TestHooksAnswerReplaceAndCancel(t *testing.T) {
 		t.Error("the request answered by the policy is still awaited")
 	}
 	// Interception: the local answer and the timer's as the server's, and the
-	// replaced answer as the server sent it (in any order: the pumps tell it after
-	// their writes to the host).
+	// replaced answer as the server sent it (in any order: the policy's answers are
+	// told from other goroutines).
 	want := []string{`{"jsonrpc":"2.0","id":1,"result":{"local":true}}`, long, `{"jsonrpc":"2.0","id":3,"error":{"code":-32001,"message":"gave up"}}`}
 	testutil.Eventually(t, "interception to see the three answers", func() bool { return len(ic.seen()) >= len(want) })
 	got := ic.seen()

@@ -57,8 +57,9 @@ type Interceptor interface {
 	// notifications/cancelled the relay sends for it was sent. It may be called from
 	// any goroutine, but never concurrently with FromHost or another FromProxy.
 	FromProxy(msg []byte, own Own, sentAt time.Time) []byte
-	// FromUpstream gets each message the upstream sent to the host, after it was
-	// forwarded; readAt is when it was read.
+	// FromUpstream gets each message the upstream sent to the host, just before it is
+	// written to the host (a host request built on it comes after); readAt is when it
+	// was read. It must not wait.
 	FromUpstream(msg []byte, readAt time.Time)
 	// ToProxy gets each answer to a request of the proxy's own, after its caller has it.
 	ToProxy(msg []byte, readAt time.Time)
@@ -815,6 +816,14 @@ func (r *Relay) upstreamPump() error {
 			} // else (the result budget) interception is given the answer as the
 			// server sent it, which r.upLx describes.
 		}
+		// Interception is handed the answer before the host can have it: the host's
+		// next request may build on it (a tools/call retry carrying the requestState
+		// this answer gave), and bookkeeping must see the answer first. Handed after
+		// the write, the retry's event was queued before the answer's now and then
+		// under load, and the two rounds were reported as two calls
+		// (TestMultiRoundCallIsOneReport). A push only appends under a lock.
+		// noteUpstream lexed msg into upLx if the upstream did not (an HTTP one).
+		r.intercepted(msg, true, readAt)
 		write := r.hostOut.Write
 		if r.batch != nil && r.batch.Buffered() {
 			write = r.hostOut.Hold // as in hostPump
@@ -825,8 +834,6 @@ func (r *Relay) upstreamPump() error {
 		if r.abandoned.Load() {
 			return errHostNotReading // Run has returned: the interceptor may be closed
 		}
-		// noteUpstream lexed msg into upLx if the upstream did not (an HTTP one).
-		r.intercepted(msg, true, readAt)
 		if len(msg) >= collectAfter {
 			r.gc.collect()
 		}
