@@ -68,6 +68,7 @@ type job struct {
 	factsVersion int
 	payload      []byte // the register body
 	ep           *Endpoint
+	sent         uint64 // its place in the order requests were started (dispatcher.started)
 }
 
 // readError is a report that could not be read back from its spool file.
@@ -169,6 +170,12 @@ type dispatcher struct {
 	refresh   bool // read the discovery file again before the next attempt
 	outage    bool // said on stderr that the recorder is unreachable or failing
 	refused   bool // said on stderr that it refused the token
+	// started counts the requests started; okStarted is what it was when a request
+	// was last taken. A refusal of a request already in flight then is stale: the
+	// recorder may have read it before the token was fixed, in any order with the
+	// one it took. Two requests in flight as the token was fixed said the refusal
+	// twice: one taken, then the other's 401 read as the token refused again.
+	started, okStarted uint64
 
 	spoolMax    int64        // bound of the spool files of all lanes together
 	roomReqs    chan roomReq // the commit loop asks for room before a spool write
@@ -424,6 +431,8 @@ func (d *dispatcher) pump() {
 		}
 		d.inflight++
 		j.lane.inflight++
+		d.started++
+		j.sent = d.started
 		if d.idle > 0 {
 			d.idle--
 			d.jobs <- j // taken at once: that goroutine is on its way to the receive
@@ -686,6 +695,7 @@ func (d *dispatcher) handle(res result) {
 		// Every 2xx: a recorder built on another framework may answer 201, 202 or 204
 		// for what it took; anything else here once refused every register forever.
 		d.ok()
+		d.okStarted = d.started
 		if res.kind == jobRegister {
 			l.known = true
 			l.batch = gjson.GetBytes(res.body, "batch").Bool()
@@ -714,6 +724,9 @@ func (d *dispatcher) handle(res result) {
 			d.window--
 		}
 		d.done1(res)
+
+	case (status == http.StatusUnauthorized || status == http.StatusForbidden) && res.sent <= d.okStarted:
+		d.requeue(res) // stale: a request as old was taken, so is the token now
 
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		d.requeue(res)

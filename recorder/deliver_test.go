@@ -2,11 +2,15 @@ package recorder
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,6 +193,57 @@ func TestUnauthorizedSaidOnceAndKept(t *testing.T) {
 
 	rec.WrongToken(false)
 	waitSeqs(t, ctx, rec, r.ProxyID(), 10)
+}
+
+// A refusal of a request that was in flight when the recorder took another is not a
+// new refusal: the token was fixed in between, in whatever order the recorder read
+// the two. Two requests in flight as the token was
+// fixed said the 401 twice (TestWrongTokenIsSaidOnceAndSpooled, now and then): the
+// second was taken, then the first's 401 was read as the token refused again.
+func TestStaleRefusalIsNotSaid(t *testing.T) {
+	ctx := testutil.Context(t)
+	okSeen := make(chan struct{})
+	var once sync.Once
+	var steps, delivered atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		switch r.URL.Path {
+		case "/proxy/register":
+			w.Write([]byte(`{"ok":true}`))
+		case "/proxy/step":
+			if steps.Add(1) == 1 {
+				// Refused as the token was wrong, answered once a later request was taken.
+				select {
+				case <-okSeen:
+				case <-ctx.Done():
+				}
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			delivered.Add(1)
+			w.Write([]byte(`{"ok":true}`))
+		default:
+			w.WriteHeader(http.StatusOK)
+			w.Write([]byte(`{"dispatches":[],"cancel":[]}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var logs testutil.SyncBuffer
+	cfg := recorderConfig(t, recordertest.Start(t), t.TempDir())
+	cfg.Endpoint = &Endpoint{URL: srv.URL, Token: "t", Source: "test"}
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	cfg.tuning.maxInFlight = 4
+	cfg.tuning.hooks.attempt = func(path string, status int, _ error) {
+		if path == "/proxy/step" && status == http.StatusOK {
+			once.Do(func() { close(okSeen) })
+		}
+	}
+	r := open(t, cfg)
+	submitSteps(r, "t", 1, 2)
+	testutil.Eventually(t, "both reports to be taken", func() bool { return delivered.Load() == 2 })
+	if n := strings.Count(logs.String(), "refused the token"); n != 0 {
+		t.Errorf("a stale 401 was said as the token refused:\n%s", logs.String())
+	}
 }
 
 // A recorder that restarts with a new token writes it to .bir/recorder.json; a proxy
