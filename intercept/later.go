@@ -62,11 +62,12 @@ const (
 	// the server never answers must not grow the table without end.
 	maxTaskReqs = 4096
 	// maxTaskID bounds a task id kept: a server's handle of a megabyte is not one.
-	maxTaskID = 1024
+	// mcptask.IDString enforces it.
+	maxTaskID = mcptask.MaxID
 	// maxTaskStatus bounds a task status kept: the statuses are short words, and a
 	// server's megabyte one was kept in its open call (uncounted) and its report
-	// (past the report's cap).
-	maxTaskStatus = 64
+	// (past the report's cap). mcptask.StatusString enforces it.
+	maxTaskStatus = mcptask.MaxStatus
 )
 
 func (l *openCalls) empty() bool { return len(l.tasks) == 0 && len(l.rounds) == 0 }
@@ -97,8 +98,8 @@ func roundKey(state []byte, tool, fingerprint string) string {
 // members (the last of a name winning, as in the host's JSON.parse).
 type resultInfo struct {
 	inputRequired, isError bool
-	// A task handle: 2026-07-28's resultType "task" with its taskId and status at the
-	// top; 2025-11-25's {"task": {"taskId", "status", ...}}.
+	// A task handle (mcptask.HandleState): 2026-07-28's resultType "task" with its
+	// taskId and status at the top; 2025-11-25's {"task": {"taskId", "status", ...}}.
 	task         bool
 	task2025     bool
 	taskID       string
@@ -112,67 +113,37 @@ func readResult(result []byte) (ri resultInfo) {
 	if len(result) == 0 || result[0] != '{' {
 		return ri
 	}
-	var rt, ie, tid, st, rs, task []byte
+	var top mcptask.Top
+	var ie, rs []byte
 	if _, ok := jsonlex.EachMember(result, 0, func(m jsonlex.Member) bool {
 		v := result[m.Value.Start:m.Value.End]
 		switch k := result[m.Key.Start:m.Key.End]; {
-		case jsonlex.KeyIs(k, "resultType"):
-			rt = v
+		case top.Note(k, v):
 		case jsonlex.KeyIs(k, "isError"):
 			ie = v
-		case jsonlex.KeyIs(k, "taskId"):
-			tid = v
-		case jsonlex.KeyIs(k, "status"):
-			st = v
 		case jsonlex.KeyIs(k, "requestState"):
 			rs = v
-		case jsonlex.KeyIs(k, "task"):
-			task = v
 		}
 		return true
 	}); !ok {
 		return ri
 	}
 	ri.isError = string(ie) == "true"
-	switch jsonlex.StringOf(rt) {
-	case "input_required":
+	if jsonlex.StringOf(top.ResultType) == "input_required" {
 		ri.inputRequired = true
 		if len(rs) <= maxRoundResult {
 			ri.requestState = rs
 		}
-	case "task":
-		ri.task, ri.taskID, ri.status = true, taskString(tid), statusString(st)
-	case "":
-		if len(task) > 0 && task[0] == '{' {
-			// 2025-11-25: the handle is the "task" member, and the result comes later
-			// from tasks/result.
-			ri.task, ri.task2025 = true, true
-			ri.taskID = taskString(jsonlex.Get(task, "taskId"))
-			ri.status = statusString(jsonlex.Get(task, "status"))
-		}
+		return ri
 	}
-	if ri.task && ri.taskID == "" {
-		ri.task, ri.task2025 = false, false // no handle the host can follow
+	era, st := top.Handle(result)
+	if ri.taskID = mcptask.IDString(st.ID); era == 0 || ri.taskID == "" {
+		ri.taskID = "" // no handle the host can follow
+		return ri
 	}
+	ri.task, ri.task2025 = true, era == mcptask.Util
+	ri.status = mcptask.StatusString(st.Status)
 	return ri
-}
-
-// taskString is a task id as bookkeeping keys it: the decoded string, or "" for
-// anything that is not a string of at most maxTaskID bytes.
-func taskString(raw []byte) string {
-	if len(raw) < 2 || raw[0] != '"' || len(raw) > maxTaskID+2 {
-		return ""
-	}
-	return jsonlex.StringOf(raw)
-}
-
-// statusString is a task status as bookkeeping keeps it: "" for one past
-// maxTaskStatus bytes (TestTaskStatusIsBounded).
-func statusString(raw []byte) string {
-	if len(raw) > maxTaskStatus+2 {
-		return ""
-	}
-	return jsonlex.StringOf(raw)
 }
 
 // openTask keeps c, whose answer was a task handle, open until the task ends.
@@ -336,7 +307,7 @@ func (t *tracker) taskRequest(method string, id, params []byte, keyPrefix string
 	}
 	var taskID string
 	if len(params) > 0 && params[0] == '{' {
-		taskID = taskString(jsonlex.Get(params, "taskId"))
+		taskID = mcptask.IDString(jsonlex.Get(params, "taskId"))
 	}
 	l.reqs[k] = taskReq{method: method, taskID: taskID}
 }
@@ -384,7 +355,7 @@ func (t *tracker) taskNotification(params []byte, at time.Time) {
 	if len(params) == 0 || params[0] != '{' {
 		return
 	}
-	if c, ok := t.open.tasks[taskString(jsonlex.Get(params, "taskId"))]; ok {
+	if c, ok := t.open.tasks[mcptask.IDString(jsonlex.Get(params, "taskId"))]; ok {
 		t.taskState(c, params, at)
 	}
 }
@@ -393,26 +364,9 @@ func (t *tracker) taskNotification(params []byte, at time.Time) {
 // ends the call at a terminal status. In 2025-11-25 the final result comes from
 // tasks/result, so only a cancel ends it here.
 func (t *tracker) taskState(c *call, task []byte, at time.Time) {
-	if len(task) == 0 || task[0] != '{' {
-		return
-	}
-	var st, result, rpcErr, msg []byte
-	jsonlex.EachMember(task, 0, func(m jsonlex.Member) bool {
-		v := task[m.Value.Start:m.Value.End]
-		switch k := task[m.Key.Start:m.Key.End]; {
-		case jsonlex.KeyIs(k, "status"):
-			st = v
-		case jsonlex.KeyIs(k, "result"):
-			result = v
-		case jsonlex.KeyIs(k, "error"):
-			rpcErr = v
-		case jsonlex.KeyIs(k, "statusMessage"):
-			msg = v
-		}
-		return true
-	})
-	status := statusString(st)
-	if status == "" {
+	st, ok := mcptask.ReadState(task, 0)
+	status := mcptask.StatusString(st.Status)
+	if !ok || status == "" {
 		return
 	}
 	c.taskStatus = status
@@ -423,18 +377,19 @@ func (t *tracker) taskState(c *call, task []byte, at time.Time) {
 	case status == mcptask.Cancelled:
 		t.endLater(c, at, report.OutcomeCancelled, nil, nil)
 	case status == mcptask.Failed:
+		rpcErr := st.Err
 		if rpcErr == nil || rpcErr[0] != '{' {
 			// 2025-11-25 puts the error in tasks/result's answer, which a host that
 			// saw the failure need not ask for (the official SDK 1.x does not): the
 			// call ends here, with the task's statusMessage as its error.
-			rpcErr = mcptask.FailedError(msg)
+			rpcErr = mcptask.FailedError(st.Message)
 			c.sentBytes = -1 // no error came: the report has no size of one
 		}
 		t.endLater(c, at, report.OutcomeRPCError, nil, rpcErr)
 	case c.task2025:
 		// Its result is tasks/result's answer.
 	default:
-		t.endTaskWith(c, result, at)
+		t.endTaskWith(c, st.Result, at)
 	}
 }
 

@@ -222,6 +222,41 @@ func TestTaskStatusIsBounded(t *testing.T) {
 	}
 }
 
+// TestTaskHandleShapes: what bookkeeping takes for a task handle is what the replay
+// executor follows (both read by mcptask.HandleState). A tool's result that holds a
+// "task" member beside its content, or beside a resultType other than "task", is a
+// result: it was kept open, and reported task_unfinished at the session's end. A
+// handle whose taskId is over maxTaskID bytes, or not a string, ends at its handle.
+func TestTaskHandleShapes(t *testing.T) {
+	long := strings.Repeat("i", maxTaskID+1)
+	for _, tc := range []struct {
+		name, result, outcome, taskID, status string
+	}{
+		{"ext", `{"resultType":"task","taskId":"t","status":"working"}`, report.OutcomeTaskUnfinished, "t", "working"},
+		{"ext-no-status", `{"resultType":"task","taskId":"t"}`, report.OutcomeTaskUnfinished, "t", ""},
+		{"ext-number-status", `{"resultType":"task","taskId":"t","status":7}`, report.OutcomeTaskUnfinished, "t", ""},
+		{"util", `{"task":{"taskId":"t","status":"input_required"}}`, report.OutcomeTaskUnfinished, "t", "input_required"},
+		{"util-content", `{"content":[],"task":{"taskId":"t","status":"working"}}`, report.OutcomeOK, "", ""},
+		{"util-complete", `{"resultType":"complete","task":{"taskId":"t","status":"working"}}`, report.OutcomeOK, "", ""},
+		{"util-id-number", `{"task":{"taskId":5,"status":"working"}}`, report.OutcomeOK, "", ""},
+		{"ext-id-empty", `{"resultType":"task","taskId":"","status":"working"}`, report.OutcomeOK, "", ""},
+		{"ext-id-long", `{"resultType":"task","taskId":"` + long + `","status":"working"}`, report.OutcomeOK, "", ""},
+		{"util-id-long", `{"task":{"taskId":"` + long + `","status":"working"}}`, report.OutcomeOK, "", ""},
+		{"ext-id-at-bound", `{"resultType":"task","taskId":"` + long[1:] + `"}`, report.OutcomeTaskUnfinished, long[1:], ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSession(t)
+			s.host(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"h","arguments":{}}}`)
+			s.up(`{"jsonrpc":"2.0","id":1,"result":` + tc.result + `}`)
+			steps := s.close()
+			st := stepOf(t, steps, "h")
+			if st.Outcome != tc.outcome || st.TaskID != tc.taskID || st.TaskStatus != tc.status {
+				t.Errorf("%s: %s taskId %.20q status %q, want %s %.20q %q", tc.result[:min(len(tc.result), 60)], st.Outcome, st.TaskID, st.TaskStatus, tc.outcome, tc.taskID, tc.status)
+			}
+		})
+	}
+}
+
 // FuzzLater: whatever a server answers a tools/call with, and then says of a task
 // (a notification, an answer to the host's tasks/get), the call gets one report and
 // nothing stays awaited.

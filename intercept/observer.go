@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/internal/mcptask"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/report"
 )
@@ -205,7 +206,7 @@ func ReadToolResult(result []byte) ToolResult {
 
 // TaskID is a task id as bookkeeping keys it, from its raw JSON: the decoded string,
 // or "" for anything that is not a string of at most 1,024 bytes.
-func TaskID(raw []byte) string { return taskString(raw) }
+func TaskID(raw []byte) string { return mcptask.IDString(raw) }
 
 // MaxOpenTasks bounds the calls kept open past their first answer (tasks, rounds):
 // past it the oldest ends task_unfinished. A span kept open for a task takes the
