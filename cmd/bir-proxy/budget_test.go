@@ -363,8 +363,9 @@ func TestResultBudgetStreamedAnswerStalls(t *testing.T) {
 // threshold) the server stalls in the middle of, past the deadline, then ends: the
 // host gets each call's timeout error and nothing else for it, and the session goes
 // on. The first answer is streaming when its deadline passes (the others begin after
-// theirs); it ends whole, then, in a second round, past --max-message (a line the
-// proxy stands in for with an error answer of its id, which is a late answer too).
+// theirs); it ends whole, then, in a second round, past --max-message, and in a third
+// it is cut off by the server's death (lines the proxy stands in for with an error
+// answer of their id, which is a late answer too; the server is started again).
 func TestStalledLongAnswerPastCallTimeout(t *testing.T) {
 	t.Parallel()
 	srv := testutil.Build(t, "./testdata/rawserver")
@@ -381,7 +382,7 @@ func TestStalledLongAnswerPastCallTimeout(t *testing.T) {
 				cmd.Env = append(os.Environ(), "BIR_OFF=0", "BIR_RECORDER_URL=", "XDG_STATE_HOME="+t.TempDir(), "BIR_STREAM_THRESHOLD=65536")
 				p := testutil.Start(t, cmd)
 				s := &session{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
-				for round, more := range []int{0, 800000} {
+				for round, end := range []string{`"more":0`, `"more":800000`, `"more":100000,"exit":true`} {
 					var batch strings.Builder
 					ids := make([]string, n)
 					for i := range n {
@@ -391,11 +392,11 @@ func TestStalledLongAnswerPastCallTimeout(t *testing.T) {
 						if n == 8 {
 							ids[i] = strconv.Itoa(100*round + i)
 						}
-						ms, m := 100, 0
+						ms, e := 100, `"more":0`
 						if i == 0 {
-							ms, m = 2500, more // past the deadline, 300 kB of it written
+							ms, e = 2500, end // past the deadline, 300 kB of it written
 						}
-						fmt.Fprintf(&batch, `{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"stall","arguments":{"size":300000,"ms":%d,"more":%d}}}`+"\n", ids[i], ms, m)
+						fmt.Fprintf(&batch, `{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"stall","arguments":{"size":300000,"ms":%d,%s}}}`+"\n", ids[i], ms, e)
 					}
 					s.Send(strings.TrimSuffix(batch.String(), "\n"))
 					// A request without a deadline sent after them is answered after

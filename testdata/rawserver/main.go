@@ -30,7 +30,7 @@
 //	                                     tool "stall": the same head, then a pause of
 //	                                       arguments.ms, then arguments.more bytes more of
 //	                                       it and its end and newline (a server that stalls
-//	                                       mid-line)
+//	                                       mid-line); with arguments.exit, no end: it exits
 //	                                     tool "partial_hang": the same, then write "rawserver: partial
 //	                                       answer written" to stderr and stop (nothing more read or
 //	                                       written) until a signal, to be killed mid-message
@@ -266,7 +266,10 @@ func run(cfg config) error {
 						// The answer's end, written with the next flush.
 						time.Sleep(r.stallFor)
 						r.then = thenGoOn
-						out.Write(stallTail(r.stallMore))
+						out.Write(stallTail(r.stallMore, r.stallExit))
+						if r.stallExit {
+							return out.Flush()
+						}
 					case thenEndless:
 						chunk := bytes.Repeat([]byte("x"), 64<<10)
 						for {

@@ -27,6 +27,7 @@ type replier struct {
 	then       afterAnswer
 	stallFor   time.Duration // thenStall: how long the answer's middle waits
 	stallMore  int           // and how many bytes more of it come after
+	stallExit  bool          // then exit with --exit-code, the answer unended
 	discover   bool
 	noInit     bool
 	known      map[string]bool // with --strict-tools: the tools a call may name
@@ -286,7 +287,7 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 		case name == "stall":
 			// The head of a long answer, a pause, then its end (main's loop).
 			r.then, r.stallFor = thenStall, time.Duration(req.arguments.Get("ms").Int())*time.Millisecond
-			r.stallMore = int(req.arguments.Get("more").Int())
+			r.stallMore, r.stallExit = int(req.arguments.Get("more").Int()), req.arguments.Get("exit").Bool()
 			size := partialSize
 			if n := req.arguments.Get("size").Int(); n > 0 {
 				size = int(n)
@@ -361,12 +362,16 @@ const (
 )
 
 // stallTail is the rest of the answer of the "stall" tool that appendPartial began:
-// about more bytes of elements, the answer's end and its newline.
-func stallTail(more int) []byte {
+// about more bytes of elements, the answer's end and its newline (none when the
+// server exits after it).
+func stallTail(more int, exit bool) []byte {
 	const elem = `,{"type":"text","text":"x"}`
 	buf := make([]byte, 0, more+len(elem)+4)
 	for len(buf) < more {
 		buf = append(buf, elem...)
+	}
+	if exit {
+		return buf
 	}
 	return append(buf, "]}}\n"...)
 }
