@@ -81,7 +81,14 @@ func (pc *policyCut) End(ok bool) []byte {
 	pl := pc.pl
 	pl.mu.Lock()
 	_, late := pl.late[pc.key]
-	if late {
+	switch {
+	case late && !ok:
+		// Not a message (past --max-message, cut off by the server's end, not
+		// JSON): the Conn stands in for the line with an error answer of its id
+		// next, the late answer fromUpstream drops. Forgotten here, the call was
+		// not late any more and that error reached the host after its timeout
+		// error: two answers to one request.
+	case late:
 		pl.forgetLate(pc.key)
 		// The requests of its id that waited for it go now.
 		for _, h := range pl.held[pc.key] {
@@ -91,9 +98,11 @@ func (pc *policyCut) End(ok bool) []byte {
 			pl.release = append(pl.release, h)
 		}
 		delete(pl.held, pc.key)
-	} else if d, ok := pl.calls[pc.key]; ok {
-		d.timer.Stop()
-		pl.forget(d)
+	default:
+		if d, found := pl.calls[pc.key]; found {
+			d.timer.Stop()
+			pl.forget(d)
+		}
 	}
 	pl.count()
 	pl.mu.Unlock()

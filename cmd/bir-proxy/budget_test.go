@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/bir-dev/bir-proxy/budget"
+	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
@@ -352,5 +355,80 @@ func TestResultBudgetStreamedAnswerStalls(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("no answer a minute past the call's 2 s deadline")
+	}
+}
+
+// TestStalledLongAnswerPastCallTimeout: with --call-timeout (with and without
+// --max-result-tokens), 2 and 8 calls in flight whose long answers (past the stream
+// threshold) the server stalls in the middle of, past the deadline, then ends: the
+// host gets each call's timeout error and nothing else for it, and the session goes
+// on. The first answer is streaming when its deadline passes (the others begin after
+// theirs); it ends whole, then, in a second round, past --max-message, and in a third
+// it is cut off by the server's death (lines the proxy stands in for with an error
+// answer of their id, which is a late answer too; the server is started again).
+func TestStalledLongAnswerPastCallTimeout(t *testing.T) {
+	t.Parallel()
+	srv := testutil.Build(t, "./testdata/rawserver")
+	bin := testutil.BuildRace(t, "./cmd/bir-proxy")
+	for _, budgetOn := range []bool{true, false} {
+		for _, n := range []int{2, 8} {
+			t.Run(fmt.Sprintf("budget=%v/n=%d", budgetOn, n), func(t *testing.T) {
+				t.Parallel()
+				args := []string{"--server", "raw", "--call-timeout", "1s", "--max-message", "1000000"}
+				if budgetOn {
+					args = append(args, "--max-result-tokens", "1000")
+				}
+				cmd := exec.Command(bin, append(args, "--", srv, "--reply")...)
+				cmd.Env = append(os.Environ(), "BIR_OFF=0", "BIR_RECORDER_URL=", "XDG_STATE_HOME="+t.TempDir(), "BIR_STREAM_THRESHOLD=65536")
+				p := testutil.Start(t, cmd)
+				s := &session{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
+				for round, end := range []string{`"more":0`, `"more":800000`, `"more":100000,"exit":true`} {
+					var batch strings.Builder
+					ids := make([]string, n)
+					for i := range n {
+						// String ids, and number ids (which the policy also matches as
+						// a JavaScript host reads them).
+						ids[i] = fmt.Sprintf(`"r%d-%d"`, round, i)
+						if n == 8 {
+							ids[i] = strconv.Itoa(100*round + i)
+						}
+						ms, e := 100, `"more":0`
+						if i == 0 {
+							ms, e = 2500, end // past the deadline, 300 kB of it written
+						}
+						fmt.Fprintf(&batch, `{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"stall","arguments":{"size":300000,"ms":%d,%s}}}`+"\n", ids[i], ms, e)
+					}
+					s.Send(strings.TrimSuffix(batch.String(), "\n"))
+					// A request without a deadline sent after them is answered after
+					// every stalled answer has ended: what came before its answer is
+					// all the host got for them.
+					s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"after%d","method":"ping"}`, round))
+					_, before := s.expect(fmt.Sprintf(`"after%d"`, round))
+					got := map[string]int{}
+					for _, msg := range before {
+						id, _ := jsonID([]byte(msg))
+						got[id]++
+						if !isError(msg) || !strings.Contains(msg, "--call-timeout 1s") {
+							t.Errorf("round %d: for %s the host got %.300s, want the timeout error", round, id, msg)
+						}
+					}
+					for _, id := range ids {
+						if got[id] != 1 {
+							t.Errorf("round %d: the host got %d answers for %s, want 1", round, got[id], id)
+						}
+						delete(got, id)
+					}
+					if len(got) > 0 {
+						t.Errorf("round %d: answers for other ids: %v", round, got)
+					}
+				}
+				// The session goes on: a call is answered by the server.
+				s.Send(`{"jsonrpc":"2.0","id":"next","method":"tools/call","params":{"name":"echo","arguments":{"a":1}}}`)
+				if answer, before := s.expect(`"next"`); isError(answer) || !strings.Contains(answer, `\"a\":1`) || len(before) > 0 {
+					t.Errorf("the call after them: %.300s (after %q)", answer, before)
+				}
+				s.end()
+			})
+		}
 	}
 }

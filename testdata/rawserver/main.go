@@ -27,6 +27,10 @@
 //	                                       arguments.size bytes if given; cut just after a "}",
 //	                                       no newline), then exit with --exit-code: a server
 //	                                       that died in the middle of a large line;
+//	                                     tool "stall": the same head, then a pause of
+//	                                       arguments.ms, then arguments.more bytes more of
+//	                                       it and its end and newline (a server that stalls
+//	                                       mid-line); with arguments.exit, no end: it exits
 //	                                     tool "partial_hang": the same, then write "rawserver: partial
 //	                                       answer written" to stderr and stop (nothing more read or
 //	                                       written) until a signal, to be killed mid-message
@@ -255,20 +259,29 @@ func run(cfg config) error {
 					if ferr := out.Flush(); ferr != nil {
 						return fmt.Errorf("writing stdout: %w", ferr)
 					}
-					if r.then == thenExit {
+					switch r.then {
+					case thenExit:
 						return nil
-					}
-					if r.then == thenEndless {
+					case thenStall:
+						// The answer's end, written with the next flush.
+						time.Sleep(r.stallFor)
+						r.then = thenGoOn
+						out.Write(stallTail(r.stallMore, r.stallExit))
+						if r.stallExit {
+							return out.Flush()
+						}
+					case thenEndless:
 						chunk := bytes.Repeat([]byte("x"), 64<<10)
 						for {
 							if _, werr := out.Write(chunk); werr != nil {
 								return fmt.Errorf("writing the endless line: %w", werr)
 							}
 						}
-					}
-					fmt.Fprintln(os.Stderr, "rawserver: partial answer written")
-					for { // killed mid-message, as a test means to do
-						time.Sleep(time.Hour)
+					default:
+						fmt.Fprintln(os.Stderr, "rawserver: partial answer written")
+						for { // killed mid-message, as a test means to do
+							time.Sleep(time.Hour)
+						}
 					}
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -24,6 +25,9 @@ type replier struct {
 	// then is what rawserver does once the answer is out: the "partial" tools and
 	// --crash-every make it exit, or stop.
 	then       afterAnswer
+	stallFor   time.Duration // thenStall: how long the answer's middle waits
+	stallMore  int           // and how many bytes more of it come after
+	stallExit  bool          // then exit with --exit-code, the answer unended
 	discover   bool
 	noInit     bool
 	known      map[string]bool // with --strict-tools: the tools a call may name
@@ -280,6 +284,15 @@ func (r *replier) appendResponse(buf []byte, req request) []byte {
 			return appendError(buf, id, -32000, "rpc_error tool failed as asked")
 		case name == "fail":
 			buf = appendTextResult(appendResultStart(buf, id), "fail tool failed as asked", true)
+		case name == "stall":
+			// The head of a long answer, a pause, then its end (main's loop).
+			r.then, r.stallFor = thenStall, time.Duration(req.arguments.Get("ms").Int())*time.Millisecond
+			r.stallMore, r.stallExit = int(req.arguments.Get("more").Int()), req.arguments.Get("exit").Bool()
+			size := partialSize
+			if n := req.arguments.Get("size").Int(); n > 0 {
+				size = int(n)
+			}
+			return appendPartial(appendResultStart(buf, id), size)
 		case name == "partial" || name == "partial_hang":
 			r.then = thenExit
 			if name == "partial_hang" {
@@ -345,7 +358,23 @@ const (
 	thenExit                // exit with --exit-code: a server that died mid-line
 	thenHang                // write nothing more, read nothing more, until a signal
 	thenEndless             // the answer's line goes on for ever: "x"s, until stdout breaks
+	thenStall               // pause stallFor, then end the answer (stallTail) and go on
 )
+
+// stallTail is the rest of the answer of the "stall" tool that appendPartial began:
+// about more bytes of elements, the answer's end and its newline (none when the
+// server exits after it).
+func stallTail(more int, exit bool) []byte {
+	const elem = `,{"type":"text","text":"x"}`
+	buf := make([]byte, 0, more+len(elem)+4)
+	for len(buf) < more {
+		buf = append(buf, elem...)
+	}
+	if exit {
+		return buf
+	}
+	return append(buf, "]}}\n"...)
+}
 
 // partialSize is the length of the cut-off answer of the "partial" tools unless the
 // call's arguments say "size": over the 1 MiB past which a proxy might judge a line
