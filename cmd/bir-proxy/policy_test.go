@@ -585,7 +585,10 @@ func TestCallTimeoutLateBound(t *testing.T) {
 			ps := startPolicyMode(t, "1", "--call-timeout", "300ms")
 			var calls strings.Builder
 			for i := range n {
-				fmt.Fprintf(&calls, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":1500}}}`+"\n", 100+i)
+				// The server answers 4 s after each call, its deadline 300 ms: on a
+				// loaded machine (CI beside other work) 14,200 deadlines at once fired
+				// after a 1.5 s sleep, and answers came first.
+				fmt.Fprintf(&calls, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":4000}}}`+"\n", 100+i)
 			}
 			errc := ps.sendLater(strings.TrimSuffix(calls.String(), "\n"))
 			for range n {
