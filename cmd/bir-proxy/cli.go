@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/authcmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/callcmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/cassettecmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/logcmd"
@@ -75,32 +76,25 @@ func subcommands() []subcommand {
 			run:     runLog,
 		},
 		{
-			name: "login", synopsis: "--url URL [--client-id ID] [--oauth-port N] [flags]",
+			name: "login", synopsis: authcmd.LoginUsage,
 			summary: "sign in to a remote server (OAuth) ahead of time",
-			about: `Signs in to the MCP server at URL with OAuth from a terminal: opens the
-browser ($BROWSER, else the system's opener; the URL is printed too) and
-stores the token, which every bir-proxy --url of that server then uses.
-Give the same client flags as the proxy's (--client-id, --client-metadata-url,
---oauth-port). See docs/oauth.md.`,
-			flags: func(fs *flag.FlagSet) any { return defineLoginFlags(fs, true) },
-			run:   runLogin,
+			about:   authcmd.LoginAbout,
+			flags:   func(fs *flag.FlagSet) any { return authcmd.DefineFlags(fs, true) },
+			run:     runLogin,
 		},
 		{
-			name: "logout", synopsis: "--url URL",
+			name: "logout", synopsis: authcmd.LogoutUsage,
 			summary: "delete the stored OAuth grant of a remote server",
-			about: `Deletes what is stored for the server at URL: its tokens and client
-registration. The next bir-proxy --url of it signs in again.`,
-			flags: func(fs *flag.FlagSet) any { return defineLoginFlags(fs, false) },
-			run:   runLogout,
+			about:   authcmd.LogoutAbout,
+			flags:   func(fs *flag.FlagSet) any { return authcmd.DefineFlags(fs, false) },
+			run:     runLogout,
 		},
 		{
-			name: "auth", synopsis: "status",
+			name: "auth", synopsis: authcmd.AuthUsage,
 			summary: "the stored OAuth grants (never their secrets)",
-			about: `Lists the OAuth grants bir-proxy keeps, one per server URL: whether the
-token is valid and refreshable, its scopes and client. Tokens and secrets
-are never shown.`,
-			flags: func(*flag.FlagSet) any { return nil },
-			run:   runAuth,
+			about:   authcmd.AuthAbout,
+			flags:   func(*flag.FlagSet) any { return nil },
+			run:     runAuth,
 		},
 		{
 			name: "completion", synopsis: "bash|zsh|fish",

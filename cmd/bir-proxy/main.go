@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/authcmd"
 	"github.com/bir-dev/bir-proxy/internal/version"
 	"github.com/bir-dev/bir-proxy/journal"
 	"github.com/bir-dev/bir-proxy/recorder"
@@ -76,7 +77,7 @@ type proxyFlags struct {
 	headers        []string
 	headerFiles    []string
 	connectTimeout time.Duration
-	oauth          *oauthFlags
+	oauth          *authcmd.OAuthFlags
 	policy         *toolpolicy.Policy
 	// maxResultTokens is --max-result-tokens as given; resultTokens its value.
 	maxResultTokens string
@@ -120,7 +121,7 @@ func defineProxyFlags(fs *flag.FlagSet) *proxyFlags {
 	fs.Var((*repeated)(&f.headers), "header", "with --url: a header sent with every request, \"Name: value\" (repeatable; ${VAR} is expanded)")
 	fs.Var((*repeated)(&f.headerFiles), "header-file", "with --url: a file of \"Name: value\" lines, for secrets kept out of the argument list (repeatable)")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", upstream.DefaultConnectTimeout, "with --url: how long to wait for a connection to the server")
-	f.oauth = defineOAuthFlags(fs, true)
+	f.oauth = authcmd.DefineOAuthFlags(fs, true)
 	f.policy = definePolicyFlags(fs)
 	defineBudgetFlag(fs, &f.maxResultTokens, true)
 	definePinFlags(fs, &f.pinTools, &f.readOnly)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/authcmd"
 	"github.com/bir-dev/bir-proxy/cmd/bir-proxy/internal/verifycmd"
 	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/mcpdiff"
@@ -203,7 +204,7 @@ func defineServerFlags(fs *flag.FlagSet, p *proxyFlags, urlUsage string) {
 	fs.Var((*repeated)(&p.headers), "header", "with --url: a header sent with every request, \"Name: value\" (repeatable; ${VAR} is expanded)")
 	fs.Var((*repeated)(&p.headerFiles), "header-file", "with --url: a file of \"Name: value\" lines (repeatable)")
 	fs.DurationVar(&p.connectTimeout, "connect-timeout", upstream.DefaultConnectTimeout, "with --url: how long to wait for a connection to the server")
-	p.oauth = defineOAuthFlags(fs, true)
+	p.oauth = authcmd.DefineOAuthFlags(fs, true)
 	fs.IntVar(&p.maxMessage, "max-message", 0, "largest message accepted, in bytes (default 256 MiB)")
 	fs.StringVar(&p.logLevel, "log-level", envOr("BIR_LOG_LEVEL", "warn"), "debug, info, warn or error; at debug the server's stderr is shown too")
 }
