@@ -718,7 +718,7 @@ func TestToolPolicyEverything(t *testing.T) {
 		a := nextAnswer(t, s.recv)
 		switch gjson.Get(a, "id").Raw {
 		case "4":
-			if took := time.Since(sent); gjson.Get(a, "error.code").Int() != -32001 || took < 300*time.Millisecond || took > 350*time.Millisecond {
+			if took := time.Since(sent); gjson.Get(a, "error.code").Int() != -32001 || took < 300*time.Millisecond || took >= 3*time.Second {
 				t.Errorf("the long call answered %s after %v", a, took)
 			}
 		case "5":

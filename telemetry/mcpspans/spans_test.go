@@ -623,7 +623,9 @@ func TestCloseBoundsTheSpansLeft(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		st := x.Close(ctx)
-		if took > drain+20*time.Millisecond {
+		// Bounded by the drain, not by the 2,000 × 10 ms the spans would take: a
+		// second of slack for a loaded machine.
+		if took > drain+time.Second {
 			t.Errorf("Close took %v, bound %v", took, drain)
 		}
 		if st.Dropped == 0 || st.Exported+st.Dropped != n {
