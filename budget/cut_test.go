@@ -3,6 +3,8 @@ package budget
 import (
 	"bytes"
 	"encoding/json"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -137,5 +139,49 @@ func TestCutDeepResult(t *testing.T) {
 	}
 	if !jsonlex.Valid(out) || !bytes.HasPrefix(out, []byte(`{"jsonrpc":"2.0","id":1,`)) || len(out) > 400+Slack+200 {
 		t.Fatalf("cut to %d bytes: %.300q", len(out), out)
+	}
+}
+
+// manyItems is an answer of about size bytes of small text items.
+func manyItems(size int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"jsonrpc":"2.0","id":7,"result":{"content":[`)
+	for i := 0; sb.Len() < size; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"type":"text","text":"item `)
+		sb.WriteString(strconv.Itoa(i))
+		sb.WriteString(`: a small text of a long list"}`)
+	}
+	sb.WriteString(`],"isError":false}}`)
+	return []byte(sb.String())
+}
+
+// TestCutManyItemsHoldsLittle: an answer of many small items is cut with no record
+// of each item and no copy of them all: Cut of a 4 MiB answer of ~70,000 items
+// allocates a few budgets, where it took ~11 times the answer.
+func TestCutManyItemsHoldsLittle(t *testing.T) {
+	msg := manyItems(4 << 20)
+	for _, budget := range []int{1000, 40000} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		out, ok := Cut(msg, budget, func() string { return "see /tmp/x" })
+		runtime.ReadMemStats(&after)
+		if !ok {
+			t.Fatal("not cut")
+		}
+		checkCut(t, msg, budget, out)
+		if n := after.TotalAlloc - before.TotalAlloc; n > uint64(4*(budget+Slack)+64<<10) {
+			t.Errorf("budget %d: Cut of a %d-byte answer of many items allocated %d bytes", budget, len(msg), n)
+		}
+	}
+}
+
+func BenchmarkCutManyItems(b *testing.B) {
+	msg := manyItems(19 << 20)
+	b.ReportAllocs()
+	for b.Loop() {
+		Cut(msg, 4000, func() string { return "see /tmp/x" })
 	}
 }
