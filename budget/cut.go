@@ -158,11 +158,13 @@ const (
 	memberOther memberKind = iota
 	memberContent
 	memberSC // structuredContent
+	memberIsError
+	memberResultType
 )
 
-// keepMember decides the member k: v of the result other than content and
-// structuredContent, taking what it keeps from *left; the same walk of the same
-// result decides the same (cutResult walks it twice rather than keep a record of
+// keepMember decides the member k: v of the result other than content,
+// structuredContent, isError and resultType (of which only the last is kept),
+// taking what it keeps from *left; the same walk of the same result decides the same (cutResult walks it twice rather than keep a record of
 // each member: a result of a million members costs none).
 func keepMember(d *doc, k, v []byte, budget int, left *int) (memberKind, bool) {
 	size := d.size(k) + 1 + d.size(v) + 1
@@ -171,10 +173,12 @@ func keepMember(d *doc, k, v []byte, budget int, left *int) (memberKind, bool) {
 		return memberContent, false // the last one is what a host reads; the others go
 	case jsonlex.KeyIs(k, "structuredContent"):
 		return memberSC, false
-	case jsonlex.KeyIs(k, "isError"), jsonlex.KeyIs(k, "resultType"):
+	case jsonlex.KeyIs(k, "isError"):
 		// Kept from the Slack when short (a boolean, a word): a host must still
 		// tell a failed call.
-		return memberOther, size <= tinyMember
+		return memberIsError, size <= tinyMember
+	case jsonlex.KeyIs(k, "resultType"):
+		return memberResultType, size <= tinyMember
 	case jsonlex.KeyIs(k, "_meta"):
 		if size <= budget/4 && size <= *left {
 			*left -= size
@@ -193,18 +197,33 @@ func keepMember(d *doc, k, v []byte, budget int, left *int) (memberKind, bool) {
 func cutResult(d *doc, res []byte, budget int, note string) []byte {
 	left := budget
 	var content, sc []byte
-	scAt, n := -1, 0
+	n := 0
 	kept := 1 // what the kept members take, with their commas and the closing brace
-	var scMember int
+	// The last isError and resultType (what a host reads) are kept from the Slack,
+	// not each: 200 duplicate isError members took a cut result to 3 KB for a
+	// budget of 1000 (TestCutDuplicateMembers).
+	ks := keptSet{sc: -1, isError: -1, resultType: -1}
+	errAt, errLen, typeAt, typeLen, scAt, scLen := -1, 0, -1, 0, -1, 0
 	_, ok := jsonlex.EachMember(res, 0, func(m jsonlex.Member) bool {
 		k, v := res[m.Key.Start:m.Key.End], res[m.Value.Start:m.Value.End]
+		size := 1 + m.Value.End - m.Key.Start
 		switch what, keep := keepMember(d, k, v, budget, &left); {
 		case what == memberContent:
 			content = v
 		case what == memberSC:
-			sc, scAt, scMember = v, n, 1+m.Value.End-m.Key.Start
+			sc, scAt, scLen = v, n, size
+		case what == memberIsError:
+			errAt, errLen = n, size
+			if !keep {
+				errAt = -1
+			}
+		case what == memberResultType:
+			typeAt, typeLen = n, size
+			if !keep {
+				typeAt = -1
+			}
 		case keep:
-			kept += 1 + m.Value.End - m.Key.Start
+			kept += size
 		}
 		n++
 		return true
@@ -212,11 +231,16 @@ func cutResult(d *doc, res []byte, budget int, note string) []byte {
 	if !ok {
 		return noteOnly(note)
 	}
+	if errAt >= 0 {
+		ks.isError, kept = errAt, kept+errLen
+	}
+	if typeAt >= 0 {
+		ks.resultType, kept = typeAt, kept+typeLen
+	}
 	// structuredContent is kept when it takes at most half of what is left.
-	scKept := false
 	if scAt >= 0 {
 		if size := len(`"structuredContent":`) + d.size(sc) + 1; size <= left/2 {
-			scKept, left, kept = true, left-size, kept+scMember
+			ks.sc, left, kept = scAt, left-size, kept+scLen
 		}
 	}
 	var cont []byte
@@ -230,7 +254,7 @@ func cutResult(d *doc, res []byte, budget int, note string) []byte {
 		out := make([]byte, 0, len(`{"content":`)+len(cont)+kept)
 		out = append(out, `{"content":`...)
 		out = append(out, cont...)
-		out = appendKept(out, d, res, budget, scAt, scKept)
+		out = appendKept(out, d, res, budget, ks)
 		if len(out) <= budget+Slack {
 			return out
 		}
@@ -239,16 +263,22 @@ func cutResult(d *doc, res []byte, budget int, note string) []byte {
 	// whole, said in the note (the members kept took at most the budget).
 	out := append([]byte(nil), `{"content":`...)
 	out = append(out, noteItems(nil, "all content removed to fit the result budget. "+note)...)
-	return appendKept(out, d, res, budget, scAt, false)
+	ks.sc = -1
+	return appendKept(out, d, res, budget, ks)
 }
 
-// appendKept appends the members of res kept (keepMember's, and structuredContent,
-// the scAt-th member, when scKept), and the closing brace.
-func appendKept(out []byte, d *doc, res []byte, budget, scAt int, scKept bool) []byte {
+// keptSet is which structuredContent, isError and resultType members of a result
+// are kept, by their place (-1: none).
+type keptSet struct{ sc, isError, resultType int }
+
+// appendKept appends the members of res kept (keepMember's, and ks's), and the
+// closing brace.
+func appendKept(out []byte, d *doc, res []byte, budget int, ks keptSet) []byte {
 	left, n := budget, 0
 	jsonlex.EachMember(res, 0, func(m jsonlex.Member) bool {
 		k, v := res[m.Key.Start:m.Key.End], res[m.Value.Start:m.Value.End]
-		if _, keep := keepMember(d, k, v, budget, &left); keep || (n == scAt && scKept) {
+		what, keep := keepMember(d, k, v, budget, &left)
+		if (what == memberOther && keep) || n == ks.sc || n == ks.isError || n == ks.resultType {
 			out = append(append(out, ','), res[m.Key.Start:m.Value.End]...)
 		}
 		n++
