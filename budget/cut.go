@@ -98,13 +98,12 @@ func cutDoc(d *doc, budget int, note func() string) (out []byte, ok bool) {
 	if start >= len(msg) || msg[start] != '{' {
 		return nil, false // a batch, or not an object
 	}
-	top, _, ok := jsonlex.Members(msg, start)
-	if !ok {
-		return nil, false
-	}
+	// The top members walked, not listed: an answer of many members costs no record
+	// of each.
 	var id, rpc, result []byte
 	nID, nResult := 0, 0
-	for _, m := range top {
+	other := false
+	_, ok = jsonlex.EachMember(msg, start, func(m jsonlex.Member) bool {
 		k, v := msg[m.Key.Start:m.Key.End], msg[m.Value.Start:m.Value.End]
 		switch {
 		case jsonlex.KeyIs(k, "id"):
@@ -114,8 +113,12 @@ func cutDoc(d *doc, budget int, note func() string) (out []byte, ok bool) {
 		case jsonlex.KeyIs(k, "jsonrpc"):
 			rpc = v
 		case jsonlex.KeyIs(k, "method"), jsonlex.KeyIs(k, "error"):
-			return nil, false
+			other = true
 		}
+		return true
+	})
+	if !ok || other {
+		return nil, false
 	}
 	// Duplicate ids or results: which one a host reads is not sure; left alone.
 	if nID != 1 || nResult != 1 || d.size(result) <= budget || result[0] != '{' {
@@ -142,81 +145,145 @@ type item struct {
 	text      jsonlex.Span // the text literal's span in raw, for a text item
 	isText    bool
 	textSize  int    // the text literal's length in the answer
-	kind      string // the type, for a removed item's stand-in
+	kind      []byte // the type's string literal, for a removed item's stand-in (nil: "item")
 	keep      bool   // a non-text item kept whole
 	share     int    // the text bytes a text item may keep
 	frameless bool   // rebuilt as {"type":"text","text":…}
 }
 
+// memberKind is what Cut does with a member of the result.
+type memberKind int
+
+const (
+	memberOther memberKind = iota
+	memberContent
+	memberSC // structuredContent
+	memberIsError
+	memberResultType
+)
+
+// keepMember decides the member k: v of the result other than content,
+// structuredContent, isError and resultType (of which only the last is kept),
+// taking what it keeps from *left; the same walk of the same result decides the same (cutResult walks it twice rather than keep a record of
+// each member: a result of a million members costs none).
+func keepMember(d *doc, k, v []byte, budget int, left *int) (memberKind, bool) {
+	size := d.size(k) + 1 + d.size(v) + 1
+	switch {
+	case jsonlex.KeyIs(k, "content"):
+		return memberContent, false // the last one is what a host reads; the others go
+	case jsonlex.KeyIs(k, "structuredContent"):
+		return memberSC, false
+	case jsonlex.KeyIs(k, "isError"):
+		// Kept from the Slack when short (a boolean, a word): a host must still
+		// tell a failed call.
+		return memberIsError, size <= tinyMember
+	case jsonlex.KeyIs(k, "resultType"):
+		return memberResultType, size <= tinyMember
+	case jsonlex.KeyIs(k, "_meta"):
+		if size <= budget/4 && size <= *left {
+			*left -= size
+			return memberOther, true
+		}
+	default:
+		if size <= smallMember && size <= *left {
+			*left -= size
+			return memberOther, true
+		}
+	}
+	return memberOther, false
+}
+
 // cutResult is the result object res cut to budget (+ Slack).
 func cutResult(d *doc, res []byte, budget int, note string) []byte {
-	ms, _, ok := jsonlex.Members(res, 0)
+	left := budget
+	var content, sc []byte
+	n := 0
+	kept := 1 // what the kept members take, with their commas and the closing brace
+	// The last isError and resultType (what a host reads) are kept from the Slack,
+	// not each: 200 duplicate isError members took a cut result to 3 KB for a
+	// budget of 1000 (TestCutDuplicateMembers).
+	ks := keptSet{sc: -1, isError: -1, resultType: -1}
+	errAt, errLen, typeAt, typeLen, scAt, scLen := -1, 0, -1, 0, -1, 0
+	_, ok := jsonlex.EachMember(res, 0, func(m jsonlex.Member) bool {
+		k, v := res[m.Key.Start:m.Key.End], res[m.Value.Start:m.Value.End]
+		size := 1 + m.Value.End - m.Key.Start
+		switch what, keep := keepMember(d, k, v, budget, &left); {
+		case what == memberContent:
+			content = v
+		case what == memberSC:
+			sc, scAt, scLen = v, n, size
+		case what == memberIsError:
+			errAt, errLen = n, size
+			if !keep {
+				errAt = -1
+			}
+		case what == memberResultType:
+			typeAt, typeLen = n, size
+			if !keep {
+				typeAt = -1
+			}
+		case keep:
+			kept += size
+		}
+		n++
+		return true
+	})
 	if !ok {
 		return noteOnly(note)
 	}
-	left := budget
-	keepMember := make([]bool, len(ms))
-	contentAt := -1
-	var sc []byte
-	scAt := -1
-	for i, m := range ms {
-		k, v := res[m.Key.Start:m.Key.End], res[m.Value.Start:m.Value.End]
-		size := d.size(k) + 1 + d.size(v) + 1
-		switch {
-		case jsonlex.KeyIs(k, "content"):
-			contentAt = i // the last one is what a host reads; the others go
-		case jsonlex.KeyIs(k, "structuredContent"):
-			sc, scAt = v, i
-		case jsonlex.KeyIs(k, "isError"), jsonlex.KeyIs(k, "resultType"):
-			// Kept from the Slack when short (a boolean, a word): a host must still
-			// tell a failed call.
-			keepMember[i] = size <= tinyMember
-		case jsonlex.KeyIs(k, "_meta"):
-			if size <= budget/4 && size <= left {
-				keepMember[i], left = true, left-size
-			}
-		default:
-			if size <= smallMember && size <= left {
-				keepMember[i], left = true, left-size
-			}
-		}
+	if errAt >= 0 {
+		ks.isError, kept = errAt, kept+errLen
+	}
+	if typeAt >= 0 {
+		ks.resultType, kept = typeAt, kept+typeLen
 	}
 	// structuredContent is kept when it takes at most half of what is left.
 	if scAt >= 0 {
 		if size := len(`"structuredContent":`) + d.size(sc) + 1; size <= left/2 {
-			keepMember[scAt], left = true, left-size
+			ks.sc, left, kept = scAt, left-size, kept+scLen
 		}
 	}
-	var content []byte
-	if contentAt >= 0 {
-		content = cutContent(d, res[ms[contentAt].Value.Start:ms[contentAt].Value.End], left, note)
+	var cont []byte
+	if content != nil {
+		// nil when it would take the result past budget+Slack: it goes whole below.
+		cont = cutContent(d, content, left, budget+Slack-len(`{"content":`)-kept, note)
 	} else {
-		content = noteItems(nil, note)
+		cont = noteItems(nil, note)
 	}
-	out := make([]byte, 0, budget+Slack)
-	out = append(out, '{')
-	out = append(append(out, `"content":`...), content...)
-	out = appendKept(out, res, ms, keepMember)
-	if len(out) > budget+Slack {
-		// Many small items, each keeping its least, passed the slack: the content
-		// goes whole, said in the note (the members kept took at most the budget).
-		if scAt >= 0 {
-			keepMember[scAt] = false
+	if cont != nil {
+		out := make([]byte, 0, len(`{"content":`)+len(cont)+kept)
+		out = append(out, `{"content":`...)
+		out = append(out, cont...)
+		out = appendKept(out, d, res, budget, ks)
+		if len(out) <= budget+Slack {
+			return out
 		}
-		out = append(out[:0], `{"content":`...)
-		out = append(out, noteItems(nil, "all content removed to fit the result budget. "+note)...)
-		out = appendKept(out, res, ms, keepMember)
 	}
-	return out
+	// Many small items, each keeping its least, passed the slack: the content goes
+	// whole, said in the note (the members kept took at most the budget).
+	out := append([]byte(nil), `{"content":`...)
+	out = append(out, noteItems(nil, "all content removed to fit the result budget. "+note)...)
+	ks.sc = -1
+	return appendKept(out, d, res, budget, ks)
 }
 
-// appendKept appends the members of res kept, and the closing brace.
-func appendKept(out, res []byte, ms []jsonlex.Member, keep []bool) []byte {
-	for i, m := range ms {
-		if keep[i] {
+// keptSet is which structuredContent, isError and resultType members of a result
+// are kept, by their place (-1: none).
+type keptSet struct{ sc, isError, resultType int }
+
+// appendKept appends the members of res kept (keepMember's, and ks's), and the
+// closing brace.
+func appendKept(out []byte, d *doc, res []byte, budget int, ks keptSet) []byte {
+	left, n := budget, 0
+	jsonlex.EachMember(res, 0, func(m jsonlex.Member) bool {
+		k, v := res[m.Key.Start:m.Key.End], res[m.Value.Start:m.Value.End]
+		what, keep := keepMember(d, k, v, budget, &left)
+		if (what == memberOther && keep) || n == ks.sc || n == ks.isError || n == ks.resultType {
 			out = append(append(out, ','), res[m.Key.Start:m.Value.End]...)
 		}
-	}
+		n++
+		return true
+	})
 	return append(out, '}')
 }
 
@@ -255,90 +322,123 @@ func jsonQuote(s string) []byte {
 	return b
 }
 
-// cutContent is the content array arr cut to left bytes, with the note last.
-func cutContent(d *doc, arr []byte, left int, note string) []byte {
-	elems, ok := jsonlex.Elements(arr, 0)
-	if !ok || arr[0] != '[' {
-		return noteItems(nil, note)
+// readItem is the element raw of content as Cut sees it.
+func readItem(d *doc, raw []byte) item {
+	it := item{raw: raw, size: d.size(raw)}
+	if raw[0] != '{' {
+		return it
 	}
-	items := make([]item, len(elems))
-	for i, e := range elems {
-		it := &items[i]
-		it.raw = arr[e.Start:e.End]
-		it.size = d.size(it.raw)
-		it.kind = "item"
-		if it.raw[0] != '{' {
-			continue
+	// The last type and text members (the duplicate-key rule), walked: an item of
+	// many members costs no record of each.
+	var t, tx jsonlex.Span
+	hasT, hasTx := false, false
+	if _, ok := jsonlex.EachMember(raw, 0, func(m jsonlex.Member) bool {
+		switch k := raw[m.Key.Start:m.Key.End]; {
+		case jsonlex.KeyIs(k, "type"):
+			t, hasT = m.Value, true
+		case jsonlex.KeyIs(k, "text"):
+			tx, hasTx = m.Value, true
 		}
-		ims, _, _ := jsonlex.Members(it.raw, 0)
-		if t, ok := jsonlex.Last(it.raw, ims, "type"); ok {
-			if lit := it.raw[t.Start:t.End]; lit[0] == '"' {
-				it.kind = jsonlex.StringOf(lit)
-			}
+		return true
+	}); !ok {
+		return it
+	}
+	isTextType := false
+	if hasT {
+		if lit := raw[t.Start:t.End]; lit[0] == '"' {
+			it.kind = lit
+			isTextType = jsonlex.KeyIs(lit, "text")
 		}
-		if tx, ok := jsonlex.Last(it.raw, ims, "text"); ok && it.kind == "text" && it.raw[tx.Start] == '"' {
-			it.isText, it.text = true, tx
-			it.textSize = d.size(it.raw[tx.Start:tx.End])
-			it.frameless = it.size-it.textSize > textFrame
+	}
+	if hasTx && isTextType && raw[tx.Start] == '"' {
+		it.isText, it.text = true, tx
+		it.textSize = d.size(raw[tx.Start:tx.End])
+		it.frameless = it.size-it.textSize > textFrame
+	}
+	return it
+}
+
+// itemFixed adds to *fixed what the item it takes without its text, and decides
+// whether a non-text item is kept whole (while such items take at most a quarter of
+// left); scratch is for the stand-in's length.
+func itemFixed(it *item, left int, fixed *int, scratch *[]byte) {
+	switch {
+	case it.isText:
+		if it.frameless {
+			*fixed += len(`{"type":"text","text":""},`)
+		} else {
+			*fixed += it.size - it.textSize + 3
 		}
+	case it.size <= smallItem && *fixed+it.size+1 <= left/4:
+		it.keep = true
+		*fixed += it.size + 1
+	default:
+		*scratch = standIn((*scratch)[:0], it)
+		*fixed += len(*scratch) + 1
+	}
+}
+
+// cutContent is the content array arr cut to left bytes, with the note last; nil
+// when it would pass limit bytes (cutResult then removes the content whole).
+//
+// It walks the items twice and keeps no record of each: a first walk sums what they
+// take, a second writes them, stopping once past limit. A list of 200,000 small
+// items took ~10 times the answer in records and a whole copy
+// (TestResultBudgetManyItemsMemory).
+func cutContent(d *doc, arr []byte, left, limit int, note string) []byte {
+	if len(arr) == 0 || arr[0] != '[' {
+		return noteItems(nil, note)
 	}
 	// What the text items take without their text; the small non-text items are
 	// kept whole while they take at most a quarter of what is left; the others get a
 	// stand-in.
-	var textBytes int
-	nText := 0
-	fixed := 0
-	for i := range items {
-		it := &items[i]
-		switch {
-		case it.isText:
-			nText++
+	var textBytes, fixed int
+	var scratch []byte
+	jsonlex.EachElement(arr, func(raw []byte) {
+		it := readItem(d, raw)
+		if it.isText {
 			textBytes += it.textSize - 2
-			if it.frameless {
-				fixed += len(`{"type":"text","text":""},`)
-			} else {
-				fixed += it.size - it.textSize + 3
-			}
-		case it.size <= smallItem && fixed+it.size+1 <= left/4:
-			it.keep = true
-			fixed += it.size + 1
-		default:
-			fixed += len(standIn(nil, it)) + 1
 		}
-	}
+		itemFixed(&it, left, &fixed, &scratch)
+	})
 	// The text left is shared by the text items in proportion to their length, each
 	// keeping at least minCut (past the budget: the Slack takes it).
 	room := left - fixed
-	for i := range items {
-		it := &items[i]
-		if !it.isText {
-			continue
-		}
-		n := it.textSize - 2
-		if textBytes > 0 && room > 0 {
-			it.share = int(int64(room) * int64(n) / int64(textBytes))
-		}
-		it.share = max(it.share, min(n, minCut))
-	}
-	b := make([]byte, 0, left+Slack)
+	fixed = 0 // the same walk again decides the same items kept
+	b := make([]byte, 0, max(min(left, limit), 0)+Slack)
 	b = append(b, '[')
 	standIns := 0
-	for i := range items {
-		it := &items[i]
+	over := false
+	jsonlex.EachElement(arr, func(raw []byte) {
+		if over {
+			return
+		}
+		it := readItem(d, raw)
+		itemFixed(&it, left, &fixed, &scratch)
 		switch {
 		case it.isText:
-			b = appendText(b, it)
+			n := it.textSize - 2
+			if textBytes > 0 && room > 0 {
+				it.share = int(int64(room) * int64(n) / int64(textBytes))
+			}
+			it.share = max(it.share, min(n, minCut))
+			b = appendText(b, &it)
 		case it.keep:
 			b = append(b, it.raw...)
 		default:
 			// Past the budget's room, the stand-ins are folded into the note.
 			if len(b)+60 > left {
 				standIns++
-				continue
+				return
 			}
-			b = standIn(b, it)
+			b = standIn(b, &it)
 		}
 		b = append(b, ',')
+		// What is written stays: past limit, the content cannot fit.
+		over = len(b) > limit
+	})
+	if over {
+		return nil
 	}
 	if standIns > 0 {
 		note = strconv.Itoa(standIns) + " more non-text items removed. " + note
@@ -349,7 +449,10 @@ func cutContent(d *doc, arr []byte, left int, note string) []byte {
 
 // standIn appends the text item that stands in the place of the removed item it.
 func standIn(b []byte, it *item) []byte {
-	kind := it.kind
+	kind := "item"
+	if it.kind != nil {
+		kind = jsonlex.StringOf(it.kind)
+	}
 	if len(kind) > 32 {
 		kind = kind[:32]
 	}

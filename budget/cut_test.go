@@ -3,6 +3,8 @@ package budget
 import (
 	"bytes"
 	"encoding/json"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -114,6 +116,7 @@ func FuzzCut(f *testing.F) {
 	f.Add(answer(`1`, `{"content":[{"type":"text","text":"a\u00e9\ud83d\ude00😀\\\"b"}],"structuredContent":{"a":1}}`), 5)
 	f.Add(answer(`"x"`, `{"content":[{"type":"image","data":"AAAA"},{"type":"resource","resource":{"blob":"AAAA"}},1,"s",{"type":"text","text":""}],"_meta":{},"isError":false}`), 3)
 	f.Add(answer(`1`, `{"content":[`+strings.Repeat(`{"type":"text","text":"abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789"},`, 300)+`1]}`), 10)
+	f.Add(answer(`1`, `{"content":[{"type":"text","text":"abcdefghijklmnopqrstuvwxyz"}]`+strings.Repeat(`,"isError":true,"resultType":"x"`, 40)+`}`), 3)
 	f.Fuzz(func(t *testing.T, msg []byte, budget int) {
 		budget = budget & 0xffff
 		out, ok := Cut(msg, budget, func() string { return "the whole answer: /tmp/é" })
@@ -137,5 +140,65 @@ func TestCutDeepResult(t *testing.T) {
 	}
 	if !jsonlex.Valid(out) || !bytes.HasPrefix(out, []byte(`{"jsonrpc":"2.0","id":1,`)) || len(out) > 400+Slack+200 {
 		t.Fatalf("cut to %d bytes: %.300q", len(out), out)
+	}
+}
+
+// TestCutDuplicateMembers: of duplicate isError and resultType members (kept from
+// the Slack, whatever the budget) only the last, what a host reads, is kept: each
+// one kept, 200 pairs took the result to 8 KB for a budget of 1000.
+func TestCutDuplicateMembers(t *testing.T) {
+	msg := answer(`1`, `{"content":[{"type":"text","text":"`+strings.Repeat("a", 5000)+`"}]`+
+		strings.Repeat(`,"isError":false,"resultType":"complete"`, 200)+`,"isError":true}`)
+	out, ok := Cut(msg, 1000, func() string { return "n" })
+	if !ok {
+		t.Fatal("not cut")
+	}
+	checkCut(t, msg, 1000, out)
+	if !bytes.HasSuffix(out, []byte(`,"resultType":"complete","isError":true}}`)) || bytes.Count(out, []byte(`"isError"`)) != 1 {
+		t.Errorf("the members kept: %s", out[max(0, len(out)-200):])
+	}
+}
+
+// manyItems is an answer of about size bytes of small text items.
+func manyItems(size int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"jsonrpc":"2.0","id":7,"result":{"content":[`)
+	for i := 0; sb.Len() < size; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"type":"text","text":"item `)
+		sb.WriteString(strconv.Itoa(i))
+		sb.WriteString(`: a small text of a long list"}`)
+	}
+	sb.WriteString(`],"isError":false}}`)
+	return []byte(sb.String())
+}
+
+// TestCutManyItemsHoldsLittle: an answer of many small items is cut with no record
+// of each item and no copy of them all: Cut of a 4 MiB answer of ~70,000 items
+// allocates a few budgets, where it took ~11 times the answer.
+func TestCutManyItemsHoldsLittle(t *testing.T) {
+	msg := manyItems(4 << 20)
+	for _, budget := range []int{1000, 40000} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		out, ok := Cut(msg, budget, func() string { return "see /tmp/x" })
+		runtime.ReadMemStats(&after)
+		if !ok {
+			t.Fatal("not cut")
+		}
+		checkCut(t, msg, budget, out)
+		if n := after.TotalAlloc - before.TotalAlloc; n > uint64(4*(budget+Slack)+64<<10) {
+			t.Errorf("budget %d: Cut of a %d-byte answer of many items allocated %d bytes", budget, len(msg), n)
+		}
+	}
+}
+
+func BenchmarkCutManyItems(b *testing.B) {
+	msg := manyItems(19 << 20)
+	b.ReportAllocs()
+	for b.Loop() {
+		Cut(msg, 4000, func() string { return "see /tmp/x" })
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,6 +106,64 @@ func TestResultBudgetStreamedAnswerMemory(t *testing.T) {
 	}
 	kept = nil
 	want, ok := budget.Cut([]byte(line), b, func() string { return note })
+	if !ok || got != string(want) {
+		t.Errorf("the cut answer differs from the whole-message cut:\n got %.600s\nwant %.600s", got, want)
+	}
+}
+
+// TestResultBudgetManyItemsMemory: a 19 MB answer of ~330,000 small text items
+// (streamed from 4 MiB on, its bytes outside long strings past what StreamCut holds,
+// so cut from its spill file read back whole) with --max-result-tokens 1000: the host
+// gets the whole-message cut, and the proxy's peak RSS over its idle one stays under
+// 3 times the line (the line read back once, the 4 MiB held before the answer
+// streams and its compacted copy). Cut kept a record of each item and wrote them all
+// out: it took 173 MB over an idle 10 MB (~10 times the line).
+func TestResultBudgetManyItemsMemory(t *testing.T) {
+	t.Parallel()
+	const b = 4000
+	state := t.TempDir()
+	var sb strings.Builder
+	sb.WriteString(`{"content":[`)
+	for i := 0; sb.Len() < 19<<20; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"type":"text","text":"item %d: a small text of a long list"}`, i)
+	}
+	sb.WriteString(`],"isError":false}`)
+	result := sb.String()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "many.json"), []byte(result), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line := `{"jsonrpc":"2.0","id":7,"result":` + result + `}`
+	srv := testutil.Build(t, "./testdata/rawserver")
+	start := func() *session {
+		return startProxyIn(t, t.TempDir(), []string{"BIR_OFF=1", "XDG_STATE_HOME=" + state},
+			"--server", "raw", "--max-result-tokens", "1000", "--", srv, "--reply", "--result-dir", dir)
+	}
+	s := start()
+	s.Send(budgetCall("1", "echo"))
+	s.recv()
+	idle := procStatusKB(t, s.Cmd.Process.Pid, "VmHWM") << 10
+	s.end()
+
+	s = start()
+	s.Send(budgetCall("7", "many"))
+	got := s.recv()
+	peak := procStatusKB(t, s.Cmd.Process.Pid, "VmHWM") << 10
+	s.end()
+	t.Logf("peak RSS %d MB, idle %d MB, for a %d MB answer", peak>>20, idle>>20, len(line)>>20)
+	if peak-idle > 3*int64(len(line)) {
+		t.Errorf("a %d MB answer of many items cut took the proxy %d MB over its idle %d MB", len(line)>>20, (peak-idle)>>20, idle>>20)
+	}
+	items := checkBudgetAnswer(t, got, "7", b)
+	note := items[len(items)-1].Get("text").String()
+	at := strings.Index(note, "[bir-proxy: this")
+	if !strings.HasPrefix(note, "all content removed") || at < 0 || !strings.Contains(note, " is in ") {
+		t.Fatalf("the note: %q", note)
+	}
+	want, ok := budget.Cut([]byte(line), b, func() string { return note[at:] })
 	if !ok || got != string(want) {
 		t.Errorf("the cut answer differs from the whole-message cut:\n got %.600s\nwant %.600s", got, want)
 	}
