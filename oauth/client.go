@@ -687,18 +687,7 @@ func (c *Client) runFlow(ctx context.Context, stale string, scopes, need []strin
 					return err
 				}
 			}
-			err = c.authorize(ctx, ln, stale, scopes, need, prmURL)
-			switch {
-			case err == nil:
-				c.o.Store.setFailure(c.resource, nil)
-			case !interactive && c.ctx.Err() == nil:
-				// Noted before the port is free: the processes waiting for it find the
-				// failure first, and take it as theirs.
-				c.mu.Lock()
-				n, sum := c.signInFails+1, tokenSum(accessToken(c.entry))
-				c.mu.Unlock()
-				c.o.Store.setFailure(c.resource, &signInFailure{Error: err.Error(), Until: time.Now().Add(pauseAfter(n)), Token: sum})
-			}
+			err = c.authorize(ctx, ln, func(err error) { c.noteOutcome(err, interactive) }, stale, scopes, need, prmURL)
 			ln.Close()
 			return err
 		}
@@ -737,6 +726,23 @@ func (c *Client) runFlow(ctx context.Context, stale string, scopes, need []strin
 	}
 }
 
+// noteOutcome notes for the other processes how the sign-in of the port's holder
+// ended: a failure (not a `login`'s, not this proxy ending) is kept beside the entry
+// for its pause, a success forgets the last. It is called while the port is still
+// held (authorize calls it before its callback server closes the listener): the
+// processes waiting for the port find the failure first, and take it as theirs.
+func (c *Client) noteOutcome(err error, interactive bool) {
+	switch {
+	case err == nil:
+		c.o.Store.setFailure(c.resource, nil)
+	case !interactive && c.ctx.Err() == nil:
+		c.mu.Lock()
+		n, sum := c.signInFails+1, tokenSum(accessToken(c.entry))
+		c.mu.Unlock()
+		c.o.Store.setFailure(c.resource, &signInFailure{Error: err.Error(), Until: time.Now().Add(pauseAfter(n)), Token: sum})
+	}
+}
+
 // holderHeader marks the answers of a bir-proxy's callback server, so that a process
 // finding the port taken can tell a bir-proxy's sign-in (to wait for) from another
 // program (nothing to wait for).
@@ -770,8 +776,21 @@ func isAddrInUse(err error) bool {
 	return strings.Contains(err.Error(), "address already in use") || strings.Contains(err.Error(), "Only one usage of each socket address")
 }
 
-// authorize is the browser flow, run by the holder of the callback port ln.
-func (c *Client) authorize(ctx context.Context, ln net.Listener, stale string, scopes, need []string, prmURL string) error {
+// authorize is the browser flow, run by the holder of the callback port ln. ended is
+// told its outcome before ln is closed, whichever way it ends.
+func (c *Client) authorize(ctx context.Context, ln net.Listener, ended func(error), stale string, scopes, need []string, prmURL string) (err error) {
+	var stop func() // the callback server's end, which closes ln
+	defer func() {
+		// The outcome is noted while the port is held. Noted after the callback
+		// server's Shutdown (which closes ln at once, then waits up to 2 s for its
+		// connections: a browser's preconnected socket keeps it waiting), a proxy
+		// waiting for the port took it, found no failure, and opened a browser of its
+		// own: five proxies, five tabs, each failing the same way.
+		ended(err)
+		if stop != nil {
+			stop()
+		}
+	}()
 	// A token may have come while this process waited for the port.
 	e := c.reload()
 	if fresh(e, stale, need) {
@@ -874,13 +893,13 @@ func (c *Client) authorize(ctx context.Context, ln net.Listener, stale string, s
 	})}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()
-	defer func() {
+	stop = func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx) // lets the page of the answer be written
 		srv.Close()
 		<-served
-	}()
+	}
 
 	c.o.Store.setPending(c.resource, authURL.String())
 	defer c.o.Store.setPending(c.resource, "")

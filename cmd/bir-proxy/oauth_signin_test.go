@@ -86,9 +86,26 @@ func TestOAuthStepUpLogNamesServerOnce(t *testing.T) {
 // next requests. One visit in all.
 func TestOAuthFailedSignInCoolsDownAcrossProxies(t *testing.T) {
 	t.Parallel()
+	failedSignInAcrossProxies(t)
+}
+
+// TestOAuthFailedSignInNotedBeforePortFreed: as above, with a browser that keeps
+// a preconnected socket to the callback (Chrome's speculative preconnect). The
+// callback server's Shutdown closes the port at once, then waits up to 2 s for
+// that connection; the failure was noted only after, so a waiting proxy took the
+// free port, found no failure and opened a second browser (2 visits, every run;
+// the same window, a few milliseconds wide, made the test above flake).
+func TestOAuthFailedSignInNotedBeforePortFreed(t *testing.T) {
+	t.Parallel()
+	failedSignInAcrossProxies(t, "FAKEBROWSER_PRECONNECT=3s")
+}
+
+// failedSignInAcrossProxies runs five proxies whose sign-in fails, env added to
+// each's, and wants one browser visit, one code exchange.
+func failedSignInAcrossProxies(t *testing.T, env ...string) {
 	w := &oauthWorld{t: t, config: t.TempDir(), port: freePort(t), browser: testutil.Build(t, "./internal/oauthtest/fakebrowser"),
 		srv: oauthtest.Start(t, oauthtest.Options{MetadataInHeader: true, PreRegistered: map[string]string{"my-app": "the-right-secret"},
-			TokenDelay: 300 * time.Millisecond})}
+			TokenDelay: 300 * time.Millisecond}), extra: env}
 	w.visits = filepath.Join(t.TempDir(), "visits.log")
 	const n = 5
 	ss := make([]*session, n)

@@ -14,6 +14,11 @@
 //   - FAKEBROWSER_DELAY=duration (Go syntax, "300ms"): wait that long first.
 //   - FAKEBROWSER_TIMEOUT=duration: give up on the whole visit after this long
 //     (default 30s), so a test's browser never hangs.
+//   - FAKEBROWSER_PRECONNECT=duration: before the visit, open a connection to the
+//     host of the URL's redirect_uri and send nothing on it, as Chrome's speculative
+//     preconnect does; it is held that long after the visit (the process waits),
+//     then closed. An http.Server's Shutdown waits for such a connection (new, not
+//     idle) while its listener is already closed.
 package main
 
 import (
@@ -21,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -55,11 +61,24 @@ func run(args []string) int {
 			return 1
 		}
 	}
+	hold, err := envDuration("FAKEBROWSER_PRECONNECT", 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakebrowser:", err)
+		return 2
+	}
 	if delay > 0 {
 		time.Sleep(delay)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	if hold > 0 {
+		if conn := preconnect(ctx, target); conn != nil {
+			defer func() {
+				time.Sleep(hold)
+				conn.Close()
+			}()
+		}
+	}
 	status, final, err := visit(ctx, target.String())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fakebrowser: visiting %s: %v\n", redact(target.String()), err)
@@ -93,6 +112,21 @@ func visit(ctx context.Context, u string) (int, string, error) {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, resp.Request.URL.String(), nil
+}
+
+// preconnect opens a connection to the host of target's redirect_uri, or returns
+// nil (no such parameter, nothing listening: the visit says what is wrong).
+func preconnect(ctx context.Context, target *url.URL) net.Conn {
+	r, err := url.Parse(target.Query().Get("redirect_uri"))
+	if err != nil || r.Host == "" {
+		return nil
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", r.Host)
+	if err != nil {
+		return nil
+	}
+	return conn
 }
 
 // redact drops the query and fragment: an authorization URL's state, a
