@@ -256,5 +256,27 @@ func parsePath(p string) ([]string, error) {
 	return segs, nil
 }
 
-// unified is the unified diff of a and b ("" when they are the same lines).
-func unified(a, b []string, nameA, nameB string) string { return udiff.Lines(a, b, nameA, nameB) }
+// maxDiff bounds a diff, in bytes: past it the diff is cut at a line, with a note.
+// Its lines are bounded (maxLines, maxLine), but not their sum: 20,000 lines of a
+// KiB on each side were 40 MiB printed for one call.
+const maxDiff = 256 << 10
+
+// unified is the unified diff of a and b ("" when they are the same lines), clipped
+// to maxDiff.
+func unified(a, b []string, nameA, nameB string) string {
+	d := udiff.Lines(a, b, nameA, nameB)
+	if len(d) <= maxDiff {
+		return d
+	}
+	cut := strings.LastIndexByte(d[:maxDiff], '\n') + 1
+	rest := strings.Split(strings.TrimSuffix(d[cut:], "\n"), "\n")
+	out := d[:cut] + fmt.Sprintf("…(the diff is clipped: %d more lines, %d bytes)\n", len(rest), len(d)-cut)
+	// The hash lines of a value cut at maxLines (the last of its rendering) are kept:
+	// they tell a change past the cut.
+	for _, l := range rest[max(0, len(rest)-8):] {
+		if strings.Contains(l, "…(too long to show; value sha256:") {
+			out += l + "\n"
+		}
+	}
+	return out
+}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func res(s string) Answer { return Answer{Result: []byte(s)} }
@@ -280,5 +281,22 @@ func TestMultiLineTextIsBounded(t *testing.T) {
 	two := (&renderer{o: &Options{}}).render([]byte(`{"text":"a\nb","n":1}`), nil)
 	if got := strings.Join(two, "|"); got != `{|  "n": 1|  "text": """|    a|    b|  """|}` {
 		t.Errorf("rendered %q", got)
+	}
+}
+
+// Two long one-line values that differ only past the line cap still differ: the cut
+// line ends with the whole line's length and hash.
+func TestLongLineIsClippedAndStillCompared(t *testing.T) {
+	long := strings.Repeat("é", 4*maxLine)
+	rec, cur := res(`{"structuredContent":{"s":"`+long+`x"}}`), res(`{"structuredContent":{"s":"`+long+`y"}}`)
+	c, err := Compare(rec, cur, Options{})
+	if err != nil || c.Status != Changed || !strings.Contains(c.Diff, "bytes sha256:") || len(c.Diff) > 4*maxLine {
+		t.Fatalf("%s %v, %d bytes of diff: %.300s", c.Status, err, len(c.Diff), c.Diff)
+	}
+	if !utf8.ValidString(c.Diff) {
+		t.Errorf("a line cut inside a character: %q", c.Diff)
+	}
+	if c, _ := Compare(rec, res(`{"structuredContent": {"s": "`+long+`x"}}`), Options{}); c.Status != Same {
+		t.Errorf("the same long value: %s", c.Status)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/internal/mcptask"
+	"github.com/bir-dev/bir-proxy/internal/regular"
 	"github.com/bir-dev/bir-proxy/mcpdiff"
 	"github.com/bir-dev/bir-proxy/pins"
 	"github.com/bir-dev/bir-proxy/upstream"
@@ -680,7 +681,7 @@ func ms(d time.Duration) string {
 // FileSource opens the cassette at path.
 func FileSource(path string) func() (Source, error) {
 	return func() (Source, error) {
-		f, err := os.Open(path)
+		f, err := regular.OpenNoWait(path)
 		if err != nil {
 			return nil, err
 		}

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bir-dev/bir-proxy/cassette"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
@@ -353,5 +356,48 @@ func TestCallCmdRemoteWithHeader(t *testing.T) {
 	}
 	if code, _, _ := w.run("call", "--url", url, "echo", "--", w.raw); code != 2 {
 		t.Errorf("--url and a command: exit %d", code)
+	}
+}
+
+// A script that is not UTF-8: a JSON one's arguments reached the server with the
+// bytes as written (0xff and all, not JSON), and the tool's name with U+FFFD in
+// place of them. It is refused before anything runs, naming the line.
+func TestCallCmdScriptNotUTF8(t *testing.T) {
+	w := newCallWorld(t)
+	rec := filepath.Join(w.dir, "rec")
+	for name, text := range map[string]string{
+		"steps.json": "[{\"tool\":\"echo\",\n\"arguments\":{\"x\":\"\xc3\x28\xff\"}}]",
+		"steps.yaml": "- tool: echo\n  arguments: {x: \"\xc3\x28\xff\"}\n",
+	} {
+		script := filepath.Join(w.dir, name)
+		os.WriteFile(script, []byte(text), 0o600)
+		code, out, errs := w.run("call", "--script", script, "--", w.raw, "--reply", "--record", rec)
+		if code != 2 || out != "" || !strings.Contains(errs, "not UTF-8 text (line 2)") {
+			t.Errorf("%s: exit %d, stdout %q; stderr %q", name, code, out, errs)
+		}
+	}
+	if b, err := os.ReadFile(rec); err == nil {
+		t.Errorf("a script not UTF-8 started the server: %q", b)
+	}
+}
+
+// A FIFO given as the script blocked open(2) for ever, waiting for a writer, and
+// SIGTERM did not end it (10 minutes, then SIGKILL). A script is a regular file:
+// anything else is refused at once.
+func TestCallCmdScriptFIFO(t *testing.T) {
+	w := newCallWorld(t)
+	fifo := filepath.Join(w.dir, "steps.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFO here:", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, w.bp, "call", "--script", fifo, "--", w.raw, "--reply")
+	out, _ := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("call --script FIFO did not end within 20s; output %q", out)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "not a regular file") {
+		t.Errorf("exit %d; output %q", code, out)
 	}
 }

@@ -1,10 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // verifyMaxRSS runs bir-proxy verify with args to its end and returns its exit code,
@@ -45,5 +53,83 @@ func TestVerifyEndlessToolsListIsBounded(t *testing.T) {
 		if peak-idle > 64<<20 {
 			t.Errorf("plan %v: peak RSS %d MB, %d MB over an idle run's", plan, peak>>20, (peak-idle)>>20)
 		}
+	}
+}
+
+// rawCassette writes a cassette of rawserver's session (as bir-proxy call records
+// one) holding a call of each tool in results (name → result), every tool read-only,
+// and the file of tools/list pages rawserver answers with. It returns both paths.
+func rawCassette(t *testing.T, dir string, tools []string, results map[string][]byte) (cassette, pages string) {
+	t.Helper()
+	var list []string
+	for _, name := range tools {
+		list = append(list, `{"name":"`+name+`","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`)
+	}
+	pages = filepath.Join(dir, "pages.json")
+	if err := os.WriteFile(pages, []byte(`[{"tools":[`+strings.Join(list, ",")+`]}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	b.WriteString(`{"bir-cassette":1,"server":"rawserver","command":["rawserver"],"recordedAt":"2026-12-06T13:37:08Z","era":"session","protocolVersion":"2025-11-25",` +
+		`"initialize":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bir-proxy call","version":"1"}},"initialized":true,` +
+		`"initializeResult":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"rawserver","version":"0.0.1"}},` +
+		`"tools":[` + strings.Join(list, ",") + "]}\n")
+	for i, name := range tools {
+		fmt.Fprintf(&b, `{"seq":%d,"tool":%q,"outcome":"ok","result":%s,"startedAt":"2026-12-06T13:37:08Z","durationMs":1}`+"\n", i+1, name, results[name])
+	}
+	fmt.Fprintf(&b, `{"end":true,"calls":%d}`+"\n", len(tools))
+	cassette = filepath.Join(dir, "c.jsonl")
+	if err := os.WriteFile(cassette, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cassette, pages
+}
+
+// textResult is a result of one text block.
+func textResult(text string) []byte {
+	b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}})
+	return b
+}
+
+// A server answering 8 MiB of text on one line where the cassette holds another 8
+// MiB: the diff printed both lines whole (16 MiB of output for one call; 100 MB
+// answers, 209 MB), and a text of 1000 lines of 8 KiB differing at their ends was
+// compared a whole line per cell of the diff's table (95 MB answers of 1900 such
+// lines: 90 s, 1.2 GB, 190 MB printed). A rendered line is clipped, with its hash,
+// and a call's diff is clipped, with a note.
+func TestVerifyHugeDiffIsClipped(t *testing.T) {
+	w := newVerifyWorld(t)
+	raw := testutil.Build(t, "./testdata/rawserver")
+	lines := func(end string) string {
+		var b strings.Builder
+		for i := range 1000 {
+			b.WriteString(strings.Repeat("x", 8<<10) + end + strconv.Itoa(i) + "\n")
+		}
+		return b.String()
+	}
+	rec := map[string][]byte{"one": textResult(strings.Repeat("a", 8<<20)), "lines": textResult(lines("a"))}
+	c, pages := rawCassette(t, w.dir, []string{"one", "lines"}, rec)
+	cur := filepath.Join(w.dir, "cur")
+	os.Mkdir(cur, 0o700)
+	os.WriteFile(filepath.Join(cur, "one.json"), textResult(strings.Repeat("b", 8<<20)), 0o600)
+	os.WriteFile(filepath.Join(cur, "lines.json"), textResult(lines("b")), 0o600)
+
+	cmd := exec.Command(w.bp, "verify", c, "--json", "--", raw, "--reply", "--tools-pages", pages, "--result-dir", cur)
+	var errs strings.Builder
+	cmd.Stderr = &errs
+	out, _ := cmd.Output()
+	peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	if st, _ := statuses(t, string(out)); cmd.ProcessState.ExitCode() != 1 || st["one"] != "changed" || st["lines"] != "changed" {
+		t.Fatalf("exit %d, %v; stderr %s", cmd.ProcessState.ExitCode(), st, errs.String())
+	}
+	t.Logf("stdout %d bytes, peak RSS %d MiB", len(out), peak>>20)
+	if len(out) > 1<<20 {
+		t.Errorf("stdout %d bytes for two calls, want at most 1 MiB", len(out))
+	}
+	if !strings.Contains(string(out), "bytes sha256:") || !strings.Contains(string(out), "the diff is clipped") {
+		t.Errorf("no note of the clipping: %.300s", out)
+	}
+	if peak > 512<<20 {
+		t.Errorf("peak RSS %d MiB", peak>>20)
 	}
 }

@@ -1014,3 +1014,29 @@ func TestVerifyFolderWithAFIFO(t *testing.T) {
 		t.Errorf("verify of a folder with a FIFO: %q; want it skipped as not a cassette", out)
 	}
 }
+
+// TestVerifyNamedFIFO: a FIFO named as the cassette (not in a folder) blocked verify
+// for ever in open(2), waiting for a writer, and SIGTERM did not end it; several
+// cassettes named, the run stopped at it. It is opened without waiting: with no
+// writer it is empty, said so (exit 2), and the next cassette runs.
+func TestVerifyNamedFIFO(t *testing.T) {
+	t.Parallel()
+	bin := testutil.Build(t, "./cmd/bir-proxy")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "x.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFO here:", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "verify", fifo, fifo+".missing", "--", os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir(), "BIR_RECORDER_URL=")
+	out, _ := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("verify of a FIFO did not end within 20s; output %q", out)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "x.jsonl, line 0: empty") ||
+		!strings.Contains(string(out), "x.jsonl.missing: could not be read") {
+		t.Errorf("exit %d; output %q", code, out)
+	}
+}

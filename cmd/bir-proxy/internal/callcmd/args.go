@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/internal/regular"
 	"github.com/bir-dev/bir-proxy/internal/termtext"
 )
 
@@ -127,21 +128,27 @@ func ReadScript(path string) ([]Step, error) {
 }
 
 func readScript(path string) ([]Step, error) {
-	f, err := os.Open(path)
+	// A FIFO blocked open(2) for ever, waiting for a writer (SIGTERM did not end it),
+	// and a pipe (/dev/stdin, <(…)) was read as empty: a script is a regular file.
+	f, st, err := regular.Open(path)
+	if errors.Is(err, regular.ErrNotRegular) {
+		return nil, fmt.Errorf("%s: %w (a FIFO, a pipe or a device is not read)", path, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	if st.Size() > maxScript {
 		return nil, fmt.Errorf("%s: larger than %d MiB", path, maxScript>>20)
 	}
 	data := make([]byte, st.Size())
 	if _, err := f.ReadAt(data, 0); err != nil && st.Size() > 0 {
 		return nil, err
+	}
+	if !utf8.Valid(data) {
+		// A JSON script's arguments reached the server with such bytes as written
+		// (not JSON), its tool's name with U+FFFD in their place.
+		return nil, fmt.Errorf("%s: not UTF-8 text (line %d)", path, notUTF8Line(data))
 	}
 	if ScriptIsYAML(path, data) {
 		// The YAML parser's tree is about 100 times the file (yaml.go): a smaller bound.
@@ -157,6 +164,18 @@ func readScript(path string) ([]Step, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return steps, nil
+}
+
+// notUTF8Line is the line (from 1) of data's first byte that is not UTF-8.
+func notUTF8Line(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n == 1 {
+			return bytes.Count(data[:i], []byte("\n")) + 1
+		}
+		i += n
+	}
+	return 0
 }
 
 // ScriptIsYAML reports whether a script is read as YAML: a file named *.yaml or *.yml
