@@ -726,7 +726,11 @@ func (d *dispatcher) handle(res result) {
 		d.done1(res)
 
 	case (status == http.StatusUnauthorized || status == http.StatusForbidden) && res.sent <= d.okStarted:
-		d.requeue(res) // stale: a request as old was taken, so is the token now
+		// Stale: a request as old was taken, so is the token now. The discovery file
+		// is read again all the same (a recorder that restarted with a new token
+		// right after that success answers 401 to the next round too, said then).
+		d.requeue(res)
+		d.refresh = true
 
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		d.requeue(res)

@@ -58,8 +58,9 @@ type Interceptor interface {
 	// any goroutine, but never concurrently with FromHost or another FromProxy.
 	FromProxy(msg []byte, own Own, sentAt time.Time) []byte
 	// FromUpstream gets each message the upstream sent to the host, just before it is
-	// written to the host (a host request built on it comes after); readAt is when it
-	// was read. It must not wait.
+	// written to the host (a host request built on it comes after), or, for a long
+	// answer streamed to the host, once it has gone (FromUpstreamStreamed); readAt is
+	// when it was read. It must not wait: it is on the host's path.
 	FromUpstream(msg []byte, readAt time.Time)
 	// ToProxy gets each answer to a request of the proxy's own, after its caller has it.
 	ToProxy(msg []byte, readAt time.Time)
@@ -821,7 +822,10 @@ func (r *Relay) upstreamPump() error {
 		// this answer gave), and bookkeeping must see the answer first. Handed after
 		// the write, the retry's event was queued before the answer's now and then
 		// under load, and the two rounds were reported as two calls
-		// (TestMultiRoundCallIsOneReport). A push only appends under a lock.
+		// (TestMultiRoundCallIsOneReport). A push appends under a lock; only with
+		// bookkeeping a queue's budget behind does it read the message once more, to
+		// keep what a report needs of it. (A long answer streamed to the host is
+		// still handed over after it went: stream.go.)
 		// noteUpstream lexed msg into upLx if the upstream did not (an HTTP one).
 		r.intercepted(msg, true, readAt)
 		write := r.hostOut.Write
