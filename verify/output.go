@@ -147,8 +147,12 @@ func (t *Table) Start(h *cassette.Header, total int, plan bool) {
 	if plan {
 		what = "plan for"
 	}
-	fmt.Fprintf(t.out(), "%s %s of %s (%s era)\n", what, plural(total, "recorded call", "recorded calls"), termtext.Line(h.Server), termtext.Line(string(h.Era)))
-	if total > 0 { // no header over no row
+	calls := plural(total, "recorded call", "recorded calls")
+	if total < 0 {
+		calls = "the recorded calls" // a stream's, as they are read
+	}
+	fmt.Fprintf(t.out(), "%s %s of %s (%s era)\n", what, calls, termtext.Line(h.Server), termtext.Line(string(h.Era)))
+	if total != 0 { // no header over no row
 		fmt.Fprintf(t.out(), "\n%5s  %-28s  %-14s  %-21s  %s\n", "#", "TOOL", "STATUS", "BEFORE → AFTER", "WHY")
 	}
 }
@@ -465,10 +469,14 @@ type Progress struct {
 func (p *Progress) Start(_ *cassette.Header, total int, _ bool) { p.total = total }
 func (p *Progress) Call(*CallResult) {
 	p.n++
-	if time.Since(p.last) < 100*time.Millisecond && p.n < p.total {
+	if time.Since(p.last) < 100*time.Millisecond && (p.n < p.total || p.total < 0) {
 		return
 	}
 	p.last = time.Now()
+	if p.total < 0 { // a stream: its total is not known
+		fmt.Fprintf(p.W, "\r\x1b[Kverify: %d calls", p.n)
+		return
+	}
 	fmt.Fprintf(p.W, "\r\x1b[Kverify: %d/%d calls", p.n, p.total)
 }
 func (p *Progress) Done(*Summary) { fmt.Fprint(p.W, "\r\x1b[K") }

@@ -42,10 +42,24 @@ type Source interface {
 	Close() error
 }
 
+// Streamed is a Source that can be read once only (a pipe: `verify <(…)`), which
+// says so with Streamed() true. Run replays it as it is read, with no check first:
+// a second open found the pipe empty, or the rest of it.
+type Streamed interface {
+	Streamed() bool
+}
+
+func streamed(src Source) bool {
+	s, ok := src.(Streamed)
+	return ok && s.Streamed()
+}
+
 // Config is one verify run.
 type Config struct {
-	// Open opens the recording from its start; it is opened twice: once to check all
-	// of it (a bad line stops everything before anything runs), once to replay.
+	// Open opens the recording from its start; it is opened twice: once to replay,
+	// once to check all of it first (a bad line stops everything before anything
+	// runs) — but once only when the Source is a stream (Streamed: a pipe, read as it
+	// comes).
 	Open func() (Source, error)
 	// Dial starts or connects to the server.
 	Dial func(ctx context.Context) (upstream.Conn, error)
@@ -111,7 +125,8 @@ const (
 	whyNotReplayable = "cannot be made again (arguments redacted, no answer recorded, or it asked for input)"
 )
 
-// Sink receives the results, in the cassette's order, as they come.
+// Sink receives the results, in the cassette's order, as they come. Start's total is
+// -1 for a Streamed source: not known before it is read (the Summary's is).
 type Sink interface {
 	Start(h *cassette.Header, total int, plan bool)
 	Call(r *CallResult)
@@ -213,16 +228,23 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 	if _, err := mcpdiff.Compare(mcpdiff.Answer{}, mcpdiff.Answer{}, cfg.Diff); err != nil {
 		return nil, &InputError{err}
 	}
-	total, err := check(cfg.Open)
-	if err != nil {
-		return nil, &InputError{err}
-	}
 	src, err := cfg.Open()
 	if err != nil {
 		return nil, &InputError{err}
 	}
 	defer src.Close()
 	h := src.Header()
+	// total is -1 for a stream: not known before it is read (Sink.Start).
+	total := -1
+	switch {
+	case !streamed(src):
+		if total, err = check(cfg.Open); err != nil {
+			return nil, &InputError{err}
+		}
+	case cfg.Update != "" && !cfg.Plan:
+		// There is no file to rewrite: cassette.Create would rename the pipe's name.
+		return nil, &InputError{fmt.Errorf("--update rewrites the cassette's file; %s is not a regular file (a pipe?)", cfg.Update)}
+	}
 
 	start := time.Now()
 	conn, err := cfg.Dial(ctx)
@@ -281,7 +303,9 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 	out.Start(h, total, cfg.Plan)
 	defer flush(out) // what Table and JSON hold, whichever way Run returns
 
+	read := 0 // a stream's total
 	emit := func(c *cassette.Call, res *CallResult) {
+		read++
 		r.noteDefinition(res)
 		sum.count(res)
 		out.Call(res)
@@ -313,8 +337,12 @@ func Run(ctx context.Context, cfg Config, out Sink) (*Summary, error) {
 	}
 	sum.Elapsed = time.Since(start)
 	if readErr != nil {
-		// Checked once already: the file changed under us.
+		// A file was checked once already: it changed under us. A stream was not: a
+		// bad line stops it there, the calls before it having run.
 		return nil, &InputError{readErr}
+	}
+	if total < 0 {
+		sum.Total = read
 	}
 	if up != nil {
 		if err := up.Close(); err != nil {
@@ -685,19 +713,25 @@ func FileSource(path string) func() (Source, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Not a regular file (a pipe, <(…); a FIFO; a device): read once, as it comes.
+		st, err := f.Stat()
+		once := err != nil || !st.Mode().IsRegular()
 		r, err := cassette.NewReader(f, path)
 		if err != nil {
 			f.Close()
 			return nil, err
 		}
-		return &fileSource{r: r, f: f}, nil
+		return &fileSource{r: r, f: f, once: once}, nil
 	}
 }
 
 type fileSource struct {
-	r *cassette.Reader
-	f *os.File
+	r    *cassette.Reader
+	f    *os.File
+	once bool
 }
+
+func (s *fileSource) Streamed() bool { return s.once }
 
 func (s *fileSource) Header() *cassette.Header      { return s.r.Header() }
 func (s *fileSource) Next() (*cassette.Call, error) { return s.r.Next() }

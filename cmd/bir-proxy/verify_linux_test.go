@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
@@ -131,5 +132,86 @@ func TestVerifyHugeDiffIsClipped(t *testing.T) {
 	}
 	if peak > 512<<20 {
 		t.Errorf("peak RSS %d MiB", peak>>20)
+	}
+}
+
+// A cassette of 200 MB through a pipe (`verify <(…)`) is read once, as it comes,
+// holding a line at a time: it is not gathered whole to be read twice. (VmHWM, read
+// with the last line written and the pipe still open: ru_maxrss carries the test
+// process's own peak, the exec'd child having shared its memory until exec.)
+func TestVerifyCassetteFromAPipeIsBounded(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", sessionLines)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, rest, _ := strings.Cut(string(b), "\n")
+	var call map[string]json.RawMessage
+	for _, l := range strings.Split(rest, "\n") {
+		if strings.Contains(l, `"tool":"greet"`) {
+			json.Unmarshal([]byte(l), &call)
+		}
+	}
+	if call == nil {
+		t.Fatalf("no greet call in %s", b)
+	}
+	const calls, size = 50, 4 << 20
+	delete(call, "seq")
+	call["result"] = textResult(strings.Repeat("x", size))
+	line, _ := json.Marshal(call) // {"seq":N, is put before its other members
+	line = append(line[1:], '\n')
+
+	r, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(w.bp, "verify", "/dev/fd/3", "--plan", "--json", "--", w.vs)
+	cmd.ExtraFiles = []*os.File{r}
+	var errs strings.Builder
+	cmd.Stderr = &errs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	peak := make(chan int64, 1)
+	go func() {
+		defer pw.Close()
+		defer close(peak)
+		if _, err := pw.WriteString(header + "\n"); err != nil {
+			return
+		}
+		for i := 1; i <= calls; i++ {
+			if _, err := pw.Write(append(fmt.Appendf(nil, `{"seq":%d,`, i), line...)); err != nil {
+				return // verify has gone: its exit says why
+			}
+		}
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+		for l := range strings.SplitSeq(string(st), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok && err == nil {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				peak <- kb << 10
+			}
+		}
+	}()
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(120 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("verify did not end within 120s: %s", errs.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	hwm, ok := <-peak
+	if !ok {
+		t.Fatal("verify's VmHWM could not be read")
+	}
+	t.Logf("%d MB through a pipe: peak RSS %d MB", calls*size>>20, hwm>>20)
+	if hwm > 96<<20 {
+		t.Errorf("peak RSS %d MB for %d MB through a pipe, lines of %d MB", hwm>>20, calls*size>>20, size>>20)
 	}
 }

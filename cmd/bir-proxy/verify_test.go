@@ -1040,3 +1040,126 @@ func TestVerifyNamedFIFO(t *testing.T) {
 		t.Errorf("exit %d; output %q", code, out)
 	}
 }
+
+// bigCassette is the cassette at path with its calls repeated, seq renumbered, until
+// it is past 256 KiB: more than a pipe holds, so a writer into one finishes only once
+// verify has read it. It returns the bytes and the number of calls.
+func bigCassette(t *testing.T, path string) ([]byte, int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	var calls []map[string]json.RawMessage
+	for _, l := range lines[1:] {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["seq"] != nil {
+			calls = append(calls, m)
+		}
+	}
+	out := []byte(lines[0] + "\n")
+	n := 0
+	for len(out) < 256<<10 {
+		for _, c := range calls {
+			n++
+			c["seq"] = json.RawMessage(fmt.Sprint(n))
+			l, _ := json.Marshal(c)
+			out = append(append(out, l...), '\n')
+		}
+	}
+	return append(out, fmt.Sprintf(`{"end":true,"calls":%d}`+"\n", n)...), n
+}
+
+// verifyFed runs bir-proxy verify --json with the cassette fed by feed (started once
+// verify has) and returns its exit code, stdout and stderr.
+func (w *verifyWorld) verifyFed(cmd *exec.Cmd, feed func()) (int, string, string) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(w.t.Context(), 60*time.Second)
+	defer cancel()
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	stop := context.AfterFunc(ctx, func() { cmd.Process.Kill() })
+	defer stop()
+	feed()
+	cmd.Wait()
+	if ctx.Err() != nil {
+		w.t.Fatalf("verify did not end within 60s: %s", errs.String())
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errs.String()
+}
+
+// TestVerifyCassetteFromAPipe: `verify <(cat c.jsonl)` (the path /dev/fd/63, a pipe)
+// never worked: verify opened the cassette three times (its server's name, the check
+// of every line, the replay), and what the first read took the next ones no longer
+// found. A pipe, or a FIFO named, is read once, as it comes: the same verdicts as the
+// file's. (A FIFO with its writer: the writer's open waited for a reader.)
+func TestVerifyCassetteFromAPipe(t *testing.T) {
+	w := newVerifyWorld(t)
+	path := w.record("s", sessionLines)
+	data, n := bigCassette(t, path)
+	file := filepath.Join(w.dir, "big.jsonl")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantCode, wantOut, errs := w.verify(file, "--json", "--", w.vs)
+	wantSt, wantSum := statuses(t, wantOut)
+	if wantCode != 0 || wantSum["calls"] != float64(n) {
+		t.Fatalf("from the file: exit %d, summary %v\n%s", wantCode, wantSum, errs)
+	}
+	check := func(how string, code int, out, errs string) {
+		t.Helper()
+		if code != wantCode {
+			t.Fatalf("%s: exit %d, want %d\n%s\n%s", how, code, wantCode, out, errs)
+		}
+		st, sum := statuses(t, out)
+		if !mapsEqual(st, wantSt) || sum["calls"] != wantSum["calls"] || sum["verified"] != wantSum["verified"] {
+			t.Errorf("%s: %v %v; from the file %v %v", how, st, sum, wantSt, wantSum)
+		}
+		if got, want := strings.Count(out, `"seq":`), strings.Count(wantOut, `"seq":`); got != want {
+			t.Errorf("%s: %d calls, from the file %d", how, got, want)
+		}
+	}
+
+	// <(…): the read end of a pipe as fd 3, named /dev/fd/3.
+	r, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(w.bp, "verify", "/dev/fd/3", "--json", "--", w.vs)
+	cmd.ExtraFiles = []*os.File{r}
+	code, out, errs := w.verifyFed(cmd, func() {
+		r.Close()
+		pw.Write(data) // EPIPE when verify has gone
+		pw.Close()
+	})
+	check("/dev/fd/3, a pipe", code, out, errs)
+
+	// A FIFO named, with its writer. A reader that never reads holds it open while
+	// the writer's open returns and until the writer is done.
+	fifo := filepath.Join(w.dir, "fifo.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFO here:", err)
+	}
+	idle, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	fw, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = w.verifyFed(exec.Command(w.bp, "verify", fifo, "--json", "--", w.vs), func() {
+		fw.Write(data) // past the pipe's 64 KiB: returns once verify has read
+		fw.Close()
+		idle.Close()
+	})
+	check("a FIFO", code, out, errs)
+}

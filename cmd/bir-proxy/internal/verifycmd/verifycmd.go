@@ -116,10 +116,25 @@ func (o *Options) runOne(ctx context.Context, path, junitPath, label string) (in
 	server := o.Server
 	if server == "" {
 		server = "server"
-		if src, err := cfg.Open(); err == nil {
+		// Opened once here for the server's name, and that Source is the one Run
+		// replays: a pipe (`verify <(…)`) opened again found empty what this read took.
+		src, err := cfg.Open()
+		if err == nil {
 			server = src.Header().Server
-			src.Close()
 		}
+		open, first := cfg.Open, true
+		cfg.Open = func() (verify.Source, error) {
+			if first {
+				first = false
+				return src, err
+			}
+			return open()
+		}
+		defer func() {
+			if first && src != nil {
+				src.Close() // Run did not get as far as opening it
+			}
+		}()
 	}
 	dial, ok := o.dials[server]
 	if !ok {
