@@ -516,6 +516,13 @@ func (w *Writer) push(line []byte, header bool) {
 	}
 }
 
+// Missed counts a call that was not recorded because its answer was not kept (the
+// proxy's bookkeeping fell behind): it is dropped, as a call past the queue's bound.
+func (w *Writer) Missed() {
+	w.seq++
+	w.dropped.Add(1)
+}
+
 // Dropped is how many calls were not recorded (the queue was full, or a value was
 // not whole JSON).
 func (w *Writer) Dropped() int64 { return w.dropped.Load() }
