@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -183,14 +184,14 @@ func TestFullQueueDropsAndCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := []byte(`{"x":"` + strings.Repeat("y", 8192) + `"}`)
-	w.Call(Recorded{Tool: "a", Outcome: "ok", Result: big}) // larger than the queue
+	w.Call(Recorded{Tool: "a", Outcome: "ok", Result: big}) // larger than the queue: recorded too large
 	w.Call(Recorded{Tool: "a", Outcome: "ok", Result: []byte(`{}`)})
 	w.Call(Recorded{Tool: "a", Outcome: "ok", Result: []byte(`{"not json`)})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if w.Dropped() != 2 {
-		t.Errorf("dropped %d, want 2", w.Dropped())
+	if w.Dropped() != 1 {
+		t.Errorf("dropped %d, want 1", w.Dropped())
 	}
 	f, _ := os.Open(o.Path)
 	defer f.Close()
@@ -208,7 +209,7 @@ func TestFullQueueDropsAndCounts(t *testing.T) {
 		}
 		n++
 	}
-	if n != 1 || r.Dropped() != 2 {
+	if n != 2 || r.Dropped() != 1 {
 		t.Errorf("%d calls, %d dropped", n, r.Dropped())
 	}
 }
@@ -430,6 +431,83 @@ func TestLongLinesRead(t *testing.T) {
 		c, err := r.Next()
 		if err != nil || (i != 1 && !bytes.Equal(c.Result, big)) {
 			t.Fatalf("from a pipe, call %d: %v", i, err)
+		}
+	}
+}
+
+// TestTooLargeCallRecordedAsSuch: a call past what the cassette keeps of one call was
+// dropped and only counted, and a run whose every call was such wrote no file. It is
+// recorded now without its values (TooLarge: their bytes), between the calls that
+// fit, without the writer copying any of it; and it is said on stderr, naming it.
+func TestTooLargeCallRecordedAsSuch(t *testing.T) {
+	huge := make([]byte, 100<<20) // a 100 MB result; its bytes are never looked at
+	for _, n := range []int{2, 8} {
+		for _, allBig := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%d/allBig=%v", n, allBig), func(t *testing.T) {
+				var logs bytes.Buffer
+				o := WriterOptions{Path: filepath.Join(t.TempDir(), "c.jsonl"), Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+				w, err := Create(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				for i := range n {
+					if allBig || i == n/2 {
+						w.Call(Recorded{Tool: "big", Arguments: []byte(`{"i":1}`), Outcome: "ok", Result: huge})
+					} else {
+						w.Call(Recorded{Tool: "small", Arguments: []byte(`{"i":1}`), Outcome: "ok", Result: []byte(`{"content":[]}`)})
+					}
+				}
+				runtime.ReadMemStats(&after)
+				if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+					t.Errorf("recording %d calls (100 MB results) allocated %d KB", n, got>>10)
+				}
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if w.Dropped() != 0 {
+					t.Errorf("dropped %d", w.Dropped())
+				}
+				f, err := os.Open(o.Path)
+				if err != nil {
+					t.Fatalf("no cassette: %v\n%s", err, logs.String())
+				}
+				defer f.Close()
+				r, err := NewReader(f, o.Path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var seqs []int64
+				tooLarge := 0
+				for {
+					c, err := r.Next()
+					if err == io.EOF {
+						break
+					} else if err != nil {
+						t.Fatal(err)
+					}
+					seqs = append(seqs, c.Seq)
+					if c.Tool == "big" {
+						if c.TooLarge != int64(len(huge)+len(`{"i":1}`)) || c.Arguments != nil || c.Result != nil || c.Outcome != "ok" {
+							t.Errorf("call %d: too large %d, arguments %q, result of %d bytes, outcome %q", c.Seq, c.TooLarge, c.Arguments, len(c.Result), c.Outcome)
+						}
+						tooLarge++
+					} else if c.TooLarge != 0 || c.Result == nil {
+						t.Errorf("call %d of small: %+v", c.Seq, c)
+					}
+				}
+				want := 1
+				if allBig {
+					want = n
+				}
+				if len(seqs) != n || tooLarge != want {
+					t.Errorf("seqs %v, %d too large; want %d calls, %d too large", seqs, tooLarge, n, want)
+				}
+				if said := logs.String(); !strings.Contains(said, "too large") || !strings.Contains(said, "tool=big") {
+					t.Errorf("stderr does not name the call:\n%s", said)
+				}
+			})
 		}
 	}
 }

@@ -49,12 +49,16 @@ func decodeCall(line []byte, c *Call, keep bool) error {
 		key, _ := jsonlex.DecodeString(line[m.Key.Start:m.Key.End])
 		v := line[m.Value.Start:m.Value.End]
 		switch key {
-		case "seq":
+		case "seq", "tooLarge":
 			n, e := strconv.ParseInt(string(v), 10, 64)
 			if e != nil {
 				return fail(key, errors.New("not an integer"))
 			}
-			c.Seq = n
+			if key == "seq" {
+				c.Seq = n
+			} else {
+				c.TooLarge = n
+			}
 		case "tool", "outcome", "startedAt":
 			s, ok := jsonlex.DecodeString(v)
 			if !ok || v[0] != '"' {

@@ -84,6 +84,10 @@ func appendCall(b []byte, c *Call) []byte {
 	b = appendStr(b, "startedAt", c.StartedAt.UTC().Format(time.RFC3339Nano))
 	b = append(b, `,"durationMs":`...)
 	b = strconv.AppendFloat(b, c.DurationMs, 'f', -1, 64)
+	if c.TooLarge > 0 {
+		b = append(b, `,"tooLarge":`...)
+		b = strconv.AppendInt(b, c.TooLarge, 10)
+	}
 	return append(b, '}', '\n')
 }
 

@@ -82,6 +82,10 @@ type Call struct {
 	Error      json.RawMessage `json:"error,omitempty"`
 	StartedAt  time.Time       `json:"startedAt"`
 	DurationMs float64         `json:"durationMs"`
+	// TooLarge, when set, is the bytes of the call's arguments, result and error,
+	// past what a cassette keeps of one call (WriterOptions.MaxCallBytes): the call is
+	// recorded without them (no arguments, result or error), and cannot be replayed.
+	TooLarge int64 `json:"tooLarge,omitempty"`
 }
 
 // Duration is the call's DurationMs as a time.Duration.

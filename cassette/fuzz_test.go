@@ -21,6 +21,7 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte(`{"bir-cassette":7}` + "\n"))
 	f.Add([]byte("\n\n"))
 	f.Add([]byte(h + `{"seq":1,"tool":"a"`))
+	f.Add([]byte(h + `{"seq":1,"tool":"a","outcome":"ok","startedAt":"2026-01-01T00:00:00Z","durationMs":0,"tooLarge":9}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := newReader(bytes.NewReader(data), "f", 1<<16)
 		if err != nil {
@@ -79,6 +80,7 @@ func FuzzDecodeCall(f *testing.F) {
 	f.Add([]byte(`{"seq":1,"tool":"a","tool":"b","outcome":"ok","error":null}`))
 	f.Add([]byte(`{"seq":1.5,"tool":"a"}`))
 	f.Add([]byte(`{"seq":1,"bogus":2}`))
+	f.Add([]byte(`{"seq":3,"tool":"big","outcome":"ok","startedAt":"2026-01-01T00:00:00Z","durationMs":2,"tooLarge":104857643}`))
 	f.Add([]byte(`{"seq":1,"end":true}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		if !jsonlex.Valid(line) || len(line) == 0 || line[0] != '{' {
@@ -108,7 +110,7 @@ func FuzzDecodeCall(f *testing.F) {
 			}
 		}
 		if a.Seq != b.Seq || a.Tool != b.Tool || a.Outcome != b.Outcome || !a.StartedAt.Equal(b.StartedAt) || a.DurationMs != b.DurationMs ||
-			a.Redacted != b.Redacted || !bytes.Equal(a.Arguments, b.Arguments) || !bytes.Equal(a.Result, b.Result) || !bytes.Equal(a.Error, b.Error) {
+			a.Redacted != b.Redacted || a.TooLarge != b.TooLarge || !bytes.Equal(a.Arguments, b.Arguments) || !bytes.Equal(a.Result, b.Result) || !bytes.Equal(a.Error, b.Error) {
 			t.Fatalf("decodeCall %+v, encoding/json %+v: %s", a, b, line)
 		}
 	})

@@ -143,6 +143,11 @@ func (r *Reader) read(c *Call, keep bool) error {
 			return r.fail(errors.New("a call without an outcome"))
 		case c.Result != nil && c.Error != nil:
 			return r.fail(errors.New("a call with both a result and an error"))
+		case c.TooLarge < 0:
+			return r.fail(errors.New("a call with a negative tooLarge"))
+		case c.TooLarge > 0 && (c.Arguments != nil || c.Result != nil || c.Error != nil):
+			// Its values were left out: one that has them is not what a writer wrote.
+			return r.fail(errors.New("a call recorded too large that holds arguments, a result or an error"))
 		}
 		r.lastSeq = c.Seq
 		return nil

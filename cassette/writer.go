@@ -26,6 +26,9 @@ const (
 	DefaultMaxBytes   = 64 << 20
 	DefaultKeep       = 3
 	DefaultQueueBytes = 64 << 20
+	// DefaultMaxCallBytes bounds what is kept of one call (its arguments, result and
+	// error): a call past it is recorded without them, as too large (Call.TooLarge).
+	DefaultMaxCallBytes = 64 << 20
 	// MaxHeaderTools bounds the tools the header keeps (the tools/list pages before
 	// the first call): every page was kept, and 100 pages of 4 MB made a 400 MB header
 	// line (2 GB of memory). A tool past it is left out of the header, and said once.
@@ -48,7 +51,11 @@ type WriterOptions struct {
 	MaxBytes   int64
 	Keep       int
 	QueueBytes int64
-	Logger     *slog.Logger
+	// MaxCallBytes bounds what is kept of one call, its arguments, result and error
+	// together (at most QueueBytes): a call past it is recorded without them, as too
+	// large (Call.TooLarge), and said on stderr.
+	MaxCallBytes int64
+	Logger       *slog.Logger
 }
 
 // Writer records a session into a cassette. Its methods other than Close run on one
@@ -66,6 +73,7 @@ type Writer struct {
 	toolsLeft  int // tools left out: past MaxHeaderTools
 	headerDone bool
 	seq        int64
+	tooLarge   int64 // calls recorded too large
 
 	mu      sync.Mutex
 	queue   []qline
@@ -108,6 +116,11 @@ func Create(o WriterOptions) (*Writer, error) {
 	if o.QueueBytes <= 0 {
 		o.QueueBytes = DefaultQueueBytes
 	}
+	if o.MaxCallBytes <= 0 {
+		o.MaxCallBytes = DefaultMaxCallBytes
+	}
+	// A call past the queue's bound could never be queued: it is too large as well.
+	o.MaxCallBytes = min(o.MaxCallBytes, o.QueueBytes)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -414,10 +427,18 @@ type Recorded struct {
 	Error        []byte
 	StartedAt    time.Time
 	Duration     time.Duration
+	// TooLarge, when set, records the call as too large (Call.TooLarge) with these
+	// bytes: a call of a cassette rewritten (verify --update) that was recorded so.
+	TooLarge int64
 }
 
+// maxTooLargeSaid bounds the calls too large said one by one on stderr; the rest are
+// counted at Close.
+const maxTooLargeSaid = 10
+
 // Call records one tools/call. It never waits: past the queue's bound the call is
-// dropped and counted.
+// dropped and counted. A call past MaxCallBytes is recorded without its values, as
+// too large.
 func (w *Writer) Call(r Recorded) {
 	if !w.headerDone {
 		w.headerDone = true
@@ -430,14 +451,31 @@ func (w *Writer) Call(r Recorded) {
 		w.tools, w.toolIdx = nil, nil
 	}
 	w.seq++
-	size := int64(len(r.Arguments) + len(r.Result) + len(r.Error) + 256)
+	values := int64(len(r.Arguments) + len(r.Result) + len(r.Error))
+	if values > w.o.MaxCallBytes || r.TooLarge > 0 {
+		// A call past the bound (a 100 MB result) was dropped and only counted; a run
+		// of such calls wrote no cassette at all. It is recorded without its values
+		// (none is copied), so verify says it was too large rather than missing it.
+		if r.TooLarge > 0 {
+			values = r.TooLarge
+		}
+		w.tooLarge++
+		if w.tooLarge <= maxTooLargeSaid {
+			w.log.Warn("a call too large for the cassette is recorded without its arguments and answer: verify cannot replay it",
+				"seq", w.seq, "tool", r.Tool, "bytes", values, "bound_bytes", w.o.MaxCallBytes)
+		} else if w.tooLarge == maxTooLargeSaid+1 {
+			w.log.Warn("more calls too large for the cassette: counted at exit")
+		}
+		r = Recorded{Tool: r.Tool, Outcome: r.Outcome, StartedAt: r.StartedAt, Duration: r.Duration, TooLarge: values}
+	}
+	size := int64(len(r.Arguments) + len(r.Result) + len(r.Error) + len(r.Tool) + 256)
 	if w.full(size) {
 		w.dropped.Add(1)
 		return
 	}
 	c := Call{Seq: w.seq, Tool: r.Tool, Arguments: r.Arguments, Redacted: r.Redacted, RedactedKeys: r.RedactedKeys,
 		Outcome: r.Outcome, Result: r.Result, Error: r.Error, StartedAt: r.StartedAt,
-		DurationMs: float64(r.Duration.Microseconds()) / 1000}
+		DurationMs: float64(r.Duration.Microseconds()) / 1000, TooLarge: r.TooLarge}
 	// Encoded here, into a fresh buffer the queue owns: the views die with this call.
 	// Their validity is the writing goroutine's to check.
 	w.push(appendCall(make([]byte, 0, size), &c), false)
@@ -478,6 +516,13 @@ func (w *Writer) push(line []byte, header bool) {
 	}
 }
 
+// Missed counts a call that was not recorded because its answer was not kept (the
+// proxy's bookkeeping fell behind): it is dropped, as a call past the queue's bound.
+func (w *Writer) Missed() {
+	w.seq++
+	w.dropped.Add(1)
+}
+
 // Dropped is how many calls were not recorded (the queue was full, or a value was
 // not whole JSON).
 func (w *Writer) Dropped() int64 { return w.dropped.Load() }
@@ -502,11 +547,14 @@ func (w *Writer) Close() error {
 	if w.lock != nil {
 		w.lock.Close()
 	}
+	path := w.path
+	if path == "" {
+		path = w.o.Path
+	}
+	if w.tooLarge > 0 {
+		w.log.Warn("the cassette records calls too large without their arguments and answers", "path", path, "too_large", w.tooLarge, "bound_bytes", w.o.MaxCallBytes)
+	}
 	if end.Dropped > 0 {
-		path := w.path
-		if path == "" {
-			path = w.o.Path
-		}
 		w.log.Warn("the cassette misses calls", "path", path, "dropped", end.Dropped)
 	}
 	if err != nil {

@@ -22,6 +22,9 @@ type Cassette interface {
 	ServerResult(method string, result []byte)
 	// Call: one of the host's tools/call, ended.
 	Call(cassette.Recorded)
+	// Missed: one of the host's tools/call, ended, whose answer bookkeeping could not
+	// keep (its queue was over budget): counted as not recorded.
+	Missed()
 }
 
 // cassetteHook is bookkeeping's side of a Cassette.
@@ -59,7 +62,14 @@ func (h *cassetteHook) handshake(method string, params []byte) {
 var shedResult = []byte(`{"_bir":"not recorded`)
 
 func (h *cassetteHook) ended(c *call, endedAt time.Time, outcome string, result, rpcErr []byte) {
-	if c.cass == nil || bytes.HasPrefix(result, shedResult) {
+	if c.cass == nil {
+		return
+	}
+	if bytes.HasPrefix(result, shedResult) {
+		// Its answer is gone: the call went missing from the cassette unsaid, not
+		// even counted among the calls dropped.
+		c.cass = nil
+		h.c.Missed()
 		return
 	}
 	r := cassette.Recorded{

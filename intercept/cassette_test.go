@@ -2,6 +2,7 @@ package intercept
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,10 +13,17 @@ import (
 
 // memCassette records what bookkeeping tells a cassette, copying (the bytes are views).
 type memCassette struct {
-	mu    sync.Mutex
-	reqs  []string
-	res   []string
-	calls []cassette.Recorded
+	mu     sync.Mutex
+	reqs   []string
+	res    []string
+	calls  []cassette.Recorded
+	missed int
+}
+
+func (m *memCassette) Missed() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.missed++
 }
 
 func (m *memCassette) HostRequest(method string, params []byte) {
@@ -91,5 +99,33 @@ func TestCassetteRedactedAndOwnCalls(t *testing.T) {
 	}
 	if c := mc.calls[1]; c.Redacted || string(c.Arguments) != `{"q":1}` {
 		t.Errorf("clean call %+v %s", c, c.Arguments)
+	}
+}
+
+// TestCassetteCountsShedAnswers: an answer bookkeeping could not keep (its queue over
+// budget: a 100 MB answer among others) was left out of the cassette without a word,
+// not even counted among the calls dropped. It is counted now (Missed), and the calls
+// whose answers were kept are recorded; 2 and 8 calls in flight.
+func TestCassetteCountsShedAnswers(t *testing.T) {
+	for _, n := range []int{2, 8} {
+		mc := &memCassette{}
+		s := newSessionWith(t, Options{Cassette: mc, QueueBytes: 4096})
+		for i := range n {
+			s.host(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i+1) + `,"method":"tools/call","params":{"name":"t","arguments":{"i":` + strconv.Itoa(i) + `}}}`)
+		}
+		for i := range n {
+			text := "small"
+			if i == n/2 {
+				text = strings.Repeat("x", 8192) // past the queue's budget by itself: shed
+			}
+			s.up(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i+1) + `,"result":{"content":[{"type":"text","text":"` + text + `"}]}}`)
+		}
+		s.sink.wait(t, n)
+		s.close()
+		mc.mu.Lock()
+		if len(mc.calls) != n-1 || mc.missed != 1 {
+			t.Errorf("%d in flight: %d calls recorded, %d missed; want %d and 1", n, len(mc.calls), mc.missed, n-1)
+		}
+		mc.mu.Unlock()
 	}
 }

@@ -187,8 +187,8 @@ func New(headers []*cassette.Header, calls [][]*cassette.Call, o Options) *Mock 
 	}
 	for i, cs := range calls {
 		for _, c := range cs {
-			if c.Redacted {
-				continue // its arguments are not what was sent: it matches nothing
+			if c.Redacted || c.TooLarge > 0 {
+				continue // its arguments are not what was sent (or not kept): it matches nothing
 			}
 			m.add(&entry{seq: c.Seq, file: i, tool: c.Tool, args: c.Arguments, result: c.Result, err: c.Error,
 				outcome: c.Outcome, duration: latency(c.DurationMs)})

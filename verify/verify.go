@@ -122,7 +122,7 @@ const (
 	whyNotRecorded   = "the recorded tools/list does not have the tool, so nothing says it is read-only; --allow-writes runs them"
 	whyUnlisted      = "neither the recorded nor the current tools/list has the tool; --allow-writes runs them"
 	whySelection     = "not selected (--tool, --skip-tool)"
-	whyNotReplayable = "cannot be made again (arguments redacted, no answer recorded, or it asked for input)"
+	whyNotReplayable = "cannot be made again (arguments redacted, too large when recorded, no answer recorded, or it asked for input)"
 )
 
 // Sink receives the results, in the cassette's order, as they come. Start's total is
@@ -521,6 +521,11 @@ func (r *runner) decide(c *cassette.Call) (res *CallResult, run bool) {
 		return res, false
 	}
 	switch {
+	case c.TooLarge > 0:
+		// Recorded without its arguments and answer: a replay would call it with none
+		// and compare with nothing.
+		return verdict(mcpdiff.NotReplayable, "it was too large when recorded ("+strconv.FormatInt(c.TooLarge, 10)+
+			" bytes of arguments and answer): the cassette kept neither, so there is nothing to replay or compare")
 	case c.Redacted:
 		why := "its arguments were recorded redacted"
 		if len(c.RedactedKeys) > 0 {
@@ -687,7 +692,7 @@ func (r *runner) run(ctx context.Context, c *cassette.Call, res *CallResult) *Ca
 // recorded one otherwise.
 func (r *runner) updated(c *cassette.Call, res *CallResult) cassette.Recorded {
 	rec := cassette.Recorded{Tool: c.Tool, Arguments: c.Arguments, Redacted: c.Redacted, RedactedKeys: c.RedactedKeys,
-		Outcome: c.Outcome, Result: c.Result, Error: c.Error, StartedAt: c.StartedAt, Duration: c.Duration()}
+		Outcome: c.Outcome, Result: c.Result, Error: c.Error, StartedAt: c.StartedAt, Duration: c.Duration(), TooLarge: c.TooLarge}
 	if res.Ran && res.After > 0 {
 		rec.Result, rec.Error, rec.Duration, rec.StartedAt = res.newResult, res.newError, res.After, time.Now()
 		switch {

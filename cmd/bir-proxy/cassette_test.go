@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -223,5 +225,163 @@ func TestCassetteFullDisk(t *testing.T) {
 	}
 	if said := strings.Count(p.Stderr.String(), "cannot write the cassette"); said != 1 {
 		t.Errorf("the failed write said %d times, want once:\n%.2000s", said, p.Stderr.String())
+	}
+}
+
+// bigResultBytes is past the cassette's per-call bound (cassette.DefaultMaxCallBytes).
+const bigResultBytes = cassette.DefaultMaxCallBytes + 6<<20
+
+// bigResultDir is a rawserver --result-dir where tool "big" answers a text of
+// bigResultBytes.
+func bigResultDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "big.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	io.WriteString(f, `{"content":[{"type":"text","text":"`)
+	chunk := strings.Repeat("x", 1<<20)
+	for range bigResultBytes >> 20 {
+		io.WriteString(f, chunk)
+	}
+	if _, err := io.WriteString(f, `"}]}`); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// cassetteLines reads the cassette at path whole: tool → how many calls of it, and
+// how many of them were recorded too large (TooLarge set, no values).
+func cassetteLines(t *testing.T, path string) (calls, tooLarge map[string]int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("no cassette: %v", err)
+	}
+	defer f.Close()
+	r, err := cassette.NewReader(f, path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	calls, tooLarge = map[string]int{}, map[string]int{}
+	for {
+		c, err := r.Next()
+		if err == io.EOF {
+			return calls, tooLarge
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		calls[c.Tool]++
+		if c.TooLarge > 0 {
+			if c.Result != nil || c.Error != nil || c.Arguments != nil {
+				t.Errorf("call %d (%s) recorded too large still holds values", c.Seq, c.Tool)
+			}
+			tooLarge[c.Tool]++
+		}
+	}
+}
+
+// TestCassetteTooLargeCallRecordedAsSuch: a call whose answer is past what a
+// cassette keeps of one call (64 MiB) was dropped and only counted ("dropped=3"); a
+// run whose calls were all such wrote no cassette at all. The calls that fit are
+// recorded, the one too large is recorded as such (its tool, outcome and time, no
+// values), stderr names it, and verify says it is not replayable because it was too
+// large, rather than missing it. Through `call --script` and the proxy, with 2 and 8
+// calls (8 in flight through the proxy), one of them too large.
+func TestCassetteTooLargeCallRecordedAsSuch(t *testing.T) {
+	w := newCallWorld(t)
+	dir := bigResultDir(t)
+	check := func(t *testing.T, path, stderr string, n int) {
+		t.Helper()
+		calls, tooLarge := cassetteLines(t, path)
+		if calls["echo"] != n-1 || calls["big"] != 1 || tooLarge["big"] != 1 || tooLarge["echo"] != 0 {
+			t.Fatalf("calls %v, too large %v; want %d echo and 1 big recorded too large\nstderr: %s", calls, tooLarge, n-1, stderr)
+		}
+		if !strings.Contains(stderr, "too large") || !strings.Contains(stderr, `tool=big`) {
+			t.Errorf("stderr does not name the call left out:\n%s", stderr)
+		}
+		p := testutil.Start(t, exec.Command(w.bp, "verify", "--json", "--allow-writes", path, "--", w.raw, "--reply", "--result-dir", dir))
+		p.Stdin.Close()
+		out := string(p.ReadRest())
+		p.ExitCode()
+		var big map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("verify: not a JSON line %q: %v\n%s", l, err, p.Stderr.String())
+			}
+			if m["tool"] == "big" {
+				big = m
+			}
+		}
+		if big == nil || big["status"] != "not_replayable" || !strings.Contains(fmt.Sprint(big["reason"]), "too large") {
+			t.Errorf("verify on the big call: %v\n%s", big, out)
+		}
+	}
+	for _, n := range []int{2, 8} {
+		t.Run(fmt.Sprintf("call/%d", n), func(t *testing.T) {
+			var steps []string
+			for i := range n {
+				if i == n/2 {
+					steps = append(steps, `{"tool":"big","arguments":{}}`)
+				} else {
+					steps = append(steps, fmt.Sprintf(`{"tool":"echo","arguments":{"i":%d}}`, i))
+				}
+			}
+			script := filepath.Join(w.dir, fmt.Sprintf("steps%d.json", n))
+			if err := os.WriteFile(script, []byte("["+strings.Join(steps, ",")+"]"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(w.dir, fmt.Sprintf("call%d.jsonl", n))
+			cmd := exec.Command(w.bp, "call", "--script", script, "--cassette", path, "--", w.raw, "--reply", "--result-dir", dir)
+			p := testutil.Start(t, cmd)
+			p.Stdin.Close()
+			go io.Copy(io.Discard, p.Stdout) // the results printed, not held
+			if code := p.ExitCode(); code != 0 {
+				t.Fatalf("call exited %d: %s", code, p.Stderr.String())
+			}
+			check(t, path, p.Stderr.String(), n)
+		})
+		t.Run(fmt.Sprintf("proxy/%d", n), func(t *testing.T) {
+			path := filepath.Join(w.dir, fmt.Sprintf("proxy%d.jsonl", n))
+			cmd := exec.Command(w.bp, "--cassette", path, "--", w.raw, "--reply", "--result-dir", dir)
+			p := testutil.Start(t, cmd)
+			p.Send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+				`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			// The answers are read without being held: a test process grown by the
+			// big one made the peak RSS of children it starts later (ru_maxrss counts
+			// the parent's memory at the exec) fail their own bounds.
+			out := bufio.NewReaderSize(p.Stdout, 64<<10)
+			skipLine := func() {
+				t.Helper()
+				for {
+					_, err := out.ReadSlice('\n')
+					if err == nil {
+						return
+					}
+					if err != bufio.ErrBufferFull {
+						t.Fatalf("reading the proxy's stdout: %v", err)
+					}
+				}
+			}
+			skipLine()
+			for i := range n { // all in flight before the first answer is read
+				tool := "echo"
+				if i == n/2 {
+					tool = "big"
+				}
+				p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"i":%d}}}`, i+1, tool, i))
+			}
+			for range n {
+				skipLine()
+			}
+			p.Stdin.Close()
+			if code := p.ExitCode(); code != 0 {
+				t.Fatalf("the proxy exited %d: %s", code, p.Stderr.String())
+			}
+			check(t, path, p.Stderr.String(), n)
+		})
 	}
 }

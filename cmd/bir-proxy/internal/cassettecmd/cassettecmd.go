@@ -293,7 +293,7 @@ func export(o Options, path string, fail func(error) int) int {
 	}
 	note := ""
 	if left > 0 {
-		note = fmt.Sprintf("; %d redacted calls left out (they cannot be replayed)", left)
+		note = fmt.Sprintf("; %d redacted or too large calls left out (they cannot be replayed)", left)
 	}
 	fmt.Fprintf(o.Stderr, "bir-proxy cassette: %d calls exported%s\n", calls, note)
 	return 0

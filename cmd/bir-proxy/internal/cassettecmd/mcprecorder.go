@@ -269,8 +269,8 @@ func ExportMCPRecorder(h *cassette.Header, next func() (*cassette.Call, error)) 
 			}
 			return nil, 0, 0, err
 		}
-		if c.Redacted {
-			left++
+		if c.Redacted || c.TooLarge > 0 {
+			left++ // its arguments are not the ones sent (or were not kept)
 			continue
 		}
 		params := append([]byte(`{"name":`), jsonlex.AppendString(nil, c.Tool)...)
