@@ -14,6 +14,30 @@ import (
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
+// budgetPeak runs the proxy with --max-result-tokens 1000 in front of the raw fixture
+// answering from dir, twice: once for its idle peak RSS (an echo call), once calling
+// tool (its answer in dir) for the host's answer and the peak RSS it took.
+func budgetPeak(t *testing.T, state, dir, tool string) (got string, peak, idle int64) {
+	t.Helper()
+	srv := testutil.Build(t, "./testdata/rawserver")
+	start := func() *session {
+		return startProxyIn(t, t.TempDir(), []string{"BIR_OFF=1", "XDG_STATE_HOME=" + state},
+			"--server", "raw", "--max-result-tokens", "1000", "--", srv, "--reply", "--result-dir", dir)
+	}
+	s := start()
+	s.Send(budgetCall("1", "echo"))
+	s.recv()
+	idle = procStatusKB(t, s.Cmd.Process.Pid, "VmHWM") << 10
+	s.end()
+
+	s = start()
+	s.Send(budgetCall("7", tool))
+	got = s.recv()
+	peak = procStatusKB(t, s.Cmd.Process.Pid, "VmHWM") << 10
+	s.end()
+	return got, peak, idle
+}
+
 // TestResultBudgetLongAnswerMemory: a 32 MiB answer (past the 4 MiB from which lines
 // stream) is cut and spilled; the proxy's peak RSS over its idle one stays within 4×
 // the line (what it took held whole; it is cut as it streams now:
@@ -73,22 +97,7 @@ func TestResultBudgetStreamedAnswerMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := `{"jsonrpc":"2.0","id":7,"result":` + result + `}`
-	srv := testutil.Build(t, "./testdata/rawserver")
-	start := func() *session {
-		return startProxyIn(t, t.TempDir(), []string{"BIR_OFF=1", "XDG_STATE_HOME=" + state},
-			"--server", "raw", "--max-result-tokens", "1000", "--", srv, "--reply", "--result-dir", dir)
-	}
-	s := start()
-	s.Send(budgetCall("1", "echo"))
-	s.recv()
-	idle := procStatusKB(t, s.Cmd.Process.Pid, "VmHWM") << 10
-	s.end()
-
-	s = start()
-	s.Send(budgetCall("7", "big"))
-	got := s.recv()
-	peak := procStatusKB(t, s.Cmd.Process.Pid, "VmHWM") << 10
-	s.end()
+	got, peak, idle := budgetPeak(t, state, dir, "big")
 	t.Logf("peak RSS %d MB, idle %d MB, for a %d MB answer", peak>>20, idle>>20, size>>20)
 	if peak-idle > 32<<20 {
 		t.Errorf("a %d MB answer cut took the proxy %d MB over its idle %d MB", size>>20, (peak-idle)>>20, idle>>20)
@@ -137,22 +146,7 @@ func TestResultBudgetManyItemsMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := `{"jsonrpc":"2.0","id":7,"result":` + result + `}`
-	srv := testutil.Build(t, "./testdata/rawserver")
-	start := func() *session {
-		return startProxyIn(t, t.TempDir(), []string{"BIR_OFF=1", "XDG_STATE_HOME=" + state},
-			"--server", "raw", "--max-result-tokens", "1000", "--", srv, "--reply", "--result-dir", dir)
-	}
-	s := start()
-	s.Send(budgetCall("1", "echo"))
-	s.recv()
-	idle := procStatusKB(t, s.Cmd.Process.Pid, "VmHWM") << 10
-	s.end()
-
-	s = start()
-	s.Send(budgetCall("7", "many"))
-	got := s.recv()
-	peak := procStatusKB(t, s.Cmd.Process.Pid, "VmHWM") << 10
-	s.end()
+	got, peak, idle := budgetPeak(t, state, dir, "many")
 	t.Logf("peak RSS %d MB, idle %d MB, for a %d MB answer", peak>>20, idle>>20, len(line)>>20)
 	if peak-idle > 3*int64(len(line)) {
 		t.Errorf("a %d MB answer of many items cut took the proxy %d MB over its idle %d MB", len(line)>>20, (peak-idle)>>20, idle>>20)
