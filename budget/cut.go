@@ -164,8 +164,9 @@ const (
 
 // keepMember decides the member k: v of the result other than content,
 // structuredContent, isError and resultType (of which only the last is kept),
-// taking what it keeps from *left; the same walk of the same result decides the same (cutResult walks it twice rather than keep a record of
-// each member: a result of a million members costs none).
+// taking what it keeps from *left; the same walk of the same result decides the
+// same (cutResult walks it twice rather than keep a record of each member: a result
+// of a million members costs none).
 func keepMember(d *doc, k, v []byte, budget int, left *int) (memberKind, bool) {
 	size := d.size(k) + 1 + d.size(v) + 1
 	switch {
