@@ -8,21 +8,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // (Linux only: the peak RSS is read from /proc.)
 
-// logPeakRSS runs bir-proxy log with args and returns its peak RSS (VmHWM, read
-// every few milliseconds until it exits: wait4's Maxrss is no use here, as a child
-// started by vfork begins with its parent's, the test's, peak) and stdout's first 4
-// KiB.
+// logPeakRSS runs bir-proxy log with args and returns its peak RSS (runPeakRSS) and
+// stdout's first 4 KiB.
 func logPeakRSS(t *testing.T, bin string, args ...string) (int64, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), testutil.Guard)
@@ -32,41 +27,11 @@ func logPeakRSS(t *testing.T, bin string, args ...string) (int64, string) {
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir(), "BIR_RECORDER_URL=")
 	out := &headWriter{}
 	cmd.Stdout = out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var hwm atomic.Int64
-	watched := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(watched)
-		status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
-		for {
-			b, err := os.ReadFile(status)
-			if err != nil {
-				return
-			}
-			for _, l := range strings.Split(string(b), "\n") {
-				if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-					if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil && kb<<10 > hwm.Load() {
-						hwm.Store(kb << 10)
-					}
-				}
-			}
-			select {
-			case <-exited:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}()
-	err := cmd.Wait()
-	close(exited)
-	<-watched
+	peak, err := runPeakRSS(cmd)
 	if err != nil {
 		t.Fatalf("log %v: %v", args, err)
 	}
-	return hwm.Load(), string(out.b)
+	return peak, string(out.b)
 }
 
 // headWriter keeps the first 4 KiB written to it.
