@@ -34,26 +34,7 @@ func TestCallCmdScriptYAMLBillionLaughs(t *testing.T) {
 	cmd := exec.CommandContext(ctx, w.bp, "call", "--script", script, "--", w.raw, "--reply", "--record", rec)
 	var errs bytes.Buffer
 	cmd.Stderr = &errs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	peak := int64(0)
-	for ctx.Err() == nil {
-		s, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
-		_, v, ok := bytes.Cut(s, []byte("VmHWM:"))
-		if err != nil || !ok {
-			break // exited (a zombie has no memory)
-		}
-		if kb, err := strconv.ParseInt(strings.Fields(string(v))[0], 10, 64); err == nil && kb<<10 > peak {
-			peak = kb << 10
-		}
-		if peak > bound {
-			cmd.Process.Kill() // unbounded: stop it before it takes the machine's memory
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	cmd.Wait()
+	peak, _ := runPeakRSS(cmd, bound) // killed past it
 	if peak > bound {
 		t.Fatalf("peak RSS past %d MiB (killed); stderr %s", bound>>20, errs.String())
 	}

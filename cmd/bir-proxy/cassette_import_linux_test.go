@@ -27,25 +27,8 @@ func TestCassetteImportMemoryBound(t *testing.T) {
 	cmd := exec.CommandContext(ctx, w.bp, "cassette", "import", "--from", "mcp-recorder", in, "-o", filepath.Join(w.dir, "big.jsonl"))
 	var errs bytes.Buffer
 	cmd.Stderr = &errs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// VmHWM, the process's own peak, read until it is gone: ru_maxrss of a child
-	// counts the test process's memory at the fork too (cassette_linux_test.go).
-	peak := int64(0)
-	for ctx.Err() == nil {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
-		_, v, ok := bytes.Cut(b, []byte("VmHWM:"))
-		if err != nil || !ok {
-			break // exited (a zombie has no memory)
-		}
-		f := strings.Fields(string(v))
-		if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil && kb<<10 > peak {
-			peak = kb << 10
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if err := cmd.Wait(); err != nil {
+	peak, err := runPeakRSS(cmd, 0)
+	if err != nil {
 		t.Fatalf("%v: %s", err, errs.String())
 	}
 	// The file, its interactions' raw copies, the call's clone, the line written and

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -35,30 +33,6 @@ while IFS= read -r line; do
 done
 `
 
-// procKB is field (VmRSS, VmHWM) of process pid's /proc status, in bytes. VmHWM is
-// the process's own peak: ru_maxrss of a child also counts its parent's memory at
-// the exec (the test's), and was not the proxy's.
-func procKB(t *testing.T, pid int, field string) int64 {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
-}
-
 // TestCassetteToolsListPagesBounded: with --cassette the proxy kept every tools/list
 // page until the first call and built a header line of them all (100 pages of 4 MB:
 // a 400 MB line, 2 GB, killed). The tools kept are bounded now (8 MiB): the proxy's
@@ -74,7 +48,7 @@ func TestCassetteToolsListPagesBounded(t *testing.T) {
 	p.Send(sessionLines[:2]...)
 	p.ReadLine()
 	pid := p.Cmd.Process.Pid
-	idle := procKB(t, pid, "VmRSS")
+	idle := procStatusKB(t, pid, "VmRSS") << 10
 	const pages = 20
 	for i := 1; i <= pages; i++ {
 		p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, i))
@@ -90,7 +64,7 @@ func TestCassetteToolsListPagesBounded(t *testing.T) {
 		b, _ := os.ReadFile(path)
 		return bytes.IndexByte(b, '\n') >= 0
 	})
-	peak := procKB(t, pid, "VmHWM")
+	peak := procStatusKB(t, pid, "VmHWM") << 10
 	p.Stdin.Close()
 	if code := p.ExitCode(); code != 0 {
 		t.Fatalf("exit %d: %s", code, p.Stderr.String())

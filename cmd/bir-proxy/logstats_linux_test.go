@@ -27,7 +27,7 @@ func logPeakRSS(t *testing.T, bin string, args ...string) (int64, string) {
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir(), "BIR_RECORDER_URL=")
 	out := &headWriter{}
 	cmd.Stdout = out
-	peak, err := runPeakRSS(cmd)
+	peak, err := runPeakRSS(cmd, 0)
 	if err != nil {
 		t.Fatalf("log %v: %v", args, err)
 	}

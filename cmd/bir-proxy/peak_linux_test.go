@@ -11,11 +11,12 @@ import (
 )
 
 // runPeakRSS runs cmd to its end and returns Wait's error and the process's peak
-// resident memory (VmHWM, read every 2 ms until it exits). wait4's Maxrss is no use
+// resident memory (VmHWM, read every 2 ms until it exits); past killAbove (when not
+// 0) it is killed, before an unbounded one takes the machine's memory. wait4's Maxrss is no use
 // for a child of a test: started by vfork, it begins with its parent's peak, and a
 // package whose earlier tests grew the test process to 776 MiB failed a 512 MiB
 // bound on a verify that took a tenth of that (TestVerifyHugeDiffIsClipped).
-func runPeakRSS(cmd *exec.Cmd) (peak int64, err error) {
+func runPeakRSS(cmd *exec.Cmd, killAbove int64) (peak int64, err error) {
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
@@ -34,6 +35,9 @@ func runPeakRSS(cmd *exec.Cmd) (peak int64, err error) {
 				if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
 					if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil && kb<<10 > hwm.Load() {
 						hwm.Store(kb << 10)
+					}
+					if killAbove > 0 && hwm.Load() > killAbove {
+						cmd.Process.Kill()
 					}
 				}
 			}

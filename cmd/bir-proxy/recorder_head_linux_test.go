@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -81,7 +80,7 @@ func TestRecorderHugeAnswerHeadBounded(t *testing.T) {
 		}
 		return false
 	})
-	hwm := peakRSS(t, s.Cmd.Process.Pid)
+	hwm := procStatusKB(t, s.Cmd.Process.Pid, "VmHWM") << 10
 	t.Logf("the proxy's peak RSS: %d MiB", hwm>>20)
 	if hwm > 100<<20 {
 		t.Errorf("the proxy's memory peaked at %d MiB reading a %d MiB answer head", hwm>>20, total>>20)
@@ -93,24 +92,4 @@ func TestRecorderHugeAnswerHeadBounded(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(state, "bir-proxy", "spool", "*.jsonl")); len(left) != 0 {
 		t.Errorf("spool files left after the report was delivered: %v", left)
 	}
-}
-
-// peakRSS is the most resident memory process pid has had (VmHWM), in bytes.
-func peakRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte("VmHWM:")); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(string(v)), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc/pid/status")
-	return 0
 }

@@ -22,7 +22,7 @@ func (w *verifyWorld) verifyMaxRSS(args ...string) (int, string, int64) {
 	cmd := exec.Command(w.bp, append([]string{"verify"}, args...)...)
 	var errs strings.Builder
 	cmd.Stderr = &errs
-	peak, err := runPeakRSS(cmd)
+	peak, err := runPeakRSS(cmd, 0)
 	if cmd.ProcessState == nil {
 		w.t.Fatalf("verify did not run: %v", err)
 	}
@@ -118,7 +118,7 @@ func TestVerifyHugeDiffIsClipped(t *testing.T) {
 	cmd.Stderr = &errs
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
-	peak, _ := runPeakRSS(cmd)
+	peak, _ := runPeakRSS(cmd, 0)
 	out := stdout.Bytes()
 	if st, _ := statuses(t, string(out)); cmd.ProcessState.ExitCode() != 1 || st["one"] != "changed" || st["lines"] != "changed" {
 		t.Fatalf("exit %d, %v; stderr %s", cmd.ProcessState.ExitCode(), st, errs.String())
