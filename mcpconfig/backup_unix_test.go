@@ -31,7 +31,7 @@ func TestBackupsListWithAFIFOOp(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := syscall.Mkfifo(op, 0o600); err != nil {
-		t.Skip("no FIFO here:", err)
+		t.Fatal("mkfifo:", err) // a temporary folder on a Unix takes a FIFO: a skip here would assert nothing
 	}
 	done := make(chan []Backup, 1)
 	go func() {

@@ -70,7 +70,7 @@ func TestLogRefusesAJournalNotAFile(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo.jsonl")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skip("no FIFO here:", err)
+		t.Fatal("mkfifo:", err) // a temporary folder on a Unix takes a FIFO: a skip here would assert nothing
 	}
 	zero := filepath.Join(dir, "zero.jsonl")
 	if err := os.Symlink(os.DevNull, zero); err != nil {
