@@ -332,10 +332,11 @@ func TestSpanReuseKeepsSpansApart(t *testing.T) {
 	}
 }
 
-// The duration metric's series, found once per (method, target) and recorded to
-// directly: successes of one tool share a series, an error has its own, and a span
-// begun before the protocol version was learnt is recorded with it, as its span is.
-func TestOperationDurationSeries(t *testing.T) {
+// metricsCollector is an exporter to a collector on 127.0.0.1 that hands each
+// metrics export it takes to got (traces are taken and dropped); its interval is an
+// hour, so metrics go when the test flushes or closes it.
+func metricsCollector(t *testing.T) (*telemetry.Exporter, <-chan *metricspb.MetricsData) {
+	t.Helper()
 	got := make(chan *metricspb.MetricsData, 4)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -351,6 +352,14 @@ func TestOperationDurationSeries(t *testing.T) {
 	t.Cleanup(srv.Close)
 	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: srv.URL + "/v1/traces", MetricsURL: srv.URL + "/v1/metrics",
 		Protocol: telemetry.ProtoProtobuf, MetricInterval: time.Hour}, Version: "1", Server: "s", BatchDelay: time.Hour})
+	return x, got
+}
+
+// The duration metric's series, found once per (method, target) and recorded to
+// directly: successes of one tool share a series, an error has its own, and a span
+// begun before the protocol version was learnt is recorded with it, as its span is.
+func TestOperationDurationSeries(t *testing.T) {
+	x, got := metricsCollector(t)
 	ic := intercept.New(intercept.Options{Observer: New(Tracing{Exporter: x, Transport: "pipe"})})
 	now := time.Now()
 	host := func(msg string) { ic.FromHost([]byte(msg), now); ic.Forwarded(now) }
@@ -750,21 +759,7 @@ func TestStreamedAnswersEndSpans(t *testing.T) {
 // a streamed one's as counted), each tools/list page's to mcp.client.tools.list.size,
 // with the duration's attributes; a JSON-RPC error has no result and no size.
 func TestResultSizeMetrics(t *testing.T) {
-	got := make(chan *metricspb.MetricsData, 4)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		if r.URL.Path != "/v1/metrics" {
-			return
-		}
-		var md metricspb.MetricsData
-		if err := proto.Unmarshal(b, &md); err != nil {
-			t.Errorf("metrics: %v", err)
-		}
-		got <- &md
-	}))
-	t.Cleanup(srv.Close)
-	x := telemetry.New(telemetry.Options{Config: telemetry.Config{TracesURL: srv.URL + "/v1/traces", MetricsURL: srv.URL + "/v1/metrics",
-		Protocol: telemetry.ProtoProtobuf, MetricInterval: time.Hour}, Version: "1", Server: "s", BatchDelay: time.Hour})
+	x, got := metricsCollector(t)
 	ic := intercept.New(intercept.Options{Observer: New(Tracing{Exporter: x, Transport: "pipe"})})
 	now := time.Now()
 	host := func(msg string) { ic.FromHost([]byte(msg), now); ic.Forwarded(now) }
