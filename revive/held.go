@@ -94,7 +94,7 @@ func (q *holdQueue) relistenLocked(reqs [][]byte) {
 
 // hasLocked reports whether msg, or the same bytes, is held, alone or as an object
 // of a held batch (a listen in a batch held by its writer went to the next server
-// twice: TestReviveHoldsABatchedListenOnce). Only asked on a death, of at most 64
+// twice: TestReviveHoldsAListenOnce). Only asked on a death, of at most 64
 // streams.
 func (q *holdQueue) hasLocked(msg []byte) bool {
 	for _, m := range q.msgs {

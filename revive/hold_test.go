@@ -93,65 +93,38 @@ func TestReviveHeldWritesAreBounded(t *testing.T) {
 // TestReviveHoldsAListenOnce: a listen request written to a server in the moment it
 // dies is held by its writer (the write failed) and by the death (it is open, its
 // table says): whichever comes first, the next server gets it once, not twice with the
-// same id.
+// same id. In a batch (a hostile host's; the stateless era has none) the writer holds
+// the batch and the death the listen alone, and the next server got the listen twice,
+// two streams of one id: it gets the batch, once.
 func TestReviveHoldsAListenOnce(t *testing.T) {
-	listen := []byte(`{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"notifications":{"toolsListChanged":true}}}`)
-	for _, deathFirst := range []bool{true, false} {
-		c := &Conn{name: "t", ids: upstream.NewOwnIDs("bir:t:"), setup: upstream.NewSetup(), st: stBetween}
-		c.held.mu = &c.mu
-		dead := &gen{}
-		c.setup.FromHost(listen) // writeOnce, before its write to the dying server
-		die := func() {
-			c.mu.Lock()
-			c.held.relistenLocked(c.setup.Listens().Relisten())
-			c.mu.Unlock()
-		}
-		if deathFirst {
-			die()
-		}
-		if err := c.holdAfter(dead, listen); err != nil {
-			t.Fatal(err)
-		}
-		if !deathFirst {
-			die()
-		}
-		if held := c.Held(); len(held) != 1 || string(held[0]) != string(listen) {
-			t.Errorf("death first %v: held %q, want the listen once", deathFirst, held)
-		}
-	}
-}
-
-// TestReviveHoldsABatchedListenOnce: TestReviveHoldsAListenOnce with the listen in a
-// batch (a hostile host's; the stateless era has none): the writer holds the batch,
-// the death the listen alone, and the next server got the listen twice, two streams of
-// one id, in either order. It gets the batch, once.
-func TestReviveHoldsABatchedListenOnce(t *testing.T) {
 	listen := `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"notifications":{"toolsListChanged":true}}}`
-	batch := []byte(`[{"jsonrpc":"2.0","id":1,"method":"ping"}, ` + listen + `]`)
-	for _, deathFirst := range []bool{true, false} {
-		c := &Conn{name: "t", ids: upstream.NewOwnIDs("bir:t:"), setup: upstream.NewSetup(), st: stBetween}
-		c.held.mu = &c.mu
-		dead := &gen{}
-		c.setup.FromHost(batch) // writeOnce, before its write to the dying server
-		die := func() {
-			c.mu.Lock()
-			c.held.relistenLocked(c.setup.Listens().Relisten())
-			c.mu.Unlock()
-		}
-		if deathFirst {
-			die()
-		}
-		if err := c.holdAfter(dead, batch); err != nil {
-			t.Fatal(err)
-		}
-		if !deathFirst {
-			die()
-		}
-		if held := c.Held(); len(held) != 1 || string(held[0]) != string(batch) {
-			t.Errorf("death first %v: held %q, want the batch once", deathFirst, held)
-		}
-		if c.held.bytes != len(batch) {
-			t.Errorf("death first %v: held bytes %d, want %d", deathFirst, c.held.bytes, len(batch))
+	for _, written := range []string{listen, `[{"jsonrpc":"2.0","id":1,"method":"ping"}, ` + listen + `]`} {
+		msg := []byte(written)
+		for _, deathFirst := range []bool{true, false} {
+			c := &Conn{name: "t", ids: upstream.NewOwnIDs("bir:t:"), setup: upstream.NewSetup(), st: stBetween}
+			c.held.mu = &c.mu
+			dead := &gen{}
+			c.setup.FromHost(msg) // writeOnce, before its write to the dying server
+			die := func() {
+				c.mu.Lock()
+				c.held.relistenLocked(c.setup.Listens().Relisten())
+				c.mu.Unlock()
+			}
+			if deathFirst {
+				die()
+			}
+			if err := c.holdAfter(dead, msg); err != nil {
+				t.Fatal(err)
+			}
+			if !deathFirst {
+				die()
+			}
+			if held := c.Held(); len(held) != 1 || string(held[0]) != written {
+				t.Errorf("death first %v: held %q, want %s once", deathFirst, held, written)
+			}
+			if c.held.bytes != len(msg) {
+				t.Errorf("death first %v: held bytes %d, want %d", deathFirst, c.held.bytes, len(msg))
+			}
 		}
 	}
 }
