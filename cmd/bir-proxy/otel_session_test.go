@@ -20,6 +20,30 @@ import (
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
+// otlpJSONCollector is an OTLP/HTTP collector on 127.0.0.1 that takes every export
+// (answering {}) and keeps the bodies posted to path; exported is a copy of them.
+func otlpJSONCollector(t *testing.T, path string) (collector *httptest.Server, exported func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var bodies []string
+	collector = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+		if r.URL.Path == path {
+			mu.Lock()
+			bodies = append(bodies, string(b))
+			mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{}`)) //nolint:errcheck // the proxy's business
+	}))
+	t.Cleanup(collector.Close)
+	return collector, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), bodies...)
+	}
+}
+
 // TestOTelSpansCarryTheHTTPSessionID: over Streamable HTTP each span says the
 // session the server named (mcp.session.id), from the Mcp-Session-Id of its
 // initialize answer; the stdio transport has none.
@@ -119,19 +143,7 @@ func TestOTelStopIsBoundedWithServerRequestsLeftUnanswered(t *testing.T) {
 // only 16 KiB of _meta were kept for it. The same _meta on a call read whole made
 // the host's span its parent. Both spans are the host's span's children now.
 func TestOTelStreamedCallWithALongMetaKeepsItsParent(t *testing.T) {
-	var mu sync.Mutex
-	var bodies []string
-	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-		if r.URL.Path == "/v1/traces" {
-			mu.Lock()
-			bodies = append(bodies, string(b))
-			mu.Unlock()
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{}`)) //nolint:errcheck // the proxy's business
-	}))
-	t.Cleanup(collector.Close)
+	collector, exported := otlpJSONCollector(t, "/v1/traces")
 	raw := testutil.Build(t, "./testdata/rawserver")
 	const traceID, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 	meta := `{"pad":"` + strings.Repeat("m", 20<<10) + `","traceparent":"00-` + traceID + `-` + parent + `-01","tracestate":"k=v"}`
@@ -143,9 +155,8 @@ func TestOTelStreamedCallWithALongMetaKeepsItsParent(t *testing.T) {
 	s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"whole","_meta":` + meta + `,"arguments":{}}}`)
 	s.recv()
 	s.end() // the exit flushes the spans
-	mu.Lock()
+	bodies := exported()
 	all := strings.Join(bodies, "\n")
-	mu.Unlock()
 	for _, tool := range []string{"streamed", "whole"} {
 		var span gjson.Result
 		for _, b := range bodies {
@@ -205,19 +216,7 @@ func TestOTelStreamedCallWithAHugeMetaCostsNoMemoryInProportion(t *testing.T) {
 // mcp.client.tools.list.size, unit By) next to the operation's duration, exported
 // at exit to a collector on 127.0.0.1 (issue 38).
 func TestOTelResultSizeMetrics(t *testing.T) {
-	var mu sync.Mutex
-	var bodies []string
-	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-		if r.URL.Path == "/v1/metrics" {
-			mu.Lock()
-			bodies = append(bodies, string(b))
-			mu.Unlock()
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{}`)) //nolint:errcheck // the proxy's business
-	}))
-	t.Cleanup(collector.Close)
+	collector, exported := otlpJSONCollector(t, "/v1/metrics")
 	raw := testutil.Build(t, "./testdata/rawserver")
 	const page = `{"tools":[{"name":"echo","description":"Echoes","inputSchema":{"type":"object"}}]}`
 	pages := filepath.Join(t.TempDir(), "pages.json")
@@ -236,8 +235,7 @@ func TestOTelResultSizeMetrics(t *testing.T) {
 		results += len(gjson.Get(s.recv(), "result").Raw) // byte for byte what the server sent
 	}
 	s.end() // the exit exports the metrics
-	mu.Lock()
-	defer mu.Unlock()
+	bodies := exported()
 	got := map[string]string{}
 	for _, b := range bodies {
 		gjson.Get(b, "resourceMetrics.#.scopeMetrics.#.metrics|@flatten|@flatten").ForEach(func(_, m gjson.Result) bool {

@@ -5,15 +5,11 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -344,24 +340,11 @@ func TestOTelPinsDriftIsAToolsListSpanEvent(t *testing.T) {
 			t.Parallel()
 			state := t.TempDir()
 			pinSession(t, state, pinsV1)
-			var mu sync.Mutex
-			var bodies []string
-			collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-				if r.URL.Path == "/v1/traces" {
-					mu.Lock()
-					bodies = append(bodies, string(b))
-					mu.Unlock()
-				}
-				w.Header().Set("Content-Type", "application/json")
-				w.Write([]byte(`{}`)) //nolint:errcheck // the proxy's business
-			}))
-			t.Cleanup(collector.Close)
+			collector, exported := otlpJSONCollector(t, "/v1/traces")
 			pinSessionEnv(t, state, pinsV2, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/json"},
 				"--pin-tools", mode)
 			// The exit flushed what was queued: the session has ended (pinSession).
-			mu.Lock()
-			defer mu.Unlock()
+			bodies := exported()
 			type list struct {
 				start  int64
 				events []string
