@@ -135,6 +135,25 @@ func (s *suite) runListenHostWith(t *testing.T, args []string, restart func(pid 
 	return &r, stderr.String(), runErr
 }
 
+// checkOneAckNoAnswer checks what the listen host read across a replaced server: one
+// acknowledgment (the new server's, same filter, kept back) and no answer for the
+// stream's id (it was carried, not ended).
+func checkOneAckNoAnswer(t *testing.T, r *listenResult) {
+	t.Helper()
+	acks := 0
+	for _, l := range r.Lines {
+		if strings.Contains(l.Line, `"notifications/subscriptions/acknowledged"`) {
+			acks++
+		}
+		if strings.Contains(l.Line, `"id":"listen:0"`) {
+			t.Errorf("in step %q the host got an answer for its listen stream: %s", l.Step, l.Line)
+		}
+	}
+	if acks != 1 {
+		t.Errorf("the host got %d acknowledgments, want 1 (the new server's has the same filter and is kept back)", acks)
+	}
+}
+
 // lockedBuffer is a bytes.Buffer that can be read while a process writes to it.
 type lockedBuffer struct {
 	mu  sync.Mutex
@@ -206,20 +225,7 @@ func TestSDKListenStreamOutlivesServerRevival(t *testing.T) {
 		if !slices.Contains(r.Tools, "extra") {
 			t.Errorf("tools/list after add-tool: %v, want it to have extra", r.Tools)
 		}
-		// What the host read: one acknowledgment (the new server's, same filter, kept
-		// back) and no error answer for the stream's id.
-		acks := 0
-		for _, l := range r.Lines {
-			if strings.Contains(l.Line, `"notifications/subscriptions/acknowledged"`) {
-				acks++
-			}
-			if strings.Contains(l.Line, `"id":"listen:0"`) {
-				t.Errorf("in step %q the host got an answer for its listen stream: %s", l.Step, l.Line)
-			}
-		}
-		if acks != 1 {
-			t.Errorf("the host got %d acknowledgments, want 1 (the new server's has the same filter and is kept back)", acks)
-		}
+		checkOneAckNoAnswer(t, r)
 	})
 
 	t.Run("no-revive", func(t *testing.T) {
