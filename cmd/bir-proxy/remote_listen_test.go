@@ -118,14 +118,7 @@ func listenNotesAfter(t *testing.T, s *session, want map[string][]string, total 
 		if err := json.Unmarshal(m, &note); err != nil {
 			t.Fatal(err)
 		}
-		what := note.Method
-		switch {
-		case note.Params.URI != "":
-			what += " " + note.Params.URI
-		case note.Params.Notifications != nil:
-			what += " " + string(note.Params.Notifications)
-		}
-		got[note.sid()] = append(got[note.sid()], what)
+		got[note.sid()] = append(got[note.sid()], note.what())
 	}
 	for _, m := range already {
 		note1([]byte(m))

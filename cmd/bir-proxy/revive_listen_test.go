@@ -53,6 +53,18 @@ func (n streamNote) sid() string {
 	return string(n.Params.Meta["io.modelcontextprotocol/subscriptionId"])
 }
 
+// what is the note as the tests compare it: its method, and the resource or the
+// filter it is about.
+func (n streamNote) what() string {
+	switch {
+	case n.Params.URI != "":
+		return n.Method + " " + n.Params.URI
+	case n.Params.Notifications != nil:
+		return n.Method + " " + string(n.Params.Notifications)
+	}
+	return n.Method
+}
+
 func reviveListens(t *testing.T, n int) {
 	f := newReviveFixture(t)
 	without := filepath.Join(f.dir, "ack-without")
@@ -101,14 +113,7 @@ func reviveListens(t *testing.T, n int) {
 		if err := json.Unmarshal([]byte(m), &note); err != nil {
 			t.Fatal(err)
 		}
-		what := note.Method
-		switch {
-		case note.Params.URI != "":
-			what += " " + note.Params.URI
-		case note.Params.Notifications != nil:
-			what += " " + string(note.Params.Notifications)
-		}
-		got[note.sid()] = append(got[note.sid()], what)
+		got[note.sid()] = append(got[note.sid()], note.what())
 	}
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf(`"L%d"`, i)
