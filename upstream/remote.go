@@ -19,6 +19,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/internal/httpclient"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/internal/termtext"
 	"github.com/bir-dev/bir-proxy/redact"
 )
 
@@ -1108,10 +1109,11 @@ func (c *remoteConn) tellNotes(notes [][]byte) {
 func (c *remoteConn) notMessage(data []byte) {
 	const show = 4096
 	if len(data) > show {
-		fmt.Fprintf(c.stderr, "[%s] %s… (%d bytes)\n", c.name, c.scrub.Replace(string(data[:show])), len(data))
+		fmt.Fprintf(c.stderr, "[%s] %s… (%d bytes)\n", c.name, termtext.Line(c.scrub.Replace(string(data[:show]))), len(data))
 		return
 	}
-	fmt.Fprintf(c.stderr, "[%s] %s\n", c.name, c.scrub.Replace(string(bytes.TrimRight(data, "\r\n"))))
+	// Escaped, as a stdio server's stray line is (TestStrayLineIsEscapedOnNotes).
+	fmt.Fprintf(c.stderr, "[%s] %s\n", c.name, termtext.Line(c.scrub.Replace(string(bytes.TrimRight(data, "\r\n")))))
 }
 
 // fail answers every request of m still pending with a JSON-RPC error naming the

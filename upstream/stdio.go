@@ -17,6 +17,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/framing"
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
+	"github.com/bir-dev/bir-proxy/internal/termtext"
 )
 
 // Grace periods of the stop sequence (SPEC §6). A server gets time to finish writing
@@ -439,9 +440,12 @@ func (p *Process) closeOut() {
 }
 
 func (p *Process) notMessage(line []byte) {
-	// One Write per line: a Notes writer takes each whole.
-	b := make([]byte, 0, len(p.name)+len(line)+4)
-	b = append(append(append(append(b, '['), p.name...), "] "...), line...)
+	// One Write per line: a Notes writer takes each whole. Escaped: a hostile
+	// server's ESC, BEL and ^A reached the terminal showing the proxy's stderr raw
+	// (TestStrayLineIsEscapedOnNotes).
+	shown := termtext.Line(string(line))
+	b := make([]byte, 0, len(p.name)+len(shown)+4)
+	b = append(append(append(append(b, '['), p.name...), "] "...), shown...)
 	_, _ = p.notes.Write(append(b, '\n'))
 }
 

@@ -168,3 +168,29 @@ func TestProcessSlab(t *testing.T) {
 		}
 	}
 }
+
+// TestStrayLineIsEscapedOnNotes: a server's stdout line that is not a message goes to
+// the proxy's stderr with its control characters escaped: a hostile server's ESC, BEL
+// and ^A went out raw, to whatever terminal shows the proxy's stderr (a title set, a
+// screen cleared). The message after it still reaches the reader, unchanged.
+func TestStrayLineIsEscapedOnNotes(t *testing.T) {
+	raw := testutil.Build(t, "./testdata/rawserver")
+	emit := filepath.Join(t.TempDir(), "emit")
+	const msg = `{"jsonrpc":"2.0","id":1,"result":{}}`
+	if err := os.WriteFile(emit, []byte("hi \x1b]0;owned\x07 \x01 there\n"+msg+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var notes testutil.SyncBuffer
+	p, err := Start(Command{Path: raw, Args: []string{"--emit", emit}, Name: "raw", Stderr: io.Discard, Notes: &notes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	got, err := p.Read()
+	if err != nil || string(got) != msg {
+		t.Fatalf("read %q, %v; want %s", got, err, msg)
+	}
+	if n := notes.String(); strings.ContainsAny(n, "\x1b\x07\x01") || !strings.Contains(n, `[raw] hi \x1b]0;owned\x07 \x01 there`+"\n") {
+		t.Fatalf("the stray line on Notes: %q", n)
+	}
+}
