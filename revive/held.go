@@ -135,3 +135,28 @@ func batchHas(batch, obj []byte) bool {
 	})
 	return found
 }
+
+// refusedLocked puts first msgs, the host's messages a remote session that ended
+// refused unrun (upstream.SessionEndedError), oldest first: they go to the next
+// session before anything written after the end. A request of the proxy's own (skip)
+// is not held, as holdAfter does not hold one; one held already is not held twice.
+func (q *holdQueue) refusedLocked(msgs [][]byte, skip func([]byte) bool) {
+	var first [][]byte
+	for _, m := range msgs {
+		if !skip(m) && !q.hasLocked(m) {
+			first = append(first, m) // the Conn's own copy: its writer lent it nothing
+		}
+	}
+	if len(first) == 0 {
+		return
+	}
+	n := 0
+	for _, m := range first {
+		n += len(m)
+	}
+	if len(q.msgs) == 0 {
+		q.since = time.Now()
+	}
+	q.msgs = append(first, q.msgs...)
+	q.bytes += n
+}

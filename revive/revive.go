@@ -54,6 +54,35 @@ type Policy struct {
 	// Options.Cause), since a server that dies at its start is a configuration to
 	// fix and its stderr is shown to almost nobody.
 	NoRestart bool
+	// Renew is the policy of a remote server's sessions (RenewPolicy): a session
+	// that ends is replaced at once, the next in a row that ended before serving
+	// anything after Backoff doubling (no quick second try: a new session is cheap
+	// to refuse), and the words are a session's.
+	Renew bool
+	// GiveUpTroubled, when set, also puts the server down after that many in a row
+	// that came up and ended before serving anything (a server that expires each new
+	// session at once).
+	GiveUpTroubled int
+}
+
+// RenewPolicy is the policy of a remote server's sessions (docs/revive.md): a session
+// the server ends (its 404, its event stream's end) is replaced by a new one at once;
+// the n-th in a row that ended within 30 s before serving anything waits 100 ms
+// doubling; after 5 of those, or 4 new sessions that could not be started, none for
+// 30 s. A server that expired each new session at once drove ~1,000 initialize POSTs
+// a second before.
+func RenewPolicy() Policy {
+	return Policy{
+		Renew:          true,
+		Backoff:        100 * time.Millisecond,
+		MaxBackoff:     30 * time.Second,
+		FastDeath:      30 * time.Second,
+		GiveUpAfter:    4,
+		GiveUpTroubled: 5,
+		CoolDown:       30 * time.Second,
+		Wait:           5 * time.Second,
+		Handshake:      30 * time.Second,
+	}
 }
 
 // DefaultPolicy is the policy of docs/revive.md.
@@ -92,7 +121,7 @@ func (p Policy) withDefaults() Policy {
 	if p.Handshake > 0 {
 		d.Handshake = p.Handshake
 	}
-	d.NoRestart = p.NoRestart
+	d.NoRestart, d.Renew, d.GiveUpTroubled = p.NoRestart, p.Renew, p.GiveUpTroubled
 	return d
 }
 
@@ -385,6 +414,9 @@ func (c *Conn) read(lx *jsonlex.Line) ([]byte, error) {
 			g.passed = true
 			return msg, nil
 		}
+		if ue, ok := upstream.IsUnanswered(err); ok {
+			return nil, ue // requests of a server that stays: the relay answers them
+		}
 		if c.ctx.Err() != nil {
 			return nil, io.EOF // the session is ending: the server was stopped, not lost
 		}
@@ -486,9 +518,17 @@ func (c *Conn) died(g *gen, readErr error) *upstream.ReplacedError {
 	c.setup.Lost()
 	c.own.forget()
 	lost := g.wrote.Load() || g.passed
+	var refused [][]byte
+	if se, ok := readErr.(*upstream.SessionEndedError); ok {
+		refused = se.Msgs
+	}
 	relisten := c.setup.Listens().Relisten()
 	reason := fmt.Sprintf("server %s %s%s", c.name, c.lastHow, stderrNote(c.lastTail))
 	c.rcur = nil
+	if len(refused) > 0 {
+		// Put first: not while a flush is writing the oldest, which it then drops.
+		c.held.flushMu.Lock()
+	}
 	c.mu.Lock()
 	c.cur = nil
 	if lost && c.st != stClosed {
@@ -502,25 +542,38 @@ func (c *Conn) died(g *gen, readErr error) *upstream.ReplacedError {
 		c.startingLocked()
 	}
 	if c.st != stClosed {
+		// What the ended session refused unrun goes first, before what was written
+		// after its end; then the listen streams still open.
+		c.held.refusedLocked(refused, func(m []byte) bool { return ownRequest(c.ids, m) })
 		c.held.relistenLocked(relisten)
 	}
 	c.mu.Unlock()
+	if len(refused) > 0 {
+		c.held.flushMu.Unlock()
+	}
 	// Whatever it left running goes, at once: it is dead, or broken (it closed its
 	// stdout and lives on).
 	g.stop()
 	if !lost {
 		return nil
 	}
+	again := "; restarting it"
+	if c.policy.Renew {
+		again = "; starting a new session"
+	}
 	if c.neverUp > 0 && !c.policy.NoRestart {
 		// In trouble: the host is told how far from giving up it is.
-		return &upstream.ReplacedError{Reason: fmt.Sprintf("%s; restarting it (attempt %d of %d)", reason, c.neverUp+1, c.policy.GiveUpAfter)}
+		return &upstream.ReplacedError{Reason: fmt.Sprintf("%s%s (attempt %d of %d)", reason, again, c.neverUp+1, c.policy.GiveUpAfter)}
 	}
-	return &upstream.ReplacedError{Reason: reason + "; restarting it"}
+	return &upstream.ReplacedError{Reason: reason + again}
 }
 
 // obituary says how g ended: its exit status or signal and its last stderr lines, when
 // it is a process; otherwise the read error.
 func (g *gen) obituary(readErr error) (how, tail string) {
+	if se, ok := readErr.(*upstream.SessionEndedError); ok {
+		return se.Reason, "" // "at URL: the server's session expired (HTTP 404)"
+	}
 	d := g.caps.ExitDescriber
 	if d == nil {
 		if readErr == nil || errors.Is(readErr, io.EOF) {
@@ -558,12 +611,16 @@ func (c *Conn) Settled() {
 // with no current generation.
 func (c *Conn) restart() error {
 	for {
-		giveUp := c.neverUp >= c.policy.GiveUpAfter || c.mismatch != nil
+		giveUp := c.neverUp >= c.policy.GiveUpAfter || c.mismatch != nil || c.policy.tooTroubled(c.troubled)
 		// What the host sent since the death waits Policy.Wait at most, as a write
 		// does, and not at all for a server that is given up on.
 		if msgs := c.held.expire(giveUp, c.policy.Wait); msgs != nil {
 			c.setup.Listens().Undelivered(msgs) // answered with an error: no longer open
-			return &upstream.UndeliveredError{Msgs: msgs, Reason: fmt.Sprintf("server %s %s and was not back within %v", c.name, c.lastHow, c.policy.Wait)}
+			reason := fmt.Sprintf("server %s %s and was not back within %v", c.name, c.lastHow, c.policy.Wait)
+			if c.policy.tooTroubled(c.troubled) {
+				reason = c.policy.troubledReason(c.name, c.lastHow, c.troubled)
+			}
+			return &upstream.UndeliveredError{Msgs: msgs, Reason: reason}
 		}
 		if giveUp {
 			if err := c.down(); err != nil {
@@ -636,12 +693,31 @@ func (c *Conn) restart() error {
 // delay is how long to wait before the n-th start in a row of a server in trouble
 // (n is the larger of the starts that never came up and the deaths of one that served
 // nothing): none after a server that served (or lived) and died, nor for the first
-// retry of one in trouble; then Backoff, doubling, up to MaxBackoff.
+// retry of one in trouble (but under Renew); then Backoff, doubling, up to MaxBackoff.
 func (p Policy) delay(n int) time.Duration {
-	if n <= 1 {
+	quick := 1
+	if p.Renew {
+		quick = 0
+	}
+	if n <= quick {
 		return 0
 	}
-	return backoff.Policy{Base: p.Backoff, Cap: p.MaxBackoff, Jitter: backoff.None}.Step(n - 2)
+	return backoff.Policy{Base: p.Backoff, Cap: p.MaxBackoff, Jitter: backoff.None}.Step(n - 1 - quick)
+}
+
+// tooTroubled reports whether troubled servers in a row, that came up and ended before
+// serving anything, put the server down (GiveUpTroubled).
+func (p Policy) tooTroubled(troubled int) bool {
+	return p.GiveUpTroubled > 0 && troubled >= p.GiveUpTroubled
+}
+
+// troubledReason is why server name is down when tooTroubled: the last ended how.
+func (p Policy) troubledReason(name, how string, troubled int) string {
+	what := "servers started"
+	if p.Renew {
+		what = "new sessions"
+	}
+	return fmt.Sprintf("server %s %s, and so did each of the last %d %s at once", name, how, troubled, what)
 }
 
 // down gives up for a cool-down: writes fail at once with why, and the first write
@@ -649,9 +725,15 @@ func (p Policy) delay(n int) time.Duration {
 // io.EOF when the session ends first.
 func (c *Conn) down() error {
 	var msg string
-	if c.mismatch != nil {
+	switch {
+	case c.mismatch != nil:
 		msg = fmt.Sprintf("server %s is down: it came back, but %v; reconnect to it (restart the MCP server in the host)", c.name, c.mismatch)
-	} else {
+	case c.policy.tooTroubled(c.troubled):
+		msg = c.policy.troubledReason(c.name, c.lastHow, c.troubled)
+		c.log.Warn("giving up starting new sessions for a while: each ended at once",
+			"ended", c.lastHow, "in_a_row", c.troubled, "retry_after", c.policy.CoolDown)
+		c.troubled = 0 // after the cool-down, one more round
+	default:
 		msg = fmt.Sprintf("server %s is down: it %s before answering anything, %d starts in a row%s", c.name, c.lastHow, c.neverUp, stderrNote(c.lastTail))
 		c.log.Warn("the server keeps dying before it answers anything; giving up for a while",
 			"ended", c.lastHow, "stderr", c.lastTail, "starts", c.neverUp, "retry_after", c.policy.CoolDown)
@@ -736,6 +818,11 @@ func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
 	outBytes := 0 // of what this server said before answering, kept for the host
 	for {
 		msg, err := g.conn.Read()
+		if ue, ok := upstream.IsUnanswered(err); ok {
+			// A remote session's request failed (its server unreachable, a 5xx):
+			// the start did not take.
+			return nil, errors.New(ue.Reason)
+		}
 		if err != nil {
 			if timedOut.Load() {
 				f, _ := jsonlex.TopFields(req)
@@ -837,7 +924,11 @@ func (c *Conn) announce(g *gen) {
 	if c.revived != nil && !g.took {
 		c.revived(report.ServerFacts{}) // register again: the recorder learns the proxy is back
 	}
-	c.log.Info("revived the server", "ended", c.lastHow, "attempt", c.attempts, "took", g.readyIn.Round(time.Millisecond),
+	what := "revived the server"
+	if c.policy.Renew {
+		what = "started a new session with the server"
+	}
+	c.log.Info(what, "ended", c.lastHow, "attempt", c.attempts, "took", g.readyIn.Round(time.Millisecond),
 		"revivals", c.revivals, "era", c.setup.Era().String())
 	// For the soak test and for anyone chasing a leak: revivals must not grow the proxy.
 	c.log.Debug("after the revival", "goroutines", runtime.NumGoroutine(),

@@ -119,6 +119,3 @@ type LexedReader interface {
 type SessionIdentifier interface {
 	SessionID() string
 }
-
-// sessionPeer is how a re-handshake reaches a new remote session.
-var _ RehandshakePeer = sessionPeer{}

@@ -11,9 +11,10 @@ import (
 // A host's subscriptions/listen stream over Streamable HTTP (stateless era, MCP
 // 2026-07-28: the POST's event stream stays open) is carried across what ends it
 // without an answer, as a stdio server's revival carries it (docs/revive.md): a
-// server that restarts and drops the stream, or a session replaced after a 404. The
-// request is POSTed again, as the host wrote it (same id, same params), and the new
-// acknowledgment and what the host may have missed are judged by Listens in deliver.
+// server that restarts and drops the stream is POSTed the request again, as the host
+// wrote it (same id, same params), and the new acknowledgment and what the host may
+// have missed are judged by Listens in deliver. (A session that ends is the session
+// room's to replace: it carries the streams to the next one, as after a revival.)
 
 // maxRelistens bounds the POSTs of one listen stream in a row that no acknowledgment
 // followed: a server that stays down, or refuses the stream, gets the host an error
@@ -27,12 +28,14 @@ const relistenFloor = 250 * time.Millisecond
 
 // relisten POSTs m again, later, when it is an open listen stream (Listens remembers
 // it) of a Streamable HTTP connection that is not stopping, whose exchange ended
-// without an answer for why, and a server had taken it (acknowledged it, or the
-// session it was on was replaced); it reports whether it will, and fail then answers
-// nothing. The n-th POST in a row without an acknowledgment waits reconnectWait(n)
-// (at least relistenFloor), and for a session being replaced.
+// without an answer for why, and a server had taken it (acknowledged it); it reports
+// whether it will, and fail then answers nothing. The n-th POST in a row without an
+// acknowledgment waits reconnectWait(n) (at least relistenFloor).
 func (c *remoteConn) relisten(m *outMsg, why string) bool {
-	if m.method != "subscriptions/listen" || len(m.ids) != 1 || c.ctx.Err() != nil || c.modeNow() != modeStreamable {
+	c.mu.Lock()
+	md := c.mode
+	c.mu.Unlock()
+	if m.method != "subscriptions/listen" || len(m.ids) != 1 || c.ctx.Err() != nil || md != modeStreamable {
 		return false
 	}
 	select {
@@ -41,7 +44,7 @@ func (c *remoteConn) relisten(m *outMsg, why string) bool {
 	default:
 	}
 	c.mu.Lock()
-	pending, carried := c.pending[jsonlex.IDKey(m.ids[0])] != nil, m.carried
+	pending := c.pending[jsonlex.IDKey(m.ids[0])] != nil
 	c.mu.Unlock()
 	if !pending {
 		return false // answered, or cancelled by the host
@@ -50,7 +53,7 @@ func (c *remoteConn) relisten(m *outMsg, why string) bool {
 	switch {
 	case !open:
 		return false // not remembered (past the bounds): answered as before
-	case !acked && m.relistens == 0 && !carried:
+	case !acked && m.relistens == 0:
 		// Refused or dropped before any server took it (no acknowledgment): the
 		// host's own request failed, and is answered at once, as before.
 		return false
@@ -102,9 +105,6 @@ func (st *streamableHTTP) repost(m *outMsg) {
 	if done != nil {
 		p.abort, p.done, p.conn = abort, done, nil
 	}
-	// Of the session now: held again on a 404, not taken for a message of a lost one.
-	m.epoch = c.loss.epoch.Load()
-	m.retried, m.spared = false, false
 	c.mu.Unlock()
 	m.ex.renew()
 	st.exchange(ctx, m, nil, nil)

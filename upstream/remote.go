@@ -72,11 +72,6 @@ type Remote struct {
 	// CloseGrace is how long Close lets requests under way finish before it ends
 	// them (0: DefaultInputGrace, the stdio server's grace).
 	CloseGrace time.Duration
-	// IDs makes the ids of the requests the connection sends on its own (the
-	// re-handshake after a session expired): the relay's (relay.Options.IDs). When
-	// nil, one is made with IDPrefix, a string no host uses.
-	IDs      *OwnIDs
-	IDPrefix string
 	// Client, when set, is used as is (tests); otherwise NewHTTPClient(ConnectTimeout).
 	Client *http.Client
 	// Settled, when set, is called once the transport is known: TransportHTTP or
@@ -132,11 +127,34 @@ func NewHTTPClient(connectTimeout time.Duration) *http.Client {
 	})
 }
 
-// Dial returns a connection to the server. It does not touch the network: the first
-// host message makes the first request, so a server that is down when the host starts
-// costs the host an error answer per request, not a dead proxy.
-func (r Remote) Dial(context.Context) (Conn, error) {
-	return newRemote(r)
+// Dial returns a connection to the server: one session, which ends (Read returns a
+// *SessionEndedError) when the server says it is gone. It does not touch the network:
+// the first host message makes the first request, so a server that is down when the
+// host starts costs the host an error answer per request, not a dead proxy. Each Dial
+// starts afresh; the connections of one Sessions share what outlives a session.
+func (r Remote) Dial(ctx context.Context) (Conn, error) {
+	d, err := r.Sessions()
+	if err != nil {
+		return nil, err
+	}
+	return d.Dial(ctx)
+}
+
+// Sessions returns the Dialer of r's sessions, one connection each, for the session
+// room (revive) to replace one that ended: they share the HTTP client, the credentials
+// seen (scrubbed from every text), the transport auto settled on (Settled is called
+// once) and the record of sessions whose GET stream the server refused at once.
+func (r Remote) Sessions() (Dialer, error) {
+	sh, err := newRemoteShared(r)
+	if err != nil {
+		return nil, err
+	}
+	return sh, nil
+}
+
+// Dial returns a new session's connection (Dialer).
+func (sh *remoteShared) Dial(context.Context) (Conn, error) {
+	return newRemote(sh), nil
 }
 
 // mode is the transport a remoteConn settled on.
@@ -148,26 +166,10 @@ const (
 	modeLegacy                 // HTTP+SSE (2024-11-05)
 )
 
-// remoteConn is a Conn to a server over HTTP. Writes go to one sender goroutine, which
-// starts each POST in the order the host wrote them (the next starts once the previous
-// one's bytes are on the wire) and never waits for an answer, except where the server
-// needs it: after initialize (servers refuse a request sent before the initialize
-// answer) and after notifications/initialized (until the GET stream is open, or
-// server-initiated requests sent in between are lost). Each answer is read by the
-// request's own goroutine and handed to Read as each message completes.
-//
-// A network failure, a refused request or a stream that ends without an answer is
-// answered by the connection itself: Read returns a JSON-RPC error with the request's
-// id, naming the server and the cause. That, rather than an error from Write, is the
-// one way failures reach the host, because most of them happen after Write returned
-// (a POST is asynchronous), and so that Write never waits for a connection attempt.
-//
-// remoteConn is what both transports share: the sender, the inbox, the requests in
-// flight, the credentials. Each message goes to the transport the connection settled
-// on (mode): http (streamableHTTP, streamable.go) or sse (legacySSE, sse.go). The
-// settle handshake of a lost session is loss (lossState, loss.go); a new session is
-// brought up through a sessionPeer (sessionpeer.go).
-type remoteConn struct {
+// remoteShared is what the sessions of one remote server share (Remote.Sessions): the
+// settings, the client, the credentials, the transport auto settled on, and the
+// lines said once. It is the Dialer of their connections.
+type remoteShared struct {
 	name     string
 	url      *url.URL
 	shownURL string // the URL with credentials and query secrets redacted
@@ -180,8 +182,41 @@ type remoteConn struct {
 	max      int
 	forced   string // "", TransportHTTP or TransportSSE
 	settled  func(string)
-	ids      *OwnIDs
 	grace    time.Duration
+	host     string // the Host of every request
+	connect  time.Duration
+
+	// decided is the transport auto settled on (a mode), for the next sessions.
+	decided atomic.Int32
+	// authSaid: the 401/403 line was written. redirectSaid: the line about a redirect
+	// not followed was written (once, as every request of a moved server would say it).
+	authSaid, redirectSaid atomic.Bool
+	// gets is the record of sessions whose GET stream got a 404 at once (getLost).
+	gets getLosses
+}
+
+// remoteConn is a Conn to one session of a server over HTTP. Writes go to one sender
+// goroutine, which starts each POST in the order the host wrote them (the next starts
+// once the previous one's bytes are on the wire) and never waits for an answer,
+// except where the server needs it: after initialize (servers refuse a request sent
+// before the initialize answer) and after notifications/initialized (until the GET
+// stream is open, or server-initiated requests sent in between are lost). Each answer
+// is read by the request's own goroutine and handed to Read as each message completes.
+//
+// A network failure, a refused request or a stream that ends without an answer is
+// answered by the connection itself: Read returns a JSON-RPC error with the request's
+// id, naming the server and the cause. That, rather than an error from Write, is the
+// one way failures reach the host, because most of them happen after Write returned
+// (a POST is asynchronous), and so that Write never waits for a connection attempt.
+//
+// The connection ends with its session, as a child's stdout ends with the child
+// (end.go): a 404 for its session id, or the end of its HTTP+SSE event stream. Read
+// then returns a *SessionEndedError carrying the host's messages the session refused
+// unrun, and Write fails as on a closed pipe; the session room (revive) holds them and
+// dials the next session. Each message goes to the transport the connection settled
+// on (mode): http (streamableHTTP, streamable.go) or sse (legacySSE, sse.go).
+type remoteConn struct {
+	*remoteShared
 
 	ctx    context.Context // ends every request and stream: Close's last step
 	cancel context.CancelFunc
@@ -196,27 +231,30 @@ type remoteConn struct {
 	closeOnce  sync.Once
 	finished   chan struct{} // everything has ended; Read returns io.EOF once inbox is empty
 	inbox      chan inItem   // the server's messages, and what happened to the session, in order
+	// shut is closed by Close as it ends everything: what waits to put a message in
+	// inbox gives up. Not at the session's end (ctx): an answer read before it is
+	// still the host's (Read drains the inbox until the end is over), or a call that
+	// ran would be answered as lost, and run again by a host that retries.
+	shut chan struct{}
 	// bodies bounds the answer bodies being read or waiting in inbox, together, by
 	// the cap (readBodyIn): N calls answered at once cost the cap, not N caps.
 	bodies *budget
-	// setup remembers what the host set up, for the re-handshake of a new session.
-	setup *Setup
-	host  string // the Host of every request
+	// setup follows the host's listen streams, which a stream the server drops is
+	// POSTed again for (relisten.go).
+	setup   *Setup
+	started time.Time
+	end     sessionEnd // the session's end (end.go)
 
 	mu      sync.Mutex
 	mode    mode
 	pending map[string]*pendingReq // requests awaiting an answer, by jsonlex.IDKey
-	// loss is the settle handshake of a lost session (its fields guarded by mu).
-	loss lossState
-	own  map[string]chan []byte // the connection's own requests, by IDKey
-	sess session                // Streamable HTTP session state
+	// failed are the keys of the requests the connection answered itself (fail): a
+	// late answer from the server to one is dropped, or the host would get two.
+	failed map[string]bool
+	sess   session // Streamable HTTP session state
 	// http and sse are the two transports; the mode says which one is used.
-	http     *streamableHTTP
-	sse      *legacySSE
-	authSaid bool // the 401/403 line was written
-	// redirectSaid: the line about a redirect not followed was written (once, as
-	// every request of a moved server would say it).
-	redirectSaid atomic.Bool
+	http *streamableHTTP
+	sse  *legacySSE
 }
 
 // pendingReq is a request sent to the server, not yet answered.
@@ -242,12 +280,6 @@ type outMsg struct {
 	// stateless-era request metadata (params._meta): the protocol version to send as
 	// a header, when the message carries one.
 	version string
-	retried bool // resent once after a session expired
-	// epoch is the connection's epoch when the host wrote it: a message of an epoch
-	// that ended (a lost legacy session, settled by the relay) is not sent.
-	epoch uint64
-	// spared: the reader left it for the next session to answer (Held).
-	spared bool
 	// authTries counts the sends again after a 401/403 (maxAuthRetries).
 	authTries int
 	// ex is the exchange under way, for a cancel to end it (session era).
@@ -255,9 +287,11 @@ type outMsg struct {
 	// relistens counts the POSTs of a listen stream in a row since its last
 	// acknowledgment (relisten).
 	relistens int
-	// carried: a listen stream held for a new session (sessionLost), POSTed there
-	// even if the lost one never acknowledged it. Guarded by the connection's mu.
-	carried bool
+	// seq orders the messages the session refused (SessionEndedError.Msgs).
+	seq uint64
+	// sent: its requests were registered pending (guarded by the connection's mu):
+	// one no longer pending was answered or cancelled, and is not carried.
+	sent bool
 }
 
 // cancelGrace is how long a session-era request the host cancelled keeps its response
@@ -327,7 +361,7 @@ func (h *exchangeHandle) abort() {
 	}
 }
 
-func newRemote(r Remote) (*remoteConn, error) {
+func newRemoteShared(r Remote) (*remoteShared, error) {
 	u, err := url.Parse(r.URL)
 	if err != nil && strings.Contains(r.URL, "@") {
 		// Nothing of the URL: url.Parse's error quotes it (cut at a '#'), and its
@@ -341,86 +375,94 @@ func newRemote(r Remote) (*remoteConn, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("the server URL %s is not an http:// or https:// URL", redact.URL(r.URL))
 	}
-	c := &remoteConn{
-		name:       r.Name,
-		url:        u,
-		shownURL:   redact.URL(r.URL),
-		client:     r.Client,
-		header:     r.Header.Clone(),
-		log:        r.Logger,
-		stderr:     r.Stderr,
-		max:        r.MaxMessage,
-		ids:        r.IDs,
-		grace:      r.CloseGrace,
-		out:        make(chan *outMsg, outQueue),
-		closing:    make(chan struct{}),
-		senderDone: make(chan struct{}),
-		hurry:      make(chan struct{}),
-		finished:   make(chan struct{}),
-		inbox:      make(chan inItem, 64),
-		pending:    make(map[string]*pendingReq),
-		own:        make(map[string]chan []byte),
-		setup:      NewSetup(),
-		settled:    r.Settled,
+	sh := &remoteShared{
+		name:     r.Name,
+		url:      u,
+		shownURL: redact.URL(r.URL),
+		client:   r.Client,
+		header:   r.Header.Clone(),
+		log:      r.Logger,
+		stderr:   r.Stderr,
+		max:      r.MaxMessage,
+		grace:    r.CloseGrace,
+		settled:  r.Settled,
+		connect:  r.ConnectTimeout,
 	}
 	switch r.Transport {
 	case "", TransportAuto:
 	case TransportHTTP:
-		c.forced, c.mode = TransportHTTP, modeStreamable
+		sh.forced = TransportHTTP
+		sh.decided.Store(int32(modeStreamable))
 	case TransportSSE:
-		c.forced, c.mode = TransportSSE, modeLegacy
+		sh.forced = TransportSSE
+		sh.decided.Store(int32(modeLegacy))
 	default:
 		return nil, fmt.Errorf("unknown transport %q: want auto, http or sse", r.Transport)
 	}
-	if c.client == nil {
-		c.client = NewHTTPClient(r.ConnectTimeout)
+	if sh.client == nil {
+		sh.client = NewHTTPClient(r.ConnectTimeout)
 	}
-	if c.log == nil {
-		c.log = slog.Default().With("server", c.name)
+	if sh.log == nil {
+		sh.log = slog.Default().With("server", sh.name)
 	}
-	if c.stderr == nil {
-		c.stderr = os.Stderr
+	if sh.stderr == nil {
+		sh.stderr = os.Stderr
 	}
-	if c.max <= 0 {
-		c.max = 256 << 20
+	if sh.max <= 0 {
+		sh.max = 256 << 20
 	}
-	c.bodies = newBudget(c.max)
-	if c.grace <= 0 {
-		c.grace = DefaultInputGrace
+	if sh.grace <= 0 {
+		sh.grace = DefaultInputGrace
 	}
-	if c.ids == nil {
-		c.ids = NewOwnIDs(r.IDPrefix)
+	sh.host = hostOf(u, sh.header)
+	if r.Auth != nil && sh.header.Get("Authorization") == "" {
+		sh.auth = r.Auth
 	}
-	c.host = hostOf(u, c.header)
-	if r.Auth != nil && c.header.Get("Authorization") == "" {
-		c.auth = r.Auth
-	}
-	c.scrub = newScrubber(u, c.header, c.auth)
+	sh.scrub = newScrubber(u, sh.header, sh.auth)
 	// A copy (the caller's client, shared with the OAuth client, keeps its own
 	// policy) that follows no redirect off the server's origin: net/http would send
 	// the --header values, Mcp-Session-Id and a POST's body (the tool's arguments) to
 	// wherever a 307 or 308 points, another host or port included.
-	cl := *c.client
-	cl.CheckRedirect = c.checkRedirect
-	c.client = &cl
-	c.loss.mu = &c.mu
-	c.sess.ready = closedChan()
-	c.http = &streamableHTTP{c: c}
-	c.sse = &legacySSE{c: c, ready: closedChan(), connectTimeout: r.ConnectTimeout}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.http.pool = exchangePool{work: make(chan func()), wg: &c.wg, ctx: c.ctx}
-	if c.forced != "" {
-		c.settle(c.forced)
+	cl := *sh.client
+	cl.CheckRedirect = sh.checkRedirect
+	sh.client = &cl
+	if sh.forced != "" {
+		sh.settle(sh.forced)
 	}
-	c.wg.Add(1)
-	go c.sendLoop()
-	return c, nil
+	return sh, nil
 }
 
-// settle says which transport the connection uses (Remote.Settled).
-func (c *remoteConn) settle(transport string) {
-	if c.settled != nil {
-		c.settled(transport)
+func newRemote(sh *remoteShared) *remoteConn {
+	c := &remoteConn{
+		remoteShared: sh,
+		out:          make(chan *outMsg, outQueue),
+		closing:      make(chan struct{}),
+		senderDone:   make(chan struct{}),
+		hurry:        make(chan struct{}),
+		finished:     make(chan struct{}),
+		shut:         make(chan struct{}),
+		inbox:        make(chan inItem, 64),
+		pending:      make(map[string]*pendingReq),
+		setup:        NewSetup(),
+		started:      time.Now(),
+		mode:         mode(sh.decided.Load()),
+	}
+	c.bodies = newBudget(c.max)
+	c.end.init()
+	c.sess.ready = closedChan()
+	c.http = &streamableHTTP{c: c}
+	c.sse = &legacySSE{c: c, connectTimeout: sh.connect}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.http.pool = exchangePool{work: make(chan func()), wg: &c.wg, ctx: c.ctx}
+	c.wg.Add(1)
+	go c.sendLoop()
+	return c
+}
+
+// settle says which transport the sessions use (Remote.Settled).
+func (sh *remoteShared) settle(transport string) {
+	if sh.settled != nil {
+		sh.settled(transport)
 	}
 }
 
@@ -433,17 +475,17 @@ const maxRedirects = 10
 // own origin (scheme, host and port), keeping the method (a 303, or a 301/302 of a
 // POST, would turn the message into a GET without its body). Any other is not
 // followed: its response is the answer, and the host is told where it pointed.
-func (c *remoteConn) checkRedirect(req *http.Request, via []*http.Request) error {
+func (sh *remoteShared) checkRedirect(req *http.Request, via []*http.Request) error {
 	first := via[0]
-	if len(via) < maxRedirects && req.Method == first.Method && sameOrigin(req.URL, c.url) {
+	if len(via) < maxRedirects && req.Method == first.Method && sameOrigin(req.URL, sh.url) {
 		return nil
 	}
-	where := c.scrub.Replace(redact.URL(req.URL.String()))
-	if c.redirectSaid.CompareAndSwap(false, true) {
-		c.log.Warn("the server redirected a request elsewhere; not following it (the credentials would go there)",
+	where := sh.scrub.Replace(redact.URL(req.URL.String()))
+	if sh.redirectSaid.CompareAndSwap(false, true) {
+		sh.log.Warn("the server redirected a request elsewhere; not following it (the credentials would go there)",
 			"method", first.Method, "location", where)
 	} else {
-		c.log.Debug("not following a redirect", "method", first.Method, "location", where)
+		sh.log.Debug("not following a redirect", "method", first.Method, "location", where)
 	}
 	return http.ErrUseLastResponse
 }
@@ -638,6 +680,13 @@ func (c *remoteConn) Read() ([]byte, error) {
 	var it inItem
 	select {
 	case it = <-c.inbox:
+	case <-c.end.over:
+		// The session ended and nothing of it runs: what it sent is read first.
+		select {
+		case it = <-c.inbox:
+		default:
+			return nil, c.endError()
+		}
 	case <-c.finished:
 		select {
 		case it = <-c.inbox:
@@ -646,9 +695,6 @@ func (c *remoteConn) Read() ([]byte, error) {
 		}
 	}
 	if it.said != nil {
-		if _, ok := it.said.(*ReplacedError); ok {
-			c.loss.read()
-		}
 		return nil, it.said
 	}
 	// The relay has it now: one message at a time, past the budget of those still
@@ -670,97 +716,16 @@ type inItem struct {
 func (c *remoteConn) tell(said error) {
 	select {
 	case c.inbox <- inItem{said: said}:
-	case <-c.ctx.Done():
-	}
-}
-
-// replaced says, in order with the server's messages, that the server's session was
-// lost and a new one is being set up (a legacy event stream that ended): the reader
-// answers every request in flight, marks the old session's requests to the host
-// stale, and calls Settled (see ReplacedError).
-func (c *remoteConn) replaced(why string) {
-	c.loss.said()
-	c.tell(&ReplacedError{Reason: fmt.Sprintf("server %s (%s): %s", c.name, c.shownURL, c.scrub.Replace(why))})
-}
-
-// Settled is the reader's word that it has answered what the lost session owed
-// (upstream.Settler): what the host wrote before it is the old session's, answered
-// already, and is not sent, but for what Held gave it.
-func (c *remoteConn) Settled() { c.loss.settled() }
-
-// Held is what the host sent that the expired session refused and the next one gets
-// (upstream.Holder); the reader asks while it settles the loss.
-func (c *remoteConn) Held() [][]byte { return c.loss.take() }
-
-// hold keeps m, refused by an expired session, for the next one, unless the reader has
-// already settled the loss (it answered m then). It reports whether m is kept.
-func (c *remoteConn) hold(m *outMsg) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.loss.heldTaken || m.epoch != c.loss.epoch.Load() {
-		return false
-	}
-	c.loss.held = append(c.loss.held, m)
-	// In flight again, for the next session: a loss settled meanwhile may have taken
-	// it out (its 404 came after another request's), and an answer is read only for
-	// what is pending.
-	for _, id := range m.ids {
-		k := jsonlex.IDKey(id)
-		delete(c.loss.lost, k)
-		if c.pending[k] == nil {
-			c.pending[k] = &pendingReq{id: id, method: m.method, stateless: m.version != "", msg: m}
-		}
-	}
-	return true
-}
-
-// sessionLost tells the reader the session is lost (a 404 for its id): every request
-// in flight but those held for the next session is the reader's to answer
-// (upstream_lost), and the old session's requests to the host become stale.
-func (c *remoteConn) sessionLost(why string) {
-	c.mu.Lock()
-	kept := make(map[*outMsg]bool, len(c.loss.held))
-	for _, m := range c.loss.held {
-		kept[m] = true
-	}
-	var lost, relisten []*outMsg
-	c.loss.lost = make(map[string]bool)
-	ls := c.setup.Listens()
-	for k, p := range c.pending {
-		switch {
-		case p.msg == nil || kept[p.msg]:
-		case p.msg.method == "subscriptions/listen" && len(p.msg.ids) == 1 && ls.Has(p.msg.ids[0]):
-			// An open listen stream is the new session's, as after a stdio revival:
-			// held, the reader does not answer it, and it is POSTed there (relisten)
-			// once its stream of the lost session is ended below.
-			kept[p.msg] = true
-			p.msg.carried = true
-			c.loss.held = append(c.loss.held, p.msg)
-			relisten = append(relisten, p.msg)
-		default:
-			delete(c.pending, k) // answered by the reader
-			c.loss.lost[k] = true
-			lost = append(lost, p.msg)
-		}
-	}
-	c.mu.Unlock()
-	c.replaced(why)
-	// Their answers will never come from the lost session: its streams are ended,
-	// not kept open (a connection each) for as long as the server holds them.
-	for _, m := range lost {
-		m.ex.abort()
-	}
-	for _, m := range relisten {
-		m.ex.abort()
+	case <-c.shut:
 	}
 }
 
 // Capabilities says what a remote connection can do: batch (Buffered), stop at once,
-// hold the host's messages while a session is re-initialized, settle a replacement,
-// and name its session. It keeps a written message (a POST may be retried), so it
-// does not promise CopiesWrites.
+// and name its session. Holding the host's messages while a session is replaced, and
+// settling the replacement, are the session room's (revive). It keeps a written
+// message (a POST may be retried), so it does not promise CopiesWrites.
 func (c *remoteConn) Capabilities() Capabilities {
-	return Capabilities{Batcher: c, Terminator: c, Settler: c, Holder: c, SessionIdentifier: c}
+	return Capabilities{Batcher: c, Terminator: c, SessionIdentifier: c}
 }
 
 // SessionID is the server's Mcp-Session-Id for the session now (SessionIdentifier).
@@ -784,10 +749,22 @@ func (c *remoteConn) Flush() error { return nil }
 var errRemoteClosed = errors.New("the connection to the server is closed")
 
 // Write queues msg for the server. It waits only when outQueue messages are already
-// waiting (as a full pipe would), never for an answer.
+// waiting (as a full pipe would), never for an answer. Once the session ended it fails
+// as a write to a dead child's pipe does (errSessionOver): the session room holds the
+// message for the next session.
 func (c *remoteConn) Write(msg []byte) error {
 	m := parseOut(msg)
-	m.epoch = c.loss.epoch.Load()
+	m.seq = seqs.Add(1)
+	// Read-locked while it queues: the end waits for every Write under way, then
+	// takes what they queued as refused, so none is queued after and lost.
+	c.end.writes.RLock()
+	defer c.end.writes.RUnlock()
+	// The end first: a Write racing the session room's stop of an ended session
+	// (its Close) is held for the next session, not failed (errRemoteClosed is no
+	// closed pipe).
+	if c.ended() {
+		return errSessionOver
+	}
 	select {
 	case <-c.closing:
 		return errRemoteClosed
@@ -796,7 +773,12 @@ func (c *remoteConn) Write(msg []byte) error {
 	select {
 	case c.out <- m:
 		return nil
+	case <-c.end.ended:
+		return errSessionOver
 	case <-c.closing:
+		if c.ended() {
+			return errSessionOver
+		}
 		return errRemoteClosed
 	}
 }
@@ -856,10 +838,14 @@ func (c *remoteConn) Close() error {
 		case <-expired:
 		case <-c.hurry:
 		}
-		c.http.endSession()
+		if !c.ended() {
+			c.http.endSession() // a session that ended has nothing to delete
+		}
 		c.cancel()
+		close(c.shut)
 		c.wg.Wait()
 		<-reqsDone
+		c.end.wait()
 		c.client.CloseIdleConnections()
 		close(c.finished)
 	})
@@ -880,6 +866,8 @@ func (c *remoteConn) sendLoop() {
 		select {
 		case m := <-c.out:
 			c.send(m)
+		case <-c.ctx.Done():
+			return // the session ended: what is queued is refused (end.go)
 		case <-c.closing:
 			for {
 				select {
@@ -899,16 +887,12 @@ func (c *remoteConn) send(m *outMsg) {
 		return
 	}
 	// Whatever comes after an initialize waits for its answer (servers refuse a
-	// request sent before it), as everything waits for a re-handshake under way.
-	if !c.waitReady() {
+	// request sent before it).
+	if c.ended() || !c.waitReady() {
+		if c.refuse(m) {
+			return // never sent: the next session gets it
+		}
 		c.fail(m, "the proxy is stopping")
-		return
-	}
-	if c.loss.answered(m) {
-		// Written for a session that was lost, and answered by the reader when it
-		// settled the loss: sent now it would be answered twice, or reach a session
-		// it was never meant for (a late answer to the old session's request).
-		c.log.Debug("dropped a message meant for the lost session", "method", m.method)
 		return
 	}
 	c.setup.FromHost(m.raw) // before the write: the answer may come before it returns
@@ -916,6 +900,7 @@ func (c *remoteConn) send(m *outMsg) {
 	for _, id := range m.ids {
 		c.pending[jsonlex.IDKey(id)] = &pendingReq{id: id, method: m.method, stateless: m.version != "", msg: m}
 	}
+	m.sent = true
 	if m.method == "initialize" && len(m.ids) == 1 {
 		c.sess.gen++
 		c.sess.id, c.sess.version = "", ""
@@ -1027,7 +1012,7 @@ func (c *remoteConn) deliverHeld(msg []byte, held int64) {
 		c.notMessage(msg)
 		return
 	}
-	own, stale := false, false
+	stale := false
 	single := len(msg) > 0 && msg[0] == '{'
 	jsonlex.EachRPC(msg, func(_ []byte, f jsonlex.Fields) {
 		if !f.IsResponse() {
@@ -1035,18 +1020,9 @@ func (c *remoteConn) deliverHeld(msg []byte, held int64) {
 		}
 		key := jsonlex.IDKey(f.ID)
 		c.mu.Lock()
-		if w, ok := c.own[key]; ok && single {
-			delete(c.own, key)
-			delete(c.pending, key)
-			c.mu.Unlock()
-			w <- msg // buffered
-			own = true
-			return
-		}
-		if single && c.loss.lost[key] && c.pending[key] == nil {
-			// The lost session answers a request the reader already answered when
-			// it settled the loss: the host must not get two answers.
-			delete(c.loss.lost, key)
+		if single && c.failed[key] && c.pending[key] == nil {
+			// A late answer to a request the connection answered itself.
+			delete(c.failed, key)
 			c.mu.Unlock()
 			stale = true
 			return
@@ -1070,7 +1046,7 @@ func (c *remoteConn) deliverHeld(msg []byte, held int64) {
 			ls.Closed(f.ID)
 		}
 	})
-	if own || stale {
+	if stale {
 		return
 	}
 	c.setup.FromServer(msg)
@@ -1088,7 +1064,7 @@ func (c *remoteConn) deliverHeld(msg []byte, held int64) {
 	select {
 	case c.inbox <- inItem{msg: msg, held: held}:
 		queued = true
-	case <-c.ctx.Done():
+	case <-c.shut:
 	}
 	c.tellNotes(notes)
 }
@@ -1098,7 +1074,7 @@ func (c *remoteConn) tellNotes(notes [][]byte) {
 	for _, n := range notes {
 		select {
 		case c.inbox <- inItem{msg: n}:
-		case <-c.ctx.Done():
+		case <-c.shut:
 			return
 		}
 	}
@@ -1119,6 +1095,11 @@ func (c *remoteConn) notMessage(data []byte) {
 // fail answers every request of m still pending with a JSON-RPC error naming the
 // server and why; notifications and responses that could not be delivered are logged.
 func (c *remoteConn) fail(m *outMsg, why string) {
+	if c.ended() {
+		// The session ended: what it owed is the reader's to answer (the session
+		// room's ReplacedError), once.
+		return
+	}
 	why = c.scrub.Replace(why)
 	if len(m.ids) == 0 {
 		c.log.Warn("could not deliver a message to the server", "url", c.shownURL, "method", m.method, "err", why)
@@ -1133,29 +1114,22 @@ func (c *remoteConn) fail(m *outMsg, why string) {
 		key := jsonlex.IDKey(id)
 		c.mu.Lock()
 		_, still := c.pending[key]
-		w, own := c.own[key]
 		if still {
 			delete(c.pending, key)
+			// The server may answer it after all (on a stream): the host has its
+			// answer from the reader by then, and must not get two.
+			if c.failed == nil || len(c.failed) >= maxForgotten {
+				c.failed = make(map[string]bool)
+			}
+			c.failed[key] = true
 			if c.sess.initKey != "" && key == c.sess.initKey {
 				// No session came of the host's initialize: requests stop waiting.
 				c.sess.initKey = ""
 				close(c.sess.ready)
 			}
-			if own {
-				delete(c.own, key)
-			} else {
-				// The server may answer it after all (on a stream): the host has
-				// its answer from the reader by then, and must not get two.
-				c.loss.forgetLocked(key)
-			}
 		}
 		c.mu.Unlock()
-		switch {
-		case !still:
-			// answered, or cancelled by the host
-		case own:
-			w <- errorAnswer(id, remoteErrorCode, reason) // buffered; the caller is the connection
-		default:
+		if still { // else answered, or cancelled by the host
 			gone = append(gone, id)
 		}
 	}
@@ -1172,6 +1146,12 @@ func (c *remoteConn) fail(m *outMsg, why string) {
 		c.tell(&UnansweredError{IDs: gone, Reason: reason})
 	}
 }
+
+// maxForgotten bounds the keys kept of requests the connection answered itself
+// (failed): a server whose POSTs fail all day must not grow the proxy. Past it the
+// oldest failures' late answers, which no server sends in practice, would reach the
+// host.
+const maxForgotten = 4096
 
 // remoteErrorCode is the code of the answers the connection makes itself: the one the
 // relay uses for a server that could not answer.
@@ -1214,10 +1194,7 @@ func (c *remoteConn) authRefused(m *outMsg, status int, why error) {
 		c.fail(m, fmt.Sprintf("HTTP %d %s: %s", status, http.StatusText(status), why.Error()))
 		return
 	}
-	c.mu.Lock()
-	said := c.authSaid
-	c.authSaid = true
-	c.mu.Unlock()
+	said := c.authSaid.Swap(true)
 	if c.auth != nil {
 		if !said {
 			c.log.Error(fmt.Sprintf("server %s refused the credentials (HTTP %d %s) after an OAuth sign-in", c.name, status, http.StatusText(status)), "url", c.shownURL)

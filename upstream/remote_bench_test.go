@@ -15,7 +15,8 @@ import (
 // the client only): what bir-bench's http workload measures, without the relay.
 func BenchmarkStreamableCalls(b *testing.B) {
 	url := testutil.HTTPFixture(b, testutil.Build(b, "./testdata/rawhttp"))
-	c, err := newRemote(Remote{URL: url, Name: "bench", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	sh, err := newRemoteShared(Remote{URL: url, Name: "bench", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c := newRemote(sh)
 	if err != nil {
 		b.Fatal(err)
 	}

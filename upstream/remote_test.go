@@ -5,17 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
@@ -77,6 +79,8 @@ type client struct {
 	c    *remoteConn
 	msgs chan []byte
 	log  *testutil.SyncBuffer
+	// ended gets how the session ended, when it does.
+	ended chan *SessionEndedError
 }
 
 func dial(t *testing.T, r Remote) *client {
@@ -88,27 +92,23 @@ func dial(t *testing.T, r Remote) *client {
 	if r.Name == "" {
 		r.Name = "fixture"
 	}
-	if r.IDPrefix == "" {
-		r.IDPrefix = "bir:test:"
-	}
 	if r.CloseGrace == 0 {
 		r.CloseGrace = 500 * time.Millisecond
 	}
-	c, err := newRemote(r)
+	sh, err := newRemoteShared(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := &client{t: t, c: c, msgs: make(chan []byte, 1024), log: logs}
+	c := newRemote(sh)
+	cl := &client{t: t, c: c, msgs: make(chan []byte, 1024), log: logs, ended: make(chan *SessionEndedError, 1)}
 	go func() {
 		defer close(cl.msgs)
 		for {
 			m, err := c.Read()
-			if _, ok := IsReplaced(err); ok {
-				// As the relay does: it asks what is held for the next session (it
-				// answers the rest), then says it has settled the loss.
-				c.Held()
-				c.Settled()
-				continue
+			var se *SessionEndedError
+			if errors.As(err, &se) {
+				cl.ended <- se // the connection is done, as a child that exited
+				return
 			}
 			if ue, ok := IsUnanswered(err); ok {
 				// As the relay does: each id gets an error answer with the reason.
@@ -341,45 +341,71 @@ func TestStreamableServerRequestsAndGETStream(t *testing.T) {
 	}
 }
 
-func TestStreamableSessionExpiryReinitializes(t *testing.T) {
-	t.Parallel()
-	url, record := rawHTTP(t)
-	cl := dial(t, Remote{URL: url, Transport: TransportHTTP})
-	cl.handshake()
-	cl.write(`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"debug"}}`)
-	cl.until(`"id":1`)
-	cl.write(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"expire","arguments":{}}}`)
-	cl.until(`"id":2`)
-	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"after":"expiry"}}}`
-	cl.write(call)
-	if got := cl.next(); !strings.Contains(got, `"id":3,"result"`) || !strings.Contains(got, `after`) {
-		t.Fatalf("the call after the session expired: %s", got)
-	}
-	var inits, levels, calls []recorded
-	for _, r := range requests(t, record) {
-		switch {
-		case strings.Contains(r.Body, `"initialize"`):
-			inits = append(inits, r)
-		case strings.Contains(r.Body, `"logging/setLevel"`):
-			levels = append(levels, r)
-		case r.Body == call:
-			calls = append(calls, r)
-		}
-	}
-	if len(inits) != 2 || len(levels) != 2 || len(calls) != 2 {
-		t.Fatalf("want the handshake and log level replayed and the call resent: %d initialize, %d setLevel, %d calls", len(inits), len(levels), len(calls))
-	}
-	wantInit := strings.Replace(initReq, `"id":0`, `"id":"bir:test:1"`, 1)
-	if inits[1].Body != wantInit {
-		t.Errorf("replayed initialize\n got %s\nwant %s", inits[1].Body, wantInit)
-	}
-	if calls[0].Header["Mcp-Session-Id"] != "s1" || calls[1].Header["Mcp-Session-Id"] != "s2" {
-		t.Errorf("the call went to sessions %q then %q", calls[0].Header["Mcp-Session-Id"], calls[1].Header["Mcp-Session-Id"])
-	}
-	select {
-	case m := <-cl.msgs:
-		t.Fatalf("the host saw an answer to the proxy's own request: %s", m)
-	case <-time.After(200 * time.Millisecond):
+// TestStreamableSessionExpiryEndsTheConnection: a connection is one session. When the
+// server forgets it (a 404 for its id), Read returns what came before, then a
+// SessionEndedError carrying the calls the 404s refused, unrun, in the order written,
+// for the next session (revive's renew_test carries them there); Write fails as on a
+// closed pipe. With 2 and 8 calls written at once, none is lost or carried twice.
+func TestStreamableSessionExpiryEndsTheConnection(t *testing.T) {
+	for _, n := range []int{2, 8} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			url, record := rawHTTP(t)
+			cl := dial(t, Remote{URL: url, Transport: TransportHTTP})
+			cl.handshake()
+			cl.write(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"expire","arguments":{}}}`)
+			cl.until(`"id":1`)
+			var calls []string
+			for i := range n {
+				calls = append(calls, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"after":"expiry"}}}`, 10+i))
+				if err := cl.c.Write([]byte(calls[i])); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+					t.Fatalf("Write: %v", err)
+				}
+			}
+			var se *SessionEndedError
+			select {
+			case se = <-cl.ended:
+			case m := <-cl.msgs:
+				t.Fatalf("after the expiry the connection read %s, want its end", m)
+			case <-time.After(wait):
+				t.Fatalf("the connection did not end; log:\n%s", cl.log)
+			}
+			if !strings.Contains(se.Reason, "session expired (HTTP 404)") {
+				t.Errorf("the end says %q", se.Reason)
+			}
+			// Every call is refused unrun (the server 404s each), or was never sent
+			// (written after the end: Write failed); none is carried twice, and they
+			// keep their order.
+			carried := map[string]int{}
+			last := -1
+			for _, m := range se.Msgs {
+				i := slices.Index(calls, string(m))
+				if i < 0 {
+					t.Fatalf("the end carries %s, not a call written", m)
+				}
+				if i < last {
+					t.Errorf("the carried calls are out of order: %d after %d", i, last)
+				}
+				last = i
+				carried[string(m)]++
+			}
+			if len(se.Msgs) == 0 {
+				t.Error("the end carries no call: the first one's 404 refused it")
+			}
+			for m, k := range carried {
+				if k > 1 {
+					t.Errorf("%s carried %d times", m, k)
+				}
+			}
+			for _, r := range requests(t, record) {
+				if strings.Contains(r.Body, `"echo"`) && r.Header["Mcp-Session-Id"] != "s1" {
+					t.Errorf("a call went to session %q", r.Header["Mcp-Session-Id"])
+				}
+			}
+			if err := cl.c.Write([]byte(calls[0])); !errors.Is(err, io.ErrClosedPipe) {
+				t.Errorf("a Write after the end: %v, want a closed pipe", err)
+			}
+		})
 	}
 }
 
@@ -598,15 +624,15 @@ func TestCloseIsBounded(t *testing.T) {
 	}
 	// Everything the connection started has ended (the streams' readers, the sender,
 	// the GET stream), not only what a test happens to wait for.
-	testutil.NoGoroutines(t, "upstream.(*remoteConn)", "upstream.(*streamableHTTP)", "upstream.(*legacySSE)", "upstream.(*exchangePool)", "upstream.sessionPeer")
+	testutil.NoGoroutines(t, "upstream.(*remoteConn)", "upstream.(*streamableHTTP)", "upstream.(*legacySSE)", "upstream.(*exchangePool)")
 }
 
-// TestLegacyStreamLostSetsUpAgain: an HTTP+SSE server that drops its streams (a
-// restart) loses the session; the connection reopens the stream and sets the new
-// session up with the host's handshake, and the next call works.
-func TestLegacyStreamLostSetsUpAgain(t *testing.T) {
+// TestLegacyStreamLostEndsTheSession: an HTTP+SSE server that drops its streams (a
+// restart) loses the session with them; the connection ends, saying so (revive's
+// renew_test sets the next session up).
+func TestLegacyStreamLostEndsTheSession(t *testing.T) {
 	t.Parallel()
-	url, record := rawHTTP(t, "--legacy")
+	url, _ := rawHTTP(t, "--legacy")
 	cl := dial(t, Remote{URL: url, Transport: TransportSSE})
 	cl.handshake()
 	resp, err := http.Post(strings.TrimSuffix(url, "/sse")+"/control?cmd=expire-all", "text/plain", nil)
@@ -614,23 +640,13 @@ func TestLegacyStreamLostSetsUpAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	testutil.Eventually(t, "the handshake to be replayed on a new stream", func() bool {
-		inits := 0
-		for _, r := range requests(t, record) {
-			if strings.Contains(r.Body, `"initialize"`) {
-				inits++
-			}
+	select {
+	case se := <-cl.ended:
+		if !strings.Contains(se.Reason, "event stream ended") || len(se.Msgs) != 0 {
+			t.Errorf("the end says %q, carrying %q", se.Reason, se.Msgs)
 		}
-		return inits == 2
-	})
-	cl.write(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"again":true}}}`)
-	if got := cl.until(`"id":1`); !strings.Contains(got, `again`) {
-		t.Fatalf("after the stream was lost: %s", got)
-	}
-	for _, r := range requests(t, record) {
-		if strings.Contains(r.Body, `"id":1,`) && !strings.Contains(r.Path, "sessionId=L2") {
-			t.Errorf("the call went to %s, not the new session", r.Path)
-		}
+	case <-time.After(wait):
+		t.Fatalf("the connection did not end; log:\n%s", cl.log)
 	}
 }
 

@@ -18,24 +18,19 @@ import (
 // The HTTP+SSE transport of protocol version 2024-11-05: a GET opens an event stream
 // whose first event, "endpoint", names the URL to POST messages to; everything the
 // server sends arrives on that one stream as "message" events. A new stream is a new
-// session on the server, so a lost stream is a lost session: the requests it owed are
-// answered with errors, and the next stream is set up with the host's handshake again.
+// session on the server, so a lost stream ends the connection's session (end.go): the
+// session room answers the requests it owed and sets the next one up with the host's
+// handshake again.
 
-const (
-	// endpointWait bounds the wait for the endpoint event once the stream is open.
-	endpointWait = 10 * time.Second
-	// legacyReconnects is how many times in a row a lost stream is reopened before
-	// the connection waits for the host's next message to try again.
-	legacyReconnects = 3
-)
+// endpointWait bounds the wait for the endpoint event once the stream is open.
+const endpointWait = 10 * time.Second
 
 // legacySSE is the HTTP+SSE side of a remoteConn: the event stream and the endpoint
 // it names. Its fields are guarded by the connection's mu.
 type legacySSE struct {
 	c        *remoteConn
-	endpoint string        // where messages go; "" while there is no stream
-	ready    chan struct{} // closed when no reconnection is under way
-	gen      int           // bumped by each stream
+	endpoint string // where messages go; "" while there is no stream
+	gen      int    // bumped by each stream
 	// connectTimeout bounds the wait for the event stream's response head.
 	connectTimeout time.Duration
 }
@@ -183,54 +178,20 @@ func (lg *legacySSE) readEvents(ctx context.Context, gen int, sr *sseReader) {
 	lg.streamLost(gen)
 }
 
-// streamLost handles the end of stream gen while the session goes on: the requests it
-// owed are answered with errors, and a new stream is opened and set up again.
+// streamLost handles the end of stream gen while the session goes on: the session is
+// lost with it, and the connection ends (end.go); the next session opens a new stream.
 func (lg *legacySSE) streamLost(gen int) {
 	lg.c.mu.Lock()
-	if lg.gen != gen {
-		lg.c.mu.Unlock()
-		return
-	}
-	lg.endpoint = ""
-	ready := make(chan struct{})
-	lg.ready = ready
-	// The session is lost with the stream: what it owed is the relay's to answer
-	// (upstream_lost, as for any server that went away), and its requests to the
-	// host are stale.
-	clear(lg.c.pending)
+	current := lg.gen == gen
 	lg.c.mu.Unlock()
-	defer close(ready)
-	lg.c.log.Warn("the server's event stream ended; reconnecting")
-	lg.c.replaced("the server's event stream ended before it answered")
-	lg.c.loss.wait(lg.c.ctx, lg.c.log) // as after a 404: nothing goes to the new session before
-	for n := 1; n <= legacyReconnects; n++ {
-		if !backoff.Sleep(lg.c.ctx, reconnectWait(n)) {
-			return
-		}
-		if err := lg.connect(); err != nil {
-			lg.c.log.Debug("reconnecting the event stream failed", "err", lg.c.scrub.Replace(err.Error()))
-			continue
-		}
-		sessionPeer{lg.c}.rehandshake()
-		return
+	if current {
+		lg.c.log.Warn("the server's event stream ended; starting a new session")
+		lg.c.endSession("the server's event stream ended before it answered", nil)
 	}
 }
 
 // send sends one host message over HTTP+SSE.
 func (lg *legacySSE) send(m *outMsg) {
-	lg.c.mu.Lock()
-	ready := lg.ready
-	lg.c.mu.Unlock()
-	select {
-	case <-ready:
-	case <-lg.c.ctx.Done():
-		lg.c.fail(m, "the proxy is stopping")
-		return
-	}
-	if lg.c.loss.answered(m) {
-		lg.c.log.Debug("dropped a message meant for the lost session", "method", m.method)
-		return // as in send: the reader answered it
-	}
 	lg.c.mu.Lock()
 	connected := lg.endpoint != ""
 	lg.c.mu.Unlock()
@@ -238,9 +199,6 @@ func (lg *legacySSE) send(m *outMsg) {
 		if err := lg.connect(); err != nil {
 			lg.c.fail(m, lg.c.scrub.Replace(err.Error()))
 			return
-		}
-		if m.method != "initialize" {
-			sessionPeer{lg.c}.rehandshake()
 		}
 	}
 	status := make(chan int, 1)

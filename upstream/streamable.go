@@ -40,12 +40,11 @@ const (
 	// maxResumes is how many times in a row a broken stream is resumed without a new
 	// event before its request is answered with an error (the go-sdk's limit).
 	maxResumes = 5
-	// Re-initialization after a session expired: the n-th new session in a row
-	// (each expired within reinitMax of its start) waits reinitBase doubling, up to
-	// reinitMax; after maxReinits of them the proxy gives up starting new ones for
-	// reinitMax. A server that answered every GET with 404 drove ~1,000 initialize
-	// POSTs a second and a core's worth of CPU.
-	reinitBase = 100 * time.Millisecond
+	// A session whose GET stream gets a 404 within reinitMax of its start expired at
+	// once; after maxReinits of them in a row the next is kept without a GET stream
+	// (getLost). A server that answered every GET with 404 drove ~1,000 initialize
+	// POSTs a second and a core's worth of CPU. (revive.RenewPolicy paces and bounds
+	// the new sessions themselves.)
 	reinitMax  = 30 * time.Second
 	maxReinits = 5
 )
@@ -65,17 +64,11 @@ type session struct {
 	// statelessVersion is the protocol version of the host's last stateless-era
 	// request, for its notifications (which carry no _meta).
 	statelessVersion string
-	// reinits counts the sessions started in a row after an expiry, each expired
-	// again within reinitMax of its start; reinitAt is when the last was started;
-	// reinitDown, once maxReinits is reached, says why no new one is started.
-	reinits    int
-	reinitAt   time.Time
-	reinitDown string
 }
 
 // streamableHTTP is the Streamable HTTP side of a remoteConn: its POSTs, their
-// answers, the GET stream and the session's renewal. The session state it reads is
-// the connection's (c.sess, guarded by c.mu), which the sender shares.
+// answers and the GET stream. The session state it reads is the connection's
+// (c.sess, guarded by c.mu), which the sender shares.
 type streamableHTTP struct {
 	c       *remoteConn
 	onWire  []<-chan struct{}           // sender only: requests posted, maybe not on the wire yet
@@ -548,33 +541,10 @@ func (st *streamableHTTP) handleAnswer(ctx context.Context, m *outMsg, resp *htt
 	switch {
 	case code == http.StatusNotFound && sid != "":
 		// The session expired (the spec: a 404 for a request carrying the session
-		// id). The request was refused, not run, so it is sent again on a new
-		// session, once.
+		// id), and the connection ends with it. The request was refused, not run:
+		// the next session gets it (SessionEndedError).
 		drain(resp.Body)
-		if m.retried || m.method == "initialize" {
-			st.c.fail(m, "the server's session expired (HTTP 404), and starting a new one did not help")
-			return
-		}
-		// Kept for the next session, unless the reader has settled the loss already
-		// (then it answered m, which is not sent again).
-		kept := st.c.hold(m)
-		if ok, why := st.renewSession(sid); !ok {
-			st.c.loss.unhold(m)
-			st.c.fail(m, "the server's session expired (HTTP 404) and a new one could not be started"+why)
-			return
-		}
-		if !kept || st.c.loss.answered(m) {
-			if st.c.stillPending(m) {
-				// Not held, yet not answered by the reader either: a listen stream
-				// the loss carried to the new session (POSTed there by relisten);
-				// returning here left it with no answer and no stream.
-				st.c.fail(m, "the server's session expired (HTTP 404)")
-			}
-			return
-		}
-		m.retried = true
-		m.ex.renew() // the loss may have aborted its first exchange
-		st.exchange(ctx, m, nil, nil)
+		st.c.endSession("the server's session expired (HTTP 404)", m)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		drain(resp.Body)
 		retry, why := st.c.reauthorize(ctx, m, resp)
@@ -736,7 +706,8 @@ func (st *streamableHTTP) readStream(ctx context.Context, m *outMsg, body io.Rea
 		if resp.StatusCode == http.StatusNotFound && sid != "" {
 			drain(resp.Body)
 			resp.Body.Close()
-			st.c.fail(m, "the server's session expired (HTTP 404) while the answer was on its way")
+			// The request ran, or may have: it is lost with the session.
+			st.c.endSession("the server's session expired (HTTP 404) while an answer was on its way", nil)
 			return
 		}
 		if resp.StatusCode/100 != 2 || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
@@ -875,13 +846,13 @@ func (st *streamableHTTP) listen(ctx context.Context, opened chan struct{}) {
 				return
 			case code == http.StatusNotFound && sid != "":
 				resp.Body.Close()
-				// The session is gone: start a new one now, so that what the server
-				// sends on its own reaches the host again without waiting for a call.
-				st.c.wg.Add(1)
-				go func() {
-					defer st.c.wg.Done()
-					st.sessionExpired(sid)
-				}()
+				// The session is gone: it ends now, and the next one is started at
+				// once, so that what the server sends on its own reaches the host
+				// again without waiting for a call. Unless every new session's GET
+				// stream got a 404 at once: this one is kept for requests.
+				if !st.c.getLost(st.c.started) {
+					st.c.endSession("the server's session expired (HTTP 404)", nil)
+				}
 				return
 			case code == http.StatusUnauthorized || code == http.StatusForbidden:
 				resp.Body.Close()
@@ -903,11 +874,8 @@ func (st *streamableHTTP) listen(ctx context.Context, opened chan struct{}) {
 				}
 				failures++
 			default:
-				// The session works: a later expiry starts the re-initialization
-				// backoff afresh.
-				st.c.mu.Lock()
-				st.c.sess.reinits, st.c.sess.reinitDown = 0, ""
-				st.c.mu.Unlock()
+				// The session works: a later 404 starts afresh.
+				st.c.getWorked()
 				sr, _ := st.pump(ctx, nil, resp.Body)
 				resp.Body.Close()
 				if sr.LastID != "" && sr.LastID != lastID {
@@ -927,85 +895,6 @@ func (st *streamableHTTP) listen(ctx context.Context, opened chan struct{}) {
 			return
 		}
 	}
-}
-
-// sessionExpired replaces the session sid, which answered 404, by a new one (the
-// re-handshake, once however many requests got the 404), and reports whether requests
-// can be sent again.
-func (st *streamableHTTP) sessionExpired(sid string) bool {
-	ok, _ := st.renewSession(sid)
-	return ok
-}
-
-// renewSession is sessionExpired, saying why (as ": ...", to append) when no new
-// session was started because the server keeps expiring them at once.
-func (st *streamableHTTP) renewSession(sid string) (bool, string) {
-	st.c.mu.Lock()
-	if st.c.sess.id != sid {
-		ready := st.c.sess.ready
-		st.c.mu.Unlock()
-		select {
-		case <-ready:
-		case <-st.c.ctx.Done():
-			return false, ""
-		}
-		st.c.mu.Lock()
-		ok := st.c.sess.id != ""
-		st.c.mu.Unlock()
-		return ok || st.c.setup.Era() != EraSession, ""
-	}
-	// Rate-limited: a server that expires every new session at once (a 404 for each
-	// GET stream) made this a loop of initialize POSTs with no pause.
-	since := time.Since(st.c.sess.reinitAt)
-	if st.c.sess.reinitAt.IsZero() || since > reinitMax {
-		st.c.sess.reinits, st.c.sess.reinitDown = 0, "" // the last new session lasted
-	}
-	n := st.c.sess.reinits
-	if n >= maxReinits && since <= reinitMax {
-		why := st.c.sess.reinitDown
-		st.c.mu.Unlock()
-		return false, ": " + why
-	}
-	delay := time.Duration(0)
-	if n > 0 {
-		delay = reinitPacing.Step(n - 1)
-	}
-	st.c.log.Info("the server's session expired (HTTP 404); starting a new one with the host's initialize", "in", delay)
-	st.c.sess.id = ""
-	st.c.sess.gen++
-	ready := make(chan struct{})
-	st.c.sess.ready = ready
-	if st.c.sess.stopListen != nil {
-		st.c.sess.stopListen()
-		st.c.sess.stopListen = nil
-	}
-	st.c.mu.Unlock()
-	// The reader settles the loss, as for any server that went away: what the old
-	// session owed is answered (upstream_lost), its requests to the host go stale.
-	st.c.sessionLost("the server's session expired (HTTP 404)")
-	// Only once the reader has settled it does anything go to the new session:
-	// what the host wrote before that was answered, and must not be sent.
-	st.c.loss.wait(st.c.ctx, st.c.log)
-	// Requests wait for the new session meanwhile (send waits on ready), at most
-	// reinitMax.
-	ok := backoff.Sleep(st.c.ctx, delay)
-	st.c.mu.Lock()
-	st.c.sess.reinits++
-	st.c.sess.reinitAt = time.Now()
-	if st.c.sess.reinits >= maxReinits {
-		st.c.sess.reinitDown = fmt.Sprintf("the server expired each of the last %d new sessions at once (HTTP 404); not starting another before %s",
-			st.c.sess.reinits, st.c.sess.reinitAt.Add(reinitMax).Format("15:04:05"))
-	}
-	down := st.c.sess.reinitDown
-	st.c.mu.Unlock()
-	if ok {
-		ok = sessionPeer{st.c}.rehandshake()
-	}
-	if down != "" {
-		st.c.log.Warn("giving up starting new sessions for a while", "why", down)
-	}
-	close(ready)
-	return ok, ""
 }
 
 // firstPost is the first POST in auto mode. When it fails the way a server of the old
@@ -1037,6 +926,7 @@ func (st *streamableHTTP) firstPost(m *outMsg) {
 				st.c.mu.Lock()
 				st.c.mode = modeLegacy
 				st.c.mu.Unlock()
+				st.c.decided.Store(int32(modeLegacy))
 				st.c.log.Info("the server speaks the HTTP+SSE transport (2024-11-05); using it", "url", st.c.shownURL)
 				st.c.settle(TransportSSE)
 				st.c.sse.send(m)
@@ -1050,7 +940,7 @@ func (st *streamableHTTP) firstPost(m *outMsg) {
 		st.c.mode = modeStreamable
 	}
 	st.c.mu.Unlock()
-	if decided {
+	if decided && st.c.decided.CompareAndSwap(int32(modeUndecided), int32(modeStreamable)) {
 		st.c.settle(TransportHTTP)
 	}
 	st.c.reqs.Add(1)
@@ -1096,9 +986,6 @@ var reconnect = backoff.Policy{Base: time.Second, Cap: 30 * time.Second, Factor:
 
 // reconnectWait is the wait before reconnection attempt n (from 1).
 func reconnectWait(n int) time.Duration { return reconnect.Next(max(n-1, 0), 0) }
-
-// reinitPacing spaces the new sessions started in a row after an expiry (renewSession).
-var reinitPacing = backoff.Policy{Base: reinitBase, Cap: reinitMax, Jitter: backoff.None}
 
 func mediaType(ct string) string {
 	// A media type is ASCII, case-insensitive, and ends at its parameters;

@@ -130,7 +130,7 @@ func runCall(ctx context.Context, c *cli, args []string) int {
 		serverErr = peerErr
 	}
 	prefix := "bir:call:" + strconv.Itoa(os.Getpid()) + ":"
-	dial, closeAuth, code, err := p.serverDial(logger, peerErr, serverErr, prefix)
+	dial, closeAuth, code, err := p.serverDial(logger, peerErr, serverErr)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "bir-proxy call: %s\n", termtext.Line(err.Error()))
 		return code

@@ -14,16 +14,17 @@ import (
 
 // serverDial is how a command that is the server's client (verify, call) reaches it:
 // at --url, with the proxy's headers and OAuth, or by starting p.command as the proxy
-// starts it. peerErr is where the OAuth prompts go, serverErr a started server's
-// stderr. On failure code is the exit status: 2 for flags that do not make a remote,
-// 3 for OAuth that could not be set up. closeAuth is called when done.
-func (p *proxyFlags) serverDial(logger *slog.Logger, peerErr, serverErr io.Writer, idPrefix string) (dial func(context.Context) (upstream.Conn, error), closeAuth func(), code int, err error) {
+// starts it; one server, or one session, with no revival (a short client's session
+// that ends is an error it reports). peerErr is where the OAuth prompts go, serverErr
+// a started server's stderr. On failure code is the exit status: 2 for flags that do
+// not make a remote, 3 for OAuth that could not be set up. closeAuth is called when
+// done.
+func (p *proxyFlags) serverDial(logger *slog.Logger, peerErr, serverErr io.Writer) (dial func(context.Context) (upstream.Conn, error), closeAuth func(), code int, err error) {
 	if p.url != "" {
 		r, err := p.remote(logger, peerErr)
 		if err != nil {
 			return nil, nil, 2, err
 		}
-		r.IDPrefix = idPrefix + "r"
 		closeAuth, err := p.withOAuth(&r, logger, peerErr)
 		if err != nil {
 			return nil, nil, 3, err

@@ -42,19 +42,35 @@ func (f *proxyFlags) openUpstream(ctx context.Context, logger *slog.Logger, diag
 			return nil, 1, false
 		}
 		up.opened(openReporter(ctx, f, logger))
-		r.IDs = up.ids
 		r.Settled = up.reporter.settledTransport
 		if up.closeAuth, err = f.withOAuth(&r, logger, diag); err != nil {
 			fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
 			up.reporter.close()
 			return nil, 1, false
 		}
-		if up.conn, err = r.Dial(ctx); err != nil {
+		sessions, err := r.Sessions()
+		var first upstream.Conn
+		if err == nil {
+			first, err = sessions.Dial(ctx)
+		}
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "bir-proxy: %v\n", err)
 			up.closeAuth()
 			up.reporter.close()
 			return nil, 1, false
 		}
+		// A session the server ends (its 404, its event stream's end) is replaced
+		// behind the same Conn, as a child that dies is: the session room holds the
+		// host's messages, starts a new session with the host's handshake and
+		// settles what the old one owed (docs/revive.md, RenewPolicy).
+		up.conn = revive.New(first, revive.Options{
+			Dialer:  sessions,
+			Name:    f.server,
+			IDs:     up.ids,
+			Logger:  logger,
+			Policy:  revive.RenewPolicy(),
+			Revived: up.reporter.learned,
+		})
 		return up, 0, true
 	}
 	dialer := upstream.Command{

@@ -174,7 +174,7 @@ func runVerify(ctx context.Context, c *cli, args []string) int {
 	o.Dial = func(server string) (func(context.Context) (upstream.Conn, error), func(), int, error) {
 		q := *p
 		q.server = server
-		return q.serverDial(logger, peerErr, serverErr, o.Config.IDPrefix)
+		return q.serverDial(logger, peerErr, serverErr)
 	}
 	if v.concurrency == 1 && os.Getenv("GOMAXPROCS") == "" {
 		// One call at a time: with a second P idle, every answer the session's reader
