@@ -114,7 +114,7 @@ func TestCutCallParseErrorNotLeakedWhenAnsweredAtOnce(t *testing.T) {
 }
 
 // between is an upstream between servers: it cannot take a message in pieces
-// (BeginLine fails, as revive.Conn's does while no server serves), so a long call is
+// (BeginLine fails, as session.Conn's does while no server serves), so a long call is
 // gathered and written whole at its end; it keeps what it is written.
 type between struct {
 	quickParser

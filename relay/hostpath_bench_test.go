@@ -8,7 +8,7 @@ import (
 
 	"github.com/bir-dev/bir-proxy/intercept"
 	"github.com/bir-dev/bir-proxy/relay"
-	"github.com/bir-dev/bir-proxy/revive"
+	"github.com/bir-dev/bir-proxy/session"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
 
@@ -32,12 +32,12 @@ func (d *discard) Capabilities() upstream.Capabilities { return upstream.Capabil
 // BenchmarkHostPath is the proxy's own work per small tools/call and its answer as
 // BIR_OFF=1 runs it, without the syscalls and framing: the call through interception
 // (the correlation key spliced out), the relay's registry of requests in flight and
-// revival's look at it (upstream.Setup), written to a server behind revive.Conn that
+// revival's look at it (upstream.Setup), written to a server behind session.Conn that
 // discards it; then the answer through the relay's look. It is issue 13's "the pipe
 // itself": the part of a message's cost that is the proxy's lexing and bookkeeping.
 func BenchmarkHostPath(b *testing.B) {
 	up := &discard{answers: make(chan []byte, 1)}
-	rc := revive.New(up, revive.Options{Name: "bench", IDPrefix: "bir:x:"})
+	rc := session.New(up, session.Options{Name: "bench", IDPrefix: "bir:x:"})
 	defer rc.Terminate()
 	r := relay.New(relay.Options{Upstream: rc, Intercept: intercept.New(intercept.Options{}), IDPrefix: "bir:x:"})
 	// A session, as a host starts one: what revival records of it is then known, and

@@ -4,7 +4,7 @@ import "github.com/bir-dev/bir-proxy/internal/jsonlex"
 
 // Capabilities is what a Conn can do beyond Read, Write and Close, as one value: each
 // field is the Conn itself (or a part of it) when it has that capability, nil when it
-// has not. A Conn gives them all from one method, so a decorator (revive.Conn) forwards
+// has not. A Conn gives them all from one method, so a decorator (session.Conn) forwards
 // one call: an optional interface asked for with a type assertion, as before, was
 // dropped silently by a decorator that lacked the method, and the relay took the slow
 // path with no test failing. capabilities_test.go holds every Conn here and every
@@ -96,7 +96,7 @@ type Holder interface {
 }
 
 // LexedWriter is an upstream that reads a host message it is given from the relay's
-// lex of it (revive.Conn: its record of the handshake).
+// lex of it (session.Conn: its record of the handshake).
 type LexedWriter interface {
 	// WriteLexed is Write of msg, or Hold when hold is set (Batcher); lx
 	// describes msg and is valid only during the call.
@@ -104,7 +104,7 @@ type LexedWriter interface {
 }
 
 // LexedReader is an upstream that lexes each message it returns (it checks every
-// server line is a message, and the check is a lex: Process, revive.Conn).
+// server line is a message, and the check is a lex: Process, session.Conn).
 // The upstream pump then reads that lex instead of lexing the message again.
 type LexedReader interface {
 	// ReadLexed is Read, leaving lx describing the message returned. lx is the

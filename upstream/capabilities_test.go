@@ -66,7 +66,7 @@ func TestEachConnSaysWhatItIs(t *testing.T) {
 			t.Errorf("remoteConn's %s is %T, not the remoteConn", name, v)
 		}
 	}
-	// Holding and settling a replaced session are the session room's (revive), as
+	// Holding and settling a replaced session are the session room's (package session), as
 	// for a child: a remote connection is one session.
 	if rc.Holder != nil || rc.Settler != nil {
 		t.Errorf("remoteConn says it holds (%T) or settles (%T): that is revive's", rc.Holder, rc.Settler)

@@ -14,7 +14,7 @@ import (
 // A remote connection is one session: it ends when the server says the session is
 // gone (a 404 for its Mcp-Session-Id, on a POST or the GET stream, or the end of the
 // HTTP+SSE event stream), as a child's stdout ends with the child. What it does then
-// mirrors a dead pipe, so that the session room (revive) replaces a session as it
+// mirrors a dead pipe, so that the session room (package session) replaces a session as it
 // replaces a child, the one owner of holding, re-handshaking and settling:
 //   - Write fails from the end on (errSessionOver, an io.ErrClosedPipe): the room
 //     holds the message for the next session.

@@ -9,9 +9,9 @@ import (
 	"github.com/bir-dev/bir-proxy/internal/jsonlex"
 )
 
-// RehandshakePeer is a new server being brought up to the host's session, reached the
-// way its transport reaches it: a revived child (revive) or a new HTTP session after
-// the last one expired (the Streamable HTTP connection). Setup.Replay drives it, so
+// RehandshakePeer is a new server being brought up to the host's session, reached
+// through its new Conn: a revived child, or a new remote session after the last one
+// ended (session.Conn runs both). Setup.Replay drives it, so
 // what is sent, in which order, and how the answers are judged is the same for both.
 // Every request Replay sends is the proxy's own (its id from OwnIDs): the host never
 // sees it or its answer.

@@ -212,7 +212,7 @@ type remoteShared struct {
 // The connection ends with its session, as a child's stdout ends with the child
 // (end.go): a 404 for its session id, or the end of its HTTP+SSE event stream. Read
 // then returns a *SessionEndedError carrying the host's messages the session refused
-// unrun, and Write fails as on a closed pipe; the session room (revive) holds them and
+// unrun, and Write fails as on a closed pipe; the session room (package session) holds them and
 // dials the next session. Each message goes to the transport the connection settled
 // on (mode): http (streamableHTTP, streamable.go) or sse (legacySSE, sse.go).
 type remoteConn struct {
@@ -722,7 +722,7 @@ func (c *remoteConn) tell(said error) {
 
 // Capabilities says what a remote connection can do: batch (Buffered), stop at once,
 // and name its session. Holding the host's messages while a session is replaced, and
-// settling the replacement, are the session room's (revive). It keeps a written
+// settling the replacement, are the session room's (package session). It keeps a written
 // message (a POST may be retried), so it does not promise CopiesWrites.
 func (c *remoteConn) Capabilities() Capabilities {
 	return Capabilities{Batcher: c, Terminator: c, SessionIdentifier: c}

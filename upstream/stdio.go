@@ -82,7 +82,7 @@ type Command struct {
 const SuperviseArg = "__supervise"
 
 // Dial starts the server: a Command is the Dialer of a stdio upstream, and each Dial
-// is a fresh process (revive dials again after a crash).
+// is a fresh process (session.Conn dials again after a crash).
 func (c Command) Dial(context.Context) (Conn, error) {
 	p, err := Start(c)
 	if err != nil {
@@ -513,7 +513,7 @@ const writeExitWait = time.Second
 // server's stdin closes, before its exit is reaped: the host got "write |1: broken
 // pipe" instead of how the server ended (docs/revive.md). So for EPIPE the exit is
 // waited for, briefly (only a dead or dying server costs the wait), and the error
-// says it, with the server's last stderr lines; revive.Conn, seeing the process has
+// says it, with the server's last stderr lines; session.Conn, seeing the process has
 // exited, words it its own way.
 func (p *Process) writeFailed(err error) error {
 	if errors.Is(err, syscall.EPIPE) && p.waitExit(writeExitWait, nil) {

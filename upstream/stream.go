@@ -9,7 +9,7 @@ import (
 )
 
 // Streamer is a Conn that can hand a long message on as it arrives rather than whole
-// (docs/ARCHITECTURE.md, "Long messages"): the stdio child, and revive.Conn in front
+// (docs/ARCHITECTURE.md, "Long messages"): the stdio child, and session.Conn in front
 // of it. A message is streamed only when its head says how it is routed and the
 // handler takes it; everything else is read whole, as before.
 type Streamer interface {
@@ -192,7 +192,7 @@ func (h shape) ok() bool {
 
 // LineWriter is a Conn that can take a long message in pieces, as the host writes
 // it: the relay streams a long tools/call to the server instead of holding it
-// (docs/ARCHITECTURE.md, "Long messages"). The stdio child, and revive.Conn in front
+// (docs/ARCHITECTURE.md, "Long messages"). The stdio child, and session.Conn in front
 // of it.
 type LineWriter interface {
 	// BeginLine starts one message written in pieces. What else is written to the

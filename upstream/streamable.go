@@ -43,7 +43,7 @@ const (
 	// A session whose GET stream gets a 404 within reinitMax of its start expired at
 	// once; after maxReinits of them in a row the next is kept without a GET stream
 	// (getLost). A server that answered every GET with 404 drove ~1,000 initialize
-	// POSTs a second and a core's worth of CPU. (revive.RenewPolicy paces and bounds
+	// POSTs a second and a core's worth of CPU. (session.RenewPolicy paces and bounds
 	// the new sessions themselves.)
 	reinitMax  = 30 * time.Second
 	maxReinits = 5

@@ -20,7 +20,7 @@ import (
 func budgetPeak(t *testing.T, state, dir, tool string) (got string, peak, idle int64) {
 	t.Helper()
 	srv := testutil.Build(t, "./testdata/rawserver")
-	start := func() *session {
+	start := func() *testHost {
 		return startProxyIn(t, t.TempDir(), []string{"BIR_OFF=1", "XDG_STATE_HOME=" + state},
 			"--server", "raw", "--max-result-tokens", "1000", "--", srv, "--reply", "--result-dir", dir)
 	}

@@ -43,7 +43,7 @@ func budgetResults(t *testing.T) (dir string, results map[string]string) {
 
 // startBudget is the proxy with flags before rawserver --result-dir dir, with its
 // state in state.
-func startBudget(t *testing.T, state, dir string, flags ...string) *session {
+func startBudget(t *testing.T, state, dir string, flags ...string) *testHost {
 	t.Helper()
 	srv := testutil.Build(t, "./testdata/rawserver")
 	args := append([]string{"--server", "raw"}, flags...)
@@ -381,7 +381,7 @@ func TestStalledLongAnswerPastCallTimeout(t *testing.T) {
 				cmd := exec.Command(bin, append(args, "--", srv, "--reply")...)
 				cmd.Env = append(os.Environ(), "BIR_OFF=0", "BIR_RECORDER_URL=", "XDG_STATE_HOME="+t.TempDir(), "BIR_STREAM_THRESHOLD=65536")
 				p := testutil.Start(t, cmd)
-				s := &session{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
+				s := &testHost{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
 				for round, end := range []string{`"more":0`, `"more":800000`, `"more":100000,"exit":true`} {
 					var batch strings.Builder
 					ids := make([]string, n)

@@ -108,7 +108,7 @@ func failedSignInAcrossProxies(t *testing.T, env ...string) {
 			TokenDelay: 300 * time.Millisecond}), extra: env}
 	w.visits = filepath.Join(t.TempDir(), "visits.log")
 	const n = 5
-	ss := make([]*session, n)
+	ss := make([]*testHost, n)
 	for i := range ss {
 		ss[i] = w.proxy("", "--client-id", "my-app", "--client-secret", "a-wrong-secret")
 	}

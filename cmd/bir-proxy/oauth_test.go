@@ -68,7 +68,7 @@ func (w *oauthWorld) env(browser string) []string {
 }
 
 // proxy starts bir-proxy --url against the fixture.
-func (w *oauthWorld) proxy(browser string, extra ...string) *session {
+func (w *oauthWorld) proxy(browser string, extra ...string) *testHost {
 	w.t.Helper()
 	args := append([]string{"--server", "fx", "--url", w.srv.MCPURL, "--transport", "http", "--oauth-port", strconv.Itoa(w.port)}, extra...)
 	s := startProxy(w.t, w.env(browser), args...)
@@ -146,7 +146,7 @@ func (w *oauthWorld) checkClean() {
 const oauthInit = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
 
 // handshake initializes s and checks the answer is the fixture's.
-func handshake(t *testing.T, s *session) {
+func handshake(t *testing.T, s *testHost) {
 	t.Helper()
 	s.Send(oauthInit)
 	got := s.recv()
@@ -156,13 +156,13 @@ func handshake(t *testing.T, s *session) {
 	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 }
 
-func echo(t *testing.T, s *session, id int, tool string) string {
+func echo(t *testing.T, s *testHost, id int, tool string) string {
 	t.Helper()
 	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"text":"hi %d"}}}`, id, tool, id))
 	return s.recv()
 }
 
-func wantResult(t *testing.T, s *session, got string) {
+func wantResult(t *testing.T, s *testHost, got string) {
 	t.Helper()
 	if !gjson.Get(got, "result").Exists() || gjson.Get(got, "result.isError").Bool() {
 		t.Fatalf("want a result, got %s\nstderr: %s", got, s.Stderr.String())
@@ -319,7 +319,7 @@ func TestOAuthFiveProxiesOneSignIn(t *testing.T) {
 	// The token endpoint is slow so that the others are surely waiting meanwhile.
 	w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, DCR: true, TokenDelay: 300 * time.Millisecond})
 	const n = 5
-	ss := make([]*session, n)
+	ss := make([]*testHost, n)
 	for i := range ss {
 		ss[i] = w.proxy("")
 	}
@@ -355,7 +355,7 @@ func TestOAuthFiveProxiesOneRefresh(t *testing.T) {
 	w := newOAuthWorld(t, oauthtest.Options{MetadataInHeader: true, DCR: true, RotateRefresh: true, ReuseRevokesGrant: true, TokenDelay: 100 * time.Millisecond})
 	w.login()
 	const n = 5
-	ss := make([]*session, n)
+	ss := make([]*testHost, n)
 	for i := range ss {
 		ss[i] = w.proxy("false") // no browser: a sign-in here would be a failure
 		handshake(t, ss[i])

@@ -92,7 +92,7 @@ func TestOTLPEndpointPasswordNeverOnStderr(t *testing.T) {
 	urls := append(passwordURLs("127.0.0.1:1"), "http://user:12/h1dd3n@127.0.0.1:1", "http://us/h1dd3n:s3cr3t@127.0.0.1:1")
 	for _, u := range urls {
 		for _, flag := range []bool{false, true} {
-			var s *session
+			var s *testHost
 			if flag {
 				s = startProxy(t, nil, "--otlp-endpoint", u, "--", raw, "--reply")
 			} else {

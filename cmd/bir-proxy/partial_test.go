@@ -65,7 +65,7 @@ func TestPartialLinesOfServersDyingInARow(t *testing.T) {
 	s.ExitCode()
 }
 
-func startPartial(t *testing.T, raw string, mode []string, stream string) *session {
+func startPartial(t *testing.T, raw string, mode []string, stream string) *testHost {
 	env := []string{"BIR_STREAM_THRESHOLD=" + stream}
 	if stream == "default" {
 		env = []string{"BIR_STREAM_THRESHOLD="}
@@ -77,7 +77,7 @@ func startPartial(t *testing.T, raw string, mode []string, stream string) *sessi
 // partialLine calls the partial tool (its answer cut at size bytes, 0 the tool's
 // default) as call id, and reads up to the call's error answer. Streamed, one line
 // that is not JSON is expected before it; otherwise none.
-func partialLine(s *session, id, size int, streamed bool) error {
+func partialLine(s *testHost, id, size int, streamed bool) error {
 	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"partial","arguments":{"size":%d}}}`, id, size))
 	broken := 0
 	for {

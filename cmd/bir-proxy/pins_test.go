@@ -216,7 +216,7 @@ func TestPinsApproveAndDiff(t *testing.T) {
 
 // pinProxy starts a proxy in front of the raw fixture answering tools/list from
 // pages (its lines recorded in record), and runs the handshake.
-func pinProxy(t *testing.T, state, pages string, extra ...string) (s *session, record string) {
+func pinProxy(t *testing.T, state, pages string, extra ...string) (s *testHost, record string) {
 	t.Helper()
 	raw := testutil.Build(t, "./testdata/rawserver")
 	dir := t.TempDir()
@@ -234,7 +234,7 @@ func pinProxy(t *testing.T, state, pages string, extra ...string) (s *session, r
 }
 
 // listNames lists the tools the host is shown, every page, under request ids from id.
-func listNames(t *testing.T, s *session, id int) []string {
+func listNames(t *testing.T, s *testHost, id int) []string {
 	t.Helper()
 	var names []string
 	cursor := ""

@@ -138,7 +138,7 @@ func TestCallTimeoutRacesTheAnswer(t *testing.T) {
 	cmd := exec.Command(testutil.BuildRace(t, "./cmd/bir-proxy"), "--server", "race", "--call-timeout", "100ms", "--", srv, "--sent", sent)
 	cmd.Env = append(os.Environ(), "BIR_OFF=0", "XDG_STATE_HOME="+t.TempDir(), "BIR_RECORDER_URL=")
 	p := testutil.Start(t, cmd)
-	s := &session{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
+	s := &testHost{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
 	const rounds, width = 25, 8
 	answers := map[string]int{}
 	timedOut := 0

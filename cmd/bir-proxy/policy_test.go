@@ -22,7 +22,7 @@ import (
 // policySession is the proxy with the given flags in front of testdata/policyserver,
 // which records what it receives (record) and what it sends (sent).
 type policySession struct {
-	*session
+	*testHost
 	record, sent, state string
 }
 
@@ -41,7 +41,7 @@ func startPolicyMode(t *testing.T, off string, flags ...string) *policySession {
 	args := append([]string{"--server", "policy"}, flags...)
 	args = append(args, "--", srv, "--record", ps.record, "--sent", ps.sent)
 	// Journal on (no recorder anywhere), from an empty directory.
-	ps.session = startProxyIn(t, t.TempDir(), []string{"BIR_OFF=" + off, "XDG_STATE_HOME=" + ps.state, "BIR_RECORDER_URL="}, args...)
+	ps.testHost = startProxyIn(t, t.TempDir(), []string{"BIR_OFF=" + off, "XDG_STATE_HOME=" + ps.state, "BIR_RECORDER_URL="}, args...)
 	ps.Send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	ps.recv()
 	return ps

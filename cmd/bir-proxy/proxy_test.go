@@ -17,9 +17,9 @@ import (
 	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
-// session is a test host: the built proxy as a real child process, talked to over
+// testHost is a test host: the built proxy as a real child process, talked to over
 // real pipes.
-type session struct {
+type testHost struct {
 	*testutil.Proc
 	t   *testing.T
 	out *framing.Reader
@@ -27,13 +27,13 @@ type session struct {
 
 // startProxy starts the built proxy with args, env added to the test's environment
 // (with BIR_OFF=1 unless env sets BIR_OFF, so relay tests record nothing).
-func startProxy(t *testing.T, env []string, args ...string) *session {
+func startProxy(t *testing.T, env []string, args ...string) *testHost {
 	t.Helper()
 	return startProxyIn(t, "", env, args...)
 }
 
 // startProxyIn is startProxy with the proxy's working directory set to dir.
-func startProxyIn(t *testing.T, dir string, env []string, args ...string) *session {
+func startProxyIn(t *testing.T, dir string, env []string, args ...string) *testHost {
 	t.Helper()
 	bin := testutil.Build(t, "./cmd/bir-proxy")
 	cmd := exec.Command(bin, args...)
@@ -44,7 +44,7 @@ func startProxyIn(t *testing.T, dir string, env []string, args ...string) *sessi
 	}
 	cmd.Env = append(cmd.Env, env...)
 	p := testutil.Start(t, cmd)
-	return &session{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
+	return &testHost{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
 }
 
 func hasKey(env []string, key string) bool {
@@ -56,7 +56,7 @@ func hasKey(env []string, key string) bool {
 	return false
 }
 
-func (s *session) recv() string {
+func (s *testHost) recv() string {
 	s.t.Helper()
 	msg, err := s.out.Read()
 	if err != nil {
@@ -67,7 +67,7 @@ func (s *session) recv() string {
 
 // end closes the host's side, as a host ending the session does, and requires the
 // proxy to exit with status 0 (the server's, which exits 0 on EOF).
-func (s *session) end() {
+func (s *testHost) end() {
 	s.t.Helper()
 	s.Stdin.Close()
 	if code := s.ExitCode(); code != 0 {
@@ -77,7 +77,7 @@ func (s *session) end() {
 
 // sendLater writes line from another goroutine, for a message too large for the
 // pipes to hold while nobody reads the answer; the returned channel says how it went.
-func (s *session) sendLater(line string) <-chan error {
+func (s *testHost) sendLater(line string) <-chan error {
 	errc := make(chan error, 1)
 	go func() {
 		_, err := io.WriteString(s.Stdin, line+"\n")
@@ -248,7 +248,7 @@ func TestMissingOrBadCommand(t *testing.T) {
 
 // hostError reads one answer from the proxy and checks that it is a JSON-RPC
 // error for id whose message says all of says.
-func hostError(t *testing.T, s *session, id string, says ...string) string {
+func hostError(t *testing.T, s *testHost, id string, says ...string) string {
 	t.Helper()
 	got := s.recv()
 	r := gjson.Parse(got)
@@ -362,7 +362,7 @@ func TestChildExitsMidSession(t *testing.T) {
 // startWithServerPid starts the proxy in front of an echoing rawserver with extra
 // flags, and returns once the server has answered once, with the server's pid and the
 // pidfile it wrote.
-func startWithServerPid(t *testing.T, extra ...string) (s *session, pid int, pidfile string) {
+func startWithServerPid(t *testing.T, extra ...string) (s *testHost, pid int, pidfile string) {
 	t.Helper()
 	raw := testutil.Build(t, "./testdata/rawserver")
 	pidfile = filepath.Join(t.TempDir(), "pid")

@@ -138,7 +138,7 @@ func TestKeyNeverReachesUpstream(t *testing.T) {
 
 // calls makes tools/calls from to to (inclusive), one at a time, each with the
 // arguments args gives for its id, and waits for each answer.
-func (s *session) calls(from, to int, args func(i int) string) {
+func (s *testHost) calls(from, to int, args func(i int) string) {
 	s.t.Helper()
 	for i := from; i <= to; i++ {
 		s.Send(toolCall(i, args(i)))

@@ -75,7 +75,7 @@ func TestBurstsOfLargeCallsKeepEveryReport(t *testing.T) {
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), "BIR_OFF=0", "XDG_STATE_HOME="+state, "BIR_RECORDER_URL=")
 	p := testutil.Start(t, cmd)
-	s := &session{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
+	s := &testHost{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
 
 	body := icBurstBody(size)
 	total := bursts * width

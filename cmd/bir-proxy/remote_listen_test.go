@@ -107,7 +107,7 @@ func remoteListens(t *testing.T, raw string, n int) {
 // listenNotesAfter reads what the host gets after its streams were opened again: total
 // notifications (already read ones first), then the answer to a ping; by stream, they
 // must be want. An answer to a stream is a failure.
-func listenNotesAfter(t *testing.T, s *session, want map[string][]string, total int, after string, already []string) {
+func listenNotesAfter(t *testing.T, s *testHost, want map[string][]string, total int, after string, already []string) {
 	t.Helper()
 	got := make(map[string][]string)
 	note1 := func(m []byte) {

@@ -187,7 +187,7 @@ func (h *hostileRecorder) serve(w http.ResponseWriter, r *http.Request) {
 // replayServerSession is a proxy over rawserver (answering, logging what it
 // receives) recording to a hostile recorder, with the host's handshake done.
 type replayServerSession struct {
-	*session
+	*testHost
 	record string
 }
 
@@ -202,7 +202,7 @@ func startHostileReplay(t *testing.T, h *hostileRecorder, rawArgs ...string) *re
 		t.Fatalf("initialize answered %s", got)
 	}
 	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	return &replayServerSession{session: s, record: record}
+	return &replayServerSession{testHost: s, record: record}
 }
 
 // received is every line the server has received so far.

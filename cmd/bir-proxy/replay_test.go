@@ -23,7 +23,7 @@ import (
 
 // replaySession is a proxy recording to rec, over rawserver logging what it receives.
 type replaySession struct {
-	*session
+	*testHost
 	rec     *recordertest.Server
 	record  string // rawserver's --record file
 	proxyID string
@@ -47,7 +47,7 @@ func startReplayWith(t *testing.T, proxyArgs []string, rawArgs ...string) *repla
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &replaySession{session: s, rec: rec, record: record, proxyID: regs[0].ProxyID}
+	return &replaySession{testHost: s, rec: rec, record: record, proxyID: regs[0].ProxyID}
 }
 
 func (s *replaySession) sendLocked(line string) {

@@ -104,7 +104,7 @@ func (f *reviveFixture) waitRecorded(t *testing.T, sub string) {
 // expect reads from the proxy until the answer to id. Every line
 // the host gets must be whole JSON and never an answer to the proxy's own requests.
 // It returns the answer and the messages that came before it.
-func (s *session) expect(id string) (answer string, before []string) {
+func (s *testHost) expect(id string) (answer string, before []string) {
 	s.t.Helper()
 	for { // each read is bounded by testutil.Guard
 		msg, err := s.out.Read()
@@ -130,7 +130,7 @@ func checkHostLine(t *testing.T, msg []byte) {
 }
 
 // call sends a tools/call and returns the answer.
-func (s *session) call(id int, tool, args string) string {
+func (s *testHost) call(id int, tool, args string) string {
 	s.t.Helper()
 	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args))
 	a, _ := s.expect(strconv.Itoa(id))
@@ -142,7 +142,7 @@ func isError(answer string) bool { return strings.Contains(answer, `"error":{`) 
 // hostSetup is what the test host sets up, and what a revived server must be given.
 var hostInit = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":{"listChanged":true}},"clientInfo":{"name":"revive-test","version":"9"}}}`
 
-func (s *session) setUp() {
+func (s *testHost) setUp() {
 	s.t.Helper()
 	s.Send(hostInit)
 	s.expect("0")
@@ -566,7 +566,7 @@ func serverStartTime(t *testing.T, raw string) (p50, pmax time.Duration) {
 	for range 20 {
 		began := time.Now()
 		p := testutil.Start(t, exec.Command(raw, "--reply"))
-		s := &session{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
+		s := &testHost{Proc: p, t: t, out: framing.NewReader(p.Stdout)}
 		s.Send(hostInit)
 		s.expect("0")
 		ds = append(ds, time.Since(began))

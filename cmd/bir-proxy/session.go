@@ -14,7 +14,7 @@ import (
 	"github.com/bir-dev/bir-proxy/pins"
 	"github.com/bir-dev/bir-proxy/relay"
 	"github.com/bir-dev/bir-proxy/replay"
-	"github.com/bir-dev/bir-proxy/revive"
+	"github.com/bir-dev/bir-proxy/session"
 	"github.com/bir-dev/bir-proxy/telemetry/mcpspans"
 	"github.com/bir-dev/bir-proxy/upstream"
 )
@@ -63,12 +63,12 @@ func (f *proxyFlags) openUpstream(ctx context.Context, logger *slog.Logger, diag
 		// behind the same Conn, as a child that dies is: the session room holds the
 		// host's messages, starts a new session with the host's handshake and
 		// settles what the old one owed (docs/revive.md, RenewPolicy).
-		up.conn = revive.New(first, revive.Options{
+		up.conn = session.New(first, session.Options{
 			Dialer:  sessions,
 			Name:    f.server,
 			IDs:     up.ids,
 			Logger:  logger,
-			Policy:  revive.RenewPolicy(),
+			Policy:  session.RenewPolicy(),
 			Revived: up.reporter.learned,
 		})
 		return up, 0, true
@@ -104,18 +104,18 @@ func (f *proxyFlags) openUpstream(ctx context.Context, logger *slog.Logger, diag
 		// A server that exits before answering anything gets the host an error
 		// with its exit status and last stderr lines. (With revival, a server that
 		// never comes up is given up on, and revive says the same.)
-		up.conn = revive.New(first, revive.Options{
+		up.conn = session.New(first, session.Options{
 			Name:   f.server,
 			IDs:    up.ids,
 			Logger: logger,
-			Policy: revive.Policy{NoRestart: true},
+			Policy: session.Policy{NoRestart: true},
 			Cause:  func(c upstream.Conn) string { return cause.Exit(f.server, f.command, c) },
 		})
 	default:
 		// A server that dies while the host is connected is started again behind
 		// the same Conn: the relay sees one upstream whose Read says, once, that
 		// the server was replaced (docs/revive.md).
-		up.conn = revive.New(first, revive.Options{
+		up.conn = session.New(first, session.Options{
 			Dialer:  dialer,
 			Name:    f.server,
 			IDs:     up.ids,

@@ -59,7 +59,7 @@ func eachStop(t *testing.T, f func(t *testing.T, sig bool)) {
 
 // endSession ends s the way eachStop said and requires the proxy to exit within
 // bound, with a margin for a loaded machine.
-func endSession(t *testing.T, s *session, sig bool, bound time.Duration) {
+func endSession(t *testing.T, s *testHost, sig bool, bound time.Duration) {
 	t.Helper()
 	began := time.Now()
 	s.Stdin.Close()

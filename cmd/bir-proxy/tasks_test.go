@@ -30,7 +30,7 @@ type journaled struct {
 
 // startJournaling starts the proxy in front of the raw fixture, its reports in a
 // journal; journal reads them once the session has ended.
-func startJournaling(t *testing.T, server string) (s *session, record string, journal func() []journaled) {
+func startJournaling(t *testing.T, server string) (s *testHost, record string, journal func() []journaled) {
 	t.Helper()
 	raw := testutil.Build(t, "./testdata/rawserver")
 	state := t.TempDir()

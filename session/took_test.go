@@ -1,4 +1,4 @@
-package revive
+package session
 
 import (
 	"strings"

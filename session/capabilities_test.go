@@ -1,4 +1,4 @@
-package revive
+package session
 
 import (
 	"reflect"
@@ -31,7 +31,7 @@ func TestMissingSeesEveryField(t *testing.T) {
 	}
 }
 
-// TestReviveKeepsCapabilities: revive.Conn, the decorator around every stdio server's
+// TestReviveKeepsCapabilities: session.Conn, the decorator around every stdio server's
 // Conn, has every capability the Conn it wraps has: one it dropped would silently send
 // the relay down a slower path (a server's every line lexed twice) or lose a stop.
 func TestReviveKeepsCapabilities(t *testing.T) {
@@ -41,26 +41,26 @@ func TestReviveKeepsCapabilities(t *testing.T) {
 		t.Fatalf("the fixture's server is a %T, want an *upstream.Process", inner)
 	}
 	if m := missing(inner.Capabilities(), f.c.Capabilities()); len(m) > 0 {
-		t.Errorf("the server's Conn has %v; revive.Conn around it has not", m)
+		t.Errorf("the server's Conn has %v; session.Conn around it has not", m)
 	}
 	caps := f.c.Capabilities()
 	for name, has := range map[string]bool{"Holder": caps.Holder != nil, "LexedWriter": caps.LexedWriter != nil, "Settler": caps.Settler != nil} {
 		if !has {
-			t.Errorf("revive.Conn is not a %s", name)
+			t.Errorf("session.Conn is not a %s", name)
 		}
 	}
 }
 
 // TestReviveKeepsEveryCapability: around a Conn that has every capability there is,
-// revive.Conn has every one too.
+// session.Conn has every one too.
 func TestReviveKeepsEveryCapability(t *testing.T) {
 	c := New(allCaps{&upstream.NoServer{Reason: "a stand-in"}}, Options{Name: "all"})
 	defer c.Close()
 	if m := missing(allCaps{}.Capabilities(), c.Capabilities()); len(m) > 0 {
-		t.Errorf("around a Conn with every capability, revive.Conn lacks %v", m)
+		t.Errorf("around a Conn with every capability, session.Conn lacks %v", m)
 	}
 	if got := c.Capabilities().SessionIdentifier.SessionID(); got != "s-1" {
-		t.Errorf("session id through revive.Conn: %q, want the server's %q", got, "s-1")
+		t.Errorf("session id through session.Conn: %q, want the server's %q", got, "s-1")
 	}
 }
 

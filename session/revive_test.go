@@ -1,4 +1,4 @@
-package revive
+package session
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // deadline bounds every wait here: a hang fails the test, not the run.
 const deadline = 20 * time.Second
 
-// fixture runs rawserver behind a revive.Conn, with a goroutine reading it as the
+// fixture runs rawserver behind a session.Conn, with a goroutine reading it as the
 // relay's upstream pump does (settling each replacement at once).
 type fixture struct {
 	t       *testing.T

@@ -1,13 +1,17 @@
-// Package revive brings a crashed stdio server back while the host stays connected
-// (SPEC §7). Its Conn is itself an upstream.Conn wrapping a Dialer: the relay, the
-// interception and the replay dispatches see one upstream whose Read, once, returns an
-// *upstream.ReplacedError, and carry on. Behind it, each server process is one
-// generation: when one ends, the next is started (quick first retry, then a growing
-// backoff; a crash loop gives up for a cool-down), the host's session is replayed on
-// it (upstream.Setup: its initialize with an id of ours, notifications/initialized, the
-// log level, the subscriptions) with the answers swallowed, and writes that waited for
-// it go on. See docs/revive.md for the policy and why.
-package revive
+// Package session is the one room for "the server went away: hold, dial again,
+// re-handshake, settle" (SPEC §7). Its Conn is itself an upstream.Conn wrapping a
+// Dialer: the relay, the interception and the replay dispatches see one upstream whose
+// Read, once, returns an *upstream.ReplacedError, and carry on. Behind it, each server
+// process, or remote session, is one generation: when one ends, the next is dialed by
+// its policy (DefaultPolicy restarts a crashed stdio server: quick first retry, then a
+// growing backoff, a crash loop given up for a cool-down; RenewPolicy replaces a
+// remote session the server ended: at once, then a growing pause), the host's session
+// is replayed on it (upstream.Setup: its initialize with an id of ours,
+// notifications/initialized, the log level, the subscriptions, the listen streams)
+// with the answers swallowed, and writes that waited for it go on, first what the old
+// session refused unrun. See docs/revive.md (stdio) and docs/remote.md (remote) for
+// the policies and why.
+package session
 
 import (
 	"bytes"
@@ -288,7 +292,7 @@ func newGen(conn upstream.Conn) *gen {
 }
 
 // Capabilities says what a revived connection can do: everything a stdio server's Conn
-// can, whatever the server now behind it, since revive.Conn does each itself (holding
+// can, whatever the server now behind it, since session.Conn does each itself (holding
 // and settling are its own, for the servers it replaces). CopiesWrites is as the
 // first server's Conn says: what is held for the next server is copied, and a later
 // server whose Conn keeps what it is given gets a copy. A session id is the current
