@@ -1,8 +1,11 @@
 package intercept
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"math/bits"
 	"strings"
 	"testing"
 
@@ -96,6 +99,26 @@ func TestOpenCallsAreBounded(t *testing.T) {
 	if got := s.ic.interested.Load(); got != 0 {
 		t.Errorf("interested %d after the session, want 0", got)
 	}
+}
+
+// TestOpenCallsBoundSaysSoOnce: 8 times maxLaterCalls tasks left open. Every one past
+// the bound is reported unfinished, and stderr gets a line per doubling of them, not
+// one each (10,000 tasks made 4,945 lines).
+func TestOpenCallsBoundSaysSoOnce(t *testing.T) {
+	var logs bytes.Buffer
+	s := newSessionWith(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	n := 8 * maxLaterCalls
+	for i := range n {
+		s.host(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"t%d","arguments":{}}}`, i, i))
+		s.up(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"resultType":"task","taskId":"task-%d","status":"working"}}`, i, i))
+	}
+	shed := n - maxLaterCalls
+	s.sink.wait(t, shed)
+	lines := strings.Count(logs.String(), "too many tool calls outlive their first answer")
+	if lines == 0 || lines > 1+bits.Len(uint(shed)) {
+		t.Errorf("%d lines for %d calls reported unfinished, want one per doubling (at most %d)", lines, shed, 1+bits.Len(uint(shed)))
+	}
+	s.close()
 }
 
 // TestTaskRequestsAreBounded: a host polling tasks the server never answers leaves
