@@ -1,14 +1,11 @@
 package session
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -157,27 +154,8 @@ func (s *sessions) until(sub string) string {
 
 const remoteInit = `{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}},"jsonrpc":"2.0","id":0}`
 
-type recorded struct {
-	Method string            `json:"method"`
-	Path   string            `json:"path"`
-	Header map[string]string `json:"header"`
-	Body   string            `json:"body"`
-}
-
-func requests(t *testing.T, record string) []recorded {
-	t.Helper()
-	data, err := os.ReadFile(record)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []recorded
-	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		var r recorded
-		if len(line) > 0 && json.Unmarshal(line, &r) == nil {
-			out = append(out, r)
-		}
-	}
-	return out
+func requests(t *testing.T, record string) []testutil.Recorded {
+	return testutil.RecordedRequests(t, record)
 }
 
 // TestExpiredSessionIsRenewed: the server forgets the session (a 404 for its id) with
@@ -231,7 +209,7 @@ func TestExpiredSessionIsRenewed(t *testing.T) {
 			if !strings.Contains(lost, "session expired (HTTP 404)") || !strings.Contains(lost, "starting a new session") {
 				t.Errorf("the replacement says %q", lost)
 			}
-			var inits, levels []recorded
+			var inits, levels []testutil.Recorded
 			ran := map[string][]string{} // call id → the sessions it was POSTed to
 			for _, r := range requests(t, record) {
 				switch {
@@ -311,18 +289,6 @@ func TestLegacySessionLostIsRenewed(t *testing.T) {
 	}
 }
 
-// handlerTransport runs an http.Handler in process: no network, so it works inside a
-// synctest bubble, where time is the subject.
-type handlerTransport struct{ h http.Handler }
-
-func (ht handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	rec := httptest.NewRecorder()
-	ht.h.ServeHTTP(rec, r)
-	resp := rec.Result()
-	resp.Request = r
-	return resp, nil
-}
-
 // TestRenewalBacksOffAndGivesUp: a server that answers every GET with a session id
 // with 404 expires each new session at once. In fake time the new sessions come
 // 100 ms doubling apart, and after 5 of them the last is kept for requests, without
@@ -358,7 +324,7 @@ func TestRenewalBacksOffAndGivesUp(t *testing.T) {
 			}
 		})
 		s := newSessions(t, upstream.Remote{URL: "http://fake.invalid/mcp", Transport: upstream.TransportHTTP,
-			Client: &http.Client{Transport: handlerTransport{h}}})
+			Client: &http.Client{Transport: testutil.HandlerTransport{H: h}}})
 		start := time.Now()
 		s.write(remoteInit)
 		<-s.msgs

@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -46,32 +44,9 @@ func waitRequest(t *testing.T, record, sub string) {
 	})
 }
 
-type recorded struct {
-	Method string            `json:"method"`
-	Path   string            `json:"path"`
-	Header map[string]string `json:"header"`
-	Body   string            `json:"body"`
-}
+type recorded = testutil.Recorded
 
-func requests(t *testing.T, record string) []recorded {
-	t.Helper()
-	data, err := os.ReadFile(record)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []recorded
-	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		var r recorded
-		if err := json.Unmarshal(line, &r); err != nil {
-			t.Fatalf("record line %q: %v", line, err)
-		}
-		out = append(out, r)
-	}
-	return out
-}
+func requests(t *testing.T, record string) []recorded { return testutil.RecordedRequests(t, record) }
 
 // client is a Conn under test with its messages read into a channel.
 type client struct {

@@ -3,12 +3,13 @@ package upstream
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // TestSSERetryIsCapped: the reader takes a stream's retry field as it is only up to
@@ -72,17 +73,7 @@ func (s *retryServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// handlerTransport runs an http.Handler in process: no network, so it works inside a
-// synctest bubble, where time is the subject.
-type handlerTransport struct{ h http.Handler }
-
-func (ht handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	rec := httptest.NewRecorder()
-	ht.h.ServeHTTP(rec, r)
-	resp := rec.Result()
-	resp.Request = r
-	return resp, nil
-}
+type handlerTransport = testutil.HandlerTransport
 
 // TestBrokenStreamResumesWithinTheRetryCap: a stream that asks for a 31-year retry
 // and breaks before the answer is resumed after 30 s (fake time), and the host gets
@@ -90,7 +81,7 @@ func (ht handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestBrokenStreamResumesWithinTheRetryCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := &retryServer{retry: "999999999999"}
-		cl := dial(t, Remote{URL: "http://fake.invalid/mcp", Transport: TransportHTTP, Client: &http.Client{Transport: handlerTransport{srv}}})
+		cl := dial(t, Remote{URL: "http://fake.invalid/mcp", Transport: TransportHTTP, Client: &http.Client{Transport: handlerTransport{H: srv}}})
 		cl.write(initReq)
 		if m := <-cl.msgs; !strings.Contains(string(m), `"id":0`) {
 			t.Fatalf("initialize: %s", m)

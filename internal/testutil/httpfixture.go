@@ -2,6 +2,10 @@ package testutil
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -54,4 +58,45 @@ func HTTPFixture(tb testing.TB, bin string, args ...string) string {
 		tb.Fatalf("%s did not say its URL within %s", bin, Guard)
 		return ""
 	}
+}
+
+// Recorded is one request the rawhttp fixture wrote to its --record file.
+type Recorded struct {
+	Method string            `json:"method"`
+	Path   string            `json:"path"`
+	Header map[string]string `json:"header"`
+	Body   string            `json:"body"`
+}
+
+// RecordedRequests reads the rawhttp fixture's --record file.
+func RecordedRequests(tb testing.TB, record string) []Recorded {
+	tb.Helper()
+	data, err := os.ReadFile(record)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []Recorded
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var r Recorded
+		if err := json.Unmarshal(line, &r); err != nil {
+			tb.Fatalf("record line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// HandlerTransport runs an http.Handler in process: no network, so it works inside a
+// synctest bubble, where time is the subject.
+type HandlerTransport struct{ H http.Handler }
+
+func (ht HandlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	ht.H.ServeHTTP(rec, r)
+	resp := rec.Result()
+	resp.Request = r
+	return resp, nil
 }
