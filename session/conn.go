@@ -851,11 +851,26 @@ func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
 }
 
 // Send writes msg; an answer to it is taken by Read (takeOwn) and handed to
-// answered, for at most Policy.Handshake. Send is only called once the server has
-// accepted the replayed initialize: it took the session back.
-func (p genPeer) Send(_ context.Context, msg, id []byte, answered func([]byte)) error {
+// answered, for at most Policy.Handshake (under Renew, waited for: Call). Send is only
+// called once the server has accepted the replayed initialize: it took the session
+// back.
+func (p genPeer) Send(ctx context.Context, msg, id []byte, answered func([]byte)) error {
 	c, g := p.c, p.g
 	g.took = true
+	if id != nil && c.policy.Renew {
+		// A remote session's requests are not ordered as a pipe's are (each POST on
+		// its own): each restore is answered before the next goes, and before the
+		// host's held messages, or a call could overtake the log level it was set
+		// up with.
+		ans, err := p.Call(ctx, msg, id)
+		if err != nil {
+			return err
+		}
+		if answered != nil {
+			answered(ans)
+		}
+		return nil
+	}
 	c.own.until = time.Now().Add(c.policy.Handshake)
 	if id != nil {
 		c.own.add(id, ownReq{answered: answered})
