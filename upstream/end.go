@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -172,7 +173,7 @@ func (c *remoteConn) endError() error {
 	var msgs [][]byte
 	if !e.taken {
 		e.taken = true
-		slices.SortFunc(e.refused, func(a, b *outMsg) int { return int(a.seq - b.seq) })
+		slices.SortFunc(e.refused, func(a, b *outMsg) int { return cmp.Compare(a.seq, b.seq) })
 		for _, m := range e.refused {
 			msgs = append(msgs, m.raw)
 		}
