@@ -142,17 +142,15 @@ func batchHas(batch, obj []byte) bool {
 // is not held, as holdAfter does not hold one; one held already is not held twice.
 func (q *holdQueue) refusedLocked(msgs [][]byte, skip func([]byte) bool) {
 	var first [][]byte
+	n := 0
 	for _, m := range msgs {
 		if !skip(m) && !q.hasLocked(m) {
-			first = append(first, m) // the Conn's own copy: its writer lent it nothing
+			first = append(first, m) // not copied: the remote Conn made it its own
+			n += len(m)
 		}
 	}
 	if len(first) == 0 {
 		return
-	}
-	n := 0
-	for _, m := range first {
-		n += len(m)
 	}
 	if len(q.msgs) == 0 {
 		q.since = time.Now()

@@ -15,8 +15,8 @@ import (
 // A remote connection is one session: it ends when the server says the session is
 // gone (a 404 for its Mcp-Session-Id, on a POST or the GET stream, or the end of the
 // HTTP+SSE event stream), as a child's stdout ends with the child. What it does then
-// mirrors a dead pipe, so that the session room (package session) replaces a session as it
-// replaces a child, the one owner of holding, re-handshaking and settling:
+// mirrors a dead pipe, so that the session room (package session) replaces a session
+// as it replaces a child, the one owner of holding, re-handshaking and settling:
 //   - Write fails from the end on (errSessionOver, an io.ErrClosedPipe): the room
 //     holds the message for the next session.
 //   - Every exchange and stream of the session is ended at once: the answers of the
@@ -31,7 +31,9 @@ import (
 // host's requests the session refused without running them, oldest first, for the
 // next session; every other request written is lost with the session.
 type SessionEndedError struct {
-	Reason string // how it ended, to follow the server's name: "at URL: the server's session expired (HTTP 404)"
+	// Reason says how it ended, to follow the server's name: "at URL: the server's
+	// session expired (HTTP 404)".
+	Reason string
 	Msgs   [][]byte
 }
 
@@ -69,9 +71,6 @@ func (e *sessionEnd) init() {
 // ended reports whether the session ended.
 func (c *remoteConn) ended() bool { return c.end.is.Load() }
 
-// seqs numbers the host's messages, for the refused ones to keep their order.
-var seqs atomic.Uint64
-
 // endSession ends the session: why says how ("its session expired (HTTP 404)"); m,
 // when not nil, is a message it refused unrun (its 404), for the next session. Only
 // the first call ends it; later ones add what else the session refused. It never
@@ -93,21 +92,23 @@ func (c *remoteConn) endSession(why string, m *outMsg) {
 	}
 	c.log.Debug("the server's session ended", "why", why)
 	close(e.ended)
-	c.wg.Add(1) // the end is one of the connection's goroutines: Close waits for it
+	// Outside wg, which it waits for (Close waits for over instead): the caller is
+	// an exchange or a stream of the session, which it ends.
 	go func() {
-		defer c.wg.Done()
-		// Every Write under way has queued its message or failed.
+		// Every Write under way has queued its message or failed: none queues after
+		// the queue is taken below.
 		e.writes.Lock()
 		e.writes.Unlock() // a barrier, not a critical section
 		c.cancel()
-	}()
-	go func() {
-		// Outside wg, which it waits for: everything of the session has ended, so
-		// nothing more is refused or put in the inbox.
+		// Nothing of the session runs now: nothing more is refused, sent or put in
+		// the inbox. What is still queued was written after everything the sender
+		// took, so it is numbered after it.
 		c.wg.Wait()
 		for drained := false; !drained; {
 			select {
 			case m := <-c.out:
+				c.seq++
+				m.seq = c.seq
 				c.refuse(m)
 			default:
 				drained = true

@@ -41,7 +41,9 @@ type Listens struct {
 type listen struct {
 	key string // jsonlex.IDKey of its id
 	id  []byte // raw, as the host wrote it
-	req []byte // the host's request, as it wrote it; never changed (session.Conn finds it by identity)
+	// req is the host's request, as it wrote it; never changed (session.Conn finds it
+	// by identity).
+	req []byte
 	ack []byte // the filter of the last acknowledgment the host got; nil before one
 	// acked: the current server acknowledged it. again: it was sent to a new server,
 	// whose acknowledgment is the proxy's to judge.

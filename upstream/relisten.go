@@ -18,7 +18,8 @@ import (
 
 // maxRelistens bounds the POSTs of one listen stream in a row that no acknowledgment
 // followed: a server that stays down, or refuses the stream, gets the host an error
-// answer after that many, as before (a stdio stream is answered after session.Conn's Wait).
+// answer after that many, as before (a stdio stream is answered after session.Conn's
+// Wait).
 const maxRelistens = maxResumes
 
 // relistenFloor is the least wait before a listen stream is POSTed again: a server

@@ -141,7 +141,7 @@ func (r Remote) Dial(ctx context.Context) (Conn, error) {
 }
 
 // Sessions returns the Dialer of r's sessions, one connection each, for the session
-// room (revive) to replace one that ended: they share the HTTP client, the credentials
+// room (session.Conn) to replace one that ended: they share the HTTP client, the credentials
 // seen (scrubbed from every text), the transport auto settled on (Settled is called
 // once) and the record of sessions whose GET stream the server refused at once.
 func (r Remote) Sessions() (Dialer, error) {
@@ -212,8 +212,8 @@ type remoteShared struct {
 // The connection ends with its session, as a child's stdout ends with the child
 // (end.go): a 404 for its session id, or the end of its HTTP+SSE event stream. Read
 // then returns a *SessionEndedError carrying the host's messages the session refused
-// unrun, and Write fails as on a closed pipe; the session room (package session) holds them and
-// dials the next session. Each message goes to the transport the connection settled
+// unrun, and Write fails as on a closed pipe; the session room (package session)
+// holds them and dials the next session. Each message goes to the transport the connection settled
 // on (mode): http (streamableHTTP, streamable.go) or sse (legacySSE, sse.go).
 type remoteConn struct {
 	*remoteShared
@@ -244,6 +244,9 @@ type remoteConn struct {
 	setup   *Setup
 	started time.Time
 	end     sessionEnd // the session's end (end.go)
+	// seq numbers the messages the sender takes, then those the end drains from out
+	// (never both at once): the refused ones keep the host's order.
+	seq uint64
 
 	mu      sync.Mutex
 	mode    mode
@@ -722,8 +725,8 @@ func (c *remoteConn) tell(said error) {
 
 // Capabilities says what a remote connection can do: batch (Buffered), stop at once,
 // and name its session. Holding the host's messages while a session is replaced, and
-// settling the replacement, are the session room's (package session). It keeps a written
-// message (a POST may be retried), so it does not promise CopiesWrites.
+// settling the replacement, are the session room's (package session). It keeps a
+// written message (a POST may be retried), so it does not promise CopiesWrites.
 func (c *remoteConn) Capabilities() Capabilities {
 	return Capabilities{Batcher: c, Terminator: c, SessionIdentifier: c}
 }
@@ -754,7 +757,6 @@ var errRemoteClosed = errors.New("the connection to the server is closed")
 // message for the next session.
 func (c *remoteConn) Write(msg []byte) error {
 	m := parseOut(msg)
-	m.seq = seqs.Add(1)
 	// Read-locked while it queues: the end waits for every Write under way, then
 	// takes what they queued as refused, so none is queued after and lost.
 	c.end.writes.RLock()
@@ -883,6 +885,8 @@ func (c *remoteConn) sendLoop() {
 
 // send sends one host message, in order.
 func (c *remoteConn) send(m *outMsg) {
+	c.seq++ // numbered here, off the host's path: the order they reach the sender
+	m.seq = c.seq
 	if m.method == "notifications/cancelled" && c.cancelled(m) {
 		return
 	}
