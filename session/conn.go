@@ -812,8 +812,16 @@ func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
 	if err := g.conn.Write(req); err != nil {
 		return nil, p.ended(fmt.Errorf("replaying initialize: %w", err))
 	}
+	limit := c.policy.Handshake
+	if d, ok := c.held.dueIn(c.policy.Wait); ok && d < limit && c.policy.Renew {
+		// The host's requests held for this session are due before the handshake
+		// bound: a new session that does not answer its initialize, or a restore,
+		// held them 30 s (Handshake), not the 5 s a request is held (Wait). It is
+		// given up on when they are due, and they are answered.
+		limit = d
+	}
 	var timedOut atomic.Bool
-	timer := time.AfterFunc(c.policy.Handshake, func() {
+	timer := time.AfterFunc(limit, func() {
 		timedOut.Store(true)
 		g.stop()
 	})
@@ -830,7 +838,7 @@ func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
 		if err != nil {
 			if timedOut.Load() {
 				f, _ := jsonlex.TopFields(req)
-				return nil, fmt.Errorf("did not answer %s within %v", jsonlex.StringOf(f.Method), c.policy.Handshake)
+				return nil, fmt.Errorf("did not answer %s within %v", jsonlex.StringOf(f.Method), limit.Round(time.Millisecond))
 			}
 			return nil, p.ended(err)
 		}

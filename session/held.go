@@ -76,6 +76,17 @@ func (q *holdQueue) due(wait time.Duration) <-chan time.Time {
 	return time.After(max(time.Until(since.Add(wait)), 0))
 }
 
+// dueIn is how long until what is held is due to be answered (held wait long),
+// and false when nothing is held.
+func (q *holdQueue) dueIn(wait time.Duration) (time.Duration, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.msgs) == 0 {
+		return 0, false
+	}
+	return max(time.Until(q.since.Add(wait)), 0), true
+}
+
 // relistenLocked holds, for the next server, the host's subscriptions/listen
 // requests still open when a server died (upstream.Listens.Relisten), as the host
 // wrote them: held, the relay registers them in flight again rather than answer them

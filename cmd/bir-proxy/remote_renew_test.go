@@ -1,0 +1,219 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// renewServer is a Streamable HTTP server whose first session, s1, works until a
+// tools/call of "expire" (404: the session is gone). Later sessions behave as
+// the test says: hang, a request of theirs never answered.
+type renewServer struct {
+	// hang says, for a POST of method in session n (2, 3, ...; the initialize of
+	// session n counts as n), whether it is never answered.
+	hang  func(n int, method string) bool
+	inits atomic.Int32
+
+	mu      sync.Mutex
+	expired map[string]bool
+}
+
+func (e *renewServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sid := r.Header.Get("Mcp-Session-Id")
+	e.mu.Lock()
+	gone := e.expired[sid]
+	e.mu.Unlock()
+	if sid != "" && gone {
+		http.Error(w, "session expired", http.StatusNotFound)
+		return
+	}
+	if r.Method == http.MethodGet {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	if r.Method == http.MethodDelete {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	json.Unmarshal(body, &m)
+	n := 0
+	fmt.Sscanf(sid, "s%d", &n)
+	if m.Method == "initialize" {
+		n = int(e.inits.Add(1))
+		sid = fmt.Sprintf("s%d", n)
+	}
+	if n > 1 && e.hang != nil && e.hang(n, m.Method) {
+		<-r.Context().Done()
+		return
+	}
+	switch {
+	case m.ID == nil:
+		w.WriteHeader(http.StatusAccepted)
+	case m.Method == "initialize":
+		w.Header().Set("Mcp-Session-Id", sid)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"logging":{}},"serverInfo":{"name":"renew","version":"1"}}}`, m.ID)
+	case m.Params.Name == "expire" && sid == "s1":
+		e.mu.Lock()
+		e.expired[sid] = true
+		e.mu.Unlock()
+		http.Error(w, "session expired", http.StatusNotFound)
+	case m.Method == "logging/setLevel":
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"session %s"}]}}`, m.ID, sid)
+	}
+}
+
+// startRenewing starts the proxy on e, has the host initialize and set a log level,
+// and returns it.
+func startRenewing(t *testing.T, e *renewServer) *testHost {
+	t.Helper()
+	e.expired = map[string]bool{}
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	s := startProxy(t, nil, "--server", "renew", "--transport", "http", "--url", srv.URL+"/mcp")
+	s.Send(hostInit)
+	if a, _ := s.expect("0"); isError(a) {
+		t.Fatalf("initialize: %s", a)
+	}
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"debug"}}`)
+	if a, _ := s.expect("1"); isError(a) {
+		t.Fatalf("logging/setLevel: %s", a)
+	}
+	return s
+}
+
+// A held request is answered within Policy.Wait (5 s, docs/remote.md: "requests
+// are held meanwhile, 5 s at most") even when the new session never answers
+// what the proxy replays on it.
+func testRenewHeldAnsweredWhileReplayHangs(t *testing.T, method string) {
+	e := &renewServer{hang: func(n int, m string) bool { return m == method }}
+	s := startRenewing(t, e)
+	start := time.Now()
+	s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"expire","arguments":{}}}`)
+	a, _ := s.expect("2")
+	took := time.Since(start)
+	t.Logf("the refused call got, after %v: %.200s", took.Round(time.Millisecond), a)
+	// 5 s held, plus slack for a loaded machine; the handshake bound is 30 s.
+	if took > 15*time.Second {
+		t.Errorf("the held call was answered after %v, want within the 5 s a request is held", took.Round(time.Millisecond))
+	}
+	s.Stdin.Close()
+	s.ExitCode()
+}
+
+func TestRenewHeldCallAnsweredWhileReplayedInitializeHangs(t *testing.T) {
+	t.Parallel()
+	testRenewHeldAnsweredWhileReplayHangs(t, "initialize")
+}
+
+func TestRenewHeldCallAnsweredWhileReplayedSetLevelHangs(t *testing.T) {
+	t.Parallel()
+	testRenewHeldAnsweredWhileReplayHangs(t, "logging/setLevel")
+}
+
+// TestRenewFloodOfCallsOnAnAlwaysExpiringServer: a server that 404s every request
+// carrying its session id, while the host keeps 2 or 8 calls in flight, or queues
+// 1,000 at once. Every call gets exactly one answer, the initialize POSTs stay few
+// and the proxy's memory bounded.
+func TestRenewFloodOfCallsOnAnAlwaysExpiringServer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		total, window int
+	}{{"inflight2", 60, 2}, {"inflight8", 200, 8}, {"queued1000", 1000, 1000}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url, inits := getFourOhFourServer(t, true)
+			s := startProxy(t, nil, "--server", "expiring", "--url", url, "--transport", "http")
+			s.Send(hostInit)
+			if a, _ := s.expect("0"); isError(a) {
+				t.Fatalf("initialize: %s", a)
+			}
+			s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			var answered atomic.Int32
+			more := make(chan struct{}, tc.total)
+			sent := make(chan error, 1)
+			go func() {
+				var b strings.Builder
+				for i := 0; i < tc.total; i++ {
+					for i-int(answered.Load()) >= tc.window {
+						select {
+						case <-more:
+						case <-time.After(time.Second):
+						}
+					}
+					b.Reset()
+					fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"x","arguments":{}}}`+"\n", 100+i)
+					if _, err := io.WriteString(s.Stdin, b.String()); err != nil {
+						sent <- err
+						return
+					}
+				}
+				sent <- nil
+			}()
+			seen := map[string]int{}
+			errs := 0
+			for int(answered.Load()) < tc.total {
+				msg, err := s.out.Read()
+				if err != nil {
+					t.Fatalf("after %d answers: %v (stderr: %s)", answered.Load(), err, s.Stderr.String())
+				}
+				id, ok := jsonID(msg)
+				if !ok {
+					continue
+				}
+				if seen[id]++; seen[id] > 1 {
+					t.Fatalf("call %s answered twice: %s", id, msg)
+				}
+				if isError(string(msg)) {
+					errs++
+				}
+				answered.Add(1)
+				more <- struct{}{}
+			}
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+			peak := procStatusKB(t, s.Cmd.Process.Pid, "VmHWM")
+			s.Stdin.Close()
+			s.ExitCode()
+			for {
+				msg, err := s.out.Read()
+				if err != nil {
+					break
+				}
+				if id, ok := jsonID(msg); ok && seen[id] > 0 {
+					t.Fatalf("call %s answered twice, at exit: %s", id, msg)
+				}
+			}
+			t.Logf("%d calls, %d errors, %d initialize POSTs, peak RSS %d KiB", tc.total, errs, inits.Load(), peak)
+			if n := inits.Load(); n > 8 {
+				t.Errorf("%d initialize POSTs, want at most 8", n)
+			}
+			if peak > 200<<10 {
+				t.Errorf("peak RSS %d KiB, want under 200 MiB", peak)
+			}
+		})
+	}
+}
