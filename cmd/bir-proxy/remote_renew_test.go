@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -19,8 +20,12 @@ import (
 type renewServer struct {
 	// hang says, for a POST of method in session n (2, 3, ...; the initialize of
 	// session n counts as n), whether it is never answered.
-	hang  func(n int, method string) bool
-	inits atomic.Int32
+	hang func(n int, method string) bool
+	// huge, when set, is the size of a string in session n's initialize answer.
+	huge func(n int) int
+	// version, when set, is the protocol version session n's initialize answers.
+	version func(n int) string
+	inits   atomic.Int32
 
 	mu      sync.Mutex
 	expired map[string]bool
@@ -68,7 +73,22 @@ func (e *renewServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case m.Method == "initialize":
 		w.Header().Set("Mcp-Session-Id", sid)
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"logging":{}},"serverInfo":{"name":"renew","version":"1"}}}`, m.ID)
+		if e.huge != nil && e.huge(n) > 0 {
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"pad":"`, m.ID)
+			chunk := strings.Repeat("a", 1<<16)
+			for i := 0; i < e.huge(n)>>16; i++ {
+				if _, err := io.WriteString(w, chunk); err != nil {
+					return
+				}
+			}
+			fmt.Fprintf(w, `","protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"renew","version":"1"}}}`)
+			return
+		}
+		v := "2025-06-18"
+		if e.version != nil {
+			v = e.version(n)
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":%q,"capabilities":{"tools":{},"logging":{}},"serverInfo":{"name":"renew","version":"1"}}}`, m.ID, v)
 	case m.Params.Name == "expire" && sid == "s1":
 		e.mu.Lock()
 		e.expired[sid] = true
@@ -216,4 +236,100 @@ func TestRenewFloodOfCallsOnAnAlwaysExpiringServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRenewStopsDuringBackoff: SIGTERM, or the host closing stdin, while the proxy
+// backs off between new sessions of a server that 404s them all, or waits out its
+// cool-down: the proxy exits at once.
+func TestRenewStopsDuringBackoff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		wait   time.Duration // after the first 404
+		signal bool
+	}{{"sigterm-backoff", 700 * time.Millisecond, true}, {"stdin-backoff", 700 * time.Millisecond, false},
+		{"sigterm-cooldown", 0, true}, {"stdin-cooldown", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url, _ := getFourOhFourServer(t, true)
+			s := startProxy(t, nil, "--server", "expiring", "--url", url, "--transport", "http")
+			s.Send(hostInit)
+			s.expect("0")
+			s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","arguments":{}}}`)
+			if tc.wait > 0 {
+				time.Sleep(tc.wait)
+			} else {
+				for !strings.Contains(s.Stderr.String(), "giving up starting new sessions") {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			start := time.Now()
+			if tc.signal {
+				s.Cmd.Process.Signal(syscall.SIGTERM)
+			} else {
+				s.Stdin.Close()
+			}
+			code := s.ExitCode()
+			took := time.Since(start)
+			t.Logf("exit %d after %v", code, took.Round(time.Millisecond))
+			if took > 5*time.Second {
+				t.Errorf("the proxy took %v to exit", took)
+			}
+		})
+	}
+}
+
+// TestRenewRefusesAnotherProtocolVersion: the new session negotiates another protocol
+// version than the host's. The host's refused call gets an error saying so, at once
+// rather than after the handshake bound, and the proxy does not loop.
+func TestRenewRefusesAnotherProtocolVersion(t *testing.T) {
+	t.Parallel()
+	e := &renewServer{}
+	e.version = func(n int) string {
+		if n > 1 {
+			return "2025-03-26"
+		}
+		return "2025-06-18"
+	}
+	s := startRenewing(t, e)
+	start := time.Now()
+	s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"expire","arguments":{}}}`)
+	a, _ := s.expect("2")
+	t.Logf("after %v: %.300s", time.Since(start).Round(time.Millisecond), a)
+	if !isError(a) {
+		t.Errorf("the call got %s, want an error", a)
+	}
+	s.Send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","arguments":{}}}`)
+	a, _ = s.expect("3")
+	t.Logf("the next call: %.300s; %d initialize POSTs", a, e.inits.Load())
+	if n := e.inits.Load(); n > 8 {
+		t.Errorf("%d initialize POSTs", n)
+	}
+	s.Stdin.Close()
+	s.ExitCode()
+}
+
+// TestRenewHugeInitializeAnswer: the new session answers the replayed initialize with
+// a 512 MiB body (over the 256 MiB --max-message). The proxy's memory stays about the
+// cap, and the host's refused call is answered on the session after.
+func TestRenewHugeInitializeAnswer(t *testing.T) {
+	t.Parallel()
+	e := &renewServer{huge: func(n int) int {
+		if n == 2 {
+			return 512 << 20
+		}
+		return 0
+	}}
+	s := startRenewing(t, e)
+	start := time.Now()
+	s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"expire","arguments":{}}}`)
+	a, _ := s.expect("2")
+	peak := procStatusKB(t, s.Cmd.Process.Pid, "VmHWM")
+	t.Logf("after %v, peak RSS %d KiB, %d initialize POSTs: %.300s", time.Since(start).Round(time.Millisecond), peak, e.inits.Load(), a)
+	if peak > 320<<10 {
+		t.Errorf("peak RSS %d KiB, want under 320 MiB", peak)
+	}
+	s.Stdin.Close()
+	s.ExitCode()
 }
