@@ -1089,7 +1089,8 @@ func (c *Conn) holdAfter(dead *gen, msg []byte) error {
 		return fmt.Errorf("server %s is being restarted", c.name)
 	}
 	batched := dead != nil && c.setup.Listens().Open() && isBatch(msg)
-	if batched {
+	cancel := bytes.Contains(msg, []byte("notifications/cancelled"))
+	if batched || cancel {
 		// takeBatchLocked replaces a held message: not the one a flush is writing.
 		c.held.flushMu.Lock()
 		defer c.held.flushMu.Unlock()
@@ -1103,6 +1104,9 @@ func (c *Conn) holdAfter(dead *gen, msg []byte) error {
 		// The next server is up already, and nothing waits to go first: this goes to
 		// it, not into a hold that nothing would flush.
 		return errServerUp
+	case cancel && c.held.cancelLocked(msg):
+		// The host cancelled a request held for the next server: neither goes.
+		return nil
 	case dead != nil && c.setup.Listens().Open() && c.held.hasLocked(msg):
 		// A listen request written as its server died, which the death holds already
 		// (relistenLocked): the next server gets it once.

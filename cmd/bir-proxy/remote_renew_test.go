@@ -21,6 +21,9 @@ type renewServer struct {
 	// hang says, for a POST of method in session n (2, 3, ...; the initialize of
 	// session n counts as n), whether it is never answered.
 	hang func(n int, method string) bool
+	// slow, when set, is how long a POST of method in session n waits before its answer.
+	slow  func(n int, method string) time.Duration
+	posts []string // "s<n> <body>", every POST after the first session's
 	// huge, when set, is the size of a string in session n's initialize answer.
 	huge func(n int) int
 	// version, when set, is the protocol version session n's initialize answers.
@@ -62,6 +65,16 @@ func (e *renewServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.Method == "initialize" {
 		n = int(e.inits.Add(1))
 		sid = fmt.Sprintf("s%d", n)
+	}
+	if n > 1 {
+		e.mu.Lock()
+		e.posts = append(e.posts, sid+" "+string(body))
+		e.mu.Unlock()
+	}
+	if n > 1 && e.slow != nil {
+		if d := e.slow(n, m.Method); d > 0 {
+			time.Sleep(d)
+		}
 	}
 	if n > 1 && e.hang != nil && e.hang(n, m.Method) {
 		<-r.Context().Done()
@@ -332,4 +345,33 @@ func TestRenewHugeInitializeAnswer(t *testing.T) {
 	}
 	s.Stdin.Close()
 	s.ExitCode()
+}
+
+// TestRenewHeldCallCancelledIsNotRun: the session refuses a call (404); while the new
+// session is being set up the host cancels that call. The new session must not run
+// it: the host gave up on it.
+func TestRenewHeldCallCancelledIsNotRun(t *testing.T) {
+	t.Parallel()
+	e := &renewServer{slow: func(n int, m string) time.Duration {
+		if m == "initialize" {
+			return 1500 * time.Millisecond
+		}
+		return 0
+	}}
+	s := startRenewing(t, e)
+	s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"expire","arguments":{}}}`)
+	time.Sleep(500 * time.Millisecond) // refused, held: the new session is being set up
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"user"}}`)
+	s.Send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","arguments":{}}}`)
+	a, _ := s.expect("3")
+	t.Logf("the next call: %.200s", a)
+	s.Stdin.Close()
+	s.ExitCode()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range e.posts {
+		if strings.Contains(p, `"name":"expire"`) {
+			t.Errorf("the new session ran the call the host cancelled: %s\nall: %q", p, e.posts)
+		}
+	}
 }
