@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -373,5 +374,98 @@ func TestRenewHeldCallCancelledIsNotRun(t *testing.T) {
 		if strings.Contains(p, `"name":"expire"`) {
 			t.Errorf("the new session ran the call the host cancelled: %s\nall: %q", p, e.posts)
 		}
+	}
+}
+
+// TestRenewStopsDuringAHungHandshake: the host leaves (stdin closed, or SIGTERM)
+// while a new session's replayed initialize, or replayed logging/setLevel, is
+// unanswered: the proxy exits at once, not after the 30 s handshake bound.
+func TestRenewStopsDuringAHungHandshake(t *testing.T) {
+	t.Parallel()
+	for _, method := range []string{"initialize", "logging/setLevel"} {
+		for _, signal := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/sigterm=%v", strings.ReplaceAll(method, "/", "-"), signal), func(t *testing.T) {
+				t.Parallel()
+				e := &renewServer{hang: func(n int, m string) bool { return m == method }}
+				s := startRenewing(t, e)
+				s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"expire","arguments":{}}}`)
+				time.Sleep(time.Second) // the new session's handshake hangs
+				start := time.Now()
+				if signal {
+					s.Cmd.Process.Signal(syscall.SIGTERM)
+				} else {
+					s.Stdin.Close()
+				}
+				code := s.ExitCode()
+				took := time.Since(start)
+				t.Logf("exit %d after %v", code, took.Round(time.Millisecond))
+				if took > 5*time.Second {
+					t.Errorf("the proxy took %v to exit", took)
+				}
+			})
+		}
+	}
+}
+
+// TestRenewHostileResponses: the session's 404 carries terminal escapes and CR/LF
+// in its body and headers, and a 64 KiB header; the new session's initialize is
+// redirected to another origin, or names its session with an escape in it. Nothing
+// reaches the other origin, nothing raw reaches the host or stderr, and the host's
+// call is answered once.
+func TestRenewHostileResponses(t *testing.T) {
+	t.Parallel()
+	evil := "\x1b[2J\x1b[31mFAKE\rlevel=ERROR msg=pwned\x1b]0;title\x07"
+	c1 := "\u009b2J\u009b31mFAKE" // C1 CSI: what net/http lets through in a header
+	for _, how := range []string{"redirect", "escaped-id"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			sink := startRawSink(t)
+			var inits atomic.Int32
+			srv := startRawServer(t, func(r *rawReq, w *bufio.Writer, done <-chan struct{}) {
+				sid := r.Header.Get("Mcp-Session-Id")
+				method := rpcMethod(r.Body)
+				switch {
+				case r.Method == "GET":
+					writeResp(w, "405 Method Not Allowed", nil, "")
+				case r.Method == "DELETE":
+					writeResp(w, "200 OK", nil, "")
+				case method == "initialize" && inits.Add(1) > 1 && how == "redirect":
+					writeResp(w, "307 Temporary Redirect", []string{"Location: " + sink.URL + "/mcp"}, "")
+				case method == "initialize":
+					id := "s1"
+					if inits.Load() > 1 {
+						id = "s2" + c1
+					}
+					writeResp(w, "200 OK", []string{"Content-Type: application/json", "Mcp-Session-Id: " + id},
+						`{"jsonrpc":"2.0","id":`+rpcID(r.Body)+`,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"`+strings.ReplaceAll(evil, "\x1b", `\u001b`)[:20]+`","version":"1"}}}`)
+				case rpcID(r.Body) == "":
+					writeResp(w, "202 Accepted", nil, "")
+				case sid == "s1" && strings.Contains(string(r.Body), "expire"):
+					writeResp(w, "404 Not Found", []string{"X-Evil: " + c1, "X-Big: " + strings.Repeat("b", 64<<10)}, evil+"\r\n"+evil)
+				default:
+					writeResp(w, "200 OK", []string{"Content-Type: application/json"},
+						`{"jsonrpc":"2.0","id":`+rpcID(r.Body)+`,"result":{"content":[]}}`)
+				}
+			})
+			s := startProxy(t, nil, "--server", "hostile", "--log-level", "debug", "--transport", "http", "--url", srv.URL+"/mcp")
+			s.Send(hostInit)
+			if a, _ := s.expect("0"); isError(a) {
+				t.Fatalf("initialize: %s", a)
+			}
+			s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"expire","arguments":{}}}`)
+			a, _ := s.expect("2")
+			t.Logf("the call got %.300s", a)
+			s.Send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","arguments":{}}}`)
+			a, _ = s.expect("3")
+			t.Logf("the next call got %.300s", a)
+			s.Stdin.Close()
+			s.ExitCode()
+			checkNothingReached(t, sink)
+			if e := s.Stderr.String(); strings.ContainsAny(e, "\x1b\x07\r\u009b") {
+				i := strings.IndexAny(e, "\x1b\x07\r\u009b")
+				t.Errorf("stderr has a raw control character: %q", e[max(0, i-200):min(len(e), i+100)])
+			}
+		})
 	}
 }
