@@ -469,3 +469,83 @@ func TestRenewHostileResponses(t *testing.T) {
 		})
 	}
 }
+
+// TestRenewPoisonCallIsAnsweredWhileOthersServe: a server that 404s one tool's call
+// (the session "ends" there) in every session, and serves the others. A call the
+// sessions refuse unrun is carried to the next session, and the next; meanwhile the
+// host's other calls, served, keep each session from counting as one that ended at
+// once. The carried call must still be answered, within a bound.
+func TestRenewPoisonCallIsAnsweredWhileOthersServe(t *testing.T) {
+	t.Parallel()
+	var inits atomic.Int32
+	var mu sync.Mutex
+	expired := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sid := r.Header.Get("Mcp-Session-Id")
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		gone := expired[sid]
+		if sid != "" && strings.Contains(string(body), "poison") {
+			expired[sid], gone = true, true
+		}
+		mu.Unlock()
+		switch {
+		case r.Method == http.MethodGet:
+			w.WriteHeader(http.StatusMethodNotAllowed)
+		case r.Method == http.MethodDelete:
+		case sid != "" && gone:
+			http.Error(w, "session not found", http.StatusNotFound)
+		case rpcMethod(body) == "initialize":
+			w.Header().Set("Mcp-Session-Id", fmt.Sprintf("s%d", inits.Add(1)))
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":`+rpcID(body)+`,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"p","version":"1"}}}`)
+		case rpcID(body) == "":
+			w.WriteHeader(http.StatusAccepted)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":`+rpcID(body)+`,"result":{"content":[]}}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	s := startProxy(t, nil, "--server", "poison", "--transport", "http", "--url", srv.URL+"/mcp")
+	s.Send(hostInit)
+	s.expect("0")
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"poison","arguments":{}}}`)
+	stop := make(chan struct{})
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(150 * time.Millisecond):
+			}
+			if _, err := fmt.Fprintf(s.Stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"ok","arguments":{}}}`+"\n", 100+i); err != nil {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	answered := make(chan string, 1)
+	go func() {
+		for {
+			msg, err := s.out.Read()
+			if err != nil {
+				close(answered)
+				return
+			}
+			if id, _ := jsonID(msg); id == "2" {
+				answered <- string(msg)
+			}
+		}
+	}()
+	select {
+	case a := <-answered:
+		t.Logf("the poison call got, after %v and %d initialize POSTs: %.300s", time.Since(start).Round(time.Millisecond), inits.Load(), a)
+	case <-time.After(20 * time.Second):
+		t.Errorf("the poison call unanswered after 20 s; %d initialize POSTs", inits.Load())
+	}
+	close(stop)
+	s.Stdin.Close()
+	s.ExitCode()
+}
