@@ -184,3 +184,32 @@ func TestLegacyStreamsEndingAtOnceDoNotLoop(t *testing.T) {
 	s.Stdin.Close()
 	s.ExitCode()
 }
+
+// TestLegacyStreamsEndingFromTheStart: an HTTP+SSE server ends every event stream,
+// the first too, right after its endpoint event. The host's initialize gets an
+// answer, and the streams opened stay few.
+func TestLegacyStreamsEndingFromTheStart(t *testing.T) {
+	t.Parallel()
+	l := &legacyServer{posts: map[int][]string{}, streams: map[int]chan string{}, drop: map[int]chan struct{}{},
+		cut: func(int) bool { return true }}
+	srv := httptest.NewServer(l)
+	t.Cleanup(srv.Close)
+	s := startProxy(t, nil, "--server", "legacy", "--transport", "sse", "--url", srv.URL+"/sse")
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
+	a, _ := s.expect("1")
+	s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	b, _ := s.expect("2")
+	time.Sleep(3 * time.Second)
+	l.mu.Lock()
+	n := l.sessions
+	l.mu.Unlock()
+	t.Logf("initialize got %.200s; the call got %.200s; %d event streams opened", a, b, n)
+	if !isError(a) || !isError(b) {
+		t.Errorf("want errors, got %s and %s", a, b)
+	}
+	if n > 8 {
+		t.Errorf("%d event streams opened, want at most 8", n)
+	}
+	s.Stdin.Close()
+	s.ExitCode()
+}
