@@ -812,8 +812,16 @@ func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
 	if err := g.conn.Write(req); err != nil {
 		return nil, p.ended(fmt.Errorf("replaying initialize: %w", err))
 	}
+	limit := c.policy.Handshake
+	if d, ok := c.held.dueIn(c.policy.Wait); ok && d < limit && c.policy.Renew {
+		// The host's requests held for this session are due before the handshake
+		// bound: a new session that does not answer its initialize, or a restore,
+		// held them 30 s (Handshake), not the 5 s a request is held (Wait). It is
+		// given up on when they are due, and they are answered.
+		limit = d
+	}
 	var timedOut atomic.Bool
-	timer := time.AfterFunc(c.policy.Handshake, func() {
+	timer := time.AfterFunc(limit, func() {
 		timedOut.Store(true)
 		g.stop()
 	})
@@ -830,7 +838,7 @@ func (p genPeer) Call(_ context.Context, req, id []byte) ([]byte, error) {
 		if err != nil {
 			if timedOut.Load() {
 				f, _ := jsonlex.TopFields(req)
-				return nil, fmt.Errorf("did not answer %s within %v", jsonlex.StringOf(f.Method), c.policy.Handshake)
+				return nil, fmt.Errorf("did not answer %s within %v", jsonlex.StringOf(f.Method), limit.Round(time.Millisecond))
 			}
 			return nil, p.ended(err)
 		}
@@ -1081,7 +1089,8 @@ func (c *Conn) holdAfter(dead *gen, msg []byte) error {
 		return fmt.Errorf("server %s is being restarted", c.name)
 	}
 	batched := dead != nil && c.setup.Listens().Open() && isBatch(msg)
-	if batched {
+	cancel := bytes.Contains(msg, []byte("notifications/cancelled"))
+	if batched || cancel {
 		// takeBatchLocked replaces a held message: not the one a flush is writing.
 		c.held.flushMu.Lock()
 		defer c.held.flushMu.Unlock()
@@ -1095,6 +1104,9 @@ func (c *Conn) holdAfter(dead *gen, msg []byte) error {
 		// The next server is up already, and nothing waits to go first: this goes to
 		// it, not into a hold that nothing would flush.
 		return errServerUp
+	case cancel && c.held.cancelLocked(msg):
+		// The host cancelled a request held for the next server: neither goes.
+		return nil
 	case dead != nil && c.setup.Listens().Open() && c.held.hasLocked(msg):
 		// A listen request written as its server died, which the death holds already
 		// (relistenLocked): the next server gets it once.

@@ -76,6 +76,46 @@ func (q *holdQueue) due(wait time.Duration) <-chan time.Time {
 	return time.After(max(time.Until(since.Add(wait)), 0))
 }
 
+// dueIn is how long until what is held is due to be answered (held wait long),
+// and false when nothing is held.
+func (q *holdQueue) dueIn(wait time.Duration) (time.Duration, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.msgs) == 0 {
+		return 0, false
+	}
+	return max(time.Until(q.since.Add(wait)), 0), true
+}
+
+// cancelLocked drops the held request that msg, the host's notifications/cancelled,
+// cancels, and reports whether it did: the cancel is then not held either. A request
+// a session refused unrun (its 404), cancelled by the host while the next session was
+// being set up, went to that session after the cancel and ran a tool the host had
+// given up on (the relay no longer waits for its answer). Called with flushMu held:
+// a flush under way pops the oldest once written.
+func (q *holdQueue) cancelLocked(msg []byte) bool {
+	f, ok := jsonlex.TopFields(msg)
+	if !ok || f.ID != nil || f.Method == nil || !jsonlex.KeyIs(f.Method, "notifications/cancelled") {
+		return false
+	}
+	id := jsonlex.Get(f.Params, "requestId")
+	if id == nil {
+		return false
+	}
+	key := jsonlex.IDKey(id)
+	for i, m := range q.msgs {
+		if isBatch(m) {
+			continue
+		}
+		if g, ok := jsonlex.TopFields(m); ok && g.ID != nil && g.Method != nil && jsonlex.IDKey(g.ID) == key {
+			q.bytes -= len(m)
+			q.msgs = slices.Delete(q.msgs, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
 // relistenLocked holds, for the next server, the host's subscriptions/listen
 // requests still open when a server died (upstream.Listens.Relisten), as the host
 // wrote them: held, the relay registers them in flight again rather than answer them

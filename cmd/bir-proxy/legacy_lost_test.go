@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // legacyServer is a scripted HTTP+SSE (2024-11-05) server. Each GET /sse is a session:
@@ -24,6 +25,8 @@ type legacyServer struct {
 	posts    map[int][]string // the bodies POSTed to each session
 	streams  map[int]chan string
 	drop     map[int]chan struct{}
+	// cut, when set, says which sessions' streams end right after the endpoint event.
+	cut func(n int) bool
 }
 
 func (l *legacyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -39,6 +42,9 @@ func (l *legacyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "event: endpoint\ndata: /messages?session=%d\n\n", n)
 		w.(http.Flusher).Flush()
+		if l.cut != nil && l.cut(n) {
+			return
+		}
 		for {
 			select {
 			case m := <-out:
@@ -143,4 +149,67 @@ func journalByTool(t *testing.T, path string) map[string]string {
 		out[r.Tool] = r.Outcome
 	}
 	return out
+}
+
+// TestLegacyStreamsEndingAtOnceDoNotLoop: after its first session ends, an HTTP+SSE
+// server ends every new event stream right after its endpoint event. The new
+// sessions back off and are given up on: the GETs stay few, and the host's call gets
+// an error.
+func TestLegacyStreamsEndingAtOnceDoNotLoop(t *testing.T) {
+	t.Parallel()
+	l := &legacyServer{posts: map[int][]string{}, streams: map[int]chan string{}, drop: map[int]chan struct{}{},
+		cut: func(n int) bool { return n > 1 }}
+	srv := httptest.NewServer(l)
+	t.Cleanup(srv.Close)
+	s := startProxy(t, nil, "--server", "legacy", "--transport", "sse", "--url", srv.URL+"/sse")
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{"roots":{}},"clientInfo":{"name":"t","version":"0"}}}`)
+	s.expect("1")
+	s.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s.expect(`"s1"`)
+	s.Send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"drop","arguments":{}}}`)
+	s.expect("5")
+	s.Send(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	a, _ := s.expect("6")
+	time.Sleep(3 * time.Second) // long enough for a loop to show
+	l.mu.Lock()
+	n := l.sessions
+	l.mu.Unlock()
+	t.Logf("the call got %.200s; %d event streams opened", a, n)
+	if !isError(a) {
+		t.Errorf("the call got %s, want an error", a)
+	}
+	if n > 8 {
+		t.Errorf("%d event streams opened, want at most 8", n)
+	}
+	s.Stdin.Close()
+	s.ExitCode()
+}
+
+// TestLegacyStreamsEndingFromTheStart: an HTTP+SSE server ends every event stream,
+// the first too, right after its endpoint event. The host's initialize gets an
+// answer, and the streams opened stay few.
+func TestLegacyStreamsEndingFromTheStart(t *testing.T) {
+	t.Parallel()
+	l := &legacyServer{posts: map[int][]string{}, streams: map[int]chan string{}, drop: map[int]chan struct{}{},
+		cut: func(int) bool { return true }}
+	srv := httptest.NewServer(l)
+	t.Cleanup(srv.Close)
+	s := startProxy(t, nil, "--server", "legacy", "--transport", "sse", "--url", srv.URL+"/sse")
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
+	a, _ := s.expect("1")
+	s.Send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	b, _ := s.expect("2")
+	time.Sleep(3 * time.Second)
+	l.mu.Lock()
+	n := l.sessions
+	l.mu.Unlock()
+	t.Logf("initialize got %.200s; the call got %.200s; %d event streams opened", a, b, n)
+	if !isError(a) || !isError(b) {
+		t.Errorf("want errors, got %s and %s", a, b)
+	}
+	if n > 8 {
+		t.Errorf("%d event streams opened, want at most 8", n)
+	}
+	s.Stdin.Close()
+	s.ExitCode()
 }
