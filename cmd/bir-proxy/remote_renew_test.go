@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bir-dev/bir-proxy/internal/testutil"
 )
 
 // renewServer is a Streamable HTTP server whose first session, s1, works until a
@@ -274,9 +276,9 @@ func TestRenewStopsDuringBackoff(t *testing.T) {
 			if tc.wait > 0 {
 				time.Sleep(tc.wait)
 			} else {
-				for !strings.Contains(s.Stderr.String(), "giving up starting new sessions") {
-					time.Sleep(20 * time.Millisecond)
-				}
+				testutil.Eventually(t, "the proxy to give up new sessions", func() bool {
+					return strings.Contains(s.Stderr.String(), "giving up starting new sessions")
+				})
 			}
 			start := time.Now()
 			if tc.signal {
